@@ -1,0 +1,160 @@
+"""`AsyncSandbox`: the async twin of `Sandbox`, over the same core.
+
+Guest work already runs on guest threads; the async face only waits for it in a worker thread
+(anyio), so the caller's event loop never blocks. Output callbacks may be coroutine functions.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, TypeVar, Union
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from .commands import Commands
+from .files import FileStream, Filesystem
+from .filesystem import WriteData
+from .limits import Limits
+from .models import CommandResult, EntryInfo, SandboxInfo, WriteEntry, WriteInfo
+from .sandbox import Sandbox, SandboxCore, SandboxPaginator, new_core
+
+T = TypeVar("T")
+# Waiting threads are cheap: do not let anyio's default 40 cap how many commands run at once.
+_waiters = anyio.CapacityLimiter(10_000)
+OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_waiters)
+
+
+def _from_loop(handler: Optional[OutputHandler]) -> Optional[Callable[[str], None]]:
+    """A sync callback for guest threads that runs `handler` (sync or async) on this loop."""
+    if handler is None:
+        return None
+    token = anyio.lowlevel.current_token()
+    if inspect.iscoroutinefunction(handler):
+        async_handler = handler
+
+        def call_async(text: str) -> None:
+            anyio.from_thread.run(async_handler, text, token=token)  # type: ignore[arg-type]
+
+        return call_async
+    sync_handler = handler
+
+    def call_sync(text: str) -> None:
+        anyio.from_thread.run_sync(sync_handler, text, token=token)
+
+    return call_sync
+
+
+class AsyncFilesystem:
+    def __init__(self, sync: Filesystem) -> None:
+        self._sync = sync
+
+    async def read(self, path: str, format: str = "text", **kw: Any) -> Any:
+        if format == "stream":
+            stream = await _in_thread(self._sync.read, path, "stream")
+            return _aiter_stream(stream)
+        return await _in_thread(self._sync.read, path, format)
+
+    async def write(self, path: str, data: WriteData, **kw: Any) -> WriteInfo:
+        return await _in_thread(self._sync.write, path, data)
+
+    async def write_files(self, files: list[WriteEntry], **kw: Any) -> list[WriteInfo]:
+        return await _in_thread(self._sync.write_files, files)
+
+    async def list(self, path: str, depth: Optional[int] = 1, **kw: Any) -> list[EntryInfo]:
+        return await _in_thread(self._sync.list, path, depth)
+
+    async def exists(self, path: str, **kw: Any) -> bool:
+        return await _in_thread(self._sync.exists, path)
+
+    async def get_info(self, path: str, **kw: Any) -> EntryInfo:
+        return await _in_thread(self._sync.get_info, path)
+
+    async def remove(self, path: str, **kw: Any) -> None:
+        await _in_thread(self._sync.remove, path)
+
+    async def rename(self, old_path: str, new_path: str, **kw: Any) -> EntryInfo:
+        return await _in_thread(self._sync.rename, old_path, new_path)
+
+    async def make_dir(self, path: str, **kw: Any) -> bool:
+        return await _in_thread(self._sync.make_dir, path)
+
+
+async def _aiter_stream(stream: FileStream) -> AsyncIterator[bytes]:
+    try:
+        while True:
+            chunk = await _in_thread(next, stream, None)
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        stream.close()
+
+
+class AsyncCommands:
+    def __init__(self, sync: Commands) -> None:
+        self._sync = sync
+
+    async def run(self, cmd: str, background: bool = False, envs: Optional[dict[str, str]] = None,
+                  user: Optional[str] = None, cwd: Optional[str] = None,
+                  on_stdout: Optional[OutputHandler] = None,
+                  on_stderr: Optional[OutputHandler] = None,
+                  timeout: Optional[float] = 60, request_timeout: Optional[float] = None) -> CommandResult:
+        return await _in_thread(self._sync.run, cmd, background=background, envs=envs, cwd=cwd,
+                                on_stdout=_from_loop(on_stdout), on_stderr=_from_loop(on_stderr),
+                                timeout=timeout)
+
+
+class AsyncSandbox:
+    """The async sandbox: `sbx = await AsyncSandbox.create()`, then `await sbx.commands.run(...)`."""
+
+    def __init__(self, core: SandboxCore) -> None:
+        self._core = core
+        self._sync = Sandbox(core)
+        self.files = AsyncFilesystem(self._sync.files)
+        self.commands = AsyncCommands(self._sync.commands)
+
+    @classmethod
+    async def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,
+                     metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None,
+                     limits: Optional[Limits] = None, **e2b_params: Any) -> "AsyncSandbox":
+        core = await _in_thread(new_core, template, timeout, metadata, envs, limits, e2b_params)
+        return cls(core)
+
+    @classmethod
+    async def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **kw: Any) -> "AsyncSandbox":
+        sync = Sandbox.connect(sandbox_id, timeout)
+        return cls(sync._core)
+
+    @classmethod
+    def list(cls, **kw: Any) -> SandboxPaginator:
+        return Sandbox.list()
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._core.sandbox_id
+
+    async def kill(self, **kw: Any) -> bool:
+        return await _in_thread(self._core.kill)
+
+    async def set_timeout(self, timeout: float, **kw: Any) -> None:
+        self._core.set_timeout(timeout)
+
+    async def get_info(self, **kw: Any) -> SandboxInfo:
+        return self._sync.get_info()
+
+    async def is_running(self, **kw: Any) -> bool:
+        return self._core.running
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.kill()

@@ -1,0 +1,62 @@
+"""The `declaw-wasm` command: warmup, demo, run."""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+import time
+from typing import Optional, Sequence
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="declaw-wasm", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("warmup", help="fetch, verify and compile the runtime once (cached on disk)")
+    sub.add_parser("demo", help="run the declaw code-interpreter example")
+    run = sub.add_parser("run", help="run Python code in a fresh sandbox")
+    what = run.add_mutually_exclusive_group(required=True)
+    what.add_argument("-c", dest="code", help="the code to run")
+    what.add_argument("file", nargs="?", help="a local Python file to copy in and run")
+    run.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+
+    if args.command == "warmup":
+        return _warmup()
+    if args.command == "demo":
+        from .paths import examples_dir
+
+        runpy.run_path(str(examples_dir() / "code_interpreter.py"), run_name="__main__")
+        return 0
+    return _run(args.code, args.file, args.timeout)
+
+
+def _warmup() -> int:
+    from .runtime import compiled_path, get_runtime
+    from .settings import cache_dir
+
+    start = time.monotonic()
+    runtime = get_runtime()
+    print(f"declaw-wasm: runtime ready in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
+          file=sys.stderr)
+    print(f"declaw-wasm: compiled module {compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
+    return 0
+
+
+def _run(code: Optional[str], file: Optional[str], timeout: float) -> int:
+    from . import Sandbox
+
+    with Sandbox.create(timeout=max(timeout + 30, 300)) as sbx:
+        if file is not None:
+            with open(file, "rb") as f:
+                sbx.files.write("/home/user/main.py", f.read())
+        else:
+            sbx.files.write("/home/user/main.py", code or "")
+        result = sbx.commands.run("python3 main.py", timeout=timeout,
+                                  on_stdout=lambda s: print(s, end="", flush=True),
+                                  on_stderr=lambda s: print(s, end="", file=sys.stderr, flush=True))
+        return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

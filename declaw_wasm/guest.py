@@ -1,0 +1,323 @@
+"""One guest: a fresh CPython-WASI instance that runs one program to completion, like a process.
+
+Each guest gets its own Store (so its own memory, WASI context and limits), instantiated from
+the runtime's shared compiled module. It runs on a thread of its own with a large native stack
+(wasm frames use the calling thread's stack). The host stops it in three ways:
+
+* CPU-bound code: every epoch tick calls the store's deadline callback, which traps the guest
+  once it is cancelled or past its wall-clock deadline. wasmtime-py has no wrapper for
+  `wasmtime_store_epoch_deadline_callback`, so we register it through wasmtime-py's ctypes
+  bindings; a plain epoch deadline cannot be moved from another thread, the callback can.
+* Sleeping code: `time.sleep` blocks in WASI `poll_oneoff`, where no epoch check runs, so we
+  shadow `poll_oneoff` with our own implementation that sleeps in short, interruptible waits.
+* Exit: `os._exit(n)` arrives as `wasmtime.ExitTrap`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import ctypes
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal, Optional
+
+import wasmtime
+from wasmtime import _bindings as _ffi
+
+from .runtime import Runtime
+
+GUEST_THREAD_STACK = 64 << 20
+TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
+
+StopReason = Literal["timeout", "killed"]
+OutputCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder the guest sees at `guest` (read-only unless `writable`)."""
+
+    guest: str
+    host: Path
+    writable: bool
+
+
+@dataclass
+class GuestSpec:
+    argv: list[str]
+    env: dict[str, str]
+    mounts: list[Mount]
+    stdin: Optional[Path] = None
+    timeout: Optional[float] = None
+    memory_limit: int = 1 << 30
+    output_limit: int = 16 << 20
+
+
+@dataclass
+class GuestOutcome:
+    exit_code: int
+    stdout: str
+    stderr: str
+    stopped: Optional[StopReason] = None
+    error: Optional[str] = None
+    truncated: list[str] = field(default_factory=list)
+
+
+class OutputSink:
+    """Collects one stream up to a byte limit; streams decoded text to a callback.
+
+    wasmtime calls it from its own threads, so it locks, and it never raises (an exception
+    here would surface as an I/O error in the guest).
+    """
+
+    def __init__(self, limit: int, callback: Optional[OutputCallback]) -> None:
+        self.limit = limit
+        self.callback = callback
+        self.size = 0
+        self.truncated = False
+        self._chunks: list[bytes] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._lock = threading.Lock()
+
+    def __call__(self, data: bytes) -> int:
+        with self._lock:
+            room = self.limit - self.size
+            kept = data if len(data) <= room else data[: max(room, 0)]
+            if len(kept) < len(data):
+                self.truncated = True
+            if kept:
+                self._chunks.append(kept)
+                self.size += len(kept)
+                if self.callback is not None:
+                    text = self._decoder.decode(kept)
+                    if text:
+                        try:
+                            self.callback(text)
+                        except Exception:  # a user callback's bug must not break the guest
+                            pass
+        return len(data)
+
+    def text(self) -> str:
+        with self._lock:
+            return b"".join(self._chunks).decode("utf-8", "replace")
+
+
+_DeadlineFn = _ffi._wasmtime_store_epoch_deadline_callback.argtypes[1]
+_FinalizerFn = _ffi._wasmtime_store_epoch_deadline_callback.argtypes[3]
+_no_finalizer = _FinalizerFn(lambda _data: None)
+_thread_stack_lock = threading.Lock()
+
+
+class Guest:
+    """A running (or finished) guest instance. Create, `start()`, then `wait()`."""
+
+    def __init__(self, runtime: Runtime, spec: GuestSpec,
+                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None) -> None:
+        """`stdout`/`stderr` may be shared with other guests (a command line's programs)."""
+        self.runtime = runtime
+        self.spec = spec
+        self.stdout = stdout or OutputSink(spec.output_limit, None)
+        self.stderr = stderr or OutputSink(spec.output_limit, None)
+        self._cancel = threading.Event()
+        self._stop_reason: Optional[StopReason] = None
+        self._deadline = (time.monotonic() + spec.timeout) if spec.timeout else None
+        self._outcome: Optional[GuestOutcome] = None
+        self._done = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    # -- control, from any thread -------------------------------------------------------------
+    def start(self) -> None:
+        with _thread_stack_lock:
+            previous = threading.stack_size(GUEST_THREAD_STACK)
+            try:
+                self._thread = threading.Thread(target=self._main, name="declaw-guest", daemon=True)
+                self._thread.start()
+            finally:
+                threading.stack_size(previous)
+
+    def kill(self, reason: StopReason = "killed") -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._cancel.set()
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[GuestOutcome]:
+        """The outcome, or None if the guest is still running after `timeout` seconds."""
+        self._done.wait(timeout)
+        return self._outcome
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    # -- the guest thread ----------------------------------------------------------------------
+    def _should_stop(self) -> bool:
+        if self._cancel.is_set():
+            return True
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.kill("timeout")
+            return True
+        return False
+
+    def _main(self) -> None:
+        try:
+            code, error = self._run()
+        except BaseException as exc:  # the host must survive anything the guest does
+            code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
+        if self._stop_reason is not None:
+            code, error = -1, None
+        truncated = [name for name, sink in (("stdout", self.stdout), ("stderr", self.stderr))
+                     if sink.truncated]
+        self._outcome = GuestOutcome(code, self.stdout.text(), self.stderr.text(),
+                                     self._stop_reason, error, truncated)
+        self._done.set()
+
+    def _run(self) -> tuple[int, Optional[str]]:
+        engine = self.runtime.engine
+        clock_base = time.monotonic_ns()  # the WASI context's monotonic clock starts about here
+        wasi = wasmtime.WasiConfig()
+        wasi.argv = self.spec.argv
+        wasi.env = list(self.spec.env.items())
+        for mount in self.spec.mounts:
+            wasi.preopen_dir(str(mount.host), mount.guest, mount.writable)
+        if self.spec.stdin is not None:
+            wasi.stdin_file(str(self.spec.stdin))
+        wasi.stdout_custom = self.stdout
+        wasi.stderr_custom = self.stderr
+
+        store = wasmtime.Store(engine)
+        try:
+            store.set_limits(memory_size=self.spec.memory_limit)
+            keepalive = self._install_deadline_callback(store)
+            store.set_wasi(wasi)
+            linker = wasmtime.Linker(engine)
+            linker.define_wasi()
+            linker.allow_shadowing = True
+            i32 = wasmtime.ValType.i32()
+            linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), _no_host)
+            linker.define_func("wasi_snapshot_preview1", "poll_oneoff",
+                               wasmtime.FuncType([i32] * 4, [i32]),
+                               _PollOneoff(self, clock_base), access_caller=True)
+            if self._should_stop():
+                return -1, None
+            instance = linker.instantiate(store, self.runtime.module)
+            run = instance.exports(store)["run"]
+            assert isinstance(run, wasmtime.Func)
+            try:
+                return int(run(store)), None
+            except wasmtime.ExitTrap as exit_trap:
+                return int(exit_trap.code), None
+            except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:
+                if self._stop_reason is not None:
+                    return -1, None
+                message = str(trap).strip().splitlines()[0] if str(trap).strip() else repr(trap)
+                return TRAP_EXIT_CODE, f"guest trapped: {message}"
+            finally:
+                del keepalive
+        finally:
+            store.close()
+
+    def _install_deadline_callback(self, store: wasmtime.Store) -> object:
+        def on_deadline(_ctx: object, _data: object, delta: ctypes._Pointer, kind: ctypes._Pointer) -> int:
+            try:
+                if self._should_stop():
+                    err = _ffi.wasmtime_error_new(b"declaw-wasm: guest stopped")
+                    return ctypes.cast(err, ctypes.c_void_p).value or 0
+            except BaseException:
+                pass
+            delta[0] = 1
+            kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
+            return 0
+
+        callback = _DeadlineFn(on_deadline)
+        _ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), callback, None, _no_finalizer)
+        store.set_epoch_deadline(1)
+        return callback
+
+
+def _no_host(_a: int, _b: int, _c: int, _d: int) -> int:
+    return -1  # "no host bound": the guest's _host.call raises ConnectionRefusedError
+
+
+class _PollOneoff:
+    """WASI `poll_oneoff`, reimplemented so that a sleeping guest can be stopped.
+
+    Clock subscriptions sleep in waits of at most 50 ms on the guest's cancel event; fd
+    subscriptions (stdin, files) are reported ready at once, as regular files always are.
+    """
+
+    SUB = 48
+    EVENT = 32
+    EINVAL, EFAULT = 28, 21
+
+    def __init__(self, guest: Guest, clock_base_ns: int) -> None:
+        self.guest = guest
+        self.clock_base_ns = clock_base_ns
+
+    def __call__(self, caller: wasmtime.Caller, in_ptr: int, out_ptr: int, nsubs: int,
+                 nevents_ptr: int) -> int:
+        memory = caller["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        if nsubs <= 0 or nsubs > 4096:
+            return self.EINVAL
+        size = memory.data_len(caller)
+        if not (0 <= in_ptr and in_ptr + nsubs * self.SUB <= size
+                and 0 <= out_ptr and out_ptr + nsubs * self.EVENT <= size
+                and 0 <= nevents_ptr and nevents_ptr + 4 <= size):
+            return self.EFAULT
+        raw = memory.read(caller, in_ptr, in_ptr + nsubs * self.SUB)
+        clocks: list[tuple[int, int]] = []  # (userdata, absolute host-monotonic deadline ns)
+        ready: list[tuple[int, int]] = []  # (userdata, tag) of fd subscriptions
+        for i in range(nsubs):
+            base = i * self.SUB
+            userdata, tag = struct.unpack_from("<QB", raw, base)
+            if tag == 0:
+                clock_id, timeout = struct.unpack_from("<I4xQ", raw, base + 16)
+                flags = struct.unpack_from("<H", raw, base + 40)[0]
+                clocks.append((userdata, self._deadline_ns(clock_id, timeout, bool(flags & 1))))
+            else:
+                ready.append((userdata, tag))
+        events = [(ud, tag) for ud, tag in ready]
+        if not events and clocks:
+            first = min(deadline for _, deadline in clocks)
+            while True:
+                remaining = first - time.monotonic_ns()
+                if remaining <= 0:
+                    break
+                self.guest._cancel.wait(min(remaining / 1e9, 0.05))
+                if self.guest._should_stop():
+                    raise wasmtime.Trap("declaw-wasm: guest stopped while sleeping")
+            now = time.monotonic_ns()
+            events = [(ud, 0) for ud, deadline in clocks if deadline <= now]
+        out = b"".join(struct.pack("<QHBxxxxxQHxxxxxx", ud, 0, tag, 0, 0) for ud, tag in events)
+        memory.write(caller, out, out_ptr)
+        memory.write(caller, struct.pack("<I", len(events)), nevents_ptr)
+        return 0
+
+    def _deadline_ns(self, clock_id: int, timeout: int, absolute: bool) -> int:
+        now = time.monotonic_ns()
+        if not absolute:
+            return now + timeout
+        if clock_id == 0:  # realtime: an absolute wall-clock time
+            return now + (timeout - time.time_ns())
+        return self.clock_base_ns + timeout  # monotonic, counted from the WASI context's start
+
+
+def _wait_for_wasmtime_output_threads() -> None:
+    """wasmtime frees output callbacks on its own threads after a store closes; exiting the
+    process before they run makes Rust panic. Wait (briefly) until they are all freed."""
+    try:
+        from wasmtime import _wasi
+
+        handles = _wasi.CUSTOM_OUTPUTS.handles
+    except Exception:
+        return
+    deadline = time.monotonic() + 2.0
+    while handles and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+atexit.register(_wait_for_wasmtime_output_threads)

@@ -1,0 +1,70 @@
+"""Public data returned by the API: pydantic models with E2B's names and field order."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Optional, TypedDict, Union, IO
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FileType(str, Enum):
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+
+
+class WriteInfo(BaseModel):
+    """What `files.write` wrote."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: Optional[FileType] = None
+    path: str
+
+
+class EntryInfo(WriteInfo):
+    """A file system entry. For a symlink, `type` is the target's type and `symlink_target`
+    the target's absolute path in the sandbox, as in E2B."""
+
+    size: int
+    mode: int
+    permissions: str
+    owner: str
+    group: str
+    modified_time: datetime
+    symlink_target: Optional[str] = None
+
+
+class WriteEntry(TypedDict):
+    path: str
+    data: Union[str, bytes, IO]
+
+
+class CommandResult(BaseModel):
+    """The outcome of a finished command. A non-zero `exit_code` is returned, not raised."""
+
+    stderr: str
+    stdout: str
+    exit_code: int
+    error: Optional[str] = None
+
+
+class SandboxState(str, Enum):
+    RUNNING = "running"
+    PAUSED = "paused"
+
+
+class SandboxInfo(BaseModel):
+    sandbox_id: str
+    template_id: str
+    name: Optional[str] = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    started_at: datetime
+    end_at: datetime
+    state: SandboxState = SandboxState.RUNNING
+    cpu_count: int = 1
+    memory_mb: int = 1024
+    envd_version: Optional[str] = None

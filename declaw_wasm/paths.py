@@ -1,0 +1,28 @@
+"""Where the package's guest-side folders are: inside an installed wheel, or in a checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _asset(installed_name: str, checkout_name: str) -> Path:
+    # A wheel maps the design card's top-level folders into the package (pyproject.toml);
+    # a source checkout or editable install has them beside the package.
+    installed = _PACKAGE / installed_name
+    return installed if installed.is_dir() else _PACKAGE.parent / checkout_name
+
+
+def guest_runtime_dir() -> Path:
+    """runtime/: the guest-side start-up code, mounted read-only at /usr/local/lib/declaw."""
+    return _asset("guest", "runtime")
+
+
+def rootfs_dir() -> Path:
+    """wasi-fs/: the skeleton of every sandbox's root folder (/etc and friends)."""
+    return _asset("rootfs", "wasi-fs")
+
+
+def examples_dir() -> Path:
+    return _asset("examples", "examples")

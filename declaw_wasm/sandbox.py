@@ -1,0 +1,298 @@
+"""`Sandbox`: one isolated Python machine in this process, with E2B's API.
+
+`SandboxCore` holds the state (file tree, running guests, lifetime timer); `Sandbox` is the sync
+face and `AsyncSandbox` (async_sandbox.py) the async one, both thin over the same core.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import threading
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, ClassVar, Iterator, Optional
+
+from .commands import Commands
+from .exceptions import (InvalidArgumentException, SandboxException, SandboxNotFoundException,
+                         TimeoutException)
+from .files import Filesystem
+from .filesystem import HOME, SandboxFS
+from .guest import Guest, GuestOutcome, Mount
+from .limits import Limits
+from .models import SandboxInfo, SandboxState
+from .paths import guest_runtime_dir, rootfs_dir
+from .runtime import Runtime, get_runtime
+
+DEFAULT_TIMEOUT = 300
+TEMPLATES = ("code-interpreter", "base")
+TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
+# E2B keyword arguments that mean nothing in-process; accepted so E2B code runs unchanged.
+IGNORED_E2B_PARAMS = {"api_key", "domain", "debug", "request_timeout", "secure",
+                      "allow_internet_access", "api_url", "sandbox_url", "proxy", "headers",
+                      "logger", "mcp", "network", "lifecycle", "user"}
+
+
+def base_env() -> dict[str, str]:
+    """The environment every guest starts from. Nothing comes from the host's environment."""
+    return {
+        "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+        "HOSTNAME": "sandbox", "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": f"{HOME}/.config/matplotlib",
+    }
+
+
+class SandboxCore:
+    """The state of one sandbox, shared by its sync and async faces."""
+
+    registry: ClassVar[dict[str, "SandboxCore"]] = {}
+    registry_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, template: str, timeout: float, metadata: dict[str, str],
+                 envs: dict[str, str], limits: Limits) -> None:
+        self.runtime: Runtime = get_runtime()
+        self.sandbox_id = "sbx_" + secrets.token_hex(10)
+        self.template = template
+        self.metadata = metadata
+        self.envs = envs
+        self.limits = limits
+        files = self.runtime.files
+        self.fs = SandboxFS(
+            shared_mounts=[
+                Mount("/usr/local/lib", files.lib_dir, writable=False),
+                Mount("/usr/local/lib/declaw", guest_runtime_dir(), writable=False),
+                Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", files.mpl_data_dir,
+                      writable=False),
+            ],
+            skeleton=rootfs_dir(),
+        )
+        self.started_at = datetime.now(timezone.utc)
+        self.end_at = self.started_at
+        self._lock = threading.Lock()
+        self._guests: set[Guest] = set()
+        self._timer: Optional[threading.Timer] = None
+        self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
+        self._timeout = timeout
+        self.set_timeout(timeout)
+        with SandboxCore.registry_lock:
+            SandboxCore.registry[self.sandbox_id] = self
+
+    # -- lifetime ----------------------------------------------------------------------------------
+    def set_timeout(self, timeout: float) -> None:
+        """Kill the sandbox `timeout` seconds from now (shorter or longer than before)."""
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise InvalidArgumentException(f"timeout must be a positive number of seconds, got {timeout!r}")
+        with self._lock:
+            self._require_running()
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timeout = timeout
+            self.end_at = datetime.now(timezone.utc) + timedelta(seconds=timeout)
+            self._timer = threading.Timer(timeout, self.kill, kwargs={"reason": "timeout"})
+            self._timer.daemon = True
+            self._timer.start()
+
+    def kill(self, reason: str = "killed") -> bool:
+        """Stop every running guest and delete the file tree. False if already gone."""
+        with self._lock:
+            if self._ended is not None:
+                return False
+            self._ended = reason
+            if self._timer is not None:
+                self._timer.cancel()
+            guests = list(self._guests)
+        for guest in guests:
+            guest.kill("killed")
+        for guest in guests:
+            guest.wait(5.0)
+        self.fs.destroy()
+        with SandboxCore.registry_lock:
+            SandboxCore.registry.pop(self.sandbox_id, None)
+        return True
+
+    @property
+    def running(self) -> bool:
+        return self._ended is None
+
+    def ensure_running(self) -> None:
+        with self._lock:
+            self._require_running()
+
+    def _require_running(self) -> None:
+        if self._ended == "timeout":
+            raise TimeoutException(
+                f"sandbox {self.sandbox_id} reached its timeout of {self._timeout:g} s and was "
+                "killed; create a new sandbox (or give a longer timeout)")
+        if self._ended is not None:
+            raise SandboxException(f"sandbox {self.sandbox_id} was killed")
+
+    # -- guests --------------------------------------------------------------------------------------
+    def guest_env(self) -> dict[str, str]:
+        return {**base_env(), **self.envs}
+
+    def run_guest(self, guest: Guest) -> GuestOutcome:
+        """Start `guest`, wait for it, and make sure a kill of the sandbox stops it."""
+        with self._lock:
+            self._require_running()
+            self._guests.add(guest)
+        try:
+            guest.start()
+            outcome = guest.wait()
+            assert outcome is not None
+            return outcome
+        finally:
+            with self._lock:
+                self._guests.discard(guest)
+
+    def info(self) -> SandboxInfo:
+        return SandboxInfo(sandbox_id=self.sandbox_id, template_id=self.template, name=self.template,
+                           metadata=dict(self.metadata), started_at=self.started_at,
+                           end_at=self.end_at, state=SandboxState.RUNNING,
+                           memory_mb=self.limits.memory_limit >> 20)
+
+    @classmethod
+    def lookup(cls, sandbox_id: str) -> "SandboxCore":
+        with cls.registry_lock:
+            core = cls.registry.get(sandbox_id)
+        if core is None or not core.running:
+            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
+                                           "or never created in this process)")
+        return core
+
+
+def new_core(template: Optional[str], timeout: Optional[float], metadata: Optional[dict[str, str]],
+             envs: Optional[dict[str, str]], limits: Optional[Limits], extra: dict[str, Any]) -> SandboxCore:
+    """Check `create`'s arguments and make the core (shared by Sandbox and AsyncSandbox)."""
+    unknown = set(extra) - IGNORED_E2B_PARAMS
+    if unknown:
+        raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
+    name = TEMPLATE_ALIASES.get(template or "code-interpreter", template or "code-interpreter")
+    if name not in TEMPLATES:
+        raise InvalidArgumentException(f"unknown template {template!r}; available: {', '.join(TEMPLATES)}")
+    for label, mapping in (("metadata", metadata), ("envs", envs)):
+        if mapping is not None and not (isinstance(mapping, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())):
+            raise InvalidArgumentException(f"{label} must be a dict of str to str")
+    return SandboxCore(name, DEFAULT_TIMEOUT if timeout is None else timeout, dict(metadata or {}),
+                       dict(envs or {}), limits or Limits())
+
+
+class instance_or_id:
+    """A method usable on an instance (`sbx.kill()`) or on the class with an id
+    (`Sandbox.kill(sandbox_id)`), as E2B's `class_method_variant` is. With `if_missing`, an
+    unknown id returns that value instead of raising `SandboxNotFoundException`."""
+
+    _RAISE: ClassVar[object] = object()
+
+    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE) -> None:
+        self.method = method
+        self.if_missing = if_missing
+        functools.update_wrapper(self, method)  # type: ignore[arg-type]
+
+    @classmethod
+    def returning(cls, if_missing: Any) -> Callable[[Callable[..., Any]], "instance_or_id"]:
+        return lambda method: cls(method, if_missing)
+
+    def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
+        if obj is not None:
+            return functools.partial(self.method, obj)
+
+        def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                core = SandboxCore.lookup(sandbox_id)
+            except SandboxNotFoundException:
+                if self.if_missing is instance_or_id._RAISE:
+                    raise
+                return self.if_missing
+            return self.method(cls(core), *args, **kwargs)
+
+        return by_id
+
+
+class Sandbox:
+    """A sandbox running in this process. Create one with `Sandbox.create()`."""
+
+    def __init__(self, core: SandboxCore) -> None:
+        self._core = core
+        self.files = Filesystem(core)
+        self.commands = Commands(core)
+
+    @classmethod
+    def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,
+               metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None,
+               limits: Optional[Limits] = None, **e2b_params: Any) -> "Sandbox":
+        """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
+        a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
+        has not)."""
+        return cls(new_core(template, timeout, metadata, envs, limits, e2b_params))
+
+    @classmethod
+    def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":
+        """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B)."""
+        core = SandboxCore.lookup(sandbox_id)
+        if timeout is not None:
+            left = (core.end_at - datetime.now(timezone.utc)).total_seconds()
+            if timeout > left:
+                core.set_timeout(timeout)
+        return cls(core)
+
+    @classmethod
+    def list(cls, **e2b_params: Any) -> "SandboxPaginator":
+        """The live sandboxes of this process, newest first (E2B's paginator shape)."""
+        with SandboxCore.registry_lock:
+            cores = list(SandboxCore.registry.values())
+        infos = [c.info() for c in cores if c.running]
+        return SandboxPaginator(sorted(infos, key=lambda i: i.started_at, reverse=True))
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._core.sandbox_id
+
+    @instance_or_id.returning(False)
+    def kill(self, **e2b_params: Any) -> bool:
+        """Stop everything in the sandbox and delete its files. False if it was already gone."""
+        return self._core.kill()
+
+    @instance_or_id
+    def set_timeout(self, timeout: float, **e2b_params: Any) -> None:
+        self._core.set_timeout(timeout)
+
+    @instance_or_id
+    def get_info(self, **e2b_params: Any) -> SandboxInfo:
+        self._core.ensure_running()
+        return self._core.info()
+
+    def is_running(self, request_timeout: Optional[float] = None) -> bool:
+        return self._core.running
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+    def __repr__(self) -> str:
+        state = "running" if self._core.running else "ended"
+        return f"<Sandbox {self.sandbox_id} template={self._core.template!r} {state}>"
+
+
+class SandboxPaginator:
+    """E2B's `SandboxPaginator`: `has_next`, `next_items()`; here one page holds everything."""
+
+    def __init__(self, items: list[SandboxInfo]) -> None:
+        self._items: Optional[list[SandboxInfo]] = items
+        self.next_token: Optional[str] = None
+
+    @property
+    def has_next(self) -> bool:
+        return self._items is not None
+
+    def next_items(self, **e2b_params: Any) -> list[SandboxInfo]:
+        if self._items is None:
+            raise Exception("No more items to fetch")
+        items, self._items = self._items, None
+        return items
+
+    def __iter__(self) -> Iterator[SandboxInfo]:
+        while self.has_next:
+            yield from self.next_items()

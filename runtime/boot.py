@@ -1,0 +1,152 @@
+"""Guest-side start-up: makes `python3 ARGS` inside the sandbox behave as CPython's command line.
+
+Runs inside the WASI guest as its main program, as
+``python /usr/local/lib/declaw/boot.py CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS``.
+The reactor runs CPython isolated (no site, no PYTHONPATH, no script folder on sys.path), so
+this puts back what a user of `python3` expects: the working directory, `sys.argv`, a fresh
+`__main__`, the script's folder (or the cwd for -c/-m) on `sys.path`, tracebacks that start at
+the user's code, and an asyncio whose default loop works without `socketpair`.
+"""
+
+import os
+import sys
+
+USAGE = "usage: python3 [option] ... [-c cmd | -m mod | file | -] [arg] ...\n"
+VERSION = "Python %d.%d.%d\n" % sys.version_info[:3]
+IGNORED_FLAGS = set("bBdEhiIOqsSuvx")
+
+
+def main():
+    cwd, args = sys.argv[1], sys.argv[2:]
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        sys.stderr.write("python3: can't change to %s: %s\n" % (cwd, exc.strerror))
+        return 2
+    os.environ["PWD"] = cwd
+    _install_asyncio_fix()
+
+    while args and args[0].startswith("-") and args[0] != "-":
+        opt = args.pop(0)
+        if opt in ("-V", "--version"):
+            sys.stdout.write(VERSION)
+            return 0
+        if opt == "--":
+            break
+        if opt.startswith("-c"):
+            code = opt[2:] or (args.pop(0) if args else None)
+            if code is None:
+                return _usage("Argument expected for the -c option")
+            sys.argv = ["-c", *args]
+            sys.path.insert(0, "")
+            return _run_source(code, "<string>", None)
+        if opt.startswith("-m"):
+            module = opt[2:] or (args.pop(0) if args else None)
+            if module is None:
+                return _usage("Argument expected for the -m option")
+            sys.argv = [module, *args]
+            sys.path.insert(0, os.getcwd())
+            import runpy
+
+            runpy._run_module_as_main(module, alter_argv=True)
+            return 0
+        if opt in ("-W", "-X"):
+            if args:
+                args.pop(0)
+            continue
+        if not all(ch in IGNORED_FLAGS for ch in opt[1:]):
+            return _usage("Unknown option: %s" % opt)
+
+    if not args or args[0] == "-":
+        sys.argv = ["-", *args[1:]] if args else [""]
+        sys.path.insert(0, "")
+        return _run_source(sys.stdin.read(), "<stdin>", None)
+
+    path = args[0]
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as exc:
+        sys.stderr.write("python3: can't open file %r: [Errno %d] %s\n"
+                         % (os.path.abspath(path), exc.errno, exc.strerror))
+        return 2
+    sys.argv = list(args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    return _run_source(source, path, os.path.abspath(path))
+
+
+def _usage(message):
+    sys.stderr.write(message + "\n" + USAGE + "Try `python -h' for more information.\n")
+    return 2
+
+
+def _run_source(source, filename, file_path):
+    """Compile and run `source` as `__main__`; uncaught errors print as CPython prints them."""
+    import types
+
+    main_module = types.ModuleType("__main__")
+    main_module.__dict__.update(__builtins__=__builtins__, __spec__=None, __loader__=None)
+    if file_path is not None:
+        main_module.__file__ = file_path
+        main_module.__cached__ = None
+    sys.modules["__main__"] = main_module
+    try:
+        code = compile(source, filename, "exec", dont_inherit=True)
+        exec(code, main_module.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        # Drop this frame so the traceback starts at the user's code, as CPython's does.
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        sys.excepthook(type(exc), exc, tb)
+        return 1
+    return 0
+
+
+def _install_asyncio_fix():
+    """Make asyncio's default event loop one without a self-pipe (WASI has no socketpair).
+
+    Installed lazily: a finder that patches asyncio right after it is first imported, so
+    programs that never use asyncio do not pay for importing it.
+    """
+    import importlib.abc
+    import importlib.machinery
+
+    class AsyncioPatcher(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != "asyncio":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if spec is None or spec.loader is None:
+                return spec
+            original_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                original_exec(module)
+                _patch_asyncio(module)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, AsyncioPatcher())
+
+
+def _patch_asyncio(asyncio):
+    """Give every selector loop a no-op self-pipe: with no threads or signals in the guest,
+    nothing ever needs to wake the loop from outside, and `socketpair` does not exist."""
+    import selectors
+
+    loop_class = asyncio.selector_events.BaseSelectorEventLoop
+    original_init = loop_class.__init__
+
+    def __init__(self, selector=None):
+        original_init(self, selector or selectors.SelectSelector())
+
+    loop_class.__init__ = __init__
+    loop_class._make_self_pipe = lambda self: None
+    loop_class._close_self_pipe = lambda self: None
+    loop_class._write_to_self = lambda self: None
+
+
+sys.exit(main())
