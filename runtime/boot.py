@@ -90,6 +90,10 @@ def _run_source(source, filename, file_path):
         main_module.__file__ = file_path
         main_module.__cached__ = None
     sys.modules["__main__"] = main_module
+    if file_path is None and isinstance(source, str):
+        import linecache  # so tracebacks of -c code show its lines, as CPython's do
+
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     try:
         code = compile(source, filename, "exec", dont_inherit=True)
         exec(code, main_module.__dict__)
@@ -98,7 +102,7 @@ def _run_source(source, filename, file_path):
     except BaseException as exc:
         # Drop this frame so the traceback starts at the user's code, as CPython's does.
         tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-        sys.excepthook(type(exc), exc, tb)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         return 1
     return 0
 
@@ -118,16 +122,23 @@ def _install_asyncio_fix():
                 return None
             sys.meta_path.remove(self)
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            if spec is None or spec.loader is None:
-                return spec
-            original_exec = spec.loader.exec_module
-
-            def exec_module(module):
-                original_exec(module)
-                _patch_asyncio(module)
-
-            spec.loader.exec_module = exec_module
+            if spec is not None and spec.loader is not None:
+                spec.loader = PatchingLoader(spec.loader)  # the zip's loader is shared: wrap it
             return spec
+
+    class PatchingLoader(importlib.abc.Loader):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            self.inner.exec_module(module)
+            _patch_asyncio(module)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
 
     sys.meta_path.insert(0, AsyncioPatcher())
 

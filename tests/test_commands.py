@@ -1,0 +1,172 @@
+"""commands.run: python as a process, exit codes, streams, envs, timeouts, the small shell."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from declaw_wasm import Sandbox, TimeoutException
+
+
+def test_exit_code_is_returned_not_raised(sbx) -> None:
+    r = sbx.commands.run("python3 -c 'import sys; print(\"out\"); print(\"err\", file=sys.stderr); exit(3)'")
+    assert (r.exit_code, r.stdout, r.stderr) == (3, "out\n", "err\n")
+
+
+def test_uncaught_exception_prints_a_cpython_traceback(sbx) -> None:
+    r = sbx.commands.run("python3 -c '1/0'")
+    assert r.exit_code == 1
+    assert r.stderr.startswith("Traceback (most recent call last):\n  File \"<string>\", line 1")
+    assert r.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
+    assert "boot.py" not in r.stderr
+
+
+def test_script_sees_file_argv_and_imports_a_module_beside_it(sbx) -> None:
+    sbx.files.write("proj/helper.py", "VALUE = 41\n")
+    sbx.files.write("proj/main.py", "import sys, helper\nprint(helper.VALUE + 1, __file__, sys.argv, __name__)\n")
+    r = sbx.commands.run("python3 proj/main.py a 'b c'")
+    assert r.stdout == "42 /home/user/proj/main.py ['proj/main.py', 'a', 'b c'] __main__\n"
+    r = sbx.commands.run("cd proj && python main.py x")
+    assert r.stdout == "42 /home/user/proj/main.py ['main.py', 'x'] __main__\n"
+
+
+def test_dash_m_runs_a_module_from_the_cwd(sbx) -> None:
+    sbx.files.write("/tmp/mods/greet.py", "import sys\nprint('hello', sys.argv[1:], __name__)\n")
+    r = sbx.commands.run("python3 -m greet 1 2", cwd="/tmp/mods")
+    assert r.stdout == "hello ['1', '2'] __main__\n"
+
+
+def test_missing_script_is_exit_2(sbx) -> None:
+    r = sbx.commands.run("python3 /tmp/does_not_exist.py")
+    assert r.exit_code == 2
+    assert "can't open file '/tmp/does_not_exist.py'" in r.stderr
+
+
+def test_unknown_command_is_bash_127(sbx) -> None:
+    r = sbx.commands.run("frobnicate --now")
+    assert (r.exit_code, r.stderr) == (127, "bash: frobnicate: command not found\n")
+
+
+def test_lists_prefix_assignments_and_cd(sbx) -> None:
+    r = sbx.commands.run("false && echo no || echo yes; GREETING=hi python3 -c "
+                         "'import os; print(os.environ[\"GREETING\"], os.getcwd())'")
+    assert r.stdout == "yes\nhi /home/user\n"
+    r = sbx.commands.run("cd /tmp && python3 -c 'import os; print(os.getcwd())'")
+    assert r.stdout == "/tmp\n"
+    r = sbx.commands.run("cd /nowhere && echo unreachable")
+    assert r.exit_code == 1 and "No such file or directory" in r.stderr and r.stdout == ""
+
+
+def test_host_environment_never_reaches_the_guest(sbx, monkeypatch) -> None:
+    monkeypatch.setenv("DECLAW_TEST_SECRET_KEY", "sk-host-secret")
+    r = sbx.commands.run("python3 -c 'import os; print(sorted(os.environ.items()))'")
+    assert "sk-host-secret" not in r.stdout and "DECLAW_TEST_SECRET_KEY" not in r.stdout
+    assert "('HOME', '/home/user')" in r.stdout and "('MPLBACKEND', 'Agg')" in r.stdout
+
+
+def test_sandbox_and_command_envs() -> None:
+    with Sandbox.create(envs={"A": "sandbox", "B": "sandbox"}) as s:
+        code = "python3 -c 'import os; print(os.environ[\"A\"], os.environ[\"B\"])'"
+        assert s.commands.run(code, envs={"B": "command"}).stdout == "sandbox command\n"
+        assert s.commands.run(code).stdout == "sandbox sandbox\n"
+
+
+def test_streaming_callbacks_get_output_while_running(sbx) -> None:
+    seen: list[tuple[float, str]] = []
+    start = time.monotonic()
+    r = sbx.commands.run(
+        "python3 -c 'import time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.3)'",
+        on_stdout=lambda s: seen.append((time.monotonic() - start, s)))
+    assert r.stdout == "0\n1\n2\n"
+    assert "".join(s for _, s in seen) == r.stdout
+    assert seen[0][0] < seen[-1][0] - 0.4  # the first line arrived well before the last
+
+
+def test_timeout_stops_a_busy_loop_and_the_sandbox_goes_on(sbx) -> None:
+    start = time.monotonic()
+    with pytest.raises(TimeoutException) as info:
+        sbx.commands.run("python3 -c 'print(\"started\", flush=True)\nwhile True: pass'", timeout=1)
+    assert time.monotonic() - start < 1.5
+    assert info.value.stdout == "started\n"
+    assert sbx.commands.run("python3 -c 'print(2)'").stdout == "2\n"
+
+
+def test_timeout_stops_a_sleeping_guest(sbx) -> None:
+    start = time.monotonic()
+    with pytest.raises(TimeoutException):
+        sbx.commands.run("python3 -c 'import time; time.sleep(60)'", timeout=1)
+    assert time.monotonic() - start < 1.5
+
+
+def test_sleep_sleeps_for_the_time_asked(sbx) -> None:
+    r = sbx.commands.run("python3 -c 'import time; t = time.monotonic(); time.sleep(0.3); "
+                         "print(round(time.monotonic() - t, 1))'")
+    assert r.stdout == "0.3\n"
+
+
+def test_asyncio_run_works(sbx) -> None:
+    code = ("import asyncio\n"
+            "async def work(i):\n    await asyncio.sleep(0.05 * i)\n    return i * i\n"
+            "async def main():\n    q = asyncio.Queue()\n    await q.put(7)\n"
+            "    return await asyncio.gather(*(work(i) for i in range(4))), await q.get()\n"
+            "print(asyncio.run(main()))\n")
+    sbx.files.write("/tmp/aio.py", code)
+    r = sbx.commands.run("python3 /tmp/aio.py")
+    assert (r.exit_code, r.stdout) == (0, "([0, 1, 4, 9], 7)\n"), r.stderr
+
+
+def test_os_exit_code(sbx) -> None:
+    assert sbx.commands.run("python3 -c 'import os; os._exit(7)'").exit_code == 7
+
+
+def test_atexit_runs_and_files_are_flushed_at_exit(sbx) -> None:
+    code = ("import atexit\nf = open('/tmp/unflushed.txt', 'w')\nf.write('kept')\n"
+            "atexit.register(lambda: print('atexit ran'))\n")
+    r = sbx.commands.run(f"python3 -c \"{code}\"")
+    assert r.stdout == "atexit ran\n"
+    assert sbx.files.read("/tmp/unflushed.txt") == "kept"
+
+
+def test_two_sandboxes_from_two_threads_keep_their_files_apart() -> None:
+    results: dict[str, str] = {}
+
+    def work(name: str) -> None:
+        with Sandbox.create() as s:
+            s.files.write("/tmp/who.txt", name)
+            for _ in range(3):
+                r = s.commands.run("python3 -c 'print(open(\"/tmp/who.txt\").read())'")
+                results.setdefault(name, "")
+                results[name] += r.stdout
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("left", "right")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {"left": "left\n" * 3, "right": "right\n" * 3}
+
+
+def test_output_is_separated_per_concurrent_command(sbx) -> None:
+    outs: dict[int, str] = {}
+
+    def work(i: int) -> None:
+        outs[i] = sbx.commands.run(f"python3 -c 'for _ in range(200): print({i})'").stdout
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outs == {i: f"{i}\n" * 200 for i in range(4)}
+
+
+def test_unsupported_syntax_says_so(sbx) -> None:
+    r = sbx.commands.run("python3 -c 'print(1)' | cat")
+    assert r.exit_code == 2 and "not supported" in r.stderr
+
+
+def test_host_process_environment_is_untouched(sbx) -> None:
+    before = dict(os.environ)
+    sbx.commands.run("python3 -c 'import os; os.environ[\"X\"] = \"1\"'")
+    assert dict(os.environ) == before
