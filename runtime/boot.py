@@ -24,6 +24,8 @@ def main():
         sys.stderr.write("python3: can't change to %s: %s\n" % (cwd, exc.strerror))
         return 2
     os.environ["PWD"] = cwd
+    sys.executable = "/usr/local/bin/python3"
+    sys.orig_argv = [sys.executable, *args]
     _install_asyncio_fix()
 
     while args and args[0].startswith("-") and args[0] != "-":
@@ -48,8 +50,7 @@ def main():
             sys.path.insert(0, os.getcwd())
             import runpy
 
-            runpy._run_module_as_main(module, alter_argv=True)
-            return 0
+            return _run_user(lambda: runpy._run_module_as_main(module, alter_argv=True))
         if opt in ("-W", "-X"):
             if args:
                 args.pop(0)
@@ -81,7 +82,7 @@ def _usage(message):
 
 
 def _run_source(source, filename, file_path):
-    """Compile and run `source` as `__main__`; uncaught errors print as CPython prints them."""
+    """Compile and run `source` as a fresh `__main__`."""
     import types
 
     main_module = types.ModuleType("__main__")
@@ -94,17 +95,63 @@ def _run_source(source, filename, file_path):
         import linecache  # so tracebacks of -c code show its lines, as CPython's do
 
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+    def run():
+        exec(compile(source, filename, "exec", dont_inherit=True), main_module.__dict__)
+
+    return _run_user(run)
+
+
+def _run_user(run):
+    """Run user code; an uncaught exception prints as CPython prints it (without our frames)."""
     try:
-        code = compile(source, filename, "exec", dont_inherit=True)
-        exec(code, main_module.__dict__)
+        run()
     except SystemExit:
         raise
     except BaseException as exc:
-        # Drop this frame so the traceback starts at the user's code, as CPython's does.
-        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         return 1
     return 0
+
+
+def _exit_status(exc):
+    """The process exit status for a SystemExit, as CPython computes it."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write("%s\n" % (code,))
+    except Exception:
+        pass
+    return 1
+
+
+def _finish(status):
+    """Exit as CPython's finalisation would look from outside (atexit handlers run, files
+    flushed and closed, streams flushed) without tearing down the heap, which costs 0.3 s
+    once pandas is loaded and shows nothing to the user."""
+    import atexit
+    import gc
+
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and main_module.__dict__ is not globals():
+        main_module.__dict__.clear()  # drops the user's objects: their files flush and close
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(status)
 
 
 def _install_asyncio_fix():
@@ -160,4 +207,8 @@ def _patch_asyncio(asyncio):
     loop_class._write_to_self = lambda self: None
 
 
-sys.exit(main())
+try:
+    _status = main()
+except SystemExit as _exc:
+    _status = _exit_status(_exc)
+_finish(_status)
