@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 PYTHON_NAMES = re.compile(r"^(?:/usr(?:/local)?/bin/)?python(?:3(?:\.15)?)?$")
 GUEST_PYTHON = "/usr/local/bin/python3"
-BOOT_SCRIPT = "/usr/local/lib/declaw/boot.py"
+BOOT_SCRIPT = "/usr/local/lib/declaw/_declaw_boot.py"
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 SEPARATORS = {"&&", "||", ";"}
 DEFAULT_TIMEOUT = 60.0

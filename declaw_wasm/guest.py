@@ -48,9 +48,13 @@ class Mount:
 
 @dataclass
 class GuestSpec:
+    """What one guest runs. With `turns`, the sources run one after another through the
+    module's `turn` export (the warm snapshot's way in); otherwise `run` runs `argv`."""
+
     argv: list[str]
     env: dict[str, str]
     mounts: list[Mount]
+    turns: list[str] = field(default_factory=list)
     stdin: Optional[Path] = None
     timeout: Optional[float] = None
     memory_limit: int = 1 << 30
@@ -116,9 +120,11 @@ class Guest:
     """A running (or finished) guest instance. Create, `start()`, then `wait()`."""
 
     def __init__(self, runtime: Runtime, spec: GuestSpec,
-                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None) -> None:
+                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
+                 module: Optional[wasmtime.Module] = None) -> None:
         """`stdout`/`stderr` may be shared with other guests (a command line's programs)."""
         self.runtime = runtime
+        self.module = module or runtime.module
         self.spec = spec
         self.stdout = stdout or OutputSink(spec.output_limit, None)
         self.stderr = stderr or OutputSink(spec.output_limit, None)
@@ -203,11 +209,9 @@ class Guest:
                                _PollOneoff(self, clock_base), access_caller=True)
             if self._should_stop():
                 return -1, None
-            instance = linker.instantiate(store, self.runtime.module)
-            run = instance.exports(store)["run"]
-            assert isinstance(run, wasmtime.Func)
+            instance = linker.instantiate(store, self.module)
             try:
-                return int(run(store)), None
+                return self._drive(store, instance), None
             except wasmtime.ExitTrap as exit_trap:
                 return int(exit_trap.code), None
             except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:
@@ -219,6 +223,28 @@ class Guest:
                 del keepalive
         finally:
             store.close()
+
+    def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
+        """Run the program in the fresh instance; return its exit code."""
+        if not self.spec.turns:
+            return int(_export(store, instance, "run")(store))
+        for source in self.spec.turns:
+            code = self.turn(store, instance, source)
+            if code != 0:
+                return code
+        return 0
+
+    @staticmethod
+    def turn(store: wasmtime.Store, instance: wasmtime.Instance, source: str) -> int:
+        """Run `source` in the guest's `__main__` (0 ok, 1 exception, n for sys.exit(n))."""
+        raw = source.encode()
+        ptr = int(_export(store, instance, "host_alloc")(store, len(raw)))
+        memory = instance.exports(store)["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        if not ptr or ptr + len(raw) > memory.data_len(store):
+            raise wasmtime.WasmtimeError("host_alloc returned an unusable address")
+        memory.write(store, raw, ptr)
+        return int(_export(store, instance, "turn")(store, ptr, len(raw)))
 
     def _install_deadline_callback(self, store: wasmtime.Store) -> object:
         def on_deadline(_ctx: object, _data: object, delta: ctypes._Pointer, kind: ctypes._Pointer) -> int:
@@ -236,6 +262,12 @@ class Guest:
         _ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), callback, None, _no_finalizer)
         store.set_epoch_deadline(1)
         return callback
+
+
+def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wasmtime.Func:
+    func = instance.exports(store)[name]
+    assert isinstance(func, wasmtime.Func), name
+    return func
 
 
 def _no_host(_a: int, _b: int, _c: int, _d: int) -> int:

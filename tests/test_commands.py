@@ -19,7 +19,7 @@ def test_uncaught_exception_prints_a_cpython_traceback(sbx) -> None:
     assert r.exit_code == 1
     assert r.stderr.startswith("Traceback (most recent call last):\n  File \"<string>\", line 1")
     assert r.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
-    assert "boot.py" not in r.stderr
+    assert "_declaw_boot" not in r.stderr
 
 
 def test_script_sees_file_argv_and_imports_a_module_beside_it(sbx) -> None:

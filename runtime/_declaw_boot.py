@@ -1,7 +1,9 @@
 """Guest-side start-up: makes `python3 ARGS` inside the sandbox behave as CPython's command line.
 
-Runs inside the WASI guest as its main program, as
-``python /usr/local/lib/declaw/boot.py CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS``.
+Cold path: the guest's main program, as
+``python /usr/local/lib/declaw/_declaw_boot.py CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS``.
+Warm path: imported when the snapshot is built; each command's first turn calls `start()`,
+which first renews what the snapshot froze (environment, random seeds, tempfile names).
 The reactor runs CPython isolated (no site, no PYTHONPATH, no script folder on sys.path), so
 this puts back what a user of `python3` expects: the working directory, `sys.argv`, a fresh
 `__main__`, the script's folder (or the cwd for -c/-m) on `sys.path`, tracebacks that start at
@@ -16,8 +18,34 @@ VERSION = "Python %d.%d.%d\n" % sys.version_info[:3]
 IGNORED_FLAGS = set("bBdEhiIOqsSuvx")
 
 
-def main():
-    cwd, args = sys.argv[1], sys.argv[2:]
+def start(cwd, args, env):
+    """The warm path's entry: make this instance the command's, then run it; never returns."""
+    _renew(env)
+    _finish(_status_of(main, cwd, list(args)))
+
+
+def _renew(env):
+    """Undo what a snapshot taken at build time would otherwise share with every instance."""
+    for key in [k for k in os.environ if k not in env]:
+        del os.environ[key]  # also unsetenv: C code sees the same environment
+    os.environ.update(env)
+    modules = sys.modules
+    if "random" in modules:
+        modules["random"].seed()
+    if "numpy.random" in modules:
+        modules["numpy.random"].seed()
+    if "tempfile" in modules:
+        modules["tempfile"]._name_sequence = None
+
+
+def _status_of(fn, *args):
+    try:
+        return fn(*args)
+    except SystemExit as exc:
+        return _exit_status(exc)
+
+
+def main(cwd, args):
     try:
         os.chdir(cwd)
     except OSError as exc:
@@ -143,7 +171,7 @@ def _finish(status):
     except BaseException:
         pass
     main_module = sys.modules.get("__main__")
-    if main_module is not None and main_module.__dict__ is not globals():
+    if main_module is not None and main_module.__dict__ is not globals() and main_module.__name__ == "__main__":
         main_module.__dict__.clear()  # drops the user's objects: their files flush and close
     gc.collect()
     for stream in (sys.stdout, sys.stderr):
@@ -207,8 +235,5 @@ def _patch_asyncio(asyncio):
     loop_class._write_to_self = lambda self: None
 
 
-try:
-    _status = main()
-except SystemExit as _exc:
-    _status = _exit_status(_exc)
-_finish(_status)
+if __name__ == "__main__":
+    _finish(_status_of(main, sys.argv[1], sys.argv[2:]))
