@@ -153,9 +153,13 @@ class Commands:
             if remaining <= 0:
                 raise TimeoutException(f"command timed out after {timeout} s",
                                        state.stdout.text(), state.stderr.text())
-        spec = GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, state.cwd, *args], env=env,
-                         mounts=core.fs.mounts, timeout=remaining,
-                         memory_limit=core.limits.memory_limit)
+        if core.runtime.warm:  # the snapshot has the boot module imported: one turn starts it
+            start = f"import _declaw_boot\n_declaw_boot.start({state.cwd!r}, {args!r}, {env!r})\n"
+            argv, turns = [GUEST_PYTHON], [start]
+        else:
+            argv, turns = [GUEST_PYTHON, BOOT_SCRIPT, state.cwd, *args], []
+        spec = GuestSpec(argv=argv, env=env, mounts=core.fs.mounts, turns=turns,
+                         timeout=remaining, memory_limit=core.limits.memory_limit)
         guest = Guest(core.runtime, spec, stdout=state.stdout, stderr=state.stderr)
         outcome = core.run_guest(guest)
         if outcome.stopped == "timeout":

@@ -14,6 +14,7 @@ callback (see guest.py) decides on every tick whether its guest may go on.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import platform
 import tempfile
@@ -21,12 +22,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import wasmtime
 
 from .artifacts import RuntimeFiles, ensure_runtime_files
 from .progress import Progress
-from .settings import cache_dir
+from .settings import cache_dir, snapshot_enabled
 
 TICK_S = 0.01
 MAX_WASM_STACK = 2 << 20  # the largest wasmtime-py allows without a larger async stack
@@ -54,16 +56,21 @@ class EngineFlags:
 
 
 class Runtime:
-    """An engine, its compiled CPython module, and its epoch ticker."""
+    """An engine, a compiled CPython module, and (once per engine) its epoch ticker.
+
+    `warm` runtimes run the snapshot module (commands as one `turn`, see snapshot.py); cold
+    ones run the plain module's `run` with a WASI argv.
+    """
 
     def __init__(self, files: RuntimeFiles, flags: EngineFlags, module: wasmtime.Module,
-                 engine: wasmtime.Engine) -> None:
+                 engine: wasmtime.Engine, warm: bool = False, ticker: bool = True) -> None:
         self.files = files
         self.flags = flags
         self.engine = engine
         self.module = module
-        self._ticker = threading.Thread(target=self._tick, name="declaw-epoch", daemon=True)
-        self._ticker.start()
+        self.warm = warm
+        if ticker:
+            threading.Thread(target=self._tick, name="declaw-epoch", daemon=True).start()
 
     def _tick(self) -> None:
         while True:
@@ -71,20 +78,41 @@ class Runtime:
             self.engine.increment_epoch()
 
 
-_runtimes: dict[EngineFlags, Runtime] = {}
+_runtimes: dict[tuple[EngineFlags, bool], Runtime] = {}
 _runtimes_lock = threading.Lock()
+log = logging.getLogger("declaw_wasm")
 
 
-def get_runtime(flags: EngineFlags = EngineFlags(), progress: Progress | None = None) -> Runtime:
-    """The process's runtime for `flags`, compiling (once per machine) if needed."""
+def get_runtime(flags: EngineFlags = EngineFlags(), progress: Progress | None = None,
+                warm: bool | None = None) -> Runtime:
+    """The process's runtime for `flags`: the warm snapshot unless disabled (or broken, then
+    the cold module, with the reason logged). Compiles once per machine if needed."""
+    want_warm = snapshot_enabled() if warm is None else warm
     with _runtimes_lock:
-        runtime = _runtimes.get(flags)
-        if runtime is None:
-            progress = progress or Progress()
+        runtime = _runtimes.get((flags, want_warm))
+        if runtime is not None:
+            return runtime
+        progress = progress or Progress()
+        cold = _runtimes.get((flags, False))
+        if cold is None:
             files = ensure_runtime_files(progress)
             engine = wasmtime.Engine(flags.config())
             module = _load_or_compile(engine, files, flags, progress)
-            runtime = _runtimes[flags] = Runtime(files, flags, module, engine)
+            cold = _runtimes[(flags, False)] = Runtime(files, flags, module, engine)
+        if not want_warm:
+            return cold
+        from .snapshot import load_warm_runtime, self_check
+
+        try:
+            runtime = load_warm_runtime(cold, progress)
+            problem = self_check(runtime)
+        except Exception as exc:  # never worse than the cold path
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is not None:
+            log.warning("warm snapshot unavailable, using the cold path: %s", problem)
+            progress.say(f"warm snapshot unavailable, using the cold path: {problem}")
+            runtime = cold
+        _runtimes[(flags, want_warm)] = runtime
         return runtime
 
 
@@ -92,6 +120,36 @@ def compiled_path(files: RuntimeFiles, flags: EngineFlags) -> Path:
     key = "|".join([files.module_sha256, _wasmtime_version(), flags.key(), platform.machine()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     return cache_dir() / "compiled" / f"python-{digest}.cwasm"
+
+
+def compile_cached(engine: wasmtime.Engine, name: str, source: Callable[[], bytes],
+                   progress: Progress, what: str, expected_s: float) -> wasmtime.Module:
+    """Load `<cache>/compiled/<name>.cwasm`, or make it: `source()` gives the wasm bytes."""
+    path = cache_dir() / "compiled" / f"{name}.cwasm"
+    if path.exists():
+        return wasmtime.Module.deserialize_file(engine, str(path))
+    if not _writable(path.parent):
+        raise RuntimeError(f"cache {path.parent} is read-only and has no {path.name}")
+    from filelock import FileLock
+
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            data = source()
+            with progress.timed(what, expected_s):
+                module = wasmtime.Module(engine, data)
+            _write_atomic(path, module.serialize())
+    return wasmtime.Module.deserialize_file(engine, str(path))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".cwasm-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)  # atomic: readers see the whole file or none
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _wasmtime_version() -> str:
@@ -117,14 +175,7 @@ def _load_or_compile(engine: wasmtime.Engine, files: RuntimeFiles, flags: Engine
             return wasmtime.Module.deserialize_file(engine, str(path))
         with progress.timed("compiling the Python runtime", EXPECTED_COMPILE_S):
             module = wasmtime.Module.from_file(engine, str(files.module))
-        fd, tmp = tempfile.mkstemp(prefix=".cwasm-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(module.serialize())
-            os.replace(tmp, path)  # atomic: readers see the whole file or none
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        _write_atomic(path, module.serialize())
     # Re-load from disk so the module's code is file-backed (mmap) rather than heap memory.
     return wasmtime.Module.deserialize_file(engine, str(path))
 

@@ -1,0 +1,213 @@
+"""The warm snapshot: a module whose initial memory already has the heavy imports done.
+
+Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
+
+1. instrument the runtime module: export wasi-libc's `__wasilibc_reset_preopens` (found by
+   name in the name section) and the stack-pointer global;
+2. instantiate it in a throw-away sandbox and run the warm-up as `turn`s: import the guest
+   boot module, numpy, pandas, matplotlib (Agg) with pyplot, sympy...; check that no file is
+   open but the preopened folders;
+3. call `__wasilibc_reset_preopens`, so the snapshot remembers no fd → path mapping (a later
+   instance, with its own mount layout, finds its preopens afresh);
+4. write the live memory back as the module's data segments (non-zero runs only), its size as
+   the memory's minimum, and the stack pointer's value as the global's initial value;
+5. compile and cache it like the plain module.
+
+Each instance of the warm module starts with those imports done (a few ms instead of
+seconds); `_declaw_boot.start()` renews per instance what must not be shared: environment,
+random seeds, tempfile names (see runtime/_declaw_boot.py). Commands on it run as one `turn`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import wasmtime
+
+from . import wasm_binary as wb
+from .guest import Guest, GuestSpec, Mount
+from .paths import guest_runtime_dir, rootfs_dir
+from .progress import Progress
+from .runtime import EngineFlags, Runtime, compile_cached, _wasmtime_version
+
+# Each costs seconds cold; together ~75 MB of initial memory (file-backed, shared, CoW).
+WARMUP_IMPORTS = [
+    "numpy", "pandas", "matplotlib", "matplotlib.pyplot", "sympy", "scipy", "PIL.Image",
+]
+RESET_EXPORT = "__declaw_reset_preopens"
+STACK_EXPORT = "__declaw_stack_pointer"
+GUEST_DECLAW = "/usr/local/lib/declaw"
+EXPECTED_WARMUP_S = 20.0
+EXPECTED_COMPILE_S = 110.0
+
+
+def warmup_source() -> str:
+    imports = "\n".join(f"import {name}" for name in WARMUP_IMPORTS)
+    return f"""
+import sys, importlib.util
+spec = importlib.util.spec_from_file_location("_declaw_boot", "{GUEST_DECLAW}/_declaw_boot.py")
+boot = importlib.util.module_from_spec(spec)
+sys.modules["_declaw_boot"] = boot
+spec.loader.exec_module(boot)
+import matplotlib
+matplotlib.use("Agg")
+{imports}
+del boot, spec
+sys.stdout.flush(); sys.stderr.flush()
+"""
+
+
+CHECK_SOURCE = """
+import os, stat, json
+def _declaw_open_fds():
+    found = []
+    for fd in range(3, 256):
+        try:
+            found.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        except OSError:
+            pass
+    return found
+print(json.dumps(_declaw_open_fds()))
+del _declaw_open_fds
+"""
+
+
+def snapshot_key(files_sha: str, flags: EngineFlags) -> str:
+    boot = (guest_runtime_dir() / "_declaw_boot.py").read_bytes()
+    parts = [files_sha, _wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
+             CHECK_SOURCE, hashlib.sha256(boot).hexdigest(), "snapshot-v1"]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+class _BuildGuest(Guest):
+    """Runs the warm-up turns, then captures memory and the stack pointer."""
+
+    memory_image: bytes = b""
+    stack_pointer: int = 0
+    check_output: str = ""
+
+    def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
+        code = self.turn(store, instance, warmup_source())
+        if code != 0:
+            return code
+        code = self.turn(store, instance, CHECK_SOURCE)
+        if code != 0:
+            return code
+        self.check_output = self.stdout.text()
+        exports = instance.exports(store)
+        reset = exports[RESET_EXPORT]
+        assert isinstance(reset, wasmtime.Func)
+        reset(store)
+        sp = exports[STACK_EXPORT]
+        assert isinstance(sp, wasmtime.Global)
+        self.stack_pointer = int(sp.value(store))
+        memory = exports["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        self.memory_image = bytes(memory.read(store, 0, memory.data_len(store)))
+        return 0
+
+
+def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
+    """The warmed module's bytes (steps 1–4 of the module docstring)."""
+    original = cold.files.module.read_bytes()
+    module = wb.Module.parse(original)
+    names = module.function_names()
+    if "__wasilibc_reset_preopens" not in names:
+        raise RuntimeError("the runtime module has no __wasilibc_reset_preopens")
+    exports = module.exports()
+    if module.imported_count(3) != 0:
+        raise RuntimeError("the runtime module imports globals; the stack pointer is not global 0")
+    module.set_exports(exports + [(RESET_EXPORT, wb.EXPORT_FUNC, names["__wasilibc_reset_preopens"]),
+                                  (STACK_EXPORT, wb.EXPORT_GLOBAL, 0)])
+    instrumented_bytes = module.encode()
+
+    # The instrumented module runs once: compile it fast (no optimisation), same engine flags.
+    config = cold.flags.config()
+    config.cranelift_opt_level = "none"
+    build_engine = wasmtime.Engine(config)
+    with progress.timed("compiling the snapshot builder", 60.0):
+        instrumented = wasmtime.Module(build_engine, instrumented_bytes)
+
+    scratch = Path(tempfile.mkdtemp(prefix="declaw-wasm-snapshot-"))
+    try:
+        root = scratch / "root"
+        shutil.copytree(rootfs_dir(), root)
+        for folder in ("home/user/.config/matplotlib", "tmp"):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+        mounts = [Mount("/", root, False), Mount("/home/user", root / "home/user", True),
+                  Mount("/tmp", root / "tmp", True),
+                  Mount("/usr/local/lib", cold.files.lib_dir, False),
+                  Mount(GUEST_DECLAW, guest_runtime_dir(), False),
+                  Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", cold.files.mpl_data_dir, False)]
+        from .sandbox import base_env
+
+        build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine, ticker=False)
+        spec = GuestSpec(argv=["/usr/local/bin/python3"], env=base_env(), mounts=mounts,
+                         turns=["pass"], timeout=600, memory_limit=2 << 30)
+        guest = _BuildGuest(build_runtime, spec)
+        with progress.timed("importing the warm-up modules in a live guest", EXPECTED_WARMUP_S):
+            guest.start()
+            outcome = guest.wait()
+        assert outcome is not None
+        if outcome.exit_code != 0 or not guest.memory_image:
+            raise RuntimeError(f"the warm-up failed (exit {outcome.exit_code}, {outcome.error}): "
+                               f"{outcome.stderr[-2000:]}")
+        fds = json.loads(guest.check_output.strip().splitlines()[-1])
+        if len(fds) != len(mounts) or not all(fds):
+            raise RuntimeError(f"files left open at snapshot time (fd kinds: {fds})")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    image = guest.memory_image
+    warmed = wb.Module.parse(original)  # from the original: no instrumentation exports
+    warmed.set_data(wb.nonzero_segments(image))
+    warmed.set_memory_min(len(image) // 65536)
+    warmed.set_global_i32(0, guest.stack_pointer)
+    return warmed.encode()
+
+
+def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
+    """The warm runtime, built and compiled once per machine, then loaded from the cache."""
+    key = snapshot_key(cold.files.module_sha256, cold.flags)
+
+    def build() -> bytes:
+        start = time.monotonic()
+        data = build_warm_module(cold, progress)
+        progress.say(f"snapshot built in {time.monotonic() - start:.0f}s "
+                     f"({len(data) / 1e6:.0f} MB module)")
+        return data
+
+    module = compile_cached(cold.engine, f"python-warm-{key}", build, progress,
+                            "compiling the warm snapshot", EXPECTED_COMPILE_S)
+    return Runtime(cold.files, cold.flags, module, cold.engine, warm=True, ticker=False)
+
+
+def self_check(runtime: Runtime) -> Optional[str]:
+    """None if the warm runtime runs a command correctly, else what went wrong."""
+    from .sandbox import base_env
+
+    scratch = Path(tempfile.mkdtemp(prefix="declaw-wasm-check-"))
+    try:
+        (scratch / "tmp").mkdir()
+        source = ("import _declaw_boot\n_declaw_boot.start('/tmp', "
+                  "['-c', 'import sys, pandas; print(6 * 7, sys.argv)'], {})\n")
+        spec = GuestSpec(argv=["/usr/local/bin/python3"], env=base_env(), turns=[source],
+                         mounts=[Mount("/tmp", scratch / "tmp", True),
+                                 Mount("/usr/local/lib", runtime.files.lib_dir, False),
+                                 Mount(GUEST_DECLAW, guest_runtime_dir(), False)], timeout=60)
+        guest = Guest(runtime, spec)
+        guest.start()
+        outcome = guest.wait()
+        assert outcome is not None
+        if outcome.exit_code != 0 or outcome.stdout != "42 ['-c']\n":
+            return f"exit {outcome.exit_code}, stdout {outcome.stdout!r}, stderr {outcome.stderr[-500:]!r}"
+        return None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
