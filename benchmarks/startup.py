@@ -30,14 +30,53 @@ def seed_snippets() -> list[str]:
     return list(namespace["SNIPPETS"])  # type: ignore[arg-type]
 
 
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory_figures() -> None:
+    """RSS an idle sandbox costs, and the peak while one runs each seed snippet."""
+    import threading
+
+    before = rss_mib()
+    idle = [Sandbox.create(timeout=600) for _ in range(20)]
+    per_idle = (rss_mib() - before) / len(idle)
+    for s in idle:
+        s.kill()
+    with Sandbox.create(timeout=600) as sbx:
+        peaks = []
+        for i, code in enumerate(seed_snippets()):
+            sbx.files.write(f"/tmp/m_{i}.py", code)
+            base, peak, done = rss_mib(), [0.0], threading.Event()
+
+            def sample() -> None:
+                while not done.wait(0.005):
+                    peak[0] = max(peak[0], rss_mib())
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            sbx.commands.run(f"python3 /tmp/m_{i}.py")
+            done.set()
+            sampler.join()
+            peaks.append(max(peak[0], base) - base)
+    print(f"\nRSS per idle sandbox (20 created): {per_idle:.2f} MiB; "
+          f"peak extra RSS while a seed snippet runs: {', '.join(f'{p:.0f}' for p in peaks)} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     repeat = parser.parse_args().repeat
 
     start = time.perf_counter()
-    Sandbox.create().kill()  # loads the runtime (compiled module from the cache)
-    print(f"first Sandbox.create in this process (runtime load): {(time.perf_counter() - start) * 1000:.0f} ms\n")
+    first = Sandbox.create()  # loads the runtime (compiled modules from the cache)
+    path = "warm snapshot" if first._core.runtime.warm else "cold (DECLAW_WASM_SNAPSHOT=0)"
+    first.kill()
+    print(f"guest path: {path}; first Sandbox.create in this process (runtime load + self-check): "
+          f"{(time.perf_counter() - start) * 1000:.0f} ms\n")
 
     print(HEADER)
 
@@ -61,6 +100,7 @@ def main() -> None:
                 label = ["sympy solve", "pandas groupby", "matplotlib savefig"][i]
                 print(row(f"seed snippet {i} ({label})", median_s(native([str(local)]), repeat),
                           median_s(lambda: sbx.commands.run(f"python3 /tmp/snip_{i}.py"), repeat)))
+    memory_figures()
 
 
 if __name__ == "__main__":
