@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional
 
 from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
-from .guest import Guest, GuestSpec, OutputSink
+from .guest import Guest, GuestSpec, Mount, OutputSink
 from .models import CommandResult
 
 if TYPE_CHECKING:
@@ -153,13 +153,8 @@ class Commands:
             if remaining <= 0:
                 raise TimeoutException(f"command timed out after {timeout} s",
                                        state.stdout.text(), state.stderr.text())
-        if core.runtime.warm:  # the snapshot has the boot module imported: one turn starts it
-            start = f"import _declaw_boot\n_declaw_boot.start({state.cwd!r}, {args!r}, {env!r})\n"
-            argv, turns = [GUEST_PYTHON], [start]
-        else:
-            argv, turns = [GUEST_PYTHON, BOOT_SCRIPT, state.cwd, *args], []
-        spec = GuestSpec(argv=argv, env=env, mounts=core.fs.mounts, turns=turns,
-                         timeout=remaining, memory_limit=core.limits.memory_limit)
+        spec = python_spec(core.runtime.warm, state.cwd, args, env, core.fs.mounts)
+        spec.timeout, spec.memory_limit = remaining, core.limits.memory_limit
         guest = Guest(core.runtime, spec, stdout=state.stdout, stderr=state.stderr)
         outcome = core.run_guest(guest)
         if outcome.stopped == "timeout":
@@ -170,6 +165,16 @@ class Commands:
         if outcome.error:
             state.stderr(f"{outcome.error}\n".encode())
         return outcome.exit_code
+
+
+def python_spec(warm: bool, cwd: str, args: list[str], env: dict[str, str],
+                mounts: list[Mount]) -> GuestSpec:
+    """`python3 ARGS` in `cwd` as a guest: on the warm snapshot one turn calls the already
+    imported boot module; on the cold module `run` executes the boot script with a WASI argv."""
+    if warm:
+        start = f"import _declaw_boot\n_declaw_boot.start({cwd!r}, {args!r}, {env!r})\n"
+        return GuestSpec(argv=[GUEST_PYTHON], env=env, mounts=mounts, turns=[start])
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, cwd, *args], env=env, mounts=mounts)
 
 
 def _result(state: _LineState, status: int) -> CommandResult:

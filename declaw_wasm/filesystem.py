@@ -60,6 +60,15 @@ class _Located:
         return self.parts[-1] if self.parts else "."
 
 
+def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path) -> list[Mount]:
+    """The read-only mounts every guest shares: stdlib + packages, boot code, matplotlib data."""
+    return [
+        Mount("/usr/local/lib", lib_dir, writable=False),
+        Mount("/usr/local/lib/declaw", guest_runtime, writable=False),
+        Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", mpl_data_dir, writable=False),
+    ]
+
+
 class SandboxFS:
     """The host folder of one sandbox and the mounts its guests see."""
 

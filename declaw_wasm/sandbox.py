@@ -16,8 +16,8 @@ from .commands import Commands
 from .exceptions import (InvalidArgumentException, SandboxException, SandboxNotFoundException,
                          TimeoutException)
 from .files import Filesystem
-from .filesystem import HOME, SandboxFS
-from .guest import Guest, GuestOutcome, Mount
+from .filesystem import HOME, SandboxFS, runtime_mounts
+from .guest import Guest, GuestOutcome
 from .limits import Limits
 from .models import SandboxInfo, SandboxState
 from .paths import guest_runtime_dir, rootfs_dir
@@ -42,6 +42,12 @@ def base_env() -> dict[str, str]:
     }
 
 
+def new_sandbox_fs(runtime: Runtime) -> SandboxFS:
+    files = runtime.files
+    return SandboxFS(runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir()),
+                     skeleton=rootfs_dir())
+
+
 class SandboxCore:
     """The state of one sandbox, shared by its sync and async faces."""
 
@@ -56,16 +62,7 @@ class SandboxCore:
         self.metadata = metadata
         self.envs = envs
         self.limits = limits
-        files = self.runtime.files
-        self.fs = SandboxFS(
-            shared_mounts=[
-                Mount("/usr/local/lib", files.lib_dir, writable=False),
-                Mount("/usr/local/lib/declaw", guest_runtime_dir(), writable=False),
-                Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", files.mpl_data_dir,
-                      writable=False),
-            ],
-            skeleton=rootfs_dir(),
-        )
+        self.fs = new_sandbox_fs(self.runtime)
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()

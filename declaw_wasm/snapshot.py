@@ -23,17 +23,14 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Optional
 
 import wasmtime
 
 from . import wasm_binary as wb
-from .guest import Guest, GuestSpec, Mount
-from .paths import guest_runtime_dir, rootfs_dir
+from .guest import Guest, GuestSpec
+from .paths import guest_runtime_dir
 from .progress import Progress
 from .runtime import EngineFlags, Runtime, compile_cached, _wasmtime_version
 
@@ -138,19 +135,11 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
     with progress.timed("compiling the snapshot builder", 60.0):
         instrumented = wasmtime.Module(build_engine, instrumented_bytes)
 
-    scratch = Path(tempfile.mkdtemp(prefix="declaw-wasm-snapshot-"))
-    try:
-        root = scratch / "root"
-        shutil.copytree(rootfs_dir(), root)
-        for folder in ("home/user/.config/matplotlib", "tmp"):
-            (root / folder).mkdir(parents=True, exist_ok=True)
-        mounts = [Mount("/", root, False), Mount("/home/user", root / "home/user", True),
-                  Mount("/tmp", root / "tmp", True),
-                  Mount("/usr/local/lib", cold.files.lib_dir, False),
-                  Mount(GUEST_DECLAW, guest_runtime_dir(), False),
-                  Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", cold.files.mpl_data_dir, False)]
-        from .sandbox import base_env
+    from .sandbox import base_env, new_sandbox_fs
 
+    fs = new_sandbox_fs(cold)  # the build runs in a throw-away sandbox's file tree
+    mounts = fs.mounts
+    try:
         build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine, ticker=False)
         spec = GuestSpec(argv=["/usr/local/bin/python3"], env=base_env(), mounts=mounts,
                          turns=["pass"], timeout=600, memory_limit=2 << 30)
@@ -166,7 +155,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
         if len(fds) != len(mounts) or not all(fds):
             raise RuntimeError(f"files left open at snapshot time (fd kinds: {fds})")
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        fs.destroy()
 
     image = guest.memory_image
     warmed = wb.Module.parse(original)  # from the original: no instrumentation exports
@@ -194,17 +183,14 @@ def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
 
 def self_check(runtime: Runtime) -> Optional[str]:
     """None if the warm runtime runs a command correctly, else what went wrong."""
-    from .sandbox import base_env
+    from .commands import python_spec
+    from .sandbox import base_env, new_sandbox_fs
 
-    scratch = Path(tempfile.mkdtemp(prefix="declaw-wasm-check-"))
+    fs = new_sandbox_fs(runtime)
     try:
-        (scratch / "tmp").mkdir()
-        source = ("import _declaw_boot\n_declaw_boot.start('/tmp', "
-                  "['-c', 'import sys, pandas; print(6 * 7, sys.argv)'], {})\n")
-        spec = GuestSpec(argv=["/usr/local/bin/python3"], env=base_env(), turns=[source],
-                         mounts=[Mount("/tmp", scratch / "tmp", True),
-                                 Mount("/usr/local/lib", runtime.files.lib_dir, False),
-                                 Mount(GUEST_DECLAW, guest_runtime_dir(), False)], timeout=60)
+        spec = python_spec(True, "/tmp", ["-c", "import sys, pandas; print(6 * 7, sys.argv)"],
+                           base_env(), fs.mounts)
+        spec.timeout = 60
         guest = Guest(runtime, spec)
         guest.start()
         outcome = guest.wait()
@@ -213,4 +199,4 @@ def self_check(runtime: Runtime) -> Optional[str]:
             return f"exit {outcome.exit_code}, stdout {outcome.stdout!r}, stderr {outcome.stderr[-500:]!r}"
         return None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        fs.destroy()

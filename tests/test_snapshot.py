@@ -3,7 +3,8 @@
 import json
 from pathlib import Path
 
-from declaw_wasm.guest import Guest, GuestSpec, Mount
+from declaw_wasm.commands import python_spec
+from declaw_wasm.guest import Guest, Mount
 from declaw_wasm.runtime import get_runtime
 from declaw_wasm.sandbox import base_env
 
@@ -54,14 +55,7 @@ def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, gue
               Mount("/tmp", folders["tmp"], True), Mount("/home/user", folders["home"], True)]
     code = ("print([open(p + '/which.txt').read() for p in ('/home/user', '/tmp', '/data')]); "
             "open('/data/new.txt', 'w').write('written')")
-    args = ["-c", code]
-    if runtime.warm:
-        spec = GuestSpec(argv=["python3"], env=base_env(), mounts=mounts,
-                         turns=[f"import _declaw_boot\n_declaw_boot.start('/tmp', {args!r}, {base_env()!r})"])
-    else:
-        spec = GuestSpec(argv=["python3", "/usr/local/lib/declaw/_declaw_boot.py", "/tmp", *args],
-                         env=base_env(), mounts=mounts)
-    guest = Guest(runtime, spec)
+    guest = Guest(runtime, python_spec(runtime.warm, "/tmp", ["-c", code], base_env(), mounts))
     guest.start()
     outcome = guest.wait(60)
     assert outcome is not None and outcome.exit_code == 0, outcome and outcome.stderr
