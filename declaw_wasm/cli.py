@@ -39,7 +39,9 @@ def _warmup() -> int:
     runtime = get_runtime()
     print(f"declaw-wasm: runtime ready in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
           file=sys.stderr)
-    print(f"declaw-wasm: compiled module {compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
+    path = "warm snapshot" if runtime.warm else "cold module (DECLAW_WASM_SNAPSHOT=0 or no snapshot)"
+    print(f"declaw-wasm: guests start from the {path}; plain module "
+          f"{compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
     return 0
 
 
