@@ -14,7 +14,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from .guest import Guest, GuestSpec, Mount, OutputSink
@@ -153,8 +153,8 @@ class Commands:
             if remaining <= 0:
                 raise TimeoutException(f"command timed out after {timeout} s",
                                        state.stdout.text(), state.stderr.text())
-        spec = python_spec(core.runtime.warm, state.cwd, args, env, core.fs.mounts)
-        spec.timeout, spec.memory_limit = remaining, core.limits.memory_limit
+        spec = python_spec(core.runtime.warm, state.cwd, args, env, core.fs.mounts,
+                           timeout=remaining, memory_limit=core.limits.memory_limit)
         guest = Guest(core.runtime, spec, stdout=state.stdout, stderr=state.stderr)
         outcome = core.run_guest(guest)
         if outcome.stopped == "timeout":
@@ -168,13 +168,14 @@ class Commands:
 
 
 def python_spec(warm: bool, cwd: str, args: list[str], env: dict[str, str],
-                mounts: list[Mount]) -> GuestSpec:
+                mounts: list[Mount], **limits: Any) -> GuestSpec:
     """`python3 ARGS` in `cwd` as a guest: on the warm snapshot one turn calls the already
-    imported boot module; on the cold module `run` executes the boot script with a WASI argv."""
+    imported boot module; on the cold module `run` executes the boot script with a WASI argv.
+    `limits` are GuestSpec's (timeout, memory_limit)."""
     if warm:
         start = f"import _declaw_boot\n_declaw_boot.start({cwd!r}, {args!r}, {env!r})\n"
-        return GuestSpec(argv=[GUEST_PYTHON], env=env, mounts=mounts, turns=[start])
-    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, cwd, *args], env=env, mounts=mounts)
+        return GuestSpec(argv=[GUEST_PYTHON], env=env, mounts=mounts, turns=[start], **limits)
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, cwd, *args], env=env, mounts=mounts, **limits)
 
 
 def _result(state: _LineState, status: int) -> CommandResult:

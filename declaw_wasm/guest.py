@@ -120,11 +120,9 @@ class Guest:
     """A running (or finished) guest instance. Create, `start()`, then `wait()`."""
 
     def __init__(self, runtime: Runtime, spec: GuestSpec,
-                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
-                 module: Optional[wasmtime.Module] = None) -> None:
+                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None) -> None:
         """`stdout`/`stderr` may be shared with other guests (a command line's programs)."""
         self.runtime = runtime
-        self.module = module or runtime.module
         self.spec = spec
         self.stdout = stdout or OutputSink(spec.output_limit, None)
         self.stderr = stderr or OutputSink(spec.output_limit, None)
@@ -209,7 +207,7 @@ class Guest:
                                _PollOneoff(self, clock_base), access_caller=True)
             if self._should_stop():
                 return -1, None
-            instance = linker.instantiate(store, self.module)
+            instance = linker.instantiate(store, self.runtime.module)
             try:
                 return self._drive(store, instance), None
             except wasmtime.ExitTrap as exit_trap:

@@ -117,15 +117,15 @@ def get_runtime(flags: EngineFlags = EngineFlags(), progress: Progress | None = 
 
 
 def compiled_path(files: RuntimeFiles, flags: EngineFlags) -> Path:
-    key = "|".join([files.module_sha256, _wasmtime_version(), flags.key(), platform.machine()])
+    key = "|".join([files.module_sha256, wasmtime_version(), flags.key(), platform.machine()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     return cache_dir() / "compiled" / f"python-{digest}.cwasm"
 
 
-def compile_cached(engine: wasmtime.Engine, name: str, source: Callable[[], bytes],
+def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], bytes],
                    progress: Progress, what: str, expected_s: float) -> wasmtime.Module:
-    """Load `<cache>/compiled/<name>.cwasm`, or make it: `source()` gives the wasm bytes."""
-    path = cache_dir() / "compiled" / f"{name}.cwasm"
+    """Load the compiled module at `path`, or compile `source()` (the wasm bytes) once and store
+    it there: atomically, under a file lock so two processes never compile it at the same time."""
     if path.exists():
         return wasmtime.Module.deserialize_file(engine, str(path))
     if not _writable(path.parent):
@@ -133,11 +133,12 @@ def compile_cached(engine: wasmtime.Engine, name: str, source: Callable[[], byte
     from filelock import FileLock
 
     with FileLock(str(path) + ".lock"):
-        if not path.exists():
+        if not path.exists():  # else another process compiled it while we waited
             data = source()
             with progress.timed(what, expected_s):
                 module = wasmtime.Module(engine, data)
             _write_atomic(path, module.serialize())
+    # Loaded from disk so the code is file-backed (mmap, shared) rather than heap memory.
     return wasmtime.Module.deserialize_file(engine, str(path))
 
 
@@ -152,7 +153,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
             os.unlink(tmp)
 
 
-def _wasmtime_version() -> str:
+def wasmtime_version() -> str:
     from importlib.metadata import version
 
     return version("wasmtime")
@@ -161,23 +162,13 @@ def _wasmtime_version() -> str:
 def _load_or_compile(engine: wasmtime.Engine, files: RuntimeFiles, flags: EngineFlags,
                      progress: Progress) -> wasmtime.Module:
     path = compiled_path(files, flags)
-    if path.exists():
-        return wasmtime.Module.deserialize_file(engine, str(path))
-    if not _writable(path.parent):
+    if not path.exists() and not _writable(path.parent):
         progress.say(f"cache {path.parent} is read-only and holds no compiled module; "
                      "compiling in memory (run `declaw-wasm warmup` where the cache is writable)")
         with progress.timed("compiling the Python runtime", EXPECTED_COMPILE_S):
             return wasmtime.Module.from_file(engine, str(files.module))
-    from filelock import FileLock
-
-    with FileLock(str(path) + ".lock"):
-        if path.exists():  # another process compiled it while we waited
-            return wasmtime.Module.deserialize_file(engine, str(path))
-        with progress.timed("compiling the Python runtime", EXPECTED_COMPILE_S):
-            module = wasmtime.Module.from_file(engine, str(files.module))
-        _write_atomic(path, module.serialize())
-    # Re-load from disk so the module's code is file-backed (mmap) rather than heap memory.
-    return wasmtime.Module.deserialize_file(engine, str(path))
+    return compile_cached(engine, path, files.module.read_bytes, progress,
+                          "compiling the Python runtime", EXPECTED_COMPILE_S)
 
 
 def _writable(folder: Path) -> bool:

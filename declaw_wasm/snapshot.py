@@ -32,7 +32,8 @@ from . import wasm_binary as wb
 from .guest import Guest, GuestSpec
 from .paths import guest_runtime_dir
 from .progress import Progress
-from .runtime import EngineFlags, Runtime, compile_cached, _wasmtime_version
+from .runtime import EngineFlags, Runtime, compile_cached, wasmtime_version
+from .settings import cache_dir
 
 # Each costs seconds cold; together ~75 MB of initial memory (file-backed, shared, CoW).
 WARMUP_IMPORTS = [
@@ -81,26 +82,22 @@ del _declaw_open_fds
 
 def snapshot_key(files_sha: str, flags: EngineFlags) -> str:
     boot = (guest_runtime_dir() / "_declaw_boot.py").read_bytes()
-    parts = [files_sha, _wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
+    parts = [files_sha, wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
              CHECK_SOURCE, hashlib.sha256(boot).hexdigest(), "snapshot-v1"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
 class _BuildGuest(Guest):
-    """Runs the warm-up turns, then captures memory and the stack pointer."""
+    """Runs its turns (the warm-up, then the open-files check), then captures memory and the
+    stack pointer."""
 
     memory_image: bytes = b""
     stack_pointer: int = 0
-    check_output: str = ""
 
     def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
-        code = self.turn(store, instance, warmup_source())
+        code = super()._drive(store, instance)
         if code != 0:
             return code
-        code = self.turn(store, instance, CHECK_SOURCE)
-        if code != 0:
-            return code
-        self.check_output = self.stdout.text()
         exports = instance.exports(store)
         reset = exports[RESET_EXPORT]
         assert isinstance(reset, wasmtime.Func)
@@ -142,7 +139,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
     try:
         build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine, ticker=False)
         spec = GuestSpec(argv=["/usr/local/bin/python3"], env=base_env(), mounts=mounts,
-                         turns=["pass"], timeout=600, memory_limit=2 << 30)
+                         turns=[warmup_source(), CHECK_SOURCE], timeout=600, memory_limit=2 << 30)
         guest = _BuildGuest(build_runtime, spec)
         with progress.timed("importing the warm-up modules in a live guest", EXPECTED_WARMUP_S):
             guest.start()
@@ -151,7 +148,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
         if outcome.exit_code != 0 or not guest.memory_image:
             raise RuntimeError(f"the warm-up failed (exit {outcome.exit_code}, {outcome.error}): "
                                f"{outcome.stderr[-2000:]}")
-        fds = json.loads(guest.check_output.strip().splitlines()[-1])
+        fds = json.loads(outcome.stdout.strip().splitlines()[-1])
         if len(fds) != len(mounts) or not all(fds):
             raise RuntimeError(f"files left open at snapshot time (fd kinds: {fds})")
     finally:
@@ -176,8 +173,9 @@ def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
                      f"({len(data) / 1e6:.0f} MB module)")
         return data
 
-    module = compile_cached(cold.engine, f"python-warm-{key}", build, progress,
-                            "compiling the warm snapshot", EXPECTED_COMPILE_S)
+    path = cache_dir() / "compiled" / f"python-warm-{key}.cwasm"
+    module = compile_cached(cold.engine, path, build, progress, "compiling the warm snapshot",
+                            EXPECTED_COMPILE_S)
     return Runtime(cold.files, cold.flags, module, cold.engine, warm=True, ticker=False)
 
 
@@ -189,8 +187,7 @@ def self_check(runtime: Runtime) -> Optional[str]:
     fs = new_sandbox_fs(runtime)
     try:
         spec = python_spec(True, "/tmp", ["-c", "import sys, pandas; print(6 * 7, sys.argv)"],
-                           base_env(), fs.mounts)
-        spec.timeout = 60
+                           base_env(), fs.mounts, timeout=60)
         guest = Guest(runtime, spec)
         guest.start()
         outcome = guest.wait()

@@ -186,8 +186,12 @@ def _install_asyncio_fix():
     """Make asyncio's default event loop one without a self-pipe (WASI has no socketpair).
 
     Installed lazily: a finder that patches asyncio right after it is first imported, so
-    programs that never use asyncio do not pay for importing it.
+    programs that never use asyncio do not pay for importing it. If asyncio is already loaded
+    (say, the warm snapshot imported it), it is patched at once.
     """
+    if "asyncio" in sys.modules:
+        _patch_asyncio(sys.modules["asyncio"])
+        return
     import importlib.abc
     import importlib.machinery
 
