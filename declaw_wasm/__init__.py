@@ -11,16 +11,18 @@ from .exceptions import (AuthenticationException, FileNotFoundException, Invalid
                          NotEnoughSpaceException, NotFoundException, RateLimitException,
                          SandboxException, SandboxNotFoundException, TemplateException,
                          TimeoutException)
+from .commands import CommandHandle
 from .files import FileStream
 from .limits import Limits
-from .models import (CommandResult, EntryInfo, FileType, SandboxInfo, SandboxState, WriteEntry,
-                     WriteInfo)
+from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo,
+                     SandboxState, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncSandbox", "Sandbox", "SandboxPaginator", "Limits", "FileStream",
+    "CommandHandle", "ProcessInfo", "PtySize",
     "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "WriteEntry",
     "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
     "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",

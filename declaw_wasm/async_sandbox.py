@@ -15,24 +15,28 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from .commands import Commands
+from .commands import CommandHandle, Commands, StdinArg
 from .files import FileStream, Filesystem
 from .filesystem import WriteData
 from .limits import Limits
-from .models import CommandResult, EntryInfo, SandboxInfo, WriteEntry, WriteInfo
+from .models import (CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteEntry,
+                     WriteInfo)
+from .process import Process
+from .pty import Pty
 from .sandbox import Sandbox, SandboxCore, SandboxPaginator, new_core
 
 T = TypeVar("T")
 # Waiting threads are cheap: do not let anyio's default 40 cap how many commands run at once.
 _waiters = anyio.CapacityLimiter(10_000)
 OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
+DataHandler = Union[Callable[[bytes], None], Callable[[bytes], Awaitable[None]]]
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_waiters)
 
 
-def _from_loop(handler: Optional[OutputHandler]) -> Optional[Callable[[str], None]]:
+def _from_loop(handler: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any], None]]:
     """A sync callback for guest threads that runs `handler` (sync or async) on this loop."""
     if handler is None:
         return None
@@ -40,13 +44,13 @@ def _from_loop(handler: Optional[OutputHandler]) -> Optional[Callable[[str], Non
     if inspect.iscoroutinefunction(handler):
         async_handler = handler
 
-        def call_async(text: str) -> None:
+        def call_async(text: Any) -> None:
             anyio.from_thread.run(async_handler, text, token=token)  # type: ignore[arg-type]
 
         return call_async
     sync_handler = handler
 
-    def call_sync(text: str) -> None:
+    def call_sync(text: Any) -> None:
         anyio.from_thread.run_sync(sync_handler, text, token=token)
 
     return call_sync
@@ -98,6 +102,64 @@ async def _aiter_stream(stream: FileStream) -> AsyncIterator[bytes]:
         stream.close()
 
 
+class AsyncCommandHandle:
+    """A running command for async code (E2B's `AsyncCommandHandle`): output so far in `stdout`
+    and `stderr`, `exit_code`/`error` once it has ended; callbacks were bound at creation."""
+
+    def __init__(self, handle: CommandHandle) -> None:
+        self._handle = handle
+        self._process: Process = handle._process
+        self._result: Optional[CommandResult] = None
+
+    @property
+    def pid(self) -> int:
+        return self._handle.pid
+
+    @property
+    def stdout(self) -> str:
+        return self._process.text("stdout")
+
+    @property
+    def stderr(self) -> str:
+        return self._process.text("stderr")
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self._result.exit_code if self._result is not None else None
+
+    @property
+    def error(self) -> Optional[str]:
+        return self._result.error if self._result is not None else None
+
+    async def wait(self) -> CommandResult:
+        self._result = await _in_thread(self._handle.wait)
+        return self._result
+
+    async def kill(self) -> bool:
+        return self._handle.kill()
+
+    async def send_stdin(self, data: Union[str, bytes], **kw: Any) -> None:
+        self._handle.send_stdin(data)
+
+    async def close_stdin(self, **kw: Any) -> None:
+        self._handle.close_stdin()
+
+    async def disconnect(self) -> None:
+        self._handle.disconnect()
+
+    def __aiter__(self) -> AsyncIterator[tuple[Optional[str], Optional[str], Optional[bytes]]]:
+        return _aiter_handle(self._handle)
+
+
+async def _aiter_handle(handle: CommandHandle) -> AsyncIterator[tuple[Optional[str], Optional[str], Optional[bytes]]]:
+    items = iter(handle)
+    while True:
+        item = await _in_thread(next, items, None)
+        if item is None:
+            return
+        yield item
+
+
 class AsyncCommands:
     def __init__(self, sync: Commands) -> None:
         self._sync = sync
@@ -105,11 +167,61 @@ class AsyncCommands:
     async def run(self, cmd: str, background: bool = False, envs: Optional[dict[str, str]] = None,
                   user: Optional[str] = None, cwd: Optional[str] = None,
                   on_stdout: Optional[OutputHandler] = None,
-                  on_stderr: Optional[OutputHandler] = None,
-                  timeout: Optional[float] = 60, request_timeout: Optional[float] = None) -> CommandResult:
-        return await _in_thread(self._sync.run, cmd, background=background, envs=envs, cwd=cwd,
-                                on_stdout=_from_loop(on_stdout), on_stderr=_from_loop(on_stderr),
-                                timeout=timeout)
+                  on_stderr: Optional[OutputHandler] = None, stdin: StdinArg = None,
+                  timeout: Optional[float] = 60, request_timeout: Optional[float] = None) -> Any:
+        """`CommandResult`, or with `background=True` an `AsyncCommandHandle`."""
+        handle = await _in_thread(self._sync.run, cmd, background=True, envs=envs, cwd=cwd,
+                                  on_stdout=_from_loop(on_stdout), on_stderr=_from_loop(on_stderr),
+                                  stdin=stdin, timeout=timeout)
+        async_handle = AsyncCommandHandle(handle)
+        return async_handle if background else await async_handle.wait()
+
+    async def list(self, **kw: Any) -> list[ProcessInfo]:
+        return self._sync.list()
+
+    async def kill(self, pid: int, **kw: Any) -> bool:
+        return self._sync.kill(pid)
+
+    async def send_stdin(self, pid: int, data: Union[str, bytes], **kw: Any) -> None:
+        self._sync.send_stdin(pid, data)
+
+    async def close_stdin(self, pid: int, **kw: Any) -> None:
+        self._sync.close_stdin(pid)
+
+    async def connect(self, pid: int, timeout: Optional[float] = 60,
+                      on_stdout: Optional[OutputHandler] = None,
+                      on_stderr: Optional[OutputHandler] = None, **kw: Any) -> AsyncCommandHandle:
+        handle = self._sync.connect(pid)
+        handle._process.set_callbacks(stdout=_from_loop(on_stdout), stderr=_from_loop(on_stderr))
+        return AsyncCommandHandle(handle)
+
+
+class AsyncPty:
+    def __init__(self, sync: Pty) -> None:
+        self._sync = sync
+
+    async def create(self, size: PtySize, on_data: Optional[DataHandler] = None,
+                     user: Optional[str] = None, cwd: Optional[str] = None,
+                     envs: Optional[dict[str, str]] = None, timeout: Optional[float] = 60,
+                     **kw: Any) -> AsyncCommandHandle:
+        handle = await _in_thread(self._sync.create, size, cwd=cwd, envs=envs, timeout=timeout,
+                                  on_data=_from_loop(on_data))
+        return AsyncCommandHandle(handle)
+
+    async def send_stdin(self, pid: int, data: bytes, **kw: Any) -> None:
+        self._sync.send_stdin(pid, data)
+
+    async def resize(self, pid: int, size: PtySize, **kw: Any) -> None:
+        self._sync.resize(pid, size)
+
+    async def kill(self, pid: int, **kw: Any) -> bool:
+        return self._sync.kill(pid)
+
+    async def connect(self, pid: int, on_data: Optional[DataHandler] = None,
+                      **kw: Any) -> AsyncCommandHandle:
+        handle = self._sync.connect(pid)
+        handle._process.set_callbacks(pty=_from_loop(on_data))
+        return AsyncCommandHandle(handle)
 
 
 class AsyncSandbox:
@@ -120,6 +232,7 @@ class AsyncSandbox:
         self._sync = Sandbox(core)
         self.files = AsyncFilesystem(self._sync.files)
         self.commands = AsyncCommands(self._sync.commands)
+        self.pty = AsyncPty(self._sync.pty)
 
     @classmethod
     async def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,

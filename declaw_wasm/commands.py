@@ -1,88 +1,91 @@
-"""`sbx.commands`: command lines run in the sandbox, each program a fresh guest instance.
+"""`sbx.commands`: command lines run by the shell inside the sandbox (E2B's `Commands`).
 
-This is the foundation's small command language: lists joined by `&&`, `||` and `;`,
-`VAR=x` prefixes, `cd`, `export`, `true`, `false`, `exit`, `pwd`, `echo`, and `python`/`python3`
-with `-c`, `-m`, a script and its arguments, with shell quoting. Anything else answers as bash
-does (`bash: foo: command not found`, exit 127); pipes and redirections say plainly that they
-are not supported yet. Every `python3` is its own guest, so it behaves like a separate process.
+Each command line runs in a guest instance of its own (process.py), under the in-guest shell
+(runtime/declaw_shell): bash's language, the core utilities, `python3` as a program. Foreground
+runs wait and return a `CommandResult` (a non-zero exit is returned, not raised); background runs
+return a `CommandHandle` at once. Output streams to `on_stdout`/`on_stderr` as it is written.
 """
 
 from __future__ import annotations
 
-import posixpath
-import re
-import shlex
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
-from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
-from .guest import Guest, GuestSpec, Mount, OutputSink
-from .models import CommandResult
+from .exceptions import (InvalidArgumentException, NotFoundException, SandboxException,
+                         TimeoutException)
+from .models import CommandResult, ProcessInfo
+from .process import KILLED_EXIT_CODE, Process
 
 if TYPE_CHECKING:
     from .sandbox import SandboxCore
 
-PYTHON_NAMES = re.compile(r"^(?:/usr(?:/local)?/bin/)?python(?:3(?:\.15)?)?$")
-GUEST_PYTHON = "/usr/local/bin/python3"
-BOOT_SCRIPT = "/usr/local/lib/declaw/_declaw_boot.py"
-ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-SEPARATORS = {"&&", "||", ";"}
 DEFAULT_TIMEOUT = 60.0
+StdinArg = Union[bool, str, bytes, None]
 
 
-@dataclass
-class SimpleCommand:
-    assignments: dict[str, str] = field(default_factory=dict)
-    argv: list[str] = field(default_factory=list)
+class CommandHandle:
+    """A running command (E2B's `CommandHandle`): `wait()`, `kill()`, stdin, and iteration over
+    its output as `(stdout, stderr, pty)` tuples in which exactly one item is set."""
+
+    def __init__(self, process: Process) -> None:
+        self._process = process
+        self._disconnected = False
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    def __iter__(self) -> Iterator[tuple[Optional[str], Optional[str], Optional[bytes]]]:
+        for event in self._process.events():
+            if self._disconnected:
+                return
+            yield (event.data if event.stream == "stdout" else None,
+                   event.data if event.stream == "stderr" else None,
+                   event.data if event.stream == "pty" else None)
+
+    def wait(self, on_pty: Optional[Callable[[bytes], None]] = None,
+             on_stdout: Optional[Callable[[str], None]] = None,
+             on_stderr: Optional[Callable[[str], None]] = None) -> CommandResult:
+        """Wait for the exit; callbacks given here receive the output from the start. A timeout
+        raises `TimeoutException` with the output so far; a killed command gives exit code 137."""
+        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty}
+        if any(callbacks.values()):
+            for event in self._process.events():
+                callback = callbacks[event.stream]
+                if callback is not None:
+                    callback(event.data)
+        return _result(self._process)
+
+    def kill(self) -> bool:
+        return self._process.kill()
+
+    def send_stdin(self, data: Union[str, bytes], request_timeout: Optional[float] = None) -> None:
+        self._process.send_stdin(data)
+
+    def close_stdin(self, request_timeout: Optional[float] = None) -> None:
+        self._process.stdin.close()
+
+    def disconnect(self) -> None:
+        """Stop iterating this handle's output; the command keeps running."""
+        self._disconnected = True
 
 
-@dataclass
-class _LineState:
-    """What a command line carries from one command to the next, as a bash process would."""
-
-    cwd: str
-    env: dict[str, str]
-    stdout: OutputSink
-    stderr: OutputSink
-    deadline: Optional[float]
-    exited: bool = False  # `exit` ran: the rest of the line is skipped
-
-
-class UnsupportedSyntax(Exception):
-    pass
-
-
-def parse(line: str) -> list[tuple[Optional[str], SimpleCommand]]:
-    """Split a command line into simple commands with the operator that precedes each."""
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    try:
-        tokens = list(lexer)
-    except ValueError as exc:  # unbalanced quotes
-        raise UnsupportedSyntax(f"syntax error: {exc}") from None
-    chain: list[tuple[Optional[str], SimpleCommand]] = []
-    op: Optional[str] = None
-    current = SimpleCommand()
-    for token in tokens:
-        if token in SEPARATORS:
-            if not current.argv and not current.assignments:
-                raise UnsupportedSyntax(f"syntax error near unexpected token `{token}'")
-            chain.append((op, current))
-            op, current = token, SimpleCommand()
-        elif token and all(ch in "();<>|&" for ch in token):
-            raise UnsupportedSyntax(f"`{token}' is not supported by this sandbox's shell yet")
-        elif not current.argv and ASSIGNMENT.match(token):
-            name, value = token.split("=", 1)
-            current.assignments[name] = value
-        else:
-            current.argv.append(token)
-    if current.argv or current.assignments:
-        chain.append((op, current))
-    elif op in ("&&", "||"):
-        raise UnsupportedSyntax("syntax error: unexpected end of file")
-    return chain
+def _result(process: Process) -> CommandResult:
+    outcome = process.wait()
+    assert outcome is not None
+    if outcome.stopped == "timeout":
+        raise TimeoutException(f"command timed out: {process.cmd!r}", outcome.stdout, outcome.stderr)
+    if outcome.stopped == "killed" and not process.killed:
+        raise SandboxException(f"sandbox {process.core.sandbox_id} was killed while the command ran")
+    error = None
+    exit_code = outcome.exit_code
+    if process.killed:
+        exit_code, error = KILLED_EXIT_CODE, "killed"
+    elif outcome.error:
+        error = outcome.error
+    elif outcome.truncated:
+        error = f"{' and '.join(outcome.truncated)} truncated at the sandbox's output limit"
+    return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr, exit_code=exit_code,
+                         error=error)
 
 
 class Commands:
@@ -95,153 +98,55 @@ class Commands:
             user: Optional[str] = None, cwd: Optional[str] = None,
             on_stdout: Optional[Callable[[str], None]] = None,
             on_stderr: Optional[Callable[[str], None]] = None,
-            timeout: Optional[float] = DEFAULT_TIMEOUT,
-            request_timeout: Optional[float] = None) -> CommandResult:
-        """Run `cmd` to completion. A non-zero exit code is returned in the result, not raised;
-        running past `timeout` seconds (0 or None: no limit) stops it and raises
-        `TimeoutException` carrying the output so far."""
-        if background:
-            raise InvalidArgumentException("background commands are not supported yet")
+            stdin: StdinArg = None, timeout: Optional[float] = DEFAULT_TIMEOUT,
+            request_timeout: Optional[float] = None, tag: Optional[str] = None) -> Any:
+        """Run `cmd` as `bash -c` would. Foreground: the `CommandResult`. `background=True`: a
+        `CommandHandle` at once. `stdin=True` keeps stdin open for `send_stdin` (str/bytes: that
+        input, then end of input). `timeout` (seconds; 0 or None: none) stops the command and
+        raises `TimeoutException` carrying the output so far."""
         if not isinstance(cmd, str):
             raise InvalidArgumentException(f"cmd must be a string, got {type(cmd).__name__}")
-        core = self._core
-        core.ensure_running()
-        limits = core.limits
-        state = _LineState(
-            cwd=core.fs.absolute(cwd) if cwd else core.fs.absolute("."),
-            env={**core.guest_env(), **_check_envs(envs)},
-            stdout=OutputSink(limits.output_limit, on_stdout),
-            stderr=OutputSink(limits.output_limit, on_stderr),
-            deadline=(time.monotonic() + timeout) if timeout else None,
-        )
-        if cwd and not core.fs.exists(state.cwd):
-            raise InvalidArgumentException(f"cwd {state.cwd} does not exist in the sandbox")
-        try:
-            chain = parse(cmd)
-        except UnsupportedSyntax as exc:
-            state.stderr(f"bash: {exc}\n".encode())
-            return _result(state, 2)
-        status = 0
-        for op, simple in chain:
-            if (op == "&&" and status != 0) or (op == "||" and status == 0):
-                continue
-            status = self._execute(simple, state, timeout)
-            if state.exited:
-                break
-        return _result(state, status)
+        if stdin is not None and not isinstance(stdin, (bool, str, bytes)):
+            raise InvalidArgumentException("stdin must be a bool (keep stdin open), str or bytes")
+        process = self._core.spawn(cmd, envs=envs, cwd=cwd, timeout=timeout, on_stdout=on_stdout,
+                                   on_stderr=on_stderr, stdin=bool(stdin), tag=tag)
+        if isinstance(stdin, (str, bytes)):
+            process.send_stdin(stdin)
+            process.stdin.close()
+        handle = CommandHandle(process)
+        return handle if background else handle.wait()
 
-    def _execute(self, simple: SimpleCommand, state: _LineState, timeout: Optional[float]) -> int:
-        if not simple.argv:
-            state.env.update(simple.assignments)
-            return 0
-        name, args = simple.argv[0], simple.argv[1:]
-        builtin = _BUILTINS.get(name)
-        if builtin is not None:
-            return builtin(self, args, state)
-        if PYTHON_NAMES.match(name):
-            env = {**state.env, **simple.assignments, "PWD": state.cwd}
-            return self._python(args, env, state, timeout)
-        state.stderr(f"bash: {name}: command not found\n".encode())
-        return 127
+    def list(self, request_timeout: Optional[float] = None) -> list[ProcessInfo]:
+        """The running commands and PTYs of this sandbox."""
+        return [ProcessInfo(pid=p.pid, tag=p.tag, cmd=p.cmd or "/bin/bash", args=_args(p),
+                            envs=dict(p.envs), cwd=p.cwd)
+                for p in self._core.processes()]
 
-    def _python(self, args: list[str], env: dict[str, str], state: _LineState,
-                timeout: Optional[float]) -> int:
-        core = self._core
-        remaining = None
-        if state.deadline is not None:
-            remaining = state.deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutException(f"command timed out after {timeout} s",
-                                       state.stdout.text(), state.stderr.text())
-        spec = python_spec(core.runtime.warm, state.cwd, args, env, core.fs.mounts,
-                           timeout=remaining, memory_limit=core.limits.memory_limit)
-        guest = Guest(core.runtime, spec, stdout=state.stdout, stderr=state.stderr)
-        outcome = core.run_guest(guest)
-        if outcome.stopped == "timeout":
-            raise TimeoutException(f"command timed out after {timeout} s",
-                                   outcome.stdout, outcome.stderr)
-        if outcome.stopped == "killed":
-            raise SandboxException(f"sandbox {core.sandbox_id} was killed while the command ran")
-        if outcome.error:
-            state.stderr(f"{outcome.error}\n".encode())
-        return outcome.exit_code
+    def kill(self, pid: int, request_timeout: Optional[float] = None) -> bool:
+        """Kill a command; False if no such command is running."""
+        process = self._core.process(pid)
+        return process.kill() if process is not None else False
+
+    def connect(self, pid: int, timeout: Optional[float] = DEFAULT_TIMEOUT,
+                request_timeout: Optional[float] = None) -> CommandHandle:
+        return CommandHandle(self._running(pid))
+
+    def send_stdin(self, pid: int, data: Union[str, bytes],
+                   request_timeout: Optional[float] = None) -> None:
+        self._running(pid).send_stdin(data)
+
+    def close_stdin(self, pid: int, request_timeout: Optional[float] = None) -> None:
+        self._running(pid).stdin.close()
+
+    def _running(self, pid: int) -> Process:
+        process = self._core.process(pid)
+        if process is None:
+            raise NotFoundException(f"no running command with pid {pid} in sandbox "
+                                    f"{self._core.sandbox_id}")
+        return process
 
 
-def python_spec(warm: bool, cwd: str, args: list[str], env: dict[str, str],
-                mounts: list[Mount], **limits: Any) -> GuestSpec:
-    """`python3 ARGS` in `cwd` as a guest: on the warm snapshot one turn calls the already
-    imported boot module; on the cold module `run` executes the boot script with a WASI argv.
-    `limits` are GuestSpec's (timeout, memory_limit)."""
-    if warm:
-        start = f"import _declaw_boot\n_declaw_boot.start({cwd!r}, {args!r}, {env!r})\n"
-        return GuestSpec(argv=[GUEST_PYTHON], env=env, mounts=mounts, turns=[start], **limits)
-    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, cwd, *args], env=env, mounts=mounts, **limits)
-
-
-def _result(state: _LineState, status: int) -> CommandResult:
-    error = None
-    if state.stdout.truncated or state.stderr.truncated:
-        error = "output truncated at the sandbox's output limit"
-    return CommandResult(stdout=state.stdout.text(), stderr=state.stderr.text(),
-                         exit_code=status, error=error)
-
-
-def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:
-    if envs is None:
-        return {}
-    if not isinstance(envs, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                             for k, v in envs.items()):
-        raise InvalidArgumentException("envs must be a dict of str to str")
-    return dict(envs)
-
-
-def _cd(cmds: Commands, args: list[str], state: _LineState) -> int:
-    target = args[0] if args else state.env.get("HOME", "/home/user")
-    path = posixpath.normpath(posixpath.join(state.cwd, target))
-    fs = cmds._core.fs
-    try:
-        info = fs.get_info(path)
-    except SandboxException:
-        state.stderr(f"bash: cd: {target}: No such file or directory\n".encode())
-        return 1
-    if info.type != "dir":
-        state.stderr(f"bash: cd: {target}: Not a directory\n".encode())
-        return 1
-    state.cwd = path
-    return 0
-
-
-def _export(cmds: Commands, args: list[str], state: _LineState) -> int:
-    for arg in args:
-        if "=" in arg:
-            name, value = arg.split("=", 1)
-            state.env[name] = value
-    return 0
-
-
-def _echo(cmds: Commands, args: list[str], state: _LineState) -> int:
-    newline = True
-    if args and args[0] == "-n":
-        newline, args = False, args[1:]
-    state.stdout((" ".join(args) + ("\n" if newline else "")).encode())
-    return 0
-
-
-def _exit(cmds: Commands, args: list[str], state: _LineState) -> int:
-    state.exited = True
-    try:
-        return int(args[0]) & 0xFF if args else 0
-    except ValueError:
-        state.stderr(f"bash: exit: {args[0]}: numeric argument required\n".encode())
-        return 2
-
-
-_BUILTINS: dict[str, Callable[[Commands, list[str], _LineState], int]] = {
-    "cd": _cd,
-    "export": _export,
-    "echo": _echo,
-    "exit": _exit,
-    "true": lambda c, a, s: 0,
-    "false": lambda c, a, s: 1,
-    "pwd": lambda c, a, s: (s.stdout((s.cwd + "\n").encode()), 0)[1],
-}
+def _args(process: Process) -> list[str]:
+    if process.pty_size is not None:
+        return ["-i", "-l"]
+    return ["-l", "-c", process.cmd]

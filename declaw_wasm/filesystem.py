@@ -8,6 +8,7 @@ Each sandbox owns a private host folder (mode 0700) that Wasmtime preopens for t
     /tmp                                               <sandbox>/root/tmp                read-write
     /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
     /usr/local/lib/declaw                              the package's runtime/ folder     read-only
+    /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
     /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
 
 A host folder (rather than an in-memory store) because wasmtime-py's WASI can only preopen host
@@ -37,6 +38,7 @@ from typing import IO, Iterator, Optional, Union
 
 from .exceptions import (FileNotFoundException, InvalidArgumentException, SandboxException)
 from .guest import Mount
+from .guest_site import GUEST_SITE
 from .models import EntryInfo, FileType, WriteInfo
 
 HOME = "/home/user"
@@ -60,11 +62,14 @@ class _Located:
         return self.parts[-1] if self.parts else "."
 
 
-def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path) -> list[Mount]:
-    """The read-only mounts every guest shares: stdlib + packages, boot code, matplotlib data."""
+def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
+                   guest_site: Path) -> list[Mount]:
+    """The read-only mounts every guest shares: stdlib + packages, boot and shell code, the
+    guest's own site-packages, matplotlib data."""
     return [
         Mount("/usr/local/lib", lib_dir, writable=False),
         Mount("/usr/local/lib/declaw", guest_runtime, writable=False),
+        Mount(GUEST_SITE, guest_site, writable=False),
         Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", mpl_data_dir, writable=False),
     ]
 

@@ -11,6 +11,11 @@ the runtime's shared compiled module. It runs on a thread of its own with a larg
 * Sleeping code: `time.sleep` blocks in WASI `poll_oneoff`, where no epoch check runs, so we
   shadow `poll_oneoff` with our own implementation that sleeps in short, interruptible waits.
 * Exit: `os._exit(n)` arrives as `wasmtime.ExitTrap`.
+
+The guest talks back through the door, the module's `host.call` import (the guest's
+`_host.call(bytes) -> bytes`): each call is one msgpack request answered by the guest's door
+handler, on the guest's thread. A handler may block (waiting for stdin, say); it waits in short
+slices and calls `check_stopped()` so a kill or timeout still ends the guest.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
+import msgpack
 import wasmtime
 from wasmtime import _bindings as _ffi
 
@@ -35,6 +41,7 @@ TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
 
 StopReason = Literal["timeout", "killed"]
 OutputCallback = Callable[[str], None]
+DoorHandler = Callable[["Guest", Any], Any]
 
 
 @dataclass(frozen=True)
@@ -120,10 +127,13 @@ class Guest:
     """A running (or finished) guest instance. Create, `start()`, then `wait()`."""
 
     def __init__(self, runtime: Runtime, spec: GuestSpec,
-                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None) -> None:
-        """`stdout`/`stderr` may be shared with other guests (a command line's programs)."""
+                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
+                 door: Optional[DoorHandler] = None) -> None:
+        """`door` answers the guest's `_host.call` requests (none: the guest is told no host
+        is bound)."""
         self.runtime = runtime
         self.spec = spec
+        self.door = door
         self.stdout = stdout or OutputSink(spec.output_limit, None)
         self.stderr = stderr or OutputSink(spec.output_limit, None)
         self._cancel = threading.Event()
@@ -132,6 +142,7 @@ class Guest:
         self._outcome: Optional[GuestOutcome] = None
         self._done = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._declared_exit: Optional[int] = None
 
     # -- control, from any thread -------------------------------------------------------------
     def start(self) -> None:
@@ -156,6 +167,16 @@ class Guest:
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    def check_stopped(self) -> None:
+        """For host code running inside a guest call: trap out if the guest is to stop."""
+        if self._should_stop():
+            raise wasmtime.Trap("declaw-wasm: guest stopped")
+
+    def pause(self, seconds: float) -> None:
+        """Wait up to `seconds` (in a door handler), waking early if the guest is stopped."""
+        self._cancel.wait(seconds)
+        self.check_stopped()
 
     # -- the guest thread ----------------------------------------------------------------------
     def _should_stop(self) -> bool:
@@ -201,7 +222,8 @@ class Guest:
             linker.define_wasi()
             linker.allow_shadowing = True
             i32 = wasmtime.ValType.i32()
-            linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]), _no_host)
+            linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]),
+                               _Door(self, self.door), access_caller=True)
             linker.define_func("wasi_snapshot_preview1", "poll_oneoff",
                                wasmtime.FuncType([i32] * 4, [i32]),
                                _PollOneoff(self, clock_base), access_caller=True)
@@ -211,6 +233,8 @@ class Guest:
             try:
                 return self._drive(store, instance), None
             except wasmtime.ExitTrap as exit_trap:
+                if self._declared_exit is not None:
+                    return self._declared_exit, None
                 return int(exit_trap.code), None
             except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:
                 if self._stop_reason is not None:
@@ -268,8 +292,59 @@ def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wa
     return func
 
 
-def _no_host(_a: int, _b: int, _c: int, _d: int) -> int:
-    return -1  # "no host bound": the guest's _host.call raises ConnectionRefusedError
+class _Door:
+    """The `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32` import: reads one msgpack
+    request from guest memory, asks the handler, writes the msgpack answer into memory the guest
+    allocates (`host_alloc`). 0: answered; -2: the request or the handler failed. Every address
+    the guest gives is bounds-checked.
+
+    One request is the guest's own: `{"op": "exit", "code": n}` declares the exit status before
+    `os._exit`, because WASI's `proc_exit` only carries 0..125 (wasmtime traps on more, and bash
+    needs 126, 127, 130...)."""
+
+    MAX_REQUEST = 16 << 20
+
+    def __init__(self, guest: Guest, handler: Optional[DoorHandler]) -> None:
+        self.guest = guest
+        self.handler = handler
+
+    def __call__(self, caller: wasmtime.Caller, ptr: int, length: int, out_ptr_ptr: int,
+                 out_len_ptr: int) -> int:
+        memory = caller["memory"]
+        alloc = caller["host_alloc"]
+        assert isinstance(memory, wasmtime.Memory) and isinstance(alloc, wasmtime.Func)
+        size = memory.data_len(caller)
+        if not (0 <= length <= self.MAX_REQUEST and 0 <= ptr and ptr + length <= size
+                and _fits(out_ptr_ptr, 4, size) and _fits(out_len_ptr, 4, size)):
+            return -2
+        try:
+            request = msgpack.unpackb(bytes(memory.read(caller, ptr, ptr + length)), raw=False)
+        except Exception:
+            return -2
+        try:
+            if isinstance(request, dict) and request.get("op") == "exit":
+                self.guest._declared_exit = int(request["code"]) & 0xFF
+                reply = None
+            elif self.handler is None:
+                return -1
+            else:
+                reply = self.handler(self.guest, request)
+            answer = msgpack.packb(reply, use_bin_type=True)
+        except wasmtime.Trap:
+            raise
+        except Exception:
+            return -2
+        out = int(alloc(caller, len(answer)))
+        if not out or not _fits(out, len(answer), memory.data_len(caller)):
+            return -2
+        memory.write(caller, answer, out)
+        memory.write(caller, struct.pack("<I", out), out_ptr_ptr)
+        memory.write(caller, struct.pack("<I", len(answer)), out_len_ptr)
+        return 0
+
+
+def _fits(ptr: int, length: int, size: int) -> bool:
+    return 0 <= ptr and ptr + length <= size
 
 
 class _PollOneoff:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Optional, TypedDict, Union, IO
@@ -68,3 +69,22 @@ class SandboxInfo(BaseModel):
     cpu_count: int = 1
     memory_mb: int = 1024
     envd_version: Optional[str] = None
+
+
+class ProcessInfo(BaseModel):
+    """A running command or PTY (E2B's `ProcessInfo`)."""
+
+    pid: int
+    tag: Optional[str] = None
+    cmd: str
+    args: list[str] = Field(default_factory=list)
+    envs: dict[str, str] = Field(default_factory=dict)
+    cwd: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PtySize:
+    """A terminal's size. Field order rows, cols, as E2B's (`PtySize(24, 80)`)."""
+
+    rows: int
+    cols: int

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import platform
+import shutil
 import tempfile
 import threading
 import time
@@ -123,9 +124,11 @@ def compiled_path(files: RuntimeFiles, flags: EngineFlags) -> Path:
 
 
 def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], bytes],
-                   progress: Progress, what: str, expected_s: float) -> wasmtime.Module:
+                   progress: Progress, what: str, expected_s: float,
+                   supersedes: Optional[str] = None) -> wasmtime.Module:
     """Load the compiled module at `path`, or compile `source()` (the wasm bytes) once and store
-    it there: atomically, under a file lock so two processes never compile it at the same time."""
+    it there: atomically, under a file lock so two processes never compile it at the same time.
+    After a build, files matching the glob `supersedes` (older keys) are deleted."""
     if path.exists():
         return wasmtime.Module.deserialize_file(engine, str(path))
     if not _writable(path.parent):
@@ -138,8 +141,26 @@ def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], byt
             with progress.timed(what, expected_s):
                 module = wasmtime.Module(engine, data)
             _write_atomic(path, module.serialize())
+            if supersedes:
+                prune_superseded(path, supersedes)
     # Loaded from disk so the code is file-backed (mmap, shared) rather than heap memory.
     return wasmtime.Module.deserialize_file(engine, str(path))
+
+
+def prune_superseded(keep: Path, pattern: str) -> None:
+    """Delete `keep`'s siblings matching `pattern` (builds for older keys: a warm module is
+    ~350 MB). Best effort; a process still using one keeps its mapping (unlink frees the file
+    only once it is unmapped)."""
+    for old in keep.parent.glob(pattern):
+        if old.name in (keep.name, keep.name + ".lock"):
+            continue
+        try:
+            if old.is_dir():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

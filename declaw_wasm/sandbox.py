@@ -13,13 +13,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, ClassVar, Iterator, Optional
 
 from .commands import Commands
+from .pty import Pty
 from .exceptions import (InvalidArgumentException, SandboxException, SandboxNotFoundException,
                          TimeoutException)
 from .files import Filesystem
 from .filesystem import HOME, SandboxFS, runtime_mounts
-from .guest import Guest, GuestOutcome
+from .process import PTY_DEFAULT_ENV, Process
+from .guest_site import site_dir
 from .limits import Limits
-from .models import SandboxInfo, SandboxState
+from .models import PtySize, SandboxInfo, SandboxState
 from .paths import guest_runtime_dir, rootfs_dir
 from .runtime import Runtime, get_runtime
 
@@ -44,7 +46,8 @@ def base_env() -> dict[str, str]:
 
 def new_sandbox_fs(runtime: Runtime) -> SandboxFS:
     files = runtime.files
-    return SandboxFS(runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir()),
+    return SandboxFS(runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(),
+                                    site_dir(runtime)),
                      skeleton=rootfs_dir())
 
 
@@ -66,7 +69,8 @@ class SandboxCore:
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()
-        self._guests: set[Guest] = set()
+        self._processes: dict[int, Process] = {}
+        self._next_pid = 1
         self._timer: Optional[threading.Timer] = None
         self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
         self._timeout = timeout
@@ -97,11 +101,11 @@ class SandboxCore:
             self._ended = reason
             if self._timer is not None:
                 self._timer.cancel()
-            guests = list(self._guests)
-        for guest in guests:
-            guest.kill("killed")
-        for guest in guests:
-            guest.wait(5.0)
+            processes = list(self._processes.values())
+        for process in processes:
+            process.guest.kill("killed")
+        for process in processes:
+            process.guest.wait(5.0)
         self.fs.destroy()
         with SandboxCore.registry_lock:
             SandboxCore.registry.pop(self.sandbox_id, None)
@@ -127,19 +131,38 @@ class SandboxCore:
     def guest_env(self) -> dict[str, str]:
         return {**base_env(), **self.envs}
 
-    def run_guest(self, guest: Guest) -> GuestOutcome:
-        """Start `guest`, wait for it, and make sure a kill of the sandbox stops it."""
+    def spawn(self, cmd: str, envs: Optional[dict[str, str]] = None, cwd: Optional[str] = None,
+              timeout: Optional[float] = None, pty: Optional[PtySize] = None,
+              **process_args: Any) -> Process:
+        """Start a command line (or, with `pty`, an interactive shell) in a guest of its own."""
+        env = {**self.guest_env(), **(PTY_DEFAULT_ENV if pty is not None else {}), **_check_envs(envs)}
+        where = self.fs.absolute(cwd) if cwd else self.fs.absolute(".")
+        if cwd and not self.fs.exists(where):
+            raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+            raise InvalidArgumentException(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         with self._lock:
             self._require_running()
-            self._guests.add(guest)
-        try:
-            guest.start()
-            outcome = guest.wait()
-            assert outcome is not None
-            return outcome
-        finally:
-            with self._lock:
-                self._guests.discard(guest)
+            pid = self._next_pid
+            self._next_pid += 1
+            process = Process(self, pid, cmd, where, env, envs=dict(envs or {}), timeout=timeout,
+                              pty=pty, **process_args)
+            self._processes[pid] = process
+        process.start()
+        return process
+
+    def forget_process(self, process: Process) -> None:
+        with self._lock:
+            self._processes.pop(process.pid, None)
+
+    def processes(self) -> list[Process]:
+        with self._lock:
+            return [p for p in self._processes.values() if not p.done]
+
+    def process(self, pid: int) -> Optional[Process]:
+        with self._lock:
+            process = self._processes.get(pid)
+        return process if process is not None and not process.done else None
 
     def info(self) -> SandboxInfo:
         return SandboxInfo(sandbox_id=self.sandbox_id, template_id=self.template, name=self.template,
@@ -155,6 +178,15 @@ class SandboxCore:
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
                                            "or never created in this process)")
         return core
+
+
+def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:
+    if envs is None:
+        return {}
+    if not isinstance(envs, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                             for k, v in envs.items()):
+        raise InvalidArgumentException("envs must be a dict of str to str")
+    return dict(envs)
 
 
 def new_core(template: Optional[str], timeout: Optional[float], metadata: Optional[dict[str, str]],
@@ -213,6 +245,7 @@ class Sandbox:
         self._core = core
         self.files = Filesystem(core)
         self.commands = Commands(core)
+        self.pty = Pty(core)
 
     @classmethod
     def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,

@@ -30,6 +30,7 @@ import wasmtime
 
 from . import wasm_binary as wb
 from .guest import Guest, GuestSpec
+from .guest_site import site_dir
 from .paths import guest_runtime_dir
 from .progress import Progress
 from .runtime import EngineFlags, Runtime, compile_cached, wasmtime_version
@@ -54,6 +55,9 @@ spec = importlib.util.spec_from_file_location("_declaw_boot", "{GUEST_DECLAW}/_d
 boot = importlib.util.module_from_spec(spec)
 sys.modules["_declaw_boot"] = boot
 spec.loader.exec_module(boot)
+boot._install_asyncio_fix()
+import declaw_shell, declaw_shell.awk
+declaw_shell.run_command("/tmp", "true | cat && echo $((1+1)) >/dev/null", {{}})  # its lazy imports
 import matplotlib
 matplotlib.use("Agg")
 {imports}
@@ -80,10 +84,15 @@ del _declaw_open_fds
 """
 
 
-def snapshot_key(files_sha: str, flags: EngineFlags) -> str:
-    boot = (guest_runtime_dir() / "_declaw_boot.py").read_bytes()
+def snapshot_key(files_sha: str, flags: EngineFlags, site: str) -> str:
+    """Everything the snapshot's memory depends on: the runtime, the engine, the warm-up, our
+    guest code (runtime/) and the guest's site-packages."""
+    guest_code = hashlib.sha256()
+    for path in sorted(guest_runtime_dir().glob("*.py")):  # declaw_shell/ is in the site
+        guest_code.update(path.relative_to(guest_runtime_dir()).as_posix().encode() + b"\0")
+        guest_code.update(path.read_bytes())
     parts = [files_sha, wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
-             CHECK_SOURCE, hashlib.sha256(boot).hexdigest(), "snapshot-v1"]
+             CHECK_SOURCE, guest_code.hexdigest(), site, "snapshot-v2"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
@@ -164,7 +173,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
 
 def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
     """The warm runtime, built and compiled once per machine, then loaded from the cache."""
-    key = snapshot_key(cold.files.module_sha256, cold.flags)
+    key = snapshot_key(cold.files.module_sha256, cold.flags, site_dir(cold).name)
 
     def build() -> bytes:
         start = time.monotonic()
@@ -175,19 +184,19 @@ def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
 
     path = cache_dir() / "compiled" / f"python-warm-{key}.cwasm"
     module = compile_cached(cold.engine, path, build, progress, "compiling the warm snapshot",
-                            EXPECTED_COMPILE_S)
+                            EXPECTED_COMPILE_S, supersedes="python-warm-*")
     return Runtime(cold.files, cold.flags, module, cold.engine, warm=True, ticker=False)
 
 
 def self_check(runtime: Runtime) -> Optional[str]:
     """None if the warm runtime runs a command correctly, else what went wrong."""
-    from .commands import python_spec
+    from .process import shell_spec
     from .sandbox import base_env, new_sandbox_fs
 
     fs = new_sandbox_fs(runtime)
     try:
-        spec = python_spec(True, "/tmp", ["-c", "import sys, pandas; print(6 * 7, sys.argv)"],
-                           base_env(), fs.mounts, timeout=60)
+        line = "echo $((6 * 7)) | python3 -c 'import sys, pandas; print(input(), sys.argv)'"
+        spec = shell_spec(True, "/tmp", line, base_env(), tty=False, mounts=fs.mounts, timeout=60)
         guest = Guest(runtime, spec)
         guest.start()
         outcome = guest.wait()

@@ -1,9 +1,13 @@
-"""Guest-side start-up: makes `python3 ARGS` inside the sandbox behave as CPython's command line.
+"""Guest-side start-up: runs a command line in the in-guest shell, and makes `python3 ARGS`
+behave as CPython's command line.
 
 Cold path: the guest's main program, as
-``python /usr/local/lib/declaw/_declaw_boot.py CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS``.
-Warm path: imported when the snapshot is built; each command's first turn calls `start()`,
-which first renews what the snapshot froze (environment, random seeds, tempfile names).
+``python /usr/local/lib/declaw/_declaw_boot.py --shell CWD SCRIPT`` (a command line),
+``... --pty CWD`` (an interactive shell) or
+``... CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS`` (python3 alone).
+Warm path: imported when the snapshot is built; each command's first turn calls `shell()` (or
+`start()`), which first renews what the snapshot froze (environment, random seeds, tempfile
+names).
 The reactor runs CPython isolated (no site, no PYTHONPATH, no script folder on sys.path), so
 this puts back what a user of `python3` expects: the working directory, `sys.argv`, a fresh
 `__main__`, the script's folder (or the cwd for -c/-m) on `sys.path`, tracebacks that start at
@@ -12,6 +16,48 @@ the user's code, and an asyncio whose default loop works without `socketpair`.
 
 import os
 import sys
+
+GUEST_SITE = "/usr/local/lib/declaw-site"  # declaw_shell and what it uses, byte-compiled
+for _folder in (os.path.dirname(os.path.abspath(__file__)), GUEST_SITE):
+    if _folder not in sys.path:
+        sys.path.insert(0, _folder)
+
+
+
+def _install_default_modes():
+    """WASI has no permission bits: `os.stat` reports the file type alone (mode 0o000). Report
+    what a fresh Linux file would have (0o644, directories 0o755, links 0o777), so `ls -l`,
+    `stat` and user code see an ordinary system."""
+    import stat as st
+
+    extra = ("st_atime", "st_mtime", "st_ctime", "st_atime_ns", "st_mtime_ns", "st_ctime_ns",
+             "st_blksize", "st_blocks", "st_rdev")
+    perms = {st.S_IFDIR: 0o755, st.S_IFLNK: 0o777}
+
+    def with_modes(fn):
+        if getattr(fn, "_declaw_modes", False):
+            return fn
+
+        def wrapper(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            if result.st_mode & 0o7777:
+                return result
+            values = list(result)
+            values[0] = result.st_mode | perms.get(st.S_IFMT(result.st_mode), 0o644)
+            return os.stat_result(values, {k: getattr(result, k) for k in extra if hasattr(result, k)})
+
+        wrapper._declaw_modes = True
+        wrapper.__wrapped__ = fn
+        wrapper.__name__ = fn.__name__
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+    os.stat = with_modes(os.stat)
+    os.lstat = with_modes(os.lstat)
+    os.fstat = with_modes(os.fstat)
+
+
+_install_default_modes()
 
 USAGE = "usage: python3 [option] ... [-c cmd | -m mod | file | -] [arg] ...\n"
 VERSION = "Python %d.%d.%d\n" % sys.version_info[:3]
@@ -22,6 +68,84 @@ def start(cwd, args, env):
     """The warm path's entry: make this instance the command's, then run it; never returns."""
     _renew(env)
     _finish(_status_of(main, cwd, list(args)))
+
+
+def shell(cwd, script, env, tty=False):
+    """The warm path's entry for a command line (`tty`: an interactive shell on a PTY)."""
+    _renew(env)
+    _finish(_status_of(_shell, cwd, script, env, tty))
+
+
+def _shell(cwd, script, env, tty):
+    _install_asyncio_fix()
+    sys.executable = "/usr/local/bin/python3"
+    import declaw_shell
+
+    if tty:
+        return declaw_shell.run_terminal(cwd, env)
+    return declaw_shell.run_command(cwd, script, env)
+
+
+class _ProcessExit(BaseException):
+    """`os._exit(n)` inside a pipeline stage: ends that stage, not the whole guest."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+def run_process(cwd, args, env, stdin, stdout, stderr):
+    """`python3 ARGS` as a stage of the in-guest shell, looking from the inside like a process
+    of its own: its own `__main__`, argv, environment, working directory, standard streams,
+    exit status and atexit handlers; all put back afterwards. (Modules it imports stay loaded.)"""
+    import atexit
+
+    saved = (sys.stdin, sys.stdout, sys.stderr, sys.argv, list(sys.path), dict(os.environ),
+             os.getcwd(), sys.modules.get("__main__"), os._exit, sys.orig_argv)
+
+    def _exit(code):
+        raise _ProcessExit(code)
+
+    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+    os.environ.clear()
+    os.environ.update(env)
+    os._exit = _exit
+    # the shell's event loop and task are running below us: hide them, so that the program's
+    # own asyncio.run() works
+    aio = sys.modules.get("asyncio")
+    shell_loop = aio.events._get_running_loop() if aio is not None else None
+    shell_task = aio.current_task(shell_loop) if shell_loop is not None else None
+    if shell_loop is not None:
+        if shell_task is not None:
+            aio.tasks._leave_task(shell_loop, shell_task)
+        aio.events._set_running_loop(None)
+    try:
+        try:
+            status = _status_of(main, cwd, list(args))
+            atexit._run_exitfuncs()
+        except _ProcessExit as exc:
+            status = int(exc.code) & 0xFF
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        return status
+    finally:
+        (sys.stdin, sys.stdout, sys.stderr, sys.argv, sys.path[:], environ, cwd_before, main_module,
+         os._exit, sys.orig_argv) = saved
+        os.environ.clear()
+        os.environ.update(environ)
+        try:
+            os.chdir(cwd_before)
+        except OSError:
+            pass
+        if main_module is not None:
+            sys.modules["__main__"] = main_module
+        if shell_loop is not None:
+            aio.events._set_running_loop(shell_loop)
+            if shell_task is not None:
+                aio.tasks._enter_task(shell_loop, shell_task)
 
 
 def _renew(env):
@@ -86,6 +210,9 @@ def main(cwd, args):
         if not all(ch in IGNORED_FLAGS for ch in opt[1:]):
             return _usage("Unknown option: %s" % opt)
 
+    if not args and _isatty(sys.stdin):
+        sys.argv = [""]
+        return _interactive()
     if not args or args[0] == "-":
         sys.argv = ["-", *args[1:]] if args else [""]
         sys.path.insert(0, "")
@@ -102,6 +229,60 @@ def main(cwd, args):
     sys.argv = list(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     return _run_source(source, path, os.path.abspath(path))
+
+
+def _isatty(stream):
+    try:
+        return stream.isatty()
+    except Exception:
+        return False
+
+
+def _interactive():
+    """The REPL, for `python3` typed at a PTY's prompt."""
+    import builtins
+    import code
+    import types
+
+    main_module = types.ModuleType("__main__")
+    main_module.__dict__.update(__builtins__=builtins)
+    sys.modules["__main__"] = main_module
+    for name in ("exit", "quit"):  # site would add these; the reactor runs without site
+        if not hasattr(builtins, name):
+            setattr(builtins, name, _Quitter(name))
+
+    class Console(code.InteractiveConsole):
+        def raw_input(self, prompt=""):
+            sys.stdout.write(prompt)
+            sys.stdout.flush()
+            try:
+                line = sys.stdin.readline()
+            except Exception as exc:  # ^C at the prompt
+                if type(exc).__name__ == "Interrupted":
+                    raise KeyboardInterrupt from None
+                raise
+            if not line:
+                raise EOFError
+            return line.rstrip("\n")
+
+    banner = "Python %s on %s\nType \"help\", \"copyright\", \"credits\" or \"license\" for more information." % (
+        sys.version, sys.platform)
+    try:
+        Console(main_module.__dict__).interact(banner=banner, exitmsg="")
+    except SystemExit as exc:
+        return _exit_status(exc)
+    return 0
+
+
+class _Quitter:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Use %s() or Ctrl-D (i.e. EOF) to exit" % self.name
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
 
 
 def _usage(message):
@@ -134,7 +315,7 @@ def _run_user(run):
     """Run user code; an uncaught exception prints as CPython prints it (without our frames)."""
     try:
         run()
-    except SystemExit:
+    except (SystemExit, _ProcessExit):
         raise
     except BaseException as exc:
         tb = exc.__traceback__
@@ -177,6 +358,14 @@ def _finish(status):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
+        except Exception:
+            pass
+    if not 0 <= status < 126:  # WASI's proc_exit carries 0..125 only: tell the host first
+        try:
+            from declaw_shell import door
+
+            door.call("exit", code=status)
+            status = 0  # the host reports the declared status
         except Exception:
             pass
     os._exit(status)
@@ -228,6 +417,9 @@ def _patch_asyncio(asyncio):
     import selectors
 
     loop_class = asyncio.selector_events.BaseSelectorEventLoop
+    if getattr(loop_class, "_declaw_patched", False):
+        return
+    loop_class._declaw_patched = True
     original_init = loop_class.__init__
 
     def __init__(self, selector=None):
@@ -240,4 +432,8 @@ def _patch_asyncio(asyncio):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--shell"]:
+        _finish(_status_of(_shell, sys.argv[2], sys.argv[3], dict(os.environ), False))
+    elif sys.argv[1:2] == ["--pty"]:
+        _finish(_status_of(_shell, sys.argv[2], "", dict(os.environ), True))
     _finish(_status_of(main, sys.argv[1], sys.argv[2:]))

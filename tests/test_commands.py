@@ -161,11 +161,6 @@ def test_output_is_separated_per_concurrent_command(sbx) -> None:
     assert outs == {i: f"{i}\n" * 200 for i in range(4)}
 
 
-def test_unsupported_syntax_says_so(sbx) -> None:
-    r = sbx.commands.run("python3 -c 'print(1)' | cat")
-    assert r.exit_code == 2 and "not supported" in r.stderr
-
-
 def test_host_process_environment_is_untouched(sbx) -> None:
     before = dict(os.environ)
     sbx.commands.run("python3 -c 'import os; os.environ[\"X\"] = \"1\"'")

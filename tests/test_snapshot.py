@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from declaw_wasm.commands import python_spec
+from declaw_wasm.process import python_spec
 from declaw_wasm.guest import Guest, Mount
 from declaw_wasm.runtime import get_runtime
 from declaw_wasm.sandbox import base_env
@@ -55,7 +55,7 @@ def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, gue
               Mount("/tmp", folders["tmp"], True), Mount("/home/user", folders["home"], True)]
     code = ("print([open(p + '/which.txt').read() for p in ('/home/user', '/tmp', '/data')]); "
             "open('/data/new.txt', 'w').write('written')")
-    guest = Guest(runtime, python_spec(runtime.warm, "/tmp", ["-c", code], base_env(), mounts))
+    guest = Guest(runtime, python_spec(runtime.warm, "/tmp", ["-c", code], base_env(), mounts=mounts))
     guest.start()
     outcome = guest.wait(60)
     assert outcome is not None and outcome.exit_code == 0, outcome and outcome.stderr

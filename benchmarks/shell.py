@@ -1,0 +1,68 @@
+"""The shell: command lines through `commands.run` vs. native `bash -c`, side by side.
+
+    python benchmarks/shell.py [--repeat N]
+
+Both run on the same files (a small project tree); native is a `bash -c` subprocess in a
+temporary folder, declaw-wasm a fresh guest per command line. Prints a Markdown table of
+medians (paste it into benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import median_s  # noqa: E402
+
+from declaw_wasm import Sandbox  # noqa: E402
+
+TREE = {f"src/mod{i}.py": "".join(f"def f{j}():\n    return {j}  # TODO {j}\n" for j in range(40))
+        for i in range(20)}
+TREE["data.csv"] = "name,n\n" + "".join(f"row{i},{i % 97}\n" for i in range(2000))
+
+LINES = [
+    ("`echo hi`", "echo hi"),
+    ("`ls -la | wc -l`", "ls -la | wc -l"),
+    ("`grep -rn TODO src | wc -l` (20 files)", "grep -rn TODO src | wc -l"),
+    ("`cut | sort | uniq -c | sort -rn | head` (2000 rows)",
+     "cut -d, -f2 data.csv | sort | uniq -c | sort -rn | head -n 3"),
+    ("`awk` sum over 2000 rows", "awk -F, 'NR>1 {s+=$2} END {print s}' data.csv"),
+    ("`python3 -c 'print(1)' | wc -c`", "python3 -c 'print(1)' | wc -c"),
+    ("`for i in $(seq 100); do echo $i; done | tail -n 1`",
+     "for i in $(seq 100); do echo $i; done | tail -n 1"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    repeat = parser.parse_args().repeat
+    host = Path(tempfile.mkdtemp(prefix="shell-bench-"))
+    for name, content in TREE.items():
+        (host / name).parent.mkdir(parents=True, exist_ok=True)
+        (host / name).write_text(content)
+    sbx = Sandbox.create(timeout=3600)
+    sbx.files.write_files([{"path": f"/home/user/bench/{n}", "data": c} for n, c in TREE.items()])
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    print(f"guest path: {'warm snapshot' if sbx._core.runtime.warm else 'cold'}")
+    print("| command line | native `bash -c` | declaw-wasm | ratio |\n|---|---|---|---|")
+    for label, line in LINES:
+        expected = subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True).stdout
+        got = sbx.commands.run(line, cwd="/home/user/bench").stdout
+        assert got == expected.decode(), (line, got, expected)
+        native_s = median_s(lambda: subprocess.run(["bash", "-c", line], cwd=host, env=env,
+                                                   capture_output=True), repeat)
+        sandbox_s = median_s(lambda: sbx.commands.run(line, cwd="/home/user/bench"), repeat)
+        print(f"| {label} | {native_s * 1000:.1f} ms | {sandbox_s * 1000:.1f} ms | "
+              f"{sandbox_s / native_s:.1f}× |")
+    sbx.kill()
+
+
+if __name__ == "__main__":
+    main()

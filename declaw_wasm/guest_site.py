@@ -1,0 +1,143 @@
+"""The guest's own site-packages: our guest-side shell and the pure-Python libraries it uses.
+
+The shell in the guest is `bash_purepython` (see README, "The shell"), and the door protocol is
+msgpack (its pure-Python fallback runs in the guest). Both are dependencies of this package, so
+pip has already fetched and hash-checked them; here their `.py` files are copied from the host's
+installed distributions into `<cache>/runtime/guest-site-<key>/`, each checked against the
+distribution's RECORD hashes, with our `runtime/declaw_shell` beside them; then a guest
+byte-compiles the folder (for the guest's CPython, which the host's may not be), and it is
+mounted read-only at /usr/local/lib/declaw-site. Compiled parts (msgpack's C extension) are left
+out: they are host binaries.
+
+Copying (rather than mounting the host's site-packages) keeps everything else installed on the
+host out of the guest's sight; the key covers every file's hash, so an upgrade makes a new
+folder and the warm snapshot's key changes with it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from filelock import FileLock
+
+from .exceptions import SandboxException
+from .paths import guest_runtime_dir
+from .runtime import prune_superseded
+from .settings import cache_dir
+
+if TYPE_CHECKING:
+    from .runtime import Runtime
+
+GUEST_SITE = "/usr/local/lib/declaw-site"
+# distribution name -> top-level packages it puts in the guest
+GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
+OUR_PACKAGES = ("declaw_shell",)  # from runtime/
+
+
+def _guest_files(dist: importlib.metadata.Distribution,
+                 packages: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(relative path, RECORD hash) of the distribution's pure-Python files for the guest."""
+    files = []
+    for entry in dist.files or []:
+        rel = entry.as_posix()
+        top = rel.split("/", 1)[0]
+        if top in packages and (rel.endswith(".py") or rel.endswith("py.typed")) \
+                and "__pycache__" not in rel:
+            if entry.hash is None or entry.hash.mode != "sha256":
+                raise SandboxException(f"{dist.metadata['Name']}: no sha256 for {rel} in RECORD")
+            files.append((rel, entry.hash.value))
+    if not files:
+        raise SandboxException(f"{dist.metadata['Name']} has no files for the guest")
+    return sorted(files)
+
+
+def _plan() -> tuple[str, list[tuple[Path, str, str]]]:
+    """The site's key and its files: (source, relative path, sha256 from RECORD or computed)."""
+    parts, plan = [], []
+    for name, packages in GUEST_DISTRIBUTIONS.items():
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise SandboxException(f"{name} is not installed; reinstall declaw-wasm") from None
+        for rel, digest in _guest_files(dist, packages):
+            parts.append(f"{name}=={dist.version}:{rel}:{digest}")
+            plan.append((Path(str(dist.locate_file(rel))), rel, digest))
+    runtime = guest_runtime_dir()
+    for package in OUR_PACKAGES:
+        for source in sorted((runtime / package).rglob("*.py")):
+            rel = source.relative_to(runtime).as_posix()
+            digest = _digest(source.read_bytes())
+            parts.append(f"ours:{rel}:{digest}")
+            plan.append((source, rel, digest))
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return key, plan
+
+
+def _digest(data: bytes) -> str:
+    """sha256 as RECORD files write it (urlsafe base64, no padding)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+_made: dict[str, Path] = {}
+
+
+def site_dir(runtime: "Runtime") -> Path:
+    """The folder to mount at GUEST_SITE, made (and compiled by a guest of `runtime`) on first
+    use and reused after."""
+    key, plan = _plan()
+    if key in _made:
+        return _made[key]
+    target = cache_dir() / "runtime" / f"guest-site-{key}"
+    if (target / "READY").exists():
+        _made[key] = target
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / "READY").exists():
+            return target
+        staging = Path(tempfile.mkdtemp(prefix="guest-site-", dir=target.parent))
+        try:
+            for source, rel, digest in plan:
+                data = source.read_bytes()
+                if _digest(data) != digest:
+                    raise SandboxException(f"{source} does not match its RECORD hash: the "
+                                           "installed package was modified")
+                dest = staging / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+            _compile(runtime, staging)
+            (staging / "READY").write_text(key)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+            prune_superseded(target, "guest-site-*")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    _made[key] = target
+    return target
+
+
+def _compile(runtime: "Runtime", folder: Path) -> None:
+    """Byte-compile `folder` inside a guest: the .pyc files must be the guest CPython's."""
+    from .guest import Guest, Mount
+    from .process import python_spec
+
+    files = runtime.files
+    mounts = [Mount("/usr/local/lib", files.lib_dir, False),
+              Mount("/usr/local/lib/declaw", guest_runtime_dir(), False),
+              Mount(GUEST_SITE, folder, True)]
+    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", GUEST_SITE]
+    guest = Guest(runtime, python_spec(runtime.warm, "/usr/local/lib", args, {}, mounts=mounts,
+                                       timeout=300))
+    guest.start()
+    outcome = guest.wait()
+    if outcome is None or outcome.exit_code != 0:
+        raise SandboxException(f"byte-compiling the guest's site-packages failed: "
+                               f"{outcome and (outcome.error or outcome.stderr[-1000:])}")

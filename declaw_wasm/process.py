@@ -1,0 +1,230 @@
+"""A running command on the host side: one guest running the in-guest shell, its pid, its live
+stdin, and its output as a sequence of events that handles, callbacks and waiters all read.
+
+Every command line (`commands.run`, background or not, and every PTY) is one guest instance:
+the shell (runtime/declaw_shell) parses and runs the whole line inside it, programs and all.
+Two commands of a sandbox are two instances: they run at once and share the sandbox's files.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional
+
+from .exceptions import InvalidArgumentException, SandboxException
+from .guest import Guest, GuestOutcome, GuestSpec, OutputSink
+from .models import PtySize
+
+if TYPE_CHECKING:
+    from .sandbox import SandboxCore
+
+GUEST_PYTHON = "/usr/local/bin/python3"
+BOOT_SCRIPT = "/usr/local/lib/declaw/_declaw_boot.py"
+KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
+PTY_DEFAULT_ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+Stream = Literal["stdout", "stderr", "pty"]
+
+
+def shell_spec(warm: bool, cwd: str, script: str, env: dict[str, str], tty: bool,
+               **spec: Any) -> GuestSpec:
+    """The shell running `script` in `cwd` (or, with `tty`, an interactive shell): on the warm
+    snapshot one turn calls the already imported boot module; on the cold module `run` starts
+    the boot script with a WASI argv. `spec` holds GuestSpec's other fields."""
+    if warm:
+        start = (f"import _declaw_boot\n"
+                 f"_declaw_boot.shell({cwd!r}, {script!r}, {env!r}, {tty!r})\n")
+        return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[start], **spec)
+    mode = ["--pty", cwd] if tty else ["--shell", cwd, script]
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, *mode], env=env, **spec)
+
+
+def python_spec(warm: bool, cwd: str, args: list[str], env: dict[str, str], **spec: Any) -> GuestSpec:
+    """`python3 ARGS` alone, without the shell (the snapshot's self-check, tests): as
+    `shell_spec`, through the boot module's `start`."""
+    if warm:
+        start = f"import _declaw_boot\n_declaw_boot.start({cwd!r}, {args!r}, {env!r})\n"
+        return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[start], **spec)
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, cwd, *args], env=env, **spec)
+
+
+class StdinPipe:
+    """The command's stdin: bytes the host sends, read by the guest through the door."""
+
+    def __init__(self, open_: bool) -> None:
+        self._buffer = bytearray()
+        self._closed = not open_
+        self._cond = threading.Condition()
+
+    def write(self, data: bytes) -> None:
+        with self._cond:
+            if self._closed:
+                raise SandboxException("stdin of this command is closed (start it with stdin=True "
+                                       "to send input)")
+            self._buffer += data
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def read(self, guest: Guest, size: int) -> bytes:
+        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained."""
+        size = max(1, min(int(size), 1 << 20))
+        while True:
+            with self._cond:
+                if self._buffer:
+                    data = bytes(self._buffer[:size])
+                    del self._buffer[:size]
+                    return data
+                if self._closed:
+                    return b""
+                self._cond.wait(0.05)
+            guest.check_stopped()
+
+
+@dataclass
+class Event:
+    stream: Stream
+    data: Any  # str for stdout/stderr, bytes for a PTY
+
+
+class Process:
+    """One command (or PTY) of a sandbox, from start to exit."""
+
+    def __init__(self, core: "SandboxCore", pid: int, cmd: str, cwd: str, env: dict[str, str],
+                 envs: dict[str, str], timeout: Optional[float], stdin: bool,
+                 on_stdout: Optional[Callable[[str], None]] = None,
+                 on_stderr: Optional[Callable[[str], None]] = None,
+                 pty: Optional[PtySize] = None, on_pty: Optional[Callable[[bytes], None]] = None,
+                 tag: Optional[str] = None) -> None:
+        self.core = core
+        self.pid = pid
+        self.cmd = cmd
+        self.cwd = cwd
+        self.envs = envs
+        self.tag = tag
+        self.pty_size = pty
+        self.stdin = StdinPipe(open_=stdin or pty is not None)
+        self._events: list[Event] = []
+        self._cond = threading.Condition()
+        self._callbacks: dict[Stream, Optional[Callable[[Any], None]]] = {
+            "stdout": on_stdout, "stderr": on_stderr, "pty": on_pty}
+        self.killed = False
+        limits = core.limits
+        stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
+        stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
+        spec = shell_spec(core.runtime.warm, cwd, cmd, env, tty=pty is not None,
+                          mounts=core.fs.mounts, timeout=timeout or None,
+                          memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        self.guest = Guest(core.runtime, spec, stdout=stdout, stderr=stderr, door=self._door)
+        self.outcome: Optional[GuestOutcome] = None
+
+    # -- output ------------------------------------------------------------------------------
+    def _on_output(self, stream: Stream) -> Callable[[str], None]:
+        def deliver(text: str) -> None:
+            if self.pty_size is not None:  # a tty's one stream, with onlcr
+                self._emit("pty", text.replace("\r\n", "\n").replace("\n", "\r\n").encode())
+            else:
+                self._emit(stream, text)
+        return deliver
+
+    def _emit(self, stream: Stream, data: Any) -> None:
+        with self._cond:
+            self._events.append(Event(stream, data))
+            self._cond.notify_all()
+        callback = self._callbacks.get(stream)
+        if callback is not None:
+            try:
+                callback(data)
+            except Exception:  # a caller's callback bug must not break the guest
+                pass
+
+    def set_callbacks(self, **callbacks: Optional[Callable[[Any], None]]) -> None:
+        for stream, callback in callbacks.items():
+            if callback is not None:
+                self._callbacks[stream] = callback  # type: ignore[index]
+
+    def text(self, stream: Stream) -> str:
+        """Everything written to `stream` so far."""
+        with self._cond:
+            return "".join(e.data for e in self._events if e.stream == stream)
+
+    def events(self, start: int = 0) -> Iterator[Event]:
+        """Every event from `start` on, waiting for more until the command has exited."""
+        index = start
+        while True:
+            with self._cond:
+                while index >= len(self._events) and not self.done:
+                    self._cond.wait(0.1)
+                if index >= len(self._events):
+                    return
+                batch = self._events[index:]
+            index += len(batch)
+            yield from batch
+
+    # -- the door: requests from the guest ---------------------------------------------------
+    def _door(self, guest: Guest, request: Any) -> Any:
+        op = request.get("op") if isinstance(request, dict) else None
+        if op == "stdin":
+            return self.stdin.read(guest, request.get("n", 65536))
+        if op == "winsize":
+            size = self.pty_size or PtySize(rows=24, cols=80)
+            return [size.rows, size.cols]
+        raise ValueError(f"unknown door request {op!r}")
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.guest.start()
+        threading.Thread(target=self._reap, name=f"declaw-reap-{self.pid}", daemon=True).start()
+
+    def _reap(self) -> None:
+        outcome = self.guest.wait()
+        with self._cond:
+            self.outcome = outcome
+            self._cond.notify_all()
+        self.core.forget_process(self)
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[GuestOutcome]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self.outcome is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cond.wait(left if left is not None else 0.5)
+            return self.outcome
+
+    def kill(self) -> bool:
+        if self.done:
+            return False
+        self.killed = True
+        self.guest.kill("killed")
+        return True
+
+    def send_stdin(self, data: Any) -> None:
+        if isinstance(data, str):
+            data = data.encode()
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise InvalidArgumentException(f"stdin data must be str or bytes, got {type(data).__name__}")
+        if self.done:
+            raise SandboxException(f"process {self.pid} has exited")
+        self.stdin.write(bytes(data))
+
+    def resize(self, size: PtySize) -> None:
+        if self.pty_size is None:
+            raise InvalidArgumentException(f"process {self.pid} is not a PTY")
+        self.pty_size = _check_size(size)
+
+
+def _check_size(size: Any) -> PtySize:
+    if not isinstance(size, PtySize) or not (0 < size.rows <= 10000 and 0 < size.cols <= 10000):
+        raise InvalidArgumentException(f"size must be a PtySize with positive rows and cols, got {size!r}")
+    return size

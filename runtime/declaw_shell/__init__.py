@@ -1,0 +1,157 @@
+"""The shell inside the guest: bash's command language and core utilities, run in the sandbox.
+
+The interpreter is `bash_purepython` (pure Python, MIT; README "The shell" says why it was
+chosen). This package binds it to the sandbox:
+
+* standard streams: output goes to the guest's stdout/stderr as it is produced (the host
+  streams it on); stdin comes through the door (door.py), live, for `send_stdin` and PTYs;
+* programs.py: `python3` as a pipeline stage, `awk` (awk.py, ours: the library has none), `ln`,
+  `tput`, and the few places where the library's utilities answer differently from GNU's;
+* `run_command` (one command line, like `bash -c`, output not a terminal) and `run_terminal`
+  (an interactive shell with a prompt, for a PTY).
+"""
+
+import asyncio
+import sys
+from pathlib import Path
+
+from bash_purepython.command.command import InputKind, OutputKind
+from bash_purepython.continuation import script_needs_more_lines
+from bash_purepython.execute_command import Executor, StdinValue
+from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellState
+
+from . import door, programs
+
+EXIT_INTERRUPTED = 130
+
+
+class GuestExecutor(Executor):
+    """The library's executor, with one change: a command that reads standard input and was
+    given none (no pipe, no redirection) reads the command's own stdin, as a process inherits
+    fd 0. Only streaming readers get it, so nothing waits for an end of input it never needed."""
+
+    def __init__(self, registry, session):
+        super().__init__(registry)
+        self.session = session
+        self.exited = False  # `exit` ran: an interactive shell ends
+
+    async def execute_script(self, script, state):
+        try:
+            return await self.run_script(script, state)
+        except ExitShell as exit_shell:
+            self.exited = True
+            state.last_exit_code = exit_shell.exit_code
+        except ControlFlowSignal:
+            pass
+        return state.last_exit_code
+
+    async def run_registered_command(self, command, arguments, stdin, error_destination, state,
+                                     attached_to_terminal=False):
+        if stdin is None and state.pending_stdin is None \
+                and InputKind.STREAM_TEXT in command.input_kinds:
+            stdin = StdinValue(value=self.session.stdin_lines(), kind=OutputKind.STREAM_TEXT)
+        return await super().run_registered_command(command, arguments, stdin, error_destination,
+                                                    state, attached_to_terminal)
+
+
+class Session:
+    """One shell: its state (variables, cwd, functions) and where its streams go."""
+
+    def __init__(self, cwd, env, terminal=None):
+        self.terminal = terminal
+        self.stdin = terminal if terminal is not None else door.door_stdin_text()
+        self.stdout = sys.stdout
+        self.stderr = sys.stdout if terminal is not None else sys.stderr  # a PTY has one stream
+        state = ShellState(cwd=Path(cwd), write_output=self.write_out, write_error=self.write_err,
+                           variables=dict(env))
+        state.variables["PWD"] = cwd
+        state.exported_names.update(state.variables)
+        state.read_line = self.read_line
+        # the library also records all output in memory; a long command must not grow the guest
+        # "attached to the terminal" then means: straight to the command's stdout (no pipe, no
+        # redirection), which is when `python3` streams; `ls` asks `is_tty` for its layout
+        state.output_sink = state.terminal_output_sink = CallableSink(self.write_out)
+        state.write_error = state.terminal_write_error = self.write_err
+        self.state = state
+        self.executor = GuestExecutor(programs.registry(self), self)
+
+    def write_out(self, text):
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def write_err(self, text):
+        self.stderr.write(text)
+        self.stderr.flush()
+
+    def read_line(self):
+        line = self.stdin.readline()
+        return line or None
+
+    async def stdin_lines(self):
+        while True:
+            line = self.stdin.readline()
+            if not line:
+                return
+            yield line
+
+    def run(self, script):
+        try:
+            return asyncio.run(self.executor.execute_script(script, self.state))
+        except door.Interrupted:
+            self.state.last_exit_code = EXIT_INTERRUPTED
+            return EXIT_INTERRUPTED
+
+
+def run_command(cwd, script, env):
+    """One command line, like `bash -c SCRIPT`; its exit status."""
+    return Session(cwd, env).run(script)
+
+
+def run_terminal(cwd, env):
+    """An interactive shell on a PTY: prompt, read a command (more lines while it is
+    unfinished), run it; until `exit` or end of input."""
+    terminal = door.Terminal(lambda text: (sys.stdout.write(text), sys.stdout.flush()))
+    session = Session(cwd, env, terminal=terminal)
+    state = session.state
+    for name, value in (("TERM", "xterm-256color"), ("LANG", "C.UTF-8"), ("LC_ALL", "C.UTF-8")):
+        state.variables.setdefault(name, value)
+        state.exported_names.add(name)
+    while True:
+        _update_size(session)
+        session.write_out(_prompt(state))
+        try:
+            text = terminal.read_line()
+            if not text:
+                session.write_out("exit\n")
+                return state.last_exit_code
+            while script_needs_more_lines(text):
+                session.write_out("> ")
+                more = terminal.read_line()
+                if not more:
+                    break
+                text += more
+        except door.Interrupted:
+            state.last_exit_code = EXIT_INTERRUPTED
+            continue
+        _update_size(session)  # it may have changed while the line was typed
+        status = session.run(text)
+        if session.executor.exited:
+            return status
+
+
+def _update_size(session):
+    """bash's checkwinsize: $LINES and $COLUMNS follow the terminal's size."""
+    rows, cols = session.terminal.size()
+    for name, value in (("LINES", rows), ("COLUMNS", cols)):
+        session.state.variables[name] = str(value)
+        session.state.exported_names.add(name)
+
+
+def _prompt(state):
+    cwd = str(state.cwd)
+    home = state.variables.get("HOME", "")
+    if home and (cwd == home or cwd.startswith(home.rstrip("/") + "/")):
+        cwd = "~" + cwd[len(home.rstrip("/")):]
+    user = state.variables.get("USER", "user")
+    host = state.variables.get("HOSTNAME", "sandbox")
+    return "%s@%s:%s$ " % (user, host, cwd)

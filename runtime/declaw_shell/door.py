@@ -1,0 +1,164 @@
+"""The guest's end of the door to the host, and the standard input that comes through it.
+
+A WASI guest's stdin can only be a file fixed at start, so a command's live stdin (E2B's
+`send_stdin`, a PTY's keystrokes) arrives as msgpack requests over `_host.call` instead: the
+host answers `{"op": "stdin"}` with the bytes it has (blocking until some arrive; b"" is end of
+input). `Terminal` adds what a tty's line discipline would do for a PTY: echo, line editing,
+^C, ^D.
+"""
+
+import io
+
+import _host
+import msgpack
+
+ETX, EOT, BS, DEL, CR, LF = 0x03, 0x04, 0x08, 0x7F, 0x0D, 0x0A
+
+
+def call(op, **args):
+    """One request to the host; its answer."""
+    return msgpack.unpackb(_host.call(msgpack.packb({"op": op, **args}, use_bin_type=True)),
+                           raw=False)
+
+
+class DoorStdin(io.RawIOBase):
+    """Raw bytes of the command's stdin, read from the host as they arrive."""
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        data = call("stdin", n=len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def door_stdin_text():
+    return io.TextIOWrapper(io.BufferedReader(DoorStdin()), encoding="utf-8", errors="replace")
+
+
+class Interrupted(Exception):
+    """^C typed at the terminal while a line was being read."""
+
+
+class Terminal(io.TextIOBase):
+    """A PTY's cooked mode: keystrokes come from the host raw; this echoes them and hands out
+    whole lines, with backspace, ^U, ^C (raises Interrupted) and ^D (end of input on an empty
+    line). Output newlines become CRLF on the host side, as a tty's `onlcr` would."""
+
+    def __init__(self, write):
+        self.write_out = write
+        self.pending = bytearray()  # raw keystrokes not yet used
+        self.lines = []  # complete lines not yet read
+        self.eof = False
+
+    def readable(self):
+        return True
+
+    def size(self):
+        rows, cols = call("winsize")
+        return int(rows), int(cols)
+
+    def _key(self):
+        while not self.pending:
+            data = call("stdin", n=4096)
+            if not data:
+                return None
+            self.pending += data
+        key = self.pending[0]
+        del self.pending[0]
+        return key
+
+    def read_line(self):
+        """The next line typed (with its newline), '' at end of input."""
+        if self.lines:
+            return self.lines.pop(0)
+        if self.eof:
+            return ""
+        line = bytearray()
+        while True:
+            key = self._key()
+            if key is None:
+                self.eof = True
+                return line.decode("utf-8", "replace")
+            if key in (CR, LF):
+                self.write_out("\n")
+                line += b"\n"
+                return line.decode("utf-8", "replace")
+            if key == ETX:
+                self.write_out("^C\n")
+                raise Interrupted()
+            if key == EOT:
+                if not line:
+                    return ""
+                continue
+            if key in (BS, DEL):
+                if line:
+                    # drop one whole UTF-8 character
+                    del line[-1]
+                    while line and (line[-1] & 0xC0) == 0x80:
+                        del line[-1]
+                    self.write_out("\b \b")
+                continue
+            if key == 0x15:  # ^U: kill the line
+                self.write_out("\b \b" * len(line.decode("utf-8", "replace")))
+                line.clear()
+                continue
+            if key == 0x1B:  # escape sequences (arrows...): not supported, swallowed
+                self._swallow_escape()
+                continue
+            line.append(key)
+            if key < 0x80:
+                self.write_out(chr(key))
+            elif _complete_utf8(line):  # echo a multi-byte character once it is whole
+                self.write_out(_last_char(line))
+
+    def _swallow_escape(self):
+        key = self._key()
+        if key == ord("["):
+            while True:
+                key = self._key()
+                if key is None or 0x40 <= key <= 0x7E:
+                    return
+
+    def readline(self, size=-1):
+        return self.read_line()
+
+    def read(self, size=-1):
+        chunks = []
+        while True:
+            line = self.read_line()
+            if not line:
+                return "".join(chunks)
+            chunks.append(line)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        line = self.read_line()
+        if not line:
+            raise StopIteration
+        return line
+
+    def isatty(self):
+        return True
+
+
+def _complete_utf8(data):
+    """Whether `data` ends with a complete multi-byte UTF-8 character."""
+    i = len(data) - 1
+    while i >= 0 and (data[i] & 0xC0) == 0x80:
+        i -= 1
+    if i < 0:
+        return False
+    lead = data[i]
+    need = 2 if lead >= 0xC0 and lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return len(data) - i == need
+
+
+def _last_char(data):
+    i = len(data) - 1
+    while i >= 0 and (data[i] & 0xC0) == 0x80:
+        i -= 1
+    return bytes(data[i:]).decode("utf-8", "replace")

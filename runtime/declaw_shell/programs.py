@@ -1,0 +1,229 @@
+"""Commands the guest shell adds to bash_purepython's, and the ones it answers differently.
+
+Added: `python`/`python3` (each call runs like a separate process: see
+`_declaw_boot.run_process`), `awk` (awk.py), `ln`, `tput`. Changed: `ls` exits 2 for a missing
+operand, as GNU's does (the library says 1), and lays out columns only on a PTY.
+"""
+
+import dataclasses
+import io
+import os
+
+from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
+from bash_purepython.command.ls import LsCommand
+from bash_purepython.command.registry import CommandRegistry
+
+PYTHON_NAMES = ("python", "python3", "python3.15")
+TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
+TEXT_OUT = frozenset({OutputKind.TEXT})
+
+
+def registry(session):
+    commands = CommandRegistry()
+    for name in PYTHON_NAMES:
+        commands.register(PythonCommand(name, session))
+    for command in (AwkCommand(session), LnCommand(), TputCommand(session), GnuLsCommand(session)):
+        commands.register(command)
+    return commands
+
+
+class _ErrorStream(io.TextIOBase):
+    """A text stream over the shell's error sink (which may be redirected)."""
+
+    def __init__(self, write):
+        self._write = write
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        self._write(text)
+        return len(text)
+
+
+class _InDirectory:
+    """Run with the process in the shell's current directory (programs resolve relative paths
+    against the process's, and the shell keeps its own)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __enter__(self):
+        self.before = os.getcwd()
+        os.chdir(self.path)
+
+    def __exit__(self, *exc):
+        try:
+            os.chdir(self.before)
+        except OSError:
+            pass
+
+
+def _stdin_of(invocation, session, newline=None):
+    """Piped or redirected input if there is any, else the command's own stdin. (`newline`:
+    None translates CRLF as CPython's stdin does; "" keeps it, as awk must.)"""
+    if invocation.stdin_kind == InputKind.TEXT:
+        return io.TextIOWrapper(io.BytesIO(invocation.stdin.encode("utf-8", "surrogateescape")),
+                                encoding="utf-8", errors="replace", newline=newline)
+    return session.stdin
+
+
+class PythonCommand(Command):
+    input_kinds = TEXT_IN
+    output_kinds = TEXT_OUT
+    summary = "run a Python program"
+
+    def __init__(self, name, session):
+        self.name = name
+        self.session = session
+
+    def run(self, invocation):
+        import _declaw_boot
+
+        session, state = self.session, invocation.state
+        captured = None
+        if invocation.attached_to_terminal:
+            stdout = session.stdout  # straight out: streamed as the program writes
+        else:
+            captured = io.BytesIO()
+            stdout = io.TextIOWrapper(captured, encoding="utf-8", errors="replace", write_through=True)
+        if state.write_error is session.state.terminal_write_error:
+            stderr = session.stderr
+        else:
+            stderr = _ErrorStream(state.write_error)
+        env = state.exported_variables()
+        env["PWD"] = str(state.cwd)
+        status = _declaw_boot.run_process(str(state.cwd), list(invocation.arguments), env,
+                                          _stdin_of(invocation, session), stdout, stderr)
+        output = captured.getvalue().decode("utf-8", "replace") if captured is not None else ""
+        return CommandResult(stdout=output, exit_code=status)
+
+
+class AwkCommand(Command):
+    name = "awk"
+    input_kinds = TEXT_IN
+    output_kinds = TEXT_OUT
+    summary = "pattern scanning and processing language"
+
+    def __init__(self, session):
+        self.session = session
+
+    def run(self, invocation):
+        from . import awk
+
+        out = []
+        with _InDirectory(invocation.state.cwd):
+            status = awk.run(list(invocation.arguments), _stdin_of(invocation, self.session, ""),
+                             out.append, invocation.state.write_error,
+                             environ=invocation.state.exported_variables())
+        return CommandResult(stdout="".join(out), exit_code=status)
+
+
+class LnCommand(Command):
+    """ln [-s] [-f] [-n] [-v] TARGET [LINK] | TARGET... DIRECTORY"""
+
+    name = "ln"
+    input_kinds = frozenset({InputKind.ARGUMENTS})
+    output_kinds = TEXT_OUT
+    summary = "make links between files"
+
+    def run(self, invocation):
+        state = invocation.state
+        symbolic = force = verbose = False
+        operands = []
+        for arg in invocation.arguments:
+            if arg.startswith("-") and len(arg) > 1 and not operands:
+                for flag in arg[1:]:
+                    if flag not in "sfnvT":
+                        state.write_error("ln: invalid option -- '%s'\n" % flag)
+                        return CommandResult(stdout="", exit_code=1)
+                    symbolic |= flag == "s"
+                    force |= flag == "f"
+                    verbose |= flag == "v"
+            else:
+                operands.append(arg)
+        if not operands:
+            state.write_error("ln: missing file operand\n")
+            return CommandResult(stdout="", exit_code=1)
+        if len(operands) == 1:
+            pairs = [(operands[0], os.path.basename(operands[0].rstrip("/")))]
+        elif os.path.isdir(state.resolve_path(operands[-1])):
+            pairs = [(t, os.path.join(operands[-1], os.path.basename(t.rstrip("/"))))
+                     for t in operands[:-1]]
+        elif len(operands) == 2:
+            pairs = [(operands[0], operands[1])]
+        else:
+            state.write_error("ln: target '%s' is not a directory\n" % operands[-1])
+            return CommandResult(stdout="", exit_code=1)
+        status, lines = 0, []
+        for target, link in pairs:
+            link_path = state.resolve_path(link)
+            try:
+                if force and (os.path.lexists(link_path)):
+                    os.unlink(link_path)
+                if symbolic:
+                    os.symlink(target, link_path)
+                else:
+                    os.link(state.resolve_path(target), link_path)
+                if verbose:
+                    lines.append("'%s' -> '%s'\n" % (link, target))
+            except OSError as exc:
+                verb = "symbolic link" if symbolic else "hard link"
+                state.write_error("ln: failed to create %s '%s': %s\n" % (verb, link, exc.strerror))
+                status = 1
+        return CommandResult(stdout="".join(lines), exit_code=status)
+
+
+class TputCommand(Command):
+    """The terminal capabilities agents ask for: size, colours, clearing."""
+
+    name = "tput"
+    input_kinds = frozenset({InputKind.ARGUMENTS})
+    output_kinds = TEXT_OUT
+    summary = "query terminal capabilities"
+    SEQUENCES = {"clear": "\x1b[H\x1b[2J", "sgr0": "\x1b(B\x1b[m", "bold": "\x1b[1m",
+                 "smul": "\x1b[4m", "rmul": "\x1b[24m", "rev": "\x1b[7m", "reset": "\x1bc",
+                 "civis": "\x1b[?25l", "cnorm": "\x1b[?12l\x1b[?25h"}
+
+    def __init__(self, session):
+        self.session = session
+
+    def run(self, invocation):
+        args = [a for a in invocation.arguments if not a.startswith("-T")]
+        if not args:
+            invocation.state.write_error("tput: usage: tput [-Ttype] capname [parameters]\n")
+            return CommandResult(stdout="", exit_code=2)
+        cap = args[0]
+        if cap in ("cols", "lines"):
+            variables = invocation.state.variables
+            size = None
+            if self.session.terminal is not None:
+                size = self.session.terminal.size()
+            if size is not None:
+                value = size[1] if cap == "cols" else size[0]
+            else:
+                value = variables.get("COLUMNS" if cap == "cols" else "LINES") or (80 if cap == "cols" else 24)
+            return CommandResult(stdout="%s\n" % value, exit_code=0)
+        if cap == "colors":
+            return CommandResult(stdout="256\n", exit_code=0)
+        if cap in ("setaf", "setab") and len(args) > 1 and args[1].isdigit():
+            return CommandResult(stdout="\x1b[%d;5;%sm" % (38 if cap == "setaf" else 48, args[1]),
+                                 exit_code=0)
+        if cap in self.SEQUENCES:
+            return CommandResult(stdout=self.SEQUENCES[cap], exit_code=0)
+        invocation.state.write_error("tput: unknown terminfo capability '%s'\n" % cap)
+        return CommandResult(stdout="", exit_code=4)
+
+
+class GnuLsCommand(LsCommand):
+    def __init__(self, session):
+        super().__init__()
+        self.session = session
+
+    def run(self, invocation):
+        if self.session.terminal is None:  # columns only on a terminal: one name a line
+            invocation = dataclasses.replace(invocation, attached_to_terminal=False)
+        result = super().run(invocation)
+        if result.exit_code == 1:  # GNU ls: 2 when a named file cannot be accessed
+            return CommandResult(stdout=result.stdout, exit_code=2)
+        return result
