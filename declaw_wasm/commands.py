@@ -124,8 +124,7 @@ class Commands:
 
     def kill(self, pid: int, request_timeout: Optional[float] = None) -> bool:
         """Kill a command; False if no such command is running."""
-        process = self._core.process(pid)
-        return process.kill() if process is not None else False
+        return self._core.kill_process(pid)
 
     def connect(self, pid: int, timeout: Optional[float] = DEFAULT_TIMEOUT,
                 request_timeout: Optional[float] = None) -> CommandHandle:

@@ -17,6 +17,7 @@ folder and the warm snapshot's key changes with it.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -58,8 +59,10 @@ def _guest_files(dist: importlib.metadata.Distribution,
     return sorted(files)
 
 
+@functools.lru_cache(maxsize=1)
 def _plan() -> tuple[str, list[tuple[Path, str, str]]]:
-    """The site's key and its files: (source, relative path, sha256 from RECORD or computed)."""
+    """The site's key and its files: (source, relative path, sha256 from RECORD or computed).
+    Once per process: installed files do not change under a running program."""
     parts, plan = [], []
     for name, packages in GUEST_DISTRIBUTIONS.items():
         try:

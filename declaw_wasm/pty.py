@@ -42,8 +42,7 @@ class Pty:
         self._running(pid).resize(size)
 
     def kill(self, pid: int, request_timeout: Optional[float] = None) -> bool:
-        process = self._core.process(pid)
-        return process.kill() if process is not None else False
+        return self._core.kill_process(pid)
 
     def connect(self, pid: int, timeout: Optional[float] = DEFAULT_TIMEOUT,
                 request_timeout: Optional[float] = None) -> CommandHandle:

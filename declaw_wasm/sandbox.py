@@ -159,6 +159,11 @@ class SandboxCore:
         with self._lock:
             return [p for p in self._processes.values() if not p.done]
 
+    def kill_process(self, pid: int) -> bool:
+        """Kill a running command or PTY; False if there is none with this pid."""
+        process = self.process(pid)
+        return process.kill() if process is not None else False
+
     def process(self, pid: int) -> Optional[Process]:
         with self._lock:
             process = self._processes.get(pid)
