@@ -12,6 +12,7 @@ from .exceptions import (AuthenticationException, FileNotFoundException, Invalid
                          SandboxException, SandboxNotFoundException, TemplateException,
                          TimeoutException)
 from .commands import CommandHandle
+from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from .files import FileStream
 from .limits import Limits
 from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncSandbox", "Sandbox", "SandboxPaginator", "Limits", "FileStream",
     "CommandHandle", "ProcessInfo", "PtySize",
+    "Context", "Execution", "ExecutionError", "Logs", "OutputMessage", "Result",
     "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "WriteEntry",
     "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
     "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",

@@ -16,7 +16,9 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .commands import CommandHandle, Commands, StdinArg
+from .execution import Context, Execution
 from .files import FileStream, Filesystem
+from .kernel import DEFAULT_TIMEOUT as RUN_CODE_TIMEOUT
 from .filesystem import WriteData
 from .limits import Limits
 from .models import (CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteEntry,
@@ -265,6 +267,33 @@ class AsyncSandbox:
 
     async def is_running(self, **kw: Any) -> bool:
         return self._core.running
+
+    async def run_code(self, code: str, language: Optional[str] = None,
+                       context: Optional[Context] = None,
+                       on_stdout: Optional[Callable[[Any], Any]] = None,
+                       on_stderr: Optional[Callable[[Any], Any]] = None,
+                       on_result: Optional[Callable[[Any], Any]] = None,
+                       on_error: Optional[Callable[[Any], Any]] = None,
+                       envs: Optional[dict[str, str]] = None,
+                       timeout: Optional[float] = RUN_CODE_TIMEOUT, **kw: Any) -> Execution:
+        """`Sandbox.run_code`, awaited; callbacks may be coroutine functions."""
+        return await _in_thread(self._sync.run_code, code, language, context,
+                                on_stdout=_from_loop(on_stdout), on_stderr=_from_loop(on_stderr),
+                                on_result=_from_loop(on_result), on_error=_from_loop(on_error),
+                                envs=envs, timeout=timeout)
+
+    async def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
+                                  **kw: Any) -> Context:
+        return self._sync.create_code_context(cwd, language)
+
+    async def list_code_contexts(self, **kw: Any) -> list[Context]:
+        return self._sync.list_code_contexts()
+
+    async def restart_code_context(self, context: Any, **kw: Any) -> None:
+        await _in_thread(self._sync.restart_code_context, context)
+
+    async def remove_code_context(self, context: Any, **kw: Any) -> None:
+        await _in_thread(self._sync.remove_code_context, context)
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self

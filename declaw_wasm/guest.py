@@ -168,6 +168,11 @@ class Guest:
     def done(self) -> bool:
         return self._done.is_set()
 
+    def set_deadline(self, timeout: Optional[float]) -> None:
+        """Stop the guest `timeout` seconds from now (None: no deadline); a long-lived guest
+        (a code context) gets one per cell."""
+        self._deadline = (time.monotonic() + timeout) if timeout else None
+
     def check_stopped(self) -> None:
         """For host code running inside a guest call: trap out if the guest is to stop."""
         if self._should_stop():

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 GUEST_SITE = "/usr/local/lib/declaw-site"
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell",)  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel")  # from runtime/
 
 
 def _guest_files(dist: importlib.metadata.Distribution,

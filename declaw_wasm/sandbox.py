@@ -14,6 +14,9 @@ from typing import Any, Callable, ClassVar, Iterator, Optional
 
 from .commands import Commands
 from .pty import Pty
+from .execution import Context, Execution
+from .kernel import DEFAULT_TIMEOUT as RUN_CODE_TIMEOUT
+from .kernel import CodeInterpreter
 from .exceptions import (InvalidArgumentException, SandboxException, SandboxNotFoundException,
                          TimeoutException)
 from .files import Filesystem
@@ -74,6 +77,7 @@ class SandboxCore:
         self._timer: Optional[threading.Timer] = None
         self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
         self._timeout = timeout
+        self.code = CodeInterpreter(self)
         self.set_timeout(timeout)
         with SandboxCore.registry_lock:
             SandboxCore.registry[self.sandbox_id] = self
@@ -106,6 +110,7 @@ class SandboxCore:
             process.guest.kill("killed")
         for process in processes:
             process.guest.wait(5.0)
+        self.code.stop_all()
         self.fs.destroy()
         with SandboxCore.registry_lock:
             SandboxCore.registry.pop(self.sandbox_id, None)
@@ -299,6 +304,36 @@ class Sandbox:
 
     def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return self._core.running
+
+    # -- the code interpreter (E2B's e2b_code_interpreter.Sandbox) ------------------------------
+    def run_code(self, code: str, language: Optional[str] = None,
+                 context: Optional[Context] = None,
+                 on_stdout: Optional[Callable[[Any], Any]] = None,
+                 on_stderr: Optional[Callable[[Any], Any]] = None,
+                 on_result: Optional[Callable[[Any], Any]] = None,
+                 on_error: Optional[Callable[[Any], Any]] = None,
+                 envs: Optional[dict[str, str]] = None,
+                 timeout: Optional[float] = RUN_CODE_TIMEOUT,
+                 request_timeout: Optional[float] = None) -> Execution:
+        """Run a cell in a stateful context (the default one unless `context` is given): the
+        `Execution` with results, logs and the error. Code errors do not raise; a cell past
+        `timeout` seconds raises `TimeoutException` and the context starts afresh."""
+        return self._core.code.run_code(code, language, context, envs, timeout,
+                                        on_stdout=on_stdout, on_stderr=on_stderr,
+                                        on_result=on_result, on_error=on_error)
+
+    def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
+                            request_timeout: Optional[float] = None) -> Context:
+        return self._core.code.create_context(cwd, language)
+
+    def list_code_contexts(self, request_timeout: Optional[float] = None) -> list[Context]:
+        return self._core.code.list_contexts()
+
+    def restart_code_context(self, context: Any, request_timeout: Optional[float] = None) -> None:
+        self._core.code.restart_context(context)
+
+    def remove_code_context(self, context: Any, request_timeout: Optional[float] = None) -> None:
+        self._core.code.remove_context(context)
 
     def __enter__(self) -> "Sandbox":
         return self

@@ -76,6 +76,20 @@ def shell(cwd, script, env, tty=False):
     _finish(_status_of(_shell, cwd, script, env, tty))
 
 
+def kernel(cwd, env):
+    """The warm path's entry for a code context: serve cells until the host stops the guest."""
+    _renew(env)
+    _finish(_status_of(_kernel, cwd))
+
+
+def _kernel(cwd):
+    _install_asyncio_fix()
+    sys.executable = "/usr/local/bin/python3"
+    import declaw_kernel
+
+    return declaw_kernel.serve(cwd)
+
+
 def _shell(cwd, script, env, tty):
     _install_asyncio_fix()
     sys.executable = "/usr/local/bin/python3"
@@ -434,6 +448,8 @@ def _patch_asyncio(asyncio):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--shell"]:
         _finish(_status_of(_shell, sys.argv[2], sys.argv[3], dict(os.environ), False))
+    elif sys.argv[1:2] == ["--kernel"]:
+        _finish(_status_of(_kernel, sys.argv[2]))
     elif sys.argv[1:2] == ["--pty"]:
         _finish(_status_of(_shell, sys.argv[2], "", dict(os.environ), True))
     _finish(_status_of(main, sys.argv[1], sys.argv[2:]))

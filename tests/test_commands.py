@@ -86,8 +86,8 @@ def test_streaming_callbacks_get_output_while_running(sbx) -> None:
 def test_timeout_stops_a_busy_loop_and_the_sandbox_goes_on(sbx) -> None:
     start = time.monotonic()
     with pytest.raises(TimeoutException) as info:
-        sbx.commands.run("python3 -c 'print(\"started\", flush=True)\nwhile True: pass'", timeout=1)
-    assert time.monotonic() - start < 1.5
+        sbx.commands.run("python3 -c 'print(\"started\", flush=True)\nwhile True: pass'", timeout=3)
+    assert time.monotonic() - start < 3.5  # (3 s: the cold path takes ~1 s to start the shell)
     assert info.value.stdout == "started\n"
     assert sbx.commands.run("python3 -c 'print(2)'").stdout == "2\n"
 

@@ -1,0 +1,258 @@
+"""`run_code` and code contexts (E2B code-interpreter's semantics), on the host side.
+
+A context is one long-lived guest running the kernel loop (runtime/declaw_kernel), started from
+the warm snapshot. Between cells it waits inside the door's `next` call; `run_code` hands it the
+cell as that call's answer and collects what the guest reports back through the door (stdout,
+stderr, results, the error) until `done`. One cell at a time per context; contexts are
+independent guests, so they run at once.
+
+Timeouts: a cell past its `timeout` stops the guest (an epoch deadline, and the interruptible
+`poll_oneoff` for sleeps) and raises `TimeoutException` at once; the context starts afresh on
+its next cell, which says on stderr that the state was lost. (A KeyboardInterrupt that kept the
+namespace would need signal delivery into the guest, which WASI does not have.)
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+
+from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
+from .execution import Context, Execution, ExecutionError, OutputMessage, Result
+from .guest import Guest, GuestSpec, OutputSink
+from .process import BOOT_SCRIPT, GUEST_PYTHON
+
+if TYPE_CHECKING:
+    from .sandbox import SandboxCore
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_CONTEXT = "default"
+LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
+
+
+def kernel_spec(warm: bool, cwd: str, env: dict[str, str], **spec: Any) -> GuestSpec:
+    if warm:
+        start = f"import _declaw_boot\n_declaw_boot.kernel({cwd!r}, {env!r})\n"
+        return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[start], **spec)
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, "--kernel", cwd], env=env, **spec)
+
+
+class _Cell:
+    """One `run_code` in flight: what the guest has reported so far."""
+
+    def __init__(self, code: str, envs: dict[str, str], timeout: Optional[float],
+                 callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> None:
+        self.request = {"code": code, "envs": envs}
+        self.timeout = timeout
+        self.callbacks = callbacks
+        self.execution = Execution()
+        self.finished = threading.Event()
+
+    def log(self, stream: str, text: str) -> None:
+        getattr(self.execution.logs, stream).append(text)
+        self._call(f"on_{stream}", OutputMessage(line=text, error=stream == "stderr"))
+
+    def result(self, bundle: dict[str, Any], main: bool) -> None:
+        result = Result.from_bundle(bundle, main)
+        self.execution.results.append(result)
+        self._call("on_result", result)
+
+    def error(self, name: str, value: str, traceback: str) -> None:
+        self.execution.error = ExecutionError(name=name, value=value, traceback=traceback)
+        self._call("on_error", self.execution.error)
+
+    def _call(self, name: str, value: Any) -> None:
+        callback = self.callbacks.get(name)
+        if callback is not None:
+            try:
+                callback(value)
+            except Exception:  # the caller's bug must not break the guest
+                pass
+
+
+class Kernel:
+    """One context's guest and the cell it is running."""
+
+    def __init__(self, core: "SandboxCore", context: Context) -> None:
+        self.core = core
+        self.context = context
+        self.guest: Optional[Guest] = None
+        self._run_lock = threading.Lock()  # one cell at a time
+        self._cond = threading.Condition()
+        self._pending: Optional[_Cell] = None  # handed to the guest at its next `next`
+        self._current: Optional[_Cell] = None
+        self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
+
+    # -- the guest's side ------------------------------------------------------------------------
+    def _door(self, guest: Guest, request: Any) -> Any:
+        op = request.get("op") if isinstance(request, dict) else None
+        cell = self._current
+        if op in ("next", "done"):
+            if op == "done" and cell is not None:
+                cell.execution.execution_count = request.get("execution_count")
+                self._current = None
+                cell.finished.set()
+            return self._next_cell(guest)
+        if cell is None:
+            raise ValueError(f"door request {op!r} outside a cell")
+        if op in ("stdout", "stderr"):
+            cell.log(op, str(request.get("text", "")))
+        elif op == "result":
+            cell.result(request.get("data") or {}, bool(request.get("main")))
+        elif op == "error":
+            cell.error(str(request.get("name")), str(request.get("value")),
+                       str(request.get("traceback")))
+        elif op == "stdin":
+            return b""  # cells have no stdin (E2B's neither)
+        elif op == "winsize":
+            return [24, 80]
+        else:
+            raise ValueError(f"unknown door request {op!r}")
+        return None
+
+    def _next_cell(self, guest: Guest) -> dict[str, Any]:
+        guest.set_deadline(None)
+        while True:
+            with self._cond:
+                if self._pending is not None:
+                    cell, self._pending = self._pending, None
+                    self._current = cell
+                    guest.set_deadline(cell.timeout)  # the cell's time starts now
+                    return cell.request
+                self._cond.wait(0.05)
+            guest.check_stopped()
+
+    def _fd_output(self, stream: str) -> Callable[[str], None]:
+        """Output written to the guest's fd 1/2 directly (C code), not through sys.stdout."""
+        def deliver(text: str) -> None:
+            cell = self._current
+            if cell is not None:
+                cell.log(stream, text)
+        return deliver
+
+    # -- the caller's side -------------------------------------------------------------------------
+    def _start(self) -> Guest:
+        core, limits = self.core, self.core.limits
+        spec = kernel_spec(core.runtime.warm, self.context.cwd, core.guest_env(),
+                           mounts=core.fs.mounts, memory_limit=limits.memory_limit,
+                           output_limit=limits.output_limit)
+        guest = Guest(core.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
+                      stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door)
+        guest.start()
+        return guest
+
+    def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
+            callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
+        with self._run_lock:
+            self.core.ensure_running()
+            if self.guest is None or self.guest.done:
+                self.guest = self._start()
+            guest = self.guest
+            cell = _Cell(code, envs, timeout, callbacks)
+            if self._lost:
+                cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
+                                   "its variables and imports are gone\n")
+                self._lost = None
+            with self._cond:
+                self._pending = cell
+                self._cond.notify_all()
+            while not cell.finished.wait(0.02):
+                if guest.done:
+                    return self._ended(guest, cell, timeout)
+            return cell.execution
+
+    def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
+        outcome = guest.wait()
+        assert outcome is not None
+        self.guest, self._current, self._pending = None, None, None
+        if outcome.stopped == "timeout":
+            self._lost = f"the previous cell timed out after {timeout:g} s"
+            raise TimeoutException(f"Execution timed out after {timeout:g} s")
+        if not self.core.running or outcome.stopped == "killed":
+            raise SandboxException(f"sandbox {self.core.sandbox_id} was killed while the cell ran")
+        # the cell ended the process (os._exit, a crash): report it, start afresh next time
+        self._lost = f"the previous cell ended the interpreter (exit {outcome.exit_code})"
+        cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
+                   + (f": {outcome.error}" if outcome.error else ""), outcome.stderr[-2000:])
+        return cell.execution
+
+    def stop(self) -> None:
+        guest = self.guest
+        self.guest = None
+        if guest is not None:
+            guest.kill("killed")
+            guest.wait(5.0)
+
+
+class CodeInterpreter:
+    """A sandbox's contexts: the default one (made on first use) and those created."""
+
+    def __init__(self, core: "SandboxCore") -> None:
+        self.core = core
+        self._lock = threading.Lock()
+        self._kernels: dict[str, Kernel] = {}
+
+    def _kernel(self, context: Union[Context, str, None]) -> Kernel:
+        context_id = context.id if isinstance(context, Context) else (context or DEFAULT_CONTEXT)
+        with self._lock:
+            kernel = self._kernels.get(context_id)
+            if kernel is None and context_id == DEFAULT_CONTEXT:
+                kernel = Kernel(self.core, Context(id=DEFAULT_CONTEXT))
+                self._kernels[context_id] = kernel
+        if kernel is None:
+            raise InvalidArgumentException(f"no code context {context_id!r} in this sandbox")
+        return kernel
+
+    def run_code(self, code: str, language: Optional[str] = None,
+                 context: Union[Context, str, None] = None, envs: Optional[dict[str, str]] = None,
+                 timeout: Optional[float] = DEFAULT_TIMEOUT,
+                 **callbacks: Optional[Callable[[Any], Any]]) -> Execution:
+        if not isinstance(code, str):
+            raise InvalidArgumentException(f"code must be a string, got {type(code).__name__}")
+        if language is not None and context is not None:
+            raise InvalidArgumentException("pass either language or context, not both")
+        _language(language)
+        from .sandbox import _check_envs
+
+        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+            raise InvalidArgumentException(f"timeout must be a number of seconds >= 0, got {timeout!r}")
+        return self._kernel(context).run(code, _check_envs(envs), timeout or None, callbacks)
+
+    def create_context(self, cwd: Optional[str] = None, language: Optional[str] = None) -> Context:
+        where = self.core.fs.absolute(cwd) if cwd else "/home/user"
+        if not self.core.fs.exists(where):
+            raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
+        context = Context(id=secrets.token_hex(8), language=_language(language), cwd=where)
+        with self._lock:
+            self._kernels[context.id] = Kernel(self.core, context)
+        return context
+
+    def list_contexts(self) -> list[Context]:
+        with self._lock:
+            listed = [k.context for k in self._kernels.values()]
+        if not any(c.id == DEFAULT_CONTEXT for c in listed):
+            listed.insert(0, Context(id=DEFAULT_CONTEXT))
+        return listed
+
+    def restart_context(self, context: Union[Context, str]) -> None:
+        self._kernel(context).stop()  # the next cell starts a fresh guest
+
+    def remove_context(self, context: Union[Context, str]) -> None:
+        kernel = self._kernel(context)
+        with self._lock:
+            self._kernels.pop(kernel.context.id, None)
+        kernel.stop()
+
+    def stop_all(self) -> None:
+        with self._lock:
+            kernels = list(self._kernels.values())
+        for kernel in kernels:
+            kernel.stop()
+
+
+def _language(language: Optional[str]) -> str:
+    name = LANGUAGES.get((language or "python").lower())
+    if name is None:
+        raise InvalidArgumentException(f"language {language!r} is not available here; only python")
+    return name

@@ -1,0 +1,179 @@
+"""The code-interpreter kernel inside the guest: one long-lived namespace, cell after cell.
+
+A context is one guest instance running `serve()`. It asks the host for a cell through the
+door (`next`; the host answers when `run_code` sends one, so the guest waits inside
+`host.call`), runs it as IPython would — the value of a final expression is the main result,
+`display()` and figures left open give display results, `!cmd` runs through the sandbox shell,
+common indentation is removed — and reports everything back as msgpack requests: `stdout`,
+`stderr`, `result` (a MIME bundle), `error`, then `done`, whose answer is the next cell.
+Nothing is parsed from the guest's stdout.
+"""
+
+import ast
+import builtins
+import io
+import linecache
+import os
+import sys
+import textwrap
+import traceback
+import types
+
+from declaw_shell import door
+
+from . import display as displays
+
+CELL_FILE = "<cell-%d>"
+
+
+class DoorStream(io.TextIOBase):
+    """sys.stdout/sys.stderr of a cell: whole lines go to the host as they are written (a
+    partial line at `flush()` or the end of the cell), in order with the cell's results, which
+    travel through the same door."""
+
+    def __init__(self, name):
+        self.name = name
+        self.pending = ""
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        self.pending += text
+        end = self.pending.rfind("\n") + 1
+        if end:
+            door.call(self.name, text=self.pending[:end])
+            self.pending = self.pending[end:]
+        return len(text)
+
+    def flush(self):
+        if self.pending:
+            text, self.pending = self.pending, ""
+            door.call(self.name, text=text)
+
+    def isatty(self):
+        return False
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+
+class Kernel:
+    def __init__(self, cwd):
+        self.count = 0
+        module = types.ModuleType("__main__")
+        module.__dict__.update(__builtins__=builtins, __name__="__main__")
+        sys.modules["__main__"] = module
+        self.namespace = module.__dict__
+        self.namespace["display"] = displays.display
+        builtins.display = displays.display
+        os.chdir(cwd)
+        os.environ["PWD"] = cwd
+        sys.path.insert(0, "")
+        sys.argv = [""]
+        self.stdout, self.stderr = DoorStream("stdout"), DoorStream("stderr")
+
+    def run_cell(self, cell):
+        """Run one cell; the `done` report for it."""
+        self.count += 1
+        envs = cell.get("envs") or {}
+        saved = {key: os.environ.get(key) for key in envs}
+        os.environ.update(envs)
+        real = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+        error = None
+        try:
+            displays.install_hooks()  # pyplot/PIL may have been imported since
+            self._execute(cell["code"])
+        except KeyboardInterrupt as exc:
+            error = _error(exc, self._cell_frames(exc))
+        except SystemExit as exc:  # ends the cell, not the kernel (IPython does the same)
+            if exc.code not in (None, 0):
+                error = _error(exc, [])
+        except BaseException as exc:
+            error = _error(exc, self._cell_frames(exc))
+        finally:
+            try:
+                displays.flush_figures()
+            except Exception:
+                pass
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            sys.stdout, sys.stderr = real
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        if error is not None:
+            door.call("error", **error)
+        return {"execution_count": self.count}
+
+    def _execute(self, code):
+        source = shell_escapes(textwrap.dedent(code))
+        filename = CELL_FILE % self.count
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        tree = ast.parse(source, filename)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        if tree.body:
+            exec(compile(tree, filename, "exec"), self.namespace)
+        if last is not None:
+            value = eval(compile(last, filename, "eval"), self.namespace)
+            if value is not None:
+                self.namespace["_"] = value
+                displays.display(value, main=True)
+
+    def _cell_frames(self, exc):
+        """The traceback from the first frame of the user's cell on (none of ours)."""
+        tb = exc.__traceback__
+        while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+            tb = tb.tb_next
+        return tb
+
+
+def _error(exc, tb):
+    lines = traceback.format_exception(type(exc), exc, tb) if tb is not None else \
+        traceback.format_exception_only(type(exc), exc)
+    return {"name": type(exc).__name__, "value": str(exc), "traceback": "".join(lines)}
+
+
+def shell_escapes(source):
+    """IPython's `!cmd` lines, as calls to the sandbox shell (`x = !cmd` is not supported)."""
+    if "!" not in source:
+        return source
+    out = []
+    for line in source.splitlines(True):
+        stripped = line.lstrip()
+        if stripped.startswith("!") and not stripped.startswith("!="):
+            indent = line[: len(line) - len(stripped)]
+            command = stripped[1:].rstrip("\n")
+            out.append("%s__import__('declaw_kernel').system(%r)\n" % (indent, command))
+        else:
+            out.append(line)
+    return "".join(out)
+
+
+def system(command):
+    """`!command`: the sandbox shell, in this process, output into the cell's streams."""
+    import declaw_shell
+
+    session = declaw_shell.Session(os.getcwd(), dict(os.environ))
+    session.stdout, session.stderr = sys.stdout, sys.stderr
+    session.run(command)
+
+
+def serve(cwd):
+    """The context's life: cells until the host stops it (it kills the guest)."""
+    kernel = Kernel(cwd)
+    cell = door.call("next")
+    while True:
+        report = kernel.run_cell(cell)
+        cell = door.call("done", **report)

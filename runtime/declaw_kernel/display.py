@@ -1,0 +1,151 @@
+"""Rich results: an object's Jupyter MIME bundle, as IPython's display formatter builds it.
+
+The guest has no IPython (the templates issue adds it), so this is the part of it the
+code-interpreter needs: `_repr_*_` and `_repr_mimebundle_` hooks, matplotlib figures (PNG plus
+the extracted `e2b/chart`), pandas DataFrames (`e2b/data`: column -> list), Pillow images
+(`Image.show()` too), SymPy's LaTeX; `plt.show()` and figures left open at the end of a cell
+become display results, one per figure. Binary formats travel as base64 text, as in Jupyter.
+"""
+
+import base64
+import sys
+
+from declaw_shell import door
+
+REPR_METHODS = [
+    ("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),
+    ("image/svg+xml", "_repr_svg_"), ("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
+    ("application/pdf", "_repr_pdf_"), ("text/latex", "_repr_latex_"),
+    ("application/json", "_repr_json_"), ("application/javascript", "_repr_javascript_"),
+]
+BINARY = {"image/png", "image/jpeg", "application/pdf"}
+
+
+def display(*objects, main=False, **_options):
+    """Send each object's bundle to the host as a result (`main`: the cell's value)."""
+    for obj in objects:
+        bundle = mime_bundle(obj)
+        if bundle:
+            door.call("result", data=bundle, main=main)
+
+
+def mime_bundle(obj):
+    figure_class = _class("matplotlib.figure", "Figure")
+    if figure_class is not None and isinstance(obj, figure_class):
+        return _figure_bundle(obj)
+    bundle = {"text/plain": _plain(obj)}
+    hook = getattr(obj, "_repr_mimebundle_", None)
+    if callable(hook) and not isinstance(obj, type):
+        try:
+            data = hook()
+            if isinstance(data, tuple):
+                data = data[0]
+            if isinstance(data, dict):
+                bundle.update({k: _encode(k, v) for k, v in data.items() if v is not None})
+        except Exception:
+            pass
+    for mime, name in REPR_METHODS:
+        method = getattr(obj, name, None)
+        if mime in bundle or not callable(method) or isinstance(obj, type):
+            continue
+        try:
+            value = method()
+        except Exception:
+            continue
+        if isinstance(value, tuple):
+            value = value[0]
+        if value is not None:
+            bundle[mime] = _encode(mime, value)
+    frame_class = _class("pandas", "DataFrame")
+    if frame_class is not None and isinstance(obj, frame_class):
+        bundle["e2b/data"] = _frame_data(obj)
+    return bundle
+
+
+def _class(module, name):
+    loaded = sys.modules.get(module)  # cost nothing unless the user imported it
+    return getattr(loaded, name, None) if loaded is not None else None
+
+
+def _plain(obj):
+    try:
+        import pprint
+
+        return pprint.pformat(obj) if isinstance(obj, (dict, list, tuple, set)) else repr(obj)
+    except Exception as exc:
+        return "<unprintable %s: %s>" % (type(obj).__name__, exc)
+
+
+def _encode(mime, value):
+    if mime in BINARY and isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode()
+    if mime == "application/json" and not isinstance(value, (dict, list)):
+        return value
+    return value
+
+
+def _frame_data(frame):
+    try:
+        data = frame.to_dict(orient="list")
+        return {str(key): [_jsonable(v) for v in values] for key, values in data.items()}
+    except Exception:
+        return None
+
+
+def _jsonable(value):
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "item"):  # numpy scalars
+        try:
+            return value.item()
+        except Exception:
+            pass
+    if isinstance(value, float) and value != value:
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _figure_bundle(figure):
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    width, height = figure.get_size_inches() * figure.dpi
+    bundle = {
+        "text/plain": "<Figure size %dx%d with %d Axes>" % (width, height, len(figure.axes)),
+        "image/png": base64.b64encode(buffer.getvalue()).decode(),
+    }
+    try:
+        from . import charts
+
+        chart = charts.chart_figure_to_dict(figure)
+    except Exception:
+        chart = {}
+    if chart is not None:
+        bundle["e2b/chart"] = chart
+    return bundle
+
+
+def flush_figures():
+    """Figures still open at the end of a cell (or at `plt.show()`): one result each, closed."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number in pyplot.get_fignums():
+        figure = pyplot.figure(number)
+        try:
+            display(figure)
+        finally:
+            pyplot.close(figure)
+
+
+def install_hooks():
+    """`plt.show()` and `Image.show()` display instead of opening windows."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.show = lambda *args, **kwargs: flush_figures()
+    image = sys.modules.get("PIL.Image")
+    if image is not None:
+        image.Image.show = lambda self, *args, **kwargs: display(self)
