@@ -42,14 +42,20 @@ class _Cell:
     """One `run_code` in flight: what the guest has reported so far."""
 
     def __init__(self, code: str, envs: dict[str, str], timeout: Optional[float],
-                 callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> None:
+                 output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> None:
         self.request = {"code": code, "envs": envs}
         self.timeout = timeout
         self.callbacks = callbacks
         self.execution = Execution()
         self.finished = threading.Event()
+        self.room = output_limit  # characters of logs still kept: the host never holds more
 
     def log(self, stream: str, text: str) -> None:
+        if self.room <= 0:
+            return
+        if len(text) > self.room:
+            text = text[: self.room] + "\n[declaw-wasm] output truncated at the sandbox's output limit\n"
+        self.room -= len(text)
         getattr(self.execution.logs, stream).append(text)
         self._call(f"on_{stream}", OutputMessage(line=text, error=stream == "stderr"))
 
@@ -149,7 +155,7 @@ class Kernel:
             if self.guest is None or self.guest.done:
                 self.guest = self._start()
             guest = self.guest
-            cell = _Cell(code, envs, timeout, callbacks)
+            cell = _Cell(code, envs, timeout, self.core.limits.output_limit, callbacks)
             if self._lost:
                 cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
                                    "its variables and imports are gone\n")

@@ -211,3 +211,22 @@ def test_async_run_code() -> None:
             await sandbox.kill()
 
     anyio.run(main)
+
+
+def test_huge_output_is_capped_and_the_context_goes_on(ci) -> None:
+    execution = ci.run_code("for _ in range(40):\n    print('x' * (1 << 20))")  # 40 MiB
+    kept = "".join(execution.logs.stdout)
+    assert len(kept) <= ci._core.limits.output_limit + 200 and kept.endswith("output limit\n")
+    assert ci.run_code("'fine'").text == "fine"
+
+
+def test_killing_the_sandbox_ends_a_running_cell() -> None:
+    import threading
+
+    from declaw_wasm import SandboxException
+
+    sandbox = Sandbox.create()
+    sandbox.run_code("ready = True")
+    threading.Timer(1.0, sandbox.kill).start()
+    with pytest.raises(SandboxException):
+        sandbox.run_code("while True: pass")
