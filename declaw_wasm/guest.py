@@ -178,11 +178,6 @@ class Guest:
         if self._should_stop():
             raise wasmtime.Trap("declaw-wasm: guest stopped")
 
-    def pause(self, seconds: float) -> None:
-        """Wait up to `seconds` (in a door handler), waking early if the guest is stopped."""
-        self._cancel.wait(seconds)
-        self.check_stopped()
-
     # -- the guest thread ----------------------------------------------------------------------
     def _should_stop(self) -> bool:
         if self._cancel.is_set():

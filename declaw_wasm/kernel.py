@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from .execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .guest import Guest, GuestSpec, OutputSink
-from .process import BOOT_SCRIPT, GUEST_PYTHON
+from .process import boot_spec
 
 if TYPE_CHECKING:
     from .sandbox import SandboxCore
@@ -32,10 +32,8 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
 
 
 def kernel_spec(warm: bool, cwd: str, env: dict[str, str], **spec: Any) -> GuestSpec:
-    if warm:
-        start = f"import _declaw_boot\n_declaw_boot.kernel({cwd!r}, {env!r})\n"
-        return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[start], **spec)
-    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, "--kernel", cwd], env=env, **spec)
+    """A code context's guest: the kernel loop, serving cells in `cwd`."""
+    return boot_spec(warm, "kernel", [cwd, env], ["--kernel", cwd], env, **spec)
 
 
 class _Cell:

@@ -28,26 +28,29 @@ PTY_DEFAULT_ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF
 Stream = Literal["stdout", "stderr", "pty"]
 
 
+def boot_spec(warm: bool, entry: str, args: list[Any], cold_args: list[str], env: dict[str, str],
+              **spec: Any) -> GuestSpec:
+    """A guest whose program is one of the boot module's entries (runtime/_declaw_boot.py): on
+    the warm snapshot, one turn calling `_declaw_boot.<entry>(*args)` (the module is already
+    imported); on the cold module, `run` with the boot script and `cold_args` as its argv.
+    `spec` holds GuestSpec's other fields."""
+    if warm:
+        call = ", ".join(repr(arg) for arg in args)
+        return GuestSpec(argv=[GUEST_PYTHON], env=env,
+                         turns=[f"import _declaw_boot\n_declaw_boot.{entry}({call})\n"], **spec)
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, *cold_args], env=env, **spec)
+
+
 def shell_spec(warm: bool, cwd: str, script: str, env: dict[str, str], tty: bool,
                **spec: Any) -> GuestSpec:
-    """The shell running `script` in `cwd` (or, with `tty`, an interactive shell): on the warm
-    snapshot one turn calls the already imported boot module; on the cold module `run` starts
-    the boot script with a WASI argv. `spec` holds GuestSpec's other fields."""
-    if warm:
-        start = (f"import _declaw_boot\n"
-                 f"_declaw_boot.shell({cwd!r}, {script!r}, {env!r}, {tty!r})\n")
-        return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[start], **spec)
-    mode = ["--pty", cwd] if tty else ["--shell", cwd, script]
-    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, *mode], env=env, **spec)
+    """The shell running `script` in `cwd` (or, with `tty`, an interactive shell)."""
+    cold_args = ["--pty", cwd] if tty else ["--shell", cwd, script]
+    return boot_spec(warm, "shell", [cwd, script, env, tty], cold_args, env, **spec)
 
 
 def python_spec(warm: bool, cwd: str, args: list[str], env: dict[str, str], **spec: Any) -> GuestSpec:
-    """`python3 ARGS` alone, without the shell (the snapshot's self-check, tests): as
-    `shell_spec`, through the boot module's `start`."""
-    if warm:
-        start = f"import _declaw_boot\n_declaw_boot.start({cwd!r}, {args!r}, {env!r})\n"
-        return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[start], **spec)
-    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, cwd, *args], env=env, **spec)
+    """`python3 ARGS` alone, without the shell (the snapshot's self-check, the site's compile)."""
+    return boot_spec(warm, "start", [cwd, args, env], [cwd, *args], env, **spec)
 
 
 class StdinPipe:

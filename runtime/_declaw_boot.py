@@ -3,11 +3,11 @@ behave as CPython's command line.
 
 Cold path: the guest's main program, as
 ``python /usr/local/lib/declaw/_declaw_boot.py --shell CWD SCRIPT`` (a command line),
-``... --pty CWD`` (an interactive shell) or
+``... --pty CWD`` (an interactive shell), ``... --kernel CWD`` (a run_code context) or
 ``... CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS`` (python3 alone).
-Warm path: imported when the snapshot is built; each command's first turn calls `shell()` (or
-`start()`), which first renews what the snapshot froze (environment, random seeds, tempfile
-names).
+Warm path: imported when the snapshot is built; each guest's first turn calls `shell()`,
+`kernel()` or `start()`, which first renew what the snapshot froze (environment, random
+seeds, tempfile names).
 The reactor runs CPython isolated (no site, no PYTHONPATH, no script folder on sys.path), so
 this puts back what a user of `python3` expects: the working directory, `sys.argv`, a fresh
 `__main__`, the script's folder (or the cwd for -c/-m) on `sys.path`, tracebacks that start at
@@ -21,7 +21,6 @@ GUEST_SITE = "/usr/local/lib/declaw-site"  # declaw_shell and what it uses, byte
 for _folder in (os.path.dirname(os.path.abspath(__file__)), GUEST_SITE):
     if _folder not in sys.path:
         sys.path.insert(0, _folder)
-
 
 
 def _install_default_modes():
@@ -82,17 +81,21 @@ def kernel(cwd, env):
     _finish(_status_of(_kernel, cwd))
 
 
-def _kernel(cwd):
-    _install_asyncio_fix()
+def _as_the_system_python():
+    """What every program here expects of its interpreter, whatever the entry."""
     sys.executable = "/usr/local/bin/python3"
+    _install_asyncio_fix()
+
+
+def _kernel(cwd):
+    _as_the_system_python()
     import declaw_kernel
 
     return declaw_kernel.serve(cwd)
 
 
 def _shell(cwd, script, env, tty):
-    _install_asyncio_fix()
-    sys.executable = "/usr/local/bin/python3"
+    _as_the_system_python()
     import declaw_shell
 
     if tty:
@@ -190,9 +193,8 @@ def main(cwd, args):
         sys.stderr.write("python3: can't change to %s: %s\n" % (cwd, exc.strerror))
         return 2
     os.environ["PWD"] = cwd
-    sys.executable = "/usr/local/bin/python3"
+    _as_the_system_python()
     sys.orig_argv = [sys.executable, *args]
-    _install_asyncio_fix()
 
     while args and args[0].startswith("-") and args[0] != "-":
         opt = args.pop(0)
