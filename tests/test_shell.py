@@ -31,7 +31,7 @@ def test_output_streams_while_the_command_runs(sbx) -> None:
     assert r.stdout == "0\n1\n2\n"
     assert [text for _, text in chunks] == ["0\n", "1\n", "2\n"]
     gaps = [b[0] - a[0] for a, b in zip(chunks, chunks[1:])]
-    assert all(0.7 < gap < 1.6 for gap in gaps), gaps
+    assert all(gap > 0.5 for gap in gaps), gaps  # each arrived as written, not at the end
 
 
 def test_utf8_split_across_writes_is_decoded_whole(sbx) -> None:
