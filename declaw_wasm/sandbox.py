@@ -17,13 +17,13 @@ from .pty import Pty
 from .execution import Context, Execution
 from .kernel import DEFAULT_TIMEOUT as RUN_CODE_TIMEOUT
 from .kernel import CodeInterpreter
-from .exceptions import (InvalidArgumentException, SandboxException, SandboxNotFoundException,
-                         TimeoutException)
+from .exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
+                         SandboxNotFoundException, TimeoutException)
 from .files import Filesystem
 from .filesystem import HOME, SandboxFS, runtime_mounts
 from .process import PTY_DEFAULT_ENV, Process
 from .guest_site import site_dir
-from .limits import Limits
+from .limits import Limits, max_sandboxes
 from .models import PtySize, SandboxInfo, SandboxState
 from .paths import guest_runtime_dir, rootfs_dir
 from .runtime import Runtime, get_runtime
@@ -62,6 +62,11 @@ class SandboxCore:
 
     def __init__(self, template: str, timeout: float, metadata: dict[str, str],
                  envs: dict[str, str], limits: Limits) -> None:
+        with SandboxCore.registry_lock:
+            live = len(SandboxCore.registry)
+        if live >= max_sandboxes():
+            raise RateLimitException(f"{live} sandboxes are live in this process "
+                                     "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
         self.runtime: Runtime = get_runtime()
         self.sandbox_id = "sbx_" + secrets.token_hex(10)
         self.template = template
@@ -148,6 +153,10 @@ class SandboxCore:
             raise InvalidArgumentException(f"timeout must be a number of seconds >= 0, got {timeout!r}")
         with self._lock:
             self._require_running()
+            running = sum(1 for p in self._processes.values() if not p.done)
+            if running >= self.limits.max_processes:
+                raise RateLimitException(f"sandbox {self.sandbox_id} already runs {running} commands "
+                                         f"(limits.max_processes); wait for one or kill one")
             pid = self._next_pid
             self._next_pid += 1
             process = Process(self, pid, cmd, where, env, envs=dict(envs or {}), timeout=timeout,
