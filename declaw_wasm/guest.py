@@ -16,6 +16,13 @@ The guest talks back through the door, the module's `host.call` import (the gues
 `_host.call(bytes) -> bytes`): each call is one msgpack request answered by the guest's door
 handler, on the guest's thread. A handler may block (waiting for stdin, say); it waits in short
 slices and calls `check_stopped()` so a kill or timeout still ends the guest.
+
+No host function of ours ever raises into wasmtime: wasmtime-py keeps the last exception raised
+by *any* host function in one process-wide variable and re-raises it in whichever thread next
+leaves wasm, so a `Trap` raised to stop guest A would end guest B on another thread (found by
+benchmarks/load.py). Host functions that see their guest must stop just return (the door with an
+error, the sleep early); the epoch deadline callback, which answers through the C API, then traps
+the guest within one tick.
 """
 
 from __future__ import annotations
@@ -174,9 +181,10 @@ class Guest:
         self._deadline = (time.monotonic() + timeout) if timeout else None
 
     def check_stopped(self) -> None:
-        """For host code running inside a guest call: trap out if the guest is to stop."""
+        """For a door handler waiting on the host: give up (the door answers with an error and
+        the deadline callback stops the guest) once the guest is to stop."""
         if self._should_stop():
-            raise wasmtime.Trap("declaw-wasm: guest stopped")
+            raise GuestStopping()
 
     # -- the guest thread ----------------------------------------------------------------------
     def _should_stop(self) -> bool:
@@ -292,6 +300,11 @@ def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wa
     return func
 
 
+class GuestStopping(Exception):
+    """Raised inside a door handler whose guest is being stopped; the door turns it into an
+    error answer (never into an exception out of the host function)."""
+
+
 class _Door:
     """The `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32` import: reads one msgpack
     request from guest memory, asks the handler, writes the msgpack answer into memory the guest
@@ -310,6 +323,13 @@ class _Door:
 
     def __call__(self, caller: wasmtime.Caller, ptr: int, length: int, out_ptr_ptr: int,
                  out_len_ptr: int) -> int:
+        try:
+            return self._answer(caller, ptr, length, out_ptr_ptr, out_len_ptr)
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return -2
+
+    def _answer(self, caller: wasmtime.Caller, ptr: int, length: int, out_ptr_ptr: int,
+                out_len_ptr: int) -> int:
         memory = caller["memory"]
         alloc = caller["host_alloc"]
         assert isinstance(memory, wasmtime.Memory) and isinstance(alloc, wasmtime.Func)
@@ -330,8 +350,6 @@ class _Door:
             else:
                 reply = self.handler(self.guest, request)
             answer = msgpack.packb(reply, use_bin_type=True)
-        except wasmtime.Trap:
-            raise
         except Exception:
             return -2
         out = int(alloc(caller, len(answer)))
@@ -350,8 +368,9 @@ def _fits(ptr: int, length: int, size: int) -> bool:
 class _PollOneoff:
     """WASI `poll_oneoff`, reimplemented so that a sleeping guest can be stopped.
 
-    Clock subscriptions sleep in waits of at most 50 ms on the guest's cancel event; fd
-    subscriptions (stdin, files) are reported ready at once, as regular files always are.
+    Clock subscriptions sleep in waits of at most 50 ms on the guest's cancel event, and end
+    early once the guest is to stop; fd subscriptions (stdin, files) are reported ready at once,
+    as regular files always are.
     """
 
     SUB = 48
@@ -364,6 +383,13 @@ class _PollOneoff:
 
     def __call__(self, caller: wasmtime.Caller, in_ptr: int, out_ptr: int, nsubs: int,
                  nevents_ptr: int) -> int:
+        try:
+            return self._poll(caller, in_ptr, out_ptr, nsubs, nevents_ptr)
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return self.EFAULT
+
+    def _poll(self, caller: wasmtime.Caller, in_ptr: int, out_ptr: int, nsubs: int,
+              nevents_ptr: int) -> int:
         memory = caller["memory"]
         assert isinstance(memory, wasmtime.Memory)
         if nsubs <= 0 or nsubs > 4096:
@@ -394,9 +420,10 @@ class _PollOneoff:
                     break
                 self.guest._cancel.wait(min(remaining / 1e9, 0.05))
                 if self.guest._should_stop():
-                    raise wasmtime.Trap("declaw-wasm: guest stopped while sleeping")
+                    break  # wake early: the deadline callback stops the guest on its next tick
             now = time.monotonic_ns()
-            events = [(ud, 0) for ud, deadline in clocks if deadline <= now]
+            events = [(ud, 0) for ud, deadline in clocks if deadline <= now] or \
+                [(ud, 0) for ud, _ in clocks]
         out = b"".join(struct.pack("<QHBxxxxxQHxxxxxx", ud, 0, tag, 0, 0) for ud, tag in events)
         memory.write(caller, out, out_ptr)
         memory.write(caller, struct.pack("<I", len(events)), nevents_ptr)
