@@ -74,6 +74,9 @@ def _result(process: Process) -> CommandResult:
     assert outcome is not None
     if outcome.stopped == "timeout":
         raise TimeoutException(f"command timed out: {process.cmd!r}", outcome.stdout, outcome.stderr)
+    if outcome.stopped == "quota":
+        return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr,
+                             exit_code=KILLED_EXIT_CODE, error=process.quota_message)
     if outcome.stopped == "killed" and not process.killed:
         raise SandboxException(f"sandbox {process.core.sandbox_id} was killed while the command ran")
     error = None

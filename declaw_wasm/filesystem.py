@@ -34,12 +34,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Iterator, Optional, Union
+from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
 
-from .exceptions import (FileNotFoundException, InvalidArgumentException, SandboxException)
+from .exceptions import (FileNotFoundException, InvalidArgumentException,
+                         NotEnoughSpaceException, SandboxException)
 from .guest import Mount
 from .guest_site import GUEST_SITE
 from .models import EntryInfo, FileType, WriteInfo
+from .quota import usage
+
+if TYPE_CHECKING:
+    from .limits import Limits
 
 HOME = "/home/user"
 MAX_SYMLINK_HOPS = 40
@@ -77,7 +82,10 @@ def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
 class SandboxFS:
     """The host folder of one sandbox and the mounts its guests see."""
 
-    def __init__(self, shared_mounts: list[Mount], skeleton: Path) -> None:
+    def __init__(self, shared_mounts: list[Mount], skeleton: Path,
+                 limits: Optional["Limits"] = None) -> None:
+        """`limits`: whose disk quota the files API keeps to (none for a throw-away tree)."""
+        self.limits = limits
         self.base = Path(tempfile.mkdtemp(prefix="declaw-wasm-sbx-"))
         self.root = self.base / "root"
         shutil.copytree(skeleton, self.root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
@@ -94,6 +102,20 @@ class SandboxFS:
 
     def destroy(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
+
+    def writable_folders(self) -> list[Path]:
+        return [m.host for m in self.mounts if m.writable]
+
+    def _room(self, new_bytes: int) -> Optional[int]:
+        """Bytes a write may still add under the disk quota (None: no quota); raises
+        NotEnoughSpaceException if even `new_bytes` (the size, when known) or a new file is too much."""
+        if self.limits is None:
+            return None
+        used_bytes, used_files = usage(self.writable_folders())
+        message = self.limits.over_disk_quota(used_bytes + new_bytes, used_files + 1)
+        if message:
+            raise NotEnoughSpaceException(message)
+        return self.limits.disk_bytes - used_bytes
 
     # -- resolution ------------------------------------------------------------------------------
     @staticmethod
@@ -196,14 +218,22 @@ class SandboxFS:
         shown = self.absolute(path)
         loc = self.locate(path)
         self._writable(loc, shown)
+        known = len(data) if isinstance(data, (bytes, bytearray, memoryview)) else \
+            len(data.encode()) if isinstance(data, str) else 0
+        room = self._room(known)
         with _errors(shown):
             if not loc.parts:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory")
             with self._parent_fd(loc, create=True) as parent:
                 fd = os.open(loc.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                              0o644, dir_fd=parent)
-            with os.fdopen(fd, "wb") as out:
-                _copy_into(data, out)
+                try:
+                    with os.fdopen(fd, "wb") as out:
+                        _copy_into(data, out, room)
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:  # over the quota: leave nothing half-written
+                        os.unlink(loc.name, dir_fd=parent)
+                    raise
         return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown)
 
     def list(self, path: str, depth: int = 1) -> list[EntryInfo]:
@@ -355,23 +385,27 @@ def _errors(path: str) -> Iterator[None]:
         if exc.errno == errno.ELOOP:
             raise SandboxException(f"{path}: refused, a symbolic link changed during the call") from None
         if exc.errno == errno.ENOSPC:
-            from .exceptions import NotEnoughSpaceException
-
-            raise NotEnoughSpaceException(f"{path}: no space left") from None
+            raise NotEnoughSpaceException(f"{path}: {exc.strerror or 'no space left'}") from None
         raise SandboxException(f"{path}: {exc.strerror or exc}") from None
 
 
-def _copy_into(data: WriteData, out: IO[bytes]) -> None:
+def _copy_into(data: WriteData, out: IO[bytes], room: Optional[int] = None) -> None:
+    """Write `data`; more than `room` bytes (None: no limit) is ENOSPC."""
     if isinstance(data, str):
         out.write(data.encode("utf-8"))
     elif isinstance(data, (bytes, bytearray, memoryview)):
         out.write(data)
     elif hasattr(data, "read"):
+        written = 0
         while True:
             chunk = data.read(CHUNK)
             if not chunk:
                 break
-            out.write(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
+            raw = chunk.encode("utf-8") if isinstance(chunk, str) else chunk
+            written += len(raw)
+            if room is not None and written > room:
+                raise OSError(errno.ENOSPC, "disk quota exceeded (Limits.disk_bytes)")
+            out.write(raw)
     else:
         raise InvalidArgumentException(
             f"data must be str, bytes or a file-like object, got {type(data).__name__}")

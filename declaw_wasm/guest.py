@@ -46,7 +46,7 @@ from .runtime import Runtime
 GUEST_THREAD_STACK = 64 << 20
 TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
 
-StopReason = Literal["timeout", "killed"]
+StopReason = Literal["timeout", "killed", "quota"]
 OutputCallback = Callable[[str], None]
 DoorHandler = Callable[["Guest", Any], Any]
 

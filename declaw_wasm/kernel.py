@@ -87,6 +87,7 @@ class Kernel:
         self._pending: Optional[_Cell] = None  # handed to the guest at its next `next`
         self._current: Optional[_Cell] = None
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
+        self._quota_message = ""
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
@@ -173,6 +174,10 @@ class Kernel:
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
             raise TimeoutException(f"Execution timed out after {timeout:g} s")
+        if outcome.stopped == "quota":
+            self._lost = "the previous cell went over the disk quota"
+            cell.error("DiskQuotaExceeded", self._quota_message, "")
+            return cell.execution
         if not self.core.running or outcome.stopped == "killed":
             raise SandboxException(f"sandbox {self.core.sandbox_id} was killed while the cell ran")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
@@ -180,6 +185,15 @@ class Kernel:
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
                    + (f": {outcome.error}" if outcome.error else ""), outcome.stderr[-2000:])
         return cell.execution
+
+    def busy(self) -> bool:
+        return self._current is not None and self.guest is not None
+
+    def stop_for_quota(self, message: str) -> None:
+        guest = self.guest
+        if guest is not None:
+            self._quota_message = message
+            guest.kill("quota")
 
     def stop(self) -> None:
         guest = self.guest
@@ -247,6 +261,17 @@ class CodeInterpreter:
         with self._lock:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
+
+    def busy_guests(self) -> set[int]:
+        with self._lock:
+            kernels = list(self._kernels.values())
+        return {id(k.guest) for k in kernels if k.busy()}
+
+    def stop_for_quota(self, message: str, guest_ids: set[int]) -> None:
+        with self._lock:
+            kernels = [k for k in self._kernels.values() if id(k.guest) in guest_ids]
+        for kernel in kernels:
+            kernel.stop_for_quota(message)
 
     def stop_all(self) -> None:
         with self._lock:

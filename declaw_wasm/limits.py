@@ -16,6 +16,16 @@ class Limits(BaseModel):
     memory_limit: int = Field(1 << 30, gt=64 << 20, description="linear memory per guest, bytes")
     output_limit: int = Field(16 << 20, gt=0, description="bytes kept per output stream")
     max_processes: int = Field(64, gt=0, description="commands and PTYs running at once")
+    disk_bytes: int = Field(1 << 30, gt=0, description="bytes on disk under /home/user and /tmp")
+    disk_files: int = Field(100_000, gt=0, description="files and folders under /home/user and /tmp")
+
+    def over_disk_quota(self, used_bytes: int, used_files: int) -> str:
+        """What is over the disk quota ("" if nothing)."""
+        if used_bytes > self.disk_bytes:
+            return f"disk quota exceeded: {used_bytes} bytes used, limit {self.disk_bytes} (Limits.disk_bytes)"
+        if used_files > self.disk_files:
+            return f"disk quota exceeded: {used_files} files, limit {self.disk_files} (Limits.disk_files)"
+        return ""
 
 
 def max_sandboxes() -> int:

@@ -117,6 +117,7 @@ class Process:
         self._callbacks: dict[Stream, Optional[Callable[[Any], None]]] = {
             "stdout": on_stdout, "stderr": on_stderr, "pty": on_pty}
         self.killed = False
+        self.quota_message = ""
         limits = core.limits
         stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
         stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
@@ -211,6 +212,10 @@ class Process:
         self.killed = True
         self.guest.kill("killed")
         return True
+
+    def stop_for_quota(self, message: str) -> None:
+        self.quota_message = message
+        self.guest.kill("quota")
 
     def send_stdin(self, data: Any) -> None:
         if isinstance(data, str):

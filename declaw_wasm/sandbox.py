@@ -23,6 +23,7 @@ from .files import Filesystem
 from .filesystem import HOME, SandboxFS, runtime_mounts
 from .process import PTY_DEFAULT_ENV, Process
 from .guest_site import site_dir
+from . import quota
 from .limits import Limits, max_sandboxes
 from .models import PtySize, SandboxInfo, SandboxState
 from .paths import guest_runtime_dir, rootfs_dir
@@ -47,11 +48,11 @@ def base_env() -> dict[str, str]:
     }
 
 
-def new_sandbox_fs(runtime: Runtime) -> SandboxFS:
+def new_sandbox_fs(runtime: Runtime, limits: Optional[Limits] = None) -> SandboxFS:
     files = runtime.files
     return SandboxFS(runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(),
                                     site_dir(runtime)),
-                     skeleton=rootfs_dir())
+                     skeleton=rootfs_dir(), limits=limits)
 
 
 class SandboxCore:
@@ -73,7 +74,7 @@ class SandboxCore:
         self.metadata = metadata
         self.envs = envs
         self.limits = limits
-        self.fs = new_sandbox_fs(self.runtime)
+        self.fs = new_sandbox_fs(self.runtime, limits)
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()
@@ -86,6 +87,7 @@ class SandboxCore:
         self.set_timeout(timeout)
         with SandboxCore.registry_lock:
             SandboxCore.registry[self.sandbox_id] = self
+        quota.watcher.watch(self)
 
     # -- lifetime ----------------------------------------------------------------------------------
     def set_timeout(self, timeout: float) -> None:
@@ -172,6 +174,20 @@ class SandboxCore:
     def processes(self) -> list[Process]:
         with self._lock:
             return [p for p in self._processes.values() if not p.done]
+
+    def running_guests(self) -> set[int]:
+        """Ids of the guests doing work now: running commands and cells in flight."""
+        with self._lock:
+            ids = {id(p.guest) for p in self._processes.values() if not p.done}
+        return ids | self.code.busy_guests()
+
+    def stop_for_quota(self, message: str, guest_ids: set[int]) -> None:
+        """Over the disk quota: stop these running guests (see quota.py)."""
+        with self._lock:
+            processes = [p for p in self._processes.values() if id(p.guest) in guest_ids]
+        for process in processes:
+            process.stop_for_quota(message)
+        self.code.stop_for_quota(message, guest_ids)
 
     def kill_process(self, pid: int) -> bool:
         """Kill a running command or PTY; False if there is none with this pid."""

@@ -40,3 +40,37 @@ def test_live_sandboxes_per_process_are_capped(monkeypatch) -> None:
         with pytest.raises(RateLimitException, match="DECLAW_WASM_MAX_SANDBOXES"):
             Sandbox.create()
     Sandbox.create().kill()  # room again once one is gone
+
+
+def test_files_api_refuses_writes_over_the_disk_quota() -> None:
+    import io
+
+    from declaw_wasm import NotEnoughSpaceException
+
+    with Sandbox.create(limits=Limits(disk_bytes=4 << 20)) as sandbox:
+        sandbox.files.write("/tmp/small", b"x" * (1 << 20))
+        with pytest.raises(NotEnoughSpaceException, match="disk_bytes"):
+            sandbox.files.write("/tmp/big", b"x" * (8 << 20))
+        with pytest.raises(NotEnoughSpaceException):
+            sandbox.files.write("/tmp/streamed", io.BytesIO(b"y" * (8 << 20)))
+        assert not sandbox.files.exists("/tmp/big") and not sandbox.files.exists("/tmp/streamed")
+        assert sandbox.files.read("/tmp/small", format="bytes") == b"x" * (1 << 20)
+
+
+def test_a_guest_over_the_disk_quota_is_stopped() -> None:
+    with Sandbox.create(limits=Limits(disk_bytes=32 << 20, disk_files=2000)) as sandbox:
+        sandbox.files.write("/home/user/fill.py", "import time\nf = open('/tmp/fill', 'wb')\n"
+                            "while True:\n    f.write(b'x' * (1 << 20)); f.flush(); time.sleep(0.01)\n")
+        r = sandbox.commands.run("python3 fill.py", timeout=60)
+        assert r.exit_code == 137 and "disk quota exceeded" in r.error and "disk_bytes" in r.error
+        sandbox.files.remove("/tmp/fill")
+        sandbox.files.write("/home/user/files.py",
+                            "for i in range(100000):\n    open(f'/tmp/n{i}', 'w').close()\n")
+        r = sandbox.commands.run("python3 files.py", timeout=60)
+        assert r.exit_code == 137 and "disk_files" in r.error
+        sandbox.commands.run("rm -rf /tmp/n*")
+        cell = sandbox.run_code("with open('/tmp/more', 'wb') as f:\n"
+                                "    while True: f.write(b'x' * (1 << 20)); f.flush()", timeout=60)
+        assert cell.error is not None and cell.error.name == "DiskQuotaExceeded"
+        assert sandbox.commands.run("rm -rf /tmp/more; echo cleaned").stdout == "cleaned\n"
+        assert sandbox.run_code("1 + 1").text == "2"
