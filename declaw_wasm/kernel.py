@@ -93,6 +93,10 @@ class Kernel:
     def _door(self, guest: Guest, request: Any) -> Any:
         op = request.get("op") if isinstance(request, dict) else None
         cell = self._current
+        if op == "next" and cell is not None:
+            # only the kernel's first request is `next`; from inside a cell it would lift the
+            # cell's deadline
+            raise ValueError("door request 'next' while a cell runs")
         if op in ("next", "done"):
             if op == "done" and cell is not None:
                 cell.execution.execution_count = request.get("execution_count")

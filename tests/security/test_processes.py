@@ -1,0 +1,305 @@
+"""Processes and system calls: fork/exec/subprocess/os.system, ctypes, sockets, signals, threads,
+aborts, deep recursion; and the door (`_host.call`), the guest's only way to talk to the host,
+fed garbage, huge frames, forged exit codes and unknown or out-of-place requests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from declaw_wasm import TimeoutException
+
+from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
+
+DOOR = """
+import _host, msgpack
+def door(frame):
+    try:
+        return repr(_host.call(frame))
+    except BaseException as e:
+        return type(e).__name__
+def req(**r):
+    return door(msgpack.packb(r, use_bin_type=True))
+"""
+
+
+def _host_children() -> set[int]:
+    """The host processes whose parent is this test process."""
+    me = str(os.getpid())
+    kids = set()
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[1] == me:
+                        kids.add(int(pid))
+            except (OSError, IndexError):
+                pass
+    return kids
+
+
+def test_no_fork_exec_spawn_or_subprocess(box) -> None:
+    """Defends against the guest starting host processes (fork, exec, spawn, subprocess, popen)."""
+    kids = _host_children()
+    code = """
+import os, subprocess
+for name in ('fork', 'forkpty', 'execv', 'execve', 'posix_spawn', 'spawnv', 'system', 'kill', 'killpg'):
+    print(name, hasattr(os, name))
+for f in (lambda: subprocess.run(['/bin/sh', '-c', 'touch /tmp/pwned-by-guest']),
+          lambda: subprocess.Popen('id', shell=True),
+          lambda: subprocess.check_output(['python3', '-c', 'print(1)']),
+          lambda: os.popen('id').read(),
+          lambda: __import__('multiprocessing').Process(target=print).start(),
+          lambda: __import__('pty').fork()):
+    try:
+        print('RAN', f())
+    except (OSError, AttributeError, RuntimeError, NotImplementedError, ImportError) as e:
+        print('refused', type(e).__name__)
+"""
+    r = run_py(box, code)
+    lines = r.stdout.splitlines()
+    assert lines[:9] == [f"{n} False" for n in ("fork", "forkpty", "execv", "execve", "posix_spawn",
+                                                "spawnv", "system", "kill", "killpg")], r
+    assert [line.split()[0] for line in lines[9:]] == ["refused"] * 6, r
+    r = box.commands.run("python3 -c 'import os; os.system(\"touch /tmp/x\")'; bash -c 'echo nested'; "
+                         "exec /bin/sh; echo after", timeout=20)
+    assert r.stdout == "nested\nafter\n"  # `bash -c` is the in-guest shell again; no exec
+    assert not os.path.exists("/tmp/pwned-by-guest")
+    assert _host_children() <= kids
+    assert_host_fine(box)
+
+
+def test_ctypes_cannot_reach_memory_or_libraries(box) -> None:
+    """Defends against ctypes loading host libraries or poking raw memory."""
+    code = """
+import ctypes
+for f in (lambda: ctypes.CDLL(None), lambda: ctypes.CDLL('libc.so.6'),
+          lambda: ctypes.cdll.LoadLibrary('/lib/x86_64-linux-gnu/libc.so.6'),
+          lambda: ctypes.string_at(0xFFFFFFF0, 64), lambda: ctypes.memset(16, 0, 1 << 20),
+          lambda: ctypes.memmove(0, 0x7FFFFFFF, 4096),
+          lambda: ctypes.CFUNCTYPE(ctypes.c_int)(12345)(), lambda: ctypes.pythonapi):
+    try:
+        print('RAN', f())
+    except (OSError, AttributeError) as e:
+        print('refused')
+"""
+    r = run_py(box, code)
+    assert r.stdout == "refused\n" * 8, r
+    ex = box.run_code("import ctypes\nctypes.memset(0, 0, 1 << 30)")
+    assert ex.error is not None and ex.error.name == "OSError"
+    assert box.run_code("40 + 2").text == "42"
+    assert_host_fine(box)
+
+
+def test_no_sockets_to_the_host(box) -> None:
+    """Defends against the guest connecting to services on the host's loopback."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.3)
+    port = server.getsockname()[1]
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    udp.settimeout(0.3)
+    uport = udp.getsockname()[1]
+    try:
+        code = f"""
+import socket
+for f in (lambda: socket.create_connection(('127.0.0.1', {port}), timeout=1),
+          lambda: socket.socket().connect(('127.0.0.1', {port})),
+          lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {uport})),
+          lambda: socket.socket(socket.AF_UNIX).connect('/tmp/.X11-unix/X0'),
+          lambda: socket.socketpair(), lambda: socket.getaddrinfo('localhost', {port}),
+          lambda: socket.gethostbyname('localhost'),
+          lambda: __import__('urllib.request').request.urlopen('http://127.0.0.1:{port}/', timeout=1)):
+    try:
+        print('CONNECTED', f())
+    except (OSError, AttributeError) as e:
+        print('refused')
+"""
+        r = run_py(box, code, timeout=20)
+        assert r.stdout == "refused\n" * 8, r
+        ex = box.run_code(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)")
+        assert ex.error is not None
+        r = box.commands.run(f"curl http://127.0.0.1:{port}/; wget http://127.0.0.1:{port}/; "
+                             f"nc 127.0.0.1 {port}; echo rc=$?")
+        assert r.stdout == "rc=127\n"
+        r = box.commands.run(f"echo hi > /dev/tcp/127.0.0.1/{port}")
+        assert r.exit_code != 0
+        with pytest.raises(socket.timeout):
+            server.accept()
+        with pytest.raises(socket.timeout):
+            udp.recvfrom(16)
+    finally:
+        server.close()
+        udp.close()
+    assert_host_fine(box)
+
+
+def test_signals_stay_in_the_guest(box) -> None:
+    """Defends against guest code signalling host processes or installing host handlers."""
+    handler = signal.getsignal(signal.SIGINT)
+    code = """
+import signal, os
+print(hasattr(signal, 'alarm'), hasattr(os, 'kill'), hasattr(signal, 'pthread_kill'), hasattr(signal, 'setitimer'))
+signal.signal(signal.SIGINT, lambda *a: print('guest handler'))
+"""
+    r = run_py(box, code)
+    assert r.stdout == "False False False False\n", r
+    assert signal.getsignal(signal.SIGINT) is handler  # the host's handler is untouched
+    r = run_py(box, "import signal\nsignal.raise_signal(signal.SIGKILL)\n")
+    assert r.exit_code != 0 and r.error is not None  # only the guest ended
+    r = box.commands.run("kill -9 1; kill -9 %d; kill -STOP 0; echo alive" % os.getpid())
+    assert r.stdout.endswith("alive\n")
+    ex = box.run_code("import signal\nsignal.raise_signal(signal.SIGTERM)")
+    assert ex.error is not None  # the context's interpreter ended: reported, not raised
+    assert box.run_code("1 + 1").text == "2"
+    assert_host_fine(box)
+
+
+def test_threads_are_refused_and_aborts_end_only_the_guest(box) -> None:
+    """Defends against guest threads on the host and against guest aborts taking the host down."""
+    before = guest_threads()
+    r = run_py(box, "import threading\ntry:\n    threading.Thread(target=print).start()\n"
+                    "except RuntimeError as e:\n    print(e)\n")
+    assert r.stdout == "can't start new thread\n"
+    for crash in ("import os; os.abort()", "import faulthandler; faulthandler._sigsegv()"):
+        r = run_py(box, crash)
+        assert r.exit_code == 134 and "trapped" in str(r.error)
+    assert wait_guest_threads(before) <= before
+    assert_host_fine(box)
+
+
+def test_deep_recursion_ends_the_guest_with_an_error(box) -> None:
+    """Defends against sys.setrecursionlimit(10**6) recursion crashing the host's native stack."""
+    code = ("import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\n"
+            "try:\n    f(0)\nexcept RecursionError:\n    print('RecursionError', flush=True)\n")
+    start = time.monotonic()
+    r = run_py(box, code, timeout=30)
+    assert r.exit_code != 0 and r.error and "trapped" in r.error  # wasm stack exhausted: the guest ends
+    assert r.stdout == "RecursionError\n"
+    ex = box.run_code(code, timeout=30)
+    assert ex.error is not None and ex.error.name == "KernelExit"
+    assert time.monotonic() - start < 20
+    assert box.run_code("2 + 2").text == "4"
+    assert_host_fine(box)
+
+
+@pytest.mark.xfail(strict=True, reason="an UNCAUGHT RecursionError at depth ~10**6 never ends on "
+                   "its own: the default excepthook (pure-Python traceback in 3.15) builds every one "
+                   "of the 10**6 frames (~0.5 ms each in the guest, ~8 min) before collapsing the "
+                   "repeats, so the command runs until its timeout (TimeoutException) and run_code "
+                   "until its 300 s default")
+def test_uncaught_deep_recursion_ends_with_an_error(box) -> None:
+    """Defends against a one-line recursion bomb burning the guest's whole timeout."""
+    code = "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\nf(0)\n"
+    try:
+        r = run_py(box, code, timeout=3)
+    finally:
+        assert_host_fine(box)
+    assert r.exit_code == 1 and "RecursionError" in r.stderr
+
+
+def test_door_garbage_frames(box) -> None:
+    """Defends against malformed door frames crashing or confusing the host."""
+    code = DOOR + """
+frames = [b'garbage', b'', b'\\xc1' * 100, b'\\x81', b'\\xdf\\xff\\xff\\xff\\xff', b'\\x92\\x01',
+          msgpack.packb([1, 2, 3]), msgpack.packb('op'), msgpack.packb({'op': None}),
+          msgpack.packb({b'op': b'stdin'}), msgpack.packb({'op': 'stdin', 'n': 'x'}),
+          msgpack.packb({'op': 'stdin', 'n': -1}), msgpack.packb({'op': 'stdin', 'n': 2**62}),
+          msgpack.packb({'op': 'winsize', 'extra': [None] * 1000})]
+for f in frames:
+    print(door(f))
+for bad in ([], None, 'text', 12):
+    print(door(bad))
+for i in range(2000):
+    door(b'garbage')
+print('survived')
+"""
+    before = guest_threads()
+    r = run_py(box, code, timeout=30)
+    assert r.exit_code == 0 and r.stdout.endswith("survived\n"), r
+    answers = r.stdout.splitlines()
+    assert answers[:4] == ["OSError"] * 4 and answers[-5:-1] == ["TypeError"] * 4
+    assert wait_guest_threads(before) <= before
+    assert_host_fine(box)
+
+
+def test_door_huge_frames(box) -> None:
+    """Defends against oversized door frames exhausting host memory."""
+    code = DOOR + """
+print(door(b'x' * (17 << 20)))
+print(door(b'\\xc6' + (200 << 20).to_bytes(4, 'big') + b'x' * 64))
+print(req(op='nope', pad='y' * ((16 << 20) - 64)))
+print(req(op='stdin', n=10**12))
+"""
+    with PeakRSS() as mem:
+        r = run_py(box, code, timeout=30)
+    assert r.stdout.splitlines() == ["OSError", "OSError", "OSError", "b'\\xc4\\x00'"], r
+    assert mem.growth < 160 << 20  # the host copied at most one 16 MiB frame, not 200 MiB
+    assert_host_fine(box)
+
+
+def test_door_forged_exit_codes(box) -> None:
+    """Defends against forged `exit` requests (negative, huge, non-numeric codes) confusing the host."""
+    r = run_py(box, DOOR + "print(req(op='exit', code=-5))\nimport os\nos._exit(0)\n")
+    assert 0 <= r.exit_code <= 255 and r.exit_code == (-5 & 0xFF)
+    for code in ("'abc'", "None", "[1]", "10**18", "-(2**63)", "3.5"):
+        r = run_py(box, DOOR + f"print(req(op='exit', code={code}))\nprint(req(op='exit'))\n")
+        assert r.stdout.splitlines()[-1] == "OSError", r  # a request without a code is refused
+        assert 0 <= r.exit_code <= 255
+    r = box.commands.run("python3 -c 'import _host, msgpack; _host.call(msgpack.packb({\"op\": \"exit\", "
+                         "\"code\": 300}))'; echo next=$?")
+    assert r.stdout.startswith("next=")
+    ex = box.run_code(DOOR + "req(op='exit', code=-5)\nimport os\nos._exit(0)")
+    assert ex.error is not None and ex.error.name == "KernelExit"
+    assert box.run_code("3 * 3").text == "9"
+    assert_host_fine(box)
+
+
+def test_door_requests_out_of_place_in_run_code(box) -> None:
+    """Defends against a cell forging kernel door requests (results, errors, logs, unknown ops)."""
+    ctx = box.create_code_context()
+    ex = box.run_code(DOOR + "print(req(op='result', data={'text/plain': 5, 'image/png': ['x']}, main=True))\n"
+                             "print(req(op='result', data='garbage', main=True))\n"
+                             "print(req(op='error', name=None, value=['x'], traceback={1: 2}))\n"
+                             "print(req(op='bogus'))\n"
+                             "print(req(op='stdin', n=-1), req(op='winsize'))\n"
+                             "req(op='stdout', text='A' * (20 << 20))\n"
+                             "'cell end'", context=ctx, timeout=30)
+    assert ex.logs.stdout[:4] == ["OSError\n"] * 4 or "OSError" in "".join(ex.logs.stdout)
+    assert sum(map(len, ex.logs.stdout)) <= box._core.limits.output_limit + 200
+    assert box.run_code("6 * 7", context=ctx).text == "42"
+    assert_host_fine(box)
+
+
+def test_door_next_cannot_escape_the_cell_timeout(fresh) -> None:
+    """Defends against a cell forging the kernel's `next` request to escape its timeout."""
+    call = Bounded(lambda: fresh.run_code(DOOR + "req(op='next')\nwhile True: pass", timeout=1))
+    ended = call.wait(3)
+    if not ended:
+        fresh.kill()  # releases the stuck call
+        call.wait(10)
+    assert_host_fine()
+    assert ended and isinstance(call.error, TimeoutException), "run_code(timeout=1) still running after 3 s"
+
+
+@pytest.mark.xfail(strict=True, reason="a cell that forges {'op': 'done'} ends run_code early, "
+                   "then receives the NEXT run_code's request as the answer of its door call: the "
+                   "next cell's code is handed to the previous cell (which can read or fake it) and "
+                   "never runs; run_code returns the hijacker's output as that cell's")
+def test_door_done_cannot_hijack_the_next_cell(fresh) -> None:
+    """Defends against a cell forging `done` to intercept the next cell's code and results."""
+    first = Bounded(lambda: fresh.run_code(DOOR + "print('stolen:', req(op='done'))", timeout=10))
+    assert first.wait(10)
+    second = Bounded(lambda: fresh.run_code("secret = 'cell-two'\n6 * 7", timeout=5))
+    ended = second.wait(8)
+    if not ended:
+        fresh.kill()
+    assert_host_fine()
+    assert ended and second.error is None
+    assert second.result.text == "42" and "cell-two" not in "".join(second.result.logs.stdout)
