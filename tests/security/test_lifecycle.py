@@ -289,7 +289,8 @@ def test_kill_during_files_writes_fails_them_cleanly() -> None:
         _remove_tree(base)  # a racing write can leave it behind: see the next case
 
 
-@pytest.mark.xfail(strict=True, reason="kill races files-API calls: Filesystem checks the sandbox "
+@pytest.mark.xfail(strict=False,  # a race: it may not happen in a given run
+                    reason="kill races files-API calls: Filesystem checks the sandbox "
                    "is running, then writes without a lock while kill's shutil.rmtree(..., "
                    "ignore_errors=True) runs; a write that mkdirs a new parent after rmtree scanned "
                    "the folder makes rmdir fail silently, so the killed sandbox's host folder (with "
