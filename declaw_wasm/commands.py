@@ -123,7 +123,7 @@ class Commands:
         """The running commands and PTYs of this sandbox."""
         return [ProcessInfo(pid=p.pid, tag=p.tag, cmd=p.cmd or "/bin/bash", args=_args(p),
                             envs=dict(p.envs), cwd=p.cwd)
-                for p in self._core.processes()]
+                for p in self._core.processes_checked()]
 
     def kill(self, pid: int, request_timeout: Optional[float] = None) -> bool:
         """Kill a command; False if no such command is running."""

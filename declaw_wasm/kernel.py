@@ -216,6 +216,7 @@ class CodeInterpreter:
         self._kernels: dict[str, Kernel] = {}
 
     def _kernel(self, context: Union[Context, str, None]) -> Kernel:
+        self.core.ensure_running()
         context_id = context.id if isinstance(context, Context) else (context or DEFAULT_CONTEXT)
         with self._lock:
             kernel = self._kernels.get(context_id)
@@ -251,6 +252,7 @@ class CodeInterpreter:
         return context
 
     def list_contexts(self) -> list[Context]:
+        self.core.ensure_running()
         with self._lock:
             listed = [k.context for k in self._kernels.values()]
         if not any(c.id == DEFAULT_CONTEXT for c in listed):

@@ -175,6 +175,11 @@ class SandboxCore:
         with self._lock:
             return [p for p in self._processes.values() if not p.done]
 
+    def processes_checked(self) -> list[Process]:
+        """The running commands and PTYs; raises if the sandbox is gone (as every call does)."""
+        self.ensure_running()
+        return self.processes()
+
     def running_guests(self) -> set[int]:
         """Ids of the guests doing work now: running commands and cells in flight."""
         with self._lock:
@@ -191,6 +196,7 @@ class SandboxCore:
 
     def kill_process(self, pid: int) -> bool:
         """Kill a running command or PTY; False if there is none with this pid."""
+        self.ensure_running()
         process = self.process(pid)
         return process.kill() if process is not None else False
 

@@ -186,10 +186,6 @@ def test_every_call_on_a_killed_sandbox_raises_promptly() -> None:
     assert_host_fine()
 
 
-@pytest.mark.xfail(strict=True, reason="on a killed sandbox, commands.list() returns [], "
-                   "commands.kill(pid)/pty.kill(pid) return False, list_code_contexts() returns "
-                   "[default], restart_code_context()/remove_code_context() return None: they answer "
-                   "as if it were alive instead of raising SandboxException like every other call")
 def test_process_and_context_calls_on_a_killed_sandbox_raise() -> None:
     """Defends against a killed sandbox answering process and context queries as if alive."""
     s = Sandbox.create(timeout=60)
