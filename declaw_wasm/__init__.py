@@ -18,11 +18,13 @@ from .limits import Limits
 from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo,
                      SandboxState, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
+from .templates import Template, TemplateInfo, delete_template, list_templates
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncSandbox", "Sandbox", "SandboxPaginator", "Limits", "FileStream",
+    "Template", "TemplateInfo", "list_templates", "delete_template",
     "CommandHandle", "ProcessInfo", "PtySize",
     "Context", "Execution", "ExecutionError", "Logs", "OutputMessage", "Result",
     "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "WriteEntry",

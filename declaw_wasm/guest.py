@@ -180,6 +180,10 @@ class Guest:
         (a code context) gets one per cell."""
         self._deadline = (time.monotonic() + timeout) if timeout else None
 
+    def stop_requested(self) -> bool:
+        """For a door handler doing long host work: whether to give up now."""
+        return self._should_stop()
+
     def check_stopped(self) -> None:
         """For a door handler waiting on the host: give up (the door answers with an error and
         the deadline callback stops the guest) once the guest is to stop."""

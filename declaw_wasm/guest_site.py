@@ -20,7 +20,6 @@ import base64
 import functools
 import hashlib
 import importlib.metadata
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from filelock import FileLock
 
 from .exceptions import SandboxException
 from .paths import guest_runtime_dir
-from .runtime import prune_superseded
+from .runtime import publish
 from .settings import cache_dir
 
 if TYPE_CHECKING:
@@ -39,7 +38,13 @@ if TYPE_CHECKING:
 GUEST_SITE = "/usr/local/lib/declaw-site"
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel")  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "pip")  # from runtime/
+
+
+def guest_site_distributions() -> dict[str, str]:
+    """Name → version of the distributions copied into the guest site (they are importable in
+    every guest, though the site keeps no metadata for them)."""
+    return {name: importlib.metadata.version(name) for name in GUEST_DISTRIBUTIONS}
 
 
 def _guest_files(dist: importlib.metadata.Distribution,
@@ -115,32 +120,30 @@ def site_dir(runtime: "Runtime") -> Path:
                 dest = staging / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
-            _compile(runtime, staging)
-            (staging / "READY").write_text(key)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
-            prune_superseded(target, "guest-site-*")
+            compile_in_guest(runtime, staging)
+            publish(staging, target, key, "guest-site-*")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     _made[key] = target
     return target
 
 
-def _compile(runtime: "Runtime", folder: Path) -> None:
-    """Byte-compile `folder` inside a guest: the .pyc files must be the guest CPython's."""
+def compile_in_guest(runtime: "Runtime", folder: Path, guest_path: str = GUEST_SITE) -> None:
+    """Byte-compile `folder` (seen at `guest_path`) inside a guest: the .pyc files must be the
+    guest CPython's, which the host's may not be. Unchecked-hash pycs: the folder is read-only
+    once made, so no stat per import."""
     from .guest import Guest, Mount
     from .process import python_spec
 
     files = runtime.files
     mounts = [Mount("/usr/local/lib", files.lib_dir, False),
               Mount("/usr/local/lib/declaw", guest_runtime_dir(), False),
-              Mount(GUEST_SITE, folder, True)]
-    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", GUEST_SITE]
+              Mount(guest_path, folder, True)]
+    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
     guest = Guest(runtime, python_spec(runtime.warm, "/usr/local/lib", args, {}, mounts=mounts,
-                                       timeout=300))
+                                       timeout=900))
     guest.start()
     outcome = guest.wait()
     if outcome is None or outcome.exit_code != 0:
-        raise SandboxException(f"byte-compiling the guest's site-packages failed: "
+        raise SandboxException(f"byte-compiling {guest_path} in a guest failed: "
                                f"{outcome and (outcome.error or outcome.stderr[-1000:])}")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from .execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .guest import Guest, GuestSpec, OutputSink
+from .packages import install_for_guest
 from .process import boot_spec
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ class Kernel:
             return b""  # cells have no stdin (E2B's neither)
         elif op == "winsize":
             return [24, 80]
+        elif op == "pip_install":  # `!pip install` / `%pip install` in a cell
+            return install_for_guest(self.core.fs, request, guest.stop_requested)
         else:
             raise ValueError(f"unknown door request {op!r}")
         return None
@@ -144,7 +147,7 @@ class Kernel:
     def _start(self) -> Guest:
         core, limits = self.core, self.core.limits
         spec = kernel_spec(core.runtime.warm, self.context.cwd, core.guest_env(),
-                           mounts=core.fs.mounts, memory_limit=limits.memory_limit,
+                           profile=core.profile, mounts=core.fs.mounts, memory_limit=limits.memory_limit,
                            output_limit=limits.output_limit)
         guest = Guest(core.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door)

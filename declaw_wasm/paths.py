@@ -24,5 +24,10 @@ def rootfs_dir() -> Path:
     return _asset("rootfs", "wasi-fs")
 
 
+def bundle_source_dir() -> Path:
+    """packages-bundle/: the bundle's requirements, lock and E2B comparison list."""
+    return _asset("packages_bundle", "packages-bundle")
+
+
 def examples_dir() -> Path:
     return _asset("examples", "examples")

@@ -8,6 +8,7 @@ Two commands of a sandbox are two instances: they run at once and share the sand
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional
 from .exceptions import InvalidArgumentException, SandboxException
 from .guest import Guest, GuestOutcome, GuestSpec, OutputSink
 from .models import PtySize
+from .packages import install_for_guest
 
 if TYPE_CHECKING:
     from .sandbox import SandboxCore
@@ -29,16 +31,18 @@ Stream = Literal["stdout", "stderr", "pty"]
 
 
 def boot_spec(warm: bool, entry: str, args: list[Any], cold_args: list[str], env: dict[str, str],
-              **spec: Any) -> GuestSpec:
+              profile: Optional[dict[str, Any]] = None, **spec: Any) -> GuestSpec:
     """A guest whose program is one of the boot module's entries (runtime/_declaw_boot.py): on
     the warm snapshot, one turn calling `_declaw_boot.<entry>(*args)` (the module is already
     imported); on the cold module, `run` with the boot script and `cold_args` as its argv.
-    `spec` holds GuestSpec's other fields."""
+    `profile` is the template's (templates.GuestTemplate.profile); `spec` holds GuestSpec's
+    other fields."""
     if warm:
-        call = ", ".join(repr(arg) for arg in args)
+        call = ", ".join([*(repr(arg) for arg in args), f"profile={profile!r}"])
         return GuestSpec(argv=[GUEST_PYTHON], env=env,
                          turns=[f"import _declaw_boot\n_declaw_boot.{entry}({call})\n"], **spec)
-    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, *cold_args], env=env, **spec)
+    profile_args = ["--profile", json.dumps(profile)] if profile else []
+    return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, *profile_args, *cold_args], env=env, **spec)
 
 
 def shell_spec(warm: bool, cwd: str, script: str, env: dict[str, str], tty: bool,
@@ -122,7 +126,7 @@ class Process:
         stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
         stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
         spec = shell_spec(core.runtime.warm, cwd, cmd, env, tty=pty is not None,
-                          mounts=core.fs.mounts, timeout=timeout or None,
+                          profile=core.profile, mounts=core.fs.mounts, timeout=timeout or None,
                           memory_limit=limits.memory_limit, output_limit=limits.output_limit)
         self.guest = Guest(core.runtime, spec, stdout=stdout, stderr=stderr, door=self._door)
         self.outcome: Optional[GuestOutcome] = None
@@ -178,6 +182,8 @@ class Process:
         if op == "winsize":
             size = self.pty_size or PtySize(rows=24, cols=80)
             return [size.rows, size.cols]
+        if op == "pip_install":
+            return install_for_guest(self.core.fs, request, guest.stop_requested)
         raise ValueError(f"unknown door request {op!r}")
 
     # -- lifetime ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import wasmtime
 
@@ -145,6 +145,16 @@ def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], byt
                 prune_superseded(path, supersedes)
     # Loaded from disk so the code is file-backed (mmap, shared) rather than heap memory.
     return wasmtime.Module.deserialize_file(engine, str(path))
+
+
+def publish(staging: Path, target: Path, key: str, pattern: str) -> None:
+    """Make a finished cache folder visible: mark it READY, move it into place (replacing a
+    broken one), and delete the builds it supersedes (its siblings matching `pattern`)."""
+    (staging / "READY").write_text(key)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+    prune_superseded(target, pattern)
 
 
 def prune_superseded(keep: Path, pattern: str) -> None:

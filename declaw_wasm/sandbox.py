@@ -28,10 +28,9 @@ from .limits import Limits, max_sandboxes
 from .models import PtySize, SandboxInfo, SandboxState
 from .paths import guest_runtime_dir, rootfs_dir
 from .runtime import Runtime, get_runtime
+from .templates import GuestTemplate, lookup
 
 DEFAULT_TIMEOUT = 300
-TEMPLATES = ("code-interpreter", "base")
-TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
 # E2B keyword arguments that mean nothing in-process; accepted so E2B code runs unchanged.
 IGNORED_E2B_PARAMS = {"api_key", "domain", "debug", "request_timeout", "secure",
                       "allow_internet_access", "api_url", "sandbox_url", "proxy", "headers",
@@ -48,11 +47,14 @@ def base_env() -> dict[str, str]:
     }
 
 
-def new_sandbox_fs(runtime: Runtime, limits: Optional[Limits] = None) -> SandboxFS:
+def new_sandbox_fs(runtime: Runtime, limits: Optional[Limits] = None,
+                   template: Optional[GuestTemplate] = None) -> SandboxFS:
     files = runtime.files
-    return SandboxFS(runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(),
-                                    site_dir(runtime)),
-                     skeleton=rootfs_dir(), limits=limits)
+    mounts = runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(), site_dir(runtime))
+    if template is not None:
+        mounts += template.mounts(runtime)
+    return SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits,
+                     overlay=template.root if template is not None else None)
 
 
 class SandboxCore:
@@ -61,7 +63,7 @@ class SandboxCore:
     registry: ClassVar[dict[str, "SandboxCore"]] = {}
     registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, template: str, timeout: float, metadata: dict[str, str],
+    def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                  envs: dict[str, str], limits: Limits) -> None:
         with SandboxCore.registry_lock:
             live = len(SandboxCore.registry)
@@ -70,11 +72,12 @@ class SandboxCore:
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
         self.runtime: Runtime = get_runtime()
         self.sandbox_id = "sbx_" + secrets.token_hex(10)
-        self.template = template
+        self.template = template.name
+        self.profile = template.profile(self.runtime)  # what each guest's start-up applies
         self.metadata = metadata
-        self.envs = envs
+        self.envs = {**template.envs, **envs}
         self.limits = limits
-        self.fs = new_sandbox_fs(self.runtime, limits)
+        self.fs = new_sandbox_fs(self.runtime, limits, template)
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()
@@ -236,14 +239,12 @@ def new_core(template: Optional[str], timeout: Optional[float], metadata: Option
     unknown = set(extra) - IGNORED_E2B_PARAMS
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
-    name = TEMPLATE_ALIASES.get(template or "code-interpreter", template or "code-interpreter")
-    if name not in TEMPLATES:
-        raise InvalidArgumentException(f"unknown template {template!r}; available: {', '.join(TEMPLATES)}")
+    guest_template = lookup(template)
     for label, mapping in (("metadata", metadata), ("envs", envs)):
         if mapping is not None and not (isinstance(mapping, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())):
             raise InvalidArgumentException(f"{label} must be a dict of str to str")
-    return SandboxCore(name, DEFAULT_TIMEOUT if timeout is None else timeout, dict(metadata or {}),
+    return SandboxCore(guest_template, DEFAULT_TIMEOUT if timeout is None else timeout, dict(metadata or {}),
                        dict(envs or {}), limits or Limits())
 
 
@@ -296,6 +297,11 @@ class Sandbox:
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
         has not)."""
         return cls(new_core(template, timeout, metadata, envs, limits, e2b_params))
+
+    @classmethod
+    def _with_template(cls, template: GuestTemplate, timeout: float) -> "Sandbox":
+        """A sandbox of a template that is not saved yet (a template build's own sandbox)."""
+        return cls(SandboxCore(template, timeout, {}, {}, Limits()))
 
     @classmethod
     def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":

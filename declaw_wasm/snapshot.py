@@ -55,7 +55,7 @@ spec = importlib.util.spec_from_file_location("_declaw_boot", "{GUEST_DECLAW}/_d
 boot = importlib.util.module_from_spec(spec)
 sys.modules["_declaw_boot"] = boot
 spec.loader.exec_module(boot)
-boot._install_asyncio_fix()
+boot._install_import_patches()
 import declaw_shell, declaw_shell.awk, declaw_kernel, declaw_kernel.display, declaw_kernel.charts
 declaw_shell.run_command("/tmp", "true | cat && echo $((1+1)) >/dev/null", {{}})  # its lazy imports
 import matplotlib

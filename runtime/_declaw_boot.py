@@ -63,28 +63,72 @@ VERSION = "Python %d.%d.%d\n" % sys.version_info[:3]
 IGNORED_FLAGS = set("bBdEhiIOqsSuvx")
 
 
-def start(cwd, args, env):
+def start(cwd, args, env, profile=None):
     """The warm path's entry: make this instance the command's, then run it; never returns."""
-    _renew(env)
+    _renew(env, profile)
     _finish(_status_of(main, cwd, list(args)))
 
 
-def shell(cwd, script, env, tty=False):
+def shell(cwd, script, env, tty=False, profile=None):
     """The warm path's entry for a command line (`tty`: an interactive shell on a PTY)."""
-    _renew(env)
+    _renew(env, profile)
     _finish(_status_of(_shell, cwd, script, env, tty))
 
 
-def kernel(cwd, env):
+def kernel(cwd, env, profile=None):
     """The warm path's entry for a code context: serve cells until the host stops the guest."""
-    _renew(env)
+    _renew(env, profile)
     _finish(_status_of(_kernel, cwd))
+
+
+RUNTIME_ZIP = "/usr/local/lib/python315.zip"
+
+
+def _apply_profile(profile):
+    """The sandbox's template: folders of packages to import from (user installs, the
+    template's, the bundle: after the runtime's own, so they can add but never replace), and
+    for `base`, the runtime's third-party packages hidden (stdlib only)."""
+    for folder in profile.get("paths", ()):
+        if folder not in sys.path:
+            sys.path.append(folder)
+    if profile.get("hidden"):
+        _hide(frozenset(profile["hidden"]) - sys.stdlib_module_names)
+
+
+def _hide(hidden):
+    """Forget the runtime's third-party modules (top-level names in `hidden`) that the snapshot
+    imported, and make the runtime's zip not find them: `import numpy` fails as on a bare Python
+    (from the import system itself, so no frame of ours in the traceback). The same names
+    installed elsewhere (pip) still import."""
+    sys._declaw_hiding = True  # pip (declaw_shell/pip.py) leaves them out of its lists too
+
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] in hidden and str(getattr(module, "__file__", "")).startswith(RUNTIME_ZIP + "/"):
+            del sys.modules[name]
+
+    class HidingZip:
+        """The zip's importer, minus the hidden top-level names."""
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def find_spec(self, fullname, target=None):
+            if fullname in hidden:
+                return None
+            return self._inner.find_spec(fullname, target)
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    import zipimport
+
+    sys.path_importer_cache[RUNTIME_ZIP] = HidingZip(zipimport.zipimporter(RUNTIME_ZIP))
 
 
 def _as_the_system_python():
     """What every program here expects of its interpreter, whatever the entry."""
     sys.executable = "/usr/local/bin/python3"
-    _install_asyncio_fix()
+    _install_import_patches()
 
 
 def _kernel(cwd):
@@ -165,8 +209,11 @@ def run_process(cwd, args, env, stdin, stdout, stderr):
                 aio.tasks._enter_task(shell_loop, shell_task)
 
 
-def _renew(env):
-    """Undo what a snapshot taken at build time would otherwise share with every instance."""
+def _renew(env, profile=None):
+    """Undo what a snapshot taken at build time would otherwise share with every instance, and
+    apply the sandbox's template."""
+    if profile:
+        _apply_profile(profile)
     for key in [k for k in os.environ if k not in env]:
         del os.environ[key]  # also unsetenv: C code sees the same environment
     os.environ.update(env)
@@ -387,45 +434,79 @@ def _finish(status):
     os._exit(status)
 
 
-def _install_asyncio_fix():
-    """Make asyncio's default event loop one without a self-pipe (WASI has no socketpair).
+# module name -> patch, run right after the module is first imported. Kept on `sys`: on the cold
+# path this file runs as __main__ and is imported again as _declaw_boot, and both must share it.
+_IMPORT_PATCHES = sys.__dict__.setdefault("_declaw_import_patches", {})
 
-    Installed lazily: a finder that patches asyncio right after it is first imported, so
-    programs that never use asyncio do not pay for importing it. If asyncio is already loaded
-    (say, the warm snapshot imported it), it is patched at once.
-    """
-    if "asyncio" in sys.modules:
-        _patch_asyncio(sys.modules["asyncio"])
+
+def patch_on_import(name, patch):
+    """Run `patch(module)` right after `name` is first imported, or at once if it already is
+    (so programs that never import it do not pay for importing it)."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
+    _IMPORT_PATCHES[name] = patch
+    if getattr(sys, "_declaw_patcher", None) in sys.meta_path:
         return
     import importlib.abc
     import importlib.machinery
 
-    class AsyncioPatcher(importlib.abc.MetaPathFinder):
+    class Patcher(importlib.abc.MetaPathFinder):
         def find_spec(self, fullname, path, target=None):
-            if fullname != "asyncio":
+            patch = _IMPORT_PATCHES.pop(fullname, None)
+            if patch is None:
                 return None
-            sys.meta_path.remove(self)
             spec = importlib.machinery.PathFinder.find_spec(fullname, path)
             if spec is not None and spec.loader is not None:
-                spec.loader = PatchingLoader(spec.loader)  # the zip's loader is shared: wrap it
+                spec.loader = PatchingLoader(spec.loader, patch)
             return spec
 
     class PatchingLoader(importlib.abc.Loader):
-        def __init__(self, inner):
-            self.inner = inner
+        def __init__(self, inner, patch):
+            self.inner = inner  # the zip's loader is shared: wrap it, do not change it
+            self.patch = patch
 
         def create_module(self, spec):
             return self.inner.create_module(spec)
 
         def exec_module(self, module):
             self.inner.exec_module(module)
-            _patch_asyncio(module)
+            self.patch(module)
 
         def __getattr__(self, name):
             return getattr(self.inner, name)
 
-    sys.meta_path.insert(0, AsyncioPatcher())
+    sys._declaw_patcher = Patcher()
+    sys.meta_path.insert(0, sys._declaw_patcher)
 
+
+def _install_import_patches():
+    """Patch modules that assume what WASI lacks: asyncio (no socketpair), http.client (no
+    ssl)."""
+    patch_on_import("asyncio", _patch_asyncio)
+    patch_on_import("http.client", _patch_http_client)
+
+
+def _patch_http_client(client):
+    """CPython built without ssl has no `http.client.HTTPSConnection`; libraries subclass it at
+    import time (nltk, urllib3 paths). Give them one that fails on connect, as every network
+    call in the sandbox does."""
+    if hasattr(client, "HTTPSConnection"):
+        return
+
+    def no_network(*_args, **_kwargs):
+        raise OSError(101, "Network is unreachable (the sandbox has no network, nor ssl)")
+
+    class HTTPSConnection(client.HTTPConnection):
+        default_port = client.HTTPS_PORT
+
+        def __init__(self, host, port=None, *args, context=None, **kwargs):
+            super().__init__(host, port, *args, **kwargs)
+
+        connect = no_network
+
+    client.HTTPSConnection = HTTPSConnection
+    client._create_https_context = no_network  # urllib.request's HTTPSHandler asks for one
 
 def _patch_asyncio(asyncio):
     """Give every selector loop a no-op self-pipe: with no threads or signals in the guest,
@@ -448,6 +529,11 @@ def _patch_asyncio(asyncio):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--profile"]:
+        import json
+
+        _apply_profile(json.loads(sys.argv[2]))
+        del sys.argv[1:3]
     if sys.argv[1:2] == ["--shell"]:
         _finish(_status_of(_shell, sys.argv[2], sys.argv[3], dict(os.environ), False))
     elif sys.argv[1:2] == ["--kernel"]:

@@ -70,6 +70,9 @@ class Kernel:
         self.namespace = module.__dict__
         self.namespace["display"] = displays.display
         builtins.display = displays.display
+        import _declaw_boot
+
+        _declaw_boot.patch_on_import("IPython.core.display_functions", displays.patch_ipython)
         os.chdir(cwd)
         os.environ["PWD"] = cwd
         sys.path.insert(0, "")
@@ -146,13 +149,15 @@ def _error(exc, tb):
 
 
 def shell_escapes(source):
-    """IPython's `!cmd` lines, as calls to the sandbox shell (`x = !cmd` is not supported)."""
-    if "!" not in source:
+    """IPython's `!cmd` lines (and the `%pip` magic), as calls to the sandbox shell
+    (`x = !cmd` is not supported)."""
+    if "!" not in source and "%pip" not in source:
         return source
     out = []
     for line in source.splitlines(True):
         stripped = line.lstrip()
-        if stripped.startswith("!") and not stripped.startswith("!="):
+        magic = stripped.startswith("%pip ") or stripped.rstrip() == "%pip"
+        if magic or (stripped.startswith("!") and not stripped.startswith("!=")):
             indent = line[: len(line) - len(stripped)]
             command = stripped[1:].rstrip("\n")
             out.append("%s__import__('declaw_kernel').system(%r)\n" % (indent, command))

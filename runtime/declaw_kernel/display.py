@@ -29,6 +29,27 @@ def display(*objects, main=False, **_options):
             door.call("result", data=bundle, main=main)
 
 
+def patch_ipython(display_functions):
+    """`IPython.display.display` (and everything that imports it) sends results here: with no
+    IPython shell running, IPython's own would only print the object's repr."""
+
+    def ipython_display(*objects, raw=False, include=None, exclude=None, **_options):
+        for obj in objects:
+            if raw and isinstance(obj, dict):
+                bundle = {k: v for k, v in obj.items() if isinstance(k, str)}
+            else:
+                bundle = mime_bundle(obj)
+            if include:
+                bundle = {k: v for k, v in bundle.items() if k in include}
+            if exclude:
+                bundle = {k: v for k, v in bundle.items() if k not in exclude}
+            if bundle:
+                door.call("result", data=bundle, main=False)
+
+    display_functions.display = ipython_display
+    display_functions.clear_output = lambda wait=False: None
+
+
 def mime_bundle(obj):
     figure_class = _class("matplotlib.figure", "Figure")
     if figure_class is not None and isinstance(obj, figure_class):

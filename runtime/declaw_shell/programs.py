@@ -1,7 +1,7 @@
 """Commands the guest shell adds to bash_purepython's, and the ones it answers differently.
 
 Added: `python`/`python3` (each call runs like a separate process: see
-`_declaw_boot.run_process`), `awk` (awk.py), `ln`, `tput`. Changed: `ls` exits 2 for a missing
+`_declaw_boot.run_process`), `pip` (`python3 -m pip`: declaw_shell/pip.py), `awk` (awk.py), `ln`, `tput`. Changed: `ls` exits 2 for a missing
 operand, as GNU's does (the library says 1), and lays out columns only on a PTY.
 """
 
@@ -14,6 +14,7 @@ from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
 PYTHON_NAMES = ("python", "python3", "python3.15")
+PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
 TEXT_OUT = frozenset({OutputKind.TEXT})
 
@@ -22,6 +23,8 @@ def registry(session):
     commands = CommandRegistry()
     for name in PYTHON_NAMES:
         commands.register(PythonCommand(name, session))
+    for name in PIP_NAMES:
+        commands.register(PythonCommand(name, session, ["-m", "pip"]))
     for command in (AwkCommand(session), LnCommand(), TputCommand(session), GnuLsCommand(session)):
         commands.register(command)
     return commands
@@ -73,9 +76,10 @@ class PythonCommand(Command):
     output_kinds = TEXT_OUT
     summary = "run a Python program"
 
-    def __init__(self, name, session):
+    def __init__(self, name, session, prefix=()):
         self.name = name
         self.session = session
+        self.prefix = list(prefix)  # `pip ARGS` is `python3 -m pip ARGS`
 
     def run(self, invocation):
         import _declaw_boot
@@ -93,7 +97,7 @@ class PythonCommand(Command):
             stderr = _ErrorStream(state.write_error)
         env = state.exported_variables()
         env["PWD"] = str(state.cwd)
-        status = _declaw_boot.run_process(str(state.cwd), list(invocation.arguments), env,
+        status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments], env,
                                           _stdin_of(invocation, session), stdout, stderr)
         output = captured.getvalue().decode("utf-8", "replace") if captured is not None else ""
         return CommandResult(stdout=output, exit_code=status)

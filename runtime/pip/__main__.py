@@ -1,0 +1,5 @@
+import sys
+
+from declaw_shell.pip import main
+
+sys.exit(main(sys.argv[1:]))
