@@ -326,13 +326,6 @@ def test_symlink_swapped_in_while_the_api_walks(box, tmp_path) -> None:
     assert_host_fine(box)
 
 
-@pytest.mark.xfail(strict=False,  # a race: it may not happen in a given run
-                    reason="race in SandboxFS.locate: os.lstat sees a symlink, the "
-                   "guest removes it, then os.readlink (outside _errors) raises a raw "
-                   "FileNotFoundError (OSError EINVAL if a folder took its place) whose message is "
-                   "the sandbox's HOST path (/tmp/declaw-wasm-sbx-*/root/home/user/...): wrong "
-                   "exception type and a host path disclosed to the caller; every files call walks "
-                   "locate(), so any of them can surface it")
 def test_symlink_swap_race_fails_the_sdk_way(box) -> None:
     """Defends against a symlink race surfacing raw OSErrors that carry host paths."""
     work = f"/home/user/flip-{uuid.uuid4().hex}"
@@ -374,10 +367,6 @@ def test_symlink_loops_fail_fast(box) -> None:
     assert_host_fine(box)
 
 
-@pytest.mark.xfail(strict=True, reason="files.list (any depth reaching the folder) and "
-                   "files.exists raise SandboxException 'too many levels of symbolic links' when the "
-                   "folder holds a guest-made symlink loop, instead of listing the link (as `ls -la` "
-                   "does) / returning a bool: one `ln -s a b; ln -s b a` hides a folder from the host")
 def test_symlink_loop_does_not_break_listing(fresh) -> None:
     """Defends against a guest symlink loop hiding a whole folder from files.list."""
     fresh.files.write("/home/user/out/result.csv", "a,b\n")

@@ -59,19 +59,15 @@ for name in ('/home/user/bad\\udcff\\udcfe.txt', b'/home/user/raw\\xff\\xfe.txt'
     assert_host_fine(box)
 
 
-@pytest.mark.xfail(strict=True, reason="files.write/make_dir accept a path with a lone surrogate "
-                   "('w\\udcff' is written to disk as b'w\\xff'); the guest then cannot list that "
-                   "folder at all: `ls` and os.listdir fail with EILSEQ 'Illegal byte sequence' "
-                   "(files.list still shows it); the API should refuse non-UTF-8 names")
 def test_api_surrogate_names_do_not_break_the_guests_listing(fresh) -> None:
     """Defends against host-API file names the guest's (UTF-8-only) WASI cannot read back."""
     fresh.files.write("/home/user/report.txt", "ok")
     for call in (lambda: fresh.files.write("/home/user/w\udcff.txt", "x"),
-                 lambda: fresh.files.make_dir("/home/user/d\udcfe")):
-        try:
+                 lambda: fresh.files.make_dir("/home/user/d\udcfe"),
+                 lambda: fresh.files.rename("/home/user/report.txt", "/home/user/r\ud800"),
+                 lambda: fresh.files.read("/home/user/w\udcff.txt")):
+        with pytest.raises(InvalidArgumentException, match=r"not valid UTF-8.*/home/user/"):
             call()
-        except InvalidArgumentException:
-            pass  # refusing the name is the fix
     r = fresh.commands.run("ls /home/user; python3 -c 'import os; print(len(os.listdir(\"/home/user\")))'")
     assert_host_fine(fresh)
     assert r.exit_code == 0 and "report.txt" in r.stdout, r

@@ -213,11 +213,6 @@ def test_directory_depth_bomb(fresh) -> None:
     assert_host_fine(fresh)
 
 
-@pytest.mark.xfail(strict=True, reason="files.list(path, depth=N) over a guest-made folder chain "
-                   "costs the HOST about cubic time in the depth (measured: 200 levels 2.4 s, 400 "
-                   "levels 16 s, 1000 levels ~280 s and then a raw RecursionError): every entry is "
-                   "re-resolved from the mount root with one lstat per component, and _list_into "
-                   "recurses once per level; the caller's thread is stuck, no timeout applies")
 def test_files_list_with_depth_on_a_deep_chain_is_prompt(fresh) -> None:
     """Defends against a deep folder chain turning one files.list call into a host-side stall."""
     deep_tree(fresh, "/tmp/chain", levels=300)
