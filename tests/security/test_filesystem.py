@@ -379,6 +379,24 @@ def test_symlink_loop_does_not_break_listing(fresh) -> None:
     assert "result.csv" in {e.name for e in fresh.files.list("/home/user", depth=2)}
 
 
+def test_writes_to_the_read_only_root_fail_like_bash(box) -> None:
+    """Defends against a write to the read-only / crashing the whole command line with a traceback."""
+    cases = {"echo x > /etc/passwd": "bash: /etc/passwd: Read-only file system\n",
+             "echo x >> /etc/hostname": "bash: /etc/hostname: Read-only file system\n",
+             "echo x 2> /etc/passwd": "bash: /etc/passwd: Read-only file system\n",
+             "{ echo x; } > /etc/passwd": "bash: /etc/passwd: Read-only file system\n",
+             "echo x > /nonexistent/dir/f": "bash: /nonexistent/dir/f: No such file or directory\n",
+             "echo x > /tmp": "bash: /tmp: Is a directory\n",
+             "mkdir /etc/d": "mkdir: /etc/d: Read-only file system\n"}
+    for cmd, stderr in cases.items():
+        r = box.commands.run(f"{cmd}; echo status=$?", timeout=20)
+        assert (r.exit_code, r.stdout, r.stderr) == (0, "status=1\n", stderr), (cmd, r)
+    r = box.commands.run("echo x > /etc/passwd && echo no || echo failed; set -e; echo x > /etc/passwd; echo not-reached")
+    assert r.stdout == "failed\n" and r.exit_code == 1, r
+    assert "user:x:1000" in box.files.read("/etc/passwd")
+    assert_host_fine(box)
+
+
 def test_rm_rf_root_keeps_the_sandbox_working(fresh) -> None:
     """Defends against `cd /; rm -rf /` deleting anything outside the writable mounts."""
     mounts = read_only_mounts(fresh)
