@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import codecs
 import ctypes
+import queue
 import struct
 import threading
 import time
@@ -49,6 +50,7 @@ TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
 StopReason = Literal["timeout", "killed", "quota"]
 OutputCallback = Callable[[str], None]
 DoorHandler = Callable[["Guest", Any], Any]
+TurnDone = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,10 @@ class Guest:
 
     def __init__(self, runtime: Runtime, spec: GuestSpec,
                  stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
-                 door: Optional[DoorHandler] = None) -> None:
+                 door: Optional[DoorHandler] = None, more_turns: bool = False) -> None:
         """`door` answers the guest's `_host.call` requests (none: the guest is told no host
-        is bound)."""
+        is bound). `more_turns`: after the spec's turns the guest stays alive and runs the turns
+        given to `run_turn`, one at a time, until it is stopped (a code context)."""
         self.runtime = runtime
         self.spec = spec
         self.door = door
@@ -150,6 +153,8 @@ class Guest:
         self._done = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._declared_exit: Optional[int] = None
+        self._more: Optional["queue.Queue[tuple[str, Callable[[], None], TurnDone]]"] = \
+            queue.Queue() if more_turns else None
 
     # -- control, from any thread -------------------------------------------------------------
     def start(self) -> None:
@@ -179,6 +184,13 @@ class Guest:
         """Stop the guest `timeout` seconds from now (None: no deadline); a long-lived guest
         (a code context) gets one per cell."""
         self._deadline = (time.monotonic() + timeout) if timeout else None
+
+    def run_turn(self, source: str, starting: Callable[[], None], done: TurnDone) -> None:
+        """Queue `source` as the guest's next turn: `starting()` runs on the guest's thread just
+        before it, `done(code)` right after it returns (not if the guest ends in it: then the
+        guest is `done`). For a guest made with `more_turns`."""
+        assert self._more is not None, "this guest runs its spec's turns only"
+        self._more.put((source, starting, done))
 
     def check_stopped(self) -> None:
         """For a door handler waiting on the host: give up (the door answers with an error and
@@ -267,6 +279,15 @@ class Guest:
             code = self.turn(store, instance, source)
             if code != 0:
                 return code
+        while self._more is not None:
+            try:
+                source, starting, done = self._more.get(timeout=0.05)
+            except queue.Empty:
+                if self._should_stop():
+                    return 0
+                continue
+            starting()
+            done(self.turn(store, instance, source))
         return 0
 
     @staticmethod
