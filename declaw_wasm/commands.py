@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from .exceptions import (InvalidArgumentException, NotFoundException, SandboxException,
                          TimeoutException)
+from .limits import MAX_COMMAND_LINE
 from .models import CommandResult, ProcessInfo
 from .process import KILLED_EXIT_CODE, Process
 
@@ -109,6 +110,11 @@ class Commands:
         raises `TimeoutException` carrying the output so far."""
         if not isinstance(cmd, str):
             raise InvalidArgumentException(f"cmd must be a string, got {type(cmd).__name__}")
+        size = len(cmd.encode("utf-8", "surrogatepass"))
+        if size >= MAX_COMMAND_LINE:
+            raise InvalidArgumentException(
+                f"command line of {size} bytes: Argument list too long (bash -c takes at most "
+                f"{MAX_COMMAND_LINE - 1}, Linux's MAX_ARG_STRLEN); put long data in a file with files.write")
         if stdin is not None and not isinstance(stdin, (bool, str, bytes)):
             raise InvalidArgumentException("stdin must be a bool (keep stdin open), str or bytes")
         process = self._core.spawn(cmd, envs=envs, cwd=cwd, timeout=timeout, on_stdout=on_stdout,

@@ -32,12 +32,13 @@ import posixpath
 import shutil
 import stat
 import tempfile
+import threading
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Iterator, Optional, Union
+from typing import IO, TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
 
 from .exceptions import (FileNotFoundException, InvalidArgumentException,
                          NotEnoughSpaceException, SandboxException)
@@ -68,6 +69,121 @@ class _Located:
     @property
     def name(self) -> str:
         return self.parts[-1] if self.parts else "."
+
+
+class _SymlinkLoop(SandboxException):
+    """Too many levels of symbolic links (a guest-made loop)."""
+
+
+class _Walk:
+    """Folder fds on the way down from a root, each opened with `O_NOFOLLOW` from the one above.
+
+    Keeps the current folder's fd and one every `STRIDE` levels, so that moving to a sibling or
+    back up re-opens at most `STRIDE` folders, walking on down opens one, and the fds held stay
+    O(depth / STRIDE): a guest can make ~1050 levels, more than many processes' fd limit.
+    """
+
+    STRIDE = 32
+
+    def __init__(self, root: Callable[[], int]) -> None:
+        """`root()` returns a new fd of the walk's top folder (owned by the walk)."""
+        self._root = root
+        self._parts: list[str] = []
+        self._fd: Optional[int] = None
+        self._marks: dict[int, int] = {}  # level -> fd; level 0 is the root
+
+    def folder(self, parts: Sequence[str]) -> int:
+        """An fd of the folder `parts` below the root (owned by the walk: do not close it)."""
+        if self._fd is None:
+            self._fd = self._root()
+            self._marks = {0: self._fd}
+            self._parts = []
+        keep = 0
+        limit = min(len(self._parts), len(parts))
+        while keep < limit and self._parts[keep] == parts[keep]:
+            keep += 1
+        if keep < len(self._parts):
+            level = max(mark for mark in self._marks if mark <= keep)
+            self._release_current()
+            for mark in [m for m in self._marks if m > level]:
+                os.close(self._marks.pop(mark))
+            self._fd = self._marks[level]
+            del self._parts[level:]
+        for part in parts[len(self._parts):]:
+            nxt = os.open(part, _DIR_FLAGS, dir_fd=self._fd)
+            self._release_current()
+            self._fd = nxt
+            self._parts.append(part)
+            if len(self._parts) % self.STRIDE == 0:
+                self._marks[len(self._parts)] = nxt
+        return self._fd
+
+    def _release_current(self) -> None:
+        if self._fd is not None and self._marks.get(len(self._parts)) != self._fd:
+            os.close(self._fd)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        self._release_current()
+        for fd in self._marks.values():
+            os.close(fd)
+        self._fd, self._marks, self._parts = None, {}, []
+
+
+def remove_tree(parent: int, name: str) -> None:
+    """Delete the folder `name` in `parent` with everything in it, never following a symlink.
+
+    Iterative (shutil.rmtree before Python 3.12.4 recurses once per level, and a guest can make
+    ~1050), every folder listed once, fds bounded by `_Walk`. Removes all it can, then raises
+    the first OSError met (a missing entry is not one).
+    """
+    walk = _Walk(lambda: os.dup(parent))
+    path = [name]
+    todo: list[Optional[list[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
+    first: Optional[OSError] = None
+    try:
+        while path:
+            if todo[-1] is None:
+                subfolders: list[str] = []
+                try:
+                    fd = walk.folder(path)
+                    for entry in os.listdir(fd):
+                        try:
+                            if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+                                subfolders.append(entry)
+                            else:
+                                os.unlink(entry, dir_fd=fd)
+                        except FileNotFoundError:
+                            pass
+                        except OSError as exc:
+                            first = first or exc
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    first = first or exc
+                todo[-1] = subfolders
+            pending = todo[-1]
+            if pending:
+                path.append(pending.pop())
+                todo.append(None)
+                continue
+            done = path.pop()
+            todo.pop()
+            try:
+                parent_fd = walk.folder(path)
+                try:
+                    os.rmdir(done, dir_fd=parent_fd)
+                except NotADirectoryError:  # swapped for a file or a symlink meanwhile
+                    os.unlink(done, dir_fd=parent_fd)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                first = first or exc
+    finally:
+        walk.close()
+    if first is not None:
+        raise first
 
 
 def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
@@ -105,9 +221,49 @@ class SandboxFS:
         ]
         # Longest guest prefix first: the same rule wasi-libc uses to pick a preopen.
         self._by_prefix = sorted(self.mounts, key=lambda m: len(m.guest), reverse=True)
+        self._mount_paths = {m.guest for m in self.mounts}
+        # Calls in flight and whether the tree is gone: a call that raced `destroy` (say, a
+        # write making a parent folder after the removal passed it) removes the tree again.
+        self._calls = 0
+        self._closed = False
+        self._calls_lock = threading.Lock()
+        self._destroy_lock = threading.Lock()
 
     def destroy(self) -> None:
-        shutil.rmtree(self.base, ignore_errors=True)
+        """Delete the sandbox's host folder; calls still in flight delete it again as they end."""
+        with self._calls_lock:
+            self._closed = True
+        self._remove_base()
+
+    def _remove_base(self) -> None:
+        with self._destroy_lock:
+            try:
+                parent = os.open(self.base.parent, _DIR_FLAGS)
+            except OSError:
+                return
+            try:
+                remove_tree(parent, self.base.name)
+            except OSError:
+                pass  # best effort; a racing call's end tries again
+            finally:
+                os.close(parent)
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        """Wraps each files-API call: refused once the tree is gone; the last call to end after
+        `destroy` removes whatever it raced in."""
+        with self._calls_lock:
+            if self._closed:
+                raise SandboxException("the sandbox was killed: its files are gone")
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._calls_lock:
+                self._calls -= 1
+                last = self._closed and self._calls == 0
+            if last:
+                self._remove_base()
 
     def writable_folders(self) -> list[Path]:
         return [m.host for m in self.mounts if m.writable]
@@ -131,6 +287,10 @@ class SandboxFS:
             raise InvalidArgumentException(f"path must be a non-empty string, got {path!r}")
         if "\x00" in path:
             raise InvalidArgumentException(f"path contains a NUL byte: {path!r}")
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: the guest's WASI could not read the name back
+            raise InvalidArgumentException(f"path is not valid UTF-8 (lone surrogate): {path!r}") from None
         return posixpath.normpath(posixpath.join(HOME, path)).replace("//", "/")
 
     def _mount_of(self, parts: list[str]) -> tuple[Mount, tuple[str, ...]]:
@@ -143,40 +303,62 @@ class SandboxFS:
         raise AssertionError("no mount for /")  # "/" always matches
 
     def locate(self, path: str, follow_last: bool = True) -> _Located:
-        """Resolve `path` in the guest's namespace, following symlinks as the guest would."""
-        pending = deque(self.absolute(path).split("/"))
+        """Resolve `path` in the guest's namespace, following symlinks as the guest would.
+
+        Links are looked at through folder fds opened with O_NOFOLLOW from the mount down (never
+        a host path, which the host kernel would resolve through a symlink a guest just swapped
+        in); a link that changes under us is taken as what we find, and the call's own open
+        (O_NOFOLLOW again) decides. Nothing here raises an OSError, so no host path can leak.
+        """
+        shown = self.absolute(path)
+        pending = deque(shown.split("/"))
         resolved: list[str] = []
         hops = 0
-        while pending:
-            part = pending.popleft()
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if resolved:
-                    resolved.pop()
-                continue
-            candidate = resolved + [part]
-            if not pending and not follow_last:
-                resolved = candidate
-                break
-            mount, below = self._mount_of(candidate)
-            host = mount.host.joinpath(*below)
-            try:
-                is_link = stat.S_ISLNK(os.lstat(host).st_mode) if below else False
-            except OSError:
-                is_link = False
-            if not is_link:
-                resolved = candidate
-                continue
-            hops += 1
-            if hops > MAX_SYMLINK_HOPS:
-                raise SandboxException(f"{path}: too many levels of symbolic links")
-            target = os.readlink(host)
-            if target.startswith("/"):
-                resolved = []
-            pending.extendleft(reversed(target.split("/")))
+        walks: dict[str, _Walk] = {}
+        try:
+            while pending:
+                part = pending.popleft()
+                if part in ("", "."):
+                    continue
+                if part == "..":
+                    if resolved:
+                        resolved.pop()
+                    continue
+                candidate = resolved + [part]
+                if not pending and not follow_last:
+                    resolved = candidate
+                    break
+                mount, below = self._mount_of(candidate)
+                target = self._link_target(walks, mount, below) if below else None
+                if target is None:
+                    resolved = candidate
+                    continue
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    raise _SymlinkLoop(f"{shown}: too many levels of symbolic links")
+                if target.startswith("/"):
+                    resolved = []
+                pending.extendleft(reversed(target.split("/")))
+        finally:
+            for walk in walks.values():
+                walk.close()
         mount, below = self._mount_of(resolved)
         return _Located("/" + "/".join(resolved), mount, below)
+
+    @staticmethod
+    def _link_target(walks: dict[str, _Walk], mount: Mount, below: tuple[str, ...]) -> Optional[str]:
+        """The target of the symlink at `below` in `mount`; None if it is not a symlink (or is
+        missing, or changed while we looked)."""
+        walk = walks.get(mount.guest)
+        if walk is None:
+            walk = walks[mount.guest] = _Walk(lambda: os.open(mount.host, _DIR_FLAGS))
+        try:
+            fd = walk.folder(below[:-1])
+            if not stat.S_ISLNK(os.stat(below[-1], dir_fd=fd, follow_symlinks=False).st_mode):
+                return None
+            return os.readlink(below[-1], dir_fd=fd)
+        except OSError:
+            return None
 
     @contextmanager
     def _parent_fd(self, loc: _Located, create: bool = False) -> Iterator[int]:
@@ -208,19 +390,24 @@ class SandboxFS:
 
     @contextmanager
     def open_read(self, path: str) -> Iterator[IO[bytes]]:
-        loc = self.locate(path)
-        with _errors(path):
-            if not loc.parts:
-                raise IsADirectoryError(errno.EISDIR, "Is a directory")
-            with self._parent_fd(loc) as parent:
-                fd = os.open(loc.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-            f = os.fdopen(fd, "rb")
+        with self._call():
+            loc = self.locate(path)
+            with _errors(path):
+                if not loc.parts:
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory")
+                with self._parent_fd(loc) as parent:
+                    fd = os.open(loc.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                f = os.fdopen(fd, "rb")
         with f:
             if stat.S_ISDIR(os.fstat(f.fileno()).st_mode):
                 raise InvalidArgumentException(f"{path}: is a directory")
             yield f
 
     def write(self, path: str, data: WriteData) -> WriteInfo:
+        with self._call():
+            return self._write(path, data)
+
+    def _write(self, path: str, data: WriteData) -> WriteInfo:
         shown = self.absolute(path)
         loc = self.locate(path)
         self._writable(loc, shown)
@@ -245,6 +432,10 @@ class SandboxFS:
     def write_tree(self, source: Path, dest: str) -> int:
         """Copy a host folder's regular files to `dest` in the guest (confined as `write` is),
         checking the disk quota once for the whole tree; the number of files written."""
+        with self._call():
+            return self._write_tree(source, dest)
+
+    def _write_tree(self, source: Path, dest: str) -> int:
         files = [p for p in sorted(source.rglob("*")) if p.is_file() and not p.is_symlink()]
         if self.limits is not None:
             used_bytes, used_files = usage(self.writable_folders())
@@ -267,69 +458,98 @@ class SandboxFS:
     def list(self, path: str, depth: int = 1) -> list[EntryInfo]:
         if depth is None or depth < 1:
             raise InvalidArgumentException("depth should be at least 1")
-        top = self.get_info(path)
-        if top.type != FileType.DIR:
-            raise InvalidArgumentException(f"{self.absolute(path)}: not a directory")
+        with self._call():
+            top = self.get_info(path)
+            if top.type != FileType.DIR:
+                raise InvalidArgumentException(f"{self.absolute(path)}: not a directory")
+            return sorted(self._walk_listing(self.locate(top.path), depth), key=lambda e: e.path)
+
+    def _walk_listing(self, start: _Located, depth: int) -> list[EntryInfo]:
+        """Entries below `start`, depth-first, each folder opened once from the one above it
+        (`_Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
+        Entries that vanish meanwhile are left out; symlinks (loops too) are listed, never
+        followed into."""
         out: list[EntryInfo] = []
-        self._list_into(top.symlink_target or top.path, depth, out)
-        return sorted(out, key=lambda e: e.path)
-
-    def _list_into(self, folder: str, depth: int, out: list[EntryInfo]) -> None:
-        loc = self.locate(folder)
-        names = set()
-        with _errors(folder):
-            with self._dir_fd(loc) as fd:
-                names.update(os.listdir(fd))
-        # Mount points below this folder are what the guest sees there, even if no folder exists.
-        for mount in self.mounts:
-            if posixpath.dirname(mount.guest) == loc.guest and mount.guest != "/":
-                names.add(posixpath.basename(mount.guest))
-        for name in names:
-            child = posixpath.join(loc.guest, name)
-            try:
-                info = self.get_info(child)
-            except FileNotFoundException:
-                continue
-            out.append(info)
-            if depth > 1 and info.type == FileType.DIR and info.symlink_target is None:
-                self._list_into(child, depth - 1, out)
-
-    @contextmanager
-    def _dir_fd(self, loc: _Located) -> Iterator[int]:
-        if not loc.parts:
-            fd = os.open(loc.mount.host, _DIR_FLAGS)
-        else:
-            with self._parent_fd(loc) as parent:
-                fd = os.open(loc.name, _DIR_FLAGS, dir_fd=parent)
+        stack = [(start.guest, depth)]
+        walks: dict[str, _Walk] = {}
         try:
-            yield fd
+            while stack:
+                folder, left = stack.pop()
+                mount, below = self._mount_of([p for p in folder.split("/") if p])
+                walk = walks.get(mount.guest)
+                if walk is None:
+                    walk = walks[mount.guest] = _Walk(lambda m=mount: os.open(m.host, _DIR_FLAGS))
+                try:
+                    fd = walk.folder(below)
+                    names = set(os.listdir(fd))
+                except OSError:
+                    if folder == start.guest:
+                        with _errors(folder):
+                            raise
+                    continue  # changed while we listed
+                # Mount points below this folder are what the guest sees there, even if no folder exists.
+                names.update(posixpath.basename(m) for m in self._mount_paths
+                             if m != "/" and posixpath.dirname(m) == folder)
+                subfolders = []
+                for name in names:
+                    child = posixpath.join(folder, name)
+                    info = self._listed(child, fd, name)
+                    if info is None:
+                        continue
+                    out.append(info)
+                    if left > 1 and info.type == FileType.DIR and info.symlink_target is None:
+                        subfolders.append(child)
+                stack.extend((child, left - 1) for child in sorted(subfolders, reverse=True))
         finally:
-            os.close(fd)
+            for walk in walks.values():
+                walk.close()
+        return out
+
+    def _listed(self, child: str, fd: int, name: str) -> Optional[EntryInfo]:
+        """One entry of a listing (None if it vanished): stat'ed in its folder `fd`; mount
+        points and symlinks the slow way, a looping symlink as the link itself."""
+        if child not in self._mount_paths:
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                return None
+            if not stat.S_ISLNK(st.st_mode):
+                return _entry(child, st, None)
+        try:
+            return self.get_info(child)
+        except FileNotFoundException:
+            return None
+        except _SymlinkLoop:
+            return self._link_itself(child)
+
+    def _link_itself(self, shown: str) -> Optional[EntryInfo]:
+        """A symlink that cannot be followed (a loop), described as itself: type symlink, its
+        target as the guest path it names (one hop)."""
+        try:
+            link = self.locate(shown, follow_last=False)
+            with self._parent_fd(link) as parent:
+                st = os.stat(link.name, dir_fd=parent, follow_symlinks=False)
+                target = os.readlink(link.name, dir_fd=parent) if stat.S_ISLNK(st.st_mode) else None
+        except (OSError, SandboxException):
+            return None
+        if target is not None:
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(link.guest), target))
+        return _entry(shown, st, target)
 
     def get_info(self, path: str) -> EntryInfo:
-        shown = self.absolute(path)
-        link = self.locate(path, follow_last=False)
-        st = self._lstat(link, shown)
-        target: Optional[str] = None
-        if stat.S_ISLNK(st.st_mode):
-            resolved = self.locate(path)
-            target = resolved.guest
-            try:
-                st = self._lstat(resolved, shown)
-            except FileNotFoundException:
-                pass  # a dangling link: describe the link itself
-        if stat.S_ISDIR(st.st_mode):
-            kind = FileType.DIR
-        elif stat.S_ISLNK(st.st_mode):
-            kind = FileType.SYMLINK
-        else:
-            kind = FileType.FILE
-        return EntryInfo(
-            name=posixpath.basename(shown) or "/", type=kind, path=shown, size=st.st_size,
-            mode=stat.S_IMODE(st.st_mode), permissions=stat.filemode(st.st_mode),
-            owner="user", group="user",
-            modified_time=datetime.fromtimestamp(st.st_mtime, tz=timezone.utc),
-            symlink_target=target)
+        with self._call():
+            shown = self.absolute(path)
+            link = self.locate(path, follow_last=False)
+            st = self._lstat(link, shown)
+            target: Optional[str] = None
+            if stat.S_ISLNK(st.st_mode):
+                resolved = self.locate(path)
+                target = resolved.guest
+                try:
+                    st = self._lstat(resolved, shown)
+                except FileNotFoundException:
+                    pass  # a dangling link: describe the link itself
+            return _entry(shown, st, target)
 
     def _lstat(self, loc: _Located, shown: str) -> os.stat_result:
         with _errors(shown):
@@ -339,13 +559,21 @@ class SandboxFS:
                 return os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
 
     def exists(self, path: str) -> bool:
+        """Whether something is at `path`; a symlink that loops is something (the link)."""
         try:
             self.get_info(path)
             return True
         except FileNotFoundException:
             return False
+        except _SymlinkLoop:
+            with self._call():
+                return self._link_itself(self.absolute(path)) is not None
 
     def remove(self, path: str) -> None:
+        with self._call():
+            self._remove(path)
+
+    def _remove(self, path: str) -> None:
         shown = self.absolute(path)
         loc = self.locate(path, follow_last=False)
         if not loc.parts:
@@ -355,7 +583,7 @@ class SandboxFS:
             with self._parent_fd(loc) as parent:
                 st = os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(loc.name, dir_fd=parent)  # symlink-attack resistant on Linux
+                    remove_tree(parent, loc.name)  # iterative, never follows a symlink
                 else:
                     os.unlink(loc.name, dir_fd=parent)
         except FileNotFoundError:
@@ -364,6 +592,10 @@ class SandboxFS:
             raise SandboxException(f"{shown}: {exc.strerror}") from None
 
     def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        with self._call():
+            return self._rename(old_path, new_path)
+
+    def _rename(self, old_path: str, new_path: str) -> EntryInfo:
         old_shown, new_shown = self.absolute(old_path), self.absolute(new_path)
         src = self.locate(old_path, follow_last=False)
         dst = self.locate(new_path, follow_last=False)
@@ -377,6 +609,10 @@ class SandboxFS:
         return self.get_info(new_shown)
 
     def make_dir(self, path: str) -> bool:
+        with self._call():
+            return self._make_dir(path)
+
+    def _make_dir(self, path: str) -> bool:
         shown = self.absolute(path)
         loc = self.locate(path)
         if not loc.parts:
@@ -396,6 +632,21 @@ class SandboxFS:
         """The host path behind a guest path (for diagnostics and tests), or None if outside."""
         loc = self.locate(path)
         return loc.mount.host.joinpath(*loc.parts)
+
+
+def _entry(shown: str, st: os.stat_result, target: Optional[str]) -> EntryInfo:
+    if stat.S_ISDIR(st.st_mode):
+        kind = FileType.DIR
+    elif stat.S_ISLNK(st.st_mode):
+        kind = FileType.SYMLINK
+    else:
+        kind = FileType.FILE
+    return EntryInfo(
+        name=posixpath.basename(shown) or "/", type=kind, path=shown, size=st.st_size,
+        mode=stat.S_IMODE(st.st_mode), permissions=stat.filemode(st.st_mode),
+        owner="user", group="user",
+        modified_time=datetime.fromtimestamp(st.st_mtime, tz=timezone.utc),
+        symlink_target=target)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import codecs
 import ctypes
+import queue
 import struct
 import threading
 import time
@@ -49,6 +50,7 @@ TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
 StopReason = Literal["timeout", "killed", "quota"]
 OutputCallback = Callable[[str], None]
 DoorHandler = Callable[["Guest", Any], Any]
+TurnDone = Callable[[int], None]
 
 
 @dataclass(frozen=True)
@@ -135,9 +137,10 @@ class Guest:
 
     def __init__(self, runtime: Runtime, spec: GuestSpec,
                  stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
-                 door: Optional[DoorHandler] = None) -> None:
+                 door: Optional[DoorHandler] = None, more_turns: bool = False) -> None:
         """`door` answers the guest's `_host.call` requests (none: the guest is told no host
-        is bound)."""
+        is bound). `more_turns`: after the spec's turns the guest stays alive and runs the turns
+        given to `run_turn`, one at a time, until it is stopped (a code context)."""
         self.runtime = runtime
         self.spec = spec
         self.door = door
@@ -150,6 +153,8 @@ class Guest:
         self._done = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._declared_exit: Optional[int] = None
+        self._more: Optional["queue.Queue[tuple[str, Callable[[], None], TurnDone]]"] = \
+            queue.Queue() if more_turns else None
 
     # -- control, from any thread -------------------------------------------------------------
     def start(self) -> None:
@@ -183,6 +188,13 @@ class Guest:
     def stop_requested(self) -> bool:
         """For a door handler doing long host work: whether to give up now."""
         return self._should_stop()
+
+    def run_turn(self, source: str, starting: Callable[[], None], done: TurnDone) -> None:
+        """Queue `source` as the guest's next turn: `starting()` runs on the guest's thread just
+        before it, `done(code)` right after it returns (not if the guest ends in it: then the
+        guest is `done`). For a guest made with `more_turns`."""
+        assert self._more is not None, "this guest runs its spec's turns only"
+        self._more.put((source, starting, done))
 
     def check_stopped(self) -> None:
         """For a door handler waiting on the host: give up (the door answers with an error and
@@ -239,6 +251,11 @@ class Guest:
             linker.define_func("wasi_snapshot_preview1", "poll_oneoff",
                                wasmtime.FuncType([i32] * 4, [i32]),
                                _PollOneoff(self, clock_base), access_caller=True)
+            readdir = linker.get(store, "wasi_snapshot_preview1", "fd_readdir")
+            assert isinstance(readdir, wasmtime.Func)
+            linker.define_func("wasi_snapshot_preview1", "fd_readdir",
+                               wasmtime.FuncType([i32, i32, i32, wasmtime.ValType.i64(), i32], [i32]),
+                               _FdReaddir(engine, readdir), access_caller=True)
             if self._should_stop():
                 return -1, None
             instance = linker.instantiate(store, self.runtime.module)
@@ -266,6 +283,15 @@ class Guest:
             code = self.turn(store, instance, source)
             if code != 0:
                 return code
+        while self._more is not None:
+            try:
+                source, starting, done = self._more.get(timeout=0.05)
+            except queue.Empty:
+                if self._should_stop():
+                    return 0
+                continue
+            starting()
+            done(self.turn(store, instance, source))
         return 0
 
     @staticmethod
@@ -440,6 +466,152 @@ class _PollOneoff:
         if clock_id == 0:  # realtime: an absolute wall-clock time
             return now + (timeout - time.time_ns())
         return self.clock_base_ns + timeout  # monotonic, counted from the WASI context's start
+
+
+_TRAMPOLINE_WAT = """
+(module
+  (import "guest" "memory" (memory 0))
+  (import "wasi_snapshot_preview1" "fd_readdir" (func $readdir (param i32 i32 i32 i64 i32) (result i32)))
+  (export "memory" (memory 0))
+  (func (export "fd_readdir") (param i32 i32 i32 i64 i32) (result i32)
+    (call $readdir (local.get 0) (local.get 1) (local.get 2) (local.get 3) (local.get 4))))
+"""
+_trampolines: dict[int, wasmtime.Module] = {}
+_trampolines_lock = threading.Lock()
+
+
+def _trampoline_module(engine: wasmtime.Engine) -> wasmtime.Module:
+    with _trampolines_lock:
+        module = _trampolines.get(id(engine))
+        if module is None:
+            module = _trampolines[id(engine)] = wasmtime.Module(engine, wasmtime.wat2wasm(_TRAMPOLINE_WAT))
+        return module
+
+
+class _FdReaddir:
+    """WASI `fd_readdir`, in front of wasmtime's: whole listings read at once, then served from
+    memory.
+
+    wasmtime's `fd_readdir` reads the whole folder again on every call and skips to the cookie;
+    wasi-libc's `readdir` calls it with a 4 KiB buffer (~100 entries), so a listing costs
+    O(entries²) (8000 files: 18-32 s). Here a call at cookie 0 (the start of every listing)
+    reads into a scratch buffer in the guest's memory (`host_alloc`, 256 KiB, ~3000 entries);
+    the listing's later calls are answered from the records kept, and refilled by the real call
+    (each one still re-reads the whole folder, ~50 µs an entry) only past the buffer, which then
+    grows eightfold, up to 16 MiB: a few real calls per listing at most. A listing is a snapshot
+    taken at its start. (Kept per fd, for the last few fds listed: `find` lists a folder while
+    it walks another.) The guest has no `free` export: outgrown buffers stay allocated (< 3 MiB).
+
+    wasmtime's WASI functions find the memory through their caller's `memory` export, so the
+    host cannot call one directly: a two-line wasm module importing the guest's memory (and
+    exporting it) calls it for us.
+    """
+
+    FIRST_SCRATCH, MAX_SCRATCH = 256 << 10, 16 << 20
+    HEADER = 24  # d_next u64, d_ino u64, d_namlen u32, d_type u8, padding
+    KEEP = 16  # listings kept (one per fd)
+    EIO, EFAULT = 29, 21
+
+    def __init__(self, engine: wasmtime.Engine, original: wasmtime.Func) -> None:
+        self.engine = engine
+        self.original = original
+        self.call: Optional[wasmtime.Func] = None  # the trampoline, made on first use
+        self.scratch = 0
+        self.scratch_size = 0
+        self.grow = False  # the last fill was full: the next gets a bigger buffer
+        self.listings: dict[int, _Listing] = {}  # fd -> its listing, oldest first
+
+    def __call__(self, caller: wasmtime.Caller, fd: int, buf: int, buf_len: int, cookie: int,
+                 bufused_ptr: int) -> int:
+        try:
+            return self._readdir(caller, fd, buf, buf_len, cookie, bufused_ptr)
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return self.EIO
+
+    def _readdir(self, caller: wasmtime.Caller, fd: int, buf: int, buf_len: int, cookie: int,
+                 bufused_ptr: int) -> int:
+        memory = caller["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        size = memory.data_len(caller)
+        if not (buf_len >= 0 and _fits(buf, buf_len, size) and _fits(bufused_ptr, 4, size)):
+            return self.EFAULT
+        listing = self.listings.get(fd)
+        if cookie == 0 or listing is None or cookie not in listing.index:
+            listing = _Listing()
+            self.listings.pop(fd, None)
+            while len(self.listings) >= self.KEEP:
+                del self.listings[next(iter(self.listings))]
+            self.listings[fd] = listing
+            errno = self._fill(caller, memory, fd, cookie, listing)
+            if errno:
+                return errno
+        out = bytearray()
+        at = listing.index.get(cookie)
+        while len(out) < buf_len:
+            if at is None or at >= len(listing.records):
+                resume = listing.next_cookie
+                if resume is None:
+                    break  # the real end of the folder
+                errno = self._fill(caller, memory, fd, resume, listing)
+                if errno:
+                    return errno
+                at = listing.index.get(resume)
+                if at is None or at >= len(listing.records):
+                    break
+                continue
+            out += listing.records[at]
+            at += 1
+        data = bytes(out[:buf_len])
+        memory.write(caller, data, buf)
+        memory.write(caller, struct.pack("<I", len(data)), bufused_ptr)
+        return 0
+
+    def _fill(self, caller: wasmtime.Caller, memory: wasmtime.Memory, fd: int, cookie: int,
+              listing: "_Listing") -> int:
+        """Read records from `cookie` on with the real call (one scratch buffer's worth)."""
+        if self.call is None:
+            instance = wasmtime.Instance(caller, _trampoline_module(self.engine), [memory, self.original])
+            call = instance.exports(caller)["fd_readdir"]
+            assert isinstance(call, wasmtime.Func)
+            self.call = call
+        if not self.scratch or self.grow:
+            size = min(self.scratch_size * 8, self.MAX_SCRATCH) if self.scratch else self.FIRST_SCRATCH
+            alloc = caller["host_alloc"]
+            assert isinstance(alloc, wasmtime.Func)
+            scratch = int(alloc(caller, size + 8))
+            if not scratch or not _fits(scratch, size + 8, memory.data_len(caller)):
+                return self.EIO
+            self.scratch, self.scratch_size, self.grow = scratch, size, False
+        size = self.scratch_size
+        used_ptr = self.scratch + size
+        errno = int(self.call(caller, fd, self.scratch, size, cookie, used_ptr))
+        if errno:
+            return errno
+        used = min(struct.unpack("<I", memory.read(caller, used_ptr, used_ptr + 4))[0], size)
+        raw = memory.read(caller, self.scratch, self.scratch + used)
+        pos, start = 0, cookie
+        while pos + self.HEADER <= len(raw):
+            d_next, _ino, namlen = struct.unpack_from("<QQI", raw, pos)
+            end = pos + self.HEADER + namlen
+            if end > len(raw):
+                break  # cut off at the end of the buffer: read again from its cookie
+            listing.index[start] = len(listing.records)
+            listing.records.append(bytes(raw[pos:end]))
+            start, pos = d_next, end
+        # a full buffer means more may follow (WASI); anything less is the end of the folder
+        full = used >= size
+        listing.next_cookie = start if full and start != cookie else None
+        self.grow = full and size < self.MAX_SCRATCH
+        return 0
+
+
+@dataclass
+class _Listing:
+    """One folder listing read by `_FdReaddir`: its dirent records in order."""
+
+    records: list[bytes] = field(default_factory=list)
+    index: dict[int, int] = field(default_factory=dict)  # cookie of an entry -> its record's index
+    next_cookie: Optional[int] = None  # where the real listing goes on (None: it ended)
 
 
 def _wait_for_wasmtime_output_threads() -> None:

@@ -1,10 +1,12 @@
 """`run_code` and code contexts (E2B code-interpreter's semantics), on the host side.
 
-A context is one long-lived guest running the kernel loop (runtime/declaw_kernel), started from
-the warm snapshot. Between cells it waits inside the door's `next` call; `run_code` hands it the
-cell as that call's answer and collects what the guest reports back through the door (stdout,
-stderr, results, the error) until `done`. One cell at a time per context; contexts are
-independent guests, so they run at once.
+A context is one long-lived guest holding the kernel (runtime/declaw_kernel), started from the
+warm snapshot. Its first turn (the module's `turn` export) sets the kernel up; each cell is then
+one more turn, `declaw_kernel.cell(code, envs)`, run on the guest's thread while `run_code`
+collects what the guest reports through the door (stdout, stderr, results, the error). The cell
+is over when its turn returns: the host sees that itself, so nothing the cell's code sends
+through the door can end it early or take the next cell's code (a forged `done` once could). One
+cell at a time per context; contexts are independent guests, so they run at once.
 
 Timeouts: a cell past its `timeout` stops the guest (an epoch deadline, and the interruptible
 `poll_oneoff` for sleeps) and raises `TimeoutException` at once; the context starts afresh on
@@ -22,7 +24,7 @@ from .exceptions import InvalidArgumentException, SandboxException, TimeoutExcep
 from .execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .guest import Guest, GuestSpec, OutputSink
 from .packages import install_for_guest
-from .process import boot_spec
+from .process import turns_spec
 
 if TYPE_CHECKING:
     from .sandbox import SandboxCore
@@ -33,8 +35,14 @@ LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
 
 
 def kernel_spec(warm: bool, cwd: str, env: dict[str, str], **spec: Any) -> GuestSpec:
-    """A code context's guest: the kernel loop, serving cells in `cwd`."""
-    return boot_spec(warm, "kernel", [cwd, env], ["--kernel", cwd], env, **spec)
+    """A code context's guest: its first turn sets up the kernel in `cwd`."""
+    return turns_spec(warm, "kernel", [cwd, env], env, **spec)
+
+
+def cell_turn(code: str, envs: dict[str, str]) -> str:
+    """The turn that runs one cell (the code travels as a literal: repr escapes NULs and
+    surrogates, so any str survives)."""
+    return f"__import__('declaw_kernel').cell({code!r}, {envs!r})\n"
 
 
 class _Cell:
@@ -42,7 +50,6 @@ class _Cell:
 
     def __init__(self, code: str, envs: dict[str, str], timeout: Optional[float],
                  output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> None:
-        self.request = {"code": code, "envs": envs}
         self.timeout = timeout
         self.callbacks = callbacks
         self.execution = Execution()
@@ -84,26 +91,17 @@ class Kernel:
         self.context = context
         self.guest: Optional[Guest] = None
         self._run_lock = threading.Lock()  # one cell at a time
-        self._cond = threading.Condition()
-        self._pending: Optional[_Cell] = None  # handed to the guest at its next `next`
-        self._current: Optional[_Cell] = None
+        self._current: Optional[_Cell] = None  # the cell whose turn is running
+        self._count = 0  # cells run by this guest (execution_count)
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         self._quota_message = ""
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
+        """What a cell reports. Nothing here ends a cell (its turn's return does), so any
+        request the cell's own code forges can at most add to its own output."""
         op = request.get("op") if isinstance(request, dict) else None
         cell = self._current
-        if op == "next" and cell is not None:
-            # only the kernel's first request is `next`; from inside a cell it would lift the
-            # cell's deadline
-            raise ValueError("door request 'next' while a cell runs")
-        if op in ("next", "done"):
-            if op == "done" and cell is not None:
-                cell.execution.execution_count = request.get("execution_count")
-                self._current = None
-                cell.finished.set()
-            return self._next_cell(guest)
         if cell is None:
             raise ValueError(f"door request {op!r} outside a cell")
         if op in ("stdout", "stderr"):
@@ -123,18 +121,6 @@ class Kernel:
             raise ValueError(f"unknown door request {op!r}")
         return None
 
-    def _next_cell(self, guest: Guest) -> dict[str, Any]:
-        guest.set_deadline(None)
-        while True:
-            with self._cond:
-                if self._pending is not None:
-                    cell, self._pending = self._pending, None
-                    self._current = cell
-                    guest.set_deadline(cell.timeout)  # the cell's time starts now
-                    return cell.request
-                self._cond.wait(0.05)
-            guest.check_stopped()
-
     def _fd_output(self, stream: str) -> Callable[[str], None]:
         """Output written to the guest's fd 1/2 directly (C code), not through sys.stdout."""
         def deliver(text: str) -> None:
@@ -150,8 +136,10 @@ class Kernel:
                            profile=core.profile, mounts=core.fs.mounts, memory_limit=limits.memory_limit,
                            output_limit=limits.output_limit)
         guest = Guest(core.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
-                      stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door)
+                      stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
+                      more_turns=True)
         guest.start()
+        self._count = 0
         return guest
 
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
@@ -166,9 +154,19 @@ class Kernel:
                 cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
                                    "its variables and imports are gone\n")
                 self._lost = None
-            with self._cond:
-                self._pending = cell
-                self._cond.notify_all()
+            self._count += 1
+            cell.execution.execution_count = self._count
+
+            def starting() -> None:  # on the guest's thread: the cell's time starts now
+                self._current = cell
+                guest.set_deadline(cell.timeout)
+
+            def done(_code: int) -> None:  # the turn returned (an exception in it was printed)
+                guest.set_deadline(None)
+                self._current = None
+                cell.finished.set()
+
+            guest.run_turn(cell_turn(code, envs), starting, done)
             while not cell.finished.wait(0.02):
                 if guest.done:
                     return self._ended(guest, cell, timeout)
@@ -177,7 +175,7 @@ class Kernel:
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
         outcome = guest.wait()
         assert outcome is not None
-        self.guest, self._current, self._pending = None, None, None
+        self.guest, self._current = None, None
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
             raise TimeoutException(f"Execution timed out after {timeout:g} s")

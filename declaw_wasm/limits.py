@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# A command line is one argument of `bash -c`, and Linux refuses an argument of this many bytes
+# or more (MAX_ARG_STRLEN, with its NUL: E2BIG). It also bounds the in-guest parser, whose time
+# grows faster than linearly with the length of one word (128 KiB: ~1.6 s; 1 MB: ~1 min).
+MAX_COMMAND_LINE = 128 * 1024
+
 
 class Limits(BaseModel):
     """Per-sandbox limits; every guest of the sandbox runs under them."""

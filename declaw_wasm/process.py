@@ -45,6 +45,22 @@ def boot_spec(warm: bool, entry: str, args: list[Any], cold_args: list[str], env
     return GuestSpec(argv=[GUEST_PYTHON, BOOT_SCRIPT, *profile_args, *cold_args], env=env, **spec)
 
 
+def turns_spec(warm: bool, entry: str, args: list[Any], env: dict[str, str],
+               profile: Optional[dict[str, Any]] = None, **spec: Any) -> GuestSpec:
+    """A guest that runs as turns on both paths (a code context): its first turn calls
+    `_declaw_boot.<entry>(*args, profile=...)`, on the cold module after loading the boot module
+    from its file (there, nothing has imported it)."""
+    call = ", ".join([*(repr(arg) for arg in args), f"profile={profile!r}"])
+    load = "import _declaw_boot\n" if warm else (
+        "import sys, importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('_declaw_boot', {BOOT_SCRIPT!r})\n"
+        "_declaw_boot = importlib.util.module_from_spec(spec)\n"
+        "sys.modules['_declaw_boot'] = _declaw_boot\n"
+        "spec.loader.exec_module(_declaw_boot)\n"
+        "del spec\n")
+    return GuestSpec(argv=[GUEST_PYTHON], env=env, turns=[f"{load}_declaw_boot.{entry}({call})\n"], **spec)
+
+
 def shell_spec(warm: bool, cwd: str, script: str, env: dict[str, str], tty: bool,
                **spec: Any) -> GuestSpec:
     """The shell running `script` in `cwd` (or, with `tty`, an interactive shell)."""

@@ -225,11 +225,24 @@ class SandboxCore:
 
 
 def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:
+    """`envs` as a guest environment: names a C environment can hold (non-empty, no `=`, no
+    NUL), values without NUL, all valid UTF-8 (WASI passes the environment as UTF-8)."""
     if envs is None:
         return {}
     if not isinstance(envs, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                              for k, v in envs.items()):
         raise InvalidArgumentException("envs must be a dict of str to str")
+    for name, value in envs.items():
+        if not name or "=" in name or "\x00" in name:
+            raise InvalidArgumentException(f"envs: invalid variable name {name!r} (empty, or has '=' or NUL)")
+        if "\x00" in value:
+            raise InvalidArgumentException(f"envs: the value of {name!r} contains a NUL byte")
+        try:
+            name.encode("utf-8")
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentException(f"envs: {name!r} or its value is not valid UTF-8 "
+                                           "(lone surrogate)") from None
     return dict(envs)
 
 
@@ -240,12 +253,11 @@ def new_core(template: Optional[str], timeout: Optional[float], metadata: Option
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
     guest_template = lookup(template)
-    for label, mapping in (("metadata", metadata), ("envs", envs)):
-        if mapping is not None and not (isinstance(mapping, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())):
-            raise InvalidArgumentException(f"{label} must be a dict of str to str")
-    return SandboxCore(guest_template, DEFAULT_TIMEOUT if timeout is None else timeout, dict(metadata or {}),
-                       dict(envs or {}), limits or Limits())
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise InvalidArgumentException("metadata must be a dict of str to str")
+    return SandboxCore(guest_template, DEFAULT_TIMEOUT if timeout is None else timeout,
+                       dict(metadata or {}), _check_envs(envs), limits or Limits())
 
 
 class instance_or_id:

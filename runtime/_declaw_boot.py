@@ -3,11 +3,12 @@ behave as CPython's command line.
 
 Cold path: the guest's main program, as
 ``python /usr/local/lib/declaw/_declaw_boot.py --shell CWD SCRIPT`` (a command line),
-``... --pty CWD`` (an interactive shell), ``... --kernel CWD`` (a run_code context) or
+``... --pty CWD`` (an interactive shell) or
 ``... CWD [python options] (-c CODE | -m MOD | FILE | -) ARGS`` (python3 alone).
 Warm path: imported when the snapshot is built; each guest's first turn calls `shell()`,
 `kernel()` or `start()`, which first renew what the snapshot froze (environment, random
-seeds, tempfile names).
+seeds, tempfile names). A run_code context runs as turns on both paths: `kernel()` first (on
+the cold path after loading this file), then one turn per cell.
 The reactor runs CPython isolated (no site, no PYTHONPATH, no script folder on sys.path), so
 this puts back what a user of `python3` expects: the working directory, `sys.argv`, a fresh
 `__main__`, the script's folder (or the cwd for -c/-m) on `sys.path`, tracebacks that start at
@@ -76,9 +77,13 @@ def shell(cwd, script, env, tty=False, profile=None):
 
 
 def kernel(cwd, env, profile=None):
-    """The warm path's entry for a code context: serve cells until the host stops the guest."""
+    """A code context's first turn (both paths): set up the kernel and return; each cell is a
+    turn of its own (`declaw_kernel.cell`), until the host stops the guest."""
     _renew(env, profile)
-    _finish(_status_of(_kernel, cwd))
+    _as_the_system_python()
+    import declaw_kernel
+
+    declaw_kernel.setup(cwd)
 
 
 RUNTIME_ZIP = "/usr/local/lib/python315.zip"
@@ -129,13 +134,6 @@ def _as_the_system_python():
     """What every program here expects of its interpreter, whatever the entry."""
     sys.executable = "/usr/local/bin/python3"
     _install_import_patches()
-
-
-def _kernel(cwd):
-    _as_the_system_python()
-    import declaw_kernel
-
-    return declaw_kernel.serve(cwd)
 
 
 def _shell(cwd, script, env, tty):
@@ -384,7 +382,9 @@ def _run_user(run):
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
             tb = tb.tb_next
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        from declaw_shell import tracebacks  # bounded for 10**6-frame tracebacks
+
+        tracebacks.print_uncaught(exc, tb)
         return 1
     return 0
 
@@ -536,8 +536,6 @@ if __name__ == "__main__":
         del sys.argv[1:3]
     if sys.argv[1:2] == ["--shell"]:
         _finish(_status_of(_shell, sys.argv[2], sys.argv[3], dict(os.environ), False))
-    elif sys.argv[1:2] == ["--kernel"]:
-        _finish(_status_of(_kernel, sys.argv[2]))
     elif sys.argv[1:2] == ["--pty"]:
         _finish(_status_of(_shell, sys.argv[2], "", dict(os.environ), True))
     _finish(_status_of(main, sys.argv[1], sys.argv[2:]))

@@ -1,12 +1,14 @@
 """The code-interpreter kernel inside the guest: one long-lived namespace, cell after cell.
 
-A context is one guest instance running `serve()`. It asks the host for a cell through the
-door (`next`; the host answers when `run_code` sends one, so the guest waits inside
-`host.call`), runs it as IPython would — the value of a final expression is the main result,
-`display()` and figures left open give display results, `!cmd` runs through the sandbox shell,
-common indentation is removed — and reports everything back as msgpack requests: `stdout`,
-`stderr`, `result` (a MIME bundle), `error`, then `done`, whose answer is the next cell.
-Nothing is parsed from the guest's stdout.
+A context is one guest instance. Its first turn (the module's `turn` export) calls `setup()`;
+then the host runs each cell as a turn of its own calling `cell(code, envs)`, which runs it as
+IPython would — the value of a final expression is the main result, `display()` and figures left
+open give display results, `!cmd` runs through the sandbox shell, common indentation is
+removed — and reports what happens as msgpack requests through the door: `stdout`, `stderr`,
+`result` (a MIME bundle), `error`. Nothing is parsed from the guest's stdout.
+
+A cell is over when its turn returns to the host, which no request can fake: the cell's own code
+runs in this interpreter and can send any request it likes, so none of them ends a cell.
 """
 
 import ast
@@ -19,7 +21,7 @@ import textwrap
 import traceback
 import types
 
-from declaw_shell import door
+from declaw_shell import door, tracebacks
 
 from . import display as displays
 
@@ -80,7 +82,7 @@ class Kernel:
         self.stdout, self.stderr = DoorStream("stdout"), DoorStream("stderr")
 
     def run_cell(self, cell):
-        """Run one cell; the `done` report for it."""
+        """Run one cell, reporting through the door."""
         self.count += 1
         envs = cell.get("envs") or {}
         saved = {key: os.environ.get(key) for key in envs}
@@ -116,7 +118,6 @@ class Kernel:
                     os.environ[key] = value
         if error is not None:
             door.call("error", **error)
-        return {"execution_count": self.count}
 
     def _execute(self, code):
         source = shell_escapes(textwrap.dedent(code))
@@ -143,9 +144,11 @@ class Kernel:
 
 
 def _error(exc, tb):
-    lines = traceback.format_exception(type(exc), exc, tb) if tb is not None else \
+    lines = tracebacks.format_exception(exc, tb) if tb is not None else \
         traceback.format_exception_only(type(exc), exc)
-    return {"name": type(exc).__name__, "value": str(exc), "traceback": "".join(lines)}
+    error = {"name": type(exc).__name__, "value": str(exc), "traceback": "".join(lines)}
+    tracebacks.release(exc)
+    return error
 
 
 def shell_escapes(source):
@@ -175,10 +178,15 @@ def system(command):
     session.run(command)
 
 
-def serve(cwd):
-    """The context's life: cells until the host stops it (it kills the guest)."""
-    kernel = Kernel(cwd)
-    cell = door.call("next")
-    while True:
-        report = kernel.run_cell(cell)
-        cell = door.call("done", **report)
+_kernel = None
+
+
+def setup(cwd):
+    """The context's first turn: a fresh namespace in `cwd`."""
+    global _kernel
+    _kernel = Kernel(cwd)
+
+
+def cell(code, envs):
+    """One cell: a turn of its own, over when this returns."""
+    _kernel.run_cell({"code": code, "envs": envs})

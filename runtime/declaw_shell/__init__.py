@@ -12,17 +12,50 @@ chosen). This package binds it to the sandbox:
 """
 
 import asyncio
+import errno
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from bash_purepython.command.command import InputKind, OutputKind
 from bash_purepython.continuation import script_needs_more_lines
-from bash_purepython.execute_command import Executor, StdinValue
-from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellState
+from bash_purepython.execute_command import ExecutionResult, Executor, StdinValue
+from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError, ShellState
 
 from . import door, programs
 
 EXIT_INTERRUPTED = 130
+WRITABLE = ("/home/user", "/tmp")  # the sandbox's writable mounts; the rest of / is read-only
+_DENIED = {errno.EPERM, errno.EACCES, getattr(errno, "ENOTCAPABLE", errno.EPERM)}
+
+
+def os_error_text(exc):
+    """`PATH: REASON` for an OSError, as bash words it. WASI answers a write under the read-only
+    root with EPERM (even when a parent folder is missing): say what Linux would."""
+    path = os.fsdecode(exc.filename) if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in _DENIED and path:
+        full = os.path.abspath(path)
+        if not any(full == w or full.startswith(w + "/") for w in WRITABLE):
+            reason = "Read-only file system" if os.path.isdir(os.path.dirname(full)) \
+                else "No such file or directory"
+    return "%s: %s" % (path, reason) if path else reason
+
+
+class RedirectionFailed(ShellError):
+    """A redirection could not open its file."""
+
+
+@contextmanager
+def _redirection_errors():
+    """A redirection that cannot open its file fails its command (status 1, `bash: PATH:
+    REASON`, so `||`, `&&` and `set -e` see it) and the line goes on, as in bash; the library
+    would let the OSError end the whole line with a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        raise RedirectionFailed(os_error_text(exc)) from None
 
 
 class GuestExecutor(Executor):
@@ -50,8 +83,33 @@ class GuestExecutor(Executor):
         if stdin is None and state.pending_stdin is None \
                 and InputKind.STREAM_TEXT in command.input_kinds:
             stdin = StdinValue(value=self.session.stdin_lines(), kind=OutputKind.STREAM_TEXT)
-        return await super().run_registered_command(command, arguments, stdin, error_destination,
-                                                    state, attached_to_terminal)
+        try:
+            return await super().run_registered_command(command, arguments, stdin, error_destination,
+                                                        state, attached_to_terminal)
+        except OSError as exc:  # a utility that lets one escape (mkdir, cp on the read-only root)
+            message = "%s: %s\n" % (getattr(command, "name", "bash"), os_error_text(exc))
+            try:
+                self.error_sink(error_destination, state, None)(message)
+            except OSError:
+                state.write_error(message)
+            return ExecutionResult.empty(1)
+
+    async def execute_simple_command(self, node, state, stdin, merge_stderr=False, in_pipeline=False):
+        try:
+            return await super().execute_simple_command(node, state, stdin, merge_stderr, in_pipeline)
+        except RedirectionFailed as exc:
+            state.write_error("bash: %s\n" % exc)
+            return ExecutionResult.empty(1)
+
+    async def error_destination(self, redirections, state, merge_stderr):
+        with _redirection_errors():
+            return await super().error_destination(redirections, state, merge_stderr)
+
+    async def apply_output_redirections(self, result, redirections, state, error_destination=None,
+                                        merge_stderr=False):
+        with _redirection_errors():
+            return await super().apply_output_redirections(result, redirections, state,
+                                                           error_destination, merge_stderr)
 
 
 class Session:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -285,13 +284,6 @@ def test_kill_during_files_writes_fails_them_cleanly() -> None:
         _remove_tree(base)  # a racing write can leave it behind: see the next case
 
 
-@pytest.mark.xfail(strict=False,  # a race: it may not happen in a given run
-                    reason="kill races files-API calls: Filesystem checks the sandbox "
-                   "is running, then writes without a lock while kill's shutil.rmtree(..., "
-                   "ignore_errors=True) runs; a write that mkdirs a new parent after rmtree scanned "
-                   "the folder makes rmdir fail silently, so the killed sandbox's host folder (with "
-                   "the new file) stays on disk; about half of the kills during a 4-thread write "
-                   "loop leak it")
 def test_kill_racing_files_writes_leaves_no_host_folder() -> None:
     """Defends against a write racing kill leaving the sandbox's files on the host disk."""
     leaked: list[Path] = []
@@ -332,13 +324,8 @@ def test_many_sandboxes_at_once_stay_isolated() -> None:
     assert_host_fine()
 
 
-OLD_RMTREE = sys.version_info < (3, 12, 4)  # shutil.rmtree recurses per level before 3.12.4 (gh-89727)
 
 
-@pytest.mark.xfail(OLD_RMTREE, strict=True, reason="a guest makes ~1040 nested folders in 0.3 s; "
-                   "then Sandbox.kill() raises RecursionError (shutil.rmtree recurses once per level "
-                   "on this Python), the sandbox's host folder stays on disk and its registry entry is "
-                   "never removed; a lifetime-timeout kill dies the same way in its Timer thread")
 def test_kill_removes_a_guest_made_deep_tree() -> None:
     """Defends against a deep folder chain making kill fail and leak the host folder."""
     s = Sandbox.create(timeout=60)
@@ -355,8 +342,6 @@ def test_kill_removes_a_guest_made_deep_tree() -> None:
         assert_host_fine()
 
 
-@pytest.mark.xfail(OLD_RMTREE, strict=True, reason="files.remove() of a guest-made ~1040-level "
-                   "folder raises a raw RecursionError (not SandboxException) from shutil.rmtree")
 def test_files_remove_of_a_deep_tree(fresh) -> None:
     """Defends against a deep folder chain making files.remove raise a non-SDK exception."""
     deep_tree(fresh, "/tmp/nest")
