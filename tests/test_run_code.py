@@ -139,12 +139,12 @@ def test_sympy_gives_latex_and_text(ci) -> None:
     assert main.text == "Integral(x**2, x)" and "\\int" in main.latex
 
 
-def test_plotly_figure_gives_html_and_json(ci) -> None:
-    if ci.run_code("import importlib.util; importlib.util.find_spec('plotly') is None").text == "True":
-        pytest.skip("plotly is not in the guest yet (the templates issue's bundle adds it)")
+def test_plotly_figure_gives_html_and_its_json(ci) -> None:
     execution = ci.run_code("import plotly.express as px\npx.line(x=[1, 2], y=[3, 4])")
     main = execution.results[0]
-    assert main.html and main.json
+    assert "plotly-graph-div" in main.html
+    figure = main.extra["application/vnd.plotly.v1+json"]
+    assert figure["data"][0]["type"] == "scatter" and figure["data"][0]["mode"] == "lines"
 
 
 def test_contexts_are_independent(ci) -> None:

@@ -75,6 +75,7 @@ class Kernel:
         import _declaw_boot
 
         _declaw_boot.patch_on_import("IPython.core.display_functions", displays.patch_ipython)
+        _declaw_boot.patch_on_import("plotly.io", displays.patch_plotly)
         os.chdir(cwd)
         os.environ["PWD"] = cwd
         sys.path.insert(0, "")
