@@ -229,3 +229,23 @@ def test_async_sandbox_through_the_server(server_url: str) -> None:
             assert await sbx.kill() is True
 
     anyio.run(main)
+
+
+def test_the_seed_example_prints_the_same_when_served(server_url: str) -> None:
+    """examples/code_interpreter.py, run as a user would with DECLAW_DOMAIN set: a separate
+    process that only talks HTTP (it never loads the runtime)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "code_interpreter.py"
+    env = {**os.environ, "DECLAW_DOMAIN": server_url, "DECLAW_API_KEY": API_KEY}
+    done = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:6] == ["--- snippet 0: exit 0", "solution: {x: 13/7, y: 11/7}",
+                         "--- snippet 1: exit 0", "{'APAC': 150, 'EU': 80}",
+                         "--- snippet 2: exit 0", "wrote /tmp/chart.png"]
+    assert 10_000 < int(lines[6].split(":")[1].split()[0]) < 200_000
