@@ -594,7 +594,10 @@ def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1",
     import uvicorn
 
     check_bind(host, api_key)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # proto IPPROTO_TCP, so that asyncio sets TCP_NODELAY on the accepted connections (it checks
+    # the proto; without it, small writes wait ~40 ms for delayed ACKs)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
+                         socket.IPPROTO_TCP)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning", lifespan="off")
