@@ -212,17 +212,17 @@ class AsyncPty:
         return AsyncCommandHandle(handle)
 
     async def send_stdin(self, pid: int, data: bytes, **kw: Any) -> None:
-        self._sync.send_stdin(pid, data)
+        await _in_thread(self._sync.send_stdin, pid, data)
 
     async def resize(self, pid: int, size: PtySize, **kw: Any) -> None:
-        self._sync.resize(pid, size)
+        await _in_thread(self._sync.resize, pid, size)
 
     async def kill(self, pid: int, **kw: Any) -> bool:
-        return self._sync.kill(pid)
+        return await _in_thread(self._sync.kill, pid)
 
     async def connect(self, pid: int, on_data: Optional[DataHandler] = None,
                       **kw: Any) -> AsyncCommandHandle:
-        handle = self._sync.connect(pid)
+        handle = await _in_thread(self._sync.connect, pid)
         handle._process.set_callbacks(pty=_from_loop(on_data))
         return AsyncCommandHandle(handle)
 

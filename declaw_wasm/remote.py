@@ -35,7 +35,7 @@ from .filesystem import CHUNK, WriteData
 from .limits import Limits
 from .models import (CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteEntry,
                      WriteInfo)
-from .process import Event
+from .process import Event, _check_size
 from .pty import Pty
 from .sandbox import Sandbox, SandboxPaginator
 from .wire import API_KEY_HEADER, exception_from
@@ -75,8 +75,8 @@ class Connection:
 
     def __init__(self, url: str, api_key: Optional[str]) -> None:
         self.url = url
-        headers = {API_KEY_HEADER: api_key} if api_key else {}
-        self.client = httpx.Client(base_url=url, headers=headers,
+        self.auth_headers = {API_KEY_HEADER: api_key} if api_key else {}
+        self.client = httpx.Client(base_url=url, headers=self.auth_headers,
                                    timeout=httpx.Timeout(REQUEST_TIMEOUT, connect=CONNECT_TIMEOUT),
                                    limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
 
@@ -583,15 +583,71 @@ class RemoteCommands(Commands):
 
 
 class RemotePty(Pty):
-    """PTYs are not served yet: every call says so."""
+    """PTYs on the server: created over HTTP, output read from a WebSocket
+    (`/sandboxes/{id}/pty/{pid}`); stdin, resizes and kills are HTTP calls."""
 
     def __init__(self, sbx: RemoteSandbox) -> None:  # noqa: super not called
         self._sbx = sbx
+        self._conn = sbx._conn
 
-    def _unsupported(self, *args: Any, **kwargs: Any) -> Any:
-        raise SandboxException("PTYs are not available over a declaw server yet (in-process only)")
+    def create(self, size: PtySize, user: Optional[str] = None, cwd: Optional[str] = None,
+               envs: Optional[dict[str, str]] = None, timeout: Optional[float] = 60.0,
+               request_timeout: Optional[float] = None,
+               on_data: Optional[Callable[[bytes], None]] = None) -> CommandHandle:
+        size = _check_size(size)
+        pid = self._conn.request("POST", self._sbx._path("/pty"), request_timeout, json={
+            "rows": size.rows, "cols": size.cols, "cwd": cwd, "envs": envs, "timeout": timeout})["pid"]
+        return self._attach(int(pid), on_data)
 
-    create = send_stdin = resize = kill = connect = _unsupported  # type: ignore[assignment]
+    def _attach(self, pid: int, on_data: Optional[Callable[[bytes], None]]) -> CommandHandle:
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+        from websockets.sync.client import connect
+
+        url = self._conn.url.replace("http", "ws", 1) + self._sbx._path(f"/pty/{pid}")
+        try:
+            # entered as a context manager (websockets >= 17 warns otherwise); closed by pump()
+            socket = connect(url, additional_headers=self._conn.auth_headers,
+                             max_size=None, open_timeout=CONNECT_TIMEOUT).__enter__()
+        except InvalidStatus as exc:
+            raise NotFoundException(f"no running PTY with pid {pid} in sandbox {self._sbx.sandbox_id} "
+                                    f"({exc})") from None
+        except (OSError, TimeoutError) as exc:
+            raise SandboxException(f"cannot reach the declaw server at {self._conn.url}: {exc}") from None
+        process = _RemoteProcess(pid, "", {"pty": on_data})
+
+        def lines() -> Iterator[dict[str, Any]]:
+            try:
+                for message in socket:
+                    if isinstance(message, bytes):
+                        yield {"type": "pty", "data": base64.b64encode(message).decode()}
+                    else:
+                        yield json.loads(message)
+            except ConnectionClosed as exc:
+                raise SandboxException(f"the PTY's connection to the declaw server closed: {exc}") from None
+
+        def pump() -> None:
+            try:
+                process.pump(lines())
+            finally:
+                socket.close()
+
+        threading.Thread(target=pump, name=f"declaw-remote-pty-{pid}", daemon=True).start()
+        return RemoteCommandHandle(self._sbx, process)
+
+    def send_stdin(self, pid: int, data: bytes, request_timeout: Optional[float] = None) -> None:
+        self._sbx.commands.send_stdin(pid, data, request_timeout)
+
+    def resize(self, pid: int, size: PtySize, request_timeout: Optional[float] = None) -> None:
+        size = _check_size(size)
+        self._conn.request("POST", self._sbx._path(f"/pty/{int(pid)}/resize"), request_timeout,
+                           json={"rows": size.rows, "cols": size.cols})
+
+    def kill(self, pid: int, request_timeout: Optional[float] = None) -> bool:
+        return self._sbx.commands.kill(pid, request_timeout)
+
+    def connect(self, pid: int, timeout: Optional[float] = 60.0,
+                request_timeout: Optional[float] = None) -> CommandHandle:
+        return self._attach(int(pid), None)
 
 
 # -- async ---------------------------------------------------------------------------------------------

@@ -34,9 +34,10 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.from_thread
 import anyio.to_thread
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
@@ -48,12 +49,12 @@ from .exceptions import (AuthenticationException, InvalidArgumentException, NotF
                          SandboxException, SandboxNotFoundException)
 from .execution import Context, ExecutionError, OutputMessage, Result
 from .limits import Limits
-from .models import EntryInfo, ProcessInfo, SandboxInfo, WriteInfo
+from .models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
 from .process import Event, Process
 from .sandbox import Sandbox, SandboxCore, new_core
-from .wire import (API_KEY_HEADER, Connect, Created, CreateContext, CreateSandbox, ErrorBody,
-                   Exists, Killed, MakeDir, Rename, RunCode, RunCommand, SetTimeout, Stdin,
-                   error_body, status_of)
+from .wire import (API_KEY_HEADER, Connect, Created, CreateContext, CreatePty, CreateSandbox,
+                   ErrorBody, Exists, Killed, MakeDir, Pid, Rename, Resize, RunCode, RunCommand,
+                   SetTimeout, Stdin, error_body, status_of)
 
 T = TypeVar("T")
 DEFAULT_MAX_BODY = 16 << 20  # JSON bodies: code, stdin, arguments
@@ -400,6 +401,36 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         sbx = await sandbox(sandbox_id)
         return Killed(killed=await _in_thread(sbx.commands.kill, pid))
 
+    # -- PTYs ----------------------------------------------------------------------------------------
+    @app.post("/sandboxes/{sandbox_id}/pty", tags=["pty"], responses=errors)
+    async def create_pty(sandbox_id: str, body: CreatePty) -> Pid:
+        """Start an interactive shell on a terminal of this size; attach with the WebSocket
+        `/sandboxes/{id}/pty/{pid}`. It runs until it exits, is killed or times out, whether
+        or not a socket is attached."""
+        sbx = await sandbox(sandbox_id)
+        handle = await _in_thread(sbx.pty.create, PtySize(rows=body.rows, cols=body.cols),
+                                  cwd=body.cwd, envs=body.envs, timeout=body.timeout)
+        return Pid(pid=handle.pid)
+
+    @app.post("/sandboxes/{sandbox_id}/pty/{pid}/resize", tags=["pty"], status_code=204, responses=errors)
+    async def resize_pty(sandbox_id: str, pid: int, body: Resize) -> Response:
+        sbx = await sandbox(sandbox_id)
+        await _in_thread(sbx.pty.resize, pid, PtySize(rows=body.rows, cols=body.cols))
+        return Response(status_code=204)
+
+    @app.websocket("/sandboxes/{sandbox_id}/pty/{pid}")
+    async def pty_socket(websocket: WebSocket, sandbox_id: str, pid: int) -> None:
+        """The PTY's bytes both ways (wire.py describes the frames). Stdin and resizes may
+        also come as HTTP calls (`.../commands/{pid}/stdin`, `.../pty/{pid}/resize`)."""
+        try:
+            sbx = await sandbox(sandbox_id)
+            handle = await _in_thread(sbx.pty.connect, pid)
+        except SandboxException as exc:
+            await websocket.close(code=4404, reason=str(exc)[:120])
+            return
+        await websocket.accept()
+        await _serve_pty(websocket, handle._process)
+
     # -- the code interpreter ----------------------------------------------------------------------
     @app.post("/sandboxes/{sandbox_id}/execute", tags=["code"], responses={
         **errors, 200: {"content": {NDJSON: {}}, "description": "E2B's /execute lines"}})
@@ -437,6 +468,55 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         return Response(status_code=204)
 
     return Guard(app, api_key, max_body, max_upload)
+
+
+async def _serve_pty(websocket: WebSocket, process: Process) -> None:
+    async def output() -> None:
+        index = 0
+        while True:
+            events, done = await _in_thread(process.events_since, index, POLL)
+            index += len(events)
+            data = b"".join(e.data for e in events if e.stream == "pty")
+            if data:
+                await websocket.send_bytes(data)
+            if done:
+                break
+        try:
+            result = _result(process)
+            end = {"type": "end", "exit_code": result.exit_code, "error": result.error}
+        except SandboxException as exc:
+            end = {"type": "exception", **error_body(exc).model_dump(exclude_none=True)}
+        await websocket.send_text(json.dumps(end))
+        await websocket.close()
+
+    async def control() -> None:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            try:
+                if message.get("bytes") is not None:
+                    await _in_thread(process.send_stdin, message["bytes"])
+                    continue
+                request = json.loads(message.get("text") or "{}")
+                if request.get("type") == "resize":
+                    size = Resize.model_validate({k: request.get(k) for k in ("rows", "cols")})
+                    process.resize(PtySize(rows=size.rows, cols=size.cols))
+                elif request.get("type") == "stdin":
+                    await _in_thread(process.send_stdin, str(request.get("data", "")))
+            except (SandboxException, ValueError):
+                continue  # input after the exit, a bad message: the output side ends the socket
+
+    async def first(job: Callable[[], Any], group: anyio.abc.TaskGroup) -> None:
+        try:
+            await job()
+        except (WebSocketDisconnect, RuntimeError):  # the client went away mid-send
+            pass
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(first, output, group)
+        group.start_soon(first, control, group)
 
 
 def _remove_quietly(sbx: Sandbox, path: str) -> None:

@@ -87,6 +87,23 @@ class Stdin(_Body):
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
+class CreatePty(_Body):
+    rows: int = Field(24, gt=0, le=10000)
+    cols: int = Field(80, gt=0, le=10000)
+    cwd: Optional[str] = None
+    envs: Optional[dict[str, str]] = None
+    timeout: Optional[float] = Field(60.0, description="seconds; 0 or null: none")
+
+
+class Resize(_Body):
+    rows: int = Field(gt=0, le=10000)
+    cols: int = Field(gt=0, le=10000)
+
+
+class Pid(BaseModel):
+    pid: int
+
+
 class RunCode(_Body):
     code: str
     language: Optional[str] = None
@@ -115,6 +132,10 @@ class ErrorBody(BaseModel):
 #   {"type": "start", "pid": 1}
 #   {"type": "stdout" | "stderr", "data": "text"}      {"type": "pty", "data": "<base64>"}
 #   {"type": "end", "exit_code": 0, "error": null}      or an "exception" line (ErrorBody fields)
+# WebSocket /sandboxes/{id}/pty/{pid}: binary frames are the terminal's bytes (server -> client:
+#   output from the PTY's start; client -> server: stdin); text frames are JSON: from the client
+#   {"type": "resize", "rows": 40, "cols": 120} or {"type": "stdin", "data": "text"}; from the
+#   server, last, {"type": "end", "exit_code": 0, "error": null} or an "exception" line.
 # POST /sandboxes/{id}/execute (E2B's /execute in spirit):
 #   {"type": "stdout" | "stderr", "text": "...", "timestamp": "..."}
 #   {"type": "result", ...Result fields}   {"type": "error", "name", "value", "traceback"}

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import API_KEY, UPLOAD_LIMIT  # noqa: E402 (tests/ is on sys.path)
 from declaw_wasm import (AsyncSandbox, AuthenticationException, InvalidArgumentException,
-                         NotFoundException, Sandbox, SandboxException, SandboxNotFoundException,
-                         TimeoutException)
+                         NotFoundException, PtySize, Sandbox, SandboxException,
+                         SandboxNotFoundException, TimeoutException)
 from declaw_wasm.cli import main as cli_main
 from declaw_wasm.remote import RemoteSandbox, base_url
 from declaw_wasm.server import check_bind
@@ -200,8 +200,10 @@ def test_errors_keep_their_class(served_sbx, make_served) -> None:
         served_sbx.run_code("import time; time.sleep(10)", timeout=1)
     with pytest.raises(InvalidArgumentException, match="only python"):
         served_sbx.run_code("1", language="r")
-    with pytest.raises(SandboxException, match="not available over a declaw server"):
+    with pytest.raises(InvalidArgumentException, match="PtySize"):
         served_sbx.pty.create(None)
+    with pytest.raises(NotFoundException):
+        served_sbx.pty.connect(99999)
 
 
 def test_async_sandbox_through_the_server(server_url: str) -> None:
@@ -225,6 +227,11 @@ def test_async_sandbox_through_the_server(server_url: str) -> None:
             execution = await sbx.run_code("print('hi'); 6 * 7")
             assert (execution.text, execution.logs.stdout) == ("42", ["hi\n"])
             assert (await sbx.get_info()).sandbox_id == sbx.sandbox_id
+            data: list[bytes] = []
+            pty = await sbx.pty.create(PtySize(24, 80), on_data=data.append)
+            await sbx.pty.send_stdin(pty.pid, b"echo async-pty\nexit\n")
+            await pty.wait()
+            assert b"async-pty\r\n" in b"".join(data)
         finally:
             assert await sbx.kill() is True
 
@@ -249,3 +256,33 @@ def test_the_seed_example_prints_the_same_when_served(server_url: str) -> None:
                          "--- snippet 1: exit 0", "{'APAC': 150, 'EU': 80}",
                          "--- snippet 2: exit 0", "wrote /tmp/chart.png"]
     assert 10_000 < int(lines[6].split(":")[1].split()[0]) < 200_000
+
+
+def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
+    """The socket alone is enough for a terminal client: stdin and resizes go up it too."""
+    from websockets.sync.client import connect
+
+    base = f"/sandboxes/{served_sbx.sandbox_id}/pty"
+    pid = httpx.post(server_url + base, json={"rows": 24, "cols": 80},
+                     headers={"X-API-Key": API_KEY}).json()["pid"]
+    ws_url = server_url.replace("http", "ws", 1) + f"{base}/{pid}"
+    with connect(ws_url, additional_headers={"X-API-Key": API_KEY}) as socket:
+        output = b""
+
+        def read_until(marker: bytes) -> None:
+            nonlocal output
+            while marker not in output:
+                message = socket.recv(timeout=10)
+                assert isinstance(message, bytes), message
+                output += message
+
+        read_until(b"$ ")
+        socket.send('{"type": "resize", "rows": 30, "cols": 99}')
+        socket.send(b"tput cols; exit 4\n")
+        read_until(b"99\r\n")
+        end = socket.recv(timeout=10)
+        while isinstance(end, bytes):
+            end = socket.recv(timeout=10)
+        assert '"exit_code":4' in end.replace(" ", "")
+    with pytest.raises(Exception):  # no key: the handshake is refused
+        connect(ws_url).__enter__()

@@ -155,6 +155,7 @@ def _pty_session(sbx, *inputs: bytes, size: PtySize = PtySize(24, 80)) -> tuple[
     return text(), output
 
 
+@pytest.mark.served
 def test_pty_is_an_interactive_shell(sbx) -> None:
     text, _ = _pty_session(sbx, b"cd /tmp && echo hi-$((6*7))\r", b"pwd\n")
     assert text.startswith("user@sandbox:~$ ")
@@ -162,6 +163,7 @@ def test_pty_is_an_interactive_shell(sbx) -> None:
     assert "user@sandbox:/tmp$ pwd\r\n/tmp\r\n" in text
 
 
+@pytest.mark.served
 def test_pty_size_follows_resize(sbx) -> None:
     def resize(handle):
         sbx.pty.resize(handle.pid, PtySize(rows=40, cols=123))
@@ -171,12 +173,14 @@ def test_pty_size_follows_resize(sbx) -> None:
     assert "80\r\n80\r\n" in text and "123\r\n40\r\n123\r\n" in text
 
 
+@pytest.mark.served
 def test_python3_on_a_pty_is_the_repl(sbx) -> None:
     text, _ = _pty_session(sbx, b"python3\n", b"x = 6 * 7\n", b"x\n", b"exit()\n")
     assert ">>> x\r\n42\r\n>>> " in text
     assert text.rstrip().endswith("exit")
 
 
+@pytest.mark.served
 def test_pty_line_editing_and_kill(sbx) -> None:
     output: list[bytes] = []
     handle = sbx.pty.create(PtySize(24, 80), on_data=output.append)
