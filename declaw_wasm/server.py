@@ -205,7 +205,8 @@ def _check_limits(limits: Optional[Limits]) -> Optional[Limits]:
 def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                max_upload: int = DEFAULT_MAX_UPLOAD) -> ASGIApp:
     """The server as an ASGI app (the `Guard` around the FastAPI routes)."""
-    app = FastAPI(title="declaw-wasm", version=__version__,
+    # no /docs or /redoc: they load their scripts from a CDN and fetch the document without the key
+    app = FastAPI(title="declaw-wasm", version=__version__, docs_url=None, redoc_url=None,
                   description="Sandboxes running CPython on WASI, with E2B's API. Every request "
                               f"needs the API key ({API_KEY_HEADER} or Authorization: Bearer) "
                               "when the server has one.")
@@ -662,6 +663,8 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     from .runtime import get_runtime
 
     get_runtime()  # load (or build) the runtime before taking requests
+    shown = f"[{host}]" if ":" in host else host
+    print(f"declaw-wasm serve: http://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
     uvicorn.run(create_app(api_key, max_body, max_upload), host=host, port=port,
                 log_level=os.environ.get("DECLAW_LOG_LEVEL", "warning"))
 

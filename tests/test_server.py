@@ -72,6 +72,13 @@ def test_the_key_comes_from_the_environment(server_url: str, monkeypatch) -> Non
         assert sbx.commands.run("echo from-env").stdout == "from-env\n"
 
 
+def test_the_servers_environment_never_reaches_a_guest(served_sbx, monkeypatch) -> None:
+    monkeypatch.setenv("DECLAW_API_KEY", "sk-served-secret")  # the server runs in this process
+    r = served_sbx.commands.run("env; python3 -c 'import os; print(dict(os.environ))'")
+    assert "sk-served-secret" not in r.stdout and "DECLAW_API_KEY" not in r.stdout
+    assert "sk-served-secret" not in str(served_sbx.run_code("import os; dict(os.environ)").text)
+
+
 def test_no_key_means_loopback_only(monkeypatch) -> None:
     check_bind("127.0.0.1", None)
     check_bind("::1", None)
