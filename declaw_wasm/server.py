@@ -31,7 +31,7 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union, cast
 
 import anyio
 import anyio.abc
@@ -48,6 +48,7 @@ from .commands import _result
 from .exceptions import (AuthenticationException, InvalidArgumentException, NotFoundException,
                          SandboxException, SandboxNotFoundException)
 from .execution import Context, ExecutionError, OutputMessage, Result
+from .files import FileStream
 from .limits import Limits
 from .models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
 from .process import Event, Process
@@ -194,7 +195,7 @@ def _check_limits(limits: Optional[Limits]) -> Optional[Limits]:
     """Clients may tighten a sandbox's limits, never loosen them past the server's defaults."""
     if limits is None:
         return None
-    defaults = Limits()
+    defaults = Limits.model_validate({})
     for name in Limits.model_fields:
         if getattr(limits, name) > getattr(defaults, name):
             raise InvalidArgumentException(f"limits.{name} may not exceed the server's "
@@ -218,7 +219,8 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        cls = NotFoundException if exc.status_code == 404 else InvalidArgumentException
+        cls: type[SandboxException] = (NotFoundException if exc.status_code == 404
+                                       else InvalidArgumentException)
         if exc.status_code >= 500:
             cls = SandboxException
         return _error_response(cls(str(exc.detail)), exc.status_code)
@@ -233,7 +235,8 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         return _error_response(SandboxException(f"internal error: {type(exc).__name__}: {exc}"), 500)
 
-    errors = {400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 404: {"model": ErrorBody}}
+    errors: dict[Union[int, str], dict[str, Any]] = {
+        400: {"model": ErrorBody}, 401: {"model": ErrorBody}, 404: {"model": ErrorBody}}
 
     async def sandbox(sandbox_id: str) -> Sandbox:
         return await _in_thread(registry.get, sandbox_id)
@@ -294,7 +297,7 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
     async def read_file(sandbox_id: str, path: str = Query(...)) -> StreamingResponse:
         """The file's bytes, streamed in 1 MiB chunks."""
         sbx = await sandbox(sandbox_id)
-        stream = await _in_thread(sbx.files.read, path, "stream")
+        stream = cast(FileStream, await _in_thread(sbx.files.read, path, "stream"))
 
         async def chunks() -> AsyncIterator[bytes]:
             try:
@@ -592,7 +595,8 @@ async def _cell_lines(sbx: Sandbox, body: RunCode) -> AsyncIterator[bytes]:
     def work() -> None:
         try:
             execution = sbx.run_code(
-                body.code, body.language, body.context_id,
+                body.code, body.language,
+                Context(id=body.context_id) if body.context_id is not None else None,
                 on_stdout=lambda m: news.put(("log", m)), on_stderr=lambda m: news.put(("log", m)),
                 on_result=lambda r: news.put(("result", r)), on_error=lambda e: news.put(("error", e)),
                 envs=body.envs, timeout=body.timeout)
