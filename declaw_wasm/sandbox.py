@@ -69,7 +69,7 @@ class SandboxCore:
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
         self.runtime: Runtime = get_runtime()
-        self.sandbox_id = "sbx_" + secrets.token_hex(10)
+        self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template
         self.metadata = metadata
         self.envs = envs

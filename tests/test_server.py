@@ -108,6 +108,10 @@ def test_oversize_uploads_and_bodies_are_refused(served_sbx, api) -> None:
                         content=b'{"code": "' + b"1" * (17 << 20) + b'"}',
                         headers={"content-type": "application/json"})
     assert response.status_code == 413 and response.json()["error"] == "InvalidArgumentException"
+    chunked = api.post(f"/sandboxes/{served_sbx.sandbox_id}/execute",  # no Content-Length
+                       content=iter([b'{"code": "', b"1" * (17 << 20), b'"}']),
+                       headers={"content-type": "application/json"})
+    assert chunked.status_code == 413 and chunked.json()["error"] == "InvalidArgumentException"
     served_sbx.files.write("/tmp/just-fits.bin", io.BytesIO(b"y" * UPLOAD_LIMIT))
     assert served_sbx.files.get_info("/tmp/just-fits.bin").size == UPLOAD_LIMIT
 
@@ -189,7 +193,8 @@ def test_lifecycle_through_the_server(make_served, server_url: str) -> None:
         with pytest.raises(SandboxNotFoundException):
             other.commands.run("echo gone")
     with pytest.raises(SandboxNotFoundException):
-        Sandbox.connect("sbx_" + "0" * 20, **params)
+        Sandbox.connect("sbx_" + "0" * 32, **params)
+    assert len(sbx.sandbox_id) == 4 + 32  # 128 random bits
 
 
 def test_errors_keep_their_class(served_sbx, make_served) -> None:
