@@ -29,7 +29,7 @@ import queue
 import socket
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, Iterator, Optional, TypeVar, Union, cast
 
@@ -61,6 +61,7 @@ T = TypeVar("T")
 DEFAULT_MAX_BODY = 16 << 20  # JSON bodies: code, stdin, arguments
 DEFAULT_MAX_UPLOAD = 1 << 30  # one file upload (the default per-sandbox disk quota)
 POLL = 1.0  # seconds a stream's worker waits for news before checking on its client
+GRACE = 5  # seconds open streams get at shutdown before they are cut and the sandboxes killed
 NDJSON = "application/x-ndjson"
 _workers = anyio.CapacityLimiter(10_000)  # waiting threads are cheap; never queue behind 40
 
@@ -186,6 +187,13 @@ class _Registry:
             cores = [c for c in SandboxCore.registry.values() if c.running]
         return sorted((c.info() for c in cores), key=lambda i: i.started_at, reverse=True)
 
+    def kill_all(self) -> None:
+        """Kill every sandbox this server made (at shutdown: their host folders go too)."""
+        with self._lock:
+            cores, self._cores = list(self._cores.values()), {}
+        for core in cores:
+            core.kill()
+
     def forget(self, sandbox_id: str) -> None:
         with self._lock:
             self._cores.pop(sandbox_id, None)
@@ -206,12 +214,19 @@ def _check_limits(limits: Optional[Limits]) -> Optional[Limits]:
 def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                max_upload: int = DEFAULT_MAX_UPLOAD) -> ASGIApp:
     """The server as an ASGI app (the `Guard` around the FastAPI routes)."""
+    registry = _Registry()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await _in_thread(registry.kill_all)
+
     # no /docs or /redoc: they load their scripts from a CDN and fetch the document without the key
     app = FastAPI(title="declaw-wasm", version=__version__, docs_url=None, redoc_url=None,
+                  lifespan=lifespan,
                   description="Sandboxes running CPython on WASI, with E2B's API. Every request "
                               f"needs the API key ({API_KEY_HEADER} or Authorization: Bearer) "
                               "when the server has one.")
-    registry = _Registry()
 
     @app.exception_handler(SandboxException)
     async def sandbox_error(request: Request, exc: SandboxException) -> JSONResponse:
@@ -669,15 +684,17 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     get_runtime()  # load (or build) the runtime before taking requests
     shown = f"[{host}]" if ":" in host else host
     print(f"declaw-wasm serve: http://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
+    # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
     uvicorn.run(create_app(api_key, max_body, max_upload), host=host, port=port,
-                log_level=os.environ.get("DECLAW_LOG_LEVEL", "warning"))
+                log_level=os.environ.get("DECLAW_LOG_LEVEL", "warning"),
+                timeout_graceful_shutdown=GRACE)
 
 
 @contextmanager
-def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1",
+def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grace: float = GRACE,
                     **app_args: Any) -> Iterator[str]:
     """Run the server on a free port in a thread of this process; yields its URL (tests,
-    benchmarks, embedding)."""
+    benchmarks, embedding). Leaving the block stops it (and kills its sandboxes)."""
     import uvicorn
 
     check_bind(host, api_key)
@@ -687,7 +704,8 @@ def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1",
                          socket.IPPROTO_TCP)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning", lifespan="off")
+    config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning",
+                            timeout_graceful_shutdown=grace)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name="declaw-serve")
@@ -701,5 +719,5 @@ def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1",
         yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
-        thread.join(10)
+        thread.join(grace + 10)
         sock.close()

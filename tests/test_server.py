@@ -298,3 +298,16 @@ def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
         assert '"exit_code":4' in end.replace(" ", "")
     with pytest.raises(Exception):  # no key: the handshake is refused
         connect(ws_url).__enter__()
+
+
+def test_stopping_the_server_kills_its_sandboxes() -> None:
+    from declaw_wasm.sandbox import SandboxCore
+    from declaw_wasm.server import serve_in_thread
+
+    with serve_in_thread("short-lived", grace=0.5) as url:
+        sbx = Sandbox.create(domain=url, api_key="short-lived")
+        handle = sbx.commands.run("sleep 60", background=True, timeout=0)
+        assert sbx.sandbox_id in SandboxCore.registry
+    assert sbx.sandbox_id not in SandboxCore.registry  # killed, host folder gone
+    with pytest.raises(SandboxException):
+        handle.wait()
