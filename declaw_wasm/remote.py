@@ -20,7 +20,7 @@ import os
 import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Optional, Union
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -160,7 +160,7 @@ class RemoteSandbox(Sandbox):
         self.pty = RemotePty(self)
 
     def _path(self, tail: str = "") -> str:
-        return f"/sandboxes/{self._id}{tail}"
+        return f"/sandboxes/{quote(self._id, safe='')}{tail}"
 
     @classmethod
     def create_on(cls, conn: Connection, template: Optional[str], timeout: Optional[float],
@@ -173,7 +173,7 @@ class RemoteSandbox(Sandbox):
 
     @classmethod
     def connect_on(cls, conn: Connection, sandbox_id: str, timeout: Optional[float]) -> "RemoteSandbox":
-        conn.request("POST", f"/sandboxes/{sandbox_id}/connect", json={"timeout": timeout})
+        conn.request("POST", f"/sandboxes/{quote(sandbox_id, safe='')}/connect", json={"timeout": timeout})
         return cls(conn, sandbox_id)
 
     @staticmethod
@@ -268,9 +268,9 @@ class RemoteSandbox(Sandbox):
 
 def _context_id(context: Any) -> str:
     context_id = context.id if isinstance(context, Context) else context
-    if not isinstance(context_id, str) or not context_id or "/" in context_id:
+    if not isinstance(context_id, str) or not context_id:
         raise InvalidArgumentException(f"context must be a Context or its id, got {context!r}")
-    return context_id
+    return quote(context_id, safe="")
 
 
 def _call(callback: Optional[Callable[[Any], Any]], value: Any) -> None:
