@@ -93,6 +93,18 @@ export class Connection {
     return response;
   }
 
+  /** A WebSocket to `path`, with the API key (Node >= 22, or Node 20 with
+   *  --experimental-websocket: the SDK takes no dependencies). */
+  webSocket(path: string): WebSocket {
+    const WS = (globalThis as any).WebSocket;
+    if (typeof WS !== "function") {
+      throw new SandboxError("PTYs need a WebSocket client: Node >= 22, or Node 20 with --experimental-websocket");
+    }
+    const socket = new WS(this.url.replace(/^http/, "ws") + path, { headers: this.headers });
+    socket.binaryType = "arraybuffer";
+    return socket;
+  }
+
   async json<T>(method: string, path: string, init: Parameters<Connection["fetch"]>[2] = {}): Promise<T> {
     const response = await this.fetch(method, path, init);
     const text = await response.text();

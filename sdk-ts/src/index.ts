@@ -13,6 +13,8 @@ export { Filesystem } from "./files.js";
 export type { EntryInfo, FileType, WriteData, WriteInfo } from "./files.js";
 export { CommandHandle, Commands } from "./commands.js";
 export type { CommandResult, CommandStartOpts, ProcessInfo } from "./commands.js";
+export { Pty, PtyHandle } from "./pty.js";
+export type { PtyCreateOpts, PtySize } from "./pty.js";
 export { Execution, Result } from "./execution.js";
 export type { Context, ExecutionError, Logs, OutputMessage } from "./execution.js";
 export { Connection, baseUrl } from "./connection.js";

@@ -5,6 +5,7 @@ import { Connection, ConnectionOpts, ndjson } from "./connection.js";
 import { errorFrom, SandboxError, SandboxNotFoundError } from "./errors.js";
 import { Context, Execution, OutputMessage, Result, ExecutionError } from "./execution.js";
 import { Filesystem } from "./files.js";
+import { Pty } from "./pty.js";
 
 export interface SandboxInfo {
   sandboxId: string;
@@ -66,12 +67,14 @@ async function safely(callback: ((value: any) => unknown) | undefined, value: un
 export class Sandbox {
   readonly files: Filesystem;
   readonly commands: Commands;
+  readonly pty: Pty;
   private readonly base: string;
 
   private constructor(readonly sandboxId: string, private readonly conn: Connection) {
     this.base = `/sandboxes/${encodeURIComponent(sandboxId)}`;
     this.files = new Filesystem(conn, this.base);
     this.commands = new Commands(conn, this.base);
+    this.pty = new Pty(conn, this.base, this.commands);
   }
 
   /** A new sandbox on the server (`DECLAW_DOMAIN`, key `DECLAW_API_KEY`, or the options). */

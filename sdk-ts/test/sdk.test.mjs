@@ -200,6 +200,46 @@ describe("runCode", () => {
   });
 });
 
+describe("pty", { skip: typeof WebSocket === "undefined" && "no WebSocket client in this Node" }, () => {
+  test("an interactive shell: input, resize, exit code", async () => {
+    const chunks = [];
+    const text = () => Buffer.concat(chunks).toString();
+    const until = async (predicate) => {
+      const deadline = Date.now() + 20_000;
+      while (!predicate()) {
+        assert.ok(Date.now() < deadline, `timed out; output so far: ${JSON.stringify(text())}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    const handle = await sbx.pty.create({ rows: 24, cols: 80, onData: (d) => chunks.push(Buffer.from(d)) });
+    await until(() => text().endsWith("$ "));
+    await handle.sendInput("echo hi-$((6*7))\n");
+    await until(() => text().includes("hi-42\r\n"));
+    await handle.resize({ rows: 30, cols: 111 });
+    await sbx.pty.sendInput(handle.pid, "tput cols\n");
+    await until(() => text().includes("111\r\n"));
+    await handle.sendInput("exit 5\n");
+    assert.equal((await handle.wait()).exitCode, 5);
+    assert.ok(text().startsWith("user@sandbox:~$ "));
+  });
+
+  test("kill, and reattaching replays the output", async () => {
+    const first = [];
+    const handle = await sbx.pty.create({ rows: 24, cols: 80, onData: (d) => first.push(d) });
+    await handle.sendInput("echo before-detach\n");
+    while (!Buffer.concat(first.map((d) => Buffer.from(d))).toString().includes("before-detach\r\n")) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    handle.disconnect();
+    const again = [];
+    const attached = await sbx.pty.connect(handle.pid, { onData: (d) => again.push(Buffer.from(d)) });
+    assert.equal(await sbx.pty.kill(handle.pid), true);
+    const result = await attached.wait();
+    assert.equal(result.exitCode, 137);
+    assert.match(Buffer.concat(again).toString(), /before-detach\r\n/);
+  });
+});
+
 describe("sandboxes", () => {
   test("info, list, connect, kill", async () => {
     const other = await Sandbox.create({ metadata: { owner: "ts" } });
