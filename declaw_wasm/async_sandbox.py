@@ -1,7 +1,8 @@
 """`AsyncSandbox`: the async twin of `Sandbox`, over the same core.
 
 Guest work already runs on guest threads; the async face only waits for it in a worker thread
-(anyio), so the caller's event loop never blocks. Output callbacks may be coroutine functions.
+(anyio), so the caller's event loop never blocks (nor does it in remote mode, where the same
+calls are HTTP requests: remote.py). Output callbacks may be coroutine functions.
 """
 
 from __future__ import annotations
@@ -138,13 +139,13 @@ class AsyncCommandHandle:
         return self._result
 
     async def kill(self) -> bool:
-        return self._handle.kill()
+        return await _in_thread(self._handle.kill)
 
     async def send_stdin(self, data: Union[str, bytes], **kw: Any) -> None:
-        self._handle.send_stdin(data)
+        await _in_thread(self._handle.send_stdin, data)
 
     async def close_stdin(self, **kw: Any) -> None:
-        self._handle.close_stdin()
+        await _in_thread(self._handle.close_stdin)
 
     async def disconnect(self) -> None:
         self._handle.disconnect()
@@ -179,21 +180,21 @@ class AsyncCommands:
         return async_handle if background else await async_handle.wait()
 
     async def list(self, **kw: Any) -> list[ProcessInfo]:
-        return self._sync.list()
+        return await _in_thread(self._sync.list)
 
     async def kill(self, pid: int, **kw: Any) -> bool:
-        return self._sync.kill(pid)
+        return await _in_thread(self._sync.kill, pid)
 
     async def send_stdin(self, pid: int, data: Union[str, bytes], **kw: Any) -> None:
-        self._sync.send_stdin(pid, data)
+        await _in_thread(self._sync.send_stdin, pid, data)
 
     async def close_stdin(self, pid: int, **kw: Any) -> None:
-        self._sync.close_stdin(pid)
+        await _in_thread(self._sync.close_stdin, pid)
 
     async def connect(self, pid: int, timeout: Optional[float] = 60,
                       on_stdout: Optional[OutputHandler] = None,
                       on_stderr: Optional[OutputHandler] = None, **kw: Any) -> AsyncCommandHandle:
-        handle = self._sync.connect(pid)
+        handle = await _in_thread(self._sync.connect, pid)
         handle._process.set_callbacks(stdout=_from_loop(on_stdout), stderr=_from_loop(on_stderr))
         return AsyncCommandHandle(handle)
 
@@ -211,17 +212,17 @@ class AsyncPty:
         return AsyncCommandHandle(handle)
 
     async def send_stdin(self, pid: int, data: bytes, **kw: Any) -> None:
-        self._sync.send_stdin(pid, data)
+        await _in_thread(self._sync.send_stdin, pid, data)
 
     async def resize(self, pid: int, size: PtySize, **kw: Any) -> None:
-        self._sync.resize(pid, size)
+        await _in_thread(self._sync.resize, pid, size)
 
     async def kill(self, pid: int, **kw: Any) -> bool:
-        return self._sync.kill(pid)
+        return await _in_thread(self._sync.kill, pid)
 
     async def connect(self, pid: int, on_data: Optional[DataHandler] = None,
                       **kw: Any) -> AsyncCommandHandle:
-        handle = self._sync.connect(pid)
+        handle = await _in_thread(self._sync.connect, pid)
         handle._process.set_callbacks(pty=_from_loop(on_data))
         return AsyncCommandHandle(handle)
 
@@ -240,17 +241,29 @@ class AsyncSandbox:
     async def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,
                      metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None,
                      limits: Optional[Limits] = None, **e2b_params: Any) -> "AsyncSandbox":
+        from . import remote
+
+        conn = remote.connection(e2b_params)
+        if conn is not None:  # remote mode (remote.py)
+            return remote.RemoteAsyncSandbox(await _in_thread(
+                remote.RemoteSandbox.create_on, conn, template, timeout, metadata, envs, limits))
         core = await _in_thread(new_core, template, timeout, metadata, envs, limits, e2b_params)
         return cls(core)
 
     @classmethod
     async def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **kw: Any) -> "AsyncSandbox":
-        sync = Sandbox.connect(sandbox_id, timeout)
+        from . import remote
+
+        conn = remote.connection(kw)
+        if conn is not None:
+            return remote.RemoteAsyncSandbox(await _in_thread(
+                remote.RemoteSandbox.connect_on, conn, sandbox_id, timeout))
+        sync = await _in_thread(Sandbox.connect, sandbox_id, timeout)
         return cls(sync._core)
 
     @classmethod
     def list(cls, **kw: Any) -> SandboxPaginator:
-        return Sandbox.list()
+        return Sandbox.list(**kw)
 
     @property
     def sandbox_id(self) -> str:
@@ -260,10 +273,10 @@ class AsyncSandbox:
         return await _in_thread(self._core.kill)
 
     async def set_timeout(self, timeout: float, **kw: Any) -> None:
-        self._core.set_timeout(timeout)
+        await _in_thread(self._core.set_timeout, timeout)
 
     async def get_info(self, **kw: Any) -> SandboxInfo:
-        return self._sync.get_info()
+        return await _in_thread(self._sync.get_info)
 
     async def is_running(self, **kw: Any) -> bool:
         return self._core.running
@@ -284,10 +297,10 @@ class AsyncSandbox:
 
     async def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
                                   **kw: Any) -> Context:
-        return self._sync.create_code_context(cwd, language)
+        return await _in_thread(self._sync.create_code_context, cwd, language)
 
     async def list_code_contexts(self, **kw: Any) -> list[Context]:
-        return self._sync.list_code_contexts()
+        return await _in_thread(self._sync.list_code_contexts)
 
     async def restart_code_context(self, context: Any, **kw: Any) -> None:
         await _in_thread(self._sync.restart_code_context, context)

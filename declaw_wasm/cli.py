@@ -1,4 +1,4 @@
-"""The `declaw-wasm` command: warmup, demo, run, template."""
+"""The `declaw-wasm` command: warmup, demo, run, serve, template."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     what.add_argument("-c", dest="code", help="the code to run")
     what.add_argument("file", nargs="?", help="a local Python file to copy in and run")
     run.add_argument("--timeout", type=float, default=60.0)
+    serve = sub.add_parser("serve", help="serve sandboxes over HTTP (API key: DECLAW_API_KEY)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--max-body-bytes", type=int, default=None,
+                       help="largest JSON request body (default 16 MiB)")
+    serve.add_argument("--max-upload-bytes", type=int, default=None,
+                       help="largest file upload (default 1 GiB)")
     _template_parser(sub)
     args = parser.parse_args(argv)
 
@@ -31,7 +38,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         runpy.run_path(str(examples_dir() / "code_interpreter.py"), run_name="__main__")
         return 0
+    if args.command == "serve":
+        return _serve(args)
     return _run(args.code, args.file, args.timeout)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    from . import server
+
+    server.serve(args.host, args.port, os.environ.get("DECLAW_API_KEY") or None,
+                 max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
+                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD)
+    return 0
 
 
 def _warmup() -> int:

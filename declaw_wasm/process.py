@@ -190,6 +190,19 @@ class Process:
             index += len(batch)
             yield from batch
 
+    def events_since(self, start: int, wait: float) -> tuple[list[Event], bool]:
+        """The events from `start` on, waiting at most `wait` seconds for one; and whether the
+        command has exited (then the list holds everything left). For the server's streams,
+        which must not block a thread for as long as a quiet command runs."""
+        deadline = time.monotonic() + wait
+        with self._cond:
+            while start >= len(self._events) and not self.done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.1))
+            return self._events[start:], self.done
+
     # -- the door: requests from the guest ---------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
         op = request.get("op") if isinstance(request, dict) else None

@@ -71,7 +71,7 @@ class SandboxCore:
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
         self.runtime: Runtime = get_runtime()
-        self.sandbox_id = "sbx_" + secrets.token_hex(10)
+        self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template.name
         self.profile = template.profile(self.runtime)  # what each guest's start-up applies
         self.metadata = metadata
@@ -281,6 +281,11 @@ class instance_or_id:
             return functools.partial(self.method, obj)
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
+            from . import remote
+
+            conn = remote.connection(kwargs)
+            if conn is not None:  # remote mode (remote.py)
+                return getattr(remote.RemoteSandbox(conn, sandbox_id), self.method.__name__)(*args, **kwargs)
             try:
                 core = SandboxCore.lookup(sandbox_id)
             except SandboxNotFoundException:
@@ -307,7 +312,12 @@ class Sandbox:
                limits: Optional[Limits] = None, **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
-        has not)."""
+        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server (remote.py)."""
+        from . import remote
+
+        conn = remote.connection(e2b_params)
+        if conn is not None:
+            return remote.RemoteSandbox.create_on(conn, template, timeout, metadata, envs, limits)
         return cls(new_core(template, timeout, metadata, envs, limits, e2b_params))
 
     @classmethod
@@ -318,6 +328,11 @@ class Sandbox:
     @classmethod
     def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":
         """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B)."""
+        from . import remote
+
+        conn = remote.connection(e2b_params)
+        if conn is not None:
+            return remote.RemoteSandbox.connect_on(conn, sandbox_id, timeout)
         core = SandboxCore.lookup(sandbox_id)
         if timeout is not None:
             left = (core.end_at - datetime.now(timezone.utc)).total_seconds()
@@ -327,7 +342,13 @@ class Sandbox:
 
     @classmethod
     def list(cls, **e2b_params: Any) -> "SandboxPaginator":
-        """The live sandboxes of this process, newest first (E2B's paginator shape)."""
+        """The live sandboxes of this process (or of the server, in remote mode), newest first
+        (E2B's paginator shape)."""
+        from . import remote
+
+        conn = remote.connection(e2b_params)
+        if conn is not None:
+            return remote.RemoteSandbox.list_on(conn)
         with SandboxCore.registry_lock:
             cores = list(SandboxCore.registry.values())
         infos = [c.info() for c in cores if c.running]

@@ -8,6 +8,8 @@ import pytest
 
 from declaw_wasm import Sandbox, TimeoutException
 
+pytestmark = pytest.mark.served  # every test on `sbx` runs in-process and served
+
 
 def test_exit_code_is_returned_not_raised(sbx) -> None:
     r = sbx.commands.run("python3 -c 'import sys; print(\"out\"); print(\"err\", file=sys.stderr); exit(3)'")

@@ -23,12 +23,26 @@ CHART_CLASSES = {"line": LineChart, "scatter": ScatterChart, "bar": BarChart, "p
 
 
 @pytest.fixture(scope="module")
-def ci(guest_path: str) -> Iterator[Sandbox]:
+def local_ci(guest_path: str) -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=3600, envs={"SANDBOX_WIDE": "yes"})
     yield sandbox
     sandbox.kill()
 
 
+@pytest.fixture(scope="session")
+def served_ci(make_served) -> Iterator[Sandbox]:
+    sandbox = make_served(timeout=3600, envs={"SANDBOX_WIDE": "yes"})
+    yield sandbox
+    sandbox.kill()
+
+
+@pytest.fixture
+def ci(mode: str, request: pytest.FixtureRequest) -> Sandbox:
+    """The module's sandbox; tests marked `served` get one made through the server as well."""
+    return request.getfixturevalue("served_ci" if mode == "served" else "local_ci")
+
+
+@pytest.mark.served
 def test_state_carries_over_and_cells_are_counted(ci) -> None:
     first = ci.run_code("counter_a = 40")
     second = ci.run_code("counter_a + 2")
@@ -38,6 +52,7 @@ def test_state_carries_over_and_cells_are_counted(ci) -> None:
     assert failed.execution_count == second.execution_count + 1
 
 
+@pytest.mark.served
 def test_code_errors_fill_error_and_do_not_raise(ci) -> None:
     execution = ci.run_code("def f():\n    return undefined_name\nf()")
     error = execution.error
@@ -48,6 +63,7 @@ def test_code_errors_fill_error_and_do_not_raise(ci) -> None:
     assert ci.run_code("'still alive'").text == "still alive"
 
 
+@pytest.mark.served
 def test_logs_and_streaming_callbacks(ci) -> None:
     seen: list[tuple[float, str]] = []
     start = time.monotonic()
@@ -59,6 +75,7 @@ def test_logs_and_streaming_callbacks(ci) -> None:
     assert seen[1][0] - seen[0][0] > 0.7  # delivered while the cell ran
 
 
+@pytest.mark.served
 def test_results_errors_callbacks_and_indentation(ci) -> None:
     results, errors = [], []
     execution = ci.run_code("""
@@ -73,17 +90,20 @@ def test_results_errors_callbacks_and_indentation(ci) -> None:
     assert errors and errors[0].name == "ValueError" and errors[0].value == "bad"
 
 
+@pytest.mark.served
 def test_envs_last_one_cell_and_sandbox_envs_are_seen(ci) -> None:
     code = "import os; (os.environ.get('PER_RUN'), os.environ.get('SANDBOX_WIDE'))"
     assert ci.run_code(code, envs={"PER_RUN": "1"}).text == "('1', 'yes')"
     assert ci.run_code(code).text == "(None, 'yes')"
 
 
+@pytest.mark.served
 def test_shell_escape_runs_in_the_sandbox(ci) -> None:
     execution = ci.run_code("!pwd\n!echo $((6*7)) | tr 4 X")
     assert execution.logs.stdout == ["/home/user\n", "X2\n"] or "".join(execution.logs.stdout) == "/home/user\nX2\n"
 
 
+@pytest.mark.served
 def test_matplotlib_gives_png_and_chart_per_figure(ci) -> None:
     execution = ci.run_code("""
         import matplotlib.pyplot as plt
@@ -103,6 +123,7 @@ def test_matplotlib_gives_png_and_chart_per_figure(ci) -> None:
 
 
 @pytest.mark.parametrize("name, source, check", CHART_CASES, ids=[c[0] for c in CHART_CASES])
+@pytest.mark.served
 def test_chart_extraction(ci, name: str, source: str, check) -> None:
     execution = ci.run_code(source)
     assert execution.error is None, execution.error and execution.error.traceback
@@ -113,6 +134,7 @@ def test_chart_extraction(ci, name: str, source: str, check) -> None:
     check(chart.model_dump(mode="json"))
 
 
+@pytest.mark.served
 def test_dataframe_gives_html_and_data(ci) -> None:
     execution = ci.run_code("""
         import pandas as pd
@@ -125,6 +147,7 @@ def test_dataframe_gives_html_and_data(ci) -> None:
                          "day": ["2024-01-01T00:00:00", "2024-01-02T00:00:00"]}
 
 
+@pytest.mark.served
 def test_pillow_image_gives_png(ci) -> None:
     execution = ci.run_code("from PIL import Image\nimg = Image.new('RGB', (8, 4), 'red')\nimg")
     assert base64.b64decode(execution.results[0].png).startswith(PNG_MAGIC)
@@ -133,6 +156,7 @@ def test_pillow_image_gives_png(ci) -> None:
     assert base64.b64decode(shown.results[0].png).startswith(PNG_MAGIC)
 
 
+@pytest.mark.served
 def test_sympy_gives_latex_and_text(ci) -> None:
     execution = ci.run_code("import sympy as sp\nx = sp.symbols('x')\nsp.Integral(x**2, x)")
     main = execution.results[0]
@@ -147,6 +171,7 @@ def test_plotly_figure_gives_html_and_its_json(ci) -> None:
     assert figure["data"][0]["type"] == "scatter" and figure["data"][0]["mode"] == "lines"
 
 
+@pytest.mark.served
 def test_contexts_are_independent(ci) -> None:
     one = ci.create_code_context()
     two = ci.create_code_context(cwd="/tmp")
@@ -181,6 +206,7 @@ def test_timeout_raises_promptly_and_the_context_comes_back(guest_path) -> None:
         sandbox.kill()
 
 
+@pytest.mark.served
 def test_seed_snippets_as_cells_of_one_context(ci) -> None:
     namespace: dict[str, object] = {}
     source = (examples_dir() / "code_interpreter.py").read_text()

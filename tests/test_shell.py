@@ -21,6 +21,7 @@ def _until(predicate, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.served
 def test_output_streams_while_the_command_runs(sbx) -> None:
     chunks: list[tuple[float, str]] = []
     start = time.monotonic()
@@ -34,6 +35,7 @@ def test_output_streams_while_the_command_runs(sbx) -> None:
     assert all(gap > 0.5 for gap in gaps), gaps  # each arrived as written, not at the end
 
 
+@pytest.mark.served
 def test_utf8_split_across_writes_is_decoded_whole(sbx) -> None:
     code = ("import sys, time; b = 'é€'.encode()\n"
             "for i in range(len(b)):\n    sys.stdout.buffer.write(b[i:i+1]); sys.stdout.flush(); time.sleep(0.05)")
@@ -42,6 +44,7 @@ def test_utf8_split_across_writes_is_decoded_whole(sbx) -> None:
     assert r.stdout == "é€" and "".join(chunks) == "é€" and "\ufffd" not in "".join(chunks)
 
 
+@pytest.mark.served
 def test_background_command_returns_a_handle_at_once(sbx) -> None:
     start = time.monotonic()
     handle = sbx.commands.run("sleep 1; echo late", background=True, envs={"K": "v"}, cwd="/tmp")
@@ -53,6 +56,7 @@ def test_background_command_returns_a_handle_at_once(sbx) -> None:
     assert handle.pid not in {p.pid for p in sbx.commands.list()}
 
 
+@pytest.mark.served
 def test_background_commands_run_at_once_and_share_files(sbx) -> None:
     waiter = sbx.commands.run("while [ ! -f /tmp/flag-bg ]; do sleep 0.1; done; cat /tmp/flag-bg",
                               background=True, timeout=30)
@@ -61,6 +65,7 @@ def test_background_commands_run_at_once_and_share_files(sbx) -> None:
     assert waiter.wait().stdout == "from-the-other\n"
 
 
+@pytest.mark.served
 def test_iterating_a_handle_gives_output_tuples(sbx) -> None:
     handle = sbx.commands.run("echo a; echo b >&2; echo c", background=True)
     items = list(handle)
@@ -69,6 +74,7 @@ def test_iterating_a_handle_gives_output_tuples(sbx) -> None:
     assert "".join(e for _, e, _ in items if e) == "b\n"
 
 
+@pytest.mark.served
 def test_stdin_reaches_a_pipeline_and_python(sbx) -> None:
     handle = sbx.commands.run("cat | tr a-z A-Z", background=True, stdin=True)
     handle.send_stdin("hello\n")
@@ -81,11 +87,13 @@ def test_stdin_reaches_a_pipeline_and_python(sbx) -> None:
     assert handle.wait().stdout == "cba\nxyz\n"
 
 
+@pytest.mark.served
 def test_stdin_data_given_up_front(sbx) -> None:
     assert sbx.commands.run("read a b; echo \"$b-$a\"", stdin="one two\n").stdout == "two-one\n"
     assert sbx.commands.run("wc -l").stdout.strip() == "0"  # no stdin: end of input at once
 
 
+@pytest.mark.served
 def test_sending_to_closed_stdin_says_so(sbx) -> None:
     handle = sbx.commands.run("sleep 5", background=True)
     with pytest.raises(SandboxException, match="stdin"):
@@ -93,6 +101,7 @@ def test_sending_to_closed_stdin_says_so(sbx) -> None:
     assert handle.kill()
 
 
+@pytest.mark.served
 def test_kill_list_and_connect(sbx) -> None:
     seen: list[str] = []
     handle = sbx.commands.run("echo started; sleep 30", background=True, on_stdout=seen.append)
@@ -106,6 +115,7 @@ def test_kill_list_and_connect(sbx) -> None:
         sbx.commands.connect(handle.pid)
 
 
+@pytest.mark.served
 def test_background_timeout_raises_on_wait(sbx) -> None:
     handle = sbx.commands.run("sleep 30", background=True, timeout=1)
     start = time.monotonic()
@@ -145,6 +155,7 @@ def _pty_session(sbx, *inputs: bytes, size: PtySize = PtySize(24, 80)) -> tuple[
     return text(), output
 
 
+@pytest.mark.served
 def test_pty_is_an_interactive_shell(sbx) -> None:
     text, _ = _pty_session(sbx, b"cd /tmp && echo hi-$((6*7))\r", b"pwd\n")
     assert text.startswith("user@sandbox:~$ ")
@@ -152,6 +163,7 @@ def test_pty_is_an_interactive_shell(sbx) -> None:
     assert "user@sandbox:/tmp$ pwd\r\n/tmp\r\n" in text
 
 
+@pytest.mark.served
 def test_pty_size_follows_resize(sbx) -> None:
     def resize(handle):
         sbx.pty.resize(handle.pid, PtySize(rows=40, cols=123))
@@ -161,12 +173,14 @@ def test_pty_size_follows_resize(sbx) -> None:
     assert "80\r\n80\r\n" in text and "123\r\n40\r\n123\r\n" in text
 
 
+@pytest.mark.served
 def test_python3_on_a_pty_is_the_repl(sbx) -> None:
     text, _ = _pty_session(sbx, b"python3\n", b"x = 6 * 7\n", b"x\n", b"exit()\n")
     assert ">>> x\r\n42\r\n>>> " in text
     assert text.rstrip().endswith("exit")
 
 
+@pytest.mark.served
 def test_pty_line_editing_and_kill(sbx) -> None:
     output: list[bytes] = []
     handle = sbx.pty.create(PtySize(24, 80), on_data=output.append)

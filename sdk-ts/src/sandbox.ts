@@ -1,0 +1,184 @@
+/** `Sandbox`: one sandbox on a declaw server (`declaw-wasm serve`), with E2B's API shape. */
+
+import { Commands } from "./commands.js";
+import { Connection, ConnectionOpts, ndjson } from "./connection.js";
+import { errorFrom, SandboxError, SandboxNotFoundError } from "./errors.js";
+import { Context, Execution, OutputMessage, Result, ExecutionError } from "./execution.js";
+import { Filesystem } from "./files.js";
+import { Pty } from "./pty.js";
+
+export interface SandboxInfo {
+  sandboxId: string;
+  templateId: string;
+  name?: string;
+  metadata: Record<string, string>;
+  startedAt: Date;
+  endAt: Date;
+  state: "running" | "paused";
+  cpuCount: number;
+  memoryMB: number;
+}
+
+export interface SandboxOpts extends ConnectionOpts {
+  /** "code-interpreter" (default) or "base". */
+  template?: string;
+  /** The sandbox's lifetime in seconds (default 300). `timeoutMs` (E2B's) is accepted too. */
+  timeout?: number;
+  timeoutMs?: number;
+  metadata?: Record<string, string>;
+  envs?: Record<string, string>;
+}
+
+export interface RunCodeOpts {
+  language?: string;
+  context?: Context;
+  onStdout?: (msg: OutputMessage) => void | Promise<void>;
+  onStderr?: (msg: OutputMessage) => void | Promise<void>;
+  onResult?: (result: Result) => void | Promise<void>;
+  onError?: (error: ExecutionError) => void | Promise<void>;
+  envs?: Record<string, string>;
+  /** Seconds (default 300; 0: none). `timeoutMs` is accepted too. */
+  timeout?: number;
+  timeoutMs?: number;
+}
+
+type Raw = Record<string, any>;
+
+function sandboxInfo(raw: Raw): SandboxInfo {
+  return {
+    sandboxId: raw.sandbox_id, templateId: raw.template_id, name: raw.name ?? undefined,
+    metadata: raw.metadata ?? {}, startedAt: new Date(raw.started_at), endAt: new Date(raw.end_at),
+    state: raw.state, cpuCount: raw.cpu_count, memoryMB: raw.memory_mb,
+  };
+}
+
+function seconds(timeout?: number, timeoutMs?: number): number | undefined {
+  return timeout ?? (timeoutMs !== undefined ? timeoutMs / 1000 : undefined);
+}
+
+async function safely(callback: ((value: any) => unknown) | undefined, value: unknown): Promise<void> {
+  try {
+    await callback?.(value);
+  } catch {
+    // the caller's callback bug must not break the stream
+  }
+}
+
+export class Sandbox {
+  readonly files: Filesystem;
+  readonly commands: Commands;
+  readonly pty: Pty;
+  private readonly base: string;
+
+  private constructor(readonly sandboxId: string, private readonly conn: Connection) {
+    this.base = `/sandboxes/${encodeURIComponent(sandboxId)}`;
+    this.files = new Filesystem(conn, this.base);
+    this.commands = new Commands(conn, this.base);
+    this.pty = new Pty(conn, this.base, this.commands);
+  }
+
+  /** A new sandbox on the server (`DECLAW_DOMAIN`, key `DECLAW_API_KEY`, or the options). */
+  static async create(opts: SandboxOpts = {}): Promise<Sandbox> {
+    const conn = new Connection(opts);
+    const raw = await conn.json<Raw>("POST", "/sandboxes", {
+      json: { template: opts.template, timeout: seconds(opts.timeout, opts.timeoutMs),
+              metadata: opts.metadata, envs: opts.envs },
+    });
+    return new Sandbox(raw.sandbox_id, conn);
+  }
+
+  /** The live sandbox with this id; `timeout` can only extend its lifetime. */
+  static async connect(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
+    const conn = new Connection(opts);
+    await conn.json("POST", `/sandboxes/${encodeURIComponent(sandboxId)}/connect`, { json: { timeout: opts.timeout } });
+    return new Sandbox(sandboxId, conn);
+  }
+
+  /** The server's live sandboxes, newest first. */
+  static async list(opts: ConnectionOpts = {}): Promise<SandboxInfo[]> {
+    return (await new Connection(opts).json<Raw[]>("GET", "/sandboxes")).map(sandboxInfo);
+  }
+
+  /** Kill a sandbox by id; false if it was already gone. */
+  static async kill(sandboxId: string, opts: ConnectionOpts = {}): Promise<boolean> {
+    return (await new Connection(opts).json<Raw>("DELETE", `/sandboxes/${encodeURIComponent(sandboxId)}`)).killed;
+  }
+
+  /** Stop everything in the sandbox and delete its files; false if it was already gone. */
+  async kill(): Promise<boolean> {
+    return (await this.conn.json<Raw>("DELETE", this.base)).killed;
+  }
+
+  /** Kill the sandbox `timeout` seconds from now. */
+  async setTimeout(timeout: number): Promise<void> {
+    await this.conn.fetch("POST", `${this.base}/timeout`, { json: { timeout } });
+  }
+
+  async getInfo(): Promise<SandboxInfo> {
+    return sandboxInfo(await this.conn.json<Raw>("GET", this.base));
+  }
+
+  async isRunning(): Promise<boolean> {
+    try {
+      await this.getInfo();
+      return true;
+    } catch (err) {
+      if (err instanceof SandboxError) return false;
+      throw err;
+    }
+  }
+
+  /** Run a cell in a stateful Python context (the default one unless `context` is given).
+   *  Code errors land in `execution.error`; a cell past its timeout throws `TimeoutError`. */
+  async runCode(code: string, opts: RunCodeOpts = {}): Promise<Execution> {
+    const response = await this.conn.fetch("POST", `${this.base}/execute`, {
+      stream: true,
+      json: { code, language: opts.language, context_id: opts.context?.id, envs: opts.envs,
+              timeout: seconds(opts.timeout, opts.timeoutMs) ?? 300 },
+    });
+    const execution = new Execution();
+    for await (const line of ndjson(response)) {
+      const { type, ...rest } = line;
+      if (type === "stdout" || type === "stderr") {
+        const text = String(rest.text ?? "");
+        execution.logs[type as "stdout" | "stderr"].push(text);
+        const message = { line: text, timestamp: new Date(rest.timestamp ?? Date.now()), error: type === "stderr" };
+        await safely(type === "stdout" ? opts.onStdout : opts.onStderr, message);
+      } else if (type === "result") {
+        const result = new Result(rest);
+        execution.results.push(result);
+        await safely(opts.onResult, result);
+      } else if (type === "error") {
+        execution.error = { name: rest.name, value: rest.value, traceback: rest.traceback };
+        await safely(opts.onError, execution.error);
+      } else if (type === "number_of_executions") {
+        execution.executionCount = rest.execution_count;
+      } else if (type === "end_of_execution") {
+        return execution;
+      } else if (type === "exception") {
+        throw errorFrom(rest);
+      }
+    }
+    throw new SandboxError("the declaw server ended the cell's stream early");
+  }
+
+  async createCodeContext(opts: { cwd?: string; language?: string } = {}): Promise<Context> {
+    return this.conn.json<Context>("POST", `${this.base}/contexts`, { json: { cwd: opts.cwd, language: opts.language } });
+  }
+
+  async listCodeContexts(): Promise<Context[]> {
+    return this.conn.json<Context[]>("GET", `${this.base}/contexts`);
+  }
+
+  async restartCodeContext(context: Context | string): Promise<void> {
+    const id = typeof context === "string" ? context : context.id;
+    await this.conn.fetch("POST", `${this.base}/contexts/${encodeURIComponent(id)}/restart`);
+  }
+
+  async removeCodeContext(context: Context | string): Promise<void> {
+    const id = typeof context === "string" ? context : context.id;
+    await this.conn.fetch("DELETE", `${this.base}/contexts/${encodeURIComponent(id)}`);
+  }
+}
+
+export { SandboxNotFoundError };

@@ -1,0 +1,313 @@
+"""`declaw-wasm serve` and remote mode: what only a server has (auth, size limits, streams that
+break, many clients) and the sandbox lifecycle through it. The API itself runs in both modes in
+the other modules (tests marked `served`, tests/conftest.py)."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import anyio
+import httpx
+import pytest
+
+from conftest import API_KEY, UPLOAD_LIMIT  # noqa: E402 (tests/ is on sys.path)
+from declaw_wasm import (AsyncSandbox, AuthenticationException, InvalidArgumentException,
+                         NotFoundException, PtySize, Sandbox, SandboxException,
+                         SandboxNotFoundException, TimeoutException)
+from declaw_wasm.cli import main as cli_main
+from declaw_wasm.remote import RemoteSandbox, base_url
+from declaw_wasm.server import check_bind
+
+
+@pytest.fixture(scope="module")
+def guest_path() -> str:
+    return "warm"  # the server's own behaviour does not depend on the guest path
+
+
+@pytest.fixture
+def api(server_url: str):
+    with httpx.Client(base_url=server_url, headers={"X-API-Key": API_KEY}, timeout=30) as client:
+        yield client
+
+
+def _until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_openapi_document_lists_the_api(api) -> None:
+    doc = api.get("/openapi.json").json()
+    paths = doc["paths"]
+    for path in ("/sandboxes", "/sandboxes/{sandbox_id}", "/sandboxes/{sandbox_id}/files",
+                 "/sandboxes/{sandbox_id}/commands", "/sandboxes/{sandbox_id}/execute",
+                 "/sandboxes/{sandbox_id}/contexts"):
+        assert path in paths
+    assert "SandboxInfo" in doc["components"]["schemas"]
+
+
+def test_every_request_needs_the_key(server_url: str, monkeypatch) -> None:
+    monkeypatch.delenv("DECLAW_API_KEY", raising=False)
+    with pytest.raises(AuthenticationException):
+        Sandbox.create(domain=server_url)
+    with pytest.raises(AuthenticationException):
+        Sandbox.create(domain=server_url, api_key="wrong-" + API_KEY)
+    for headers in ({}, {"X-API-Key": "nope"}, {"Authorization": "Bearer nope"}):
+        for method, path in (("GET", "/health"), ("GET", "/openapi.json"), ("GET", "/sandboxes")):
+            response = httpx.request(method, server_url + path, headers=headers)
+            assert response.status_code == 401
+            assert response.json()["error"] == "AuthenticationException"
+    ok = httpx.get(server_url + "/sandboxes", headers={"Authorization": f"Bearer {API_KEY}"})
+    assert ok.status_code == 200
+
+
+def test_the_key_comes_from_the_environment(server_url: str, monkeypatch) -> None:
+    monkeypatch.setenv("DECLAW_DOMAIN", server_url)
+    monkeypatch.setenv("DECLAW_API_KEY", API_KEY)
+    with Sandbox.create() as sbx:
+        assert isinstance(sbx, RemoteSandbox)
+        assert sbx.commands.run("echo from-env").stdout == "from-env\n"
+
+
+def test_the_servers_environment_never_reaches_a_guest(served_sbx, monkeypatch) -> None:
+    monkeypatch.setenv("DECLAW_API_KEY", "sk-served-secret")  # the server runs in this process
+    r = served_sbx.commands.run("env; python3 -c 'import os; print(dict(os.environ))'")
+    assert "sk-served-secret" not in r.stdout and "DECLAW_API_KEY" not in r.stdout
+    assert "sk-served-secret" not in str(served_sbx.run_code("import os; dict(os.environ)").text)
+
+
+def test_no_key_means_loopback_only(monkeypatch) -> None:
+    check_bind("127.0.0.1", None)
+    check_bind("::1", None)
+    check_bind("0.0.0.0", "a-key")
+    monkeypatch.delenv("DECLAW_API_KEY", raising=False)
+    with pytest.raises(SystemExit, match="without an API key"):
+        cli_main(["serve", "--host", "0.0.0.0", "--port", "1"])
+
+
+def test_domain_forms() -> None:
+    assert base_url("localhost:8080") == "http://localhost:8080"
+    assert base_url("127.0.0.1:9") == "http://127.0.0.1:9"
+    assert base_url("sandboxes.example.com:443") == "https://sandboxes.example.com:443"
+    assert base_url("http://10.0.0.5:8080/") == "http://10.0.0.5:8080"
+    with pytest.raises(InvalidArgumentException):
+        base_url("ftp://x")
+
+
+def test_oversize_uploads_and_bodies_are_refused(served_sbx, api) -> None:
+    big = b"x" * (UPLOAD_LIMIT + 1)
+    with pytest.raises(InvalidArgumentException, match="larger than"):
+        served_sbx.files.write("/tmp/too-big.bin", big)  # a declared Content-Length
+    with pytest.raises(InvalidArgumentException, match="larger than"):
+        served_sbx.files.write("/tmp/too-big.bin", io.BytesIO(big))  # chunked: counted as it comes
+    assert not served_sbx.files.exists("/tmp/too-big.bin")  # nothing half-written
+    response = api.post(f"/sandboxes/{served_sbx.sandbox_id}/execute",
+                        content=b'{"code": "' + b"1" * (17 << 20) + b'"}',
+                        headers={"content-type": "application/json"})
+    assert response.status_code == 413 and response.json()["error"] == "InvalidArgumentException"
+    chunked = api.post(f"/sandboxes/{served_sbx.sandbox_id}/execute",  # no Content-Length
+                       content=iter([b'{"code": "', b"1" * (17 << 20), b'"}']),
+                       headers={"content-type": "application/json"})
+    assert chunked.status_code == 413 and chunked.json()["error"] == "InvalidArgumentException"
+    served_sbx.files.write("/tmp/just-fits.bin", io.BytesIO(b"y" * UPLOAD_LIMIT))
+    assert served_sbx.files.get_info("/tmp/just-fits.bin").size == UPLOAD_LIMIT
+
+
+def test_streaming_is_real(served_sbx) -> None:
+    seen: list[float] = []
+    start = time.monotonic()
+    result = served_sbx.commands.run("echo a; sleep 2; echo b",
+                                     on_stdout=lambda _: seen.append(time.monotonic() - start))
+    assert result.stdout == "a\nb\n"
+    assert seen[0] < 1.0 and seen[-1] > 1.9 and time.monotonic() - start > 1.9
+
+
+def test_a_client_disconnecting_mid_stream_leaves_the_server_healthy(served_sbx, api) -> None:
+    base = f"/sandboxes/{served_sbx.sandbox_id}"
+    with api.stream("POST", base + "/commands", json={"cmd": "echo up; sleep 30", "timeout": 0}) as r:
+        lines = r.iter_lines()
+        assert '"start"' in next(lines) and "up" in next(lines)
+    # a foreground command whose client is gone is killed
+    _until(lambda: not any(p.cmd == "echo up; sleep 30" for p in served_sbx.commands.list()))
+    with api.stream("POST", base + "/execute", json={"code": "print('x', flush=True)\nimport time\n"
+                                                             "time.sleep(1)\ny = 5"}) as r:
+        assert '"stdout"' in next(r.iter_lines())
+    served_sbx.files.write("/tmp/three-mib.bin", b"z" * (3 << 20))
+    with api.stream("GET", base + "/files", params={"path": "/tmp/three-mib.bin"}) as r:
+        next(r.iter_bytes())
+    assert served_sbx.commands.run("echo still fine").stdout == "still fine\n"
+    assert served_sbx.run_code("y").text == "5"  # the abandoned cell finished
+
+
+def test_twenty_concurrent_clients_and_a_slow_guest(make_served) -> None:
+    slow = make_served()
+    slow_handle = slow.commands.run("python3 -c 'while True: pass'", background=True, timeout=0)
+    errors: list[BaseException] = []
+    times: list[float] = []
+
+    def client(i: int) -> None:
+        try:
+            start = time.monotonic()
+            with make_served() as sbx:
+                sbx.files.write(f"/tmp/who-{i}.txt", f"client {i}")
+                r = sbx.commands.run(f"cat /tmp/who-{i}.txt; echo; python3 -c 'print({i} * 2)'")
+                assert r.stdout == f"client {i}\n{i * 2}\n", r
+                assert sbx.files.read(f"/tmp/who-{i}.txt") == f"client {i}"
+            times.append(time.monotonic() - start)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert len(times) == 20 and max(times) < 60
+    assert slow_handle.kill() and slow_handle.wait().exit_code == 137
+    slow.kill()
+
+
+def test_lifecycle_through_the_server(make_served, server_url: str) -> None:
+    sbx = make_served(metadata={"owner": "served"}, timeout=60)
+    params = {"domain": server_url, "api_key": API_KEY}
+    info = sbx.get_info()
+    assert (info.sandbox_id, info.template_id, info.metadata) == (sbx.sandbox_id, "code-interpreter",
+                                                                    {"owner": "served"})
+    assert sbx.sandbox_id in [i.sandbox_id for i in Sandbox.list(**params).next_items()]
+    assert Sandbox.get_info(sbx.sandbox_id, **params).sandbox_id == sbx.sandbox_id
+    again = Sandbox.connect(sbx.sandbox_id, **params)
+    again.files.write("/tmp/shared", "same")
+    assert sbx.files.read("/tmp/shared") == "same" and sbx.is_running()
+    sbx.set_timeout(1)
+    time.sleep(1.5)
+    assert not sbx.is_running()
+    with pytest.raises(TimeoutException, match="reached its timeout"):
+        sbx.files.read("/tmp/shared")
+    with make_served() as other:
+        assert Sandbox.kill(other.sandbox_id, **params) is True
+        assert Sandbox.kill(other.sandbox_id, **params) is False
+        with pytest.raises(SandboxNotFoundException):
+            other.commands.run("echo gone")
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect("sbx_" + "0" * 32, **params)
+    assert len(sbx.sandbox_id) == 4 + 32  # 128 random bits
+
+
+def test_errors_keep_their_class(served_sbx, make_served) -> None:
+    with pytest.raises(InvalidArgumentException, match="unknown template"):
+        make_served(template="no-such-template")
+    with pytest.raises(InvalidArgumentException, match="may not exceed"):
+        from declaw_wasm import Limits
+        make_served(limits=Limits(memory_limit=4 << 30))
+    with pytest.raises(NotFoundException):
+        served_sbx.commands.connect(99999)
+    with pytest.raises(TimeoutException) as info:
+        served_sbx.commands.run("echo partial; sleep 10", timeout=1)
+    assert info.value.stdout == "partial\n"
+    with pytest.raises(TimeoutException):
+        served_sbx.run_code("import time; time.sleep(10)", timeout=1)
+    with pytest.raises(InvalidArgumentException, match="only python"):
+        served_sbx.run_code("1", language="r")
+    with pytest.raises(InvalidArgumentException, match="PtySize"):
+        served_sbx.pty.create(None)
+    with pytest.raises(NotFoundException):
+        served_sbx.pty.connect(99999)
+
+
+def test_async_sandbox_through_the_server(server_url: str) -> None:
+    async def main() -> None:
+        sbx = await AsyncSandbox.create(domain=server_url, api_key=API_KEY)
+        try:
+            seen: list[str] = []
+
+            async def on_stdout(text: str) -> None:
+                seen.append(text)
+
+            r = await sbx.commands.run("echo one; echo two", on_stdout=on_stdout)
+            assert (r.stdout, seen) == ("one\ntwo\n", ["one\n", "two\n"])
+            handle = await sbx.commands.run("cat", background=True, stdin=True)
+            await handle.send_stdin("piped\n")
+            await handle.close_stdin()
+            assert (await handle.wait()).stdout == "piped\n" and handle.exit_code == 0
+            await sbx.files.write("/tmp/async.txt", "abc")
+            chunks = [c async for c in await sbx.files.read("/tmp/async.txt", format="stream")]
+            assert b"".join(chunks) == b"abc"
+            execution = await sbx.run_code("print('hi'); 6 * 7")
+            assert (execution.text, execution.logs.stdout) == ("42", ["hi\n"])
+            assert (await sbx.get_info()).sandbox_id == sbx.sandbox_id
+            data: list[bytes] = []
+            pty = await sbx.pty.create(PtySize(24, 80), on_data=data.append)
+            await sbx.pty.send_stdin(pty.pid, b"echo async-pty\nexit\n")
+            await pty.wait()
+            assert b"async-pty\r\n" in b"".join(data)
+        finally:
+            assert await sbx.kill() is True
+
+    anyio.run(main)
+
+
+def test_the_seed_example_prints_the_same_when_served(server_url: str) -> None:
+    """examples/code_interpreter.py, run as a user would with DECLAW_DOMAIN set: a separate
+    process that only talks HTTP (it never loads the runtime)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "code_interpreter.py"
+    env = {**os.environ, "DECLAW_DOMAIN": server_url, "DECLAW_API_KEY": API_KEY}
+    done = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:6] == ["--- snippet 0: exit 0", "solution: {x: 13/7, y: 11/7}",
+                         "--- snippet 1: exit 0", "{'APAC': 150, 'EU': 80}",
+                         "--- snippet 2: exit 0", "wrote /tmp/chart.png"]
+    assert 10_000 < int(lines[6].split(":")[1].split()[0]) < 200_000
+
+
+def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
+    """The socket alone is enough for a terminal client: stdin and resizes go up it too."""
+    from websockets.sync.client import connect
+
+    base = f"/sandboxes/{served_sbx.sandbox_id}/pty"
+    pid = httpx.post(server_url + base, json={"rows": 24, "cols": 80},
+                     headers={"X-API-Key": API_KEY}).json()["pid"]
+    ws_url = server_url.replace("http", "ws", 1) + f"{base}/{pid}"
+    with connect(ws_url, additional_headers={"X-API-Key": API_KEY}) as socket:
+        output = b""
+
+        def read_until(marker: bytes) -> None:
+            nonlocal output
+            while marker not in output:
+                message = socket.recv(timeout=10)
+                assert isinstance(message, bytes), message
+                output += message
+
+        read_until(b"$ ")
+        socket.send('{"type": "resize", "rows": 30, "cols": 99}')
+        socket.send(b"tput cols; exit 4\n")
+        read_until(b"99\r\n")
+        end = socket.recv(timeout=10)
+        while isinstance(end, bytes):
+            end = socket.recv(timeout=10)
+        assert '"exit_code":4' in end.replace(" ", "")
+    with pytest.raises(Exception):  # no key: the handshake is refused
+        connect(ws_url).__enter__()
+
+
+def test_stopping_the_server_kills_its_sandboxes() -> None:
+    from declaw_wasm.sandbox import SandboxCore
+    from declaw_wasm.server import serve_in_thread
+
+    with serve_in_thread("short-lived", grace=0.5) as url:
+        sbx = Sandbox.create(domain=url, api_key="short-lived")
+        handle = sbx.commands.run("sleep 60", background=True, timeout=0)
+        assert sbx.sandbox_id in SandboxCore.registry
+    assert sbx.sandbox_id not in SandboxCore.registry  # killed, host folder gone
+    with pytest.raises(SandboxException):
+        handle.wait()
