@@ -30,10 +30,22 @@ def display(*objects, main=False, **_options):
 
 
 def patch_plotly(pio):
-    """Figures render as Jupyter's plotly renderer does: the figure's JSON
-    (`application/vnd.plotly.v1+json`, in `Result.extra`) plus HTML that loads plotly.js from its
-    CDN (the whole library inline would add 3.5 MB to every figure)."""
-    pio.renderers.default = "plotly_mimetype+notebook_connected"
+    """A figure's result carries its JSON (`application/vnd.plotly.v1+json`, in `Result.extra`),
+    as Jupyter's plotly renderer sends it, and HTML that loads plotly.js from its CDN (the
+    library inline would add 3.5 MB to every figure). Not plotly's notebook renderers: they
+    display an extra set-up script first."""
+    import plotly.basedatatypes as basedatatypes
+
+    pio.renderers.default = "plotly_mimetype"
+    figure = basedatatypes.BaseFigure
+    original = figure._repr_mimebundle_
+
+    def with_html(self, *args, **kwargs):
+        bundle = dict(original(self, *args, **kwargs) or {})
+        bundle.setdefault("text/html", self.to_html(full_html=False, include_plotlyjs="cdn"))
+        return bundle
+
+    figure._repr_mimebundle_ = with_html
 
 
 def patch_ipython(display_functions):
