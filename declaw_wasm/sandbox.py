@@ -6,6 +6,7 @@ face and `AsyncSandbox` (async_sandbox.py) the async one, both thin over the sam
 
 from __future__ import annotations
 
+import atexit
 import functools
 import secrets
 import threading
@@ -87,7 +88,11 @@ class SandboxCore:
         self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
         self._timeout = timeout
         self.code = CodeInterpreter(self)
-        self.set_timeout(timeout)
+        try:
+            self.set_timeout(timeout)
+        except BaseException:  # a bad timeout: leave no folder behind
+            self.fs.destroy()
+            raise
         with SandboxCore.registry_lock:
             SandboxCore.registry[self.sandbox_id] = self
         quota.watcher.watch(self)
@@ -222,6 +227,20 @@ class SandboxCore:
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
                                            "or never created in this process)")
         return core
+
+
+def _kill_all_at_exit() -> None:
+    """A program that ends without killing its sandboxes leaves no sandbox folders behind."""
+    with SandboxCore.registry_lock:
+        cores = list(SandboxCore.registry.values())
+    for core in cores:
+        try:
+            core.kill()
+        except Exception:  # exiting anyway: clean up what can be
+            pass
+
+
+atexit.register(_kill_all_at_exit)
 
 
 def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:

@@ -59,8 +59,13 @@ def test_bad_create_arguments() -> None:
         Sandbox.create(template="no-such-template")
     with pytest.raises(InvalidArgumentException, match="envs"):
         Sandbox.create(envs={"A": 1})  # type: ignore[dict-item]
+    import tempfile
+    from pathlib import Path
+
+    before = set(Path(tempfile.gettempdir()).glob("declaw-wasm-sbx-*"))
     with pytest.raises(InvalidArgumentException, match="timeout"):
         Sandbox.create(timeout=-1)
+    assert set(Path(tempfile.gettempdir()).glob("declaw-wasm-sbx-*")) == before  # no folder left
 
 
 def test_e2b_only_parameters_are_accepted() -> None:
@@ -105,3 +110,18 @@ def test_async_sandbox() -> None:
 
     stdout, seen, text = anyio.run(main)
     assert stdout == "async\n" and seen == ["async\n"] and text == "print('async')"
+
+
+def test_a_program_that_forgets_kill_leaves_no_sandbox_folders(guest_path: str) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    program = ("from declaw_wasm import Sandbox\n"
+               "a = Sandbox.create(); b = Sandbox.create(template='base')\n"
+               "a.commands.run('sleep 60', background=True)\n"
+               "print(a._core.fs.base); print(b._core.fs.base)\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    folders = done.stdout.split()
+    assert len(folders) == 2 and not any(Path(f).exists() for f in folders)
