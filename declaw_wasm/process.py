@@ -115,7 +115,44 @@ class Event:
     data: Any  # str for stdout/stderr, bytes for a PTY
 
 
-class Process:
+class EventLog:
+    """A command's output as a list of events that handles, callbacks and waiters all read;
+    `done` says no more will come. A local `Process` and remote.py's copy of a served command
+    both keep one."""
+
+    _events: list[Event]
+    _cond: threading.Condition
+    _callbacks: dict[Any, Optional[Callable[[Any], None]]]
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def set_callbacks(self, **callbacks: Optional[Callable[[Any], None]]) -> None:
+        for stream, callback in callbacks.items():
+            if callback is not None:
+                self._callbacks[stream] = callback
+
+    def text(self, stream: str) -> str:
+        """Everything written to `stream` so far."""
+        with self._cond:
+            return "".join(e.data for e in self._events if e.stream == stream)
+
+    def events(self, start: int = 0) -> Iterator[Event]:
+        """Every event from `start` on, waiting for more until the command has ended."""
+        index = start
+        while True:
+            with self._cond:
+                while index >= len(self._events) and not self.done:
+                    self._cond.wait(0.1)
+                if index >= len(self._events):
+                    return
+                batch = self._events[index:]
+            index += len(batch)
+            yield from batch
+
+
+class Process(EventLog):
     """One command (or PTY) of a sandbox, from start to exit."""
 
     def __init__(self, core: "SandboxCore", pid: int, cmd: str, cwd: str, env: dict[str, str],
@@ -166,29 +203,6 @@ class Process:
                 callback(data)
             except Exception:  # a caller's callback bug must not break the guest
                 pass
-
-    def set_callbacks(self, **callbacks: Optional[Callable[[Any], None]]) -> None:
-        for stream, callback in callbacks.items():
-            if callback is not None:
-                self._callbacks[stream] = callback  # type: ignore[index]
-
-    def text(self, stream: Stream) -> str:
-        """Everything written to `stream` so far."""
-        with self._cond:
-            return "".join(e.data for e in self._events if e.stream == stream)
-
-    def events(self, start: int = 0) -> Iterator[Event]:
-        """Every event from `start` on, waiting for more until the command has exited."""
-        index = start
-        while True:
-            with self._cond:
-                while index >= len(self._events) and not self.done:
-                    self._cond.wait(0.1)
-                if index >= len(self._events):
-                    return
-                batch = self._events[index:]
-            index += len(batch)
-            yield from batch
 
     def events_since(self, start: int, wait: float) -> tuple[list[Event], bool]:
         """The events from `start` on, waiting at most `wait` seconds for one; and whether the

@@ -35,7 +35,7 @@ from .filesystem import CHUNK, WriteData
 from .limits import Limits
 from .models import (CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteEntry,
                      WriteInfo)
-from .process import Event, _check_size
+from .process import Event, EventLog, _check_size
 from .pty import Pty
 from .sandbox import Sandbox, SandboxPaginator
 from .wire import API_KEY_HEADER, exception_from
@@ -395,7 +395,7 @@ class RemoteFilesystem(Filesystem):
 
 
 # -- commands ----------------------------------------------------------------------------------------
-class _RemoteProcess:
+class _RemoteProcess(EventLog):
     """The client's copy of a server-side command: its output events as they arrive, and how it
     ended. What `CommandHandle`, `AsyncCommandHandle` and iteration read."""
 
@@ -439,26 +439,6 @@ class _RemoteProcess:
             self._end = end
             self._cond.notify_all()
 
-    def set_callbacks(self, **callbacks: Optional[Callable[[Any], None]]) -> None:
-        for stream, callback in callbacks.items():
-            if callback is not None:
-                self._callbacks[stream] = callback
-
-    def text(self, stream: str) -> str:
-        with self._cond:
-            return "".join(e.data for e in self._events if e.stream == stream)
-
-    def events(self, start: int = 0) -> Iterator[Event]:
-        index = start
-        while True:
-            with self._cond:
-                while index >= len(self._events) and not self.done:
-                    self._cond.wait(0.1)
-                if index >= len(self._events):
-                    return
-                batch = self._events[index:]
-            index += len(batch)
-            yield from batch
 
     def result(self) -> CommandResult:
         with self._cond:
