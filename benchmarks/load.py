@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import AsyncSandbox, Sandbox  # noqa: E402
 
 SANDBOX_TIMEOUT = 3600  # lifetime: longer than any run of this script
@@ -217,7 +218,7 @@ def drive_sync(sandbox_no: int, ops: int, created: list[Any]) -> SandboxRun:
     sbx = Sandbox.create(timeout=SANDBOX_TIMEOUT)
     run.create_s = time.perf_counter() - start
     created.append(sbx)
-    run.base = Path(sbx._core.fs.base)
+    run.base = Path(testing.host_folder(sbx))
     cells = 0
     try:
         for op_no in range(ops):
@@ -252,7 +253,7 @@ async def drive_async(sandbox_no: int, ops: int, created: list[Any]) -> SandboxR
     sbx = await AsyncSandbox.create(timeout=SANDBOX_TIMEOUT)
     run.create_s = time.perf_counter() - start
     created.append(sbx)
-    run.base = Path(sbx._core.fs.base)
+    run.base = Path(testing.host_folder(sbx))
     cells = 0
     try:
         for op_no in range(ops):
@@ -287,7 +288,7 @@ def idle_memory(n_sandboxes: int = 50, n_contexts: int = 20) -> tuple[list[str],
     settle()
     before = status_kib("VmRSS"), status_kib("RssAnon")
     sandboxes = [Sandbox.create(timeout=SANDBOX_TIMEOUT) for _ in range(n_sandboxes)]
-    bases = [Path(s._core.fs.base) for s in sandboxes]
+    bases = [Path(testing.host_folder(s)) for s in sandboxes]
     try:
         settle()
         idle = status_kib("VmRSS"), status_kib("RssAnon")
@@ -341,7 +342,7 @@ def main() -> None:
     with Sandbox.create(timeout=SANDBOX_TIMEOUT) as first:  # loads the runtime; warms the host side
         first.commands.run("echo warm | tr a-z A-Z", timeout=OP_TIMEOUT)
         first.run_code("x = 1", timeout=OP_TIMEOUT)
-        warm = first._core.runtime.warm
+        warm = testing.is_warm(first)
     print(f"guest path: {'warm snapshot' if warm else 'cold (DECLAW_WASM_SNAPSHOT=0)'}; "
           f"runtime load + first command and cell: {(time.perf_counter() - start) * 1000:.0f} ms\n")
 
@@ -361,7 +362,7 @@ def main() -> None:
             runs, wall = load(args.sandboxes, args.ops, created)
     finally:
         for sbx in created:  # already killed by their drivers unless something raised
-            sbx._core.kill()
+            sbx.kill()
     hwm = status_kib("VmHWM") / 1024 if hwm_reset else float("nan")
     left_threads = wait_declaw_threads_gone(5.0)
     bases = [r.base for r in runs if r.base is not None]

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from startup import seed_snippets  # noqa: E402
 
+from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def main() -> None:
         start = time.perf_counter()
         exec(code, namespace)
         native.append(time.perf_counter() - start)
-    print(f"guest path: {'warm snapshot' if sbx._core.runtime.warm else 'cold'}")
+    print(f"guest path: {'warm snapshot' if testing.is_warm(sbx) else 'cold'}")
     print(f"first cell of a new context (starts its guest): {first * 1000:.1f} ms")
     print("| work | native (exec in this process) | declaw-wasm `run_code` | |\n|---|---|---|---|")
     median = statistics.median(times)

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import median_s  # noqa: E402
 
+from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox  # noqa: E402
 
 TREE = {f"src/mod{i}.py": "".join(f"def f{j}():\n    return {j}  # TODO {j}\n" for j in range(40))
@@ -50,7 +51,7 @@ def main() -> None:
     sbx = Sandbox.create(timeout=3600)
     sbx.files.write_files([{"path": f"/home/user/bench/{n}", "data": c} for n, c in TREE.items()])
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    print(f"guest path: {'warm snapshot' if sbx._core.runtime.warm else 'cold'}")
+    print(f"guest path: {'warm snapshot' if testing.is_warm(sbx) else 'cold'}")
     print("| command line | native `bash -c` | declaw-wasm | ratio |\n|---|---|---|---|")
     for label, line in LINES:
         expected = subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True).stdout

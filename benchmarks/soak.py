@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from load import (leaked_folders, ms, pct, rss_mib, settle, status_kib,  # noqa: E402
                   wait_declaw_threads_gone)
 
+from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox, TimeoutException  # noqa: E402
 
 SAMPLE_EVERY_S = 5.0
@@ -85,7 +86,7 @@ class Stats:
         with self.lock:
             self.created += 1
             self.live.add(sbx)
-            self.bases.append(Path(sbx._core.fs.base))
+            self.bases.append(Path(testing.host_folder(sbx)))
         return sbx
 
     def kill(self, sbx: Sandbox) -> None:
@@ -203,7 +204,7 @@ class Worker:
             execution = sbx.run_code(f"print('{token}')", timeout=OP_TIMEOUT)
             expect("".join(execution.logs.stdout), token + "\n", "churn cell")
         finally:
-            base = Path(sbx._core.fs.base)
+            base = Path(testing.host_folder(sbx))
             self.stats.kill(sbx)
         if base.exists():
             raise CheckFailed(f"churn: host folder {base} left after kill")
@@ -258,7 +259,7 @@ def main() -> None:
     start = time.perf_counter()
     with Sandbox.create() as first:  # loads the runtime
         first.commands.run("echo warm", timeout=OP_TIMEOUT)
-        warm = first._core.runtime.warm
+        warm = testing.is_warm(first)
     print(f"guest path: {'warm snapshot' if warm else 'cold (DECLAW_WASM_SNAPSHOT=0)'}; runtime load: "
           f"{(time.perf_counter() - start) * 1000:.0f} ms; {args.threads} threads for {args.seconds:g} s\n")
     settle()

@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import HEADER, median_s, native, row  # noqa: E402
 
+from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox  # noqa: E402
-from declaw_wasm.paths import examples_dir  # noqa: E402
+from declaw_wasm._assets import examples_dir  # noqa: E402
 
 
 def seed_snippets() -> list[str]:
@@ -73,7 +74,7 @@ def main() -> None:
 
     start = time.perf_counter()
     first = Sandbox.create()  # loads the runtime (compiled modules from the cache)
-    path = "warm snapshot" if first._core.runtime.warm else "cold (DECLAW_WASM_SNAPSHOT=0)"
+    path = "warm snapshot" if testing.is_warm(first) else "cold (DECLAW_WASM_SNAPSHOT=0)"
     first.kill()
     print(f"guest path: {path}; first Sandbox.create in this process (runtime load + self-check): "
           f"{(time.perf_counter() - start) * 1000:.0f} ms\n")

@@ -34,7 +34,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "template":
         return _template(args)
     if args.command == "demo":
-        from .paths import examples_dir
+        from ._assets import examples_dir
 
         runpy.run_path(str(examples_dir() / "code_interpreter.py"), run_name="__main__")
         return 0
@@ -44,18 +44,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import os
-
     from . import server
+    from .settings import api_key
 
-    server.serve(args.host, args.port, os.environ.get("DECLAW_API_KEY") or None,
+    server.serve(args.host, args.port, api_key(),
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
                  max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD)
     return 0
 
 
 def _warmup() -> int:
-    from .runtime import compiled_path, get_runtime
+    from ._packages.bundle import ensure_bundle
+    from ._wasm.engine import compiled_path
+    from ._wasm.snapshot import get_runtime
+    from .progress import Progress
     from .settings import cache_dir
 
     start = time.monotonic()
@@ -65,10 +67,7 @@ def _warmup() -> int:
     path = "warm snapshot" if runtime.warm else "cold module (DECLAW_WASM_SNAPSHOT=0 or no snapshot)"
     print(f"declaw-wasm: guests start from the {path}; plain module "
           f"{compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
-    from .bundle import bundle_dir
-    from .progress import Progress
-
-    print(f"declaw-wasm: packages bundle ready: {bundle_dir(runtime, Progress())}", file=sys.stderr)
+    print(f"declaw-wasm: packages bundle ready: {ensure_bundle(runtime, Progress())}", file=sys.stderr)
     return 0
 
 

@@ -40,7 +40,7 @@ class Result(BaseModel):
     jpeg: Optional[str] = None  # base64
     pdf: Optional[str] = None  # base64
     latex: Optional[str] = None
-    json: Optional[Any] = None
+    json: Optional[Any] = None  # type: ignore[assignment]  # E2B's field name
     javascript: Optional[str] = None
     data: Optional[dict[str, Any]] = None
     chart: Optional[SerializeAsAny[Chart]] = None  # dumps a LineChart's own fields too

@@ -1,7 +1,7 @@
 """Resource limits: per sandbox (`Sandbox.create(limits=Limits(...))`) and per process.
 
-What hitting each one looks like is in README, "Limits". (The limits issue extends this: fuel,
-disk quotas.)"""
+What hitting each one looks like is in docs/limits.md. The number of live sandboxes per process
+is a setting (`DECLAW_WASM_MAX_SANDBOXES`, settings.py)."""
 
 from __future__ import annotations
 
@@ -31,15 +31,3 @@ class Limits(BaseModel):
         if used_files > self.disk_files:
             return f"disk quota exceeded: {used_files} files, limit {self.disk_files} (Limits.disk_files)"
         return ""
-
-
-def max_sandboxes() -> int:
-    """Live sandboxes per host process (`DECLAW_WASM_MAX_SANDBOXES`, default 1000): each costs
-    a host folder, and its guests threads and memory."""
-    import os
-
-    value = os.environ.get("DECLAW_WASM_MAX_SANDBOXES", "1000")
-    try:
-        return max(1, int(value))
-    except ValueError:
-        raise ValueError(f"DECLAW_WASM_MAX_SANDBOXES must be a whole number, got {value!r}") from None

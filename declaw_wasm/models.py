@@ -88,3 +88,15 @@ class PtySize:
 
     rows: int
     cols: int
+
+
+class TemplateInfo(BaseModel):
+    """A built template, as `list_templates()` and `Template.build()` report it."""
+
+    name: str
+    base: str
+    packages: list[str]  # what was installed, NAME==VERSION
+    envs: dict[str, str]
+    commands: list[str]
+    built_at: datetime
+    size_bytes: int

@@ -8,22 +8,20 @@ The size is the host's to set; `$COLUMNS`/`$LINES` follow it before each prompt,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
+from . import _args
+from ._backend import SandboxBackend
 from .commands import CommandHandle
-from .exceptions import NotFoundException
 from .models import PtySize
-from .process import Process, _check_size
-
-if TYPE_CHECKING:
-    from .sandbox import SandboxCore
+from .wire import CreatePty
 
 DEFAULT_TIMEOUT = 60.0
 
 
 class Pty:
-    def __init__(self, core: "SandboxCore") -> None:
-        self._core = core
+    def __init__(self, backend: SandboxBackend) -> None:
+        self._backend = backend
 
     def create(self, size: PtySize, user: Optional[str] = None, cwd: Optional[str] = None,
                envs: Optional[dict[str, str]] = None, timeout: Optional[float] = DEFAULT_TIMEOUT,
@@ -31,25 +29,21 @@ class Pty:
                on_data: Optional[Callable[[bytes], None]] = None) -> CommandHandle:
         """Start `bash -i -l` on a terminal of `size`; read its output with
         `handle.wait(on_pty=...)`, iteration, or `on_data`. `timeout` (seconds, 0: none) ends it."""
-        process = self._core.spawn("", envs=envs, cwd=cwd, timeout=timeout, pty=_check_size(size),
-                                   stdin=True, on_pty=on_data)
-        return CommandHandle(process)
+        size = _args.pty_size(size)
+        request = CreatePty(rows=size.rows, cols=size.cols, envs=_args.envs(envs),
+                            cwd=_args.path(cwd) if cwd is not None else None,
+                            timeout=_args.timeout(timeout))
+        return CommandHandle(self._backend.start(request, on_pty=on_data))
 
     def send_stdin(self, pid: int, data: bytes, request_timeout: Optional[float] = None) -> None:
-        self._running(pid).send_stdin(data)
+        self._backend.send_stdin(pid, _args.stdin_data(data))
 
     def resize(self, pid: int, size: PtySize, request_timeout: Optional[float] = None) -> None:
-        self._running(pid).resize(size)
+        self._backend.resize_pty(pid, _args.pty_size(size))
 
     def kill(self, pid: int, request_timeout: Optional[float] = None) -> bool:
-        return self._core.kill_process(pid)
+        return self._backend.kill_process(pid)
 
     def connect(self, pid: int, timeout: Optional[float] = DEFAULT_TIMEOUT,
                 request_timeout: Optional[float] = None) -> CommandHandle:
-        return CommandHandle(self._running(pid))
-
-    def _running(self, pid: int) -> Process:
-        process = self._core.process(pid)
-        if process is None or process.pty_size is None:
-            raise NotFoundException(f"no running PTY with pid {pid} in sandbox {self._core.sandbox_id}")
-        return process
+        return CommandHandle(self._backend.process(pid, pty=True))

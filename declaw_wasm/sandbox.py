@@ -1,282 +1,56 @@
-"""`Sandbox`: one isolated Python machine in this process, with E2B's API.
+"""`Sandbox`: one isolated Python machine, with E2B's (and declaw's) API.
 
-`SandboxCore` holds the state (file tree, running guests, lifetime timer); `Sandbox` is the sync
-face and `AsyncSandbox` (async_sandbox.py) the async one, both thin over the same core.
+The face is written once over the backend contract (_backend.py): a sandbox runs in this
+process (`_local/`) unless `domain=` or `DECLAW_DOMAIN` names a `declaw-wasm serve` (`_remote/`).
+`backend_for` is the one place that chooses. `AsyncSandbox` (async_sandbox.py) is the async twin.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
-import secrets
-import threading
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, ClassVar, Iterator, Optional
+from typing import Any, Callable, ClassVar, Iterator, List, Optional
 
+from . import _args
+from ._backend import SandboxBackend, Sandboxes
 from .commands import Commands
-from .pty import Pty
+from .exceptions import InvalidArgumentException, SandboxNotFoundException
 from .execution import Context, Execution
-from .kernel import DEFAULT_TIMEOUT as RUN_CODE_TIMEOUT
-from .kernel import CodeInterpreter
-from .exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
-                         SandboxNotFoundException, TimeoutException)
 from .files import Filesystem
-from .filesystem import HOME, SandboxFS, runtime_mounts
-from .process import PTY_DEFAULT_ENV, Process
-from .guest_site import site_dir
-from . import quota
-from .limits import Limits, max_sandboxes
-from .models import PtySize, SandboxInfo, SandboxState
-from .paths import guest_runtime_dir, rootfs_dir
-from .runtime import Runtime, get_runtime
-from .templates import GuestTemplate, lookup
+from .limits import Limits
+from .models import SandboxInfo
+from .pty import Pty
+from .settings import api_key, remote_domain
+from .wire import CreateContext, CreateSandbox, RunCode
 
-DEFAULT_TIMEOUT = 300
-# E2B keyword arguments that mean nothing in-process; accepted so E2B code runs unchanged.
-IGNORED_E2B_PARAMS = {"api_key", "domain", "debug", "request_timeout", "secure",
-                      "allow_internet_access", "api_url", "sandbox_url", "proxy", "headers",
-                      "logger", "mcp", "network", "lifecycle", "user"}
+RUN_CODE_TIMEOUT = 300.0
 
 
-def base_env() -> dict[str, str]:
-    """The environment every guest starts from. Nothing comes from the host's environment."""
-    return {
-        "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-        "HOSTNAME": "sandbox", "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": f"{HOME}/.config/matplotlib",
-    }
+def backend_for(params: dict[str, Any]) -> Sandboxes:
+    """Where sandboxes live for this call: a server with `domain=` or DECLAW_DOMAIN (its key from
+    `api_key=` or DECLAW_API_KEY), else this process. Takes the two keys out of `params`.
+    `api_key=` alone keeps a sandbox in-process (E2B code passes it)."""
+    domain = params.pop("domain", None) or remote_domain()
+    key = params.pop("api_key", None)
+    if domain:
+        from ._remote.sandbox import RemoteSandboxes
+
+        return RemoteSandboxes(domain, key or api_key())
+    from ._local.sandbox import LocalSandboxes
+
+    return LocalSandboxes()
 
 
-def new_sandbox_fs(runtime: Runtime, limits: Optional[Limits] = None,
-                   template: Optional[GuestTemplate] = None) -> SandboxFS:
-    files = runtime.files
-    mounts = runtime_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(), site_dir(runtime))
-    if template is not None:
-        mounts += template.mounts(runtime)
-    return SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits,
-                     overlay=template.root if template is not None else None)
-
-
-class SandboxCore:
-    """The state of one sandbox, shared by its sync and async faces."""
-
-    registry: ClassVar[dict[str, "SandboxCore"]] = {}
-    registry_lock: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits) -> None:
-        with SandboxCore.registry_lock:
-            live = len(SandboxCore.registry)
-        if live >= max_sandboxes():
-            raise RateLimitException(f"{live} sandboxes are live in this process "
-                                     "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
-        self.runtime: Runtime = get_runtime()
-        self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
-        self.template = template.name
-        self.profile = template.profile(self.runtime)  # what each guest's start-up applies
-        self.metadata = metadata
-        self.envs = {**template.envs, **envs}
-        self.limits = limits
-        self.fs = new_sandbox_fs(self.runtime, limits, template)
-        self.started_at = datetime.now(timezone.utc)
-        self.end_at = self.started_at
-        self._lock = threading.Lock()
-        self._processes: dict[int, Process] = {}
-        self._next_pid = 1
-        self._timer: Optional[threading.Timer] = None
-        self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
-        self._timeout = timeout
-        self.code = CodeInterpreter(self)
-        try:
-            self.set_timeout(timeout)
-        except BaseException:  # a bad timeout: leave no folder behind
-            self.fs.destroy()
-            raise
-        with SandboxCore.registry_lock:
-            SandboxCore.registry[self.sandbox_id] = self
-        quota.watcher.watch(self)
-
-    # -- lifetime ----------------------------------------------------------------------------------
-    def set_timeout(self, timeout: float) -> None:
-        """Kill the sandbox `timeout` seconds from now (shorter or longer than before)."""
-        if not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise InvalidArgumentException(f"timeout must be a positive number of seconds, got {timeout!r}")
-        with self._lock:
-            self._require_running()
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timeout = timeout
-            self.end_at = datetime.now(timezone.utc) + timedelta(seconds=timeout)
-            self._timer = threading.Timer(timeout, self.kill, kwargs={"reason": "timeout"})
-            self._timer.daemon = True
-            self._timer.start()
-
-    def kill(self, reason: str = "killed") -> bool:
-        """Stop every running guest and delete the file tree. False if already gone."""
-        with self._lock:
-            if self._ended is not None:
-                return False
-            self._ended = reason
-            if self._timer is not None:
-                self._timer.cancel()
-            processes = list(self._processes.values())
-        for process in processes:
-            process.guest.kill("killed")
-        for process in processes:
-            process.guest.wait(5.0)
-        self.code.stop_all()
-        self.fs.destroy()
-        with SandboxCore.registry_lock:
-            SandboxCore.registry.pop(self.sandbox_id, None)
-        return True
-
-    @property
-    def running(self) -> bool:
-        return self._ended is None
-
-    def ensure_running(self) -> None:
-        with self._lock:
-            self._require_running()
-
-    def _require_running(self) -> None:
-        if self._ended == "timeout":
-            raise TimeoutException(
-                f"sandbox {self.sandbox_id} reached its timeout of {self._timeout:g} s and was "
-                "killed; create a new sandbox (or give a longer timeout)")
-        if self._ended is not None:
-            raise SandboxException(f"sandbox {self.sandbox_id} was killed")
-
-    # -- guests --------------------------------------------------------------------------------------
-    def guest_env(self) -> dict[str, str]:
-        return {**base_env(), **self.envs}
-
-    def spawn(self, cmd: str, envs: Optional[dict[str, str]] = None, cwd: Optional[str] = None,
-              timeout: Optional[float] = None, pty: Optional[PtySize] = None,
-              **process_args: Any) -> Process:
-        """Start a command line (or, with `pty`, an interactive shell) in a guest of its own."""
-        env = {**self.guest_env(), **(PTY_DEFAULT_ENV if pty is not None else {}), **_check_envs(envs)}
-        where = self.fs.absolute(cwd) if cwd else self.fs.absolute(".")
-        if cwd and not self.fs.exists(where):
-            raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-            raise InvalidArgumentException(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        with self._lock:
-            self._require_running()
-            running = sum(1 for p in self._processes.values() if not p.done)
-            if running >= self.limits.max_processes:
-                raise RateLimitException(f"sandbox {self.sandbox_id} already runs {running} commands "
-                                         f"(limits.max_processes); wait for one or kill one")
-            pid = self._next_pid
-            self._next_pid += 1
-            process = Process(self, pid, cmd, where, env, envs=dict(envs or {}), timeout=timeout,
-                              pty=pty, **process_args)
-            self._processes[pid] = process
-        process.start()
-        return process
-
-    def forget_process(self, process: Process) -> None:
-        with self._lock:
-            self._processes.pop(process.pid, None)
-
-    def processes(self) -> list[Process]:
-        with self._lock:
-            return [p for p in self._processes.values() if not p.done]
-
-    def processes_checked(self) -> list[Process]:
-        """The running commands and PTYs; raises if the sandbox is gone (as every call does)."""
-        self.ensure_running()
-        return self.processes()
-
-    def running_guests(self) -> set[int]:
-        """Ids of the guests doing work now: running commands and cells in flight."""
-        with self._lock:
-            ids = {id(p.guest) for p in self._processes.values() if not p.done}
-        return ids | self.code.busy_guests()
-
-    def stop_for_quota(self, message: str, guest_ids: set[int]) -> None:
-        """Over the disk quota: stop these running guests (see quota.py)."""
-        with self._lock:
-            processes = [p for p in self._processes.values() if id(p.guest) in guest_ids]
-        for process in processes:
-            process.stop_for_quota(message)
-        self.code.stop_for_quota(message, guest_ids)
-
-    def kill_process(self, pid: int) -> bool:
-        """Kill a running command or PTY; False if there is none with this pid."""
-        self.ensure_running()
-        process = self.process(pid)
-        return process.kill() if process is not None else False
-
-    def process(self, pid: int) -> Optional[Process]:
-        with self._lock:
-            process = self._processes.get(pid)
-        return process if process is not None and not process.done else None
-
-    def info(self) -> SandboxInfo:
-        return SandboxInfo(sandbox_id=self.sandbox_id, template_id=self.template, name=self.template,
-                           metadata=dict(self.metadata), started_at=self.started_at,
-                           end_at=self.end_at, state=SandboxState.RUNNING,
-                           memory_mb=self.limits.memory_limit >> 20)
-
-    @classmethod
-    def lookup(cls, sandbox_id: str) -> "SandboxCore":
-        with cls.registry_lock:
-            core = cls.registry.get(sandbox_id)
-        if core is None or not core.running:
-            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
-                                           "or never created in this process)")
-        return core
-
-
-def _kill_all_at_exit() -> None:
-    """A program that ends without killing its sandboxes leaves no sandbox folders behind."""
-    with SandboxCore.registry_lock:
-        cores = list(SandboxCore.registry.values())
-    for core in cores:
-        try:
-            core.kill()
-        except Exception:  # exiting anyway: clean up what can be
-            pass
-
-
-atexit.register(_kill_all_at_exit)
-
-
-def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:
-    """`envs` as a guest environment: names a C environment can hold (non-empty, no `=`, no
-    NUL), values without NUL, all valid UTF-8 (WASI passes the environment as UTF-8)."""
-    if envs is None:
-        return {}
-    if not isinstance(envs, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                             for k, v in envs.items()):
-        raise InvalidArgumentException("envs must be a dict of str to str")
-    for name, value in envs.items():
-        if not name or "=" in name or "\x00" in name:
-            raise InvalidArgumentException(f"envs: invalid variable name {name!r} (empty, or has '=' or NUL)")
-        if "\x00" in value:
-            raise InvalidArgumentException(f"envs: the value of {name!r} contains a NUL byte")
-        try:
-            name.encode("utf-8")
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgumentException(f"envs: {name!r} or its value is not valid UTF-8 "
-                                           "(lone surrogate)") from None
-    return dict(envs)
-
-
-def new_core(template: Optional[str], timeout: Optional[float], metadata: Optional[dict[str, str]],
-             envs: Optional[dict[str, str]], limits: Optional[Limits], extra: dict[str, Any]) -> SandboxCore:
-    """Check `create`'s arguments and make the core (shared by Sandbox and AsyncSandbox)."""
-    unknown = set(extra) - IGNORED_E2B_PARAMS
-    if unknown:
-        raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
-    guest_template = lookup(template)
-    if metadata is not None and not (isinstance(metadata, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
-        raise InvalidArgumentException("metadata must be a dict of str to str")
-    return SandboxCore(guest_template, DEFAULT_TIMEOUT if timeout is None else timeout,
-                       dict(metadata or {}), _check_envs(envs), limits or Limits())
+def create_request(template: Optional[str], timeout: Optional[float],
+                   metadata: Optional[dict[str, str]], envs: Optional[dict[str, str]],
+                   limits: Optional[Limits], extra: dict[str, Any]) -> CreateSandbox:
+    """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
+    _args.create_params(extra)
+    if limits is not None and not isinstance(limits, Limits):
+        limits = Limits.model_validate(limits)
+    return CreateSandbox(template=_args.template(template),
+                         timeout=None if timeout is None else _args.lifetime(timeout),
+                         metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs),
+                         limits=limits)
 
 
 class instance_or_id:
@@ -300,30 +74,25 @@ class instance_or_id:
             return functools.partial(self.method, obj)
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
-            from . import remote
-
-            conn = remote.connection(kwargs)
-            if conn is not None:  # remote mode (remote.py)
-                return getattr(remote.RemoteSandbox(conn, sandbox_id), self.method.__name__)(*args, **kwargs)
             try:
-                core = SandboxCore.lookup(sandbox_id)
+                backend = backend_for(kwargs).connect(sandbox_id)
             except SandboxNotFoundException:
                 if self.if_missing is instance_or_id._RAISE:
                     raise
                 return self.if_missing
-            return self.method(cls(core), *args, **kwargs)
+            return self.method(cls(backend), *args, **kwargs)
 
         return by_id
 
 
 class Sandbox:
-    """A sandbox running in this process. Create one with `Sandbox.create()`."""
+    """A sandbox. Create one with `Sandbox.create()`."""
 
-    def __init__(self, core: SandboxCore) -> None:
-        self._core = core
-        self.files = Filesystem(core)
-        self.commands = Commands(core)
-        self.pty = Pty(core)
+    def __init__(self, backend: SandboxBackend) -> None:
+        self._backend = backend
+        self.files = Filesystem(backend)
+        self.commands = Commands(backend)
+        self.pty = Pty(backend)
 
     @classmethod
     def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,
@@ -331,68 +100,42 @@ class Sandbox:
                limits: Optional[Limits] = None, **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
-        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server (remote.py)."""
-        from . import remote
-
-        conn = remote.connection(e2b_params)
-        if conn is not None:
-            return remote.RemoteSandbox.create_on(conn, template, timeout, metadata, envs, limits)
-        return cls(new_core(template, timeout, metadata, envs, limits, e2b_params))
-
-    @classmethod
-    def _with_template(cls, template: GuestTemplate, timeout: float) -> "Sandbox":
-        """A sandbox of a template that is not saved yet (a template build's own sandbox)."""
-        return cls(SandboxCore(template, timeout, {}, {}, Limits()))
+        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server."""
+        sandboxes = backend_for(e2b_params)
+        return cls(sandboxes.create(create_request(template, timeout, metadata, envs, limits, e2b_params)))
 
     @classmethod
     def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":
         """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B)."""
-        from . import remote
-
-        conn = remote.connection(e2b_params)
-        if conn is not None:
-            return remote.RemoteSandbox.connect_on(conn, sandbox_id, timeout)
-        core = SandboxCore.lookup(sandbox_id)
-        if timeout is not None:
-            left = (core.end_at - datetime.now(timezone.utc)).total_seconds()
-            if timeout > left:
-                core.set_timeout(timeout)
-        return cls(core)
+        sandboxes = backend_for(e2b_params)
+        return cls(sandboxes.connect(sandbox_id, None if timeout is None else _args.lifetime(timeout)))
 
     @classmethod
     def list(cls, **e2b_params: Any) -> "SandboxPaginator":
         """The live sandboxes of this process (or of the server, in remote mode), newest first
         (E2B's paginator shape)."""
-        from . import remote
-
-        conn = remote.connection(e2b_params)
-        if conn is not None:
-            return remote.RemoteSandbox.list_on(conn)
-        with SandboxCore.registry_lock:
-            cores = list(SandboxCore.registry.values())
-        infos = [c.info() for c in cores if c.running]
-        return SandboxPaginator(sorted(infos, key=lambda i: i.started_at, reverse=True))
+        return SandboxPaginator(backend_for(e2b_params).list())
 
     @property
     def sandbox_id(self) -> str:
-        return self._core.sandbox_id
+        return self._backend.sandbox_id
 
     @instance_or_id.returning(False)
-    def kill(self, **e2b_params: Any) -> bool:
+    def kill(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
         """Stop everything in the sandbox and delete its files. False if it was already gone."""
-        return self._core.kill()
+        return self._backend.kill()
 
     @instance_or_id
-    def set_timeout(self, timeout: float, **e2b_params: Any) -> None:
-        self._core.set_timeout(timeout)
+    def set_timeout(self, timeout: float, request_timeout: Optional[float] = None,
+                    **e2b_params: Any) -> None:
+        self._backend.set_timeout(_args.lifetime(timeout))
 
     @instance_or_id
-    def get_info(self, **e2b_params: Any) -> SandboxInfo:
-        self._core.ensure_running()
-        return self._core.info()
+    def get_info(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> SandboxInfo:
+        return self._backend.info()
 
     def is_running(self, request_timeout: Optional[float] = None) -> bool:
-        return self._core.running
+        return self._backend.is_running()
 
     # -- the code interpreter (E2B's e2b_code_interpreter.Sandbox) ------------------------------
     def run_code(self, code: str, language: Optional[str] = None,
@@ -407,22 +150,23 @@ class Sandbox:
         """Run a cell in a stateful context (the default one unless `context` is given): the
         `Execution` with results, logs and the error. Code errors do not raise; a cell past
         `timeout` seconds raises `TimeoutException` and the context starts afresh."""
-        return self._core.code.run_code(code, language, context, envs, timeout,
-                                        on_stdout=on_stdout, on_stderr=on_stderr,
-                                        on_result=on_result, on_error=on_error)
+        return self._backend.run_code(run_code_request(code, language, context, envs, timeout),
+                                      on_stdout=on_stdout, on_stderr=on_stderr,
+                                      on_result=on_result, on_error=on_error)
 
     def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
                             request_timeout: Optional[float] = None) -> Context:
-        return self._core.code.create_context(cwd, language)
+        return self._backend.create_context(CreateContext(
+            cwd=_args.path(cwd) if cwd is not None else None, language=_args.language(language)))
 
-    def list_code_contexts(self, request_timeout: Optional[float] = None) -> list[Context]:
-        return self._core.code.list_contexts()
+    def list_code_contexts(self, request_timeout: Optional[float] = None) -> List[Context]:
+        return self._backend.list_contexts()
 
     def restart_code_context(self, context: Any, request_timeout: Optional[float] = None) -> None:
-        self._core.code.restart_context(context)
+        self._backend.restart_context(_context_id(context))
 
     def remove_code_context(self, context: Any, request_timeout: Optional[float] = None) -> None:
-        self._core.code.remove_context(context)
+        self._backend.remove_context(_context_id(context))
 
     def __enter__(self) -> "Sandbox":
         return self
@@ -431,22 +175,39 @@ class Sandbox:
         self.kill()
 
     def __repr__(self) -> str:
-        state = "running" if self._core.running else "ended"
-        return f"<Sandbox {self.sandbox_id} template={self._core.template!r} {state}>"
+        state = "running" if self._backend.is_running() else "ended"
+        return f"<Sandbox {self.sandbox_id} {state}>"
+
+
+def run_code_request(code: str, language: Optional[str], context: Any,
+                     envs: Optional[dict[str, str]], timeout: Optional[float]) -> RunCode:
+    """`run_code`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
+    if language is not None and context is not None:
+        raise InvalidArgumentException("pass either language or context, not both")
+    return RunCode(code=_args.code(code), language=_args.language(language),
+                   context_id=_args.context_id(context), envs=_args.envs(envs),
+                   timeout=_args.timeout(timeout))
+
+
+def _context_id(context: Any) -> str:
+    found = _args.context_id(context)
+    if found is None:
+        raise InvalidArgumentException(f"context must be a Context or its id, got {context!r}")
+    return found
 
 
 class SandboxPaginator:
     """E2B's `SandboxPaginator`: `has_next`, `next_items()`; here one page holds everything."""
 
-    def __init__(self, items: list[SandboxInfo]) -> None:
-        self._items: Optional[list[SandboxInfo]] = items
+    def __init__(self, items: List[SandboxInfo]) -> None:
+        self._items: Optional[List[SandboxInfo]] = items
         self.next_token: Optional[str] = None
 
     @property
     def has_next(self) -> bool:
         return self._items is not None
 
-    def next_items(self, **e2b_params: Any) -> list[SandboxInfo]:
+    def next_items(self, **e2b_params: Any) -> List[SandboxInfo]:
         if self._items is None:
             raise Exception("No more items to fetch")
         items, self._items = self._items, None

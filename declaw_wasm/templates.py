@@ -2,7 +2,7 @@
 
 Built in:
 - `code-interpreter` (the default): the runtime's packages plus the packages bundle
-  (plotly, IPython, requests...; see bundle.py).
+  (plotly, IPython, requests...; see _packages/bundle.py).
 - `base`: the standard library only, the fastest start: the runtime's third-party packages are
   hidden from imports (the same warm snapshot, so no slower to start than the default).
 
@@ -24,109 +24,29 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
-from pydantic import BaseModel
-
+from ._local.sandbox import LocalSandboxes
+from ._packages.bundle import base_distributions, bundle_distributions
+from ._packages.catalog import (BUILTIN_TEMPLATES, NAME_RE, TEMPLATE_ALIASES, GuestTemplate,
+                                builtin, list_templates, templates_dir)
+from ._packages.pip import PackageError, fetch, install, resolve
+from ._wasm.layout import GUEST_TEMPLATE_SITE
+from ._wasm.site import compile_in_guest
+from ._wasm.snapshot import get_runtime
 from .exceptions import InvalidArgumentException, TemplateException
-from .guest import Mount
-from .settings import cache_dir
+from .limits import Limits
+from .models import TemplateInfo
+from .sandbox import Sandbox
 
-if TYPE_CHECKING:
-    from .runtime import Runtime
-
-BUILTIN_TEMPLATES = ("code-interpreter", "base")
-TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
-GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
-USER_SITE = "/home/user/.local/lib/python3.15/site-packages"
 CAPTURED = ("home/user", "tmp")  # the folders a build's result is taken from
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 BUILD_COMMAND_TIMEOUT_S = 600.0
 
-
-@dataclass(frozen=True)
-class GuestTemplate:
-    """What a sandbox takes from its template: mounts, guest profile, files, envs."""
-
-    name: str
-    stdlib_only: bool = False
-    bundle: bool = False
-    site: Optional[Path] = None  # a custom template's installed packages
-    root: Optional[Path] = None  # files laid over the sandbox's root folder
-    envs: dict[str, str] = field(default_factory=dict)
-
-    def mounts(self, runtime: "Runtime") -> list[Mount]:
-        from .bundle import GUEST_BUNDLE, bundle_dir
-
-        mounts = []
-        if self.bundle:
-            from .progress import Progress
-
-            mounts.append(Mount(GUEST_BUNDLE, bundle_dir(runtime, Progress()), writable=False))
-        if self.site is not None:
-            mounts.append(Mount(GUEST_TEMPLATE_SITE, self.site, writable=False))
-        return mounts
-
-    def profile(self, runtime: "Runtime") -> dict[str, Any]:
-        """What the guest's start-up applies (runtime/_declaw_boot.py `_apply_profile`): extra
-        import folders, in order, and the runtime's top-level names to hide (`base`)."""
-        from .bundle import GUEST_BUNDLE
-        from .packages import runtime_top_levels
-
-        paths = [USER_SITE]
-        if self.site is not None:
-            paths.append(GUEST_TEMPLATE_SITE)
-        if self.bundle:
-            paths.append(GUEST_BUNDLE)
-        hidden = runtime_top_levels(runtime.files.lib_dir / "python315.zip") if self.stdlib_only else ()
-        return {"paths": paths, "hidden": list(hidden)}
-
-
-def builtin(name: str) -> GuestTemplate:
-    if name == "base":
-        return GuestTemplate("base", stdlib_only=True)
-    return GuestTemplate("code-interpreter", bundle=True)
-
-
-def templates_dir() -> Path:
-    return cache_dir() / "templates"
-
-
-def lookup(name: Optional[str]) -> GuestTemplate:
-    """The template called `name` (None: code-interpreter)."""
-    name = TEMPLATE_ALIASES.get(name or "code-interpreter", name or "code-interpreter")
-    if not isinstance(name, str):
-        raise InvalidArgumentException(f"template must be a string, got {name!r}")
-    if name in BUILTIN_TEMPLATES:
-        return builtin(name)
-    folder = templates_dir() / name
-    if not NAME_RE.fullmatch(name) or not (folder / "template.json").is_file():
-        known = [*BUILTIN_TEMPLATES, *(t.name for t in list_templates())]
-        raise InvalidArgumentException(f"unknown template {name!r}; available: {', '.join(known)}")
-    info = TemplateInfo.model_validate_json((folder / "template.json").read_text())
-    base = builtin(info.base)
-    return GuestTemplate(name, stdlib_only=base.stdlib_only, bundle=base.bundle,
-                         site=folder / "site", root=folder / "root", envs=dict(info.envs))
-
-
-# -- custom templates ------------------------------------------------------------------------------
-
-class TemplateInfo(BaseModel):
-    """A built template, as `list_templates()` and `Template.build()` report it."""
-
-    name: str
-    base: str
-    packages: list[str]  # what was installed, NAME==VERSION
-    envs: dict[str, str]
-    commands: list[str]
-    built_at: datetime
-    size_bytes: int
+__all__ = ["Template", "TemplateInfo", "list_templates", "delete_template"]
 
 
 class Template:
@@ -189,17 +109,6 @@ class Template:
         return _build(template, alias)
 
 
-def list_templates() -> list[TemplateInfo]:
-    found = []
-    folder = templates_dir()
-    for path in sorted(folder.glob("*/template.json")) if folder.is_dir() else ():
-        try:
-            found.append(TemplateInfo.model_validate_json(path.read_text()))
-        except ValueError:
-            continue
-    return found
-
-
 def delete_template(name: str) -> bool:
     """Remove a custom template; False if there was none of that name."""
     if name in BUILTIN_TEMPLATES or not NAME_RE.fullmatch(name or ""):
@@ -212,11 +121,6 @@ def delete_template(name: str) -> bool:
 
 
 def _build(template: Template, alias: str) -> TemplateInfo:
-    from .bundle import bundle_distributions, base_distributions
-    from .guest_site import compile_in_guest
-    from .packages import PackageError, fetch, install, resolve
-    from .runtime import get_runtime
-
     if not isinstance(alias, str) or not NAME_RE.fullmatch(alias) or alias in BUILTIN_TEMPLATES \
             or alias in TEMPLATE_ALIASES:
         raise InvalidArgumentException(f"template name {alias!r}: use 1-63 of a-z 0-9 - _, "
@@ -257,9 +161,9 @@ def _build(template: Template, alias: str) -> TemplateInfo:
 
 def _run_build_sandbox(template: Template, partial: GuestTemplate, root: Path) -> None:
     """Place the files and run the commands in a throw-away sandbox; keep its writable folders."""
-    from .sandbox import Sandbox
-
-    sbx = Sandbox._with_template(partial, timeout=BUILD_COMMAND_TIMEOUT_S * (1 + len(template._commands)))
+    backend = LocalSandboxes().create_from(partial, BUILD_COMMAND_TIMEOUT_S * (1 + len(template._commands)),
+                                           {}, {}, Limits())
+    sbx = Sandbox(backend)
     try:
         for src, dest in template._copies:
             if src.is_dir():
@@ -277,7 +181,7 @@ def _run_build_sandbox(template: Template, partial: GuestTemplate, root: Path) -
                 raise TemplateException(f"template build command {command!r} exited with "
                                         f"{result.exit_code}: {(result.stderr or result.error or '')[-2000:]}")
         for folder in CAPTURED:
-            source = sbx._core.fs.root / folder
+            source = backend.fs.root / folder
             shutil.copytree(source, root / folder, symlinks=True)
     finally:
         sbx.kill()

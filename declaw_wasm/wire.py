@@ -1,18 +1,25 @@
-"""What travels between `declaw-wasm serve` (server.py) and the remote SDKs (remote.py, sdk-ts/):
-the request bodies and the streamed NDJSON lines, as pydantic models both sides import.
+"""What travels between `declaw-wasm serve` (server/) and the remote SDKs (_remote/, sdk-ts/):
+every request body and every streamed message, as pydantic models. The server encodes them, the
+Python client decodes them, `/openapi.json` carries them all (the streamed ones under
+`components.schemas`), and sdk-ts/src/wire.ts is generated from that document
+(sdk-ts/scripts/gen_wire.py; a test fails when it is stale).
 
-The responses reuse the public models (`SandboxInfo`, `EntryInfo`, `WriteInfo`, `ProcessInfo`,
-`Context`, `Result`, `ExecutionError`): the JSON the server sends is what the SDK returns.
+The request bodies are also the backend contract's arguments (_backend.py). The responses reuse
+the public models (`SandboxInfo`, `EntryInfo`, `WriteInfo`, `ProcessInfo`, `Context`, `Result`,
+`ExecutionError`): the JSON the server sends is what the SDK returns.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Union
+from datetime import datetime
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from . import exceptions
+from .charts import deserialize_chart
 from .exceptions import AuthenticationException, SandboxException, TimeoutException
+from .execution import ExecutionError, Result
 from .limits import Limits
 
 API_KEY_HEADER = "X-API-Key"
@@ -127,20 +134,120 @@ class ErrorBody(BaseModel):
     stderr: Optional[str] = None
 
 
-# -- NDJSON lines -------------------------------------------------------------------------------
-# POST /sandboxes/{id}/commands and GET .../commands/{pid}/events:
-#   {"type": "start", "pid": 1}
-#   {"type": "stdout" | "stderr", "data": "text"}      {"type": "pty", "data": "<base64>"}
-#   {"type": "end", "exit_code": 0, "error": null}      or an "exception" line (ErrorBody fields)
-# WebSocket /sandboxes/{id}/pty/{pid}: binary frames are the terminal's bytes (server -> client:
-#   output from the PTY's start; client -> server: stdin); text frames are JSON: from the client
-#   {"type": "resize", "rows": 40, "cols": 120} or {"type": "stdin", "data": "text"}; from the
-#   server, last, {"type": "end", "exit_code": 0, "error": null} or an "exception" line.
-# POST /sandboxes/{id}/execute (E2B's /execute in spirit):
-#   {"type": "stdout" | "stderr", "text": "...", "timestamp": "..."}
-#   {"type": "result", ...Result fields}   {"type": "error", "name", "value", "traceback"}
-#   {"type": "number_of_executions", "execution_count": 3}   {"type": "end_of_execution"}
-#   or an "exception" line (ErrorBody fields) when the call itself failed (timeout, killed)
+# -- streamed messages ---------------------------------------------------------------------------
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StartLine(_Message):
+    """First line of a command's stream."""
+
+    type: Literal["start"] = "start"
+    pid: int
+
+
+class OutputLine(_Message):
+    type: Literal["stdout", "stderr"]
+    data: str
+
+
+class PtyLine(_Message):
+    """Terminal output (in NDJSON streams; a PTY's WebSocket sends it as binary frames)."""
+
+    type: Literal["pty"] = "pty"
+    data: str = Field(description="base64")
+
+
+class EndLine(_Message):
+    """Last line of a command's stream (or a PTY's last text frame)."""
+
+    type: Literal["end"] = "end"
+    exit_code: int
+    error: Optional[str] = None
+
+
+class ExceptionLine(ErrorBody):
+    """Last line of a stream whose call failed (timeout, killed sandbox...)."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["exception"] = "exception"
+
+
+class CellLogLine(_Message):
+    type: Literal["stdout", "stderr"]
+    text: str
+    timestamp: datetime
+
+
+class CellResultLine(Result):
+    """A `Result`'s fields; `chart` as its JSON (the client rebuilds the chart class)."""
+
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+    type: Literal["result"] = "result"
+    chart: Optional[dict[str, Any]] = None  # type: ignore[assignment]
+
+    def to_result(self) -> Result:
+        fields = self.model_dump(exclude={"type", "chart"})
+        return Result(**fields, chart=deserialize_chart(self.chart) if self.chart else None)
+
+
+class CellErrorLine(ExecutionError):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["error"] = "error"
+
+
+class ExecutionCountLine(_Message):
+    type: Literal["number_of_executions"] = "number_of_executions"
+    execution_count: Optional[int] = None
+
+
+class EndOfExecutionLine(_Message):
+    type: Literal["end_of_execution"] = "end_of_execution"
+
+
+class ResizeMessage(_Message):
+    """A PTY WebSocket's text frame from the client."""
+
+    type: Literal["resize"] = "resize"
+    rows: int = Field(gt=0, le=10000)
+    cols: int = Field(gt=0, le=10000)
+
+
+class StdinMessage(_Message):
+    """A PTY WebSocket's text frame from the client (binary frames are raw stdin)."""
+
+    type: Literal["stdin"] = "stdin"
+    data: str
+
+
+# POST /sandboxes/{id}/commands and GET .../commands/{pid}/events (NDJSON): a start line, output
+# lines, then an end or exception line.
+CommandLine = Annotated[Union[StartLine, OutputLine, PtyLine, EndLine, ExceptionLine],
+                        Field(discriminator="type")]
+# POST /sandboxes/{id}/execute (NDJSON, E2B's /execute in spirit): logs, results and the error as
+# they happen, then number_of_executions and end_of_execution, or an exception line.
+CellLine = Annotated[Union[CellLogLine, CellResultLine, CellErrorLine, ExecutionCountLine,
+                           EndOfExecutionLine, ExceptionLine], Field(discriminator="type")]
+# WebSocket /sandboxes/{id}/pty/{pid}: binary frames are the terminal's bytes both ways; text
+# frames are these (client -> server) and an end or exception line last (server -> client).
+PtyControl = Annotated[Union[ResizeMessage, StdinMessage], Field(discriminator="type")]
+PtyEnd = Annotated[Union[EndLine, ExceptionLine], Field(discriminator="type")]
+
+COMMAND_LINES: TypeAdapter[Any] = TypeAdapter(CommandLine)
+CELL_LINES: TypeAdapter[Any] = TypeAdapter(CellLine)
+PTY_CONTROL: TypeAdapter[Any] = TypeAdapter(PtyControl)
+PTY_END: TypeAdapter[Any] = TypeAdapter(PtyEnd)
+STREAMED = [StartLine, OutputLine, PtyLine, EndLine, ExceptionLine, CellLogLine, CellResultLine,
+            CellErrorLine, ExecutionCountLine, EndOfExecutionLine, ResizeMessage, StdinMessage]
+
+
+def line(message: BaseModel) -> bytes:
+    """One NDJSON line."""
+    return message.model_dump_json(exclude_none=True).encode() + b"\n"
+
+
+def exception_line(exc: BaseException) -> ExceptionLine:
+    return ExceptionLine(**error_body(exc).model_dump())
 
 
 def error_body(exc: BaseException) -> ErrorBody:

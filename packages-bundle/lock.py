@@ -1,10 +1,10 @@
-"""Re-lock the packages bundle, and regenerate the README's package table.
+"""Re-lock the packages bundle, and regenerate the package table of docs/templates-and-packages.md.
 
     python packages-bundle/lock.py           # resolve requirements.in -> lock.txt, then the table
-    python packages-bundle/lock.py --table   # only regenerate the README table from lock.txt
+    python packages-bundle/lock.py --table   # only regenerate that table from lock.txt
 
 Resolution is the host's pip, told the guest's Python and that only pure-Python wheels will do
-(declaw_wasm/packages.py); packages the runtime already has are pinned to its versions.
+(declaw_wasm/_packages/pip.py); packages the runtime already has are pinned to its versions.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from declaw_wasm.artifacts import ensure_runtime_files
-from declaw_wasm.bundle import lock_path, make_lock, package_table, replace_table
+from declaw_wasm._wasm.artifacts import ensure_artifacts
+from declaw_wasm._packages.bundle import lock_path, make_lock, package_table, replace_table
 from declaw_wasm.progress import Progress
 
 HEADER = """\
@@ -24,15 +24,15 @@ HEADER = """\
 
 
 def main(argv: list[str]) -> int:
-    files = ensure_runtime_files(Progress())
+    files = ensure_artifacts(Progress())
     runtime_zip = files.lib_dir / "python315.zip"
     if "--table" not in argv:
         pins = make_lock(runtime_zip)
         lock_path().write_text(HEADER + "".join(pin.line() + "\n" for pin in pins))
         print(f"locked {len(pins)} wheels into {lock_path()}")
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    readme.write_text(replace_table(readme.read_text(), package_table(runtime_zip)))
-    print(f"wrote the package table into {readme}")
+    page = Path(__file__).resolve().parent.parent / "docs" / "templates-and-packages.md"
+    page.write_text(replace_table(page.read_text(), package_table(runtime_zip)))
+    print(f"wrote the package table into {page}")
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import Sandbox
 
 
@@ -37,7 +38,7 @@ def local_sbx(guest_path: str) -> Iterator[Sandbox]:
     """A sandbox shared by tests that only add files under their own names."""
     os.environ["DECLAW_WASM_SNAPSHOT"] = "1" if guest_path == "warm" else "0"
     sandbox = Sandbox.create(timeout=3600)
-    assert sandbox._core.runtime.warm == (guest_path == "warm")
+    assert testing.is_warm(sandbox) == (guest_path == "warm")
     yield sandbox
     sandbox.kill()
 

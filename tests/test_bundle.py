@@ -6,9 +6,10 @@ import json
 import re
 from pathlib import Path
 
+from declaw_wasm import testing
 from declaw_wasm import Sandbox
-from declaw_wasm.bundle import (TABLE_END, TABLE_START, bundle_dir, package_table, read_lock)
-from declaw_wasm.packages import canonical
+from declaw_wasm._packages.bundle import TABLE_END, TABLE_START, ensure_bundle, package_table, read_lock
+from declaw_wasm._packages.pip import canonical
 
 # The seed's promise ("jupyter" is the kernel: run_code)
 SEED = ["numpy", "pandas", "matplotlib.pyplot", "plotly.express", "scipy", "sklearn", "PIL.Image",
@@ -29,7 +30,7 @@ print(json.dumps(failed))
 
 
 def _bundle_modules(sbx: Sandbox) -> list[str]:
-    folder = bundle_dir(sbx._core.runtime)
+    folder = ensure_bundle(testing.runtime_of(sbx))
     names = set()
     for entry in folder.iterdir():
         stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
@@ -98,8 +99,8 @@ def test_lock_pins_every_wheel_by_hash() -> None:
             assert canonical(name) in locked, name
 
 
-def test_readme_package_table_is_generated_from_the_lock(sbx: Sandbox) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+def test_package_table_is_generated_from_the_lock(sbx: Sandbox) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "templates-and-packages.md").read_text()
     section = readme.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
-    table = package_table(sbx._core.runtime.files.lib_dir / "python315.zip")
-    assert section == table.strip(), "README table is stale: run python packages-bundle/lock.py --table"
+    table = package_table(testing.runtime_of(sbx).files.lib_dir / "python315.zip")
+    assert section == table.strip(), "the package table is stale: run python packages-bundle/lock.py --table"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from declaw_wasm import Limits, RateLimitException, Sandbox
-from declaw_wasm.sandbox import SandboxCore
 
 
 def test_memory_limit_is_a_memory_error_in_the_guest() -> None:
@@ -33,8 +32,7 @@ def test_running_commands_per_sandbox_are_capped() -> None:
 
 
 def test_live_sandboxes_per_process_are_capped(monkeypatch) -> None:
-    with SandboxCore.registry_lock:
-        live = len(SandboxCore.registry)
+    live = len(Sandbox.list().next_items())
     monkeypatch.setenv("DECLAW_WASM_MAX_SANDBOXES", str(live + 1))
     with Sandbox.create():
         with pytest.raises(RateLimitException, match="DECLAW_WASM_MAX_SANDBOXES"):

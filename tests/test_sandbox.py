@@ -5,6 +5,7 @@ import time
 import anyio
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import (AsyncSandbox, InvalidArgumentException, Sandbox, SandboxException,
                          SandboxNotFoundException, TimeoutException)
 
@@ -117,10 +118,10 @@ def test_a_program_that_forgets_kill_leaves_no_sandbox_folders(guest_path: str) 
     import sys
     from pathlib import Path
 
-    program = ("from declaw_wasm import Sandbox\n"
+    program = ("from declaw_wasm import Sandbox, testing\n"
                "a = Sandbox.create(); b = Sandbox.create(template='base')\n"
                "a.commands.run('sleep 60', background=True)\n"
-               "print(a._core.fs.base); print(b._core.fs.base)\n")
+               "print(testing.host_folder(a)); print(testing.host_folder(b))\n")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     folders = done.stdout.split()

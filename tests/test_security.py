@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import FileNotFoundException, Sandbox, SandboxException
 
 
 def _host_home(s: Sandbox) -> Path:
-    return s._core.fs.root / "home" / "user"
+    return testing.host_root(s) / "home" / "user"
 
 
 def test_dotdot_paths_stay_in_the_sandbox(sbx, tmp_path) -> None:
@@ -79,7 +80,7 @@ def test_a_sandbox_cannot_see_another_sandboxs_files(sbx) -> None:
 def test_kill_deletes_the_host_folder() -> None:
     s = Sandbox.create()
     s.files.write("/tmp/x", "x")
-    base = s._core.fs.base
+    base = testing.host_folder(s)
     assert base.exists()
     s.kill()
     assert not base.exists()

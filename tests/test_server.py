@@ -17,7 +17,8 @@ from declaw_wasm import (AsyncSandbox, AuthenticationException, InvalidArgumentE
                          NotFoundException, PtySize, Sandbox, SandboxException,
                          SandboxNotFoundException, TimeoutException)
 from declaw_wasm.cli import main as cli_main
-from declaw_wasm.remote import RemoteSandbox, base_url
+from declaw_wasm import testing
+from declaw_wasm._remote.connection import base_url
 from declaw_wasm.server import check_bind
 
 
@@ -68,7 +69,7 @@ def test_the_key_comes_from_the_environment(server_url: str, monkeypatch) -> Non
     monkeypatch.setenv("DECLAW_DOMAIN", server_url)
     monkeypatch.setenv("DECLAW_API_KEY", API_KEY)
     with Sandbox.create() as sbx:
-        assert isinstance(sbx, RemoteSandbox)
+        assert not testing.is_local(sbx)
         assert sbx.commands.run("echo from-env").stdout == "from-env\n"
 
 
@@ -301,13 +302,15 @@ def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
 
 
 def test_stopping_the_server_kills_its_sandboxes() -> None:
-    from declaw_wasm.sandbox import SandboxCore
     from declaw_wasm.server import serve_in_thread
+
+    def live() -> set[str]:
+        return {info.sandbox_id for info in Sandbox.list()}
 
     with serve_in_thread("short-lived", grace=0.5) as url:
         sbx = Sandbox.create(domain=url, api_key="short-lived")
         handle = sbx.commands.run("sleep 60", background=True, timeout=0)
-        assert sbx.sandbox_id in SandboxCore.registry
-    assert sbx.sandbox_id not in SandboxCore.registry  # killed, host folder gone
+        assert sbx.sandbox_id in live()
+    assert sbx.sandbox_id not in live()  # killed, host folder gone
     with pytest.raises(SandboxException):
         handle.wait()

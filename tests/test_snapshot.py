@@ -3,10 +3,10 @@
 import json
 from pathlib import Path
 
-from declaw_wasm.process import python_spec
-from declaw_wasm.guest import Guest, Mount
-from declaw_wasm.runtime import get_runtime
-from declaw_wasm.sandbox import base_env
+from declaw_wasm._wasm.boot import python_spec
+from declaw_wasm._wasm.guest import Guest
+from declaw_wasm._wasm.layout import Mount, base_env
+from declaw_wasm._wasm.snapshot import get_runtime
 
 DRAWS = ("import json, random, tempfile, uuid, numpy\n"
          "print(json.dumps([random.random(), float(numpy.random.rand()), "

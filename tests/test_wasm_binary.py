@@ -1,7 +1,7 @@
 """The section reader/writer the snapshot builder relies on, on the real runtime module."""
 
-from declaw_wasm import wasm_binary as wb
-from declaw_wasm.artifacts import runtime_dir
+from declaw_wasm._wasm import binary as wb
+from declaw_wasm._wasm.artifacts import runtime_dir
 
 
 def test_leb128_round_trips() -> None:

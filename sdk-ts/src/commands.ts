@@ -6,6 +6,7 @@
 
 import { Connection, ndjson } from "./connection.js";
 import { errorFrom, SandboxError } from "./errors.js";
+import type * as wire from "./wire.js";
 
 export interface CommandResult {
   exitCode: number;
@@ -38,7 +39,8 @@ export interface CommandStartOpts {
   tag?: string;
 }
 
-type Line = Record<string, any>;
+type Line = wire.CommandLine;
+type End = wire.EndLine | wire.ExceptionLine;
 
 /** A running command (E2B's CommandHandle): output so far, `wait()`, `kill()`, stdin. */
 export class CommandHandle {
@@ -46,7 +48,7 @@ export class CommandHandle {
   stderr = "";
   exitCode?: number;
   error?: string;
-  private end?: Line;
+  private end?: End;
   private readonly finished: Promise<void>;
 
   constructor(
@@ -118,14 +120,14 @@ export class Commands {
     const response = await this.conn.fetch("POST", `${this.base}/commands`, {
       stream: true,
       json: { cmd, envs: opts.envs, cwd: opts.cwd, timeout, stdin: opts.stdin,
-              background: !!opts.background, tag: opts.tag },
+              background: !!opts.background, tag: opts.tag } satisfies wire.RunCommand,
     });
     const handle = await this.attach(response, opts);
     return opts.background ? handle : handle.wait();
   }
 
   private async attach(response: Response, callbacks: CommandStartOpts): Promise<CommandHandle> {
-    const lines = ndjson(response);
+    const lines = ndjson<Line>(response);
     const first = await lines.next();
     if (first.done || first.value.type !== "start") {
       throw new SandboxError(`unexpected first line from the declaw server: ${JSON.stringify(first.value)}`);
@@ -141,18 +143,18 @@ export class Commands {
 
   /** The running commands (and PTYs) of the sandbox. */
   async list(): Promise<ProcessInfo[]> {
-    const raw = await this.conn.json<Line[]>("GET", `${this.base}/commands`);
-    return raw.map((p) => ({ pid: p.pid, tag: p.tag ?? undefined, cmd: p.cmd, args: p.args,
-                             envs: p.envs, cwd: p.cwd ?? undefined }));
+    const raw = await this.conn.json<wire.ProcessInfo[]>("GET", `${this.base}/commands`);
+    return raw.map((p) => ({ pid: p.pid, tag: p.tag ?? undefined, cmd: p.cmd, args: p.args ?? [],
+                             envs: p.envs ?? {}, cwd: p.cwd ?? undefined }));
   }
 
   /** Kill a command; false if no such command is running. */
   async kill(pid: number): Promise<boolean> {
-    return (await this.conn.json<Line>("DELETE", `${this.base}/commands/${pid}`)).killed;
+    return (await this.conn.json<wire.Killed>("DELETE", `${this.base}/commands/${pid}`)).killed;
   }
 
   async sendStdin(pid: number, data: string | Uint8Array): Promise<void> {
-    const json = typeof data === "string"
+    const json: wire.Stdin = typeof data === "string"
       ? { data, encoding: "utf-8" }
       : { data: Buffer.from(data).toString("base64"), encoding: "base64" };
     await this.conn.fetch("POST", `${this.base}/commands/${pid}/stdin`, { json });

@@ -113,7 +113,7 @@ export class Connection {
 }
 
 /** The lines of an NDJSON response, parsed, as they arrive. */
-export async function* ndjson(response: Response): AsyncGenerator<Record<string, any>> {
+export async function* ndjson<T = Record<string, any>>(response: Response): AsyncGenerator<T> {
   if (!response.body) return;
   const decoder = new TextDecoder();
   let buffer = "";

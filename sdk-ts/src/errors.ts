@@ -3,6 +3,8 @@
  * (`FileNotFoundException`, ...); `errorFrom` turns that into the matching class here.
  */
 
+import type * as wire from "./wire.js";
+
 export class SandboxError extends Error {
   constructor(message: string) {
     super(message);
@@ -45,12 +47,7 @@ const BY_NAME: Record<string, new (message: string) => Error> = {
 };
 
 /** The server's JSON error body: the exception's class name and message. */
-export interface ErrorBody {
-  error: string;
-  message: string;
-  stdout?: string;
-  stderr?: string;
-}
+export type ErrorBody = wire.ErrorBody;
 
 export function errorFrom(body: unknown, status = 500): Error {
   if (body && typeof body === "object" && typeof (body as ErrorBody).error === "string") {

@@ -2,6 +2,7 @@
 
 import { Connection } from "./connection.js";
 import { InvalidArgumentError } from "./errors.js";
+import type * as wire from "./wire.js";
 
 export type FileType = "file" | "dir" | "symlink";
 
@@ -101,12 +102,12 @@ export class Filesystem {
 
   async rename(oldPath: string, newPath: string): Promise<EntryInfo> {
     return entryInfo(await this.conn.json<Raw>("POST", `${this.base}/files/rename`, {
-      json: { old_path: oldPath, new_path: newPath },
+      json: { old_path: oldPath, new_path: newPath } satisfies wire.Rename,
     }));
   }
 
   /** Create a folder and its parents; false if it already existed. */
   async makeDir(path: string): Promise<boolean> {
-    return (await this.conn.json<Raw>("POST", `${this.base}/files/mkdir`, { json: { path } })).created;
+    return (await this.conn.json<Raw>("POST", `${this.base}/files/mkdir`, { json: { path } satisfies wire.MakeDir })).created;
   }
 }

@@ -6,6 +6,7 @@
 import { CommandResult, Commands } from "./commands.js";
 import { Connection } from "./connection.js";
 import { errorFrom, NotFoundError } from "./errors.js";
+import type * as wire from "./wire.js";
 
 export interface PtySize {
   rows: number;
@@ -25,7 +26,7 @@ export interface PtyCreateOpts extends PtySize {
 export class PtyHandle {
   exitCode?: number;
   error?: string;
-  private end?: Record<string, any>;
+  private end?: wire.PtyEnd;
   private readonly finished: Promise<void>;
 
   constructor(readonly pid: number, private readonly pty: Pty, private readonly socket: WebSocket,
@@ -33,7 +34,7 @@ export class PtyHandle {
     this.finished = new Promise((resolve) => {
       socket.onmessage = (event: MessageEvent) => {
         if (typeof event.data === "string") {
-          this.end = JSON.parse(event.data);
+          this.end = JSON.parse(event.data) as wire.PtyEnd;
           if (this.end?.type === "end") {
             this.exitCode = this.end.exit_code;
             this.error = this.end.error ?? undefined;
@@ -49,7 +50,7 @@ export class PtyHandle {
   /** Wait for the shell to exit (a killed one: exit code 137). */
   async wait(): Promise<CommandResult> {
     await this.finished;
-    const end = this.end ?? { type: "exception", error: "SandboxException", message: "the PTY's socket closed early" };
+    const end: wire.PtyEnd = this.end ?? { type: "exception", error: "SandboxException", message: "the PTY's socket closed early" };
     if (end.type === "exception") throw errorFrom(end);
     return { exitCode: end.exit_code, stdout: "", stderr: "", error: end.error ?? undefined };
   }
@@ -60,7 +61,7 @@ export class PtyHandle {
   }
 
   async resize(size: PtySize): Promise<void> {
-    this.socket.send(JSON.stringify({ type: "resize", rows: size.rows, cols: size.cols }));
+    this.socket.send(JSON.stringify({ type: "resize", rows: size.rows, cols: size.cols } satisfies wire.ResizeMessage));
   }
 
   kill(): Promise<boolean> {
@@ -80,8 +81,8 @@ export class Pty {
   /** Start `bash -i -l` on a terminal of this size. */
   async create(opts: PtyCreateOpts): Promise<PtyHandle> {
     const timeout = opts.timeout ?? (opts.timeoutMs !== undefined ? opts.timeoutMs / 1000 : 60);
-    const { pid } = await this.conn.json<{ pid: number }>("POST", `${this.base}/pty`, {
-      json: { rows: opts.rows, cols: opts.cols, cwd: opts.cwd, envs: opts.envs, timeout },
+    const { pid } = await this.conn.json<wire.Pid>("POST", `${this.base}/pty`, {
+      json: { rows: opts.rows, cols: opts.cols, cwd: opts.cwd, envs: opts.envs, timeout } satisfies wire.CreatePty,
     });
     return this.connect(pid, { onData: opts.onData });
   }
@@ -102,7 +103,7 @@ export class Pty {
   }
 
   async resize(pid: number, size: PtySize): Promise<void> {
-    await this.conn.fetch("POST", `${this.base}/pty/${pid}/resize`, { json: { rows: size.rows, cols: size.cols } });
+    await this.conn.fetch("POST", `${this.base}/pty/${pid}/resize`, { json: { rows: size.rows, cols: size.cols } satisfies wire.Resize });
   }
 
   kill(pid: number): Promise<boolean> {

@@ -6,6 +6,7 @@ import { errorFrom, SandboxError, SandboxNotFoundError } from "./errors.js";
 import { Context, Execution, OutputMessage, Result, ExecutionError } from "./execution.js";
 import { Filesystem } from "./files.js";
 import { Pty } from "./pty.js";
+import type * as wire from "./wire.js";
 
 export interface SandboxInfo {
   sandboxId: string;
@@ -82,7 +83,7 @@ export class Sandbox {
     const conn = new Connection(opts);
     const raw = await conn.json<Raw>("POST", "/sandboxes", {
       json: { template: opts.template, timeout: seconds(opts.timeout, opts.timeoutMs),
-              metadata: opts.metadata, envs: opts.envs },
+              metadata: opts.metadata, envs: opts.envs } satisfies wire.CreateSandbox,
     });
     return new Sandbox(raw.sandbox_id, conn);
   }
@@ -90,7 +91,7 @@ export class Sandbox {
   /** The live sandbox with this id; `timeout` can only extend its lifetime. */
   static async connect(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
     const conn = new Connection(opts);
-    await conn.json("POST", `/sandboxes/${encodeURIComponent(sandboxId)}/connect`, { json: { timeout: opts.timeout } });
+    await conn.json("POST", `/sandboxes/${encodeURIComponent(sandboxId)}/connect`, { json: { timeout: opts.timeout } satisfies wire.Connect });
     return new Sandbox(sandboxId, conn);
   }
 
@@ -111,7 +112,7 @@ export class Sandbox {
 
   /** Kill the sandbox `timeout` seconds from now. */
   async setTimeout(timeout: number): Promise<void> {
-    await this.conn.fetch("POST", `${this.base}/timeout`, { json: { timeout } });
+    await this.conn.fetch("POST", `${this.base}/timeout`, { json: { timeout } satisfies wire.SetTimeout });
   }
 
   async getInfo(): Promise<SandboxInfo> {
@@ -134,36 +135,34 @@ export class Sandbox {
     const response = await this.conn.fetch("POST", `${this.base}/execute`, {
       stream: true,
       json: { code, language: opts.language, context_id: opts.context?.id, envs: opts.envs,
-              timeout: seconds(opts.timeout, opts.timeoutMs) ?? 300 },
+              timeout: seconds(opts.timeout, opts.timeoutMs) ?? 300 } satisfies wire.RunCode,
     });
     const execution = new Execution();
-    for await (const line of ndjson(response)) {
-      const { type, ...rest } = line;
-      if (type === "stdout" || type === "stderr") {
-        const text = String(rest.text ?? "");
-        execution.logs[type as "stdout" | "stderr"].push(text);
-        const message = { line: text, timestamp: new Date(rest.timestamp ?? Date.now()), error: type === "stderr" };
-        await safely(type === "stdout" ? opts.onStdout : opts.onStderr, message);
-      } else if (type === "result") {
-        const result = new Result(rest);
+    for await (const line of ndjson<wire.CellLine>(response)) {
+      if (line.type === "stdout" || line.type === "stderr") {
+        execution.logs[line.type].push(line.text);
+        const message = { line: line.text, timestamp: new Date(line.timestamp ?? Date.now()), error: line.type === "stderr" };
+        await safely(line.type === "stdout" ? opts.onStdout : opts.onStderr, message);
+      } else if (line.type === "result") {
+        const result = new Result(line);
         execution.results.push(result);
         await safely(opts.onResult, result);
-      } else if (type === "error") {
-        execution.error = { name: rest.name, value: rest.value, traceback: rest.traceback };
+      } else if (line.type === "error") {
+        execution.error = { name: line.name, value: line.value, traceback: line.traceback };
         await safely(opts.onError, execution.error);
-      } else if (type === "number_of_executions") {
-        execution.executionCount = rest.execution_count;
-      } else if (type === "end_of_execution") {
+      } else if (line.type === "number_of_executions") {
+        execution.executionCount = line.execution_count ?? undefined;
+      } else if (line.type === "end_of_execution") {
         return execution;
-      } else if (type === "exception") {
-        throw errorFrom(rest);
+      } else if (line.type === "exception") {
+        throw errorFrom(line);
       }
     }
     throw new SandboxError("the declaw server ended the cell's stream early");
   }
 
   async createCodeContext(opts: { cwd?: string; language?: string } = {}): Promise<Context> {
-    return this.conn.json<Context>("POST", `${this.base}/contexts`, { json: { cwd: opts.cwd, language: opts.language } });
+    return this.conn.json<Context>("POST", `${this.base}/contexts`, { json: { cwd: opts.cwd, language: opts.language } satisfies wire.CreateContext });
   }
 
   async listCodeContexts(): Promise<Context[]> {

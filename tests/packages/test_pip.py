@@ -13,7 +13,7 @@ from typing import Iterator
 import pytest
 
 from declaw_wasm import Sandbox
-from declaw_wasm.packages import wheel_cache
+from declaw_wasm._packages.pip import wheel_cache
 
 from wheels import make_wheel
 

@@ -11,6 +11,7 @@ from typing import Iterator
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import Sandbox
 
 
@@ -25,6 +26,6 @@ def box(guest_path: str) -> Iterator[Sandbox]:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DECLAW_WASM_SNAPSHOT", "1")
         sandbox = Sandbox.create(timeout=900)
-    assert sandbox._core.runtime.warm
+    assert testing.is_warm(sandbox)
     yield sandbox
     sandbox.kill()

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from declaw_wasm import testing
 from declaw_wasm import Sandbox
 
 GUEST_THREAD = "declaw-guest"
@@ -137,7 +138,7 @@ def tree_signature(folder: Path) -> dict[str, tuple[int, int, int, str]]:
 def read_only_mounts(sandbox: Sandbox) -> dict[str, Path]:
     """The shared read-only mounts (stdlib, boot code, shell code, matplotlib data): guest
     path -> host folder."""
-    return {m.guest: m.host for m in sandbox._core.fs.mounts if not m.writable and m.guest != "/"}
+    return {m.guest: m.host for m in testing.mounts(sandbox) if not m.writable and m.guest != "/"}
 
 
 def inside(path: Path, folder: Path) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import FileNotFoundException, Sandbox, SandboxException
 
 from .support import assert_host_fine, inside, read_only_mounts, run_py, tree_signature
@@ -51,7 +52,7 @@ def _no_leak(value: object) -> None:
 def test_dotdot_and_absolute_paths_in_every_files_call(box, tmp_path, op) -> None:
     """Defends against `..`/absolute paths that name a host file through any files-API call."""
     folder, secret, names = _host_target(tmp_path)
-    base = box._core.fs.base
+    base = testing.host_folder(box)
     for i, path in enumerate(_hostile(secret)):
         folder_path = path[: -len("/.")] if path.endswith("/.") else path
         parent = folder_path.rsplit("/", 1)[0] or "/"
@@ -63,11 +64,11 @@ def test_dotdot_and_absolute_paths_in_every_files_call(box, tmp_path, op) -> Non
                     _no_leak(b"".join(stream))
             elif op == "write":
                 info = box.files.write(path, f"PWNED {i}")
-                assert inside(box._core.fs.host_path(info.path), base)
+                assert inside(testing.host_path(box, info.path), base)
             elif op == "write_files":
                 infos = box.files.write_files([{"path": path, "data": b"PWNED"},
                                                {"path": parent + "/second.txt", "data": "PWNED"}])
-                assert all(inside(box._core.fs.host_path(w.path), base) for w in infos)
+                assert all(inside(testing.host_path(box, w.path), base) for w in infos)
             elif op == "list":
                 for depth in (1, 3):
                     entries = box.files.list(parent, depth=depth)
@@ -88,7 +89,7 @@ def test_dotdot_and_absolute_paths_in_every_files_call(box, tmp_path, op) -> Non
                 payload = f"/home/user/payload-{uuid.uuid4().hex}"
                 box.files.write(payload, "PWNED")
                 info = box.files.rename(payload, path)
-                assert inside(box._core.fs.host_path(info.path), base)
+                assert inside(testing.host_path(box, info.path), base)
             elif op == "make_dir":
                 box.files.make_dir(parent + f"/made-{i}")
         except SandboxException as exc:  # FileNotFoundException and the other refusals
@@ -128,7 +129,7 @@ def test_guest_cannot_create_absolute_symlinks(box) -> None:
 def test_guest_relative_symlink_to_exact_host_path(box, tmp_path) -> None:
     """Defends against a guest symlink whose relative target reaches a host folder on disk."""
     folder, secret, names = _host_target(tmp_path)
-    home = box._core.fs.root / "home" / "user"
+    home = testing.host_root(box) / "home" / "user"
     link = f"esc-{uuid.uuid4().hex}"
     target = os.path.relpath(folder, home)  # resolves to the host folder if followed on the host
     code = f"""
@@ -157,7 +158,7 @@ for f in (lambda: open('/home/user/{link}/secret.txt').read(),
     with pytest.raises(SandboxException):
         box.files.make_dir(f"/home/user/{link}/made")
     info = box.files.get_info(f"/home/user/{link}")  # described in the guest's namespace
-    assert info.symlink_target != str(folder) and str(box._core.fs.base) not in str(info.symlink_target)
+    assert info.symlink_target != str(folder) and str(testing.host_folder(box)) not in str(info.symlink_target)
     box.files.remove(f"/home/user/{link}")  # removes the link only
     assert secret.read_text() == SECRET and set(os.listdir(folder)) == names
     assert_host_fine(box)
@@ -271,7 +272,7 @@ def _swap_race(box: Sandbox, folder: Path, seconds: float, stop_on_first_oddity:
     SandboxException naming guest paths only (the last round stops at the first one when asked)."""
     work = f"/home/user/race-{uuid.uuid4().hex}"
     box.files.make_dir(work)
-    host_work = box._core.fs.host_path(work)
+    host_work = testing.host_path(box, work)
     target = os.path.relpath(folder, host_work)  # the host folder, if followed on the host
     code = f"""
 import os, time
@@ -291,11 +292,11 @@ print('swaps', n)
 """
     box.files.write(f"{work}/race.py", code)
     handle = box.commands.run(f"python3 {work}/race.py", background=True, timeout=seconds + 10)
-    base = str(box._core.fs.base)
+    base = str(testing.host_folder(box))
     odd: list[BaseException] = []
     rounds = 0
     deadline = time.monotonic() + seconds + 8
-    while handle._process.outcome is None and time.monotonic() < deadline:
+    while not testing.finished(handle) and time.monotonic() < deadline:
         rounds += 1
         for call in (lambda: box.files.read(f"{work}/d/secret.txt"),
                      lambda: box.files.write(f"{work}/d/new.txt", "PWNED"),
@@ -333,7 +334,7 @@ def test_symlink_swap_race_fails_the_sdk_way(box) -> None:
     box.files.write(f"{work}/flip.py", f"import os, time\nos.chdir({work!r})\nend = time.time() + 6\n"
                                        "while time.time() < end:\n    os.symlink('x', 'd')\n    os.unlink('d')\n")
     handle = box.commands.run(f"python3 {work}/flip.py", background=True, timeout=20)
-    base = str(box._core.fs.base)
+    base = str(testing.host_folder(box))
     odd: list[BaseException] = []
     deadline = time.monotonic() + 6
     while not odd and time.monotonic() < deadline:
@@ -401,13 +402,13 @@ def test_rm_rf_root_keeps_the_sandbox_working(fresh) -> None:
     """Defends against `cd /; rm -rf /` deleting anything outside the writable mounts."""
     mounts = read_only_mounts(fresh)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}
-    skeleton = tree_signature(fresh._core.fs.root / "etc")
+    skeleton = tree_signature(testing.host_root(fresh) / "etc")
     fresh.files.write("/home/user/work/a.txt", "a")
     r = fresh.commands.run("cd /; rm -rf /; rm -rf /*; rm -rf /usr /etc /usr/local/lib/python315.zip "
                            "/usr/local/lib/declaw /usr/local/lib/declaw-site; rm -rf ~ /tmp; echo done",
                            timeout=30)
     assert r.stdout.endswith("done\n")
-    assert tree_signature(fresh._core.fs.root / "etc") == skeleton
+    assert tree_signature(testing.host_root(fresh) / "etc") == skeleton
     assert {guest: tree_signature(host) for guest, host in mounts.items()} == before
     assert "user:x:1000" in fresh.files.read("/etc/passwd")
     r = fresh.commands.run("cd ~ && echo back > again.txt && cat again.txt && "

@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import AsyncSandbox, PtySize, Sandbox, SandboxException, TimeoutException
 
 from .support import Bounded, assert_host_fine, deep_tree, guest_threads, run_py, wait_guest_threads
@@ -23,8 +24,8 @@ SECRET = "tenant-b-secret-4242"
 
 def _sibling_paths(b: Sandbox) -> list[str]:
     """Every way we can think of to name sandbox B's /tmp/private.txt from inside sandbox A."""
-    host = b._core.fs.host_path("/tmp/private.txt")
-    base = b._core.fs.base
+    host = testing.host_path(b, "/tmp/private.txt")
+    base = testing.host_folder(b)
     up = "../" * 16
     return [str(host), f"{up}{str(host).lstrip('/')}", f"/tmp/../{base.name}/root/tmp/private.txt",
             f"/tmp/{up}{base.name}/root/tmp/private.txt", f"/home/user/{up}tmp/{base.name}/root/tmp/private.txt",
@@ -55,8 +56,8 @@ def test_sibling_sandbox_files_are_unreachable_from_the_guest(box) -> None:
     """Defends against guest code (paths, `..`, symlinks) reaching another sandbox's folder."""
     with Sandbox.create(timeout=60) as b:
         b.files.write("/tmp/private.txt", SECRET)
-        home = box._core.fs.host_path("/home/user")
-        link_target = os.path.relpath(b._core.fs.host_path("/tmp"), home)  # B's /tmp, on the host
+        home = testing.host_path(box, "/home/user")
+        link_target = os.path.relpath(testing.host_path(b, "/tmp"), home)  # B's /tmp, on the host
         code = f"""
 import os
 paths = {_sibling_paths(b)!r}
@@ -79,7 +80,7 @@ for d in ('/..', '/tmp/..', '/home/user/to-b', '/home/../..'):
 """
         r = run_py(box, code)
         assert "READ" not in r.stdout and SECRET not in r.stdout
-        assert b._core.fs.base.name not in r.stdout
+        assert testing.host_folder(b).name not in r.stdout
         assert b.files.read("/tmp/private.txt") == SECRET
         box.files.remove("/home/user/to-b")
         assert_host_fine(box, b)
@@ -114,7 +115,7 @@ def test_kill_while_everything_runs() -> None:
     """Defends against kill leaving guests running or calls hanging when work is in flight."""
     before = guest_threads()
     s = Sandbox.create(timeout=120)
-    base = s._core.fs.base
+    base = testing.host_folder(s)
     outcomes: dict[str, object] = {}
 
     def record(name, fn):
@@ -202,7 +203,7 @@ def test_lifetime_timeout_stops_running_work(box) -> None:
     """Defends against work outliving its sandbox's lifetime (the timeout kills everything)."""
     before = guest_threads()
     s = Sandbox.create(timeout=1)
-    base = s._core.fs.base
+    base = testing.host_folder(s)
     busy = Bounded(lambda: s.commands.run("python3 -c 'while True: pass'", timeout=0))
     cell = Bounded(lambda: s.run_code("while True: pass", timeout=0))
     assert busy.wait(5) and cell.wait(5)
@@ -268,7 +269,7 @@ class _Slow:
 def test_kill_during_files_writes_fails_them_cleanly() -> None:
     """Defends against files-API writes in flight at kill time hanging or raising non-SDK errors."""
     s = Sandbox.create(timeout=60)
-    base = s._core.fs.base
+    base = testing.host_folder(s)
     try:
         writes = [Bounded(lambda i=i: s.files.write(f"/tmp/deep/{i}/big.bin", _Slow())) for i in range(3)]
         many = Bounded(lambda: [s.files.write(f"/home/user/n{i}/f.txt", "x") for i in range(100_000)])
@@ -289,7 +290,7 @@ def test_kill_racing_files_writes_leaves_no_host_folder() -> None:
     leaked: list[Path] = []
     for _ in range(8):
         s = Sandbox.create(timeout=60)
-        base = s._core.fs.base
+        base = testing.host_folder(s)
         calls = [Bounded(lambda k=k: [s.files.write(f"/home/user/t{k}-{i}/f.txt", "x") for i in range(100_000)])
                  for k in range(4)]
         time.sleep(0.2)
@@ -317,7 +318,7 @@ def test_many_sandboxes_at_once_stay_isolated() -> None:
         for i, call in enumerate(calls):
             assert call.wait(30) and call.error is None, call.error
             assert call.result == f"owner {i} {i}\n" * 3 + f"owner {i}"
-        assert len({s._core.fs.base for s in sandboxes}) == 4
+        assert len({testing.host_folder(s) for s in sandboxes}) == 4
     finally:
         for s in sandboxes:
             s.kill()
@@ -329,7 +330,7 @@ def test_many_sandboxes_at_once_stay_isolated() -> None:
 def test_kill_removes_a_guest_made_deep_tree() -> None:
     """Defends against a deep folder chain making kill fail and leak the host folder."""
     s = Sandbox.create(timeout=60)
-    base = s._core.fs.base
+    base = testing.host_folder(s)
     try:
         deep_tree(s, "/tmp/nest")
         try:

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import TimeoutException
 
 from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
@@ -274,7 +275,7 @@ def test_door_requests_out_of_place_in_run_code(box) -> None:
                              "req(op='stdout', text='A' * (20 << 20))\n"
                              "'cell end'", context=ctx, timeout=30)
     assert ex.logs.stdout[:4] == ["OSError\n"] * 4 or "OSError" in "".join(ex.logs.stdout)
-    assert sum(map(len, ex.logs.stdout)) <= box._core.limits.output_limit + 200
+    assert sum(map(len, ex.logs.stdout)) <= testing.limits_of(box).output_limit + 200
     assert box.run_code("6 * 7", context=ctx).text == "42"
     assert_host_fine(box)
 

@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import CommandResult, Limits, Sandbox, SandboxException, TimeoutException
 
 from .support import (Bounded, PeakRSS, assert_host_fine, deep_tree, guest_threads, run_py,
@@ -33,7 +34,7 @@ def _timed(fn, *args, **kwargs):  # -> (result or exception, seconds)
 
 def test_memory_bomb_in_a_command(box) -> None:
     """Defends against a guest allocating past its memory limit (bytearray(4<<30), growing lists)."""
-    limit = box._core.limits.memory_limit
+    limit = testing.limits_of(box).memory_limit
     code = """
 def attempt(f):
     try:
@@ -105,7 +106,7 @@ def test_sleeps_and_blocking_reads_are_stopped_by_their_timeout(box) -> None:
 
 def test_output_bomb_is_capped_at_the_output_limit(box) -> None:
     """Defends against a stdout/stderr flood growing host memory past the sandbox's output limit."""
-    limit = box._core.limits.output_limit
+    limit = testing.limits_of(box).output_limit
     code = ("import sys\nchunk = 'x' * (1 << 20)\n"
             f"for _ in range({(limit >> 20) + 8}):\n    sys.stdout.write(chunk)\n    sys.stderr.write(chunk)\n")
     seen = []
@@ -174,7 +175,7 @@ print('made', made)
     listed, took = _timed(fresh.files.list, "/tmp/many")
     assert len(listed) == made and took < 10
     assert fresh.commands.run("cat /tmp/many/f0; echo ok").stdout == "ok\n"
-    base = fresh._core.fs.base
+    base = testing.host_folder(fresh)
     out, took = _timed(fresh.kill)
     assert out is True and took < 10 and not base.exists()
     assert_host_fine()
@@ -247,7 +248,7 @@ def test_zip_bombs_in_the_shell(fresh, cmd) -> None:
     gz, tgz = _gzip_bomb()
     fresh.files.write("/tmp/bomb.gz", gz)
     fresh.files.write("/tmp/bomb.tar.gz", tgz)
-    limit = fresh._core.limits.memory_limit
+    limit = testing.limits_of(fresh).memory_limit
     with PeakRSS() as mem:
         out, took = _timed(fresh.commands.run, cmd, timeout=1.5)
     # Stopped by the timeout, a MemoryError in the guest, or done: all bounded.

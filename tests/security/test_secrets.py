@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from declaw_wasm import testing
 from declaw_wasm import FileNotFoundException, PtySize, Sandbox, SandboxException
 
 from .support import assert_host_fine, run_py
@@ -166,7 +167,7 @@ def test_sandbox_envs_do_not_leak_between_sandboxes_or_commands(box) -> None:
 
 def test_errors_never_name_host_paths(box) -> None:
     """Defends against error messages and results disclosing the sandbox's host folder."""
-    base = str(box._core.fs.base)
+    base = str(testing.host_folder(box))
     messages: list[str] = []
     for call in (lambda: box.files.read("/nope/x"), lambda: box.files.read("/tmp"),
                  lambda: box.files.write("/etc/passwd", "x"), lambda: box.files.list("/etc/passwd"),

@@ -20,22 +20,17 @@ import base64
 import functools
 import hashlib
 import importlib.metadata
-import shutil
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from filelock import FileLock
+from .._assets import guest_runtime_dir
+from .._cache import ensure_folder
+from ..exceptions import SandboxException
+from ..settings import cache_dir
+from .boot import python_spec
+from .engine import Runtime
+from .guest import Guest
+from .layout import GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
-from .exceptions import SandboxException
-from .paths import guest_runtime_dir
-from .runtime import publish
-from .settings import cache_dir
-
-if TYPE_CHECKING:
-    from .runtime import Runtime
-
-GUEST_SITE = "/usr/local/lib/declaw-site"
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
 OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "pip")  # from runtime/
@@ -96,22 +91,12 @@ def _digest(data: bytes) -> str:
 _made: dict[str, Path] = {}
 
 
-def site_dir(runtime: "Runtime") -> Path:
-    """The folder to mount at GUEST_SITE, made (and compiled by a guest of `runtime`) on first
-    use and reused after."""
+def ensure_site(runtime: Runtime) -> Path:
+    """The folder to mount at GUEST_SITE: made (and compiled by a guest of `runtime`) on first
+    use, then reused."""
     key, plan = _plan()
-    if key in _made:
-        return _made[key]
-    target = cache_dir() / "runtime" / f"guest-site-{key}"
-    if (target / "READY").exists():
-        _made[key] = target
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if (target / "READY").exists():
-            return target
-        staging = Path(tempfile.mkdtemp(prefix="guest-site-", dir=target.parent))
-        try:
+    if key not in _made:
+        def build(staging: Path) -> None:
             for source, rel, digest in plan:
                 data = source.read_bytes()
                 if _digest(data) != digest:
@@ -121,26 +106,23 @@ def site_dir(runtime: "Runtime") -> Path:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
             compile_in_guest(runtime, staging)
-            publish(staging, target, key, "guest-site-*")
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    _made[key] = target
-    return target
+
+        target = cache_dir() / "runtime" / f"guest-site-{key}"
+        _made[key] = ensure_folder(target, build, "guest-site-*",
+                                   "run `declaw-wasm warmup` where it is writable before shipping it")
+    return _made[key]
 
 
-def compile_in_guest(runtime: "Runtime", folder: Path, guest_path: str = GUEST_SITE) -> None:
+def compile_in_guest(runtime: Runtime, folder: Path, guest_path: str = GUEST_SITE) -> None:
     """Byte-compile `folder` (seen at `guest_path`) inside a guest: the .pyc files must be the
     guest CPython's, which the host's may not be. Unchecked-hash pycs: the folder is read-only
     once made, so no stat per import."""
-    from .guest import Guest, Mount
-    from .process import python_spec
-
     files = runtime.files
-    mounts = [Mount("/usr/local/lib", files.lib_dir, False),
-              Mount("/usr/local/lib/declaw", guest_runtime_dir(), False),
+    mounts = [Mount(GUEST_LIB, files.lib_dir, False),
+              Mount(GUEST_DECLAW, guest_runtime_dir(), False),
               Mount(guest_path, folder, True)]
     args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
-    guest = Guest(runtime, python_spec(runtime.warm, "/usr/local/lib", args, {}, mounts=mounts,
+    guest = Guest(runtime, python_spec(runtime.warm, GUEST_LIB, args, {}, mounts=mounts,
                                        timeout=900))
     guest.start()
     outcome = guest.wait()

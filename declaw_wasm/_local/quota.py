@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from .sandbox import SandboxCore
+    from .sandbox import LocalSandbox
 
 MIN_INTERVAL = 0.25
 
@@ -50,15 +50,15 @@ class _Watcher:
     """One thread for the process: looks at each sandbox with running guests in turn."""
 
     def __init__(self) -> None:
-        self._cores: "weakref.WeakSet[SandboxCore]" = weakref.WeakSet()
-        self._next: "weakref.WeakKeyDictionary[SandboxCore, float]" = weakref.WeakKeyDictionary()
+        self._cores: "weakref.WeakSet[LocalSandbox]" = weakref.WeakSet()
+        self._next: "weakref.WeakKeyDictionary[LocalSandbox, float]" = weakref.WeakKeyDictionary()
         # per sandbox: (the guests seen at the last look, the usage then)
-        self._last: "weakref.WeakKeyDictionary[SandboxCore, tuple[set[int], tuple[int, int]]]" = \
+        self._last: "weakref.WeakKeyDictionary[LocalSandbox, tuple[set[int], tuple[int, int]]]" = \
             weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def watch(self, core: "SandboxCore") -> None:
+    def watch(self, core: "LocalSandbox") -> None:
         with self._lock:
             self._cores.add(core)
             if self._thread is None:

@@ -1,4 +1,5 @@
-"""Where the package's guest-side folders are: inside an installed wheel, or in a checkout."""
+"""Where the package's data folders are: inside an installed wheel (mapped into the package by
+pyproject.toml), or beside the package in a source checkout or editable install."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ def _asset(installed_name: str, checkout_name: str) -> Path:
 
 
 def guest_runtime_dir() -> Path:
-    """runtime/: the guest-side start-up code, mounted read-only at /usr/local/lib/declaw."""
-    return _asset("guest", "runtime")
+    """runtime/: the code that runs in the guest (start-up, shell, kernel), mounted read-only
+    at /usr/local/lib/declaw; installed as declaw_wasm/runtime/."""
+    return _asset("runtime", "runtime")
 
 
 def rootfs_dir() -> Path:

@@ -22,19 +22,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import platform
+import threading
 import time
 from typing import Optional
 
 import wasmtime
 
-from . import wasm_binary as wb
+from .._assets import guest_runtime_dir, rootfs_dir
+from ..progress import Progress
+from ..settings import cache_dir, snapshot_enabled
+from . import binary as wb
+from .boot import shell_spec
+from .engine import EngineFlags, Runtime, compile_cached, load_plain_runtime, wasmtime_version
 from .guest import Guest, GuestSpec
-from .guest_site import site_dir
-from .paths import guest_runtime_dir
-from .progress import Progress
-from .runtime import EngineFlags, Runtime, compile_cached, wasmtime_version
-from .settings import cache_dir
+from .layout import GUEST_DECLAW, GUEST_PYTHON, Mount, base_env, scratch_root, shared_mounts
+from .site import ensure_site
 
 # Each costs seconds cold; together ~75 MB of initial memory (file-backed, shared, CoW).
 WARMUP_IMPORTS = [
@@ -42,7 +46,6 @@ WARMUP_IMPORTS = [
 ]
 RESET_EXPORT = "__declaw_reset_preopens"
 STACK_EXPORT = "__declaw_stack_pointer"
-GUEST_DECLAW = "/usr/local/lib/declaw"
 EXPECTED_WARMUP_S = 20.0
 EXPECTED_COMPILE_S = 110.0
 
@@ -141,13 +144,10 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
     with progress.timed("compiling the snapshot builder", 60.0):
         instrumented = wasmtime.Module(build_engine, instrumented_bytes)
 
-    from .sandbox import base_env, new_sandbox_fs
-
-    fs = new_sandbox_fs(cold)  # the build runs in a throw-away sandbox's file tree
-    mounts = fs.mounts
-    try:
+    with scratch_root(rootfs_dir()) as root:  # the build runs in a throw-away root folder
+        mounts = root + guest_mounts(cold)
         build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine, ticker=False)
-        spec = GuestSpec(argv=["/usr/local/bin/python3"], env=base_env(), mounts=mounts,
+        spec = GuestSpec(argv=[GUEST_PYTHON], env=base_env(), mounts=mounts,
                          turns=[warmup_source(), CHECK_SOURCE], timeout=600, memory_limit=2 << 30)
         guest = _BuildGuest(build_runtime, spec)
         with progress.timed("importing the warm-up modules in a live guest", EXPECTED_WARMUP_S):
@@ -160,8 +160,6 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
         fds = json.loads(outcome.stdout.strip().splitlines()[-1])
         if len(fds) != len(mounts) or not all(fds):
             raise RuntimeError(f"files left open at snapshot time (fd kinds: {fds})")
-    finally:
-        fs.destroy()
 
     image = guest.memory_image
     warmed = wb.Module.parse(original)  # from the original: no instrumentation exports
@@ -173,7 +171,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
 
 def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
     """The warm runtime, built and compiled once per machine, then loaded from the cache."""
-    key = snapshot_key(cold.files.module_sha256, cold.flags, site_dir(cold).name)
+    key = snapshot_key(cold.files.module_sha256, cold.flags, ensure_site(cold).name)
 
     def build() -> bytes:
         start = time.monotonic()
@@ -190,13 +188,10 @@ def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
 
 def self_check(runtime: Runtime) -> Optional[str]:
     """None if the warm runtime runs a command correctly, else what went wrong."""
-    from .process import shell_spec
-    from .sandbox import base_env, new_sandbox_fs
-
-    fs = new_sandbox_fs(runtime)
-    try:
+    with scratch_root(rootfs_dir()) as root:
         line = "echo $((6 * 7)) | python3 -c 'import sys, pandas; print(input(), sys.argv)'"
-        spec = shell_spec(True, "/tmp", line, base_env(), tty=False, mounts=fs.mounts, timeout=60)
+        spec = shell_spec(True, "/tmp", line, base_env(), tty=False,
+                          mounts=root + guest_mounts(runtime), timeout=60)
         guest = Guest(runtime, spec)
         guest.start()
         outcome = guest.wait()
@@ -204,5 +199,44 @@ def self_check(runtime: Runtime) -> Optional[str]:
         if outcome.exit_code != 0 or outcome.stdout != "42 ['-c']\n":
             return f"exit {outcome.exit_code}, stdout {outcome.stdout!r}, stderr {outcome.stderr[-500:]!r}"
         return None
-    finally:
-        fs.destroy()
+
+
+def guest_mounts(runtime: Runtime) -> list[Mount]:
+    """The read-only mounts every guest of `runtime` shares (the guest site built if needed)."""
+    files = runtime.files
+    return shared_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(), ensure_site(runtime))
+
+
+DEFAULT_FLAGS = EngineFlags()
+_runtimes: dict[tuple[EngineFlags, bool], Runtime] = {}
+_runtimes_lock = threading.Lock()
+log = logging.getLogger("declaw_wasm")
+
+
+def get_runtime(flags: EngineFlags = DEFAULT_FLAGS, progress: Optional[Progress] = None,
+                warm: Optional[bool] = None) -> Runtime:
+    """The process's runtime for `flags`: the warm snapshot unless disabled (or broken, then
+    the cold module, with the reason logged). Builds and compiles once per machine if needed."""
+    want_warm = snapshot_enabled() if warm is None else warm
+    with _runtimes_lock:
+        runtime = _runtimes.get((flags, want_warm))
+        if runtime is not None:
+            return runtime
+        progress = progress or Progress()
+        cold = _runtimes.get((flags, False))
+        if cold is None:
+            cold = _runtimes[(flags, False)] = load_plain_runtime(flags, progress)
+        if not want_warm:
+            return cold
+        chosen: Runtime = cold
+        try:
+            chosen = load_warm_runtime(cold, progress)
+            problem = self_check(chosen)
+        except Exception as exc:  # never worse than the cold path
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is not None:
+            log.warning("warm snapshot unavailable, using the cold path: %s", problem)
+            progress.say(f"warm snapshot unavailable, using the cold path: {problem}")
+            chosen = cold
+        _runtimes[(flags, want_warm)] = chosen
+        return chosen

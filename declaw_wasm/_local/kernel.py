@@ -18,31 +18,19 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .exceptions import InvalidArgumentException, SandboxException, TimeoutException
-from .execution import Context, Execution, ExecutionError, OutputMessage, Result
-from .guest import Guest, GuestSpec, OutputSink
-from .packages import install_for_guest
-from .process import turns_spec
+from .._wasm.boot import cell_turn, kernel_spec
+from .._wasm.guest import Guest, OutputSink
+from .._packages.pip import install_for_guest
+from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
+from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
+from .doors import Handler, dispatch
 
 if TYPE_CHECKING:
-    from .sandbox import SandboxCore
+    from .sandbox import LocalSandbox
 
-DEFAULT_TIMEOUT = 300.0
 DEFAULT_CONTEXT = "default"
-LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
-
-
-def kernel_spec(warm: bool, cwd: str, env: dict[str, str], **spec: Any) -> GuestSpec:
-    """A code context's guest: its first turn sets up the kernel in `cwd`."""
-    return turns_spec(warm, "kernel", [cwd, env], env, **spec)
-
-
-def cell_turn(code: str, envs: dict[str, str]) -> str:
-    """The turn that runs one cell (the code travels as a literal: repr escapes NULs and
-    surrogates, so any str survives)."""
-    return f"__import__('declaw_kernel').cell({code!r}, {envs!r})\n"
 
 
 class _Cell:
@@ -86,8 +74,8 @@ class _Cell:
 class Kernel:
     """One context's guest and the cell it is running."""
 
-    def __init__(self, core: "SandboxCore", context: Context) -> None:
-        self.core = core
+    def __init__(self, sandbox: "LocalSandbox", context: Context) -> None:
+        self.sandbox = sandbox
         self.context = context
         self.guest: Optional[Guest] = None
         self._run_lock = threading.Lock()  # one cell at a time
@@ -95,31 +83,29 @@ class Kernel:
         self._count = 0  # cells run by this guest (execution_count)
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         self._quota_message = ""
+        # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
+        # does), so any request the cell's own code forges can at most add to its own output.
+        self._handlers: dict[str, Handler] = {
+            "stdout": lambda guest, r: self._cell().log("stdout", str(r.get("text", ""))),
+            "stderr": lambda guest, r: self._cell().log("stderr", str(r.get("text", ""))),
+            "result": lambda guest, r: self._cell().result(r.get("data") or {}, bool(r.get("main"))),
+            "error": lambda guest, r: self._cell().error(str(r.get("name")), str(r.get("value")),
+                                                         str(r.get("traceback"))),
+            "stdin": lambda guest, r: b"",  # cells have no stdin (E2B's neither)
+            "winsize": lambda guest, r: [24, 80],
+            # `!pip install` / `%pip install` in a cell
+            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested),
+        }
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
-        """What a cell reports. Nothing here ends a cell (its turn's return does), so any
-        request the cell's own code forges can at most add to its own output."""
-        op = request.get("op") if isinstance(request, dict) else None
+        return dispatch(self._handlers, guest, request)
+
+    def _cell(self) -> "_Cell":
         cell = self._current
         if cell is None:
-            raise ValueError(f"door request {op!r} outside a cell")
-        if op in ("stdout", "stderr"):
-            cell.log(op, str(request.get("text", "")))
-        elif op == "result":
-            cell.result(request.get("data") or {}, bool(request.get("main")))
-        elif op == "error":
-            cell.error(str(request.get("name")), str(request.get("value")),
-                       str(request.get("traceback")))
-        elif op == "stdin":
-            return b""  # cells have no stdin (E2B's neither)
-        elif op == "winsize":
-            return [24, 80]
-        elif op == "pip_install":  # `!pip install` / `%pip install` in a cell
-            return install_for_guest(self.core.fs, request, guest.stop_requested)
-        else:
-            raise ValueError(f"unknown door request {op!r}")
-        return None
+            raise ValueError("a cell's report outside a cell")
+        return cell
 
     def _fd_output(self, stream: str) -> Callable[[str], None]:
         """Output written to the guest's fd 1/2 directly (C code), not through sys.stdout."""
@@ -131,11 +117,11 @@ class Kernel:
 
     # -- the caller's side -------------------------------------------------------------------------
     def _start(self) -> Guest:
-        core, limits = self.core, self.core.limits
-        spec = kernel_spec(core.runtime.warm, self.context.cwd, core.guest_env(),
-                           profile=core.profile, mounts=core.fs.mounts, memory_limit=limits.memory_limit,
-                           output_limit=limits.output_limit)
-        guest = Guest(core.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
+        sandbox, limits = self.sandbox, self.sandbox.limits
+        spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
+                           profile=sandbox.profile, mounts=sandbox.fs.mounts,
+                           memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()
@@ -145,11 +131,11 @@ class Kernel:
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
             callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
         with self._run_lock:
-            self.core.ensure_running()
+            self.sandbox.ensure_running()
             if self.guest is None or self.guest.done:
                 self.guest = self._start()
             guest = self.guest
-            cell = _Cell(code, envs, timeout, self.core.limits.output_limit, callbacks)
+            cell = _Cell(code, envs, timeout, self.sandbox.limits.output_limit, callbacks)
             if self._lost:
                 cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
                                    "its variables and imports are gone\n")
@@ -183,8 +169,8 @@ class Kernel:
             self._lost = "the previous cell went over the disk quota"
             cell.error("DiskQuotaExceeded", self._quota_message, "")
             return cell.execution
-        if not self.core.running or outcome.stopped == "killed":
-            raise SandboxException(f"sandbox {self.core.sandbox_id} was killed while the cell ran")
+        if not self.sandbox.running or outcome.stopped == "killed":
+            raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the cell ran")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
         self._lost = f"the previous cell ended the interpreter (exit {outcome.exit_code})"
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
@@ -211,60 +197,49 @@ class Kernel:
 class CodeInterpreter:
     """A sandbox's contexts: the default one (made on first use) and those created."""
 
-    def __init__(self, core: "SandboxCore") -> None:
-        self.core = core
+    def __init__(self, sandbox: "LocalSandbox") -> None:
+        self.sandbox = sandbox
         self._lock = threading.Lock()
         self._kernels: dict[str, Kernel] = {}
 
-    def _kernel(self, context: Union[Context, str, None]) -> Kernel:
-        self.core.ensure_running()
-        context_id = context.id if isinstance(context, Context) else (context or DEFAULT_CONTEXT)
+    def _kernel(self, context_id: Optional[str]) -> Kernel:
+        self.sandbox.ensure_running()
+        context_id = context_id or DEFAULT_CONTEXT
         with self._lock:
             kernel = self._kernels.get(context_id)
             if kernel is None and context_id == DEFAULT_CONTEXT:
-                kernel = Kernel(self.core, Context(id=DEFAULT_CONTEXT))
+                kernel = Kernel(self.sandbox, Context(id=DEFAULT_CONTEXT))
                 self._kernels[context_id] = kernel
         if kernel is None:
             raise InvalidArgumentException(f"no code context {context_id!r} in this sandbox")
         return kernel
 
-    def run_code(self, code: str, language: Optional[str] = None,
-                 context: Union[Context, str, None] = None, envs: Optional[dict[str, str]] = None,
-                 timeout: Optional[float] = DEFAULT_TIMEOUT,
-                 **callbacks: Optional[Callable[[Any], Any]]) -> Execution:
-        if not isinstance(code, str):
-            raise InvalidArgumentException(f"code must be a string, got {type(code).__name__}")
-        if language is not None and context is not None:
-            raise InvalidArgumentException("pass either language or context, not both")
-        _language(language)
-        from .sandbox import _check_envs
+    def run_code(self, code: str, context_id: Optional[str], envs: dict[str, str],
+                 timeout: Optional[float], callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
+        return self._kernel(context_id).run(code, envs, timeout, callbacks)
 
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
-            raise InvalidArgumentException(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-        return self._kernel(context).run(code, _check_envs(envs), timeout or None, callbacks)
-
-    def create_context(self, cwd: Optional[str] = None, language: Optional[str] = None) -> Context:
-        where = self.core.fs.absolute(cwd) if cwd else "/home/user"
-        if not self.core.fs.exists(where):
+    def create_context(self, cwd: Optional[str], language: str) -> Context:
+        where = self.sandbox.fs.absolute(cwd) if cwd else "/home/user"
+        if not self.sandbox.fs.exists(where):
             raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
-        context = Context(id=secrets.token_hex(8), language=_language(language), cwd=where)
+        context = Context(id=secrets.token_hex(8), language=language, cwd=where)
         with self._lock:
-            self._kernels[context.id] = Kernel(self.core, context)
+            self._kernels[context.id] = Kernel(self.sandbox, context)
         return context
 
     def list_contexts(self) -> list[Context]:
-        self.core.ensure_running()
+        self.sandbox.ensure_running()
         with self._lock:
             listed = [k.context for k in self._kernels.values()]
         if not any(c.id == DEFAULT_CONTEXT for c in listed):
             listed.insert(0, Context(id=DEFAULT_CONTEXT))
         return listed
 
-    def restart_context(self, context: Union[Context, str]) -> None:
-        self._kernel(context).stop()  # the next cell starts a fresh guest
+    def restart_context(self, context_id: str) -> None:
+        self._kernel(context_id).stop()  # the next cell starts a fresh guest
 
-    def remove_context(self, context: Union[Context, str]) -> None:
-        kernel = self._kernel(context)
+    def remove_context(self, context_id: str) -> None:
+        kernel = self._kernel(context_id)
         with self._lock:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
@@ -285,10 +260,3 @@ class CodeInterpreter:
             kernels = list(self._kernels.values())
         for kernel in kernels:
             kernel.stop()
-
-
-def _language(language: Optional[str]) -> str:
-    name = LANGUAGES.get((language or "python").lower())
-    if name is None:
-        raise InvalidArgumentException(f"language {language!r} is not available here; only python")
-    return name

@@ -37,16 +37,26 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from .artifacts import file_sha256
-from .exceptions import SandboxException
-from .settings import cache_dir
+from .._wasm.artifacts import file_sha256
+from .._wasm.layout import USER_BIN, USER_SITE
+from .._wasm.site import guest_site_distributions
+from ..exceptions import SandboxException
+from ..models import EntryInfo, FileType
+from ..settings import cache_dir, offline, wheelhouses
 
-if TYPE_CHECKING:
-    from .filesystem import SandboxFS
+
+class GuestFiles(Protocol):
+    """What `pip install` in a sandbox needs of its files: read the wheels the guest names,
+    write the installed tree (the sandbox's confined files API)."""
+
+    def list(self, path: str, depth: int = 1) -> list[EntryInfo]: ...
+    def get_info(self, path: str) -> EntryInfo: ...
+    def read_bytes(self, path: str) -> bytes: ...
+    def write_tree(self, source: Path, dest: str) -> int: ...
 
 GUEST_PYTHON_VERSION = "3.15"
 GUEST_INTERPRETER = "/usr/local/bin/python3"
@@ -128,11 +138,10 @@ def index_args(find_links: Iterable[Path] = (), no_index: bool = False) -> list[
     """pip's source options: the host's configuration, DECLAW_WASM_WHEELHOUSE and
     DECLAW_WASM_OFFLINE, folders of wheels the caller adds, and the wheel cache."""
     args: list[str] = []
-    wheelhouse = os.environ.get("DECLAW_WASM_WHEELHOUSE", "")
-    cached = [str(wheel_cache())] if wheel_cache().is_dir() else []
-    for folder in [*filter(None, wheelhouse.split(os.pathsep)), *map(str, find_links), *cached]:
-        args += ["--find-links", folder]
-    if no_index or os.environ.get("DECLAW_WASM_OFFLINE", "") not in ("", "0"):
+    cached = [wheel_cache()] if wheel_cache().is_dir() else []
+    for folder in [*wheelhouses(), *find_links, *cached]:
+        args += ["--find-links", str(folder)]
+    if no_index or offline():
         args.append("--no-index")
     return args
 
@@ -364,8 +373,6 @@ def runtime_top_levels(stdlib_zip: Path) -> tuple[str, ...]:
 
 # -- `pip install` from inside a sandbox -----------------------------------------------------------
 
-USER_SITE = "/home/user/.local/lib/python3.15/site-packages"
-USER_BIN = "/home/user/.local/bin"
 WHEEL_FILE_RE = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl")
 MAX_REQUIREMENTS = 200
 MAX_GUEST_WHEEL_BYTES = 256 << 20
@@ -378,7 +385,7 @@ def _strings(value: object, limit: int, what: str) -> list[str]:
     return value
 
 
-def install_for_guest(fs: "SandboxFS", request: dict, should_stop: StopCheck) -> dict:
+def install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck) -> dict:
     """The door's `pip_install` (from declaw_shell/pip.py in the guest): resolve, fetch and
     check on the host, then write into the sandbox's user site-packages through the confined
     files API. Answers {"status", "stdout", "stderr"} as pip would print them."""
@@ -388,9 +395,7 @@ def install_for_guest(fs: "SandboxFS", request: dict, should_stop: StopCheck) ->
         return {"status": 1, "stdout": "", "stderr": f"ERROR: {exc}\n"}
 
 
-def _install_for_guest(fs: "SandboxFS", request: dict, should_stop: StopCheck) -> str:
-    from .guest_site import guest_site_distributions
-
+def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck) -> str:
     requirements = list(_strings(request.get("requirements", []), MAX_REQUIREMENTS, "requirements"))
     wheels = _strings(request.get("wheels", []), MAX_REQUIREMENTS, "wheel paths")
     folders = _strings(request.get("find_links", []), 16, "find-links folders")
@@ -407,7 +412,7 @@ def _install_for_guest(fs: "SandboxFS", request: dict, should_stop: StopCheck) -
             requirements.append(_copy_guest_wheel(fs, path, links))
         for folder in folders:
             for entry in fs.list(folder):
-                if entry.name.endswith(".whl") and entry.type.value == "file":
+                if entry.name.endswith(".whl") and entry.type == FileType.FILE:
                     _copy_guest_wheel(fs, entry.path, links)
         no_index = bool(request.get("no_index"))
         pins = resolve(requirements, present, find_links=[links], no_index=no_index,
@@ -424,7 +429,7 @@ def _install_for_guest(fs: "SandboxFS", request: dict, should_stop: StopCheck) -
             "Successfully installed " + " ".join(f"{pin.name}-{pin.version}" for pin in pins) + "\n")
 
 
-def _copy_guest_wheel(fs: "SandboxFS", path: str, links: Path) -> str:
+def _copy_guest_wheel(fs: GuestFiles, path: str, links: Path) -> str:
     """Copy a wheel out of the sandbox for pip's `--find-links`; its exact requirement."""
     name = path.rsplit("/", 1)[-1]
     if not WHEEL_FILE_RE.fullmatch(name):

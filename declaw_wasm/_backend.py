@@ -1,0 +1,174 @@
+"""The backend contract: what the faces (`Sandbox`, `files`, `commands`, `pty`, `run_code`)
+need from wherever sandboxes run — this process (`_local/`), a `declaw-wasm serve` (`_remote/`),
+and whatever comes next (a process pool, a Ray cluster). A face holds a `SandboxBackend` and
+never knows how bytes move, as httpx's `Client` holds a transport.
+
+The arguments are the wire's request models (wire.py: `CreateSandbox`, `RunCommand`,
+`CreatePty`, `RunCode`, `CreateContext`), so the server's routes, this contract and the remote
+client are views of one list. Arguments are checked once, by the faces (`_args.py`), before
+they reach a backend; a backend raises the public exceptions (exceptions.py) and nothing else.
+
+`EventLog` is the pure, shared half of every `ProcessHandle`: a command's output as a list of
+events that handles, callbacks and waiters all read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, IO, Iterator, List, Literal, Optional, Protocol, Union
+
+from .execution import Context, Execution
+from .models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
+from .wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
+
+Stream = Literal["stdout", "stderr", "pty"]
+Callback = Optional[Callable[[Any], Any]]
+WriteData = Union[str, bytes, bytearray, memoryview, IO[str], IO[bytes]]
+
+
+@dataclass
+class Event:
+    stream: Stream
+    data: Any  # str for stdout/stderr, bytes for a PTY
+
+
+class EventLog:
+    """A command's output as a list of events; `done` says no more will come. Subclasses fill
+    `_events` (under `_cond`) and say when they are done."""
+
+    _events: List[Event]
+    _cond: threading.Condition
+    _callbacks: dict[str, Callback]
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def _emit(self, stream: Stream, data: Any) -> None:
+        with self._cond:
+            self._events.append(Event(stream, data))
+            self._cond.notify_all()
+        callback = self._callbacks.get(stream)
+        if callback is not None:
+            try:
+                callback(data)
+            except Exception:  # a caller's callback bug must not break the command
+                pass
+
+    def set_callbacks(self, **callbacks: Callback) -> None:
+        for stream, callback in callbacks.items():
+            if callback is not None:
+                self._callbacks[stream] = callback
+
+    def text(self, stream: str) -> str:
+        """Everything written to `stream` so far."""
+        with self._cond:
+            return "".join(e.data for e in self._events if e.stream == stream)
+
+    def events(self, start: int = 0) -> Iterator[Event]:
+        """Every event from `start` on, waiting for more until the command has ended."""
+        index = start
+        while True:
+            with self._cond:
+                while index >= len(self._events) and not self.done:
+                    self._cond.wait(0.1)
+                if index >= len(self._events):
+                    return
+                batch = self._events[index:]
+            index += len(batch)
+            yield from batch
+
+    def events_since(self, start: int, wait: float) -> tuple[List[Event], bool]:
+        """The events from `start` on, waiting at most `wait` seconds for one; and whether the
+        command has ended (then the list holds everything left). For streams that must not
+        hold a thread for as long as a quiet command runs (the server's)."""
+        deadline = time.monotonic() + wait
+        with self._cond:
+            while start >= len(self._events) and not self.done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(left, 0.1))
+            return self._events[start:], self.done
+
+
+class ProcessHandle(Protocol):
+    """A command or PTY, in this process or elsewhere (an `EventLog` plus control)."""
+
+    pid: int
+    cmd: str
+
+    @property
+    def done(self) -> bool: ...
+    def events(self, start: int = 0) -> Iterator[Event]: ...
+    def events_since(self, start: int, wait: float) -> tuple[List[Event], bool]: ...
+    def text(self, stream: str) -> str: ...
+    def set_callbacks(self, **callbacks: Callback) -> None: ...
+    def result(self) -> CommandResult:
+        """Wait for the end: a timeout raises `TimeoutException` (with the output so far), a
+        killed command gives exit code 137, a killed sandbox raises `SandboxException`."""
+    def kill(self) -> bool: ...
+    def send_stdin(self, data: bytes) -> None: ...
+    def close_stdin(self) -> None: ...
+    def resize(self, size: PtySize) -> None: ...
+
+
+class Chunks(Protocol):
+    """A file's bytes as they are read; close it when done early."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
+    def __next__(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class SandboxBackend(Protocol):
+    """One sandbox, wherever it runs."""
+
+    @property
+    def sandbox_id(self) -> str: ...
+    def info(self) -> SandboxInfo: ...
+    def is_running(self) -> bool: ...
+    def set_timeout(self, timeout: float) -> None: ...
+    def kill(self) -> bool: ...
+
+    # files (paths in the guest's namespace)
+    def read(self, path: str) -> Chunks: ...
+    def write(self, path: str, data: WriteData) -> WriteInfo: ...
+    def list(self, path: str, depth: int) -> List[EntryInfo]: ...
+    def get_info(self, path: str) -> EntryInfo: ...
+    def exists(self, path: str) -> bool: ...
+    def remove(self, path: str) -> None: ...
+    def rename(self, old_path: str, new_path: str) -> EntryInfo: ...
+    def make_dir(self, path: str) -> bool: ...
+
+    # commands and PTYs
+    def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
+              on_stderr: Callback = None, on_pty: Callback = None) -> ProcessHandle: ...
+    def process(self, pid: int, pty: bool = False) -> ProcessHandle:
+        """The running command (or, with `pty`, PTY) `pid`; `NotFoundException` if none."""
+    def processes(self) -> List[ProcessInfo]: ...
+    def kill_process(self, pid: int) -> bool: ...
+    def send_stdin(self, pid: int, data: bytes) -> None: ...
+    def close_stdin(self, pid: int) -> None: ...
+    def resize_pty(self, pid: int, size: PtySize) -> None: ...
+
+    # code contexts
+    def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
+                 on_result: Callback = None, on_error: Callback = None) -> Execution: ...
+    def create_context(self, request: CreateContext) -> Context: ...
+    def list_contexts(self) -> List[Context]: ...
+    def restart_context(self, context_id: str) -> None: ...
+    def remove_context(self, context_id: str) -> None: ...
+
+
+class Sandboxes(Protocol):
+    """Where sandboxes live: this process, or a server."""
+
+    def create(self, request: CreateSandbox) -> SandboxBackend: ...
+    def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> SandboxBackend:
+        """The live sandbox `sandbox_id` (`SandboxNotFoundException` if none); a `timeout`
+        longer than what it has left extends its lifetime, a shorter one changes nothing."""
+    def list(self) -> List[SandboxInfo]:
+        """The live sandboxes, newest first."""

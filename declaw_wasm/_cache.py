@@ -1,0 +1,94 @@
+"""One discipline for everything built into the cache: keyed names, a file lock so two
+processes never build the same thing, a staging folder or temp file moved into place
+atomically (readers see all of it or none), and superseded builds pruned.
+
+A read-only cache (a relocated one shipped with a serverless function) is only ever read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from filelock import FileLock
+
+
+def writable(folder: Path) -> bool:
+    """Whether `folder` can be created or written (a read-only cache cannot)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)  # atomic: readers see the whole file or none
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def ensure_file(path: Path, build: Callable[[], bytes], supersedes: str = "") -> Path:
+    """`path`, built once with `build()` if missing (under a lock; another process may be
+    building it now). Afterwards, siblings matching the glob `supersedes` are deleted."""
+    if path.exists():
+        return path
+    if not writable(path.parent):
+        raise RuntimeError(f"cache {path.parent} is read-only and has no {path.name}")
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():  # else another process built it while we waited
+            write_atomic(path, build())
+            if supersedes:
+                prune_superseded(path, supersedes)
+    return path
+
+
+def ensure_folder(target: Path, build: Callable[[Path], None], supersedes: str = "",
+                  read_only_hint: str = "") -> Path:
+    """The finished folder `target` (it holds a READY file), built once by `build(staging)`
+    into a staging folder beside it, then moved into place; siblings matching `supersedes`
+    are pruned. On a read-only cache without it: an error ending with `read_only_hint`."""
+    if (target / "READY").exists():
+        return target
+    if not writable(target.parent):
+        raise RuntimeError(f"{target.name} is not in the cache and the cache is read-only"
+                           + (f": {read_only_hint}" if read_only_hint else ""))
+    with FileLock(str(target) + ".lock"):
+        if (target / "READY").exists():
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            build(staging)
+            (staging / "READY").write_text(target.name)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        if supersedes:
+            prune_superseded(target, supersedes)
+    return target
+
+
+def prune_superseded(keep: Path, pattern: str) -> None:
+    """Delete `keep`'s siblings matching `pattern` (builds for older keys: a warm module is
+    ~350 MB). Best effort; a process still using one keeps its mapping (unlink frees the file
+    only once it is unmapped)."""
+    for old in keep.parent.glob(pattern):
+        if old.name in (keep.name, keep.name + ".lock"):
+            continue
+        try:
+            if old.is_dir():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
+        except OSError:
+            pass

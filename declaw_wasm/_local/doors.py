@@ -1,0 +1,53 @@
+"""Every request a guest may make through the door, declared once, and the one dispatcher that
+answers them.
+
+A guest calls `_host.call(msgpack({"op": name, **fields}))` (guest side:
+runtime/declaw_shell/door.py's `call(op, **fields)`); the host answers on the guest's thread
+(_wasm/shims.py's `DoorTransport` reads the frame). Which ops a guest may use depends on what it
+is: a command's guest (`_local/processes.py`) and a code context's guest (`_local/kernel.py`)
+each hand `dispatch` the handlers they answer; any other op is refused. tests/test_layers.py
+checks that every op the guest-side code names is declared here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .._wasm.guest import Guest
+
+Handler = Callable[[Guest, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    request: tuple[str, ...]  # the fields besides "op"
+    reply: str
+    doc: str
+
+
+OPS: dict[str, Op] = {op.name: op for op in [
+    Op("exit", ("code",), "nil",
+       "the exit status before os._exit (WASI's proc_exit carries 0..125 only); answered by "
+       "the transport itself (_wasm/shims.py), for every guest"),
+    Op("stdin", ("n",), "bytes", "up to n bytes of the command's live stdin, waiting for some; "
+                                 "b'' at end of input"),
+    Op("winsize", (), "[rows, cols]", "the terminal's size"),
+    Op("pip_install", ("requirements", "wheels", "find_links", "present", "no_index", "no_deps"),
+       "{status, stdout, stderr}", "`pip install` in the sandbox, resolved and fetched by the host"),
+    Op("stdout", ("text",), "nil", "a cell's output"),
+    Op("stderr", ("text",), "nil", "a cell's error output"),
+    Op("result", ("data", "main"), "nil", "a cell's rich result (MIME bundle; main: the cell's value)"),
+    Op("error", ("name", "value", "traceback"), "nil", "a cell's uncaught exception"),
+]}
+
+
+def dispatch(handlers: Mapping[str, Handler], guest: Guest, request: Any) -> Any:
+    """Answer one request with the handler for its op; unknown or unoffered ops raise (the
+    transport then answers the guest with an error)."""
+    op = request.get("op") if isinstance(request, dict) else None
+    handler = handlers.get(op) if isinstance(op, str) and op in OPS else None
+    if handler is None:
+        raise ValueError(f"unknown door request {op!r}")
+    return handler(guest, request)

@@ -1,0 +1,189 @@
+"""A running command on the host side: one guest running the in-guest shell, its pid, its live
+stdin, and its output as a sequence of events that handles, callbacks and waiters all read.
+
+Every command line (`commands.run`, background or not, and every PTY) is one guest instance:
+the shell (runtime/declaw_shell) parses and runs the whole line inside it, programs and all.
+Two commands of a sandbox are two instances: they run at once and share the sandbox's files.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .._backend import Callback, EventLog, Stream
+from .._wasm.boot import shell_spec
+from .._wasm.guest import Guest, GuestOutcome, OutputSink
+from .._packages.pip import install_for_guest
+from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
+from ..models import CommandResult, ProcessInfo, PtySize
+from .doors import Handler, dispatch
+
+if TYPE_CHECKING:
+    from .sandbox import LocalSandbox
+
+KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
+
+
+class StdinPipe:
+    """The command's stdin: bytes the host sends, read by the guest through the door."""
+
+    def __init__(self, open_: bool) -> None:
+        self._buffer = bytearray()
+        self._closed = not open_
+        self._cond = threading.Condition()
+
+    def write(self, data: bytes) -> None:
+        with self._cond:
+            if self._closed:
+                raise SandboxException("stdin of this command is closed (start it with stdin=True "
+                                       "to send input)")
+            self._buffer += data
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def read(self, guest: Guest, size: int) -> bytes:
+        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained."""
+        size = max(1, min(int(size), 1 << 20))
+        while True:
+            with self._cond:
+                if self._buffer:
+                    data = bytes(self._buffer[:size])
+                    del self._buffer[:size]
+                    return data
+                if self._closed:
+                    return b""
+                self._cond.wait(0.05)
+            guest.check_stopped()
+
+
+class Process(EventLog):
+    """One command (or PTY) of a sandbox, from start to exit: the local `ProcessHandle`."""
+
+    def __init__(self, sandbox: "LocalSandbox", pid: int, cmd: str, cwd: str, env: dict[str, str],
+                 envs: dict[str, str], timeout: Optional[float], stdin: bool,
+                 pty: Optional[PtySize] = None, tag: Optional[str] = None,
+                 callbacks: Optional[dict[str, Callback]] = None) -> None:
+        self.sandbox = sandbox
+        self.pid = pid
+        self.cmd = cmd
+        self.cwd = cwd
+        self.envs = envs
+        self.tag = tag
+        self.pty_size = pty
+        self.stdin = StdinPipe(open_=stdin or pty is not None)
+        self._events = []
+        self._cond = threading.Condition()
+        self._callbacks = dict(callbacks or {})
+        self.killed = False
+        self.quota_message = ""
+        self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
+            "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536)),
+            "winsize": lambda guest, r: list(self._winsize()),
+            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested),
+        }
+        limits = sandbox.limits
+        stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
+        stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
+        spec = shell_spec(sandbox.runtime.warm, cwd, cmd, env, tty=pty is not None,
+                          profile=sandbox.profile, mounts=sandbox.fs.mounts, timeout=timeout or None,
+                          memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        self.guest = Guest(sandbox.runtime, spec, stdout=stdout, stderr=stderr, door=self._door)
+        self.outcome: Optional[GuestOutcome] = None
+
+    def info(self) -> ProcessInfo:
+        args = ["-i", "-l"] if self.pty_size is not None else ["-l", "-c", self.cmd]
+        return ProcessInfo(pid=self.pid, tag=self.tag, cmd=self.cmd or "/bin/bash", args=args,
+                           envs=dict(self.envs), cwd=self.cwd)
+
+    # -- output ------------------------------------------------------------------------------
+    def _on_output(self, stream: Stream) -> Callable[[str], None]:
+        def deliver(text: str) -> None:
+            if self.pty_size is not None:  # a tty's one stream, with onlcr
+                self._emit("pty", text.replace("\r\n", "\n").replace("\n", "\r\n").encode())
+            else:
+                self._emit(stream, text)
+        return deliver
+
+    def _door(self, guest: Guest, request: Any) -> Any:
+        return dispatch(self._handlers, guest, request)
+
+    def _winsize(self) -> tuple[int, int]:
+        size = self.pty_size or PtySize(rows=24, cols=80)
+        return size.rows, size.cols
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.guest.start()
+        threading.Thread(target=self._reap, name=f"declaw-reap-{self.pid}", daemon=True).start()
+
+    def _reap(self) -> None:
+        outcome = self.guest.wait()
+        with self._cond:
+            self.outcome = outcome
+            self._cond.notify_all()
+        self.sandbox.forget_process(self)
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[GuestOutcome]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self.outcome is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cond.wait(left if left is not None else 0.5)
+            return self.outcome
+
+    def result(self) -> CommandResult:
+        outcome = self.wait()
+        assert outcome is not None
+        if outcome.stopped == "timeout":
+            raise TimeoutException(f"command timed out: {self.cmd!r}", outcome.stdout, outcome.stderr)
+        if outcome.stopped == "quota":
+            return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr,
+                                 exit_code=KILLED_EXIT_CODE, error=self.quota_message)
+        if outcome.stopped == "killed" and not self.killed:
+            raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the command ran")
+        error = None
+        exit_code = outcome.exit_code
+        if self.killed:
+            exit_code, error = KILLED_EXIT_CODE, "killed"
+        elif outcome.error:
+            error = outcome.error
+        elif outcome.truncated:
+            error = f"{' and '.join(outcome.truncated)} truncated at the sandbox's output limit"
+        return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr, exit_code=exit_code,
+                             error=error)
+
+    def kill(self) -> bool:
+        if self.done:
+            return False
+        self.killed = True
+        self.guest.kill("killed")
+        return True
+
+    def stop_for_quota(self, message: str) -> None:
+        self.quota_message = message
+        self.guest.kill("quota")
+
+    def send_stdin(self, data: bytes) -> None:
+        if self.done:
+            raise SandboxException(f"process {self.pid} has exited")
+        self.stdin.write(bytes(data))
+
+    def close_stdin(self) -> None:
+        self.stdin.close()
+
+    def resize(self, size: PtySize) -> None:
+        if self.pty_size is None:
+            raise InvalidArgumentException(f"process {self.pid} is not a PTY")
+        self.pty_size = size

@@ -1,0 +1,98 @@
+"""The template catalog: what a sandbox takes from its template (mounts, the guest's start-up
+profile, files laid over its root, environment). The builder that makes custom templates is
+`declaw_wasm/templates.py`, above the sandbox faces; this is what sandboxes read.
+
+Built in: `code-interpreter` (the default: the runtime plus the packages bundle) and `base`
+(the standard library only: the runtime's third-party packages hidden from imports, on the same
+warm snapshot). Custom templates live in `<cache>/templates/<name>/` (a shipped cache carries
+them): `template.json` (`TemplateInfo`), `site/` (their packages), `root/` (their files).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .._wasm.engine import Runtime
+from .._wasm.layout import GUEST_BUNDLE, GUEST_TEMPLATE_SITE, USER_SITE, Mount
+from ..exceptions import InvalidArgumentException
+from ..models import TemplateInfo
+from ..settings import cache_dir
+from .bundle import ensure_bundle
+from .pip import runtime_top_levels
+
+BUILTIN_TEMPLATES = ("code-interpreter", "base")
+TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+@dataclass(frozen=True)
+class GuestTemplate:
+    """What a sandbox takes from its template: mounts, guest profile, files, envs."""
+
+    name: str
+    stdlib_only: bool = False
+    bundle: bool = False
+    site: Optional[Path] = None  # a custom template's installed packages
+    root: Optional[Path] = None  # files laid over the sandbox's root folder
+    envs: dict[str, str] = field(default_factory=dict)
+
+    def ensure_mounts(self, runtime: Runtime) -> list[Mount]:
+        """The template's read-only mounts (the packages bundle built first if it is missing)."""
+        mounts = []
+        if self.bundle:
+            mounts.append(Mount(GUEST_BUNDLE, ensure_bundle(runtime), writable=False))
+        if self.site is not None:
+            mounts.append(Mount(GUEST_TEMPLATE_SITE, self.site, writable=False))
+        return mounts
+
+    def profile(self, runtime: Runtime) -> dict[str, Any]:
+        """What the guest's start-up applies (runtime/_declaw_boot.py `_apply_profile`): extra
+        import folders, in order, and the runtime's top-level names to hide (`base`)."""
+        paths = [USER_SITE]
+        if self.site is not None:
+            paths.append(GUEST_TEMPLATE_SITE)
+        if self.bundle:
+            paths.append(GUEST_BUNDLE)
+        hidden = runtime_top_levels(runtime.files.lib_dir / "python315.zip") if self.stdlib_only else ()
+        return {"paths": paths, "hidden": list(hidden)}
+
+
+def builtin(name: str) -> GuestTemplate:
+    if name == "base":
+        return GuestTemplate("base", stdlib_only=True)
+    return GuestTemplate("code-interpreter", bundle=True)
+
+
+def templates_dir() -> Path:
+    return cache_dir() / "templates"
+
+
+def lookup(name: Optional[str]) -> GuestTemplate:
+    """The template called `name` (None: code-interpreter)."""
+    name = TEMPLATE_ALIASES.get(name or "code-interpreter", name or "code-interpreter")
+    if not isinstance(name, str):
+        raise InvalidArgumentException(f"template must be a string, got {name!r}")
+    if name in BUILTIN_TEMPLATES:
+        return builtin(name)
+    folder = templates_dir() / name
+    if not NAME_RE.fullmatch(name) or not (folder / "template.json").is_file():
+        known = [*BUILTIN_TEMPLATES, *(t.name for t in list_templates())]
+        raise InvalidArgumentException(f"unknown template {name!r}; available: {', '.join(known)}")
+    info = TemplateInfo.model_validate_json((folder / "template.json").read_text())
+    base = builtin(info.base)
+    return GuestTemplate(name, stdlib_only=base.stdlib_only, bundle=base.bundle,
+                         site=folder / "site", root=folder / "root", envs=dict(info.envs))
+
+
+def list_templates() -> list[TemplateInfo]:
+    found = []
+    folder = templates_dir()
+    for path in sorted(folder.glob("*/template.json")) if folder.is_dir() else ():
+        try:
+            found.append(TemplateInfo.model_validate_json(path.read_text()))
+        except ValueError:
+            continue
+    return found

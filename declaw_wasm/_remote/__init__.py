@@ -1,0 +1,1 @@
+"""The remote backend: sandboxes on a `declaw-wasm serve`, over HTTP (httpx) and WebSockets."""

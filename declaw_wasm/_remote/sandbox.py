@@ -1,0 +1,361 @@
+"""The remote backend: the backend contract (_backend.py) as calls to a `declaw-wasm serve`.
+
+One HTTP call per contract method (the routes are in server/routes.py); command output and cells
+arrive as NDJSON streams of wire.py's messages, read as they come (commands on a thread of
+their own, so that a handle fills while the caller does other work); a PTY's output arrives over
+its WebSocket. Errors come back as the exception class the server names.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from typing import Any, Iterator, List, Optional, Union
+
+import httpx
+from pydantic import ValidationError
+
+from .._backend import Callback, EventLog, WriteData
+from ..exceptions import NotFoundException, SandboxException
+from ..execution import Context, Execution, OutputMessage
+from ..models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
+from ..wire import (CELL_LINES, COMMAND_LINES, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
+                    CreateContext, CreatePty, CreateSandbox, EndLine, EndOfExecutionLine,
+                    ExceptionLine, ExecutionCountLine, OutputLine, PtyLine, RunCode, RunCommand,
+                    StartLine, exception_from)
+from .connection import CONNECT_TIMEOUT, Connection, lines, segment
+
+CHUNK = 1 << 20
+
+
+class RemoteSandboxes:
+    """The sandboxes of one server."""
+
+    def __init__(self, domain: str, api_key: Optional[str]) -> None:
+        self.conn = Connection.get(domain, api_key)
+
+    def create(self, request: CreateSandbox) -> "RemoteSandbox":
+        info = SandboxInfo.model_validate(self.conn.request(
+            "POST", "/sandboxes", json=request.model_dump(mode="json")))
+        return RemoteSandbox(self.conn, info.sandbox_id)
+
+    def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> "RemoteSandbox":
+        self.conn.request("POST", f"/sandboxes/{segment(sandbox_id)}/connect", json={"timeout": timeout})
+        return RemoteSandbox(self.conn, sandbox_id)
+
+    def list(self) -> List[SandboxInfo]:
+        return [SandboxInfo.model_validate(i) for i in self.conn.request("GET", "/sandboxes")]
+
+
+class RemoteChunks:
+    """A file's bytes as they arrive from the server."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response: Optional[httpx.Response] = response
+        self._chunks = response.iter_bytes(CHUNK)
+
+    def __iter__(self) -> "RemoteChunks":
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            self.close()
+            raise
+        except httpx.TransportError as exc:
+            self.close()
+            raise SandboxException(f"the connection to the declaw server broke: {exc}") from None
+
+    def close(self) -> None:
+        if self._response is not None:
+            response, self._response = self._response, None
+            response.close()
+
+
+def _upload(data: WriteData) -> Union[bytes, Iterator[bytes]]:
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    reader: Any = data
+
+    def chunks() -> Iterator[bytes]:
+        while True:
+            chunk = reader.read(CHUNK)
+            if not chunk:
+                return
+            yield chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+    return chunks()
+
+
+class RemoteProcess(EventLog):
+    """The client's copy of a server-side command or PTY: its output events as they arrive
+    (read by `pump` on a thread), how it ended, and control as HTTP calls."""
+
+    def __init__(self, sandbox: "RemoteSandbox", pid: int, cmd: str,
+                 callbacks: dict[str, Callback]) -> None:
+        self.sandbox = sandbox
+        self.pid = pid
+        self.cmd = cmd
+        self._events = []
+        self._cond = threading.Condition()
+        self._callbacks = callbacks
+        self._end: Optional[Union[EndLine, ExceptionLine]] = None
+
+    @property
+    def done(self) -> bool:
+        return self._end is not None
+
+    def pump(self, messages: Iterator[Any], close: Any) -> None:
+        """Read the server's messages on a thread until the end (or the connection's)."""
+        def run() -> None:
+            try:
+                for message in messages:
+                    if isinstance(message, OutputLine):
+                        self._emit(message.type, message.data)
+                    elif isinstance(message, PtyLine):
+                        self._emit("pty", base64.b64decode(message.data))
+                    elif isinstance(message, (EndLine, ExceptionLine)):
+                        self._finish(message)
+                        return
+                self._finish(ExceptionLine(error="SandboxException",
+                                           message="the declaw server ended the command's stream early"))
+            except SandboxException as exc:
+                self._finish(ExceptionLine(error=type(exc).__name__, message=str(exc)))
+            finally:
+                close()
+
+        threading.Thread(target=run, name=f"declaw-remote-{self.pid}", daemon=True).start()
+
+    def _finish(self, end: Union[EndLine, ExceptionLine]) -> None:
+        with self._cond:
+            self._end = end
+            self._cond.notify_all()
+
+    def result(self) -> CommandResult:
+        with self._cond:
+            while self._end is None:
+                self._cond.wait(0.5)
+            end = self._end
+        if isinstance(end, ExceptionLine):
+            raise exception_from(end.model_dump())
+        return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
+                             exit_code=end.exit_code, error=end.error)
+
+    def kill(self) -> bool:
+        return self.sandbox.kill_process(self.pid)
+
+    def send_stdin(self, data: bytes) -> None:
+        self.sandbox.send_stdin(self.pid, data)
+
+    def close_stdin(self) -> None:
+        self.sandbox.close_stdin(self.pid)
+
+    def resize(self, size: PtySize) -> None:
+        self.sandbox.resize_pty(self.pid, size)
+
+
+def _command_messages(texts: Iterator[str]) -> Iterator[Any]:
+    for text in texts:
+        try:
+            yield COMMAND_LINES.validate_json(text)
+        except ValidationError:
+            raise SandboxException(f"unexpected line from the declaw server: {text[:200]!r}") from None
+
+
+class RemoteSandbox:
+    """A sandbox on a declaw-wasm server (the remote `SandboxBackend`)."""
+
+    def __init__(self, conn: Connection, sandbox_id: str) -> None:
+        self.conn = conn
+        self.sandbox_id = sandbox_id
+
+    def _path(self, tail: str = "") -> str:
+        return f"/sandboxes/{segment(self.sandbox_id)}{tail}"
+
+    # -- lifetime ------------------------------------------------------------------------------------
+    def info(self) -> SandboxInfo:
+        return SandboxInfo.model_validate(self.conn.request("GET", self._path()))
+
+    def is_running(self) -> bool:
+        try:
+            self.info()
+        except SandboxException:
+            return False
+        return True
+
+    def set_timeout(self, timeout: float) -> None:
+        self.conn.request("POST", self._path("/timeout"), json={"timeout": timeout})
+
+    def kill(self) -> bool:
+        return bool(self.conn.request("DELETE", self._path())["killed"])
+
+    # -- files -----------------------------------------------------------------------------------------
+    def read(self, path: str) -> RemoteChunks:
+        return RemoteChunks(self.conn.open("GET", self._path("/files"), params={"path": path}))
+
+    def write(self, path: str, data: WriteData) -> WriteInfo:
+        body = _upload(data)
+        headers = {"content-type": "application/octet-stream"}
+        if isinstance(body, bytes):
+            return WriteInfo.model_validate(self.conn.request(
+                "PUT", self._path("/files"), params={"path": path}, content=body, headers=headers))
+        response = self.conn.open("PUT", self._path("/files"), params={"path": path}, content=body,
+                                  headers=headers)
+        try:
+            response.read()
+            return WriteInfo.model_validate(response.json())
+        finally:
+            response.close()
+
+    def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
+        return [EntryInfo.model_validate(e) for e in self.conn.request(
+            "GET", self._path("/files/list"), params={"path": path, "depth": depth})]
+
+    def get_info(self, path: str) -> EntryInfo:
+        return EntryInfo.model_validate(self.conn.request("GET", self._path("/files/info"),
+                                                          params={"path": path}))
+
+    def exists(self, path: str) -> bool:
+        return bool(self.conn.request("GET", self._path("/files/exists"), params={"path": path})["exists"])
+
+    def remove(self, path: str) -> None:
+        self.conn.request("DELETE", self._path("/files"), params={"path": path})
+
+    def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        return EntryInfo.model_validate(self.conn.request(
+            "POST", self._path("/files/rename"), json={"old_path": old_path, "new_path": new_path}))
+
+    def make_dir(self, path: str) -> bool:
+        return bool(self.conn.request("POST", self._path("/files/mkdir"), json={"path": path})["created"])
+
+    # -- commands and PTYs --------------------------------------------------------------------------
+    def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
+              on_stderr: Callback = None, on_pty: Callback = None) -> RemoteProcess:
+        if isinstance(request, CreatePty):
+            pid = self.conn.request("POST", self._path("/pty"), json=request.model_dump(mode="json"))["pid"]
+            return self._attach_pty(int(pid), on_pty)
+        response = self.conn.open("POST", self._path("/commands"), json=request.model_dump(mode="json"))
+        return self._attach(response, request.cmd, {"stdout": on_stdout, "stderr": on_stderr})
+
+    def _attach(self, response: httpx.Response, cmd: str, callbacks: dict[str, Callback]) -> RemoteProcess:
+        try:
+            messages = _command_messages(lines(response))
+            first = next(messages, None)
+            if isinstance(first, ExceptionLine):
+                raise exception_from(first.model_dump())
+            if not isinstance(first, StartLine):
+                raise SandboxException(f"unexpected first line from the declaw server: {first!r}")
+            process = RemoteProcess(self, first.pid, cmd, callbacks)
+        except BaseException:
+            response.close()
+            raise
+        process.pump(messages, response.close)
+        return process
+
+    def _attach_pty(self, pid: int, on_data: Callback) -> RemoteProcess:
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+        from websockets.sync.client import connect
+
+        url = self.conn.url.replace("http", "ws", 1) + self._path(f"/pty/{pid}")
+        try:
+            # entered as a context manager (websockets >= 17 warns otherwise); closed by the pump
+            socket = connect(url, additional_headers=self.conn.auth_headers,
+                             max_size=None, open_timeout=CONNECT_TIMEOUT).__enter__()
+        except InvalidStatus as exc:
+            raise NotFoundException(f"no running PTY with pid {pid} in sandbox {self.sandbox_id} "
+                                    f"({exc})") from None
+        except (OSError, TimeoutError) as exc:
+            raise SandboxException(f"cannot reach the declaw server at {self.conn.url}: {exc}") from None
+        process = RemoteProcess(self, pid, "", {"pty": on_data})
+
+        def messages() -> Iterator[Any]:
+            try:
+                for frame in socket:
+                    if isinstance(frame, bytes):
+                        yield PtyLine(data=base64.b64encode(frame).decode())
+                    else:
+                        yield PTY_END.validate_json(frame)
+            except ConnectionClosed as exc:
+                raise SandboxException(f"the PTY's connection to the declaw server closed: {exc}") from None
+            except ValidationError:
+                raise SandboxException("unexpected message on the PTY's connection") from None
+
+        process.pump(messages(), socket.close)
+        return process
+
+    def process(self, pid: int, pty: bool = False) -> RemoteProcess:
+        if pty:
+            return self._attach_pty(int(pid), None)
+        return self._attach(self.conn.open("GET", self._path(f"/commands/{int(pid)}/events")), "", {})
+
+    def processes(self) -> List[ProcessInfo]:
+        return [ProcessInfo.model_validate(p) for p in self.conn.request("GET", self._path("/commands"))]
+
+    def kill_process(self, pid: int) -> bool:
+        return bool(self.conn.request("DELETE", self._path(f"/commands/{int(pid)}"))["killed"])
+
+    def send_stdin(self, pid: int, data: bytes) -> None:
+        self.conn.request("POST", self._path(f"/commands/{int(pid)}/stdin"),
+                          json={"data": base64.b64encode(data).decode(), "encoding": "base64"})
+
+    def close_stdin(self, pid: int) -> None:
+        self.conn.request("POST", self._path(f"/commands/{int(pid)}/close-stdin"))
+
+    def resize_pty(self, pid: int, size: PtySize) -> None:
+        self.conn.request("POST", self._path(f"/pty/{int(pid)}/resize"),
+                          json={"rows": size.rows, "cols": size.cols})
+
+    # -- code contexts ------------------------------------------------------------------------------------
+    def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
+                 on_result: Callback = None, on_error: Callback = None) -> Execution:
+        execution = Execution()
+        response = self.conn.open("POST", self._path("/execute"), json=request.model_dump(mode="json"))
+        try:
+            for text in lines(response):
+                message = CELL_LINES.validate_json(text)
+                if isinstance(message, CellLogLine):
+                    getattr(execution.logs, message.type).append(message.text)
+                    _call(on_stdout if message.type == "stdout" else on_stderr,
+                          OutputMessage(line=message.text, error=message.type == "stderr",
+                                        timestamp=message.timestamp))
+                elif isinstance(message, CellResultLine):
+                    result = message.to_result()
+                    execution.results.append(result)
+                    _call(on_result, result)
+                elif isinstance(message, CellErrorLine):
+                    execution.error = message
+                    _call(on_error, execution.error)
+                elif isinstance(message, ExecutionCountLine):
+                    execution.execution_count = message.execution_count
+                elif isinstance(message, EndOfExecutionLine):
+                    return execution
+                elif isinstance(message, ExceptionLine):
+                    raise exception_from(message.model_dump())
+        except ValidationError:
+            raise SandboxException("unexpected line in the cell's stream from the declaw server") from None
+        finally:
+            response.close()
+        raise SandboxException("the declaw server ended the cell's stream early (was it stopped?)")
+
+    def create_context(self, request: CreateContext) -> Context:
+        return Context.model_validate(self.conn.request("POST", self._path("/contexts"),
+                                                        json=request.model_dump(mode="json")))
+
+    def list_contexts(self) -> List[Context]:
+        return [Context.model_validate(c) for c in self.conn.request("GET", self._path("/contexts"))]
+
+    def restart_context(self, context_id: str) -> None:
+        self.conn.request("POST", self._path(f"/contexts/{segment(context_id)}/restart"))
+
+    def remove_context(self, context_id: str) -> None:
+        self.conn.request("DELETE", self._path(f"/contexts/{segment(context_id)}"))
+
+
+def _call(callback: Callback, value: Any) -> None:
+    if callback is not None:
+        try:
+            callback(value)
+        except Exception:  # the caller's bug must not break the stream (as in-process)
+            pass

@@ -1,0 +1,333 @@
+"""One guest: a fresh CPython-WASI instance that runs one program to completion, like a process.
+
+Each guest gets its own Store (so its own memory, WASI context and limits), instantiated from
+the runtime's shared compiled module. It runs on a thread of its own with a large native stack
+(wasm frames use the calling thread's stack). The host stops it in three ways:
+
+* CPU-bound code: every epoch tick calls the store's deadline callback, which traps the guest
+  once it is cancelled or past its wall-clock deadline. wasmtime-py has no wrapper for
+  `wasmtime_store_epoch_deadline_callback`, so we register it through wasmtime-py's ctypes
+  bindings; a plain epoch deadline cannot be moved from another thread, the callback can.
+* Sleeping code: `time.sleep` blocks in WASI `poll_oneoff`, where no epoch check runs, so we
+  shadow `poll_oneoff` with our own implementation that sleeps in short, interruptible waits.
+* Exit: `os._exit(n)` arrives as `wasmtime.ExitTrap`.
+
+The guest talks back through the door, the module's `host.call` import (the guest's
+`_host.call(bytes) -> bytes`): each call is one msgpack request answered by the guest's door
+handler, on the guest's thread. A handler may block (waiting for stdin, say); it waits in short
+slices and calls `check_stopped()` so a kill or timeout still ends the guest.
+
+No host function of ours ever raises into wasmtime: wasmtime-py keeps the last exception raised
+by *any* host function in one process-wide variable and re-raises it in whichever thread next
+leaves wasm, so a `Trap` raised to stop guest A would end guest B on another thread (found by
+benchmarks/load.py). Host functions that see their guest must stop just return (the door with an
+error, the sleep early); the epoch deadline callback, which answers through the C API, then traps
+the guest within one tick.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal, Optional
+
+import wasmtime
+from wasmtime import _bindings as _ffi
+
+from .engine import Runtime
+from .layout import Mount
+from .shims import DoorHandler, DoorTransport, FdReaddir, PollOneoff
+
+GUEST_THREAD_STACK = 64 << 20
+TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
+
+StopReason = Literal["timeout", "killed", "quota"]
+OutputCallback = Callable[[str], None]
+TurnDone = Callable[[int], None]
+
+
+@dataclass
+class GuestSpec:
+    """What one guest runs. With `turns`, the sources run one after another through the
+    module's `turn` export (the warm snapshot's way in); otherwise `run` runs `argv`."""
+
+    argv: list[str]
+    env: dict[str, str]
+    mounts: list[Mount]
+    turns: list[str] = field(default_factory=list)
+    stdin: Optional[Path] = None
+    timeout: Optional[float] = None
+    memory_limit: int = 1 << 30
+    output_limit: int = 16 << 20
+
+
+@dataclass
+class GuestOutcome:
+    exit_code: int
+    stdout: str
+    stderr: str
+    stopped: Optional[StopReason] = None
+    error: Optional[str] = None
+    truncated: list[str] = field(default_factory=list)
+
+
+class OutputSink:
+    """Collects one stream up to a byte limit; streams decoded text to a callback.
+
+    wasmtime calls it from its own threads, so it locks, and it never raises (an exception
+    here would surface as an I/O error in the guest).
+    """
+
+    def __init__(self, limit: int, callback: Optional[OutputCallback]) -> None:
+        self.limit = limit
+        self.callback = callback
+        self.size = 0
+        self.truncated = False
+        self._chunks: list[bytes] = []
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._lock = threading.Lock()
+
+    def __call__(self, data: bytes) -> int:
+        with self._lock:
+            room = self.limit - self.size
+            kept = data if len(data) <= room else data[: max(room, 0)]
+            if len(kept) < len(data):
+                self.truncated = True
+            if kept:
+                self._chunks.append(kept)
+                self.size += len(kept)
+                if self.callback is not None:
+                    text = self._decoder.decode(kept)
+                    if text:
+                        try:
+                            self.callback(text)
+                        except Exception:  # a user callback's bug must not break the guest
+                            pass
+        return len(data)
+
+    def text(self) -> str:
+        with self._lock:
+            return b"".join(self._chunks).decode("utf-8", "replace")
+
+
+_DeadlineFn = _ffi._wasmtime_store_epoch_deadline_callback.argtypes[1]
+_FinalizerFn = _ffi._wasmtime_store_epoch_deadline_callback.argtypes[3]
+_no_finalizer = _FinalizerFn(lambda _data: None)
+_thread_stack_lock = threading.Lock()
+
+
+class Guest:
+    """A running (or finished) guest instance. Create, `start()`, then `wait()`."""
+
+    def __init__(self, runtime: Runtime, spec: GuestSpec,
+                 stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
+                 door: Optional[DoorHandler] = None, more_turns: bool = False) -> None:
+        """`door` answers the guest's `_host.call` requests (none: the guest is told no host
+        is bound). `more_turns`: after the spec's turns the guest stays alive and runs the turns
+        given to `run_turn`, one at a time, until it is stopped (a code context)."""
+        self.runtime = runtime
+        self.spec = spec
+        self.door = door
+        self.stdout = stdout or OutputSink(spec.output_limit, None)
+        self.stderr = stderr or OutputSink(spec.output_limit, None)
+        self._cancel = threading.Event()
+        self._stop_reason: Optional[StopReason] = None
+        self._deadline = (time.monotonic() + spec.timeout) if spec.timeout else None
+        self._outcome: Optional[GuestOutcome] = None
+        self._done = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._declared_exit: Optional[int] = None
+        self._more: Optional["queue.Queue[tuple[str, Callable[[], None], TurnDone]]"] = \
+            queue.Queue() if more_turns else None
+
+    # -- control, from any thread -------------------------------------------------------------
+    def start(self) -> None:
+        with _thread_stack_lock:
+            previous = threading.stack_size(GUEST_THREAD_STACK)
+            try:
+                self._thread = threading.Thread(target=self._main, name="declaw-guest", daemon=True)
+                self._thread.start()
+            finally:
+                threading.stack_size(previous)
+
+    def kill(self, reason: StopReason = "killed") -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._cancel.set()
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[GuestOutcome]:
+        """The outcome, or None if the guest is still running after `timeout` seconds."""
+        self._done.wait(timeout)
+        return self._outcome
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def set_deadline(self, timeout: Optional[float]) -> None:
+        """Stop the guest `timeout` seconds from now (None: no deadline); a long-lived guest
+        (a code context) gets one per cell."""
+        self._deadline = (time.monotonic() + timeout) if timeout else None
+
+    def stop_requested(self) -> bool:
+        """For a door handler doing long host work: whether to give up now."""
+        return self._should_stop()
+
+    def run_turn(self, source: str, starting: Callable[[], None], done: TurnDone) -> None:
+        """Queue `source` as the guest's next turn: `starting()` runs on the guest's thread just
+        before it, `done(code)` right after it returns (not if the guest ends in it: then the
+        guest is `done`). For a guest made with `more_turns`."""
+        assert self._more is not None, "this guest runs its spec's turns only"
+        self._more.put((source, starting, done))
+
+    def wait_stopping(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a kill; whether the guest is to stop now."""
+        self._cancel.wait(timeout)
+        return self._should_stop()
+
+    def declare_exit(self, code: int) -> None:
+        """The exit status the guest declared before `os._exit` (WASI's own carries 0..125)."""
+        self._declared_exit = code & 0xFF
+
+    def check_stopped(self) -> None:
+        """For a door handler waiting on the host: give up (the door answers with an error and
+        the deadline callback stops the guest) once the guest is to stop."""
+        if self._should_stop():
+            raise GuestStopping()
+
+    # -- the guest thread ----------------------------------------------------------------------
+    def _should_stop(self) -> bool:
+        if self._cancel.is_set():
+            return True
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.kill("timeout")
+            return True
+        return False
+
+    def _main(self) -> None:
+        try:
+            code, error = self._run()
+        except BaseException as exc:  # the host must survive anything the guest does
+            code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
+        if self._stop_reason is not None:
+            code, error = -1, None
+        truncated = [name for name, sink in (("stdout", self.stdout), ("stderr", self.stderr))
+                     if sink.truncated]
+        self._outcome = GuestOutcome(code, self.stdout.text(), self.stderr.text(),
+                                     self._stop_reason, error, truncated)
+        self._done.set()
+
+    def _run(self) -> tuple[int, Optional[str]]:
+        engine = self.runtime.engine
+        clock_base = time.monotonic_ns()  # the WASI context's monotonic clock starts about here
+        wasi = wasmtime.WasiConfig()
+        wasi.argv = self.spec.argv
+        wasi.env = list(self.spec.env.items())
+        for mount in self.spec.mounts:
+            wasi.preopen_dir(str(mount.host), mount.guest, mount.writable)
+        if self.spec.stdin is not None:
+            wasi.stdin_file(str(self.spec.stdin))
+        wasi.stdout_custom = self.stdout
+        wasi.stderr_custom = self.stderr
+
+        store = wasmtime.Store(engine)
+        try:
+            store.set_limits(memory_size=self.spec.memory_limit)
+            keepalive = self._install_deadline_callback(store)
+            store.set_wasi(wasi)
+            linker = wasmtime.Linker(engine)
+            linker.define_wasi()
+            linker.allow_shadowing = True
+            i32 = wasmtime.ValType.i32()
+            linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]),
+                               DoorTransport(self, self.door), access_caller=True)
+            linker.define_func("wasi_snapshot_preview1", "poll_oneoff",
+                               wasmtime.FuncType([i32] * 4, [i32]),
+                               PollOneoff(self, clock_base), access_caller=True)
+            readdir = linker.get(store, "wasi_snapshot_preview1", "fd_readdir")
+            assert isinstance(readdir, wasmtime.Func)
+            linker.define_func("wasi_snapshot_preview1", "fd_readdir",
+                               wasmtime.FuncType([i32, i32, i32, wasmtime.ValType.i64(), i32], [i32]),
+                               FdReaddir(engine, readdir), access_caller=True)
+            if self._should_stop():
+                return -1, None
+            instance = linker.instantiate(store, self.runtime.module)
+            try:
+                return self._drive(store, instance), None
+            except wasmtime.ExitTrap as exit_trap:
+                if self._declared_exit is not None:
+                    return self._declared_exit, None
+                return int(exit_trap.code), None
+            except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:
+                if self._stop_reason is not None:
+                    return -1, None
+                message = str(trap).strip().splitlines()[0] if str(trap).strip() else repr(trap)
+                return TRAP_EXIT_CODE, f"guest trapped: {message}"
+            finally:
+                del keepalive
+        finally:
+            store.close()
+
+    def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
+        """Run the program in the fresh instance; return its exit code."""
+        if not self.spec.turns:
+            return int(_export(store, instance, "run")(store))
+        for source in self.spec.turns:
+            code = self.turn(store, instance, source)
+            if code != 0:
+                return code
+        while self._more is not None:
+            try:
+                source, starting, done = self._more.get(timeout=0.05)
+            except queue.Empty:
+                if self._should_stop():
+                    return 0
+                continue
+            starting()
+            done(self.turn(store, instance, source))
+        return 0
+
+    @staticmethod
+    def turn(store: wasmtime.Store, instance: wasmtime.Instance, source: str) -> int:
+        """Run `source` in the guest's `__main__` (0 ok, 1 exception, n for sys.exit(n))."""
+        raw = source.encode()
+        ptr = int(_export(store, instance, "host_alloc")(store, len(raw)))
+        memory = instance.exports(store)["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        if not ptr or ptr + len(raw) > memory.data_len(store):
+            raise wasmtime.WasmtimeError("host_alloc returned an unusable address")
+        memory.write(store, raw, ptr)
+        return int(_export(store, instance, "turn")(store, ptr, len(raw)))
+
+    def _install_deadline_callback(self, store: wasmtime.Store) -> object:
+        def on_deadline(_ctx: object, _data: object, delta: ctypes._Pointer, kind: ctypes._Pointer) -> int:
+            try:
+                if self._should_stop():
+                    err = _ffi.wasmtime_error_new(b"declaw-wasm: guest stopped")
+                    return ctypes.cast(err, ctypes.c_void_p).value or 0
+            except BaseException:
+                pass
+            delta[0] = 1
+            kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
+            return 0
+
+        callback = _DeadlineFn(on_deadline)
+        _ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), callback, None, _no_finalizer)
+        store.set_epoch_deadline(1)
+        return callback
+
+
+def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wasmtime.Func:
+    func = instance.exports(store)[name]
+    assert isinstance(func, wasmtime.Func), name
+    return func
+
+
+class GuestStopping(Exception):
+    """Raised inside a door handler whose guest is being stopped; the door turns it into an
+    error answer (never into an exception out of the host function)."""

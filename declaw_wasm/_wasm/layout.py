@@ -1,0 +1,98 @@
+"""The guest's side of the file system, written once: every guest path the host relies on, the
+`Mount` a guest sees a host folder through, the read-only mounts every guest shares, and the
+environment every guest starts from.
+
+    guest path                                         host                             access
+    /                                                  <sandbox>/root  (wasi-fs/ copy)  read-only
+    /home/user, /tmp                                   <sandbox>/root/home/user, .../tmp read-write
+    /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
+    /usr/local/lib/declaw                              the package's runtime/ folder     read-only
+    /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
+    /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
+    /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
+    /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
+
+The guest-side code repeats three of these paths (runtime/_declaw_boot.py's GUEST_SITE,
+runtime/declaw_shell/pip.py's USER_SITE); tests/test_layers.py checks they agree.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+HOME = "/home/user"
+GUEST_LIB = "/usr/local/lib"
+GUEST_PYTHON = "/usr/local/bin/python3"
+GUEST_DECLAW = "/usr/local/lib/declaw"  # runtime/: start-up, shell and kernel sources
+BOOT_SCRIPT = f"{GUEST_DECLAW}/_declaw_boot.py"
+GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and runtime/'s packages, compiled
+GUEST_BUNDLE = "/usr/local/lib/declaw-bundle"
+GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
+MPL_DATA = "/usr/local/lib/python315.zip/matplotlib/mpl-data"
+USER_SITE = "/home/user/.local/lib/python3.15/site-packages"  # `pip install` in a sandbox
+USER_BIN = "/home/user/.local/bin"
+WRITABLE = (HOME, "/tmp")  # the folders a guest (and the files API) may write
+PTY_ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder the guest sees at `guest` (read-only unless `writable`)."""
+
+    guest: str
+    host: Path
+    writable: bool
+
+
+def base_env() -> dict[str, str]:
+    """The environment every guest starts from. Nothing comes from the host's environment."""
+    return {
+        "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+        "HOSTNAME": "sandbox", "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": f"{HOME}/.config/matplotlib",
+    }
+
+
+def shared_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
+                  site: Path) -> list[Mount]:
+    """The read-only mounts every guest shares: stdlib + packages, boot and shell code, the
+    guest's own site-packages, matplotlib data."""
+    return [
+        Mount(GUEST_LIB, lib_dir, writable=False),
+        Mount(GUEST_DECLAW, guest_runtime, writable=False),
+        Mount(GUEST_SITE, site, writable=False),
+        Mount(MPL_DATA, mpl_data_dir, writable=False),
+    ]
+
+
+def root_mounts(root: Path) -> list[Mount]:
+    """A sandbox's own folder as the guest sees it: `/` read-only, /home/user and /tmp writable."""
+    return [Mount("/", root, writable=False),
+            Mount(HOME, root / HOME.lstrip("/"), writable=True),
+            Mount("/tmp", root / "tmp", writable=True)]
+
+
+def make_root(root: Path, skeleton: Path) -> None:
+    """Lay out a sandbox's root folder from the skeleton (wasi-fs/) and the folders guests need."""
+    shutil.copytree(skeleton, root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
+                    dirs_exist_ok=True)
+    for folder in ("home/user/.config/matplotlib", "tmp", "usr/local/lib", "usr/local/bin"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+
+
+@contextmanager
+def scratch_root(skeleton: Path) -> Iterator[list[Mount]]:
+    """A throw-away root for the host's own guests (the snapshot build, its self-check): its
+    mounts, deleted on exit."""
+    base = Path(tempfile.mkdtemp(prefix="declaw-wasm-scratch-"))
+    try:
+        make_root(base / "root", skeleton)
+        yield root_mounts(base / "root")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,321 @@
+"""The host functions a guest imports besides WASI's own, and the WASI calls we shadow.
+
+- `DoorTransport`: the `host.call` import, the guest's door to the host (msgpack frames).
+- `PollOneoff`: WASI `poll_oneoff`, so a sleeping guest can be stopped.
+- `FdReaddir`: WASI `fd_readdir`, so listing a big folder is not quadratic.
+
+None of them ever raises into wasmtime (see guest.py's module docstring): each answers an
+error code instead, and the deadline callback stops the guest on its next epoch tick.
+"""
+
+from __future__ import annotations
+
+import atexit
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+import msgpack
+import wasmtime
+
+if TYPE_CHECKING:
+    from .guest import Guest
+
+DoorHandler = Callable[["Guest", Any], Any]
+
+
+class DoorTransport:
+    """The `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32` import: reads one msgpack
+    request from guest memory, asks the handler, writes the msgpack answer into memory the guest
+    allocates (`host_alloc`). 0: answered; -2: the request or the handler failed. Every address
+    the guest gives is bounds-checked.
+
+    One request is the guest's own: `{"op": "exit", "code": n}` declares the exit status before
+    `os._exit`, because WASI's `proc_exit` only carries 0..125 (wasmtime traps on more, and bash
+    needs 126, 127, 130...)."""
+
+    MAX_REQUEST = 16 << 20
+
+    def __init__(self, guest: Guest, handler: Optional[DoorHandler]) -> None:
+        self.guest = guest
+        self.handler = handler
+
+    def __call__(self, caller: wasmtime.Caller, ptr: int, length: int, out_ptr_ptr: int,
+                 out_len_ptr: int) -> int:
+        try:
+            return self._answer(caller, ptr, length, out_ptr_ptr, out_len_ptr)
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return -2
+
+    def _answer(self, caller: wasmtime.Caller, ptr: int, length: int, out_ptr_ptr: int,
+                out_len_ptr: int) -> int:
+        memory = caller["memory"]
+        alloc = caller["host_alloc"]
+        assert isinstance(memory, wasmtime.Memory) and isinstance(alloc, wasmtime.Func)
+        size = memory.data_len(caller)
+        if not (0 <= length <= self.MAX_REQUEST and 0 <= ptr and ptr + length <= size
+                and _fits(out_ptr_ptr, 4, size) and _fits(out_len_ptr, 4, size)):
+            return -2
+        try:
+            request = msgpack.unpackb(bytes(memory.read(caller, ptr, ptr + length)), raw=False)
+        except Exception:
+            return -2
+        try:
+            if isinstance(request, dict) and request.get("op") == "exit":
+                self.guest.declare_exit(int(request["code"]))
+                reply = None
+            elif self.handler is None:
+                return -1
+            else:
+                reply = self.handler(self.guest, request)
+            answer = msgpack.packb(reply, use_bin_type=True)
+        except Exception:
+            return -2
+        out = int(alloc(caller, len(answer)))
+        if not out or not _fits(out, len(answer), memory.data_len(caller)):
+            return -2
+        memory.write(caller, answer, out)
+        memory.write(caller, struct.pack("<I", out), out_ptr_ptr)
+        memory.write(caller, struct.pack("<I", len(answer)), out_len_ptr)
+        return 0
+
+
+def _fits(ptr: int, length: int, size: int) -> bool:
+    return 0 <= ptr and ptr + length <= size
+
+
+class PollOneoff:
+    """WASI `poll_oneoff`, reimplemented so that a sleeping guest can be stopped.
+
+    Clock subscriptions sleep in waits of at most 50 ms on the guest's cancel event, and end
+    early once the guest is to stop; fd subscriptions (stdin, files) are reported ready at once,
+    as regular files always are.
+    """
+
+    SUB = 48
+    EVENT = 32
+    EINVAL, EFAULT = 28, 21
+
+    def __init__(self, guest: Guest, clock_base_ns: int) -> None:
+        self.guest = guest
+        self.clock_base_ns = clock_base_ns
+
+    def __call__(self, caller: wasmtime.Caller, in_ptr: int, out_ptr: int, nsubs: int,
+                 nevents_ptr: int) -> int:
+        try:
+            return self._poll(caller, in_ptr, out_ptr, nsubs, nevents_ptr)
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return self.EFAULT
+
+    def _poll(self, caller: wasmtime.Caller, in_ptr: int, out_ptr: int, nsubs: int,
+              nevents_ptr: int) -> int:
+        memory = caller["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        if nsubs <= 0 or nsubs > 4096:
+            return self.EINVAL
+        size = memory.data_len(caller)
+        if not (0 <= in_ptr and in_ptr + nsubs * self.SUB <= size
+                and 0 <= out_ptr and out_ptr + nsubs * self.EVENT <= size
+                and 0 <= nevents_ptr and nevents_ptr + 4 <= size):
+            return self.EFAULT
+        raw = memory.read(caller, in_ptr, in_ptr + nsubs * self.SUB)
+        clocks: list[tuple[int, int]] = []  # (userdata, absolute host-monotonic deadline ns)
+        ready: list[tuple[int, int]] = []  # (userdata, tag) of fd subscriptions
+        for i in range(nsubs):
+            base = i * self.SUB
+            userdata, tag = struct.unpack_from("<QB", raw, base)
+            if tag == 0:
+                clock_id, timeout = struct.unpack_from("<I4xQ", raw, base + 16)
+                flags = struct.unpack_from("<H", raw, base + 40)[0]
+                clocks.append((userdata, self._deadline_ns(clock_id, timeout, bool(flags & 1))))
+            else:
+                ready.append((userdata, tag))
+        events = [(ud, tag) for ud, tag in ready]
+        if not events and clocks:
+            first = min(deadline for _, deadline in clocks)
+            while True:
+                remaining = first - time.monotonic_ns()
+                if remaining <= 0:
+                    break
+                if self.guest.wait_stopping(min(remaining / 1e9, 0.05)):
+                    break  # wake early: the deadline callback stops the guest on its next tick
+            now = time.monotonic_ns()
+            events = [(ud, 0) for ud, deadline in clocks if deadline <= now] or \
+                [(ud, 0) for ud, _ in clocks]
+        out = b"".join(struct.pack("<QHBxxxxxQHxxxxxx", ud, 0, tag, 0, 0) for ud, tag in events)
+        memory.write(caller, out, out_ptr)
+        memory.write(caller, struct.pack("<I", len(events)), nevents_ptr)
+        return 0
+
+    def _deadline_ns(self, clock_id: int, timeout: int, absolute: bool) -> int:
+        now = time.monotonic_ns()
+        if not absolute:
+            return now + timeout
+        if clock_id == 0:  # realtime: an absolute wall-clock time
+            return now + (timeout - time.time_ns())
+        return self.clock_base_ns + timeout  # monotonic, counted from the WASI context's start
+
+
+_TRAMPOLINE_WAT = """
+(module
+  (import "guest" "memory" (memory 0))
+  (import "wasi_snapshot_preview1" "fd_readdir" (func $readdir (param i32 i32 i32 i64 i32) (result i32)))
+  (export "memory" (memory 0))
+  (func (export "fd_readdir") (param i32 i32 i32 i64 i32) (result i32)
+    (call $readdir (local.get 0) (local.get 1) (local.get 2) (local.get 3) (local.get 4))))
+"""
+_trampolines: dict[int, wasmtime.Module] = {}
+_trampolines_lock = threading.Lock()
+
+
+def _trampoline_module(engine: wasmtime.Engine) -> wasmtime.Module:
+    with _trampolines_lock:
+        module = _trampolines.get(id(engine))
+        if module is None:
+            module = _trampolines[id(engine)] = wasmtime.Module(engine, bytes(wasmtime.wat2wasm(_TRAMPOLINE_WAT)))
+        return module
+
+
+class FdReaddir:
+    """WASI `fd_readdir`, in front of wasmtime's: whole listings read at once, then served from
+    memory.
+
+    wasmtime's `fd_readdir` reads the whole folder again on every call and skips to the cookie;
+    wasi-libc's `readdir` calls it with a 4 KiB buffer (~100 entries), so a listing costs
+    O(entries²) (8000 files: 18-32 s). Here a call at cookie 0 (the start of every listing)
+    reads into a scratch buffer in the guest's memory (`host_alloc`, 256 KiB, ~3000 entries);
+    the listing's later calls are answered from the records kept, and refilled by the real call
+    (each one still re-reads the whole folder, ~50 µs an entry) only past the buffer, which then
+    grows eightfold, up to 16 MiB: a few real calls per listing at most. A listing is a snapshot
+    taken at its start. (Kept per fd, for the last few fds listed: `find` lists a folder while
+    it walks another.) The guest has no `free` export: outgrown buffers stay allocated (< 3 MiB).
+
+    wasmtime's WASI functions find the memory through their caller's `memory` export, so the
+    host cannot call one directly: a two-line wasm module importing the guest's memory (and
+    exporting it) calls it for us.
+    """
+
+    FIRST_SCRATCH, MAX_SCRATCH = 256 << 10, 16 << 20
+    HEADER = 24  # d_next u64, d_ino u64, d_namlen u32, d_type u8, padding
+    KEEP = 16  # listings kept (one per fd)
+    EIO, EFAULT = 29, 21
+
+    def __init__(self, engine: wasmtime.Engine, original: wasmtime.Func) -> None:
+        self.engine = engine
+        self.original = original
+        self.call: Optional[wasmtime.Func] = None  # the trampoline, made on first use
+        self.scratch = 0
+        self.scratch_size = 0
+        self.grow = False  # the last fill was full: the next gets a bigger buffer
+        self.listings: dict[int, _Listing] = {}  # fd -> its listing, oldest first
+
+    def __call__(self, caller: wasmtime.Caller, fd: int, buf: int, buf_len: int, cookie: int,
+                 bufused_ptr: int) -> int:
+        try:
+            return self._readdir(caller, fd, buf, buf_len, cookie, bufused_ptr)
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return self.EIO
+
+    def _readdir(self, caller: wasmtime.Caller, fd: int, buf: int, buf_len: int, cookie: int,
+                 bufused_ptr: int) -> int:
+        memory = caller["memory"]
+        assert isinstance(memory, wasmtime.Memory)
+        size = memory.data_len(caller)
+        if not (buf_len >= 0 and _fits(buf, buf_len, size) and _fits(bufused_ptr, 4, size)):
+            return self.EFAULT
+        listing = self.listings.get(fd)
+        if cookie == 0 or listing is None or cookie not in listing.index:
+            listing = _Listing()
+            self.listings.pop(fd, None)
+            while len(self.listings) >= self.KEEP:
+                del self.listings[next(iter(self.listings))]
+            self.listings[fd] = listing
+            errno = self._fill(caller, memory, fd, cookie, listing)
+            if errno:
+                return errno
+        out = bytearray()
+        at = listing.index.get(cookie)
+        while len(out) < buf_len:
+            if at is None or at >= len(listing.records):
+                resume = listing.next_cookie
+                if resume is None:
+                    break  # the real end of the folder
+                errno = self._fill(caller, memory, fd, resume, listing)
+                if errno:
+                    return errno
+                at = listing.index.get(resume)
+                if at is None or at >= len(listing.records):
+                    break
+                continue
+            out += listing.records[at]
+            at += 1
+        data = bytes(out[:buf_len])
+        memory.write(caller, data, buf)
+        memory.write(caller, struct.pack("<I", len(data)), bufused_ptr)
+        return 0
+
+    def _fill(self, caller: wasmtime.Caller, memory: wasmtime.Memory, fd: int, cookie: int,
+              listing: "_Listing") -> int:
+        """Read records from `cookie` on with the real call (one scratch buffer's worth)."""
+        if self.call is None:
+            instance = wasmtime.Instance(caller, _trampoline_module(self.engine), [memory, self.original])
+            call = instance.exports(caller)["fd_readdir"]
+            assert isinstance(call, wasmtime.Func)
+            self.call = call
+        if not self.scratch or self.grow:
+            size = min(self.scratch_size * 8, self.MAX_SCRATCH) if self.scratch else self.FIRST_SCRATCH
+            alloc = caller["host_alloc"]
+            assert isinstance(alloc, wasmtime.Func)
+            scratch = int(alloc(caller, size + 8))
+            if not scratch or not _fits(scratch, size + 8, memory.data_len(caller)):
+                return self.EIO
+            self.scratch, self.scratch_size, self.grow = scratch, size, False
+        size = self.scratch_size
+        used_ptr = self.scratch + size
+        errno = int(self.call(caller, fd, self.scratch, size, cookie, used_ptr))
+        if errno:
+            return errno
+        used = min(struct.unpack("<I", memory.read(caller, used_ptr, used_ptr + 4))[0], size)
+        raw = memory.read(caller, self.scratch, self.scratch + used)
+        pos, start = 0, cookie
+        while pos + self.HEADER <= len(raw):
+            d_next, _ino, namlen = struct.unpack_from("<QQI", raw, pos)
+            end = pos + self.HEADER + namlen
+            if end > len(raw):
+                break  # cut off at the end of the buffer: read again from its cookie
+            listing.index[start] = len(listing.records)
+            listing.records.append(bytes(raw[pos:end]))
+            start, pos = d_next, end
+        # a full buffer means more may follow (WASI); anything less is the end of the folder
+        full = used >= size
+        listing.next_cookie = start if full and start != cookie else None
+        self.grow = full and size < self.MAX_SCRATCH
+        return 0
+
+
+@dataclass
+class _Listing:
+    """One folder listing read by `_FdReaddir`: its dirent records in order."""
+
+    records: list[bytes] = field(default_factory=list)
+    index: dict[int, int] = field(default_factory=dict)  # cookie of an entry -> its record's index
+    next_cookie: Optional[int] = None  # where the real listing goes on (None: it ended)
+
+
+def wait_for_wasmtime_output_threads() -> None:
+    """wasmtime frees output callbacks on its own threads after a store closes; exiting the
+    process before they run makes Rust panic. Wait (briefly) until they are all freed."""
+    try:
+        from wasmtime import _wasi
+
+        handles = _wasi.CUSTOM_OUTPUTS.handles
+    except Exception:
+        return
+    deadline = time.monotonic() + 2.0
+    while handles and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+atexit.register(wait_for_wasmtime_output_threads)

@@ -1,0 +1,101 @@
+"""`declaw-wasm serve`'s app: the routes (routes.py) of one backend's sandboxes behind the guard
+(guard.py), with errors as JSON naming the SDK's exception class.
+
+Why FastAPI on uvicorn: the request and response bodies are the pydantic models the SDK already
+returns (models.py, execution.py, wire.py), and FastAPI turns those into validation and an
+OpenAPI document (`/openapi.json`) without a second schema; Starlette under it gives streamed
+request and response bodies and WebSockets; uvicorn is the ASGI server both are made for.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp
+
+from .. import __version__
+from .._backend import Sandboxes
+from .._threads import in_thread
+from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
+from ..wire import API_KEY_HEADER, CellLine, CommandLine, PtyControl, PtyEnd, error_body, status_of
+from .guard import Guard
+from .routes import Registry, routers
+
+DEFAULT_MAX_BODY = 16 << 20  # JSON bodies: code, stdin, arguments
+DEFAULT_MAX_UPLOAD = 1 << 30  # one file upload (the default per-sandbox disk quota)
+
+
+def _error_response(exc: BaseException, status: Optional[int] = None) -> JSONResponse:
+    body = error_body(exc)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status or status_of(body.error))
+
+
+def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
+               max_upload: int = DEFAULT_MAX_UPLOAD, sandboxes: Optional[Sandboxes] = None) -> ASGIApp:
+    """The server as an ASGI app, serving `sandboxes` (default: this process's)."""
+    if sandboxes is None:
+        from .._local.sandbox import LocalSandboxes
+
+        sandboxes = LocalSandboxes()
+    registry = Registry(sandboxes)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await in_thread(registry.kill_all)
+
+    # no /docs or /redoc: they load their scripts from a CDN and fetch the document without the key
+    app = FastAPI(title="declaw-wasm", version=__version__, docs_url=None, redoc_url=None,
+                  lifespan=lifespan,
+                  description="Sandboxes running CPython on WASI, with E2B's API. Every request "
+                              f"needs the API key ({API_KEY_HEADER} or Authorization: Bearer) "
+                              "when the server has one.")
+    for router in routers(registry):
+        app.include_router(router)
+
+    @app.exception_handler(SandboxException)
+    async def sandbox_error(request: Request, exc: SandboxException) -> JSONResponse:
+        return _error_response(exc)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        cls: type[SandboxException] = (NotFoundException if exc.status_code == 404
+                                       else InvalidArgumentException)
+        if exc.status_code >= 500:
+            cls = SandboxException
+        return _error_response(cls(str(exc.detail)), exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                             for e in exc.errors())
+        return _error_response(InvalidArgumentException(problems), 400)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return _error_response(SandboxException(f"internal error: {type(exc).__name__}: {exc}"), 500)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document, plus the streamed messages (NDJSON lines, WebSocket frames)."""
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            document = get_openapi(title=app.title, version=app.version, description=app.description,
+                                   routes=app.routes)
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            for name, kind in (("CommandLine", CommandLine), ("CellLine", CellLine),
+                               ("PtyControl", PtyControl), ("PtyEnd", PtyEnd)):
+                schema = TypeAdapter(kind).json_schema(ref_template="#/components/schemas/{model}")
+                schemas.update(schema.pop("$defs", {}))
+                schemas[name] = schema
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return Guard(app, api_key, max_body, max_upload)

@@ -1,0 +1,76 @@
+"""Running the server: `declaw-wasm serve` (uvicorn until interrupted) and `serve_in_thread`
+(a free port in a thread of this process: tests, benchmarks, embedding)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+from ..settings import log_level
+from .app import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, create_app
+from .guard import is_loopback
+
+GRACE = 5  # seconds open streams get at shutdown before they are cut and the sandboxes killed
+
+
+def check_bind(host: str, api_key: Optional[str]) -> None:
+    """Refuse to listen beyond loopback without an API key."""
+    if not api_key and not is_loopback(host):
+        raise SystemExit(f"declaw-wasm serve: refusing to listen on {host} without an API key; "
+                         "set DECLAW_API_KEY (or use --host 127.0.0.1)")
+
+
+def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = None,
+          max_body: int = DEFAULT_MAX_BODY, max_upload: int = DEFAULT_MAX_UPLOAD) -> None:
+    """Run the server until interrupted (what `declaw-wasm serve` does)."""
+    import uvicorn
+
+    from .._wasm.snapshot import get_runtime
+
+    check_bind(host, api_key)
+    if not api_key:
+        print("declaw-wasm serve: no DECLAW_API_KEY set; requests are not authenticated "
+              "(loopback only)", file=sys.stderr)
+    get_runtime()  # load (or build) the runtime before taking requests
+    shown = f"[{host}]" if ":" in host else host
+    print(f"declaw-wasm serve: http://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
+    # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
+    uvicorn.run(create_app(api_key, max_body, max_upload), host=host, port=port,
+                log_level=log_level(), timeout_graceful_shutdown=GRACE)
+
+
+@contextmanager
+def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grace: float = GRACE,
+                    **app_args: Any) -> Iterator[str]:
+    """Run the server on a free port in a thread of this process; yields its URL. Leaving the
+    block stops it (and kills its sandboxes)."""
+    import uvicorn
+
+    check_bind(host, api_key)
+    # proto IPPROTO_TCP, so that asyncio sets TCP_NODELAY on the accepted connections (it checks
+    # the proto; without it, small writes wait ~40 ms for delayed ACKs)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
+                         socket.IPPROTO_TCP)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning",
+                            timeout_graceful_shutdown=grace)  # type: ignore[arg-type]  # a float works
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
+                              name="declaw-serve")
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(grace + 10)
+        sock.close()

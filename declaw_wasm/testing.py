@@ -1,0 +1,62 @@
+"""For tests and benchmarks: a look behind an in-process sandbox (its host folder, mounts,
+limits, guest path), so that they never reach into private attributes. Not for applications."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from ._local.sandbox import LocalSandbox
+from ._wasm.engine import Runtime
+from ._wasm.layout import Mount
+from .limits import Limits
+
+
+def local(sbx: Any) -> LocalSandbox:
+    """The in-process backend of a `Sandbox` or `AsyncSandbox`."""
+    backend = getattr(getattr(sbx, "_sync", sbx), "_backend", None)
+    if not isinstance(backend, LocalSandbox):
+        raise TypeError(f"{sbx!r} is not an in-process sandbox")
+    return backend
+
+
+def host_folder(sbx: Any) -> Path:
+    """The sandbox's private host folder (deleted on kill)."""
+    return local(sbx).fs.base
+
+
+def host_root(sbx: Any) -> Path:
+    """The host folder behind the guest's `/`."""
+    return local(sbx).fs.root
+
+
+def host_path(sbx: Any, guest_path: str) -> Optional[Path]:
+    """Where a guest path lives on the host (None outside the sandbox's own folders)."""
+    return local(sbx).fs.host_path(guest_path)
+
+
+def mounts(sbx: Any) -> list[Mount]:
+    return list(local(sbx).fs.mounts)
+
+
+def limits_of(sbx: Any) -> Limits:
+    return local(sbx).limits
+
+
+def runtime_of(sbx: Any) -> Runtime:
+    return local(sbx).runtime
+
+
+def is_warm(sbx: Any) -> bool:
+    """Whether the sandbox's guests start from the warm snapshot."""
+    return runtime_of(sbx).warm
+
+
+def is_local(sbx: Any) -> bool:
+    """Whether the sandbox runs in this process (not on a server)."""
+    return isinstance(getattr(getattr(sbx, "_sync", sbx), "_backend", None), LocalSandbox)
+
+
+def finished(handle: Any) -> bool:
+    """Whether a `CommandHandle`'s command has ended (without waiting)."""
+    return bool(getattr(handle, "_handle", handle)._process.done)

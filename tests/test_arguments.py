@@ -1,0 +1,69 @@
+"""Bad arguments are refused the same way wherever the sandbox runs: in this process and through
+`declaw-wasm serve` (remote mode), the same call raises the same exception class."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+
+from conftest import API_KEY  # tests/ is on sys.path
+from declaw_wasm import (FileNotFoundException, InvalidArgumentException, NotFoundException, PtySize,
+                         Sandbox, SandboxNotFoundException)
+
+pytestmark = pytest.mark.served
+
+CALLS: dict[str, tuple[Callable[[Sandbox], Any], type[Exception]]] = {
+    "cmd not a string": (lambda s: s.commands.run(123), InvalidArgumentException),
+    "cmd over 128 KiB": (lambda s: s.commands.run("x" * (128 << 10)), InvalidArgumentException),
+    "env name with =": (lambda s: s.commands.run("true", envs={"A=B": "1"}), InvalidArgumentException),
+    "env value with NUL": (lambda s: s.commands.run("true", envs={"A": "\0"}), InvalidArgumentException),
+    "negative timeout": (lambda s: s.commands.run("true", timeout=-1), InvalidArgumentException),
+    "stdin of a bad type": (lambda s: s.commands.run("cat", stdin=3), InvalidArgumentException),
+    "missing cwd": (lambda s: s.commands.run("true", cwd="/no/such/dir"), InvalidArgumentException),
+    "empty path": (lambda s: s.files.read(""), InvalidArgumentException),
+    "path with NUL": (lambda s: s.files.read("/tmp/a\0b"), InvalidArgumentException),
+    "unknown format": (lambda s: s.files.read("/etc/hostname", format="yaml"), InvalidArgumentException),
+    "data of a bad type": (lambda s: s.files.write("/tmp/x", 3), InvalidArgumentException),
+    "missing file": (lambda s: s.files.read("/tmp/no-such-file"), FileNotFoundException),
+    "read-only path": (lambda s: s.files.write("/etc/passwd", "x"), Exception),
+    "zero-size pty": (lambda s: s.pty.create(PtySize(0, 80)), InvalidArgumentException),
+    "code not a string": (lambda s: s.run_code(3), InvalidArgumentException),
+    "unknown language": (lambda s: s.run_code("1", language="r"), InvalidArgumentException),
+    "unknown context": (lambda s: s.run_code("1", context="no-such-context"), InvalidArgumentException),
+    "negative lifetime": (lambda s: s.set_timeout(-1), InvalidArgumentException),
+    "no such command": (lambda s: s.commands.connect(99999), NotFoundException),
+}
+
+
+@pytest.mark.parametrize("case", CALLS)
+def test_the_same_bad_call_raises_the_same_exception(sbx: Sandbox, case: str) -> None:
+    call, expected = CALLS[case]
+    with pytest.raises(expected) as raised:
+        call(sbx)
+    if case == "read-only path":  # the class the in-process backend raises, whatever it is
+        assert type(raised.value).__name__ == "SandboxException"
+
+
+CREATES: dict[str, tuple[dict[str, Any], type[Exception]]] = {
+    "misspelt keyword": ({"templat": "base"}, InvalidArgumentException),
+    "unknown template": ({"template": "no-such-template"}, InvalidArgumentException),
+    "zero lifetime": ({"timeout": 0}, InvalidArgumentException),
+    "empty env name": ({"envs": {"": "x"}}, InvalidArgumentException),
+    "metadata not strings": ({"metadata": {"a": 1}}, InvalidArgumentException),
+}
+
+
+@pytest.mark.parametrize("case", CREATES)
+def test_the_same_bad_create_raises_the_same_exception(mode: str, make_served: Any, case: str) -> None:
+    arguments, expected = CREATES[case]
+    create = make_served if mode == "served" else Sandbox.create
+    with pytest.raises(expected):
+        create(**arguments).kill()
+
+
+def test_an_unknown_sandbox_is_not_found_both_ways(mode: str, make_served: Any, server_url: str) -> None:
+    where = {"domain": server_url, "api_key": API_KEY} if mode == "served" else {}
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect("sbx_" + "0" * 32, **where)
+    assert Sandbox.kill("sbx_" + "0" * 32, **where) is False
