@@ -19,7 +19,6 @@ import os
 import posixpath
 import shutil
 import stat
-import tempfile
 import threading
 from collections import deque
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from typing import Any, Callable, IO, Iterator, List, Optional, Sequence
 from .._args import path as check_path
 from .._backend import WriteData
 from .._wasm.layout import HOME, Mount, make_root, root_mounts
+from .._owners import make_folder
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
                           NotEnoughSpaceException, SandboxException)
 from ..limits import Limits
@@ -178,7 +178,7 @@ class SandboxFS:
         """`limits`: whose disk quota the files API keeps to (none for a throw-away tree);
         `overlay`: a template's files, laid over the skeleton."""
         self.limits = limits
-        self.base = Path(tempfile.mkdtemp(prefix="declaw-wasm-sbx-"))
+        self.base = make_folder("sbx")  # named after its owner: reaped if this process dies
         self.root = self.base / "root"
         make_root(self.root, skeleton)
         if overlay is not None and overlay.is_dir():

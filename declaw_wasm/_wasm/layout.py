@@ -19,11 +19,12 @@ runtime/declaw_shell/pip.py's USER_SITE); tests/test_layers.py checks they agree
 from __future__ import annotations
 
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from .._owners import make_folder
 
 HOME = "/home/user"
 GUEST_LIB = "/usr/local/lib"
@@ -90,7 +91,7 @@ def make_root(root: Path, skeleton: Path) -> None:
 def scratch_root(skeleton: Path) -> Iterator[list[Mount]]:
     """A throw-away root for the host's own guests (the snapshot build, its self-check): its
     mounts, deleted on exit."""
-    base = Path(tempfile.mkdtemp(prefix="declaw-wasm-scratch-"))
+    base = make_folder("scratch")
     try:
         make_root(base / "root", skeleton)
         yield root_mounts(base / "root")
