@@ -104,7 +104,7 @@ def start_reaper(where: Path) -> None:
 def reap(where: Path) -> list[Path]:
     """Delete the folders in `where` whose owner process is gone; the ones deleted."""
     uid = os.getuid() if hasattr(os, "getuid") else None
-    reaped = []
+    reaped: list[Path] = []
     try:
         entries = list(os.scandir(where))
     except OSError:

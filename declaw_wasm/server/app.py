@@ -10,7 +10,7 @@ request and response bodies and WebSockets; uvicorn is the ASGI server both are 
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Optional
+from typing import Any, AsyncIterator, Optional, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -91,7 +91,7 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             for name, kind in (("CommandLine", CommandLine), ("CellLine", CellLine),
                                ("PtyControl", PtyControl), ("PtyEnd", PtyEnd)):
-                schema = TypeAdapter(kind).json_schema(ref_template="#/components/schemas/{model}")
+                schema = TypeAdapter(cast(Any, kind)).json_schema(ref_template="#/components/schemas/{model}")
                 schemas.update(schema.pop("$defs", {}))
                 schemas[name] = schema
             app.openapi_schema = document
