@@ -1,27 +1,37 @@
-"""Start-up and the seed's snippets: native CPython subprocesses vs. sandbox commands, side by side.
+"""Start-up and the seed's snippets: native CPython and bash subprocesses vs. sandbox commands,
+side by side, and what an idle sandbox, a parked guest and the create pool cost.
 
-    python benchmarks/startup.py [--repeat N]
+    python benchmarks/startup.py [--repeat N] [--gap SECONDS]
 
-Prints a Markdown table of medians (paste it into benchmarks/README.md).
+Native is a `python3` from a clean venv holding only what the work needs (_common.clean_python),
+or `bash -c`. Sandbox commands are measured two ways: back to back, and after `--gap` seconds
+of quiet (default 0.2 s, untimed), as an agent's commands come (an LLM round trip apart): then
+the sandbox's next guest is already parked (booted and waiting for its line) and `create` hands
+out a pre-created sandbox. Prints Markdown tables of medians (paste them into
+benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import HEADER, median_s, native, row  # noqa: E402
 
-from declaw_wasm import testing  # noqa: E402
-from declaw_wasm import Sandbox  # noqa: E402
+from declaw_wasm import Sandbox, testing  # noqa: E402
 from declaw_wasm._assets import examples_dir  # noqa: E402
+
+SNIPPET_PACKAGES = [["sympy"], ["pandas"], ["matplotlib"]]
 
 
 def seed_snippets() -> list[str]:
@@ -38,15 +48,42 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def memory_figures() -> None:
-    """RSS an idle sandbox costs, and the peak while one runs each seed snippet."""
-    import threading
+def after_gap(fn: Callable[[], object], repeat: int, gap: float) -> float:
+    """Median of `fn` with `gap` seconds of quiet before each call (not timed)."""
+    times = []
+    for _ in range(repeat):
+        time.sleep(gap)
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
-    before = rss_mib()
+
+def bash(line: str) -> Callable[[], None]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    return lambda: subprocess.run(["bash", "-c", line], env=env, check=True, capture_output=True)
+
+
+def memory_figures(gap: float) -> None:
+    """RSS an idle sandbox costs, a parked guest, and the peak while one runs each seed snippet."""
+    from declaw_wasm._local.parking import parking
+
+    time.sleep(1.0)
+    before, threads = rss_mib(), threading.active_count()
     idle = [Sandbox.create(timeout=600) for _ in range(20)]
+    time.sleep(1.0)
     per_idle = (rss_mib() - before) / len(idle)
+    base, parked_before = rss_mib(), parking.count()
+    for s in idle:
+        testing.park(s)
+    parked = parking.count() - parked_before
+    per_parked = (rss_mib() - base) / max(parked, 1)
+    extra_threads = threading.active_count() - threads
     for s in idle:
         s.kill()
+    print(f"\nIdle cost: a sandbox without a parked guest {per_idle:.2f} MiB RSS (20 created); "
+          f"a parked guest {per_parked:.1f} MiB RSS and one thread ({parked} parked, "
+          f"{extra_threads} threads more in all)")
     with Sandbox.create(timeout=600) as sbx:
         peaks = []
         for i, code in enumerate(seed_snippets()):
@@ -63,45 +100,62 @@ def memory_figures() -> None:
             done.set()
             sampler.join()
             peaks.append(max(peak[0], base) - base)
-    print(f"\nRSS per idle sandbox (20 created): {per_idle:.2f} MiB; "
-          f"peak extra RSS while a seed snippet runs: {', '.join(f'{p:.0f}' for p in peaks)} MiB")
+    print(f"peak extra RSS while a seed snippet runs: {', '.join(f'{p:.0f}' for p in peaks)} MiB")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=5)
-    repeat = parser.parse_args().repeat
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--gap", type=float, default=0.2)
+    args = parser.parse_args()
+    repeat, gap = args.repeat, args.gap
 
     start = time.perf_counter()
     first = Sandbox.create()  # loads the runtime (compiled modules from the cache)
     path = "warm snapshot" if testing.is_warm(first) else "cold (DECLAW_WASM_SNAPSHOT=0)"
     first.kill()
-    print(f"guest path: {path}; first Sandbox.create in this process (runtime load + self-check): "
-          f"{(time.perf_counter() - start) * 1000:.0f} ms\n")
+    print(f"guest path: {path}; first Sandbox.create in this process (runtime load): "
+          f"{(time.perf_counter() - start) * 1000:.0f} ms; native: a clean venv's python3 "
+          f"{sys.version.split()[0]}, bash -c\n")
 
     print(HEADER)
+    print1 = native(["-c", "print(1)"])
 
-    def fresh_print1() -> None:
-        with Sandbox.create() as s:
-            s.commands.run("python3 -c 'print(1)'")
+    def fresh(line: str) -> Callable[[], None]:
+        def run() -> None:
+            with Sandbox.create() as s:
+                s.commands.run(line)
+        return run
 
-    print(row("`python3 -c 'print(1)'` on a new sandbox (create + run + kill)",
-              median_s(native(["-c", "print(1)"]), repeat), median_s(fresh_print1, repeat)))
+    for _ in range(3):  # the create pool starts on the second create of a template
+        fresh("true")()
+    print(row("`python3 -c 'print(1)'` on a new sandbox (create + run + kill), back to back",
+              median_s(print1, repeat), median_s(fresh("python3 -c 'print(1)'"), repeat)))
+    print(row(f"`python3 -c 'print(1)'` on a new sandbox, {gap:g} s apart",
+              median_s(print1, repeat), after_gap(fresh("python3 -c 'print(1)'"), repeat, gap)))
+    print(row(f"`echo hi` on a new sandbox vs `bash -c 'echo hi'`, {gap:g} s apart",
+              median_s(bash("echo hi"), repeat), after_gap(fresh("echo hi"), repeat, gap)))
     with Sandbox.create(timeout=3600) as sbx:
-        print(row("`python3 -c 'print(1)'` (sandbox already up)",
-                  median_s(native(["-c", "print(1)"]), repeat),
-                  median_s(lambda: sbx.commands.run("python3 -c 'print(1)'"), repeat)))
-        print(row("`python3 -c 'import pandas'`", median_s(native(["-c", "import pandas"]), repeat),
-                  median_s(lambda: sbx.commands.run("python3 -c 'import pandas'"), repeat)))
+        run = sbx.commands.run
+        print(row("`python3 -c 'print(1)'` (sandbox up), back to back",
+                  median_s(print1, repeat), median_s(lambda: run("python3 -c 'print(1)'"), repeat)))
+        print(row(f"`python3 -c 'print(1)'` (sandbox up), {gap:g} s apart",
+                  median_s(print1, repeat), after_gap(lambda: run("python3 -c 'print(1)'"), repeat, gap)))
+        print(row(f"`echo hi` (sandbox up) vs `bash -c 'echo hi'`, {gap:g} s apart",
+                  median_s(bash("echo hi"), repeat), after_gap(lambda: run("echo hi"), repeat, gap)))
+        print(row(f"`python3 -c 'import pandas'`, {gap:g} s apart",
+                  median_s(native(["-c", "import pandas"], ["pandas"]), repeat),
+                  after_gap(lambda: run("python3 -c 'import pandas'"), repeat, gap)))
         with tempfile.TemporaryDirectory() as tmp:
             for i, code in enumerate(seed_snippets()):
                 local = Path(tmp) / f"snip_{i}.py"
                 local.write_text(code.replace("/tmp/chart.png", os.path.join(tmp, "chart.png")))
                 sbx.files.write(f"/tmp/snip_{i}.py", code)
                 label = ["sympy solve", "pandas groupby", "matplotlib savefig"][i]
-                print(row(f"seed snippet {i} ({label})", median_s(native([str(local)]), repeat),
-                          median_s(lambda: sbx.commands.run(f"python3 /tmp/snip_{i}.py"), repeat)))
-    memory_figures()
+                print(row(f"seed snippet {i} ({label})",
+                          median_s(native([str(local)], SNIPPET_PACKAGES[i]), repeat),
+                          after_gap(lambda: run(f"python3 /tmp/snip_{i}.py"), repeat, gap)))
+    memory_figures(gap)
 
 
 if __name__ == "__main__":

@@ -80,10 +80,12 @@ def ensure_folder(target: Path, build: Callable[[Path], None], supersedes: str =
 
 def prune_superseded(keep: Path, pattern: str) -> None:
     """Delete `keep`'s siblings matching `pattern` (builds for older keys: a warm module is
-    ~350 MB). Best effort; a process still using one keeps its mapping (unlink frees the file
-    only once it is unmapped)."""
+    ~350 MB), but not those of `keep`'s own key (its name up to the first dot: `x-KEY.cwasm`
+    keeps `x-KEY.wasm`, `x-KEY.cwasm.lock`...). Best effort; a process still using one keeps
+    its mapping (unlink frees the file only once it is unmapped)."""
+    stem = keep.name.split(".", 1)[0]
     for old in keep.parent.glob(pattern):
-        if old.name in (keep.name, keep.name + ".lock"):
+        if old.name.split(".", 1)[0] == stem:
             continue
         try:
             if old.is_dir():

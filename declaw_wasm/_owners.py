@@ -25,8 +25,8 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-KINDS = ("sbx", "scratch")
-_NAME = re.compile(r"^declaw-wasm-(?:sbx|scratch)-p(\d+)\.(\d+)\.([0-9a-f]{8})-")
+KINDS = ("sbx", "pool", "scratch")  # a sandbox's, a pre-created sandbox's, a host guest's
+_NAME = re.compile(r"^declaw-wasm-(?:sbx|pool|scratch)-p(\d+)\.(\d+)\.([0-9a-f]{8})-")
 _lock = threading.Lock()
 _tag: Optional[tuple[int, str]] = None  # (pid, tag): a forked child makes its own
 _reaper: Optional[threading.Thread] = None
@@ -97,7 +97,7 @@ def start_reaper(where: Path) -> None:
     with _lock:
         if _reaper is not None:
             return
-        _reaper = threading.Thread(target=reap, args=(where,), name="declaw-reaper", daemon=True)
+        _reaper = threading.Thread(target=reap, args=(where,), name="declaw-leftovers", daemon=True)
         _reaper.start()
 
 

@@ -18,8 +18,11 @@ _waiters = anyio.CapacityLimiter(10_000)
 
 
 async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """`fn(*args, **kwargs)` in a worker thread, awaited."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_waiters)
+    """`fn(*args, **kwargs)` in a worker thread, awaited. A cancelled await (a timeout around it)
+    returns at once and leaves the thread to finish on its own: waiting for a blocked call, say
+    a command waiting for input that never comes, would hang the caller's cancellation."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_waiters,
+                                          abandon_on_cancel=True)
 
 
 def from_loop(handler: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any], None]]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
+
+from ._model import Model
 
 
 class ChartType(str, Enum):
@@ -61,7 +63,7 @@ def _scale_type(value: Any) -> ScaleType:
         return ScaleType.UNKNOWN
 
 
-class Chart(BaseModel):
+class Chart(Model):
     """A chart whose kind is not known (or any chart's common part): its type and title."""
 
     # A field typed `Chart` (Result.chart) holds a LineChart etc.: dump the subclass' fields too
@@ -92,7 +94,7 @@ class Chart2D(Chart):
     y_unit: Optional[str] = None
 
 
-class PointData(BaseModel):
+class PointData(Model):
     """One line or scatter series. Coordinates are numbers, or strings for dates (ISO) and
     categories."""
 
@@ -127,7 +129,7 @@ class ScatterChart(PointChart):
     type: ChartType = ChartType.SCATTER
 
 
-class BarData(BaseModel):
+class BarData(Model):
     """One bar: its category (`label`, the tick label), its series (`group`) and its value."""
 
     label: str
@@ -142,7 +144,7 @@ class BarChart(Chart2D):
     elements: list[BarData] = Field(default_factory=list)
 
 
-class PieData(BaseModel):
+class PieData(Model):
     """One wedge: its label, its angle in degrees and its radius."""
 
     label: str
@@ -155,7 +157,7 @@ class PieChart(Chart):
     elements: list[PieData] = Field(default_factory=list)
 
 
-class BoxAndWhiskerData(BaseModel):
+class BoxAndWhiskerData(Model):
     """One box: whisker ends (`min`, `max`), quartiles, median and the outliers beyond the
     whiskers. A statistic the figure does not draw (say, no median line) is None."""
 

@@ -12,7 +12,10 @@ from typing import Optional, Sequence
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="declaw-wasm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("warmup", help="fetch, verify and compile the runtime once (cached on disk)")
+    warmup = sub.add_parser("warmup", help="fetch, verify and compile the runtime once (cached on disk)")
+    warmup.add_argument("--fuel", action="store_true",
+                        help="also compile the runtime with fuel, for Limits(cpu_instructions=...) "
+                             "(several minutes more)")
     sub.add_parser("demo", help="run the declaw code-interpreter example")
     run = sub.add_parser("run", help="run Python code in a fresh sandbox")
     what = run.add_mutually_exclusive_group(required=True)
@@ -30,7 +33,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "warmup":
-        return _warmup()
+        return _warmup(args.fuel)
     if args.command == "template":
         return _template(args)
     if args.command == "demo":
@@ -53,14 +56,15 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warmup() -> int:
+def _warmup(fuel: bool = False) -> int:
     from ._packages.bundle import ensure_bundle
-    from ._wasm.engine import compiled_path
+    from ._wasm.engine import FUEL_FLAGS, compiled_path
     from ._wasm.snapshot import get_runtime
     from .progress import Progress
     from .settings import cache_dir
 
     start = time.monotonic()
+    get_runtime(warm=False)  # the plain module: what the snapshot is built from, and the fallback
     runtime = get_runtime()
     print(f"declaw-wasm: runtime ready in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
           file=sys.stderr)
@@ -68,6 +72,11 @@ def _warmup() -> int:
     print(f"declaw-wasm: guests start from the {path}; plain module "
           f"{compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
     print(f"declaw-wasm: packages bundle ready: {ensure_bundle(runtime, Progress())}", file=sys.stderr)
+    if fuel:
+        start = time.monotonic()
+        get_runtime(FUEL_FLAGS, build=True)
+        print(f"declaw-wasm: fuel runtime ready in {time.monotonic() - start:.1f}s "
+              "(Limits(cpu_instructions=...) works)", file=sys.stderr)
     return 0
 
 

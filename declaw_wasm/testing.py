@@ -60,3 +60,32 @@ def is_local(sbx: Any) -> bool:
 def finished(handle: Any) -> bool:
     """Whether a `CommandHandle`'s command has ended (without waiting)."""
     return bool(getattr(handle, "_handle", handle)._process.done)
+
+
+def park(sbx: Any, timeout: float = 60.0) -> None:
+    """Give the sandbox a parked guest now and wait until it has parked (warm path only)."""
+    import time
+
+    from ._local.parking import parking
+
+    backend = local(sbx)
+    parking.park(backend)
+    deadline = time.monotonic() + timeout
+    while not parking.is_parked(backend):
+        if time.monotonic() > deadline:
+            raise TimeoutError("no parked guest")
+        time.sleep(0.005)
+
+
+def unpark(sbx: Any) -> None:
+    """Stop the sandbox's parked guest, so its next command starts a fresh one."""
+    from ._local.parking import parking
+
+    parking.drop(local(sbx))
+
+
+def parked_hits() -> int:
+    """Commands that found a parked guest, in this process so far."""
+    from ._local.parking import parking
+
+    return parking.hits

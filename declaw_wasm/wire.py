@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ._model import Model
+
 from . import exceptions
 from .charts import deserialize_chart
 from .exceptions import AuthenticationException, SandboxException, TimeoutException
@@ -36,8 +38,10 @@ STATUS = {  # HTTP status per exception (E2B's envd codes where it has one)
 }
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Body(Model):
+    # Built at import: request bodies are FastAPI parameters, and FastAPI's OpenAPI document
+    # warns about a deferred one (pydantic's UnsupportedFieldAttributeWarning, `alias='body'`).
+    model_config = ConfigDict(extra="forbid", defer_build=False)
 
 
 class CreateSandbox(_Body):
@@ -56,15 +60,15 @@ class Connect(_Body):
     timeout: Optional[float] = None
 
 
-class Killed(BaseModel):
+class Killed(Model):
     killed: bool
 
 
-class Exists(BaseModel):
+class Exists(Model):
     exists: bool
 
 
-class Created(BaseModel):
+class Created(Model):
     created: bool
 
 
@@ -107,7 +111,7 @@ class Resize(_Body):
     cols: int = Field(gt=0, le=10000)
 
 
-class Pid(BaseModel):
+class Pid(Model):
     pid: int
 
 
@@ -124,7 +128,7 @@ class CreateContext(_Body):
     language: Optional[str] = None
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(Model):
     """Every error response: the SDK exception's class name and message (a command's timeout
     also carries the output so far)."""
 
@@ -135,7 +139,7 @@ class ErrorBody(BaseModel):
 
 
 # -- streamed messages ---------------------------------------------------------------------------
-class _Message(BaseModel):
+class _Message(Model):
     model_config = ConfigDict(extra="ignore")
 
 
@@ -164,6 +168,7 @@ class EndLine(_Message):
     type: Literal["end"] = "end"
     exit_code: int
     error: Optional[str] = None
+    cpu_instructions_used: Optional[int] = None
 
 
 class ExceptionLine(ErrorBody):
@@ -233,10 +238,11 @@ CellLine = Annotated[Union[CellLogLine, CellResultLine, CellErrorLine, Execution
 PtyControl = Annotated[Union[ResizeMessage, StdinMessage], Field(discriminator="type")]
 PtyEnd = Annotated[Union[EndLine, ExceptionLine], Field(discriminator="type")]
 
-COMMAND_LINES: TypeAdapter[Any] = TypeAdapter(CommandLine)
-CELL_LINES: TypeAdapter[Any] = TypeAdapter(CellLine)
-PTY_CONTROL: TypeAdapter[Any] = TypeAdapter(PtyControl)
-PTY_END: TypeAdapter[Any] = TypeAdapter(PtyEnd)
+_DEFERRED = ConfigDict(defer_build=True)  # built on first use, as every model here (_model.py)
+COMMAND_LINES: TypeAdapter[Any] = TypeAdapter(CommandLine, config=_DEFERRED)
+CELL_LINES: TypeAdapter[Any] = TypeAdapter(CellLine, config=_DEFERRED)
+PTY_CONTROL: TypeAdapter[Any] = TypeAdapter(PtyControl, config=_DEFERRED)
+PTY_END: TypeAdapter[Any] = TypeAdapter(PtyEnd, config=_DEFERRED)
 STREAMED = [StartLine, OutputLine, PtyLine, EndLine, ExceptionLine, CellLogLine, CellResultLine,
             CellErrorLine, ExecutionCountLine, EndOfExecutionLine, ResizeMessage, StdinMessage]
 

@@ -59,6 +59,48 @@ def _install_default_modes():
 
 _install_default_modes()
 
+
+def _install_unlink_slash():
+    """Linux never unlinks a name written with a trailing slash: EISDIR for a folder, ENOTDIR
+    for anything else (a link to a folder included: it is not followed), ENOENT for nothing.
+    WASI follows a link there (EISDIR); rmdir's slash is fixed on the host side
+    (declaw_wasm/_wasm/paths.py), where shadowing unlink would slow every unlink down."""
+    import errno
+    import stat as st
+
+    def slashed(path):
+        if isinstance(path, int):
+            return None
+        raw = os.fspath(path)
+        slash = "/" if isinstance(raw, str) else b"/"
+        return raw if raw.endswith(slash) and raw.strip(slash) else None
+
+    def with_slash_rule(fn):
+        def unlink(path, *, dir_fd=None):
+            raw = slashed(path) if dir_fd is None else None
+            if raw is None:
+                return fn(path, dir_fd=dir_fd)
+            try:
+                mode = os.lstat(raw.rstrip("/" if isinstance(raw, str) else b"/")).st_mode
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, path) from None
+            code = errno.EISDIR if st.S_ISDIR(mode) else errno.ENOTDIR
+            raise OSError(code, os.strerror(code), path)
+
+        unlink.__name__ = fn.__name__
+        unlink.__doc__ = fn.__doc__
+        unlink.__wrapped__ = fn
+        if fn in os.supports_dir_fd:
+            os.supports_dir_fd.add(unlink)
+        return unlink
+
+    if not hasattr(os.unlink, "__wrapped__"):
+        os.unlink = with_slash_rule(os.unlink)
+        os.remove = with_slash_rule(os.remove)
+
+
+_install_unlink_slash()
+
 USAGE = "usage: python3 [option] ... [-c cmd | -m mod | file | -] [arg] ...\n"
 VERSION = "Python %d.%d.%d\n" % sys.version_info[:3]
 IGNORED_FLAGS = set("bBdEhiIOqsSuvx")
@@ -74,6 +116,30 @@ def shell(cwd, script, env, tty=False, profile=None):
     """The warm path's entry for a command line (`tty`: an interactive shell on a PTY)."""
     _renew(env, profile)
     _finish(_status_of(_shell, cwd, script, env, tty))
+
+
+def park(profile=None):
+    """A parked guest's first turn, before its command line is known: apply the sandbox's
+    template, and run a throw-away line through the shell (`true`, and `python3 -c pass`), so
+    that the pages a command line touches (~1500 copy-on-write faults, several ms) are this
+    instance's own before the line arrives. The line's turn (`shell(..., profile=None)`) then
+    renews what a fresh guest would have: the environment, working directory, seeds and
+    tempfile names. The throw-away line changes no file, and its `python3` runs no atexit
+    handler (running them would also forget them: the line's program must find them)."""
+    import atexit
+
+    if profile:
+        _apply_profile(profile)
+    _renew(dict(os.environ))
+    _as_the_system_python()
+    import declaw_shell
+
+    run_exitfuncs = atexit._run_exitfuncs
+    atexit._run_exitfuncs = lambda: None
+    try:
+        declaw_shell.run_command("/", "true && python3 -c pass", dict(os.environ))
+    finally:
+        atexit._run_exitfuncs = run_exitfuncs
 
 
 def kernel(cwd, env, profile=None):
@@ -227,7 +293,9 @@ def _renew(env, profile=None):
     if "random" in modules:
         modules["random"].seed()
     if "numpy.random" in modules:
-        modules["numpy.random"].seed()
+        # 624 words of OS entropy, as seed() takes them, but without its SeedSequence (0.6 ms)
+        numpy = modules["numpy"]
+        modules["numpy.random"].seed(numpy.frombuffer(os.urandom(2496), dtype=numpy.uint32))
     if "tempfile" in modules:
         modules["tempfile"]._name_sequence = None
 
@@ -527,8 +595,21 @@ def _patch_asyncio(asyncio):
     loop_class._declaw_patched = True
     original_init = loop_class.__init__
 
+    class GuestSelector(selectors.SelectSelector):
+        """With nothing registered, a select only waits: skip the call (a trip to the host)
+        when there is nothing to wait for, as on every turn of the shell's event loop."""
+
+        def select(self, timeout=None):
+            if not self._readers and not self._writers and timeout is not None:
+                if timeout > 0:
+                    import time
+
+                    time.sleep(timeout)
+                return []
+            return super().select(timeout)
+
     def __init__(self, selector=None):
-        original_init(self, selector or selectors.SelectSelector())
+        original_init(self, selector or GuestSelector())
 
     loop_class.__init__ = __init__
     loop_class._make_self_pipe = lambda self: None

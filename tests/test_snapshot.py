@@ -1,8 +1,13 @@
-"""The warm snapshot: nothing from build time leaks into an instance; mounts map afresh."""
+"""The warm snapshot: nothing from build time leaks into an instance; mounts map afresh. The
+renewal tests run on fresh guests and on parked ones (booted before their line came)."""
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from declaw_wasm import testing
 from declaw_wasm._wasm.boot import python_spec
 from declaw_wasm._wasm.guest import Guest
 from declaw_wasm._wasm.layout import Mount, base_env
@@ -13,14 +18,49 @@ DRAWS = ("import json, random, tempfile, uuid, numpy\n"
          "tempfile.NamedTemporaryFile(dir='/tmp').name, str(uuid.uuid4())]))")
 
 
-def test_fresh_instances_draw_different_random_numbers(sbx) -> None:
+class _Commands:
+    """`sbx.commands`, with each command run on a parked guest, or on a fresh one."""
+
+    def __init__(self, sbx: Any, parked: bool) -> None:
+        self._sbx, self._parked = sbx, parked
+
+    def run(self, cmd: str, **kwargs: Any) -> Any:
+        if not self._parked:
+            testing.unpark(self._sbx)
+            return self._sbx.commands.run(cmd, **kwargs)
+        testing.park(self._sbx)
+        hits = testing.parked_hits()
+        result = self._sbx.commands.run(cmd, **kwargs)
+        assert testing.parked_hits() == hits + 1, "the command did not run on the parked guest"
+        return result
+
+
+class _Sandbox:
+    def __init__(self, sbx: Any, parked: bool) -> None:
+        self.files = sbx.files
+        self.commands = _Commands(sbx, parked)
+
+
+@pytest.fixture(params=["fresh-guest", "parked-guest"])
+def guests(request: pytest.FixtureRequest, sbx: Any, guest_path: str) -> Any:
+    """The shared sandbox, its commands on fresh guests or parked ones (warm, in-process)."""
+    if not testing.is_local(sbx):
+        return sbx
+    if request.param == "parked-guest" and guest_path != "warm":
+        pytest.skip("only the warm snapshot parks guests")
+    return _Sandbox(sbx, parked=request.param == "parked-guest")
+
+
+def test_fresh_instances_draw_different_random_numbers(guests) -> None:
+    sbx = guests
     sbx.files.write("/tmp/draws.py", DRAWS)
     first, second = (json.loads(sbx.commands.run("python3 /tmp/draws.py").stdout) for _ in range(2))
     for a, b in zip(first, second):
         assert a != b
 
 
-def test_environment_is_exactly_the_commands(sbx) -> None:
+def test_environment_is_exactly_the_commands(guests) -> None:
+    sbx = guests
     r = sbx.commands.run("python3 -c 'import os, sys, json; print(json.dumps([dict(os.environ), "
                          "os.getcwd(), sys.argv]))' x", envs={"ONLY_HERE": "1"}, cwd="/tmp")
     env, cwd, argv = json.loads(r.stdout)
@@ -31,13 +71,15 @@ def test_environment_is_exactly_the_commands(sbx) -> None:
     assert r.stdout == "None\n"
 
 
-def test_matplotlib_config_dir_is_the_sandboxs(sbx) -> None:
+def test_matplotlib_config_dir_is_the_sandboxs(guests) -> None:
+    sbx = guests
     r = sbx.commands.run("python3 -c 'import matplotlib; print(matplotlib.get_configdir(), "
                          "matplotlib.get_backend())'")
     assert r.stdout.lower().split() == ["/home/user/.config/matplotlib", "agg"]
 
 
-def test_heavy_imports_are_already_done_on_the_warm_path(sbx, guest_path) -> None:
+def test_heavy_imports_are_already_done_on_the_warm_path(guests, guest_path) -> None:
+    sbx = guests
     r = sbx.commands.run("python3 -c 'import sys; print(\"pandas\" in sys.modules)'")
     assert r.stdout == ("True\n" if guest_path == "warm" else "False\n")
 
@@ -70,6 +112,36 @@ def test_snapshot_can_be_switched_off(monkeypatch, guest_path) -> None:
     assert get_runtime().warm is True
 
 
-def test_unique_names_do_not_repeat_across_many_commands(sbx) -> None:
+def test_unique_names_do_not_repeat_across_many_commands(guests) -> None:
+    sbx = guests
     seen = {sbx.commands.run("python3 -c 'import uuid; print(uuid.uuid4())'").stdout for _ in range(5)}
     assert len(seen) == 5
+
+
+def test_parked_guests_keep_no_state_between_commands(guests) -> None:
+    """What a line does (a module's global, the working directory, sys.path, a leaked file
+    handle, an atexit handler) is gone for the next line: each line's guest is its own."""
+    sbx = guests
+    sbx.files.write("/tmp/leaky.py", "import sys, os, atexit, json\nprint(json.dumps([hasattr(sys, 'marker'), "
+                    "os.getcwd(), sys.path[:1]]))\nsys.marker = 1\nos.chdir('/')\nsys.path.insert(0, '/nowhere')\n"
+                    "atexit.register(print, 'bye')\nopen('/tmp/leak.txt', 'w').write('x')\n")
+    first = sbx.commands.run("cd /home/user && python3 /tmp/leaky.py")
+    second = sbx.commands.run("cd /home/user && python3 /tmp/leaky.py")
+    assert first.stdout == second.stdout == '[false, "/home/user", ["/tmp"]]\nbye\n', (first, second)
+
+
+def test_a_parked_guest_becomes_a_code_context(guest_path) -> None:
+    """The first `run_code` of a sandbox with a parked guest sets the kernel up on it."""
+    if guest_path != "warm":
+        pytest.skip("only the warm snapshot parks guests")
+    from declaw_wasm import Sandbox
+
+    with Sandbox.create(envs={"WHERE": "sandbox"}) as sbx:
+        testing.park(sbx)
+        hits = testing.parked_hits()
+        first = sbx.run_code("import os, sys; x = 41 + 1; x")
+        assert testing.parked_hits() == hits + 1
+        assert first.text == "42" and first.error is None and first.execution_count == 1
+        second = sbx.run_code("print(os.getcwd(), os.environ['WHERE'], x)")
+        assert second.logs.stdout == ["/home/user sandbox 42\n"]
+        assert sbx.commands.run("echo after").stdout == "after\n"

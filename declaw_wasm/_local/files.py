@@ -174,11 +174,13 @@ class SandboxFS:
     """The host folder of one sandbox and the mounts its guests see."""
 
     def __init__(self, shared_mounts: List[Mount], skeleton: Path,
-                 limits: Optional[Limits] = None, overlay: Optional[Path] = None) -> None:
+                 limits: Optional[Limits] = None, overlay: Optional[Path] = None,
+                 kind: str = "sbx") -> None:
         """`limits`: whose disk quota the files API keeps to (none for a throw-away tree);
-        `overlay`: a template's files, laid over the skeleton."""
+        `overlay`: a template's files, laid over the skeleton; `kind`: "pool" for a sandbox made
+        ahead of time (its folder keeps that name)."""
         self.limits = limits
-        self.base = make_folder("sbx")  # named after its owner: reaped if this process dies
+        self.base = make_folder(kind)  # named after its owner: reaped if this process dies
         self.root = self.base / "root"
         make_root(self.root, skeleton)
         if overlay is not None and overlay.is_dir():

@@ -20,12 +20,12 @@ import secrets
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._wasm.boot import cell_turn, kernel_spec
+from .._wasm.boot import cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
-from .._packages.pip import install_for_guest
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .doors import Handler, dispatch
+from .parking import parking
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -94,7 +94,7 @@ class Kernel:
             "stdin": lambda guest, r: b"",  # cells have no stdin (E2B's neither)
             "winsize": lambda guest, r: [24, 80],
             # `!pip install` / `%pip install` in a cell
-            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested),
+            "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
         }
 
     # -- the guest's side ------------------------------------------------------------------------
@@ -118,6 +118,22 @@ class Kernel:
     # -- the caller's side -------------------------------------------------------------------------
     def _start(self) -> Guest:
         sandbox, limits = self.sandbox, self.sandbox.limits
+        self._count = 0
+        parked = parking.take(sandbox)
+        if parked is not None:  # booted already: the kernel's set-up is its next turn
+            parked.stdout.rebind(self._fd_output("stdout"))
+            parked.stderr.rebind(self._fd_output("stderr"))
+            parked.door = self._door
+            parked.rename("declaw-guest")
+
+            def set_up(code: int) -> None:
+                if code != 0:  # the set-up failed (printed on stderr): no kernel to run cells
+                    parked.kill("killed")
+
+            parked.run_turn(kernel_turn(self.context.cwd or "/home/user", sandbox.guest_env()),
+                            lambda: None, set_up)
+            sandbox.park_later()  # the sandbox's next command finds a guest parked again
+            return parked
         spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
                            profile=sandbox.profile, mounts=sandbox.fs.mounts,
                            memory_limit=limits.memory_limit, output_limit=limits.output_limit)
@@ -125,7 +141,6 @@ class Kernel:
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()
-        self._count = 0
         return guest
 
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
@@ -150,9 +165,10 @@ class Kernel:
             def done(_code: int) -> None:  # the turn returned (an exception in it was printed)
                 guest.set_deadline(None)
                 self._current = None
+                self._count_fuel(guest, cell)
                 cell.finished.set()
 
-            guest.run_turn(cell_turn(code, envs), starting, done)
+            guest.run_turn(cell_turn(code, envs), starting, done, fuel=self.sandbox.limits.cpu_instructions)
             while not cell.finished.wait(0.02):
                 if guest.done:
                     return self._ended(guest, cell, timeout)
@@ -169,6 +185,13 @@ class Kernel:
             self._lost = "the previous cell went over the disk quota"
             cell.error("DiskQuotaExceeded", self._quota_message, "")
             return cell.execution
+        if outcome.stopped == "fuel":
+            budget = self.sandbox.limits.cpu_instructions or 0
+            self._lost = f"the previous cell used its CPU budget of {budget:,} instructions"
+            self._count_fuel(guest, cell)
+            cell.error("CpuLimitExceeded", f"the cell used its budget of {budget:,} instructions "
+                       "(Limits.cpu_instructions) and was stopped", "")
+            return cell.execution
         if not self.sandbox.running or outcome.stopped == "killed":
             raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the cell ran")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
@@ -176,6 +199,10 @@ class Kernel:
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
                    + (f": {outcome.error}" if outcome.error else ""), outcome.stderr[-2000:])
         return cell.execution
+
+    def _count_fuel(self, guest: Guest, cell: _Cell) -> None:
+        if self.sandbox.limits.cpu_instructions:
+            cell.execution.cpu_instructions_used = guest.fuel_used
 
     def busy(self) -> bool:
         return self._current is not None and self.guest is not None
@@ -260,3 +287,10 @@ class CodeInterpreter:
             kernels = list(self._kernels.values())
         for kernel in kernels:
             kernel.stop()
+
+
+def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:
+    """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
+    from .._packages.pip import install_for_guest
+
+    return install_for_guest(sandbox.fs, request, guest.stop_requested)

@@ -13,9 +13,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._backend import Callback, EventLog, Stream
-from .._wasm.boot import shell_spec
+from .._wasm.boot import shell_spec, shell_turn
 from .._wasm.guest import Guest, GuestOutcome, OutputSink
-from .._packages.pip import install_for_guest
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
 from .doors import Handler, dispatch
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
+CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
 
 
 class StdinPipe:
@@ -68,7 +68,9 @@ class Process(EventLog):
     def __init__(self, sandbox: "LocalSandbox", pid: int, cmd: str, cwd: str, env: dict[str, str],
                  envs: dict[str, str], timeout: Optional[float], stdin: bool,
                  pty: Optional[PtySize] = None, tag: Optional[str] = None,
-                 callbacks: Optional[dict[str, Callback]] = None) -> None:
+                 callbacks: Optional[dict[str, Callback]] = None, parked: Optional[Guest] = None) -> None:
+        """`parked`: the sandbox's parked guest (parking.py), booted and waiting: the line
+        becomes its next turn. Otherwise the command gets a fresh guest."""
         self.sandbox = sandbox
         self.pid = pid
         self.cmd = cmd
@@ -85,16 +87,34 @@ class Process(EventLog):
         self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
             "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536)),
             "winsize": lambda guest, r: list(self._winsize()),
-            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested),
+            "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
         }
-        limits = sandbox.limits
+        self.timeout = timeout or None
+        self._env = env
+        self.outcome: Optional[GuestOutcome] = None
+        self._began = False  # the line's turn started (in a parked guest)
+        self._parked = parked
+        self.guest = self._bind(parked) if parked is not None else self._fresh_guest()
+
+    def _fresh_guest(self) -> Guest:
+        sandbox, limits = self.sandbox, self.sandbox.limits
         stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
         stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
-        spec = shell_spec(sandbox.runtime.warm, cwd, cmd, env, tty=pty is not None,
-                          profile=sandbox.profile, mounts=sandbox.fs.mounts, timeout=timeout or None,
-                          memory_limit=limits.memory_limit, output_limit=limits.output_limit)
-        self.guest = Guest(sandbox.runtime, spec, stdout=stdout, stderr=stderr, door=self._door)
-        self.outcome: Optional[GuestOutcome] = None
+        spec = shell_spec(sandbox.runtime.warm, self.cwd, self.cmd, self._env, tty=self.pty_size is not None,
+                          profile=sandbox.profile, mounts=sandbox.fs.mounts, timeout=self.timeout,
+                          memory_limit=limits.memory_limit, output_limit=limits.output_limit,
+                          fuel=limits.cpu_instructions)
+        return Guest(sandbox.runtime, spec, stdout=stdout, stderr=stderr, door=self._door,
+                     on_done=self._finished)
+
+    def _bind(self, guest: Guest) -> Guest:
+        """Make the parked guest this command's: its output, its door, its end."""
+        guest.stdout.rebind(self._on_output("stdout"))
+        guest.stderr.rebind(self._on_output("stderr"))
+        guest.door = self._door
+        guest.on_done = self._finished
+        guest.rename("declaw-guest")
+        return guest
 
     def info(self) -> ProcessInfo:
         args = ["-i", "-l"] if self.pty_size is not None else ["-l", "-c", self.cmd]
@@ -119,11 +139,28 @@ class Process(EventLog):
 
     # -- lifetime ------------------------------------------------------------------------------
     def start(self) -> None:
-        self.guest.start()
-        threading.Thread(target=self._reap, name=f"declaw-reap-{self.pid}", daemon=True).start()
+        if self._parked is None:
+            self.guest.start()
+            return
+        self.guest.set_deadline(self.timeout)  # the command's time counts from now
 
-    def _reap(self) -> None:
-        outcome = self.guest.wait()
+        def starting() -> None:
+            self._began = True
+
+        line = shell_turn(self.cwd, self.cmd, self._env, self.pty_size is not None)
+        self.guest.run_turn(line, starting, lambda _code: None, fuel=self.sandbox.limits.cpu_instructions)
+
+    def _finished(self, guest: Guest) -> None:
+        """The guest ended (on its thread): publish the outcome."""
+        outcome = guest.wait()
+        if self._parked is not None and not self._began and outcome is not None and outcome.stopped is None \
+                and self.sandbox.running:
+            # the parked guest ended before the line's turn began (it failed to park, or was
+            # stopped): run the line in a fresh guest instead
+            self._parked = None
+            self.guest = self._fresh_guest()
+            self.guest.start()
+            return
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()
@@ -151,6 +188,13 @@ class Process(EventLog):
         if outcome.stopped == "quota":
             return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr,
                                  exit_code=KILLED_EXIT_CODE, error=self.quota_message)
+        used = outcome.fuel_used if self.sandbox.limits.cpu_instructions else None
+        if outcome.stopped == "fuel":
+            budget = self.sandbox.limits.cpu_instructions
+            return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr, exit_code=CPU_LIMIT_EXIT_CODE,
+                                 error=f"CPU limit reached: the command used its budget of {budget:,} "
+                                       "instructions (Limits.cpu_instructions) and was stopped",
+                                 cpu_instructions_used=used)
         if outcome.stopped == "killed" and not self.killed:
             raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the command ran")
         error = None
@@ -162,7 +206,7 @@ class Process(EventLog):
         elif outcome.truncated:
             error = f"{' and '.join(outcome.truncated)} truncated at the sandbox's output limit"
         return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr, exit_code=exit_code,
-                             error=error)
+                             error=error, cpu_instructions_used=used)
 
     def kill(self) -> bool:
         if self.done:
@@ -187,3 +231,10 @@ class Process(EventLog):
         if self.pty_size is None:
             raise InvalidArgumentException(f"process {self.pid} is not a PTY")
         self.pty_size = size
+
+
+def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:
+    """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
+    from .._packages.pip import install_for_guest
+
+    return install_for_guest(sandbox.fs, request, guest.stop_requested)

@@ -17,6 +17,7 @@ from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
 from .._packages.catalog import GuestTemplate, lookup
 from .._wasm.layout import PTY_ENV, base_env
+from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
 from .._wasm.snapshot import get_runtime, guest_mounts
 from ..exceptions import (InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, TimeoutException)
@@ -28,37 +29,60 @@ from ..wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
 from . import quota
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
+from .lifetimes import Alarm, lifetimes
+from .parking import parking
+from .pool import Pool, pool_key
 from .processes import Process
 
 DEFAULT_TIMEOUT = 300.0
+PARK_AFTER_S = 0.05
+
+
+def runtime_for(limits: Limits) -> Runtime:
+    """The runtime a sandbox with `limits` runs on: the fuel build for CPU limits."""
+    return get_runtime(FUEL_FLAGS if limits.cpu_instructions else DEFAULT_FLAGS)
 
 
 class LocalSandbox:
     """One sandbox in this process."""
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits) -> None:
-        self.runtime = get_runtime()
+                 envs: dict[str, str], limits: Limits, begin: bool = True) -> None:
+        """`begin=False`: made ahead of time (pool.py); `begin()` starts its life when it is
+        handed out."""
+        self.runtime = runtime_for(limits)
         self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template.name
         self.profile = template.profile(self.runtime)  # what each guest's start-up applies
         self.metadata = metadata
         self.envs = {**template.envs, **envs}
+        self._template_envs = dict(template.envs)
         self.limits = limits
         mounts = guest_mounts(self.runtime) + template.ensure_mounts(self.runtime)
-        self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root)
+        self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root,
+                            kind="sbx" if begin else "pool")
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()
         self._processes: dict[int, Process] = {}
         self._next_pid = 1
-        self._timer: Optional[threading.Timer] = None
+        self._alarm: Optional[Alarm] = None
         self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
         self._timeout = timeout
         self.code = CodeInterpreter(self)
+        if begin:
+            self.begin(timeout, metadata, envs)
+
+    def begin(self, timeout: float, metadata: dict[str, str], envs: dict[str, str]) -> None:
+        """Start the sandbox's life: its lifetime, metadata and envs, the disk watcher."""
+        self.metadata = metadata
+        self.envs = {**self._template_envs, **envs}
+        self.started_at = datetime.now(timezone.utc)
         try:
             self.set_timeout(timeout)
         except BaseException:  # a bad timeout: leave no folder behind
+            self._ended = "killed"
+            parking.drop(self)
             self.fs.destroy()
             raise
         quota.watcher.watch(self)
@@ -68,13 +92,12 @@ class LocalSandbox:
         """Kill the sandbox `timeout` seconds from now (shorter or longer than before)."""
         with self._lock:
             self._require_running()
-            if self._timer is not None:
-                self._timer.cancel()
+            end_at = datetime.now(timezone.utc) + timedelta(seconds=timeout)  # refuses a bad one
+            if self._alarm is not None:
+                self._alarm.cancel()
             self._timeout = timeout
-            self.end_at = datetime.now(timezone.utc) + timedelta(seconds=timeout)
-            self._timer = threading.Timer(timeout, self._end, kwargs={"reason": "timeout"})
-            self._timer.daemon = True
-            self._timer.start()
+            self.end_at = end_at
+            self._alarm = lifetimes.schedule(timeout, lambda: self._end("timeout"))
 
     def extend_timeout(self, timeout: float) -> None:
         """E2B's `connect`: a longer lifetime than what is left extends it; a shorter changes nothing."""
@@ -91,9 +114,10 @@ class LocalSandbox:
             if self._ended is not None:
                 return False
             self._ended = reason
-            if self._timer is not None:
-                self._timer.cancel()
+            if self._alarm is not None:
+                self._alarm.cancel()
             processes = list(self._processes.values())
+        parking.drop(self)
         for process in processes:
             process.guest.kill("killed")
         for process in processes:
@@ -186,7 +210,8 @@ class LocalSandbox:
             self._next_pid += 1
             process = Process(self, pid, cmd, where, env, envs=envs, timeout=request.timeout or None,
                               stdin=bool(stdin), pty=pty, tag=tag,
-                              callbacks={"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty})
+                              callbacks={"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty},
+                              parked=parking.take(self))
             self._processes[pid] = process
         process.start()
         if isinstance(stdin, str):  # that input, then end of input
@@ -195,8 +220,15 @@ class LocalSandbox:
         return process
 
     def forget_process(self, process: Process) -> None:
+        """A command ended: forget it, and park a guest for the next one."""
         with self._lock:
             self._processes.pop(process.pid, None)
+        self.park_later()
+
+    def park_later(self) -> None:
+        """Park a guest for the next command once the sandbox has been quiet for a moment (a
+        tight loop of commands would only wait behind the parking)."""
+        lifetimes.schedule(PARK_AFTER_S, lambda: parking.park(self), inline=True)
 
     def _live_processes(self) -> List[Process]:
         with self._lock:
@@ -285,7 +317,11 @@ class LocalSandboxes:
         if live >= max_sandboxes():
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
-        sandbox = LocalSandbox(template, timeout, metadata, envs, limits)
+        sandbox = pool.take(pool_key(template, limits, runtime_for(limits)), template, limits)
+        if sandbox is not None:
+            sandbox.begin(timeout, metadata, envs)
+        else:
+            sandbox = LocalSandbox(template, timeout, metadata, envs, limits)
         with self._lock:
             self._registry[sandbox.sandbox_id] = sandbox
         return sandbox
@@ -328,4 +364,6 @@ class LocalSandboxes:
                 pass
 
 
+pool = Pool(lambda template, limits: LocalSandbox(template, 0, {}, {}, limits, begin=False))
 atexit.register(LocalSandboxes.kill_all)
+atexit.register(pool.close)

@@ -21,7 +21,6 @@ from ..exceptions import InvalidArgumentException
 from ..models import TemplateInfo
 from ..settings import cache_dir
 from .bundle import ensure_bundle
-from .pip import runtime_top_levels
 
 BUILTIN_TEMPLATES = ("code-interpreter", "base")
 TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
@@ -56,7 +55,11 @@ class GuestTemplate:
             paths.append(GUEST_TEMPLATE_SITE)
         if self.bundle:
             paths.append(GUEST_BUNDLE)
-        hidden = runtime_top_levels(runtime.files.lib_dir / "python315.zip") if self.stdlib_only else ()
+        hidden: Any = ()
+        if self.stdlib_only:
+            from .pip import runtime_top_levels  # packaging & co.: only for `base`
+
+            hidden = runtime_top_levels(runtime.files.lib_dir / "python315.zip")
         return {"paths": paths, "hidden": list(hidden)}
 
 

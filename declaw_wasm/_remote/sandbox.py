@@ -141,7 +141,8 @@ class RemoteProcess(EventLog):
         if isinstance(end, ExceptionLine):
             raise exception_from(end.model_dump())
         return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
-                             exit_code=end.exit_code, error=end.error)
+                             exit_code=end.exit_code, error=end.error,
+                             cpu_instructions_used=end.cpu_instructions_used)
 
     def kill(self) -> bool:
         return self.sandbox.kill_process(self.pid)

@@ -66,3 +66,22 @@ def cell_turn(code: str, envs: dict[str, str]) -> str:
     """The turn that runs one cell (the code travels as a literal: repr escapes NULs and
     surrogates, so any str survives)."""
     return f"__import__('declaw_kernel').cell({code!r}, {envs!r})\n"
+
+
+def park_spec(env: dict[str, str], profile: Optional[dict[str, Any]] = None, **spec: Any) -> GuestSpec:
+    """A parked guest (warm snapshot only): its first turn applies the template and warms the
+    shell's pages (`_declaw_boot.park`); its command line comes later as `shell_turn`."""
+    return GuestSpec(argv=[GUEST_PYTHON], env=env,
+                     turns=[f"import _declaw_boot\n_declaw_boot.park(profile={profile!r})\n"], **spec)
+
+
+def kernel_turn(cwd: str, env: dict[str, str]) -> str:
+    """A parked guest becoming a code context: the kernel's set-up as its next turn."""
+    return f"import _declaw_boot\n_declaw_boot.kernel({cwd!r}, {env!r}, profile=None)\n"
+
+
+def shell_turn(cwd: str, script: str, env: dict[str, str], tty: bool) -> str:
+    """A parked guest's command line: renews the guest (environment, cwd, seeds, tempfile
+    names) and runs the line, as `shell_spec`'s turn does in a fresh guest."""
+    return (f"import _declaw_boot\n"
+            f"_declaw_boot.shell({cwd!r}, {script!r}, {env!r}, {tty!r}, profile=None)\n")

@@ -13,13 +13,14 @@ callback (see guest.py) decides on every tick whether its guest may go on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import wasmtime
 
@@ -53,6 +54,12 @@ class EngineFlags:
         return f"epoch{int(self.epoch_interruption)}-fuel{int(self.consume_fuel)}-stack{self.max_wasm_stack}"
 
 
+DEFAULT_FLAGS = EngineFlags()
+# Fuel (a per-store instruction budget, `Limits.cpu_instructions`) changes the generated code: a
+# module compiled for it is a second compile, built on request only (`declaw-wasm warmup --fuel`).
+FUEL_FLAGS = EngineFlags(consume_fuel=True)
+
+
 class Runtime:
     """An engine, a compiled CPython module, and (once per engine) its epoch ticker.
 
@@ -61,19 +68,42 @@ class Runtime:
     """
 
     def __init__(self, files: Artifacts, flags: EngineFlags, module: wasmtime.Module,
-                 engine: wasmtime.Engine, warm: bool = False, ticker: bool = True) -> None:
+                 engine: wasmtime.Engine, warm: bool = False, path: Optional[Path] = None) -> None:
         self.files = files
         self.flags = flags
         self.engine = engine
         self.module = module
         self.warm = warm
-        if ticker:
-            threading.Thread(target=self._tick, name="declaw-epoch", daemon=True).start()
+        self.path = path  # the compiled module's file, if it came from the cache
 
-    def _tick(self) -> None:
-        while True:
-            time.sleep(TICK_S)
-            self.engine.increment_epoch()
+
+_engines: dict[EngineFlags, wasmtime.Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def engine_for(flags: EngineFlags) -> wasmtime.Engine:
+    """The process's engine for `flags` (the plain and the warm module share it), with its
+    epoch ticker running."""
+    with _engines_lock:
+        engine = _engines.get(flags)
+        if engine is None:
+            engine = _engines[flags] = wasmtime.Engine(flags.config())
+            threading.Thread(target=_tick, args=(engine,), name="declaw-epoch", daemon=True).start()
+        return engine
+
+
+def _tick(engine: wasmtime.Engine) -> None:
+    while True:
+        time.sleep(TICK_S)
+        engine.increment_epoch()
+
+
+class BuildMissing(Exception):
+    """A compiled module that is only built on request (the fuel build) is not in the cache."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path} is not built")
+        self.path = path
 
 
 def compiled_path(files: Artifacts, flags: EngineFlags) -> Path:
@@ -82,6 +112,7 @@ def compiled_path(files: Artifacts, flags: EngineFlags) -> Path:
     return cache_dir() / "compiled" / f"python-{digest}.cwasm"
 
 
+@functools.lru_cache(maxsize=1)
 def wasmtime_version() -> str:
     from importlib.metadata import version
 
@@ -103,11 +134,14 @@ def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], byt
     return wasmtime.Module.deserialize_file(engine, str(path))
 
 
-def load_plain_runtime(flags: EngineFlags, progress: Progress) -> Runtime:
-    """The plain (cold) module for `flags` with its own engine and epoch ticker."""
+def load_plain_runtime(flags: EngineFlags, progress: Progress, build: bool = True) -> Runtime:
+    """The plain (cold) module for `flags` with its own engine and epoch ticker. `build=False`:
+    a module not yet in the cache raises `BuildMissing` instead of compiling for minutes."""
     files = ensure_artifacts(progress)
-    engine = wasmtime.Engine(flags.config())
+    engine = engine_for(flags)
     path = compiled_path(files, flags)
+    if not build and not path.exists():
+        raise BuildMissing(path)
     if not path.exists() and not writable(path.parent):
         progress.say(f"cache {path.parent} is read-only and holds no compiled module; "
                      "compiling in memory (run `declaw-wasm warmup` where the cache is writable)")
@@ -116,4 +150,4 @@ def load_plain_runtime(flags: EngineFlags, progress: Progress) -> Runtime:
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
                                 "compiling the Python runtime", EXPECTED_COMPILE_S)
-    return Runtime(files, flags, module, engine)
+    return Runtime(files, flags, module, engine, path=path if path.exists() else None)

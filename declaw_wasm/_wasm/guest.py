@@ -32,21 +32,24 @@ import ctypes
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Optional
+from typing import Callable, Iterator, Literal, Optional
 
 import wasmtime
 from wasmtime import _bindings as _ffi
 
 from .engine import Runtime
 from .layout import Mount
+from .paths import shadow_path_calls
 from .shims import DoorHandler, DoorTransport, FdReaddir, PollOneoff
 
 GUEST_THREAD_STACK = 64 << 20
 TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
+UNLIMITED_FUEL = (1 << 63) - 1
 
-StopReason = Literal["timeout", "killed", "quota"]
+StopReason = Literal["timeout", "killed", "quota", "fuel"]
 OutputCallback = Callable[[str], None]
 TurnDone = Callable[[int], None]
 
@@ -64,6 +67,7 @@ class GuestSpec:
     timeout: Optional[float] = None
     memory_limit: int = 1 << 30
     output_limit: int = 16 << 20
+    fuel: Optional[int] = None  # instructions per command or cell (on a fuel runtime only)
 
 
 @dataclass
@@ -74,6 +78,7 @@ class GuestOutcome:
     stopped: Optional[StopReason] = None
     error: Optional[str] = None
     truncated: list[str] = field(default_factory=list)
+    fuel_used: Optional[int] = None  # instructions the last turn (or program) ran, on a fuel runtime
 
 
 class OutputSink:
@@ -114,6 +119,13 @@ class OutputSink:
         with self._lock:
             return b"".join(self._chunks).decode("utf-8", "replace")
 
+    def rebind(self, callback: Optional[OutputCallback]) -> None:
+        """Start afresh with another callback (a parked guest's sinks, when its command comes)."""
+        with self._lock:
+            self.callback = callback
+            self.size, self.truncated, self._chunks = 0, False, []
+            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
 
 _DeadlineFn = _ffi._wasmtime_store_epoch_deadline_callback.argtypes[1]
 _FinalizerFn = _ffi._wasmtime_store_epoch_deadline_callback.argtypes[3]
@@ -126,13 +138,18 @@ class Guest:
 
     def __init__(self, runtime: Runtime, spec: GuestSpec,
                  stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
-                 door: Optional[DoorHandler] = None, more_turns: bool = False) -> None:
+                 door: Optional[DoorHandler] = None, more_turns: bool = False,
+                 on_done: Optional[Callable[["Guest"], None]] = None) -> None:
         """`door` answers the guest's `_host.call` requests (none: the guest is told no host
-        is bound). `more_turns`: after the spec's turns the guest stays alive and runs the turns
-        given to `run_turn`, one at a time, until it is stopped (a code context)."""
+        is bound; it may be replaced while the guest runs). `more_turns`: after the spec's turns
+        the guest stays alive and runs the turns given to `run_turn`, one at a time, until it is
+        stopped (a code context, a parked guest). `on_done(guest)` runs on the guest's thread
+        once the outcome is known."""
         self.runtime = runtime
         self.spec = spec
         self.door = door
+        self.on_done = on_done
+        self.fuel_used: Optional[int] = None
         self.stdout = stdout or OutputSink(spec.output_limit, None)
         self.stderr = stderr or OutputSink(spec.output_limit, None)
         self._cancel = threading.Event()
@@ -140,25 +157,35 @@ class Guest:
         self._deadline = (time.monotonic() + spec.timeout) if spec.timeout else None
         self._outcome: Optional[GuestOutcome] = None
         self._done = threading.Event()
+        self.ready = threading.Event()  # the spec's turns ran: waiting for `run_turn` (more_turns)
         self._thread: Optional[threading.Thread] = None
         self._declared_exit: Optional[int] = None
-        self._more: Optional["queue.Queue[tuple[str, Callable[[], None], TurnDone]]"] = \
+        self._more: Optional["queue.Queue[Optional[tuple[str, Callable[[], None], TurnDone, Optional[int]]]]"] = \
             queue.Queue() if more_turns else None
+        self._store: Optional[wasmtime.Store] = None
+        self._keepalive: object = None
 
     # -- control, from any thread -------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, name: str = "declaw-guest") -> None:
         with _thread_stack_lock:
             previous = threading.stack_size(GUEST_THREAD_STACK)
             try:
-                self._thread = threading.Thread(target=self._main, name="declaw-guest", daemon=True)
+                self._thread = threading.Thread(target=self._main, name=name, daemon=True)
                 self._thread.start()
             finally:
                 threading.stack_size(previous)
+
+    def rename(self, name: str) -> None:
+        """Name the guest's thread (a parked guest's becomes a command's)."""
+        if self._thread is not None:
+            self._thread.name = name
 
     def kill(self, reason: StopReason = "killed") -> None:
         if self._stop_reason is None:
             self._stop_reason = reason
         self._cancel.set()
+        if self._more is not None:
+            self._more.put(None)  # wake a guest waiting for its next turn
 
     def wait(self, timeout: Optional[float] = None) -> Optional[GuestOutcome]:
         """The outcome, or None if the guest is still running after `timeout` seconds."""
@@ -178,12 +205,14 @@ class Guest:
         """For a door handler doing long host work: whether to give up now."""
         return self._should_stop()
 
-    def run_turn(self, source: str, starting: Callable[[], None], done: TurnDone) -> None:
+    def run_turn(self, source: str, starting: Callable[[], None], done: TurnDone,
+                 fuel: Optional[int] = None) -> None:
         """Queue `source` as the guest's next turn: `starting()` runs on the guest's thread just
         before it, `done(code)` right after it returns (not if the guest ends in it: then the
-        guest is `done`). For a guest made with `more_turns`."""
+        guest is `done`). `fuel`: the turn's instruction budget (a fuel runtime only; None:
+        unlimited). For a guest made with `more_turns`."""
         assert self._more is not None, "this guest runs its spec's turns only"
-        self._more.put((source, starting, done))
+        self._more.put((source, starting, done, fuel))
 
     def wait_stopping(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a kill; whether the guest is to stop now."""
@@ -201,6 +230,12 @@ class Guest:
             raise GuestStopping()
 
     # -- the guest thread ----------------------------------------------------------------------
+    def _door_call(self, guest: "Guest", request: object) -> object:
+        door = self.door  # read at each call: a parked guest's is set when its command comes
+        if door is None:
+            raise GuestStopping()
+        return door(guest, request)
+
     def _should_stop(self) -> bool:
         if self._cancel.is_set():
             return True
@@ -214,13 +249,29 @@ class Guest:
             code, error = self._run()
         except BaseException as exc:  # the host must survive anything the guest does
             code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
+        try:
+            self._finish(code, error)
+        finally:
+            # Closed after the outcome is out: freeing the instance's memory takes a while and
+            # nobody waits on it. (The output is complete: fd_write returns once it is written.)
+            store, self._store = self._store, None
+            if store is not None:
+                store.close()
+            self._keepalive = None
+
+    def _finish(self, code: int, error: Optional[str]) -> None:
         if self._stop_reason is not None:
             code, error = -1, None
         truncated = [name for name, sink in (("stdout", self.stdout), ("stderr", self.stderr))
                      if sink.truncated]
         self._outcome = GuestOutcome(code, self.stdout.text(), self.stderr.text(),
-                                     self._stop_reason, error, truncated)
+                                     self._stop_reason, error, truncated, self.fuel_used)
         self._done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done(self)
+            except Exception:  # the host's bookkeeping must not take the thread down noisily
+                pass
 
     def _run(self) -> tuple[int, Optional[str]]:
         engine = self.runtime.engine
@@ -235,62 +286,86 @@ class Guest:
         wasi.stdout_custom = self.stdout
         wasi.stderr_custom = self.stderr
 
-        store = wasmtime.Store(engine)
+        store = self._store = wasmtime.Store(engine)
+        store.set_limits(memory_size=self.spec.memory_limit)
+        if self.runtime.flags.consume_fuel:
+            store.set_fuel(self.spec.fuel if self.spec.fuel is not None else UNLIMITED_FUEL)
+        self._keepalive = self._install_deadline_callback(store)  # until the store is closed
+        store.set_wasi(wasi)
+        linker = wasmtime.Linker(engine)
+        linker.define_wasi()
+        linker.allow_shadowing = True
+        i32 = wasmtime.ValType.i32()
+        linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]),
+                           DoorTransport(self, self._door_call if self.door else None),
+                           access_caller=True)
+        linker.define_func("wasi_snapshot_preview1", "poll_oneoff",
+                           wasmtime.FuncType([i32] * 4, [i32]),
+                           PollOneoff(self, clock_base), access_caller=True)
+        readdir = linker.get(store, "wasi_snapshot_preview1", "fd_readdir")
+        assert isinstance(readdir, wasmtime.Func)
+        linker.define_func("wasi_snapshot_preview1", "fd_readdir",
+                           wasmtime.FuncType([i32, i32, i32, wasmtime.ValType.i64(), i32], [i32]),
+                           FdReaddir(engine, readdir), access_caller=True)
+        shadow_path_calls(engine, linker, store)
+        if self._should_stop():
+            return -1, None
+        instance = linker.instantiate(store, self.runtime.module)
         try:
-            store.set_limits(memory_size=self.spec.memory_limit)
-            keepalive = self._install_deadline_callback(store)
-            store.set_wasi(wasi)
-            linker = wasmtime.Linker(engine)
-            linker.define_wasi()
-            linker.allow_shadowing = True
-            i32 = wasmtime.ValType.i32()
-            linker.define_func("host", "call", wasmtime.FuncType([i32] * 4, [i32]),
-                               DoorTransport(self, self.door), access_caller=True)
-            linker.define_func("wasi_snapshot_preview1", "poll_oneoff",
-                               wasmtime.FuncType([i32] * 4, [i32]),
-                               PollOneoff(self, clock_base), access_caller=True)
-            readdir = linker.get(store, "wasi_snapshot_preview1", "fd_readdir")
-            assert isinstance(readdir, wasmtime.Func)
-            linker.define_func("wasi_snapshot_preview1", "fd_readdir",
-                               wasmtime.FuncType([i32, i32, i32, wasmtime.ValType.i64(), i32], [i32]),
-                               FdReaddir(engine, readdir), access_caller=True)
-            if self._should_stop():
+            return self._drive(store, instance), None
+        except wasmtime.ExitTrap as exit_trap:
+            if self._declared_exit is not None:
+                return self._declared_exit, None
+            return int(exit_trap.code), None
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:
+            if self._stop_reason is not None:
                 return -1, None
-            instance = linker.instantiate(store, self.runtime.module)
-            try:
-                return self._drive(store, instance), None
-            except wasmtime.ExitTrap as exit_trap:
-                if self._declared_exit is not None:
-                    return self._declared_exit, None
-                return int(exit_trap.code), None
-            except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:
-                if self._stop_reason is not None:
-                    return -1, None
-                message = str(trap).strip().splitlines()[0] if str(trap).strip() else repr(trap)
-                return TRAP_EXIT_CODE, f"guest trapped: {message}"
-            finally:
-                del keepalive
-        finally:
-            store.close()
+            if isinstance(trap, wasmtime.Trap) and trap.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
+                self.kill("fuel")
+                return -1, None
+            message = str(trap).strip().splitlines()[0] if str(trap).strip() else repr(trap)
+            return TRAP_EXIT_CODE, f"guest trapped: {message}"
 
     def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
         """Run the program in the fresh instance; return its exit code."""
-        if not self.spec.turns:
-            return int(_export(store, instance, "run")(store))
-        for source in self.spec.turns:
-            code = self.turn(store, instance, source)
-            if code != 0:
-                return code
+        with self._counting_fuel(store, self.spec.fuel):
+            if not self.spec.turns:
+                return int(_export(store, instance, "run")(store))
+            for source in self.spec.turns:
+                code = self.turn(store, instance, source)
+                if code != 0:
+                    return code
+        self.ready.set()
         while self._more is not None:
             try:
-                source, starting, done = self._more.get(timeout=0.05)
+                item = self._more.get(timeout=1.0)  # kill() wakes it at once
             except queue.Empty:
+                item = None
+            if item is None:
                 if self._should_stop():
                     return 0
                 continue
-            starting()
-            done(self.turn(store, instance, source))
+            source, starting, done, fuel = item
+            with self._counting_fuel(store, fuel, reset=True):
+                starting()
+                code = self.turn(store, instance, source)
+            done(code)
         return 0
+
+    @contextmanager
+    def _counting_fuel(self, store: wasmtime.Store, budget: Optional[int], reset: bool = False) -> Iterator[None]:
+        """On a fuel runtime: run the body on `budget` instructions (None: unlimited; `reset`:
+        refill the store first) and record how many it used, however it ends."""
+        if not self.runtime.flags.consume_fuel:
+            yield
+            return
+        budget = UNLIMITED_FUEL if budget is None else budget
+        if reset:
+            store.set_fuel(budget)
+        try:
+            yield
+        finally:
+            self.fuel_used = budget - store.get_fuel()
 
     @staticmethod
     def turn(store: wasmtime.Store, instance: wasmtime.Instance, source: str) -> int:

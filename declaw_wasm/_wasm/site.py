@@ -21,6 +21,7 @@ import functools
 import hashlib
 import importlib.metadata
 from pathlib import Path
+from typing import Optional
 
 from .._assets import guest_runtime_dir
 from .._cache import ensure_folder
@@ -69,8 +70,9 @@ def _plan() -> tuple[str, list[tuple[Path, str, str]]]:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
             raise SandboxException(f"{name} is not installed; reinstall declaw-wasm") from None
+        version = dist.version  # parses METADATA: once, not per file
         for rel, digest in _guest_files(dist, packages):
-            parts.append(f"{name}=={dist.version}:{rel}:{digest}")
+            parts.append(f"{name}=={version}:{rel}:{digest}")
             plan.append((Path(str(dist.locate_file(rel))), rel, digest))
     runtime = guest_runtime_dir()
     for package in OUR_PACKAGES:
@@ -89,6 +91,13 @@ def _digest(data: bytes) -> str:
 
 
 _made: dict[str, Path] = {}
+
+
+def built_site() -> Optional[Path]:
+    """The guest site's folder if it is built (None: `ensure_site` would build it)."""
+    key, _ = _plan()
+    target = cache_dir() / "runtime" / f"guest-site-{key}"
+    return target if key in _made or (target / "READY").exists() else None
 
 
 def ensure_site(runtime: Runtime) -> Path:

@@ -26,19 +26,24 @@ import logging
 import platform
 import threading
 import time
+from pathlib import Path
 from typing import Optional
 
 import wasmtime
 
 from .._assets import guest_runtime_dir, rootfs_dir
+from .._cache import ensure_file, prune_superseded, writable, write_atomic
+from ..exceptions import SandboxException
 from ..progress import Progress
 from ..settings import cache_dir, snapshot_enabled
 from . import binary as wb
 from .boot import shell_spec
-from .engine import EngineFlags, Runtime, compile_cached, load_plain_runtime, wasmtime_version
+from .artifacts import Artifacts, ensure_artifacts
+from .engine import (DEFAULT_FLAGS, FUEL_FLAGS, BuildMissing, EngineFlags, Runtime, compile_cached,
+                     engine_for, load_plain_runtime, wasmtime_version)
 from .guest import Guest, GuestSpec
 from .layout import GUEST_DECLAW, GUEST_PYTHON, Mount, base_env, scratch_root, shared_mounts
-from .site import ensure_site
+from .site import built_site, ensure_site
 
 # Each costs seconds cold; together ~75 MB of initial memory (file-backed, shared, CoW).
 WARMUP_IMPORTS = [
@@ -48,6 +53,7 @@ RESET_EXPORT = "__declaw_reset_preopens"
 STACK_EXPORT = "__declaw_stack_pointer"
 EXPECTED_WARMUP_S = 20.0
 EXPECTED_COMPILE_S = 110.0
+EXPECTED_FUEL_COMPILE_S = 200.0
 
 
 def warmup_source() -> str:
@@ -146,7 +152,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
 
     with scratch_root(rootfs_dir()) as root:  # the build runs in a throw-away root folder
         mounts = root + guest_mounts(cold)
-        build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine, ticker=False)
+        build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine)  # no ticker: no deadline
         spec = GuestSpec(argv=[GUEST_PYTHON], env=base_env(), mounts=mounts,
                          turns=[warmup_source(), CHECK_SOURCE], timeout=600, memory_limit=2 << 30)
         guest = _BuildGuest(build_runtime, spec)
@@ -169,9 +175,17 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
     return warmed.encode()
 
 
-def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
-    """The warm runtime, built and compiled once per machine, then loaded from the cache."""
+def warm_image_path(cold: Runtime) -> Path:
+    """Where the warmed module's wasm bytes are kept: the plain and the fuel compile share them
+    (the memory image does not depend on fuel), so `warmup --fuel` only compiles."""
     key = snapshot_key(cold.files.module_sha256, cold.flags, ensure_site(cold).name)
+    return cache_dir() / "compiled" / f"python-warm-{key}.wasm"
+
+
+def ensure_warm_image(cold: Runtime, progress: Progress) -> bytes:
+    """The warmed module's bytes, built once (steps 1–4) and kept beside the compiled module."""
+    if cold.flags.consume_fuel:
+        raise ValueError("the warm image is built on the plain runtime")
 
     def build() -> bytes:
         start = time.monotonic()
@@ -180,10 +194,70 @@ def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
                      f"({len(data) / 1e6:.0f} MB module)")
         return data
 
-    path = cache_dir() / "compiled" / f"python-warm-{key}.cwasm"
-    module = compile_cached(cold.engine, path, build, progress, "compiling the warm snapshot",
-                            EXPECTED_COMPILE_S, supersedes="python-warm-*")
-    return Runtime(cold.files, cold.flags, module, cold.engine, warm=True, ticker=False)
+    path = warm_image_path(cold)
+    if not writable(path.parent):  # a read-only cache: build in memory (compiled in memory too)
+        return path.read_bytes() if path.exists() else build()
+    if not path.exists():  # a new image: compiled modules of older ones go (fuel's included)
+        ensure_file(path, build, supersedes="python-warm-*")
+        prune_superseded(path, "python-warmfuel-*")
+    return path.read_bytes()
+
+
+def _warm_prefix(flags: EngineFlags) -> str:
+    return "python-warmfuel" if flags.consume_fuel else "python-warm"
+
+
+def warm_module_path(files: Artifacts, flags: EngineFlags, site: str) -> Path:
+    """The compiled warm module for `flags` (the plain one keeps its historical name)."""
+    key = snapshot_key(files.module_sha256, flags, site)
+    return cache_dir() / "compiled" / f"{_warm_prefix(flags)}-{key}.cwasm"
+
+
+def load_warm_runtime(cold: Runtime, progress: Progress, flags: Optional[EngineFlags] = None,
+                      build: bool = True) -> Runtime:
+    """The warm runtime for `flags` (default: the cold runtime's), built and compiled once per
+    machine, then loaded from the cache. `cold` is the plain runtime (fuel off): it builds the
+    image. `build=False`: a compiled module missing from the cache raises `BuildMissing`."""
+    flags = flags or cold.flags
+    path = warm_module_path(cold.files, flags, ensure_site(cold).name)
+    if not build and not path.exists():
+        raise BuildMissing(path)
+    engine = engine_for(flags)
+    module = compile_cached(engine, path, lambda: ensure_warm_image(cold, progress), progress,
+                            f"compiling the warm snapshot{' with fuel' if flags.consume_fuel else ''}",
+                            EXPECTED_FUEL_COMPILE_S if flags.consume_fuel else EXPECTED_COMPILE_S,
+                            supersedes=f"{_warm_prefix(flags)}-*")
+    return Runtime(cold.files, flags, module, engine, warm=True, path=path)
+
+
+def load_built_warm_runtime(flags: EngineFlags, progress: Progress) -> tuple[Optional[Runtime], Path]:
+    """The warm runtime straight from the cache if its compiled module and the guest site are
+    there (the plain module is not loaded: a serverless cold start maps one file), else None;
+    and where the compiled module is (or would be). None for the path's site part means the
+    guest site is not built."""
+    files = ensure_artifacts(progress)
+    site = built_site()
+    path = warm_module_path(files, flags, site.name if site is not None else "unbuilt")
+    if site is None or not path.exists():
+        return None, path
+    engine = engine_for(flags)
+    module = wasmtime.Module.deserialize_file(engine, str(path))
+    return Runtime(files, flags, module, engine, warm=True, path=path), path
+
+
+def checked(runtime: Runtime) -> Optional[str]:
+    """`self_check`, once per compiled module and machine: a pass is recorded beside the module
+    (warmup records it, so a relocated read-only cache starts without the ~20 ms check)."""
+    mark = runtime.path.with_name(runtime.path.name + ".checked") if runtime.path else None
+    if mark is not None and mark.exists():
+        return None
+    problem = self_check(runtime)
+    if problem is None and mark is not None and writable(mark.parent):
+        try:
+            write_atomic(mark, b"")
+        except OSError:
+            pass
+    return problem
 
 
 def self_check(runtime: Runtime) -> Optional[str]:
@@ -207,36 +281,79 @@ def guest_mounts(runtime: Runtime) -> list[Mount]:
     return shared_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(), ensure_site(runtime))
 
 
-DEFAULT_FLAGS = EngineFlags()
 _runtimes: dict[tuple[EngineFlags, bool], Runtime] = {}
 _runtimes_lock = threading.Lock()
 log = logging.getLogger("declaw_wasm")
 
 
+def fuel_build_hint(warm: bool) -> str:
+    """The command that builds the fuel runtime for this path."""
+    return "declaw-wasm warmup --fuel" if warm else "DECLAW_WASM_SNAPSHOT=0 declaw-wasm warmup --fuel"
+
+
 def get_runtime(flags: EngineFlags = DEFAULT_FLAGS, progress: Optional[Progress] = None,
-                warm: Optional[bool] = None) -> Runtime:
+                warm: Optional[bool] = None, build: Optional[bool] = None) -> Runtime:
     """The process's runtime for `flags`: the warm snapshot unless disabled (or broken, then
-    the cold module, with the reason logged). Builds and compiles once per machine if needed."""
+    the cold module, with the reason logged). Builds and compiles once per machine if needed,
+    except the fuel runtime (minutes of compiling): without `build=True` (warmup --fuel) a
+    missing fuel build raises `SandboxException` naming the command that builds it."""
     want_warm = snapshot_enabled() if warm is None else warm
+    build = not flags.consume_fuel if build is None else build
     with _runtimes_lock:
         runtime = _runtimes.get((flags, want_warm))
         if runtime is not None:
             return runtime
         progress = progress or Progress()
-        cold = _runtimes.get((flags, False))
-        if cold is None:
-            cold = _runtimes[(flags, False)] = load_plain_runtime(flags, progress)
-        if not want_warm:
-            return cold
-        chosen: Runtime = cold
         try:
-            chosen = load_warm_runtime(cold, progress)
-            problem = self_check(chosen)
-        except Exception as exc:  # never worse than the cold path
-            problem = f"{type(exc).__name__}: {exc}"
-        if problem is not None:
-            log.warning("warm snapshot unavailable, using the cold path: %s", problem)
-            progress.say(f"warm snapshot unavailable, using the cold path: {problem}")
-            chosen = cold
-        _runtimes[(flags, want_warm)] = chosen
-        return chosen
+            if flags.consume_fuel:
+                runtime = _load_fuel_runtime(want_warm, progress, build)
+            else:
+                runtime = _load_runtime(flags, want_warm, progress)
+        except BuildMissing as missing:
+            raise SandboxException(
+                f"CPU limits (Limits.cpu_instructions) need the runtime compiled with fuel, which is "
+                f"not in the cache ({missing.path}): build it once with `{fuel_build_hint(want_warm)}` "
+                "(several minutes of compiling)") from None
+        _runtimes[(flags, want_warm)] = runtime
+        return runtime
+
+
+def _cold(flags: EngineFlags, progress: Progress) -> Runtime:
+    cold = _runtimes.get((flags, False))
+    if cold is None:
+        cold = _runtimes[(flags, False)] = load_plain_runtime(flags, progress)
+    return cold
+
+
+def _load_runtime(flags: EngineFlags, want_warm: bool, progress: Progress) -> Runtime:
+    if not want_warm:
+        return _cold(flags, progress)
+    runtime: Optional[Runtime] = None
+    try:
+        runtime, _ = load_built_warm_runtime(flags, progress)
+        if runtime is None:  # build it (and the plain module it is built from)
+            runtime = load_warm_runtime(_cold(flags, progress), progress)
+        problem = checked(runtime)
+    except Exception as exc:  # never worse than the cold path
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem is None and runtime is not None:
+        return runtime
+    log.warning("warm snapshot unavailable, using the cold path: %s", problem)
+    progress.say(f"warm snapshot unavailable, using the cold path: {problem}")
+    return _cold(flags, progress)
+
+
+def _load_fuel_runtime(want_warm: bool, progress: Progress, build: bool) -> Runtime:
+    """The fuel runtime: the plain module compiled with fuel (cold), or the warm image compiled
+    with fuel, which shares the plain warm build's image (only the compile differs)."""
+    if not want_warm:
+        return load_plain_runtime(FUEL_FLAGS, progress, build=build)
+    runtime, path = load_built_warm_runtime(FUEL_FLAGS, progress)
+    if runtime is None:
+        if not build:
+            raise BuildMissing(path)
+        runtime = load_warm_runtime(_cold(DEFAULT_FLAGS, progress), progress, FUEL_FLAGS)
+    problem = checked(runtime)
+    if problem is not None:  # no cold fallback: the cold fuel module is another build
+        raise SandboxException(f"the fuel-enabled warm snapshot fails its self-check: {problem}")
+    return runtime

@@ -52,7 +52,8 @@ async def process_lines(process: ProcessHandle, kill_on_disconnect: bool) -> Asy
         except SandboxException as exc:
             yield line(exception_line(exc))
         else:
-            yield line(EndLine(exit_code=result.exit_code, error=result.error))
+            yield line(EndLine(exit_code=result.exit_code, error=result.error,
+                             cpu_instructions_used=result.cpu_instructions_used))
         finished = True
     finally:
         if not finished and kill_on_disconnect:
@@ -129,7 +130,8 @@ async def serve_pty(websocket: WebSocket, process: ProcessHandle) -> None:
                 break
         try:
             result = process.result()
-            end: Any = EndLine(exit_code=result.exit_code, error=result.error)
+            end: Any = EndLine(exit_code=result.exit_code, error=result.error,
+                             cpu_instructions_used=result.cpu_instructions_used)
         except SandboxException as exc:
             end = exception_line(exc)
         await websocket.send_text(end.model_dump_json(exclude_none=True))

@@ -79,6 +79,7 @@ export interface EndLine {
   type: "end";
   exit_code: number;
   error?: string | null;
+  cpu_instructions_used?: number | null;
 }
 
 export interface EndOfExecutionLine {
@@ -138,6 +139,7 @@ export interface Limits {
   max_processes?: number;
   disk_bytes?: number;
   disk_files?: number;
+  cpu_instructions?: number | null;
 }
 
 export interface MakeDir {

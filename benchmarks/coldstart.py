@@ -1,0 +1,112 @@
+"""Serverless cold start: a fresh process imports declaw_wasm, creates a sandbox and runs a pandas
+command, from a relocated read-only cache, side by side with a native `python3 -c 'import
+pandas'`.
+
+    sudo python benchmarks/coldstart.py [--repeat 7]      (root: bind mounts, drop_caches)
+
+The cache (DECLAW_WASM_CACHE, built by `declaw-wasm warmup`) is bind-mounted read-only at a new
+path and used with DECLAW_WASM_OFFLINE=1, as a function image would ship it. Both sides run in
+fresh processes of clean venvs (_common.clean_python): ours holds declaw-wasm's dependencies
+(same versions as this environment) and runs this checkout's code; native holds pandas. Figures:
+in-process splits (import, create, command) and the whole process, spawn to exit; medians with
+the page cache warm, then one run each right after `echo 3 > /proc/sys/vm/drop_caches`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from _common import clean_python  # noqa: E402
+
+DEPS = ["wasmtime", "msgpack", "anyio", "pydantic", "platformdirs", "filelock", "bash_purepython",
+        "packaging", "installer"]  # the core's (the server's fastapi/uvicorn are not imported)
+
+OURS = """
+import time
+t0 = time.perf_counter()
+import declaw_wasm
+from declaw_wasm import Sandbox
+t1 = time.perf_counter()
+sbx = Sandbox.create()
+t2 = time.perf_counter()
+r = sbx.commands.run("python3 -c 'import pandas; print(pandas.DataFrame({\\"a\\": [1, 2]}).a.sum())'")
+t3 = time.perf_counter()
+assert r.stdout == "3\\n", r
+import json, sys
+print(json.dumps([t1 - t0, t2 - t1, t3 - t2, t3 - t0]))
+sys.stdout.flush()
+"""
+
+
+def drop_caches() -> None:
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True, cwd="/")
+    return time.perf_counter() - start, done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=7)
+    repeat = parser.parse_args().repeat
+    from declaw_wasm.settings import cache_dir
+
+    source = cache_dir()
+    ours_python = clean_python([f"{d}=={importlib.metadata.version(d)}" for d in DEPS])
+    native_python = clean_python(["pandas"])
+    mount = Path(tempfile.mkdtemp(prefix="declaw-wasm-ro-cache-"))
+    subprocess.run(["mount", "--bind", str(source), str(mount)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], check=True)
+        env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
+               "DECLAW_WASM_CACHE": str(mount), "DECLAW_WASM_OFFLINE": "1"}
+        ours_cmd, native_cmd = [str(ours_python), "-c", OURS], [str(native_python), "-c", "import pandas"]
+        wall(ours_cmd, env)  # the page cache warm
+        wall(native_cmd, env)
+        ours, native = [], []
+        for _ in range(repeat):
+            took, out = wall(ours_cmd, env)
+            ours.append((took, json.loads(out.strip().splitlines()[-1])))
+            native.append(wall(native_cmd, env)[0])
+        drop_caches()
+        cold_ours = wall(ours_cmd, env)
+        drop_caches()
+        cold_native = wall(native_cmd, env)[0]
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+        os.rmdir(mount)
+
+    def ms(x: float) -> str:
+        return f"{x * 1000:.0f} ms"
+
+    split = [statistics.median(t[1][i] for t in ours) for i in range(4)]
+    cold_split = json.loads(cold_ours[1].strip().splitlines()[-1])
+    print(f"read-only cache: {source} bind-mounted read-only, DECLAW_WASM_OFFLINE=1; "
+          f"python {sys.version.split()[0]}; medians of {repeat}\n")
+    print("| | page cache warm | after drop_caches |\n|---|---|---|")
+    print(f"| `import declaw_wasm` + `from declaw_wasm import Sandbox` | {ms(split[0])} | {ms(cold_split[0])} |")
+    print(f"| first `Sandbox.create()` | {ms(split[1])} | {ms(cold_split[1])} |")
+    print(f"| first command, `python3 -c 'import pandas; ...'` | {ms(split[2])} | {ms(cold_split[2])} |")
+    print(f"| **the three, in-process** | **{ms(split[3])}** | **{ms(cold_split[3])}** |")
+    print(f"| the whole process, spawn to exit | {ms(statistics.median(t[0] for t in ours))} | {ms(cold_ours[0])} |")
+    print(f"| native `python3 -c 'import pandas'`, spawn to exit | {ms(statistics.median(native))} | {ms(cold_native)} |")
+
+
+if __name__ == "__main__":
+    main()

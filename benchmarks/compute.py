@@ -1,0 +1,173 @@
+"""Compute speed: the same workloads in a sandbox and in native CPython, timed inside each
+interpreter (start-up excluded), best of `--repeat`.
+
+    python benchmarks/compute.py [--repeat 5] [--fuel]
+
+Native is a clean venv's python3 with numpy and pandas only (_common.clean_python). The guest
+is the warm snapshot's CPython 3.15 on Wasmtime (Cranelift, opt level "speed", SIMD on: see the
+engine check printed first). `--fuel` also runs the workloads on the fuel-enabled build
+(`declaw-wasm warmup --fuel`) and prints its slowdown against the plain one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import clean_python  # noqa: E402
+
+WORKLOADS = r'''
+import json, re, sys, time
+
+def loop():
+    total = 0
+    for i in range(3_000_000):
+        total += i * i % 7
+    return total
+
+def calls():
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+    return fib(25)
+
+def matmul():
+    import numpy as np
+    a = np.random.default_rng(0).random((400, 400))
+    for _ in range(10):
+        a @ a
+
+def vector():
+    import numpy as np
+    x = np.random.default_rng(0).random(2_000_000)
+    for _ in range(10):
+        (np.sin(x) * x + 1.0).sum()
+
+def groupby():
+    import numpy as np, pandas as pd
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"k": rng.integers(0, 1000, 1_000_000), "v": rng.random(1_000_000)})
+    df.groupby("k")["v"].agg(["mean", "sum", "count"])
+
+def json_round_trips():
+    doc = {"items": [{"id": i, "name": f"item {i}", "tags": ["a", "b"], "price": i * 1.5}
+                     for i in range(1000)]}
+    for _ in range(50):
+        json.loads(json.dumps(doc))
+
+def regex():
+    text = "user-%d@example.com, " * 20000
+    for _ in range(5):
+        len(re.findall(r"[\w.-]+@[\w.-]+\.\w+", text))
+
+def sorting():
+    import random
+    data = [random.random() for _ in range(500_000)]
+    for _ in range(3):
+        sorted(data)
+
+def strings():
+    parts = []
+    for i in range(300_000):
+        parts.append(f"{i}:{i * 2}".upper().replace("1", "x"))
+    "".join(parts).split("x")
+
+import numpy, pandas  # imported before timing (on the warm path they are in the snapshot)
+repeat = int(sys.argv[1])
+out = {}
+for name, fn in [("pure-Python loop (3e6 steps)", loop), ("function calls (fib 25)", calls),
+                 ("numpy 400x400 matmul x10", matmul), ("numpy vector math 2e6 x10", vector),
+                 ("pandas groupby 1e6 rows", groupby), ("json round trips (1000 items x50)", json_round_trips),
+                 ("regex findall (20k emails x5)", regex), ("sort 5e5 floats x3", sorting),
+                 ("str format/upper/replace 3e5", strings)]:
+    best = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        took = time.perf_counter() - start
+        best = took if best is None else min(best, took)
+    out[name] = best
+print(json.dumps(out))
+'''
+
+
+def engine_check() -> None:
+    """Cranelift's opt level and SIMD, as the engine is configured, and whether the module uses
+    SIMD (a module with SIMD instructions fails validation with SIMD off)."""
+    import wasmtime
+
+    from declaw_wasm._wasm.engine import DEFAULT_FLAGS
+    from declaw_wasm._wasm.snapshot import get_runtime
+
+    runtime = get_runtime()
+    config = DEFAULT_FLAGS.config()
+    config.wasm_simd = False
+    config.wasm_relaxed_simd = False
+    data = runtime.files.module.read_bytes()
+    try:
+        wasmtime.Module.validate(wasmtime.Engine(config), data)
+        uses = "no"
+    except wasmtime.WasmtimeError:
+        uses = "yes"
+    print(f"engine: Cranelift (opt level: wasmtime's default, \"speed\"; we never lower it but "
+          f"for the one-off snapshot builder), wasm SIMD on (wasmtime's default); the module "
+          f"uses SIMD instructions: {uses}")
+
+
+def guest_blas() -> str:
+    from declaw_wasm import Sandbox
+
+    with Sandbox.create() as sbx:
+        code = ("import numpy, json; c = numpy.show_config(mode='dicts'); "
+                "print(json.dumps(c.get('Build Dependencies', {}).get('blas', {})))")
+        return sbx.commands.run(f"python3 -c \"{code}\"").stdout.strip()
+
+
+def in_guest(repeat: int, limits: object = None) -> dict[str, float]:
+    from declaw_wasm import Sandbox
+
+    with Sandbox.create(timeout=3600, limits=limits) as sbx:  # type: ignore[arg-type]
+        sbx.files.write("/tmp/workloads.py", WORKLOADS)
+        result = sbx.commands.run(f"python3 /tmp/workloads.py {repeat}", timeout=3600)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)
+
+
+def natively(repeat: int) -> dict[str, float]:
+    python = clean_python(["numpy", "pandas"])
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "workloads.py"
+        script.write_text(WORKLOADS)
+        done = subprocess.run([str(python), str(script), str(repeat)], capture_output=True, text=True,
+                              check=True)
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--fuel", action="store_true")
+    args = parser.parse_args()
+    engine_check()
+    print(f"guest numpy's BLAS: {guest_blas()}\n")
+    native, guest = natively(args.repeat), in_guest(args.repeat)
+    print(f"| workload (best of {args.repeat}) | native CPython {sys.version.split()[0]} | "
+          "declaw-wasm | ratio |\n|---|---|---|---|")
+    for name, took in native.items():
+        print(f"| {name} | {took * 1000:.0f} ms | {guest[name] * 1000:.0f} ms | {guest[name] / took:.1f}× |")
+    if args.fuel:
+        from declaw_wasm import Limits
+
+        fueled = in_guest(args.repeat, Limits(cpu_instructions=(1 << 62)))
+        print("\n| workload | plain module | fuel module | slowdown |\n|---|---|---|---|")
+        for name, took in guest.items():
+            print(f"| {name} | {took * 1000:.0f} ms | {fueled[name] * 1000:.0f} ms | {fueled[name] / took:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

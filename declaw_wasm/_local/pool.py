@@ -1,0 +1,132 @@
+"""Pre-created sandboxes: `Sandbox.create` hands out one made ahead of time, with a parked guest.
+
+Making a sandbox costs its folder (the root skeleton copied, a template's files laid over it)
+and, for its first command, a guest booted from the snapshot. A pool per template and limits
+keeps `DECLAW_WASM_POOL` (settings.py) of them ready, each with its guest parked (parking.py):
+`create` takes one, gives it its lifetime, metadata and envs (`LocalSandbox.begin`: the envs
+reach guests with each command line, so a pooled guest needs none), and a background thread
+makes the next. A pool starts on the second `create` of its template and limits in a process, so
+a program that makes one sandbox never pays for a pool; pooled sandboxes are not listed and do
+not count as live until handed out, and are killed at exit.
+
+The key covers what a pooled sandbox was made from: the template (for a custom one, its
+template.json as it is on disk now, so a rebuilt template is never served stale), the limits
+(the memory limit and fuel are fixed in a guest's store) and the runtime (tests switch between
+the warm and cold paths).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Callable, Hashable, Optional
+
+from .._packages.catalog import GuestTemplate
+from ..limits import Limits
+from ..settings import pool_size
+from .parking import parking
+
+if TYPE_CHECKING:
+    from .sandbox import LocalSandbox
+
+POOL_AFTER = 2  # creates of one key before it gets a pool
+QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped)
+
+
+def pool_key(template: GuestTemplate, limits: Limits, runtime: object) -> Optional[Hashable]:
+    """What a pooled sandbox must match (None: not poolable)."""
+    stamp: tuple[int, int] = (0, 0)
+    if template.root is not None:
+        try:
+            st = (template.root.parent / "template.json").stat()
+        except OSError:
+            return None
+        stamp = (st.st_ino, st.st_mtime_ns)
+    return (template.name, template.stdlib_only, template.bundle, str(template.site), str(template.root),
+            tuple(sorted(template.envs.items())), stamp, limits, id(runtime))
+
+
+class Pool:
+    """The process's pools, and the one thread that refills them."""
+
+    def __init__(self, make: Callable[[GuestTemplate, Limits], "LocalSandbox"]) -> None:
+        """`make(template, limits)`: a new sandbox, not yet begun (sandbox.py's)."""
+        self._make = make
+        self._lock = threading.Lock()
+        self._ready: dict[Hashable, deque["LocalSandbox"]] = {}
+        self._wanted: dict[Hashable, tuple[GuestTemplate, Limits]] = {}
+        self._creates: dict[Hashable, int] = {}
+        self._work = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+        self._last_take = 0.0
+
+    def take(self, key: Optional[Hashable], template: GuestTemplate, limits: Limits) -> Optional["LocalSandbox"]:
+        """A pooled sandbox for `key` (None if none is ready); counts the create either way."""
+        if key is None or pool_size() <= 0:
+            return None
+        with self._lock:
+            self._last_take = time.monotonic()
+            self._creates[key] = self._creates.get(key, 0) + 1
+            if self._creates[key] >= POOL_AFTER and key not in self._wanted:
+                self._wanted[key] = (template, limits)
+            ready = self._ready.get(key)
+            sandbox = ready.popleft() if ready else None
+            if key in self._wanted:
+                self._start()
+        if sandbox is not None and not sandbox.running:
+            return None
+        return sandbox
+
+    def ready(self, key: Hashable) -> int:
+        with self._lock:
+            return len(self._ready.get(key, ()))
+
+    def _start(self) -> None:  # under the lock
+        self._work.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._fill, name="declaw-pool", daemon=True)
+            self._thread.start()
+
+    def _fill(self) -> None:
+        while True:
+            self._work.wait()
+            self._work.clear()
+            while True:
+                with self._lock:
+                    if self._closed:
+                        return
+                    size = pool_size()
+                    short = [(key, spec) for key, spec in self._wanted.items()
+                             if len(self._ready.get(key, ())) < size]
+                if not short:
+                    break
+                quiet = time.monotonic() - self._last_take
+                if quiet < QUIET_S:
+                    time.sleep(QUIET_S - quiet)
+                    continue
+                for key, (template, limits) in short[:1]:
+                    try:
+                        sandbox = self._make(template, limits)
+                    except Exception:  # a template deleted meanwhile, a full disk: stop wanting it
+                        with self._lock:
+                            self._wanted.pop(key, None)
+                        continue
+                    parking.park(sandbox)
+                    with self._lock:
+                        self._ready.setdefault(key, deque()).append(sandbox)
+
+    def close(self) -> None:
+        """Kill every pooled sandbox (at exit)."""
+        with self._lock:
+            self._closed = True
+            sandboxes = [s for ready in self._ready.values() for s in ready]
+            self._ready.clear()
+            self._work.set()
+        for sandbox in sandboxes:
+            try:
+                sandbox.kill()
+            except Exception:
+                pass
+

@@ -1,0 +1,98 @@
+"""CPU limits: `Limits(cpu_instructions=N)` gives each command line and each cell a budget of N
+instructions (Wasmtime fuel), whatever the wall clock says; the use is reported.
+
+They need the runtime compiled with fuel (`declaw-wasm warmup --fuel`): the `fuel_runtime`
+fixture builds it once if the cache lacks it (about 3 minutes of compiling on a quiet 2-core
+machine, more on a loaded one). Warm path only: the cold path's fuel module is another build.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from declaw_wasm import Limits, Sandbox, testing
+from declaw_wasm._wasm.engine import FUEL_FLAGS
+from declaw_wasm._wasm.snapshot import get_runtime
+from declaw_wasm.settings import cache_dir
+
+pytestmark = pytest.mark.fuel
+LOOP = "python3 -c 'n = 0\nwhile True:\n    n += 1'"
+
+
+@pytest.fixture(scope="module")
+def fuel_runtime(guest_path: str) -> None:
+    if guest_path != "warm":
+        pytest.skip("fuel is built for the warm snapshot")
+    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    get_runtime(FUEL_FLAGS, build=True)
+
+
+@pytest.fixture(scope="module")
+def budget_sbx(fuel_runtime: None) -> Sandbox:
+    sandbox = Sandbox.create(timeout=600, limits=Limits(cpu_instructions=2_000_000_000))
+    yield sandbox
+    sandbox.kill()
+
+
+def test_a_busy_command_is_stopped_at_its_budget_whatever_its_timeout(budget_sbx: Sandbox) -> None:
+    result = budget_sbx.commands.run(LOOP, timeout=0)  # no wall-clock limit at all
+    assert result.exit_code == 152  # bash's status for a child past its CPU limit (SIGXCPU)
+    assert "2,000,000,000 instructions (Limits.cpu_instructions)" in (result.error or "")
+    assert result.cpu_instructions_used is not None and result.cpu_instructions_used >= 2_000_000_000
+    # the sandbox goes on, and each command has a budget of its own
+    again = budget_sbx.commands.run("python3 -c 'print(sum(range(1000)))'")
+    assert again.stdout == "499500\n" and again.exit_code == 0
+    assert 0 < (again.cpu_instructions_used or 0) < 2_000_000_000
+
+
+def test_the_use_is_reported_and_grows_with_the_work(budget_sbx: Sandbox) -> None:
+    small = budget_sbx.commands.run("python3 -c 'sum(range(10**4))'").cpu_instructions_used
+    big = budget_sbx.commands.run("python3 -c 'sum(range(10**6))'").cpu_instructions_used
+    assert small and big and big > small + 10**7  # ~tens of instructions per step
+
+
+def test_a_cell_has_its_budget_and_the_context_restarts_after_it(budget_sbx: Sandbox) -> None:
+    ok = budget_sbx.run_code("x = sum(range(1000)); x")
+    assert ok.text == "499500" and ok.error is None
+    assert ok.cpu_instructions_used is not None and ok.cpu_instructions_used > 0
+    spent = budget_sbx.run_code("while True:\n    pass", timeout=0)
+    assert spent.error is not None and spent.error.name == "CpuLimitExceeded"
+    assert "2,000,000,000 instructions" in spent.error.value
+    after = budget_sbx.run_code("'x' in globals()")
+    assert after.text == "False"  # the context started afresh
+    assert any("CPU budget" in line for line in after.logs.stderr)
+
+
+def test_sandboxes_without_a_cpu_limit_report_no_use(local_sbx: Sandbox) -> None:
+    assert local_sbx.commands.run("true").cpu_instructions_used is None
+
+
+def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -> None:
+    testing.park(budget_sbx)  # the park turn's own work is not counted against the line
+    hits = testing.parked_hits()
+    result = budget_sbx.commands.run("true")
+    assert testing.parked_hits() == hits + 1
+    assert result.exit_code == 0 and 0 < (result.cpu_instructions_used or 0) < 10**9
+
+
+def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path) -> None:
+    """A cache without the fuel build: creating a CPU-limited sandbox fails at once."""
+    copy = tmp_path / "cache"
+    subprocess.run(["cp", "-al", str(cache_dir()), str(copy)], check=True)  # hard links: cheap
+    for path in copy.glob("compiled/python-warmfuel-*"):
+        path.unlink()
+    code = ("from declaw_wasm import Sandbox, Limits, SandboxException\n"
+            "try:\n    Sandbox.create(limits=Limits(cpu_instructions=10**9))\n"
+            "except SandboxException as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DECLAW_WASM_CACHE": str(copy), "DECLAW_WASM_SNAPSHOT": "1"})
+    assert "declaw-wasm warmup --fuel" in done.stdout, (done.stdout, done.stderr)
+
+
+def test_cpu_instructions_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        Limits(cpu_instructions=0)
