@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Optional
 
 KINDS = ("sbx", "pool", "scratch")  # a sandbox's, a pre-created sandbox's, a host guest's
-_NAME = re.compile(r"^declaw-wasm-(?:sbx|pool|scratch)-p(\d+)\.(\d+)\.([0-9a-f]{8})-")
+# ... and "trash": a killed sandbox's folder, renamed, waiting for the background deleter
+_NAME = re.compile(r"^declaw-wasm-(?:sbx|pool|scratch|trash)-p(\d+)\.(\d+)\.([0-9a-f]{8})-")
 _lock = threading.Lock()
 _tag: Optional[tuple[int, str]] = None  # (pid, tag): a forked child makes its own
 _reaper: Optional[threading.Thread] = None
@@ -89,6 +90,15 @@ def make_folder(kind: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"declaw-wasm-{kind}-{owner_tag()}-"))
     start_reaper(path.parent)
     return path
+
+
+def trash_name(name: str) -> str:
+    """The name a folder of ours takes once its sandbox is killed (same owner, same suffix)."""
+    for kind in KINDS:
+        prefix = f"declaw-wasm-{kind}-"
+        if name.startswith(prefix):
+            return "declaw-wasm-trash-" + name[len(prefix):]
+    return "declaw-wasm-trash-" + name
 
 
 def start_reaper(where: Path) -> None:

@@ -13,13 +13,16 @@ running guest makes the call fail instead of leaving the sandbox.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import functools
 import os
 import posixpath
+import queue
 import shutil
 import stat
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ from typing import Any, Callable, IO, Iterator, List, Optional, Sequence
 from .._args import path as check_path
 from .._backend import WriteData
 from .._wasm.layout import HOME, Mount, make_root, root_mounts
-from .._owners import make_folder
+from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
                           NotEnoughSpaceException, SandboxException)
 from ..limits import Limits
@@ -170,6 +173,56 @@ def remove_tree(parent: int, name: str) -> None:
         raise first
 
 
+class _Deleter:
+    """One background thread that deletes killed sandboxes' folders, in order."""
+
+    def __init__(self) -> None:
+        self._queue: "queue.Queue[Path]" = queue.Queue()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def delete(self, folder: Path) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="declaw-deleter", daemon=True)
+                self._thread.start()
+        self._queue.put(folder)
+
+    def _run(self) -> None:
+        while True:
+            folder = self._queue.get()
+            try:
+                parent = os.open(folder.parent, _DIR_FLAGS)
+            except OSError:
+                continue
+            try:
+                remove_tree(parent, folder.name)
+            except OSError:
+                pass  # best effort; a racing call's end tries again, the next start reaps it
+            finally:
+                os.close(parent)
+                self._queue.task_done()
+
+    def wait(self, timeout: float = 10.0) -> bool:
+        """Until every folder handed over so far is deleted (at exit, for tests), at most
+        `timeout` seconds; whether they all are."""
+        deadline = time.monotonic() + timeout
+        done = self._queue.all_tasks_done
+        with done:
+            while self._queue.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                done.wait(left)
+        return True
+
+
+deleter = _Deleter()
+# Runs after the sandboxes' atexit kill (registered later, so run earlier): no folder outlives
+# its program unless deleting it takes longer than this; then the next start reaps it.
+atexit.register(deleter.wait, 10.0)
+
+
 class SandboxFS:
     """The host folder of one sandbox and the mounts its guests see."""
 
@@ -195,25 +248,31 @@ class SandboxFS:
         self._closed = False
         self._calls_lock = threading.Lock()
         self._destroy_lock = threading.Lock()
+        self._trash: Optional[Path] = None  # where the folder went on destroy
 
     def destroy(self) -> None:
-        """Delete the sandbox's host folder; calls still in flight delete it again as they end."""
+        """Delete the sandbox's host folder; calls still in flight delete it again as they end.
+
+        The folder is first renamed out of the way (one rename: the sandbox's path is gone at
+        once), then deleted by a background thread: deleting a tree is a dozen metadata writes
+        or more, ~20 ms on a busy disk, which a `kill` need not wait for. A process that exits
+        before the deletion ends leaves it to the next one to start (_owners.py)."""
         with self._calls_lock:
             self._closed = True
         self._remove_base()
 
     def _remove_base(self) -> None:
         with self._destroy_lock:
-            try:
-                parent = os.open(self.base.parent, _DIR_FLAGS)
-            except OSError:
-                return
-            try:
-                remove_tree(parent, self.base.name)
-            except OSError:
-                pass  # best effort; a racing call's end tries again
-            finally:
-                os.close(parent)
+            if self._trash is None:
+                trash = self.base.with_name(trash_name(self.base.name))
+                try:
+                    os.rename(self.base, trash)
+                except FileNotFoundError:
+                    return
+                except OSError:  # cannot rename: delete in place, now
+                    trash = self.base
+                self._trash = trash
+            deleter.delete(self._trash)
 
     @contextmanager
     def _call(self) -> Iterator[None]:
