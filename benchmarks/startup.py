@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import HEADER, median_s, native, row  # noqa: E402
+from _common import HEADER, after_gap, median_s, native, row  # noqa: E402
 
 from declaw_wasm import Sandbox, testing  # noqa: E402
 from declaw_wasm._assets import examples_dir  # noqa: E402
@@ -46,17 +45,6 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def after_gap(fn: Callable[[], object], repeat: int, gap: float) -> float:
-    """Median of `fn` with `gap` seconds of quiet before each call (not timed)."""
-    times = []
-    for _ in range(repeat):
-        time.sleep(gap)
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def bash(line: str) -> Callable[[], None]:

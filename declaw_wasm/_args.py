@@ -104,6 +104,12 @@ def command(cmd: Any) -> str:
     return cmd
 
 
+def tag(value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgumentException(f"tag must be a string, got {type(value).__name__}")
+    return value
+
+
 def stdin(value: Any) -> None:
     if value is not None and not isinstance(value, (bool, str, bytes)):
         raise InvalidArgumentException("stdin must be a bool (keep stdin open), str or bytes")

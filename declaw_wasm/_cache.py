@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from filelock import FileLock
 
 
 def writable(folder: Path) -> bool:
@@ -43,6 +42,8 @@ def ensure_file(path: Path, build: Callable[[], bytes], supersedes: str = "") ->
         return path
     if not writable(path.parent):
         raise RuntimeError(f"cache {path.parent} is read-only and has no {path.name}")
+    from filelock import FileLock  # only to build: a cold start that finds everything never locks
+
     with FileLock(str(path) + ".lock"):
         if not path.exists():  # else another process built it while we waited
             write_atomic(path, build())
@@ -61,6 +62,8 @@ def ensure_folder(target: Path, build: Callable[[Path], None], supersedes: str =
     if not writable(target.parent):
         raise RuntimeError(f"{target.name} is not in the cache and the cache is read-only"
                            + (f": {read_only_hint}" if read_only_hint else ""))
+    from filelock import FileLock
+
     with FileLock(str(target) + ".lock"):
         if (target / "READY").exists():
             return target

@@ -47,10 +47,10 @@ def create_request(template: Optional[str], timeout: Optional[float],
     _args.create_params(extra)
     if limits is not None and not isinstance(limits, Limits):
         limits = Limits.model_validate(limits)
-    return CreateSandbox(template=_args.template(template),
-                         timeout=None if timeout is None else _args.lifetime(timeout),
-                         metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs),
-                         limits=limits)
+    # every field checked: constructed, not validated again (see commands.py's `run`)
+    return CreateSandbox.model_construct(
+        template=_args.template(template), timeout=None if timeout is None else _args.lifetime(timeout),
+        metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs), limits=limits)
 
 
 class instance_or_id:

@@ -69,9 +69,9 @@ def park(sbx: Any, timeout: float = 60.0) -> None:
     from ._local.parking import parking
 
     backend = local(sbx)
-    parking.park(backend)
     deadline = time.monotonic() + timeout
     while not parking.is_parked(backend):
+        parking.park(backend)  # again if another sandbox's parking evicted it meanwhile
         if time.monotonic() > deadline:
             raise TimeoutError("no parked guest")
         time.sleep(0.005)

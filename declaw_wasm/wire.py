@@ -39,9 +39,7 @@ STATUS = {  # HTTP status per exception (E2B's envd codes where it has one)
 
 
 class _Body(Model):
-    # Built at import: request bodies are FastAPI parameters, and FastAPI's OpenAPI document
-    # warns about a deferred one (pydantic's UnsupportedFieldAttributeWarning, `alias='body'`).
-    model_config = ConfigDict(extra="forbid", defer_build=False)
+    model_config = ConfigDict(extra="forbid")
 
 
 class CreateSandbox(_Body):

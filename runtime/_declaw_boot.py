@@ -293,9 +293,12 @@ def _renew(env, profile=None):
     if "random" in modules:
         modules["random"].seed()
     if "numpy.random" in modules:
-        # 624 words of OS entropy, as seed() takes them, but without its SeedSequence (0.6 ms)
-        numpy = modules["numpy"]
-        modules["numpy.random"].seed(numpy.frombuffer(os.urandom(2496), dtype=numpy.uint32))
+        if "numpy" in modules:  # 624 words of OS entropy, without seed()'s SeedSequence (0.6 ms)
+            import array
+
+            modules["numpy.random"].seed(array.array("I", os.urandom(2496)))
+        else:  # the `base` template hides numpy, and seeding from an array imports it
+            modules["numpy.random"].seed()
     if "tempfile" in modules:
         modules["tempfile"]._name_sequence = None
 

@@ -35,6 +35,7 @@ from .pool import Pool, pool_key
 from .processes import Process
 
 DEFAULT_TIMEOUT = 300.0
+DEFAULT_LIMITS = Limits.model_construct()  # the defaults, without a first validation (~20 ms)
 PARK_AFTER_S = 0.05
 
 
@@ -307,7 +308,7 @@ class LocalSandboxes:
         template = lookup(request.template)
         return self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
                                 dict(request.metadata or {}), dict(request.envs or {}),
-                                request.limits or Limits())
+                                request.limits or DEFAULT_LIMITS)
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                     envs: dict[str, str], limits: Limits) -> LocalSandbox:

@@ -114,9 +114,9 @@ def compiled_path(files: Artifacts, flags: EngineFlags) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def wasmtime_version() -> str:
-    from importlib.metadata import version
+    from .distinfo import version
 
-    return version("wasmtime")
+    return version("wasmtime", "wasmtime")
 
 
 def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], bytes],

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib.metadata
 from pathlib import Path
 from typing import Optional
 
@@ -27,6 +26,7 @@ from .._assets import guest_runtime_dir
 from .._cache import ensure_folder
 from ..exceptions import SandboxException
 from ..settings import cache_dir
+from . import distinfo
 from .boot import python_spec
 from .engine import Runtime
 from .guest import Guest
@@ -40,23 +40,22 @@ OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "pip")  # from runtime/
 def guest_site_distributions() -> dict[str, str]:
     """Name → version of the distributions copied into the guest site (they are importable in
     every guest, though the site keeps no metadata for them)."""
-    return {name: importlib.metadata.version(name) for name in GUEST_DISTRIBUTIONS}
+    return {name: distinfo.version(name, packages[0]) for name, packages in GUEST_DISTRIBUTIONS.items()}
 
 
-def _guest_files(dist: importlib.metadata.Distribution,
+def _guest_files(name: str, rows: list[tuple[str, Optional[str]]],
                  packages: tuple[str, ...]) -> list[tuple[str, str]]:
     """(relative path, RECORD hash) of the distribution's pure-Python files for the guest."""
     files = []
-    for entry in dist.files or []:
-        rel = entry.as_posix()
+    for rel, digest in rows:
         top = rel.split("/", 1)[0]
         if top in packages and (rel.endswith(".py") or rel.endswith("py.typed")) \
                 and "__pycache__" not in rel:
-            if entry.hash is None or entry.hash.mode != "sha256":
-                raise SandboxException(f"{dist.metadata['Name']}: no sha256 for {rel} in RECORD")
-            files.append((rel, entry.hash.value))
+            if digest is None or not digest.startswith("sha256="):
+                raise SandboxException(f"{name}: no sha256 for {rel} in RECORD")
+            files.append((rel, digest[len("sha256="):]))
     if not files:
-        raise SandboxException(f"{dist.metadata['Name']} has no files for the guest")
+        raise SandboxException(f"{name} has no files for the guest")
     return sorted(files)
 
 
@@ -67,13 +66,12 @@ def _plan() -> tuple[str, list[tuple[Path, str, str]]]:
     parts, plan = [], []
     for name, packages in GUEST_DISTRIBUTIONS.items():
         try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
+            version, base, rows = distinfo.record(name, packages[0])
+        except Exception:  # importlib.metadata's PackageNotFoundError, an unreadable RECORD
             raise SandboxException(f"{name} is not installed; reinstall declaw-wasm") from None
-        version = dist.version  # parses METADATA: once, not per file
-        for rel, digest in _guest_files(dist, packages):
+        for rel, digest in _guest_files(name, rows, packages):
             parts.append(f"{name}=={version}:{rel}:{digest}")
-            plan.append((Path(str(dist.locate_file(rel))), rel, digest))
+            plan.append((base / rel, rel, digest))
     runtime = guest_runtime_dir()
     for package in OUR_PACKAGES:
         for source in sorted((runtime / package).rglob("*.py")):

@@ -9,6 +9,7 @@ request and response bodies and WebSockets; uvicorn is the ASGI server both are 
 
 from __future__ import annotations
 
+import warnings
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Optional, cast
 
@@ -16,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter
+from pydantic.warnings import UnsupportedFieldAttributeWarning
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
@@ -86,8 +88,10 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
-            document = get_openapi(title=app.title, version=app.version, description=app.description,
-                                   routes=app.routes)
+            with warnings.catch_warnings():  # FastAPI's body parameter over a model built late
+                warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)  # (wire.py, _model.py)
+                document = get_openapi(title=app.title, version=app.version, description=app.description,
+                                       routes=app.routes)
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
             for name, kind in (("CommandLine", CommandLine), ("CellLine", CellLine),
                                ("PtyControl", PtyControl), ("PtyEnd", PtyEnd)):
