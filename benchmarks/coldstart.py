@@ -77,13 +77,18 @@ def main() -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
                "DECLAW_WASM_CACHE": str(mount), "DECLAW_WASM_OFFLINE": "1"}
         ours_cmd, native_cmd = [str(ours_python), "-c", OURS], [str(native_python), "-c", "import pandas"]
+        # the floor under ours: the interpreter and the two libraries every sandbox needs
+        floor_cmd = [str(ours_python), "-c", "import pydantic.main, wasmtime"]
+        bare_cmd = [str(ours_python), "-c", "pass"]
         wall(ours_cmd, env)  # the page cache warm
         wall(native_cmd, env)
-        ours, native = [], []
+        ours, native, floor, bare = [], [], [], []
         for _ in range(repeat):
             took, out = wall(ours_cmd, env)
             ours.append((took, json.loads(out.strip().splitlines()[-1])))
             native.append(wall(native_cmd, env)[0])
+            floor.append(wall(floor_cmd, env)[0])
+            bare.append(wall(bare_cmd, env)[0])
         drop_caches()
         cold_ours = wall(ours_cmd, env)
         drop_caches()
@@ -107,6 +112,9 @@ def main() -> None:
     print(f"| the whole process, spawn to exit | {ms(statistics.median(t[0] for t in ours))} | {ms(cold_ours[0])} |")
     print(f"| native `python3 -c 'import pandas'`, spawn to exit | {ms(statistics.median(native))} "
           f"| {ms(cold_native)} |")
+    print(f"| (floor: `python3 -c 'import pydantic.main, wasmtime'`, spawn to exit) "
+          f"| {ms(statistics.median(floor))} | |")
+    print(f"| (floor: `python3 -c pass`, spawn to exit) | {ms(statistics.median(bare))} | |")
 
 
 if __name__ == "__main__":

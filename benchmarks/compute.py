@@ -16,7 +16,9 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -79,12 +81,15 @@ def strings():
 
 import numpy, pandas  # imported before timing (on the warm path they are in the snapshot)
 repeat = int(sys.argv[1])
+only = sys.argv[2] if len(sys.argv) > 2 else None
 out = {}
 for name, fn in [("pure-Python loop (3e6 steps)", loop), ("function calls (fib 25)", calls),
                  ("numpy 400x400 matmul x10", matmul), ("numpy vector math 2e6 x10", vector),
                  ("pandas groupby 1e6 rows", groupby), ("json round trips (1000 items x50)", json_round_trips),
                  ("regex findall (20k emails x5)", regex), ("sort 5e5 floats x3", sorting),
                  ("str format/upper/replace 3e5", strings)]:
+    if only is not None and name != only:
+        continue
     best = None
     for _ in range(repeat):
         start = time.perf_counter()
@@ -128,24 +133,24 @@ def guest_blas() -> str:
         return sbx.commands.run(f"python3 -c \"{code}\"").stdout.strip()
 
 
-def in_guest(repeat: int, limits: object = None) -> dict[str, float]:
-    from declaw_wasm import Sandbox
-
-    with Sandbox.create(timeout=3600, limits=limits) as sbx:  # type: ignore[arg-type]
-        sbx.files.write("/tmp/workloads.py", WORKLOADS)
-        result = sbx.commands.run(f"python3 /tmp/workloads.py {repeat}", timeout=3600)
-        assert result.exit_code == 0, result.stderr
-        return json.loads(result.stdout)
+NAMES = ["pure-Python loop (3e6 steps)", "function calls (fib 25)", "numpy 400x400 matmul x10",
+         "numpy vector math 2e6 x10", "pandas groupby 1e6 rows", "json round trips (1000 items x50)",
+         "regex findall (20k emails x5)", "sort 5e5 floats x3", "str format/upper/replace 3e5"]
 
 
-def natively(repeat: int) -> dict[str, float]:
-    python = clean_python(["numpy", "pandas"])
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "workloads.py"
-        script.write_text(WORKLOADS)
-        done = subprocess.run([str(python), str(script), str(repeat)], capture_output=True, text=True,
-                              check=True)
-    return json.loads(done.stdout)
+def in_guest(sbx: object, repeat: int, name: str) -> tuple[float, Optional[int], float]:
+    """(best time, instructions the command ran (fuel only), the command's wall time)."""
+    start = time.perf_counter()
+    result = sbx.commands.run(f"python3 /tmp/workloads.py {repeat} '{name}'", timeout=3600)  # type: ignore[attr-defined]
+    took = time.perf_counter() - start
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)[name], result.cpu_instructions_used, took
+
+
+def natively(python: Path, tmp: Path, repeat: int, name: str) -> float:
+    done = subprocess.run([str(python), str(tmp / "workloads.py"), str(repeat), name], capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout)[name]
 
 
 def main() -> None:
@@ -153,20 +158,37 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--fuel", action="store_true")
     args = parser.parse_args()
+    from declaw_wasm import Limits, Sandbox
+
     engine_check()
     print(f"guest numpy's BLAS: {guest_blas()}\n")
-    native, guest = natively(args.repeat), in_guest(args.repeat)
+    python = clean_python(["numpy", "pandas"])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, Sandbox.create(timeout=3600) as plain:
+        (Path(tmp) / "workloads.py").write_text(WORKLOADS)
+        plain.files.write("/tmp/workloads.py", WORKLOADS)
+        fueled = Sandbox.create(timeout=3600, limits=Limits(cpu_instructions=1 << 62)) if args.fuel else None
+        if fueled is not None:
+            fueled.files.write("/tmp/workloads.py", WORKLOADS)
+        for name in NAMES:  # each workload natively, plain and with fuel, one after the other
+            native = natively(python, Path(tmp), args.repeat, name)
+            guest = in_guest(plain, args.repeat, name)[0]
+            fuel = in_guest(fueled, args.repeat, name) if fueled is not None else None
+            rows.append((name, native, guest, fuel))
+        if fueled is not None:
+            fueled.kill()
     print(f"| workload (best of {args.repeat}) | native CPython {sys.version.split()[0]} | "
           "declaw-wasm | ratio |\n|---|---|---|---|")
-    for name, took in native.items():
-        print(f"| {name} | {took * 1000:.0f} ms | {guest[name] * 1000:.0f} ms | {guest[name] / took:.1f}× |")
+    for name, native, guest, _ in rows:
+        print(f"| {name} | {native * 1000:.0f} ms | {guest * 1000:.0f} ms | {guest / native:.1f}× |")
     if args.fuel:
-        from declaw_wasm import Limits
-
-        fueled = in_guest(args.repeat, Limits(cpu_instructions=(1 << 62)))
-        print("\n| workload | plain module | fuel module | slowdown |\n|---|---|---|---|")
-        for name, took in guest.items():
-            print(f"| {name} | {took * 1000:.0f} ms | {fueled[name] * 1000:.0f} ms | {fueled[name] / took:.2f}× |")
+        print("\n| workload (best of the same runs) | plain module | fuel module | slowdown | "
+              "instructions per second (fuel) |\n|---|---|---|---|---|")
+        for name, _, guest, fuel in rows:
+            assert fuel is not None
+            best, used, took = fuel
+            rate = f"{used / took / 1e9:.2f} G" if used else "?"
+            print(f"| {name} | {guest * 1000:.0f} ms | {best * 1000:.0f} ms | {best / guest:.2f}× | {rate} |")
 
 
 if __name__ == "__main__":
