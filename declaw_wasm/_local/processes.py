@@ -148,7 +148,8 @@ class Process(EventLog):
             self._began = True
 
         line = shell_turn(self.cwd, self.cmd, self._env, self.pty_size is not None)
-        self.guest.run_turn(line, starting, lambda _code: None, fuel=self.sandbox.limits.cpu_instructions)
+        self.guest.run_turn(line, starting, lambda _code: None, fuel=self.sandbox.limits.cpu_instructions,
+                            last=True)
 
     def _finished(self, guest: Guest) -> None:
         """The guest ended (on its thread): publish the outcome."""

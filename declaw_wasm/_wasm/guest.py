@@ -160,7 +160,7 @@ class Guest:
         self.ready = threading.Event()  # the spec's turns ran: waiting for `run_turn` (more_turns)
         self._thread: Optional[threading.Thread] = None
         self._declared_exit: Optional[int] = None
-        self._more: Optional["queue.Queue[Optional[tuple[str, Callable[[], None], TurnDone, Optional[int]]]]"] = \
+        self._more: Optional["queue.Queue[Optional[tuple[str, Callable[[], None], TurnDone, Optional[int], bool]]]"] = \
             queue.Queue() if more_turns else None
         self._store: Optional[wasmtime.Store] = None
         self._keepalive: object = None
@@ -206,13 +206,15 @@ class Guest:
         return self._should_stop()
 
     def run_turn(self, source: str, starting: Callable[[], None], done: TurnDone,
-                 fuel: Optional[int] = None) -> None:
+                 fuel: Optional[int] = None, last: bool = False) -> None:
         """Queue `source` as the guest's next turn: `starting()` runs on the guest's thread just
         before it, `done(code)` right after it returns (not if the guest ends in it: then the
         guest is `done`). `fuel`: the turn's instruction budget (a fuel runtime only; None:
-        unlimited). For a guest made with `more_turns`."""
+        unlimited). `last`: the guest ends when the turn returns, its code the exit status (a
+        program's turn, which normally exits itself, may return on an exception escaping it).
+        For a guest made with `more_turns`."""
         assert self._more is not None, "this guest runs its spec's turns only"
-        self._more.put((source, starting, done, fuel))
+        self._more.put((source, starting, done, fuel, last))
 
     def wait_stopping(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a kill; whether the guest is to stop now."""
@@ -345,11 +347,13 @@ class Guest:
                 if self._should_stop():
                     return 0
                 continue
-            source, starting, done, fuel = item
+            source, starting, done, fuel, last = item
             with self._counting_fuel(store, fuel, reset=True):
                 starting()
                 code = self.turn(store, instance, source)
             done(code)
+            if last:
+                return code
         return 0
 
     @contextmanager
