@@ -89,8 +89,9 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
             document = get_openapi(title=app.title, version=app.version, description=app.description,
                                    routes=app.routes)
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            for name, kind in (("CommandLine", CommandLine), ("CellLine", CellLine),
-                               ("PtyControl", PtyControl), ("PtyEnd", PtyEnd)):
+            unions: tuple[tuple[str, Any], ...] = (("CommandLine", CommandLine), ("CellLine", CellLine),
+                                                   ("PtyControl", PtyControl), ("PtyEnd", PtyEnd))
+            for name, kind in unions:
                 schema = TypeAdapter(kind).json_schema(ref_template="#/components/schemas/{model}")
                 schemas.update(schema.pop("$defs", {}))
                 schemas[name] = schema
