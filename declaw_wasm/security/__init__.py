@@ -1,0 +1,1 @@
+"""declaw's security API (config models, wire format) and the host-side guard engine."""
