@@ -1,1 +1,38 @@
-"""declaw's security API (config models, wire format) and the host-side guard engine."""
+"""declaw's security API and the host-side guard engine.
+
+Config models (declaw 1.7.0's names, fields, defaults, validation and wire dicts): `SecurityPolicy`
+and its parts. The engine: `GuardPipeline` (what the egress door runs on each plaintext HTTP
+exchange), `TokenMap` (one per sandbox), `PIIHandler` (the same detectors for agent code), and
+`GuardPlugins` for the engines declaw-wasm does not ship. See docs/guardrails.md.
+"""
+
+from .audit import AuditConfig, AuditEntry
+from .code_security import CodeSecurityConfig
+from .content_gate import ContentGateConfig
+from .custom_policy import CustomPolicyConfig
+from .encoding import DecodedTooLarge, EncodingError
+from .env import EnvSecurityConfig, SecureEnvVar
+from .injection import (InjectionAction, InjectionDefenseConfig, InjectionJudgeConfig,
+                        InjectionSensitivity)
+from .invisible_text import InvisibleTextConfig
+from .network_policy import ALL_TRAFFIC, NetworkPolicy, SandboxNetworkOpts, validate_network_entry
+from .pii import PIIConfig, PIIType, RedactionAction
+from .pii_handler import PIIHandler
+from .pipeline import (GuardLimits, GuardNotEnforcedWarning, GuardPipeline, RequestOutcome,
+                       ResponseCut, ResponseFilter, check_enforceable)
+from .plugins import ContentRequest, GuardPlugins, JudgeRequest
+from .policy import SecurityPolicy
+from .tokens import TokenMap
+from .toxicity import ToxicityConfig
+from .transformations import TransformationRule, TransformDirection
+
+__all__ = [
+    "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",
+    "InjectionJudgeConfig", "InjectionAction", "InjectionSensitivity", "TransformationRule",
+    "TransformDirection", "NetworkPolicy", "SandboxNetworkOpts", "ALL_TRAFFIC",
+    "validate_network_entry", "AuditConfig", "AuditEntry", "EnvSecurityConfig", "SecureEnvVar",
+    "ToxicityConfig", "CodeSecurityConfig", "InvisibleTextConfig", "ContentGateConfig",
+    "CustomPolicyConfig", "PIIHandler", "TokenMap", "GuardPipeline", "GuardPlugins",
+    "GuardLimits", "RequestOutcome", "ResponseFilter", "ResponseCut", "GuardNotEnforcedWarning",
+    "check_enforceable", "JudgeRequest", "ContentRequest", "EncodingError", "DecodedTooLarge",
+]

@@ -86,7 +86,7 @@ _KEY_WORDS = ("key", "secret", "token", "auth", "bearer", "passw", "pwd", "crede
 _API_KEY_LABELLED = re.compile(
     r"(?i)(?<![a-z0-9])(?:api[_\-]?key|apikey|secret(?:[_\-]?key)?|access[_\-]?(?:key|token)"
     r"|auth(?:orization)?|bearer|token|password|passwd|pwd|client[_\-]?secret|private[_\-]?key"
-    r"|credentials?)[\"']?[ \t]{0,4}(?:[:=]|=>)?[ \t]{0,4}[\"']?(?:bearer[ \t]+)?"
+    r"|credentials?)(?:[\"']?[ \t]{0,4}(?:[:=]|=>)[ \t]{0,4}[\"']?|[ \t]{1,4})(?:bearer[ \t]+)?"
     r"([A-Za-z0-9_\-+/=.~]{16,512})(?![A-Za-z0-9_\-+/=.~])")
 
 # Field names that make a bare value PII.
