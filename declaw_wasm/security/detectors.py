@@ -61,6 +61,8 @@ _PHONE_NANP = re.compile(r"(?<![\w+])(?:1[ .\-]?)?(?:\(\d{3}\)[ ]?|\d{3}[ .\-])\
                          r"(?![\w]|[.\-]\d)")
 _PHONE_TRUNK = re.compile(r"(?<![\w+.\-])0[1-9]\d{1,3}[ .\-]?\d{3,4}[ .\-]?\d{3,4}(?![\w]|[.\-]\d)")
 _PHONE_IN = re.compile(r"(?<![\w+.\-])[6-9]\d{4}[ \-]\d{5}(?![\w]|[.\-]\d)")
+# pattern, fewest and most digits (E.164 allows 15; national numbers with a trunk 0: 10-11)
+_PHONES = [(_PHONE_INTL, 8, 15), (_PHONE_NANP, 10, 11), (_PHONE_TRUNK, 10, 11), (_PHONE_IN, 10, 10)]
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.[0-9])")
@@ -259,9 +261,9 @@ class PIIDetector:
                     if _ip_ok(m.group()):
                         add(Detection(m.start(), m.end(), "ip_address"))
         if "phone" in types:
-            for rx in (_PHONE_INTL, _PHONE_NANP, _PHONE_TRUNK, _PHONE_IN):
+            for rx, low, high in _PHONES:
                 for m in rx.finditer(text):
-                    if 7 <= len(_digits(m.group())) <= 15:
+                    if low <= len(_digits(m.group())) <= high:
                         add(Detection(m.start(), m.end(), "phone"))
         return found
 
