@@ -29,8 +29,9 @@ _BINARY_TYPES = {"application/zip", "application/gzip", "application/x-gzip", "a
                  "application/wasm", "application/vnd.apache.parquet", "application/x-7z-compressed",
                  "application/zstd", "application/x-bzip2", "application/x-xz"}
 
-_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?')
-_KEY_COLON = re.compile(r"[ \t\r\n]*:")
+# A string (group 1; group 2 set when it is an object key) or a number (group 3).
+_JSON_TOKEN = re.compile(r'("[^"\\]*(?:\\.[^"\\]*)*")([ \t\r\n]*:)?'
+                         r'|(-?[0-9]+(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?)')
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -81,44 +82,56 @@ class TextBody:
         return new_units[0].encode(self.charset, "surrogateescape")
 
 
-@dataclass
 class JsonBody:
-    """A JSON document: keys, strings and numbers are the units."""
+    """A JSON document: keys, strings and numbers are the units (split on first use)."""
 
-    text: str
-    kind: str = "json"
-    units: list[str] = field(default_factory=list)
-    contexts: list[str | None] = field(default_factory=list)
-    spans: list[tuple[int, int, bool]] = field(default_factory=list)  # start, end, is_number
+    kind = "json"
 
-    def __post_init__(self) -> None:
-        text = self.text
-        units, contexts, spans = self.units, self.contexts, self.spans
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._units: list[str] | None = None
+        self._contexts: list[str | None] = []
+        self._spans: list[tuple[int, int, bool]] = []  # start, end, is_number
+
+    @property
+    def units(self) -> list[str]:
+        if self._units is None:
+            self._split()
+        assert self._units is not None
+        return self._units
+
+    @property
+    def contexts(self) -> list[str | None]:
+        self.units  # noqa: B018 - splits on first use
+        return self._contexts
+
+    def _split(self) -> None:
+        units: list[str] = []
+        contexts, spans = self._contexts, self._spans
         last_key: str | None = None
-        colon = _KEY_COLON.match
-        for m in _JSON_TOKEN.finditer(text):
-            raw = m.group()
-            start, end = m.span()
-            if raw[0] == '"':
-                value = raw[1:-1] if "\\" not in raw else json.loads(raw)
-                if colon(text, end):
-                    last_key = value
-                    units.append(value)
-                    contexts.append(None)
-                else:
-                    units.append(value)
-                    contexts.append(last_key)
-                spans.append((start, end, False))
-            else:
-                units.append(raw)
+        loads = json.loads
+        for m in _JSON_TOKEN.finditer(self.text):
+            raw, key, number = m.groups()
+            if number is not None:
+                units.append(number)
                 contexts.append(last_key)
-                spans.append((start, end, True))
+                spans.append((m.start(3), m.end(3), True))
+                continue
+            value = raw[1:-1] if "\\" not in raw else loads(raw)
+            units.append(value)
+            if key is not None:
+                last_key = value
+                contexts.append(None)
+            else:
+                contexts.append(last_key)
+            spans.append((m.start(1), m.end(1), False))
+        self._units = units
 
     def rebuild(self, new_units: Sequence[str]) -> bytes:
         out: list[str] = []
         pos = 0
         text = self.text
-        for (start, end, _), old, new in zip(self.spans, self.units, new_units):
+        for (start, end, _), old, new in zip(self._spans, self.units, new_units):
             if new == old:
                 continue
             out.append(text[pos:start])

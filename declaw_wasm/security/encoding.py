@@ -15,6 +15,7 @@ most `limit` bytes of output instead of filling the host's memory.
 from __future__ import annotations
 
 import zlib
+from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ class DecodedTooLarge(EncodingError):
     """A decoded body went past its size limit."""
 
 
+@lru_cache(maxsize=1)
 def _zstd_module() -> Any:
     try:
         from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
@@ -40,6 +42,7 @@ def _zstd_module() -> Any:
     return zstd
 
 
+@lru_cache(maxsize=1)
 def _brotli_module() -> Any:
     try:
         import brotli  # type: ignore[import-not-found]
@@ -48,14 +51,15 @@ def _brotli_module() -> Any:
     return brotli if hasattr(brotli.Decompressor(), "can_accept_more_data") else None
 
 
-def available_codings() -> list[str]:
+@lru_cache(maxsize=1)
+def available_codings() -> tuple[str, ...]:
     """The content codings this host can decode, best first."""
     out = []
     if _zstd_module() is not None:
         out.append("zstd")
     if _brotli_module() is not None:
         out.append("br")
-    return out + ["gzip", "deflate"]
+    return (*out, "gzip", "deflate")
 
 
 def parse_codings(header: str | None) -> list[str]:

@@ -31,6 +31,7 @@ _PARTIAL = r"\[(?:R(?:E(?:D(?:A(?:C(?:T(?:E(?:D(?:_[A-Z0-9_]*)?)?)?)?)?)?)?)?)?"
 _PARTIAL_RE = re.compile(_PARTIAL + r"\Z")
 _PARTIAL_RE_BYTES = re.compile(_PARTIAL.encode() + rb"\Z")
 # Could this SSE data hold a token or the start of one (an opening bracket at a string's end)?
+_BRACKET_THEN = re.compile(rb'\[["R]')
 _MAYBE_TOKEN_BYTES = re.compile(rb'\[REDACTED_|' + _PARTIAL.encode() + rb'(?=")')
 
 
@@ -155,8 +156,27 @@ class _Event:
         return nl.join(out) + self.sep
 
 
+def _next_event_end(data: bytes, pos: int) -> int:
+    """Just past the first blank line at or after `pos` (len(data) if none)."""
+    m = _EVENT_END.search(data, pos)
+    return m.end() if m is not None else len(data)
+
+
+def _event_start(data: bytes, lo: int, pos: int) -> int:
+    """Where the event holding `pos` starts: just past the last blank line before it."""
+    best = lo
+    for sep in (b"\n\n", b"\r\r", b"\r\n\r\n"):
+        i = data.rfind(sep, lo, pos)
+        if i >= 0:
+            best = max(best, i + len(sep))
+    return best
+
+
 def _last_event_end(buf: bytes) -> int:
     """Just past the last blank line in `buf`, or -1."""
+    if b"\r" not in buf:
+        i = buf.rfind(b"\n\n")
+        return i + 2 if i >= 0 else -1
     cut = -1
     for sep in (b"\n\n", b"\r\r", b"\r\n\r\n"):
         i = buf.rfind(sep)
@@ -176,6 +196,7 @@ class SSERehydrator:
         self._templates: dict[tuple[Any, ...], Any] = {}
         self.count = 0
         self.transformed = 0
+        self._raw_has_token = False
 
     # framing ------------------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> bytes:
@@ -188,9 +209,9 @@ class SSERehydrator:
             self._buf = buf
             return b""
         complete, self._buf = buf[:cut], buf[cut:]
-        if not self._held and self.transform is None and not _MAYBE_TOKEN_BYTES.search(complete):
-            return complete
-        return self._events(complete)
+        if self.transform is not None:
+            return self._events(complete)
+        return self._sparse(complete)
 
     def end(self) -> bytes:
         out = []
@@ -198,6 +219,33 @@ class SSERehydrator:
             rest, self._buf = self._buf, b""
             out.append(self._events(rest + b"\n\n") if rest.strip() else rest)
         out.append(self._flush_all())
+        return b"".join(out)
+
+    def _sparse(self, data: bytes) -> bytes:
+        """Complete events: only those that may hold a token (or follow held text) are parsed;
+        the bytes between them are copied as they are."""
+        out: list[bytes] = []
+        pos, n = 0, len(data)
+        while pos < n:
+            if self._held:  # the next event continues or ends a held token
+                end = _next_event_end(data, pos)
+                out.append(self._events(data[pos:end]))
+                pos = end
+                continue
+            # A token, whole or partial, starts with `[R` or is a `[` ending a string: without
+            # either byte pair (one fast search for `[`) nothing here needs parsing.
+            if _BRACKET_THEN.search(data, pos) is None:
+                out.append(data[pos:])
+                break
+            m = _MAYBE_TOKEN_BYTES.search(data, pos)
+            if m is None:
+                out.append(data[pos:])
+                break
+            start = max(pos, _event_start(data, pos, m.start()))
+            end = _next_event_end(data, m.start())
+            out.append(data[pos:start])
+            out.append(self._events(data[start:end]))
+            pos = end
         return b"".join(out)
 
     def _events(self, data: bytes) -> bytes:
@@ -227,6 +275,7 @@ class SSERehydrator:
             text = ev.data.decode("utf-8", "replace")
             new = rehydrate_text(text, self.tokens)
             return raw + sep if new == text else raw.replace(ev.data, new.encode()) + sep
+        self._raw_has_token = b"[REDACTED_" in ev.data
         prefix, obj, changed = self._rehydrate_event(obj)
         if self.transform is not None:
             obj, n = self.transform(obj)
@@ -287,12 +336,13 @@ class SSERehydrator:
                             changed |= self._delta(key, fn, "arguments")
                 if ch.get("finish_reason") is not None:
                     prefix += self._flush(lambda k, i=idx: k[0] == "openai" and k[1] == i)
-            rest = {k: v for k, v in obj.items() if k != "choices"}
-            new_rest, n = rehydrate_json_value(rest, self.tokens)
-            if n:
-                obj.update(new_rest)
-                self.count += n
-                changed = True
+            if self._raw_has_token:  # a whole token outside the deltas (ids, usage...)
+                rest = {k: v for k, v in obj.items() if k != "choices"}
+                new_rest, n = rehydrate_json_value(rest, self.tokens)
+                if n:
+                    obj.update(new_rest)
+                    self.count += n
+                    changed = True
             return prefix, obj, changed
         new, n = rehydrate_json_value(obj, self.tokens)
         self.count += n
