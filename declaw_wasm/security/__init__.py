@@ -12,14 +12,25 @@ from .content_gate import ContentGateConfig
 from .custom_policy import CustomPolicyConfig
 from .encoding import DecodedTooLarge, EncodingError
 from .env import EnvSecurityConfig, SecureEnvVar
-from .injection import (InjectionAction, InjectionDefenseConfig, InjectionJudgeConfig,
-                        InjectionSensitivity)
+from .injection import (
+                        InjectionAction,
+                        InjectionDefenseConfig,
+                        InjectionJudgeConfig,
+                        InjectionSensitivity,
+)
 from .invisible_text import InvisibleTextConfig
 from .network_policy import ALL_TRAFFIC, NetworkPolicy, SandboxNetworkOpts, validate_network_entry
 from .pii import PIIConfig, PIIType, RedactionAction
 from .pii_handler import PIIHandler
-from .pipeline import (GuardLimits, GuardNotEnforcedWarning, GuardPipeline, RequestOutcome,
-                       ResponseCut, ResponseFilter, check_enforceable)
+from .pipeline import (
+                        GuardLimits,
+                        GuardNotEnforcedWarning,
+                        GuardPipeline,
+                        RequestOutcome,
+                        ResponseCut,
+                        ResponseFilter,
+                        check_enforceable,
+)
 from .plugins import ContentRequest, GuardPlugins, JudgeRequest
 from .policy import SecurityPolicy
 from .tokens import TokenMap
@@ -27,12 +38,41 @@ from .toxicity import ToxicityConfig
 from .transformations import TransformationRule, TransformDirection
 
 __all__ = [
-    "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",
-    "InjectionJudgeConfig", "InjectionAction", "InjectionSensitivity", "TransformationRule",
-    "TransformDirection", "NetworkPolicy", "SandboxNetworkOpts", "ALL_TRAFFIC",
-    "validate_network_entry", "AuditConfig", "AuditEntry", "EnvSecurityConfig", "SecureEnvVar",
-    "ToxicityConfig", "CodeSecurityConfig", "InvisibleTextConfig", "ContentGateConfig",
-    "CustomPolicyConfig", "PIIHandler", "TokenMap", "GuardPipeline", "GuardPlugins",
-    "GuardLimits", "RequestOutcome", "ResponseFilter", "ResponseCut", "GuardNotEnforcedWarning",
-    "check_enforceable", "JudgeRequest", "ContentRequest", "EncodingError", "DecodedTooLarge",
+                        "ALL_TRAFFIC",
+                        "AuditConfig",
+                        "AuditEntry",
+                        "CodeSecurityConfig",
+                        "ContentGateConfig",
+                        "ContentRequest",
+                        "CustomPolicyConfig",
+                        "DecodedTooLarge",
+                        "EncodingError",
+                        "EnvSecurityConfig",
+                        "GuardLimits",
+                        "GuardNotEnforcedWarning",
+                        "GuardPipeline",
+                        "GuardPlugins",
+                        "InjectionAction",
+                        "InjectionDefenseConfig",
+                        "InjectionJudgeConfig",
+                        "InjectionSensitivity",
+                        "InvisibleTextConfig",
+                        "JudgeRequest",
+                        "NetworkPolicy",
+                        "PIIConfig",
+                        "PIIHandler",
+                        "PIIType",
+                        "RedactionAction",
+                        "RequestOutcome",
+                        "ResponseCut",
+                        "ResponseFilter",
+                        "SandboxNetworkOpts",
+                        "SecureEnvVar",
+                        "SecurityPolicy",
+                        "TokenMap",
+                        "ToxicityConfig",
+                        "TransformDirection",
+                        "TransformationRule",
+                        "check_enforceable",
+                        "validate_network_entry",
 ]

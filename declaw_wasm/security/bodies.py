@@ -46,9 +46,16 @@ def parse_content_type(value: str | None) -> tuple[str, dict[str, str]]:
 
 
 class Body(Protocol):
-    kind: str
-    units: list[str]
-    contexts: list[str | None]
+    """A parsed body: its text units, each unit's context (the key or field naming it)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def units(self) -> list[str]: ...
+
+    @property
+    def contexts(self) -> list[str | None]: ...
 
     def rebuild(self, new_units: Sequence[str]) -> bytes: ...
 

@@ -195,6 +195,8 @@ def _ip_ok(value: str) -> bool:
 
 
 _NOT_DIGIT = re.compile(r"[^0-9]")
+_LABELLED_SSN = re.compile(r"[0-9\-. ]+")
+_LABELLED_PHONE = re.compile(r"\+?[0-9\-. ()]+")
 
 
 def _digits(s: str) -> str:
@@ -420,11 +422,10 @@ class PIIDetector:
             return Detection(start, end, "credit_card", rehydrate=False)
         if ssn:
             d = _digits(value)
-            if len(d) == 9 and re.fullmatch(r"[\d\-. ]+", value) and ssn_valid(d[:3], d[3:5], d[5:]):
+            if len(d) == 9 and _LABELLED_SSN.fullmatch(value) and ssn_valid(d[:3], d[3:5], d[5:]):
                 return Detection(start, end, "ssn")
-        if phone and re.fullmatch(r"\+?[\d\-. ()]+", value):
-            if 7 <= len(_digits(value)) <= 15:
-                return Detection(start, end, "phone")
+        if phone and _LABELLED_PHONE.fullmatch(value) and 7 <= len(_digits(value)) <= 15:
+            return Detection(start, end, "phone")
         if secret and " " not in value and looks_random(value):
             return Detection(start, end, "api_key")
         return None

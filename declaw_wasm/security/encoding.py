@@ -14,9 +14,10 @@ most `limit` bytes of output instead of filling the host's memory.
 
 from __future__ import annotations
 
+import importlib
 import zlib
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 IDENTITY = ("identity", "")
@@ -30,23 +31,25 @@ class DecodedTooLarge(EncodingError):
     """A decoded body went past its size limit."""
 
 
+def _optional(*names: str) -> Any:
+    """The first of these modules that imports, or None (imported lazily, on first use)."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 @lru_cache(maxsize=1)
 def _zstd_module() -> Any:
-    try:
-        from compression import zstd  # type: ignore[import-not-found]  # Python 3.14+
-    except ImportError:
-        try:
-            from backports import zstd  # type: ignore[import-not-found,no-redef]
-        except ImportError:
-            return None
-    return zstd
+    return _optional("compression.zstd", "backports.zstd")  # stdlib from Python 3.14
 
 
 @lru_cache(maxsize=1)
 def _brotli_module() -> Any:
-    try:
-        import brotli  # type: ignore[import-not-found]
-    except ImportError:
+    brotli = _optional("brotli")
+    if brotli is None:
         return None
     return brotli if hasattr(brotli.Decompressor(), "can_accept_more_data") else None
 
@@ -74,7 +77,7 @@ def narrow_accept_encoding(value: str | None) -> str:
     ours = available_codings()
     if value is None:
         return "identity"
-    kept = []
+    kept: list[str] = []
     for item in value.split(","):
         name = item.split(";")[0].strip().lower()
         q = item.split(";", 1)[1].strip() if ";" in item else ""

@@ -42,43 +42,43 @@ _WS = re.compile(r"\s+")
 
 _SIGNATURES: list[tuple[str, float, str]] = [
     ("override-instructions", 0.99,
-     r"\b(?:ignore|disregard|forget|override|bypass|abandon|neglect)\s+(?:(?:all|any|the|your|of|"
-     r"my|these|those|every)\s+)*(?:(?:previous|prior|above|earlier|preceding|system|original|"
-     r"initial|existing|former|old|other)\s+)?(?:instructions?|prompts?|rules|directions|directives"
-     r"|guidelines|context|messages|commands|constraints|orders|programming)\b"),
-    ("ignore-above", 0.9, r"\b(?:ignore|disregard|forget)\s+(?:the\s+|everything\s+)?"
-                          r"(?:above|previous|prior|before)\b"),
+     (r"\b(?:ignore|disregard|forget|override|bypass|abandon|neglect)\s+(?:(?:all|any|the|your|of|"
+      r"my|these|those|every)\s+)*(?:(?:previous|prior|above|earlier|preceding|system|original|"
+      r"initial|existing|former|old|other)\s+)?(?:instructions?|prompts?|rules|directions|directives"
+      r"|guidelines|context|messages|commands|constraints|orders|programming)\b")),
+    ("ignore-above", 0.9, (r"\b(?:ignore|disregard|forget)\s+(?:the\s+|everything\s+)?"
+                           r"(?:above|previous|prior|before)\b")),
     ("persona-unrestricted", 0.97,
-     r"\b(?:you are now|from now on,? you(?: are| will| must)?|act as|pretend (?:to be|you are)|"
-     r"roleplay as)\b[^.\n]{0,40}\b(?:dan|jailbroken|unrestricted|unfiltered|uncensored|"
-     r"developer mode|evil|without (?:any )?(?:restrictions|rules|limits|filters))"),
-    ("jailbreak-names", 0.85, r"\bdo anything now\b|\bdan mode\b|\bdeveloper mode (?:enabled|on)\b"
-                              r"|\bjailbreak(?:ed|ing)?\b"),
+     (r"\b(?:you are now|from now on,? you(?: are| will| must)?|act as|pretend (?:to be|you are)|"
+      r"roleplay as)\b[^.\n]{0,40}\b(?:dan|jailbroken|unrestricted|unfiltered|uncensored|"
+      r"developer mode|evil|without (?:any )?(?:restrictions|rules|limits|filters))")),
+    ("jailbreak-names", 0.85, (r"\bdo anything now\b|\bdan mode\b|\bdeveloper mode (?:enabled|on)\b"
+                               r"|\bjailbreak(?:ed|ing)?\b")),
     ("prompt-leak", 0.95,
-     r"\b(?:reveal|print|show|output|repeat|leak|disclose|display|tell me|give me)\b[^.\n]{0,30}"
-     r"\b(?:system prompt|system message|hidden (?:instructions|prompt)|initial (?:instructions|"
-     r"prompt)|original (?:instructions|prompt)|your (?:instructions|prompt|rules))"),
-    ("new-instructions", 0.9, r"\b(?:new|updated|revised|real|actual|true)\s+(?:system\s+)?"
-                              r"instructions?\s*:|\bsystem (?:override|prompt|message)\s*:"),
-    ("chat-markup", 0.93, r"<\|im_start\|>\s*system|<\|(?:system|endoftext|im_end)\|>|\[/?inst\]"
-                          r"|<<sys>>|\[system\]|</?system>|###\s*(?:system|instruction)"),
+     (r"\b(?:reveal|print|show|output|repeat|leak|disclose|display|tell me|give me)\b[^.\n]{0,30}"
+      r"\b(?:system prompt|system message|hidden (?:instructions|prompt)|initial (?:instructions|"
+      r"prompt)|original (?:instructions|prompt)|your (?:instructions|prompt|rules))")),
+    ("new-instructions", 0.9, (r"\b(?:new|updated|revised|real|actual|true)\s+(?:system\s+)?"
+                               r"instructions?\s*:|\bsystem (?:override|prompt|message)\s*:")),
+    ("chat-markup", 0.93, (r"<\|im_start\|>\s*system|<\|(?:system|endoftext|im_end)\|>|\[/?inst\]"
+                           r"|<<sys>>|\[system\]|</?system>|###\s*(?:system|instruction)")),
     ("disable-safety", 0.9,
-     r"\b(?:disable|turn off|deactivate|bypass|ignore|remove)\b[^.\n]{0,20}\b(?:safety|guardrails?"
-     r"|content filters?|safety filters?|content polic(?:y|ies)|moderation|security (?:checks|"
-     r"controls|policy))"),
+     (r"\b(?:disable|turn off|deactivate|bypass|ignore|remove)\b[^.\n]{0,20}\b(?:safety|guardrails?"
+      r"|content filters?|safety filters?|content polic(?:y|ies)|moderation|security (?:checks|"
+      r"controls|policy))")),
     ("exfiltrate-secrets", 0.95,
-     r"\b(?:send|post|upload|exfiltrate|forward|leak|transmit|email)\b[^.\n]{0,40}\b(?:api keys?|"
-     r"secrets?|credentials|passwords?|tokens?|env(?:ironment)? variables|private keys?|ssh keys?)"
-     r"\b[^.\n]{0,40}\b(?:to|at)\s+(?:https?://|\S+@|\S+\.\S+)"),
-    ("hide-from-user", 0.9, r"\bdo not (?:tell|inform|alert|notify|mention (?:this )?to) the user\b"
-                            r"|\bwithout (?:telling|informing|alerting) the user\b"),
+     (r"\b(?:send|post|upload|exfiltrate|forward|leak|transmit|email)\b[^.\n]{0,40}\b(?:api keys?|"
+      r"secrets?|credentials|passwords?|tokens?|env(?:ironment)? variables|private keys?|ssh keys?)"
+      r"\b[^.\n]{0,40}\b(?:to|at)\s+(?:https?://|\S+@|\S+\.\S+)")),
+    ("hide-from-user", 0.9, (r"\bdo not (?:tell|inform|alert|notify|mention (?:this )?to) the user\b"
+                             r"|\bwithout (?:telling|informing|alerting) the user\b")),
     ("goal-hijack", 0.6,
-     r"\b(?:approve|authorize|transfer|wire|send|refund|release|grant)\s+(?:all|every|any)\b"
-     r"[^.\n]{0,30}\b(?:refunds?|payments?|funds|money|transactions?|requests?|transfers?|access)\b"),
-    ("authority-claim", 0.93, r"\bthis is (?:an? )?(?:system|admin|administrator|developer|root)\s+"
-                              r"(?:message|override|instruction|command|notice)"),
-    ("new-task", 0.85, r"\byour (?:new|real|actual) (?:task|goal|role|instructions?|objective)"
-                       r"\s+(?:is|are)\b"),
+     (r"\b(?:approve|authorize|transfer|wire|send|refund|release|grant)\s+(?:all|every|any)\b"
+      r"[^.\n]{0,30}\b(?:refunds?|payments?|funds|money|transactions?|requests?|transfers?|access)\b")),
+    ("authority-claim", 0.93, (r"\bthis is (?:an? )?(?:system|admin|administrator|developer|root)\s+"
+                               r"(?:message|override|instruction|command|notice)")),
+    ("new-task", 0.85, (r"\byour (?:new|real|actual) (?:task|goal|role|instructions?|objective)"
+                        r"\s+(?:is|are)\b")),
     ("mentions-injection", 0.3, r"\bprompt injection\b"),
 ]
 _COMPILED = [(name, w, re.compile(p)) for name, w, p in _SIGNATURES]

@@ -12,7 +12,7 @@ import ipaddress
 import re
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from ._model import ConfigModel
 
@@ -44,8 +44,8 @@ def validate_network_entry(entry: Any, *, allow_domains: bool = True) -> str:
 
 
 class _NetworkRules(ConfigModel):
-    allow_out: list[str] = []
-    deny_out: list[str] = []
+    allow_out: list[str] = Field(default_factory=list)
+    deny_out: list[str] = Field(default_factory=list)
     allow_public_traffic: bool = True
     mask_request_host: str | None = None
 

@@ -12,6 +12,7 @@ detectors are rules, not scores), and `entities` takes `PIIType` values (or Pres
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
+from typing import Self
 
 from .detectors import PIIDetector
 from .pii import ALL_PII_TYPES
@@ -103,7 +104,7 @@ class PIIHandler:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> PIIHandler:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *args: object) -> None:

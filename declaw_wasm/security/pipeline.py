@@ -39,8 +39,15 @@ from declaw_wasm.exceptions import InvalidArgumentException
 from .bodies import Body, JsonBody, parse_body, parse_content_type
 from .detectors import Detection, PIIDetector
 from .domains import in_scope
-from .encoding import (DecodedTooLarge, EncodingError, StreamDecoder, available_codings,
-                       decode_all, narrow_accept_encoding, parse_codings)
+from .encoding import (
+    DecodedTooLarge,
+    EncodingError,
+    StreamDecoder,
+    available_codings,
+    decode_all,
+    narrow_accept_encoding,
+    parse_codings,
+)
 from .injection_scan import InjectionScanner
 from .invisible import strip_invisible
 from .plugins import ContentRequest, GuardPlugins, JudgeRequest
@@ -63,9 +70,9 @@ class GuardLimits(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    max_request_body: int = Field(32 * MiB, gt=0, description="decoded request body a guard reads")
-    max_response_body: int = Field(256 * MiB, gt=0, description="decoded response, in total")
-    scan_buffer: int = Field(4 * MiB, gt=0, description="response held back for a blocking scan")
+    max_request_body: int = Field(default=32 * MiB, gt=0, description="decoded request body a guard reads")
+    max_response_body: int = Field(default=256 * MiB, gt=0, description="decoded response, in total")
+    scan_buffer: int = Field(default=4 * MiB, gt=0, description="response held back for a blocking scan")
 
 
 class RequestOutcome(BaseModel):

@@ -132,7 +132,7 @@ MAX_EVENT = 1 << 20  # an event longer than this is passed on without parsing
 
 
 class _Event:
-    __slots__ = ("lines", "data", "obj", "sep")
+    __slots__ = ("data", "lines", "obj", "sep")
 
     def __init__(self, raw: bytes, sep: bytes) -> None:
         self.sep = sep
@@ -154,6 +154,10 @@ class _Event:
                 out.append(ln)
         nl = b"\r\n" if self.sep == b"\r\n\r\n" else self.sep[:1]
         return nl.join(out) + self.sep
+
+
+def _openai_choice(idx: Any) -> Callable[[tuple[Any, ...]], bool]:
+    return lambda k: k[0] == "openai" and k[1] == idx
 
 
 def _next_event_end(data: bytes, pos: int) -> int:
@@ -292,6 +296,7 @@ class SSERehydrator:
             return b"", new, n > 0
         prefix = b""
         changed = False
+        key: tuple[Any, ...]
         typ = obj.get("type")
         # Anthropic Messages --------------------------------------------------------------------
         if typ == "content_block_delta" and isinstance(obj.get("delta"), dict):
@@ -335,7 +340,7 @@ class SSERehydrator:
                             self._templates[key] = obj
                             changed |= self._delta(key, fn, "arguments")
                 if ch.get("finish_reason") is not None:
-                    prefix += self._flush(lambda k, i=idx: k[0] == "openai" and k[1] == i)
+                    prefix += self._flush(_openai_choice(idx))
             if self._raw_has_token:  # a whole token outside the deltas (ids, usage...)
                 rest = {k: v for k, v in obj.items() if k != "choices"}
                 new_rest, n = rehydrate_json_value(rest, self.tokens)
@@ -357,7 +362,7 @@ class SSERehydrator:
         new = rehydrate_text(ready, self.tokens)
         if new != ready:
             self.count += len(TOKEN_RE.findall(ready))
-        changed = new != holder[field]
+        changed = bool(new != holder[field])
         holder[field] = new
         return changed
 

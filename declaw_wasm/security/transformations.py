@@ -61,9 +61,9 @@ def _has_nested_quantifier(pattern: str) -> bool:
             if inner and quantified:
                 quantified[-1] = True
             nxt = pattern[i + 1:i + 2]
-            if inner and nxt in _QUANTIFIER_AFTER_GROUP:
-                if nxt != "{" or re.match(r"\{\d*,\d*\}|\{\d*[2-9]\d*\}", pattern[i + 1:]):
-                    return True
+            if inner and nxt in _QUANTIFIER_AFTER_GROUP and (
+                    nxt != "{" or re.match(r"\{\d*,\d*\}|\{\d*[2-9]\d*\}", pattern[i + 1:])):
+                return True
         i += 1
     return False
 

@@ -8,11 +8,29 @@ import json
 
 import pytest
 
-from declaw_wasm.security import (GuardPipeline, InjectionDefenseConfig, InvisibleTextConfig,
-                                  PIIConfig, SecurityPolicy, TokenMap, TransformationRule)
+from declaw_wasm.security import (
+    GuardPipeline,
+    InjectionDefenseConfig,
+    InvisibleTextConfig,
+    PIIConfig,
+    SecurityPolicy,
+    TokenMap,
+    TransformationRule,
+)
 
-from .conftest import (JSON, SSE, STRUCTURED, anthropic_text, openai_chunk, openai_text,
-                       pii_pipe, post_json, run_response, split_n, sse)
+from .conftest import (
+    JSON,
+    SSE,
+    STRUCTURED,
+    anthropic_text,
+    openai_chunk,
+    openai_text,
+    pii_pipe,
+    post_json,
+    run_response,
+    split_n,
+    sse,
+)
 
 
 def _echo_json(pipe: GuardPipeline, doc: object) -> tuple[dict, object]:

@@ -9,8 +9,15 @@ import zlib
 
 import pytest
 
-from declaw_wasm.security import (DecodedTooLarge, GuardLimits, GuardPipeline, PIIConfig,
-                                  SecurityPolicy, TokenMap, TransformationRule)
+from declaw_wasm.security import (
+    DecodedTooLarge,
+    GuardLimits,
+    GuardPipeline,
+    PIIConfig,
+    SecurityPolicy,
+    TokenMap,
+    TransformationRule,
+)
 from declaw_wasm.security.detectors import PIIDetector
 from declaw_wasm.security.encoding import decode_all, make_decoder, narrow_accept_encoding
 from declaw_wasm.security.pii import ALL_PII_TYPES

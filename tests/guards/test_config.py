@@ -8,13 +8,29 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from declaw_wasm.security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig,
-                                  ContentGateConfig, CustomPolicyConfig, EnvSecurityConfig,
-                                  InjectionAction, InjectionDefenseConfig, InjectionJudgeConfig,
-                                  InjectionSensitivity, InvisibleTextConfig, NetworkPolicy,
-                                  PIIConfig, PIIType, RedactionAction, SandboxNetworkOpts,
-                                  SecureEnvVar, SecurityPolicy, ToxicityConfig,
-                                  TransformationRule)
+from declaw_wasm.security import (
+    ALL_TRAFFIC,
+    AuditConfig,
+    AuditEntry,
+    CodeSecurityConfig,
+    ContentGateConfig,
+    CustomPolicyConfig,
+    EnvSecurityConfig,
+    InjectionAction,
+    InjectionDefenseConfig,
+    InjectionJudgeConfig,
+    InjectionSensitivity,
+    InvisibleTextConfig,
+    NetworkPolicy,
+    PIIConfig,
+    PIIType,
+    RedactionAction,
+    SandboxNetworkOpts,
+    SecureEnvVar,
+    SecurityPolicy,
+    ToxicityConfig,
+    TransformationRule,
+)
 
 # Measured on declaw 1.7.0 (shared/declaw-reference.md 1.13.1).
 DEFAULT_POLICY = {
@@ -48,7 +64,7 @@ EVERY = [
                   deny_out=[ALL_TRAFFIC, "2001:db8::/32"], allow_public_traffic=False,
                   mask_request_host="h.example"),
     SandboxNetworkOpts(allow_out=["1.2.3.4"]), AuditConfig(enabled=False),
-    AuditEntry(timestamp=datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+    AuditEntry(timestamp=datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
                method="POST", url="https://x/y", status_code=200, pii_redactions=2),
     EnvSecurityConfig(mask_patterns=["*_PAT"], auto_mask_in_audit=False),
     SecureEnvVar("K", "v", True), ToxicityConfig(enabled=True, threshold=0.5, domains=[]),

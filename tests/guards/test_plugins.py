@@ -9,10 +9,21 @@ import warnings
 import pytest
 
 from declaw_wasm.exceptions import InvalidArgumentException
-from declaw_wasm.security import (CodeSecurityConfig, ContentGateConfig, CustomPolicyConfig,
-                                  GuardNotEnforcedWarning, GuardPipeline, GuardPlugins,
-                                  InjectionDefenseConfig, InjectionJudgeConfig, PIIConfig,
-                                  SecurityPolicy, TokenMap, ToxicityConfig, check_enforceable)
+from declaw_wasm.security import (
+    CodeSecurityConfig,
+    ContentGateConfig,
+    CustomPolicyConfig,
+    GuardNotEnforcedWarning,
+    GuardPipeline,
+    GuardPlugins,
+    InjectionDefenseConfig,
+    InjectionJudgeConfig,
+    PIIConfig,
+    SecurityPolicy,
+    TokenMap,
+    ToxicityConfig,
+    check_enforceable,
+)
 
 from .conftest import post_json
 

@@ -7,9 +7,16 @@ import random
 
 import pytest
 
-from declaw_wasm.security import (GuardLimits, GuardPipeline, InjectionDefenseConfig,
-                                  PIIConfig, ResponseCut, SecurityPolicy, TokenMap,
-                                  TransformationRule)
+from declaw_wasm.security import (
+    GuardLimits,
+    GuardPipeline,
+    InjectionDefenseConfig,
+    PIIConfig,
+    ResponseCut,
+    SecurityPolicy,
+    TokenMap,
+    TransformationRule,
+)
 from declaw_wasm.security.rehydrate import ChunkRehydrator, SSERehydrator
 
 from .conftest import SSE, anthropic_text, openai_chunk, openai_text, pii_pipe, run_response, sse
@@ -34,7 +41,7 @@ def test_chunk_rehydrator_any_split() -> None:
 
 
 def test_chunk_rehydrator_holds_back_only_a_possible_token() -> None:
-    tm, (email, _, _) = _tokens()
+    tm, _ = _tokens()
     r = ChunkRehydrator(tm)
     assert r.feed(b"plain text [not a token") == b"plain text [not a token"
     assert r.feed(b"so far [REDAC") == b"so far "
@@ -69,7 +76,7 @@ def test_openai_token_split_across_random_deltas_and_chunks(seed) -> None:
 
 
 def test_openai_held_text_released_before_finish_and_multiple_choices() -> None:
-    tm, (email, _, _) = _tokens()
+    tm, _ = _tokens()
     events = [openai_chunk("A [REDACTED_EM", index=0), openai_chunk("B [REDACTED_EMAIL_1", index=1),
               openai_chunk("AIL_1] [", index=0), openai_chunk(None, "stop", index=0),
               openai_chunk("]", index=1), openai_chunk(None, "stop", index=1)]
@@ -88,7 +95,7 @@ def test_openai_held_text_released_before_finish_and_multiple_choices() -> None:
 
 
 def test_openai_tool_call_arguments_are_rehydrated() -> None:
-    tm, (email, _, _) = _tokens()
+    tm, _ = _tokens()
     def tc(args: str) -> dict:
         return {"choices": [{"index": 0, "delta": {"tool_calls": [
             {"index": 0, "function": {"arguments": args}}]}, "finish_reason": None}]}
