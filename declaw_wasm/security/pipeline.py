@@ -539,6 +539,8 @@ class ResponseFilter:
             return
         codings = parse_codings(_header(self.headers, "content-encoding"))
         unsupported = [c for c in codings if c not in available_codings() and c != "x-gzip"]
+        if codings and self.status == 206:  # a range of an encoded body cannot be decoded
+            unsupported = [f"a byte range of {', '.join(codings)}"]
         if unsupported:
             if self._inject or pipe._in_rules:
                 self._block_now(502, "content-encoding",
