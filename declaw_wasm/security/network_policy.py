@@ -93,6 +93,10 @@ class SandboxNetworkOpts(_NetworkRules):
             result.append(_AUTO_DNS)
         return result
 
+    def to_network_opts(self) -> SandboxNetworkOpts:
+        """A copy (for code that calls it on either class)."""
+        return SandboxNetworkOpts.from_dict(self.to_dict())
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SandboxNetworkOpts:
         return cls(**cls._kwargs(data))
