@@ -71,15 +71,22 @@ class ChunkRehydrator:
         self.charset = charset
         self._held = b""
         self.count = 0
+        self._cache: dict[bytes, bytes] = {}
 
     def _sub(self, m: re.Match[bytes]) -> bytes:
-        v = self.tokens.lookup(m.group().decode("ascii"))
-        if v is None:
-            return m.group()
+        token = m.group()
+        out = self._cache.get(token)
+        if out is None:
+            v = self.tokens.lookup(token.decode("ascii"))
+            if v is None:
+                return token
+            if self.json_strings:
+                v = json_escape(v)
+            out = v.encode(self.charset, "surrogateescape")
+            if len(self._cache) < 4096:
+                self._cache[token] = out
         self.count += 1
-        if self.json_strings:
-            v = json_escape(v)
-        return v.encode(self.charset, "surrogateescape")
+        return out
 
     def _rehydrate(self, data: bytes) -> bytes:
         if b"[REDACTED_" not in data:
