@@ -12,10 +12,12 @@ Order (declaw's, with hidden text first so a zero-width character cannot hide PI
 The door's side, in a few lines::
 
     pipe = GuardPipeline(policy, token_map, secret_placeholders)   # at Sandbox.create
-    if pipe.wants_request_body(host, method, url, headers):
+    if pipe.wants_request_body(host, method, url, headers):       # buffer the body
         out = pipe.request(host, method, url, headers, body)
         if out.blocked: answer the guest with out.status/out.headers/out.body
         else: send out.headers/out.body upstream (then inject secrets)
+    else:                                                          # stream the body untouched
+        send pipe.request_headers(host, method, url, headers), then the body
     f = pipe.response(host, method, url, status, headers)
     for chunk in upstream:                      # ResponseCut: abort the guest's connection
         data = f.feed(chunk)
@@ -225,12 +227,20 @@ class GuardPipeline:
                     or (self._rehydrate_on(host) and not binary))
 
     # request --------------------------------------------------------------------------------------
-    def request(self, host: str, method: str, url: str, headers: Sequence[tuple[str, str]],
-                body: bytes) -> RequestOutcome:
+    def request_headers(self, host: str, method: str, url: str,
+                        headers: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The request's headers as they must go upstream even when its body streams untouched:
+        when a guard will read the answer, `Accept-Encoding` lists only codings we can decode."""
         headers = list(headers)
-        if self._response_guards(host):  # ask only for encodings we can decode
+        if self._response_guards(host):
             ae = narrow_accept_encoding(header(headers, "accept-encoding"))
             headers = without(headers, {"accept-encoding"}) + [("accept-encoding", ae)]
+        return headers
+
+    def request(self, host: str, method: str, url: str, headers: Sequence[tuple[str, str]],
+                body: bytes) -> RequestOutcome:
+        """Run the request guards on a whole (buffered) body; see `RequestOutcome`."""
+        headers = self.request_headers(host, method, url, headers)
         out = RequestOutcome(headers=headers, body=body)
         if not body or not self._request_guards(host):
             return out

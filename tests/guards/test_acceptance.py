@@ -349,3 +349,13 @@ def test_pii_domains_scope() -> None:
     assert json.loads(post_json(pipe, {"q": "a@b.co"}).body) == {"q": "[REDACTED_EMAIL_1]"}
     assert json.loads(post_json(pipe, {"q": "a@b.co"}, host="openai.com").body) == {"q": "a@b.co"}
     assert not pipe.wants_request_body("example.org", "POST", "/", JSON)
+
+
+def test_request_headers_narrow_accept_encoding_even_when_the_body_streams() -> None:
+    rule = TransformationRule("x", "y", "inbound")
+    pipe = GuardPipeline(SecurityPolicy(transformations=[rule]), TokenMap())
+    hdrs = [("accept-encoding", "gzip, compress, exotic")]
+    assert not pipe.wants_request_body("h.example", "POST", "/", hdrs)
+    assert dict(pipe.request_headers("h.example", "POST", "/", hdrs))["accept-encoding"] == "gzip"
+    plain = GuardPipeline(SecurityPolicy(), TokenMap())
+    assert plain.request_headers("h.example", "GET", "/", hdrs) == hdrs
