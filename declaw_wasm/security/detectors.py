@@ -23,9 +23,7 @@ from typing import NamedTuple
 
 from ._re2 import compile_user_pattern
 from .invisible import visible_view
-
-#: A plug-in detector for one type: text -> (start, end) spans.
-EntityDetector = Callable[[str], Iterable[tuple[int, int]]]
+from .plugins import EntityDetector
 
 # Overlaps go to the longer match; on a tie, to the type listed first.
 _PRIORITY = {"api_key": 0, "credit_card": 1, "ssn": 2, "email": 3, "ip_address": 4, "phone": 5,
@@ -230,12 +228,7 @@ class PIIDetector:
         for u in units:
             starts.append(pos)
             pos += len(u) + 1
-        view, index = visible_view(joined)
-        found = self._scan(view)
-        if index is not None:
-            found = [Detection(index[d.start], index[d.end - 1] + 1, d.type, d.rehydrate)
-                     for d in found]
-        for d in found:
+        for d in self._scan_visible(joined):
             i = bisect_right(starts, d.start) - 1
             base = starts[i]
             if d.end - base <= len(units[i]):
@@ -257,11 +250,7 @@ class PIIDetector:
         scanning each string would (no pattern matches a quote); values labelled by their key
         (`"cvv": "123"`) are found after their key. Plug-in detectors need units: not here.
         """
-        view, index = visible_view(text)
-        found = self._scan(view)
-        if index is not None:
-            found = [Detection(index[d.start], index[d.end - 1] + 1, d.type, d.rehydrate)
-                     for d in found]
+        found = self._scan_visible(text)
         keys: set[str] = set()
         if _LABEL_KEY_GATE.search(text) is not None:
             keys = {k for k in set(_JSON_KEY_NAMES.findall(text)) if any(self._context_kinds(k))}
@@ -280,6 +269,15 @@ class PIIDetector:
                 found.append(Detection(vs + d1.start, vs + d1.end, d1.type, d1.rehydrate))
         return self._finish(text, found)
 
+    def _scan_visible(self, text: str) -> list[Detection]:
+        """`_scan` of the text without hidden characters, mapped back onto `text`."""
+        view, index = visible_view(text)
+        found = self._scan(view)
+        if index is None:
+            return found
+        return [Detection(index[d.start], index[d.end - 1] + 1, d.type, d.rehydrate)
+                for d in found]
+
     def _scan(self, text: str) -> list[Detection]:
         types = self.types
         found: list[Detection] = []
@@ -292,7 +290,7 @@ class PIIDetector:
             self._keys(text, add)
         if "ip_address" in types and ("::" in text or text.count(":") >= 7):
             for m in _COLONS.finditer(text):
-                lo, hi = max(0, m.start() - 5), min(len(text), m.end() + 5)
+                lo, hi = max(0, m.start() - 5), min(len(text), m.end() + 20)
                 for m6 in _IPV6.finditer(text, lo, hi):
                     if _ip_ok(m6.group()):
                         add(Detection(m6.start(), m6.end(), "ip_address"))

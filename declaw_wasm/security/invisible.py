@@ -36,10 +36,6 @@ def invisible_re() -> re.Pattern[str]:
     return re.compile(f"[{cls}]")
 
 
-def has_invisible(text: str) -> bool:
-    return not text.isascii() and invisible_re().search(text) is not None
-
-
 def strip_invisible(text: str) -> tuple[str, int]:
     """`text` without hidden characters, and how many there were."""
     if text.isascii():
