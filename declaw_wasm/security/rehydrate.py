@@ -59,6 +59,8 @@ def rehydrate_text(text: str, tokens: TokenMap, *, escape: Callable[[str], str] 
 
 def json_escape(value: str) -> str:
     """`value` as it must appear inside a JSON string literal."""
+    if value.isprintable() and '"' not in value and "\\" not in value:
+        return value  # nothing to escape (every value the built-in detectors find)
     return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
