@@ -1,6 +1,6 @@
 """The guards' cost on the host: PII on a 100 KB JSON body, rehydration of a 1 MB SSE stream.
 
-Side by side in one run (best of N; the machine is shared):
+Side by side in one run (best of N in CPU time: the machine is shared):
 
 1. A 100 KB chat-completions JSON body with PII in some messages: `GuardPipeline.request` with
    PII on vs guards off, and the round trip (request redaction + the echoed 100 KB answer
