@@ -18,6 +18,12 @@ from .limits import Limits
 from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo,
                      SandboxState, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
+from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig, ContentGateConfig,
+                       CustomPolicyConfig, EnvSecurityConfig, InjectionAction, InjectionDefenseConfig,
+                       InjectionJudgeConfig, InjectionSensitivity, InvisibleTextConfig, NetworkPolicy,
+                       PIIConfig, PIIHandler, PIIType, RedactionAction, SandboxNetworkOpts,
+                       SecureEnvVar, SecurityPolicy, ToxicityConfig, TransformationRule,
+                       TransformDirection)
 from .templates import Template, TemplateInfo, delete_template, list_templates
 
 __version__ = "0.1.0"
@@ -31,4 +37,10 @@ __all__ = [
     "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
     "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",
     "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    # declaw's security configs (declaw_wasm.security)
+    "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",
+    "InjectionJudgeConfig", "InjectionAction", "InjectionSensitivity", "TransformationRule",
+    "TransformDirection", "NetworkPolicy", "SandboxNetworkOpts", "ALL_TRAFFIC", "AuditConfig",
+    "AuditEntry", "EnvSecurityConfig", "SecureEnvVar", "ToxicityConfig", "CodeSecurityConfig",
+    "InvisibleTextConfig", "ContentGateConfig", "CustomPolicyConfig", "PIIHandler",
 ]
