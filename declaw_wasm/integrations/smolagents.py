@@ -26,10 +26,10 @@ from ._common import require
 
 require("smolagents", "smolagents")
 
-from smolagents.local_python_executor import CodeOutput
-from smolagents.monitoring import LogLevel
-from smolagents.remote_executors import RemotePythonExecutor
-from smolagents.utils import AgentError
+from smolagents.local_python_executor import CodeOutput  # type: ignore[import-untyped]
+from smolagents.monitoring import LogLevel  # type: ignore[import-untyped]
+from smolagents.remote_executors import RemotePythonExecutor  # type: ignore[import-untyped]
+from smolagents.utils import AgentError  # type: ignore[import-untyped]
 
 from ..exceptions import SandboxException, TimeoutException
 from ..execution import Execution, Result
