@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import io
 import posixpath
@@ -24,7 +25,8 @@ from typing import IO, TYPE_CHECKING, Any
 from ..models import FileType
 
 if TYPE_CHECKING:
-    from ..async_sandbox import AsyncSandbox
+    from ..async_sandbox import AsyncCommandHandle, AsyncSandbox
+    from ..models import CommandResult
 
 SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/sh", "/usr/bin/bash"})
 # Spool archives in memory up to this size, then on disk.
@@ -61,6 +63,23 @@ def command_line(argv: Sequence[str]) -> str:
             script, rest = args[i], args[i + 1:]
             return script if not rest else "sh -c " + shlex.join([script, *rest])
     return shlex.join(args)
+
+
+def split_cd(line: str) -> tuple[str | None, str]:
+    """(`DIR`, `REST`) for the `cd [--] DIR || exit` + newline prefix that OpenAI Agents and
+    pydantic-ai put before a command to start it elsewhere, else (None, `line`). The caller runs
+    REST with `cwd=DIR` (our shell's `cd` has no `--`)."""
+    head, sep, rest = line.partition("\n")
+    if sep and head.startswith("cd ") and head.endswith(" || exit"):
+        try:
+            words = shlex.split(head[3:-len(" || exit")])
+        except ValueError:
+            return None, line
+        if words[:1] == ["--"]:
+            words = words[1:]
+        if len(words) == 1:
+            return words[0], rest
+    return None, line
 
 
 def _member_name(name: str) -> str:
@@ -162,6 +181,26 @@ async def untar_into(sbx: AsyncSandbox, root: str, data: IO[bytes] | bytes,
                 continue
             written += 1
     return written
+
+
+async def wait_or_kill(handle: AsyncCommandHandle) -> CommandResult:
+    """Wait for a background command; if our caller is cancelled, kill the command and re-raise.
+    (The async face waits in a worker thread, which a cancellation cannot interrupt.)"""
+    import anyio
+
+    from ..exceptions import SandboxException
+
+    task = asyncio.ensure_future(handle.wait())
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with anyio.CancelScope(shield=True):
+            try:
+                await handle.kill()
+            except SandboxException:
+                pass
+            await asyncio.gather(task, return_exceptions=True)
+        raise
 
 
 def first_line(text: str | None, limit: int = 200) -> str:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import io
 import posixpath
-import shlex
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -43,7 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
-from ._common import command_line, require, tar_folder, untar_into
+from ._common import (
+    command_line,
+    require,
+    split_cd,
+    tar_folder,
+    untar_into,
+    wait_or_kill,
+)
 
 require("agents.sandbox", "openai-agents")
 
@@ -84,7 +90,7 @@ from ..exceptions import (
     SandboxException,
     TimeoutException,
 )
-from ..models import CommandResult, EntryInfo, FileType, PtySize
+from ..models import EntryInfo, FileType, PtySize
 
 BACKEND_ID = "declaw-wasm"
 DEFAULT_ROOT = cast(str, Manifest.model_fields["root"].default)  # "/workspace"
@@ -210,7 +216,7 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
         try:
             handle = await self.sandbox.commands.run(command_line(argv), background=True,
                                                      cwd=await self._cwd(), timeout=timeout or 0)
-            result = await _wait_or_kill(handle)
+            result = await wait_or_kill(handle)
         except TimeoutException as exc:
             raise ExecTimeoutError(command=argv, timeout_s=timeout, cause=exc) from exc
         except (SandboxException, ValueError) as exc:
@@ -315,7 +321,8 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
             # streams), and `exit $?` ends the PTY with its status. The Agents SDK's
             # `cd DIR || exit` prefix becomes the PTY's cwd; a script still spanning lines
             # runs from a file (its output then arrives when it ends).
-            cwd, body = _split_cd(line, cwd)
+            where, body = split_cd(line)
+            cwd, body = where or cwd, body.strip()
             if "\n" in body:
                 script = f"/tmp/.declaw-pty-{time.monotonic_ns()}.sh"
                 await self.sandbox.files.write(script, body + "\n")
@@ -486,32 +493,6 @@ async def _writable(sbx: AsyncSandbox, path: str) -> bool:
         return True
     except SandboxException:
         return False
-
-
-async def _wait_or_kill(handle: AsyncCommandHandle) -> CommandResult:
-    """Wait for a background command; if our caller is cancelled, kill it and re-raise (the
-    async face waits in a thread that a cancellation cannot interrupt)."""
-    task = asyncio.ensure_future(handle.wait())
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with anyio.CancelScope(shield=True):
-            try:
-                await handle.kill()
-            except SandboxException:
-                pass
-            await asyncio.gather(task, return_exceptions=True)
-        raise
-
-
-def _split_cd(line: str, cwd: str | None) -> tuple[str | None, str]:
-    """(`DIR`, `REST`) for the SDK's `cd DIR || exit\nREST`, else (`cwd`, `line`)."""
-    head, sep, rest = line.partition("\n")
-    if sep and head.startswith("cd ") and head.endswith(" || exit"):
-        words = shlex.split(head[3:-len(" || exit")])
-        if len(words) == 1:
-            return words[0], rest.strip()
-    return cwd, line.strip()
 
 
 def _file_entry(entry: EntryInfo) -> FileEntry:
