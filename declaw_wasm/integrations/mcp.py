@@ -99,18 +99,19 @@ _RUNNER = textwrap.dedent('''
             body = compile(tree, "main.py", "exec", flags=flags)
             tail = compile(last, "main.py", "eval", flags=flags) if last is not None else None
 
-            async def main():
-                if body.co_flags & inspect.CO_COROUTINE:
-                    await eval(body, ns)
-                else:
-                    eval(body, ns)
-                if tail is None:
-                    return None
-                if tail.co_flags & inspect.CO_COROUTINE:
-                    return await eval(tail, ns)
-                return eval(tail, ns)
+            is_async = [c is not None and bool(c.co_flags & inspect.CO_COROUTINE)
+                        for c in (body, tail)]
 
-            value = asyncio.run(main())
+            async def main():
+                await eval(body, ns) if is_async[0] else eval(body, ns)
+                if tail is not None:
+                    return await eval(tail, ns) if is_async[1] else eval(tail, ns)
+
+            if any(is_async):  # an event loop only for code that awaits
+                value = asyncio.run(main())
+            else:
+                eval(body, ns)
+                value = eval(tail, ns) if tail is not None else None
         except BaseException as exc:
             tb = exc.__traceback__
             while tb is not None and tb.tb_frame.f_code.co_filename != "main.py":
@@ -130,6 +131,13 @@ _RUNNER = textwrap.dedent('''
         sys.stdout.flush(); sys.stderr.flush()
         display(__Report({"status": "success", "return_value_json": dumped}))
 ''').replace("__MIME__", repr(_RESULT_MIME))
+
+
+def runner_cell(code: str, globals_json: str, always_json: bool) -> str:
+    """The cell for one run_python_code call: defines the runner in its context once (again
+    after a restart), then calls it."""
+    return (f"if '__declaw_mcp_run' not in globals():\n    exec({_RUNNER!r})\n"
+            f"__declaw_mcp_run({code!r}, {globals_json!r}, {always_json!r})")
 
 
 class ServerOptions(BaseModel):
@@ -297,8 +305,7 @@ class DeclawMcpServer:
         except (TypeError, ValueError) as exc:
             raise ToolError(f"global_variables must be JSON: {exc}") from None
         lines: list[str] = []
-        cell = (f"{_RUNNER}\n__declaw_mcp_run({python_code!r}, {globals_json!r}, "
-                f"{self.options.return_mode == 'json'!r})")
+        cell = runner_cell(python_code, globals_json, self.options.return_mode == "json")
         async with session.lock:
             if session.runner is None:
                 session.runner = await _guard(session.sandbox.create_code_context())
@@ -318,7 +325,9 @@ class DeclawMcpServer:
 
 
 def _report(execution: Execution) -> dict[str, Any]:
-    for result in execution.results:
+    """The runner's report: the last display of our MIME type (the runner displays it after the
+    user's code has finished, so anything the code displayed itself comes earlier)."""
+    for result in reversed(execution.results):
         if result.extra and _RESULT_MIME in result.extra:
             data = result.extra[_RESULT_MIME]
             if isinstance(data, dict):
