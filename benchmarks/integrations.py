@@ -20,11 +20,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import anyio  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
+import anyio
+from mcp import Client, StdioServerParameters
 
-from declaw_wasm import AsyncSandbox  # noqa: E402
-from declaw_wasm.integrations.mcp import DeclawMcpServer, runner_cell  # noqa: E402
+from declaw_wasm import AsyncSandbox
+from declaw_wasm.integrations.mcp import DeclawMcpServer, runner_cell
 
 CODE = "1 + 1"
 ARGS = {"python_code": CODE}
