@@ -38,6 +38,7 @@ import posixpath
 import time
 from collections import deque
 from collections.abc import Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, cast
@@ -237,6 +238,21 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
         except SandboxException as exc:
             raise WorkspaceArchiveReadError(path=Path(path), cause=exc) from exc
         return io.BytesIO(bytes(data))
+
+    async def _read_bounded(self, path: Path, *, max_bytes: int) -> bytes:
+        """At most `max_bytes` of a file, streamed: no more is read from the sandbox."""
+        target = self.normalize_path(path)
+        out = bytearray()
+        try:
+            stream = await self.sandbox.files.read(str(target), format="stream")
+            async with aclosing(stream):
+                async for chunk in stream:
+                    out += chunk[: max_bytes - len(out)]
+                    if len(out) >= max_bytes:
+                        break
+        except FileNotFoundException as exc:
+            raise WorkspaceReadNotFoundError(path=Path(path), cause=exc) from exc
+        return bytes(out)
 
     async def write(self, path: Path, data: io.IOBase, *, user: str | User | None = None) -> None:
         target = self.normalize_path(path, for_write=True)

@@ -151,6 +151,7 @@ async def test_files_ls_mkdir_rm(session: Any) -> None:
     await session.mkdir("x/y", parents=True)
     await session.write("x/y/z.txt", io.BytesIO(b"zed"))
     assert (await session.read("x/y/z.txt")).read() == b"zed"
+    assert await session.read_bounded("x/y/z.txt", max_bytes=2) == b"ze"
     entries = await session.ls("x")
     assert entries and all(isinstance(e, FileEntry) for e in entries)
     assert [(e.path, e.kind, e.is_dir()) for e in entries] == \
