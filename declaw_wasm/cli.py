@@ -12,8 +12,11 @@ from typing import Optional, Sequence
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["mcp"]:  # its own parser, in the optional module (declaw-wasm[mcp])
-        from .integrations.mcp import main as mcp_main
-
+        try:
+            from .integrations.mcp import main as mcp_main
+        except ImportError as exc:
+            print(f"declaw-wasm mcp: {exc}", file=sys.stderr)
+            return 2
         return mcp_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="declaw-wasm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
