@@ -8,16 +8,11 @@ from agents.models.interface import Model
 from agents.run import RunConfig
 from agents.sandbox import SandboxAgent, SandboxRunConfig
 from agents.usage import Usage
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
+from openai.types.responses import ResponseFunctionToolCall as Call
+from openai.types.responses import ResponseOutputMessage as Message
+from openai.types.responses import ResponseOutputText as Text
 
-from declaw_wasm.integrations.openai_agents import (
-    DeclawWasmSandboxClient,
-    DeclawWasmSandboxClientOptions,
-)
+from declaw_wasm.integrations import openai_agents as dw
 
 
 class Scripted(Model):  # replace with a real model, e.g. model="gpt-5"
@@ -25,12 +20,13 @@ class Scripted(Model):  # replace with a real model, e.g. model="gpt-5"
 
     async def get_response(self, *args, **kwargs):
         turn = next(self.turns)
-        item = ResponseOutputMessage(id="m", role="assistant", status="completed", type="message",
-                                     content=[ResponseOutputText(text=turn, type="output_text",
-                                                                 annotations=[])]) \
-            if isinstance(turn, str) else ResponseFunctionToolCall(
-                id="f", call_id="c", type="function_call", name="exec_command",
-                arguments=json.dumps(turn), status="completed")
+        if isinstance(turn, str):
+            content = [Text(text=turn, type="output_text", annotations=[])]
+            item = Message(id="m", role="assistant", status="completed", type="message",
+                           content=content)
+        else:
+            item = Call(id="f", call_id="c", type="function_call", name="exec_command",
+                        arguments=json.dumps(turn), status="completed")
         return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
     def stream_response(self, *args, **kwargs):
@@ -38,7 +34,7 @@ class Scripted(Model):  # replace with a real model, e.g. model="gpt-5"
 
 
 config = RunConfig(tracing_disabled=True, sandbox=SandboxRunConfig(
-    client=DeclawWasmSandboxClient(), options=DeclawWasmSandboxClientOptions()))
+    client=dw.DeclawWasmSandboxClient(), options=dw.DeclawWasmSandboxClientOptions()))
 result = asyncio.run(Runner.run(SandboxAgent(name="dev", model=Scripted()), "Add 1..100.",
                                 run_config=config))
 print(result.final_output)
