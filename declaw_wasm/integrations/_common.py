@@ -32,6 +32,7 @@ SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/sh", "/usr/b
 # Spool archives in memory up to this size, then on disk.
 SPOOL_BYTES = 32 * 1024 * 1024
 MAX_MEMBERS = 100_000  # the default Limits.disk_files: more cannot fit in a sandbox anyway
+MAX_BYTES = 1 << 30  # the default Limits.disk_bytes
 
 
 def require(module: str, extra: str) -> Any:
@@ -149,17 +150,22 @@ def _seekable(data: IO[bytes]) -> IO[bytes]:
 
 
 async def untar_into(sbx: AsyncSandbox, root: str, data: IO[bytes] | bytes,
-                     max_members: int = MAX_MEMBERS) -> int:
+                     max_members: int = MAX_MEMBERS, max_bytes: int = MAX_BYTES) -> int:
     """Unpack a tar (plain, gz, bz2 or xz) into `root`; returns how many entries were written.
-    Absolute names and `..` raise ValueError before anything is written; hard links, devices
-    and FIFOs are skipped; symlinks are made only when their target stays inside `root`."""
+    Absolute names, `..`, more than `max_members` entries or `max_bytes` of file data raise
+    ValueError before anything is written; hard links, devices and FIFOs are skipped; symlinks
+    are made only when their target stays inside `root`."""
     stream = _seekable(io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data)
     written = 0
     with tarfile.open(fileobj=stream, mode="r:*") as tar:
         members = []
+        total = 0
         for count, member in enumerate(tar, 1):
+            total += max(member.size, 0)
             if count > max_members:
                 raise ValueError(f"archive has more than {max_members} members")
+            if total > max_bytes:
+                raise ValueError(f"archive holds more than {max_bytes} bytes")
             members.append((_member_name(member.name), member))
         await sbx.files.make_dir(root)
         for rel, member in members:

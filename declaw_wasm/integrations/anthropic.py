@@ -25,6 +25,7 @@ the costs above); a command that calls `exit` keeps the previous state.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 from typing import Any
@@ -34,6 +35,8 @@ from ..execution import Execution
 from ..models import CommandResult
 from ..sandbox import Sandbox
 
+MAX_STATE_BYTES = 1 << 20
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STATE_SCRIPT = ("import json, os, sys; sys.stdout.write(json.dumps("
                  "{'cwd': os.getcwd(), 'env': dict(os.environ)}))")
 
@@ -133,14 +136,20 @@ class PersistentShell:
         result = self.sandbox.commands.run(line, cwd=self.cwd, envs=self.env or None,
                                            timeout=timeout)
         try:
+            # The file is the guest's to write: bounded, and only well-formed state is taken.
+            if self.sandbox.files.get_info(self._state).size > MAX_STATE_BYTES:
+                raise ValueError("state too large")
             state = json.loads(self.sandbox.files.read(self._state))
-            self.sandbox.files.remove(self._state)
         except (SandboxException, ValueError):
             return result  # the command ended the shell (`exit`): keep the previous state
+        finally:
+            self.sandbox.files.remove(self._state)
         if isinstance(state, dict) and isinstance(state.get("cwd"), str) and \
                 isinstance(state.get("env"), dict):
             self.cwd = state["cwd"]
-            self.env = {str(k): str(v) for k, v in state["env"].items() if k != "PWD"}
+            self.env = {k: v for k, v in state["env"].items()
+                        if isinstance(k, str) and isinstance(v, str) and _ENV_NAME.fullmatch(k)
+                        and "\x00" not in v and k != "PWD"}
         return result
 
     def restart(self) -> None:

@@ -445,6 +445,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default loopback)")
     p.add_argument("--port", type=int, default=3001, help="HTTP: port (default 3001)")
     p.add_argument("--path", default="/mcp", help="HTTP: endpoint path (default /mcp)")
+    p.add_argument("--public", action="store_true",
+                   help="HTTP: allow a non-loopback --host (the endpoint has no authentication)")
     p.add_argument("--template", default=None, help="sandbox template (default code-interpreter)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a session's sandbox lives after its last call (default 300)")
@@ -462,9 +464,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.transport == "stdio":
         DeclawMcpServer(options, shared=True).mcp.run("stdio")
         return 0
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print("declaw-wasm mcp: serving MCP beyond loopback: anyone who reaches "
-              f"{args.host}:{args.port} can run code in sandboxes", file=sys.stderr)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.public:
+        print(f"declaw-wasm mcp: refusing to serve on {args.host}: the MCP endpoint has no "
+              "authentication, so anyone who reaches it could run code in sandboxes; bind a "
+              "loopback address (behind your own authenticating proxy) or pass --public",
+              file=sys.stderr)
+        return 2
     DeclawMcpServer(options).mcp.run("streamable-http", host=args.host, port=args.port,
                                      streamable_http_path=args.path)
     return 0
