@@ -207,8 +207,3 @@ async def wait_or_kill(handle: AsyncCommandHandle) -> CommandResult:
                 pass
             await asyncio.gather(task, return_exceptions=True)
         raise
-
-
-def first_line(text: str | None, limit: int = 200) -> str:
-    line = (text or "").strip().splitlines()[:1]
-    return line[0][:limit] if line else ""
