@@ -206,17 +206,22 @@ class DeclawMcpServer:
 
     async def session(self, ctx: Context[Any, Any]) -> _Session:
         """The calling session's sandbox, made on first use (or again if it expired)."""
+        session: _Session | None
         if self._shared:
             async with self._create_lock:
-                if self._shared_session is None or not await self._shared_session.sandbox.is_running():
-                    self._shared_session = await self._new_session()
                 session = self._shared_session
+                if session is None or not await session.sandbox.is_running():
+                    if session is not None:  # it expired (idle past --timeout)
+                        self._live.discard(session.sandbox)
+                    session = self._shared_session = await self._new_session()
         else:
             connection = _connection(ctx)
             lock = connection.state.setdefault(_SANDBOX_KEY + ".lock", anyio.Lock())
             async with lock:
                 session = connection.state.get(_SANDBOX_KEY)
                 if session is None or not await session.sandbox.is_running():
+                    if session is not None:
+                        self._live.discard(session.sandbox)
                     session = await self._new_session()
                     connection.state[_SANDBOX_KEY] = session
                     connection.exit_stack.push_async_callback(self._kill, session.sandbox)

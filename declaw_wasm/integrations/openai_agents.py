@@ -96,6 +96,7 @@ from ..models import EntryInfo, FileType, PtySize
 BACKEND_ID = "declaw-wasm"
 DEFAULT_ROOT = cast(str, Manifest.model_fields["root"].default)  # "/workspace"
 FALLBACK_ROOT = "/home/user/workspace"
+_ECHO_SLACK = 4096  # the prompt before the echoed launch line is far shorter than this
 
 
 class DeclawWasmSandboxClientOptions(BaseSandboxClientOptions):
@@ -146,9 +147,10 @@ class _PtyProcess:
         if self.skip_through is not None:
             self.pending += data
             at = self.pending.find(self.skip_through)
-            if at < 0:
+            if at < 0 and len(self.pending) < len(self.skip_through) + _ECHO_SLACK:
                 return
-            data = bytes(self.pending[at + len(self.skip_through):])
+            # Found, or never going to be (then show everything rather than hold it back).
+            data = bytes(self.pending[at + len(self.skip_through):] if at >= 0 else self.pending)
             self.skip_through, self.pending = None, bytearray()
         if data:
             self.chunks.append(data)
@@ -297,8 +299,7 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
                     ExecResult(stdout=b"", stderr=f"rm: {target}: No such file".encode(),
                                exit_code=1), command=("rm", "--", str(target)))
             info = await files.get_info(str(target))
-            if info.type == FileType.DIR and not info.symlink_target and not recursive and \
-                    await files.list(str(target)):
+            if info.type == FileType.DIR and not info.symlink_target and not recursive:
                 raise ExecNonZeroError(
                     ExecResult(stdout=b"", stderr=f"rm: {target}: Is a directory".encode(),
                                exit_code=1), command=("rm", "--", str(target)))

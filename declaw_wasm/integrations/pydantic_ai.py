@@ -77,7 +77,6 @@ class DeclawWasmWorkspaceBackend:
         if ref is not None and ref.provider != PROVIDER:
             raise ValueError(f"not a {PROVIDER} workspace ref: {ref!r}")
         self._ref = ref
-        self._attach = ref is not None
         self._template, self._timeout = template, timeout
         self._envs, self._metadata = dict(envs or {}), dict(metadata or {})
         self._working_dir = posixpath.normpath(working_dir)

@@ -159,11 +159,15 @@ async def test_files_ls_mkdir_rm(session: Any) -> None:
     with pytest.raises(WorkspaceArchiveWriteError):
         await session.mkdir("p/q")  # no parents
     with pytest.raises(ExecNonZeroError):
-        await session.rm("x")  # a non-empty folder needs recursive
+        await session.rm("x")  # a folder needs recursive, as `rm` without -r
+    await session.rm("x/y/z.txt")
+    assert await session.ls("x/y") == []
     await session.rm("x", recursive=True)
     await session.rm("x", recursive=True)  # missing + recursive: fine, as `rm -rf`
     with pytest.raises(WorkspaceReadNotFoundError):
         await session.read("x/y/z.txt")
+    with pytest.raises(WorkspaceReadNotFoundError):
+        await session.read_bounded("x/y/z.txt", max_bytes=1)
 
 
 async def test_persist_and_hydrate_are_a_portable_tar(session: Any) -> None:
