@@ -1,6 +1,6 @@
 """What several adapters share.
 
-- `require`: a clear ImportError naming the extra to install when a framework is missing.
+- `missing_extra`: a clear ImportError naming the extra to install when a framework is missing.
 - `command_line`: frameworks hand us argv lists, often wrapped as `sh -lc SCRIPT` (OpenAI Agents
   wraps every command so); our sandbox runs one command *line* per call, in its own bash, so we
   unwrap the shell and quote the rest instead of asking the guest for a login shell.
@@ -13,20 +13,19 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import io
 import posixpath
 import shlex
 import tarfile
 import tempfile
 from collections.abc import Collection, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
-from ..models import FileType
+from .. import FileType
 
 if TYPE_CHECKING:
-    from ..async_sandbox import AsyncCommandHandle, AsyncSandbox
-    from ..models import CommandResult
+    from .. import AsyncSandbox, CommandResult
+    from ..async_sandbox import AsyncCommandHandle  # a type only: not exported
 
 SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/sh", "/usr/bin/bash"})
 # Spool archives in memory up to this size, then on disk.
@@ -35,13 +34,9 @@ MAX_MEMBERS = 100_000  # the default Limits.disk_files: more cannot fit in a san
 MAX_BYTES = 1 << 30  # the default Limits.disk_bytes
 
 
-def require(module: str, extra: str) -> Any:
-    """Import `module`, or raise an ImportError that says which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(
-            f"{module!r} is needed by this adapter: pip install 'declaw-wasm[{extra}]'") from exc
+def missing_extra(extra: str) -> ImportError:
+    """The error for an adapter whose framework is not installed: it says which extra to add."""
+    return ImportError(f"this adapter needs its framework: pip install 'declaw-wasm[{extra}]'")
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -133,7 +128,7 @@ async def tar_folder(sbx: AsyncSandbox, root: str, skip: Collection[str] = ()) -
                         data.seek(0)
                         tar.addfile(info, data)
     out.seek(0)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _seekable(data: IO[bytes]) -> IO[bytes]:
@@ -146,7 +141,7 @@ def _seekable(data: IO[bytes]) -> IO[bytes]:
     while chunk := data.read(1024 * 1024):
         copy.write(chunk)
     copy.seek(0)
-    return copy  # type: ignore[return-value]
+    return copy
 
 
 async def untar_into(sbx: AsyncSandbox, root: str, data: IO[bytes] | bytes,
@@ -194,7 +189,7 @@ async def wait_or_kill(handle: AsyncCommandHandle) -> CommandResult:
     (The async face waits in a worker thread, which a cancellation cannot interrupt.)"""
     import anyio
 
-    from ..exceptions import SandboxException
+    from .. import SandboxException
 
     task = asyncio.ensure_future(handle.wait())
     try:

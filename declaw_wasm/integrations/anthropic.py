@@ -30,10 +30,7 @@ import secrets
 import shlex
 from typing import Any
 
-from ..exceptions import SandboxException, TimeoutException
-from ..execution import Execution
-from ..models import CommandResult
-from ..sandbox import Sandbox
+from .. import CommandResult, Execution, Sandbox, SandboxException, TimeoutException
 
 MAX_STATE_BYTES = 1 << 20
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -20,24 +20,19 @@ import posixpath
 import shlex
 from typing import Any
 
-from ._common import require
+from .. import FileNotFoundException, Sandbox, SandboxException, TimeoutException
+from ._common import missing_extra
 
-require("deepagents.backends.sandbox", "deepagents")
-
-from deepagents.backends.protocol import (
-    ExecuteResponse,
-    FileDownloadResponse,
-    FileUploadResponse,
-    GrepResult,
-)
-from deepagents.backends.sandbox import BaseSandbox, _parse_grep_output
-
-from ..exceptions import (
-    FileNotFoundException,
-    SandboxException,
-    TimeoutException,
-)
-from ..sandbox import Sandbox
+try:
+    from deepagents.backends.protocol import (
+        ExecuteResponse,
+        FileDownloadResponse,
+        FileUploadResponse,
+        GrepResult,
+    )
+    from deepagents.backends.sandbox import BaseSandbox, _parse_grep_output
+except ImportError as exc:  # the framework is an optional extra
+    raise missing_extra("deepagents") from exc
 
 # Literal search (GNU `grep -rF` semantics for a literal): records are `path\0line:text`.
 _GREP_SCRIPT = r"""

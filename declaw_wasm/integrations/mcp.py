@@ -30,20 +30,19 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from ._common import require
-
-require("mcp", "mcp")
-
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ContentBlock, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
-from ..async_sandbox import AsyncSandbox
-from ..exceptions import SandboxException, TimeoutException
-from ..execution import Context as CodeContext
-from ..execution import Execution
+from .. import AsyncSandbox, Execution, SandboxException, TimeoutException
+from .. import Context as CodeContext
+from ._common import missing_extra
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ContentBlock, ImageContent, TextContent
+except ImportError as exc:  # the framework is an optional extra
+    raise missing_extra("mcp") from exc
 
 log = logging.getLogger(__name__)
 _SANDBOX_KEY = "declaw_wasm.sandbox"

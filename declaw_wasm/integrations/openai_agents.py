@@ -41,57 +41,63 @@ from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, cast
 
+import anyio
+from pydantic import Field
+
+from .. import (
+    AsyncSandbox,
+    EntryInfo,
+    FileNotFoundException,
+    FileType,
+    PtySize,
+    SandboxException,
+    TimeoutException,
+)
 from ._common import (
     command_line,
-    require,
+    missing_extra,
     split_cd,
     tar_folder,
     untar_into,
     wait_or_kill,
 )
 
-require("agents.sandbox", "openai-agents")
+if TYPE_CHECKING:
+    from ..async_sandbox import AsyncCommandHandle  # a type only: not exported
 
-import anyio
-from agents.sandbox.errors import (
-    ExecNonZeroError,
-    ExecTimeoutError,
-    ExecTransportError,
-    WorkspaceArchiveReadError,
-    WorkspaceArchiveWriteError,
-    WorkspaceReadNotFoundError,
-)
-from agents.sandbox.files import EntryKind, FileEntry
-from agents.sandbox.manifest import Manifest
-from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
-from agents.sandbox.session.pty_output import collect_pty_output
-from agents.sandbox.session.pty_types import (
-    PTY_PROCESSES_MAX,
-    PtyExecUpdate,
-    allocate_pty_process_id,
-    clamp_pty_yield_time_ms,
-    process_id_to_prune_from_meta,
-    resolve_pty_write_yield_time_ms,
-)
-from agents.sandbox.session.sandbox_client import (
-    BaseSandboxClient,
-    BaseSandboxClientOptions,
-)
-from agents.sandbox.session.sandbox_session import SandboxSession
-from agents.sandbox.session.sandbox_session_state import SandboxSessionState
-from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec, resolve_snapshot
-from agents.sandbox.types import ExecResult, Permissions, User
-from pydantic import Field
-
-from ..async_sandbox import AsyncCommandHandle, AsyncSandbox
-from ..exceptions import (
-    FileNotFoundException,
-    SandboxException,
-    TimeoutException,
-)
-from ..models import EntryInfo, FileType, PtySize
+try:
+    from agents.sandbox.errors import (
+        ExecNonZeroError,
+        ExecTimeoutError,
+        ExecTransportError,
+        WorkspaceArchiveReadError,
+        WorkspaceArchiveWriteError,
+        WorkspaceReadNotFoundError,
+    )
+    from agents.sandbox.files import EntryKind, FileEntry
+    from agents.sandbox.manifest import Manifest
+    from agents.sandbox.session.base_sandbox_session import BaseSandboxSession
+    from agents.sandbox.session.pty_output import collect_pty_output
+    from agents.sandbox.session.pty_types import (
+        PTY_PROCESSES_MAX,
+        PtyExecUpdate,
+        allocate_pty_process_id,
+        clamp_pty_yield_time_ms,
+        process_id_to_prune_from_meta,
+        resolve_pty_write_yield_time_ms,
+    )
+    from agents.sandbox.session.sandbox_client import (
+        BaseSandboxClient,
+        BaseSandboxClientOptions,
+    )
+    from agents.sandbox.session.sandbox_session import SandboxSession
+    from agents.sandbox.session.sandbox_session_state import SandboxSessionState
+    from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec, resolve_snapshot
+    from agents.sandbox.types import ExecResult, Permissions, User
+except ImportError as exc:  # the framework is an optional extra
+    raise missing_extra("openai-agents") from exc
 
 BACKEND_ID = "declaw-wasm"
 DEFAULT_ROOT = cast(str, Manifest.model_fields["root"].default)  # "/workspace"

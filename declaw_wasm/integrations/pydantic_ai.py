@@ -28,30 +28,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
-from ._common import command_line, require, split_cd, wait_or_kill
-
-require("pydantic_ai.workspaces", "pydantic-ai")
-
 import anyio
-from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.workspaces import (
-    CommandResult,
-    FileEntry,
-    WorkspaceBackend,
-    WorkspaceCommand,
-    WorkspaceRef,
-    WorkspaceTimeoutError,
-    WorkspaceUnavailableError,
-)
 
-from ..async_sandbox import AsyncSandbox
-from ..exceptions import (
+from .. import (
+    AsyncSandbox,
     FileNotFoundException,
+    FileType,
     NotEnoughSpaceException,
     SandboxException,
     TimeoutException,
 )
-from ..models import FileType
+from ._common import command_line, missing_extra, split_cd, wait_or_kill
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.workspaces import (
+        CommandResult,
+        FileEntry,
+        WorkspaceBackend,
+        WorkspaceCommand,
+        WorkspaceRef,
+        WorkspaceTimeoutError,
+        WorkspaceUnavailableError,
+    )
+except ImportError as exc:  # the framework is an optional extra
+    raise missing_extra("pydantic-ai") from exc
 
 PROVIDER = "declaw-wasm"
 WORKING_DIR = "/home/user"

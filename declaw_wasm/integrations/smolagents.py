@@ -22,18 +22,16 @@ import json
 import shlex
 from typing import Any
 
-from ._common import require
+from .. import Execution, Result, Sandbox, SandboxException, TimeoutException
+from ._common import missing_extra
 
-require("smolagents", "smolagents")
-
-from smolagents.local_python_executor import CodeOutput  # type: ignore[import-untyped]
-from smolagents.monitoring import LogLevel  # type: ignore[import-untyped]
-from smolagents.remote_executors import RemotePythonExecutor  # type: ignore[import-untyped]
-from smolagents.utils import AgentError  # type: ignore[import-untyped]
-
-from ..exceptions import SandboxException, TimeoutException
-from ..execution import Execution, Result
-from ..sandbox import Sandbox
+try:
+    from smolagents.local_python_executor import CodeOutput
+    from smolagents.monitoring import LogLevel
+    from smolagents.remote_executors import RemotePythonExecutor
+    from smolagents.utils import AgentError
+except ImportError as exc:  # the framework is an optional extra
+    raise missing_extra("smolagents") from exc
 
 # smolagents' import names that differ from their distributions' names.
 _DISTRIBUTIONS = {"PIL": "pillow", "sklearn": "scikit-learn", "bs4": "beautifulsoup4",
