@@ -8,7 +8,7 @@ signatures). Output callbacks may be coroutine functions.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Union, overload
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Union, overload
 
 from ._backend import WriteData
 from ._threads import from_loop, in_thread
@@ -38,7 +38,7 @@ class AsyncFilesystem:
                    request_timeout: Optional[float] = None) -> bytearray: ...
     @overload
     async def read(self, path: str, format: Literal["stream"], user: Optional[str] = None,
-                   request_timeout: Optional[float] = None) -> AsyncIterator[bytes]: ...
+                   request_timeout: Optional[float] = None) -> AsyncGenerator[bytes, None]: ...
 
     async def read(self, path: str, format: str = "text", user: Optional[str] = None,
                    request_timeout: Optional[float] = None) -> Any:
@@ -78,7 +78,7 @@ class AsyncFilesystem:
         return await in_thread(self._sync.make_dir, path, user, request_timeout)
 
 
-async def _aiter_stream(stream: FileStream) -> AsyncIterator[bytes]:
+async def _aiter_stream(stream: FileStream) -> AsyncGenerator[bytes, None]:
     try:
         while True:
             chunk = await in_thread(next, stream, None)

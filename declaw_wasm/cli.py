@@ -1,4 +1,4 @@
-"""The `declaw-wasm` command: warmup, demo, run, serve, template."""
+"""The `declaw-wasm` command: warmup, demo, run, serve, template, mcp."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ from typing import Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["mcp"]:  # its own parser, in the optional module (declaw-wasm[mcp])
+        try:
+            from .integrations.mcp import main as mcp_main
+        except ImportError as exc:
+            print(f"declaw-wasm mcp: {exc}", file=sys.stderr)
+            return 2
+        return mcp_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="declaw-wasm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("warmup", help="fetch, verify and compile the runtime once (cached on disk)")
@@ -27,6 +35,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--max-upload-bytes", type=int, default=None,
                        help="largest file upload (default 1 GiB)")
     _template_parser(sub)
+    sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
+                               "'declaw-wasm[mcp]'; declaw-wasm mcp --help)")
     args = parser.parse_args(argv)
 
     if args.command == "warmup":
