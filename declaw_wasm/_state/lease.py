@@ -104,7 +104,7 @@ class Leases:
 
     def _generations(self, name: str) -> list[int]:
         gens = []
-        for entry in self.store.list(name):
+        for entry in self.store.names(name):
             if len(entry) == 18 and entry[0] == "g" and entry.endswith(".json") and entry[1:13].isdigit():
                 gens.append(int(entry[1:13]))
         return sorted(gens)
@@ -156,7 +156,7 @@ class Leases:
                 self._write(name, mine, {**body, "released": True})  # our view was stale: step aside
                 continue
             self._prune(name, mine)
-            return LeaseInfo(name, token, mine, body["expires_at"], ttl, owner)
+            return LeaseInfo(name, token, mine, now + ttl, ttl, owner)
         raise LeaseHeld(f"lease {name} is contended; try again")
 
     def renew(self, name: str, token: str, ttl: float) -> LeaseInfo:

@@ -34,13 +34,23 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Optional, Union
+from typing import (
+    IO,
+    TYPE_CHECKING,
+    Any,
+    Iterable,
+    Iterator,
+    Mapping,
+    Optional,
+    Self,
+    Union,
+)
 
 from ..exceptions import NotFoundException, SandboxException
 from .ids import check_id, check_key
 
 if TYPE_CHECKING:
-    from fsspec import AbstractFileSystem
+    from fsspec import AbstractFileSystem  # type: ignore[import-untyped]
 
     from .lease import Leases
 
@@ -191,7 +201,7 @@ class VerifiedReader:
     def close(self) -> None:
         self._raw.close()
 
-    def __enter__(self) -> "VerifiedReader":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -248,7 +258,7 @@ class BlobWriter:
         except FileNotFoundError:
             pass
 
-    def __enter__(self) -> "BlobWriter":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -259,8 +269,8 @@ class StateStore:
     """One state store (a root folder or URL prefix), over fsspec."""
 
     def __init__(self, url: Union[str, "os.PathLike[str]", None] = None, **storage_options: Any) -> None:
-        import fsspec
-        from fsspec.implementations.local import LocalFileSystem
+        import fsspec  # type: ignore[import-untyped]
+        from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-untyped]
 
         self.url = str(url) if url is not None else default_state_url()
         fs, root = fsspec.core.url_to_fs(self.url, **storage_options)
@@ -415,7 +425,7 @@ class StateStore:
             raise FileExistsError(errno.EEXIST, "exists", key)
         self.fs.pipe_file(path, bytes(data))
 
-    def list(self, key: str) -> list[str]:
+    def names(self, key: str) -> list[str]:
         """Names directly below `key` (files and folders; temp files left out); [] if none."""
         path = self.path(key)
         try:
@@ -522,8 +532,8 @@ class StateStore:
 
     def list_blobs(self, ns: str) -> set[str]:
         out: set[str] = set()
-        for shard in self.list(f"{ns}/blobs"):
-            out.update(n for n in self.list(f"{ns}/blobs/{shard}") if len(n) == 64)
+        for shard in self.names(f"{ns}/blobs"):
+            out.update(n for n in self.names(f"{ns}/blobs/{shard}") if len(n) == 64)
         return out
 
     def delete_blob(self, ns: str, sha: str) -> None:
@@ -570,7 +580,7 @@ class StateStore:
     def list_records(self, kind: str) -> list[str]:
         """Ids under `kind/` with a published manifest (half-written records are left out)."""
         ids = []
-        for name in self.list(kind):
+        for name in self.names(kind):
             try:
                 check_id(name)
             except SandboxException:

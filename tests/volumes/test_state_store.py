@@ -5,7 +5,6 @@ S3 through moto's server when s3fs and moto are installed (`pip install -e '.[te
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -17,8 +16,17 @@ from typing import Iterator
 
 import pytest
 
-from declaw_wasm._state import (IntegrityError, LeaseHeld, LeaseLost, RecordNotFound, StateError,
-                                StateStore, UnsafeStoreError, check_id, check_key)
+from declaw_wasm._state import (
+    IntegrityError,
+    LeaseHeld,
+    LeaseLost,
+    RecordNotFound,
+    StateError,
+    StateStore,
+    UnsafeStoreError,
+    check_id,
+    check_key,
+)
 from declaw_wasm.exceptions import InvalidArgumentException
 
 
@@ -60,9 +68,8 @@ def test_tampered_or_truncated_blob_is_detected(store: StateStore) -> None:
     _corrupt(store, key, b"the 0riginal content")
     with pytest.raises(IntegrityError, match="SHA-256"):
         store.get_blob("t/ns", ref)
-    with pytest.raises(IntegrityError):
-        with store.open_blob("t/ns", ref) as reader:
-            reader.finish()
+    with pytest.raises(IntegrityError), store.open_blob("t/ns", ref) as reader:
+        reader.finish()
     _corrupt(store, key, b"the original")
     with pytest.raises(IntegrityError, match="truncated"):
         store.get_blob("t/ns", ref)
