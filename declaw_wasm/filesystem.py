@@ -229,6 +229,12 @@ class SandboxFS:
         self._calls_lock = threading.Lock()
         self._destroy_lock = threading.Lock()
 
+    def add_mounts(self, mounts: list[Mount]) -> None:
+        """More folders for the guests (attached volumes): before any guest starts."""
+        self.mounts = [*self.mounts, *mounts]
+        self._by_prefix = sorted(self.mounts, key=lambda m: len(m.guest), reverse=True)
+        self._mount_paths = {m.guest for m in self.mounts}
+
     def destroy(self) -> None:
         """Delete the sandbox's host folder; calls still in flight delete it again as they end."""
         with self._calls_lock:

@@ -65,7 +65,7 @@ class SandboxCore:
     registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits) -> None:
+                 envs: dict[str, str], limits: Limits, volumes: Optional[list[Any]] = None) -> None:
         with SandboxCore.registry_lock:
             live = len(SandboxCore.registry)
         if live >= max_sandboxes():
@@ -79,6 +79,15 @@ class SandboxCore:
         self.envs = {**template.envs, **envs}
         self.limits = limits
         self.fs = new_sandbox_fs(self.runtime, limits, template)
+        self.volumes = None  # declaw's volumes (volumes/attach.py): mounts added to self.fs
+        if volumes:
+            from .volumes.attach import attach_volumes
+
+            try:
+                self.volumes = attach_volumes(self.sandbox_id, volumes, self.fs)
+            except BaseException:
+                self.fs.destroy()
+                raise
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()
@@ -91,6 +100,8 @@ class SandboxCore:
         try:
             self.set_timeout(timeout)
         except BaseException:  # a bad timeout: leave no folder behind
+            if self.volumes is not None:
+                self.volumes.release()
             self.fs.destroy()
             raise
         with SandboxCore.registry_lock:
@@ -126,6 +137,8 @@ class SandboxCore:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        if self.volumes is not None:  # after the guests stop: live mounts are written back
+            self.volumes.release()
         self.fs.destroy()
         with SandboxCore.registry_lock:
             SandboxCore.registry.pop(self.sandbox_id, None)
@@ -268,6 +281,8 @@ def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:
 def new_core(template: Optional[str], timeout: Optional[float], metadata: Optional[dict[str, str]],
              envs: Optional[dict[str, str]], limits: Optional[Limits], extra: dict[str, Any]) -> SandboxCore:
     """Check `create`'s arguments and make the core (shared by Sandbox and AsyncSandbox)."""
+    extra = dict(extra)
+    volumes = extra.pop("volumes", None)  # declaw's VolumeAttachment list (volumes/attach.py)
     unknown = set(extra) - IGNORED_E2B_PARAMS
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
@@ -275,8 +290,10 @@ def new_core(template: Optional[str], timeout: Optional[float], metadata: Option
     if metadata is not None and not (isinstance(metadata, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
         raise InvalidArgumentException("metadata must be a dict of str to str")
+    if volumes is not None and not isinstance(volumes, (list, tuple)):
+        raise InvalidArgumentException("volumes must be a list of VolumeAttachment (or dicts)")
     return SandboxCore(guest_template, DEFAULT_TIMEOUT if timeout is None else timeout,
-                       dict(metadata or {}), _check_envs(envs), limits or Limits())
+                       dict(metadata or {}), _check_envs(envs), limits or Limits(), list(volumes or []))
 
 
 class instance_or_id:
