@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 from declaw_wasm import Sandbox
-from declaw_wasm.exceptions import InvalidArgumentException, NotFoundException, SandboxException
+from declaw_wasm.exceptions import (
+    InvalidArgumentException,
+    NotFoundException,
+    SandboxException,
+)
 from declaw_wasm.sandbox import SandboxCore
 from declaw_wasm.volumes import VolumeAttachment, Volumes, sync_volume
 
