@@ -185,10 +185,7 @@ class VolumeStore:
             tree = Tree.from_json(json.loads(raw))
         except ValueError:
             raise IntegrityError(f"{prefix}: the tree is not JSON") from None
-        with self._trees_lock:
-            self._trees[ref.sha256] = tree
-            while len(self._trees) > 16:
-                self._trees.popitem(last=False)
+        self._remember(ref.sha256, tree)
         return tree
 
     def _publish(self, state: VolumeState) -> str:
@@ -198,7 +195,17 @@ class VolumeStore:
         ref = self.store.put_blob(prefix, raw)
         body = {k: v for k, v in state.meta.items() if k != "parts"}
         self.store.publish(prefix, body, {"tree": ref})
+        self._remember(ref.sha256, state.tree)
+        state.tree_sha = ref.sha256
         return ref.sha256
+
+    def _remember(self, sha: str, tree: Tree) -> None:
+        """Keep a published tree (never changed after: writers change a copy)."""
+        with self._trees_lock:
+            self._trees[sha] = tree
+            self._trees.move_to_end(sha)
+            while len(self._trees) > 16:
+                self._trees.popitem(last=False)
 
     def _thread_lock(self, volume_id: str) -> threading.Lock:
         with self._locks_lock:

@@ -13,6 +13,7 @@ may be shared with others.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
@@ -22,7 +23,7 @@ from ..exceptions import InvalidArgumentException
 MAX_PATH = 4096
 MAX_NAME = 255
 MAX_DEPTH = 256
-_HEX = frozenset("0123456789abcdef")
+_SHA = re.compile(r"[0-9a-f]{64}")
 
 
 def check_volume_path(path: object, *, archive: bool = False) -> str:
@@ -103,7 +104,7 @@ class Entry:
               and isinstance(mode, int) and isinstance(mtime, (int, float)) and isinstance(version, str)
               and size >= 0 and offset >= 0 and len(version) <= 64)
         if ok and kind == "f":
-            ok = all(isinstance(h, str) and len(h) == 64 and set(h) <= _HEX for h in (sha, blob))
+            ok = isinstance(sha, str) and isinstance(blob, str) and bool(_SHA.fullmatch(sha)) and bool(_SHA.fullmatch(blob))
         if not ok:
             raise IntegrityError(f"volume tree: malformed entry for {path[:200]!r}")
         return cls(kind, size, sha, blob, offset, mode & 0o777, float(mtime), version)

@@ -238,3 +238,10 @@ def test_async_volumes(state_url: str) -> None:
         await AsyncVolumes.delete(vol.volume_id)
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize("mode", ["w", "w:bz2", "w:xz"])
+def test_other_archive_formats(state_url: str, mode: str) -> None:
+    """declaw takes tar.gz; plain tar, bzip2 and xz are read too (same rules)."""
+    vol = Volumes.create("fmt", make_tar({"a/b.txt": b"bee"}, mode=mode))
+    assert Volumes.files(vol.volume_id).read("/a/b.txt") == b"bee"
