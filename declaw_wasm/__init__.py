@@ -7,10 +7,10 @@
 """
 
 from .async_sandbox import AsyncSandbox
-from .exceptions import (AuthenticationException, FileNotFoundException, InvalidArgumentException,
-                         NotEnoughSpaceException, NotFoundException, RateLimitException,
-                         SandboxException, SandboxNotFoundException, TemplateException,
-                         TimeoutException)
+from .exceptions import (AuthenticationException, ConflictException, FileNotFoundException,
+                         InvalidArgumentException, NotEnoughSpaceException, NotFoundException,
+                         RateLimitException, SandboxException, SandboxNotFoundException,
+                         TemplateException, TimeoutException, VersionMismatchException)
 from .commands import CommandHandle
 from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from .files import FileStream
@@ -19,6 +19,18 @@ from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, S
                      SandboxState, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
 from .templates import Template, TemplateInfo, delete_template, list_templates
+
+# declaw's volumes, imported on first use (they bring the state store and fsspec along).
+_VOLUMES = ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")
+
+
+def __getattr__(name: str) -> object:
+    if name in _VOLUMES:
+        from . import volumes
+
+        return getattr(volumes, name)
+    raise AttributeError(f"module 'declaw_wasm' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -31,4 +43,6 @@ __all__ = [
     "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
     "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",
     "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes", "ConflictException",
+    "VersionMismatchException",
 ]

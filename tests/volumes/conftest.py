@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import io
 import os
+import socket
+import subprocess
+import sys
 import tarfile
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator, Optional
@@ -37,6 +41,42 @@ def local_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = str(tmp_path / "state")
     monkeypatch.setenv("DECLAW_WASM_STATE", url)
     return url
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_options() -> Iterator[dict[str, object]]:
+    """Storage options for s3fs against moto's S3 server (a subprocess on a free port), with a
+    bucket `declaw-state`. Skipped when s3fs or moto are not installed ('.[test-s3]')."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    options: dict[str, object] = {"key": "testing", "secret": "testing",
+                                  "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    pytest.skip("moto server did not start")
+                time.sleep(0.1)
+        import s3fs
+
+        s3fs.S3FileSystem(**options).mkdir("declaw-state")
+        yield options
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def make_tar(files: dict[str, Optional[bytes]], *, mode: str = "w:gz",

@@ -5,7 +5,6 @@ S3 through moto's server when s3fs and moto are installed (`pip install -e '.[te
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -205,41 +204,7 @@ def test_expired_lease_of_a_dead_process_can_be_taken(tmp_path: Path, monkeypatc
     assert store.leases.take("sandboxes/sbx_x/lease", 5).generation == 2
 
 
-# -- S3 through moto's server (skipped when s3fs or moto are not installed) --------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3_options() -> Iterator[dict[str, object]]:
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    options = {"key": "testing", "secret": "testing",
-               "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"}}
-    try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    pytest.skip("moto server did not start")
-                time.sleep(0.1)
-        import s3fs
-
-        s3fs.S3FileSystem(**options).mkdir("declaw-state")
-        yield options
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
+# -- S3 through moto's server (tests/volumes/conftest.py; skipped without s3fs and moto) --------
 def test_s3_store_blobs_and_leases(s3_options: dict[str, object]) -> None:
     url = f"s3://declaw-state/run-{uuid.uuid4().hex}"
     store = StateStore(url, **s3_options)

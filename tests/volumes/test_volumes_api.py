@@ -245,3 +245,28 @@ def test_other_archive_formats(state_url: str, mode: str) -> None:
     """declaw takes tar.gz; plain tar, bzip2 and xz are read too (same rules)."""
     vol = Volumes.create("fmt", make_tar({"a/b.txt": b"bee"}, mode=mode))
     assert Volumes.files(vol.volume_id).read("/a/b.txt") == b"bee"
+
+
+def test_volumes_on_s3(s3_options: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same API with DECLAW_WASM_STATE=s3://... (moto's server; fsspec's config for s3)."""
+    import uuid
+
+    import fsspec.config
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", dict(s3_options))
+    monkeypatch.setenv("DECLAW_WASM_STATE", f"s3://declaw-state/api-{uuid.uuid4().hex}")
+    vol = Volumes.create("on-s3", make_tar(CORPUS))
+    files = Volumes.files(vol.volume_id)
+    assert files.read("/docs/deep/b.bin") == CORPUS["docs/deep/b.bin"]
+    version = files.info("/top.md").version
+    files.write("/top.md", b"new", if_version=version)
+    with pytest.raises(ConflictException):
+        files.write("/top.md", b"stale", if_version=version)
+    lock = Volumes.locks(vol.volume_id).acquire("/top.md")
+    with pytest.raises(ConflictException):
+        Volumes.locks(vol.volume_id).acquire("/top.md")
+    assert Volumes.locks(vol.volume_id).release("/top.md", lock["token"])
+    assert tar_names(Volumes.download(vol.volume_id))["top.md"] == b"new"
+    assert [v.volume_id for v in Volumes.list()] == [vol.volume_id]
+    Volumes.delete(vol.volume_id)
+    assert Volumes.list() == []
