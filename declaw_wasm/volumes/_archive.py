@@ -113,14 +113,14 @@ class _CountingReader(io.RawIOBase):
         return len(data)
 
 
-def _decompressed(raw: io.BufferedReader) -> IO[bytes]:
+def _decompressed(raw: Any) -> IO[bytes]:
     """The tar stream inside gzip, bzip2 or xz (or `raw` itself). We decompress rather than let
     tarfile do it: its stream mode keeps the decompressed rest of a chunk in one bytes object
     and re-slices it on every 512-byte read, quadratic on a well-compressed archive (10 000
     small files took 20 s)."""
     head = raw.peek(6)[:6]
     if head[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     if head[:3] == b"BZh":
         return bz2.BZ2File(raw)
     if head[:6] == b"\xfd7zXZ\x00":

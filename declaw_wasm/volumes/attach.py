@@ -31,12 +31,14 @@ import posixpath
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Protocol, Sequence, Union
 
 from .._state import StateStore
 from ..exceptions import (
+    ConflictException,
     InvalidArgumentException,
     NotEnoughSpaceException,
     NotFoundException,
@@ -254,6 +256,9 @@ def sync(live: _Live) -> bool:
                     spool.close()  # touched, not changed
                     continue
                 spools.append((key, spool, now[key]))
+            if not (removed or new_dirs or spools):
+                live.seen = now
+                return False
             for _ in range(3):
                 for _key, spool, _seen in spools:
                     live.vs.store.put_blob_file(f"volumes/{live.volume_id}", spool.path, spool.ref)
@@ -265,6 +270,8 @@ def sync(live: _Live) -> bool:
                     break
                 except _Retry:
                     continue
+            else:
+                raise ConflictException(f"volume {live.volume_id} kept changing; its mount was not written back")
             for key in removed:
                 live.base.pop(key, None)
             for key in new_dirs:
@@ -297,8 +304,8 @@ def _apply(live: _Live, state: VolumeState, removed: list[str], new_dirs: list[s
         if state.tree.parent_conflict(full) or (full in state.tree and not state.tree.is_dir(full)):
             log.warning("volume %s: /%s not written back (a file is in the way)", live.volume_id, full)
             continue
-        state.tree.ensure_parents(full, version, 0.0)
-        state.tree.put(full, Entry.folder(0.0, version))
+        state.tree.ensure_parents(full, version, time.time())
+        state.tree.put(full, Entry.folder(time.time(), version))
     for key, spool, seen in spools:
         full = live.key(key)
         try:
@@ -487,6 +494,7 @@ def _attach_copy(vs: VolumeStore, volume_id: str, path: str, container: Mount, l
                  index: int) -> Optional[Mount]:
     rev = _cache.revision(vs, volume_id)
     try:
+        _check_disk_quota(layout, rev, path)
         if container.writable:  # into the sandbox's own writable tree
             try:
                 _hostfs.copy_tree(rev.path, container.host, _below(container, path))
@@ -499,6 +507,20 @@ def _attach_copy(vs: VolumeStore, volume_id: str, path: str, container: Mount, l
         return Mount(path, folder, writable=True)
     finally:
         _cache.unref_revision(rev)
+
+
+def _check_disk_quota(layout: SandboxLayout, rev: _Revision, path: str) -> None:
+    """A copy counts toward the sandbox's disk quota (Limits.disk_bytes / disk_files)."""
+    limits = getattr(layout, "limits", None)
+    writable = getattr(layout, "writable_folders", None)
+    if limits is None or writable is None:
+        return
+    from ..quota import usage
+
+    used_bytes, used_files = usage(writable())
+    message = limits.over_disk_quota(used_bytes + rev.state.tree.total_bytes, used_files + len(rev.state.tree))
+    if message:
+        raise NotEnoughSpaceException(f"copying volume {rev.volume_id} to {path}: {message}")
 
 
 def _attach_ro(vs: VolumeStore, volume_id: str, subpath: str, path: str,
@@ -551,7 +573,15 @@ def forget_volume(volume_id: str) -> None:
 
 
 def _at_exit() -> None:
-    """Write back live mounts and delete this process's materialised volumes."""
+    """Write back live mounts and delete this process's materialised volumes. Registered after
+    sandbox.py's own exit handler, so it runs first: it kills the sandboxes itself (their
+    guests stop, then their mounts are written back), which leaves that handler nothing to do."""
+    try:
+        from ..sandbox import _kill_all_at_exit
+
+        _kill_all_at_exit()
+    except Exception as exc:  # noqa: BLE001 -- exiting: write back what can be
+        log.error("killing sandboxes at exit: %s", exc)
     with _cache.lock:
         attached = list(_cache.attached.values())
     for mounts in attached:

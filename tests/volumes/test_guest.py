@@ -162,3 +162,19 @@ def test_bad_attachments_are_refused(corpus: str, attachment: dict[str, str], er
 def test_overlapping_attachments_are_refused(corpus: str) -> None:
     with pytest.raises(InvalidArgumentException, match="overlap"):
         Sandbox.create(volumes=[VolumeAttachment(corpus, "/data"), VolumeAttachment(corpus, "/data/sub")])
+
+
+def test_a_copy_counts_toward_the_disk_quota(local_state: str) -> None:
+    from declaw_wasm import Limits
+    from declaw_wasm.exceptions import NotEnoughSpaceException
+
+    big = Volumes.create("big", make_tar({"blob.bin": os.urandom(300_000)})).volume_id
+    with pytest.raises(NotEnoughSpaceException, match="disk_bytes"):
+        Sandbox.create(limits=Limits(disk_bytes=200_000), volumes=[VolumeAttachment(big, "/data")])
+    sbx = Sandbox.create(limits=Limits(disk_bytes=200_000),
+                         volumes=[VolumeAttachment(big, "/data", mode="mount-ro")])  # not a copy
+    try:
+        r = sbx.commands.run("python3 -c \"import os; print(os.path.getsize('/data/blob.bin'))\"")
+        assert r.stdout.strip() == "300000"
+    finally:
+        sbx.kill()
