@@ -79,8 +79,11 @@ def mount_ro_listing(n_files: int, repeat: int) -> None:
     later_in_guest = sorted(x[1] for x in listings)[len(listings) // 2]
     later_wall = sorted(x[2] for x in listings)[len(listings) // 2]
     # The same files in the sandbox's own writable tree, for comparison.
-    later.commands.run("mkdir -p /tmp/own && cp -r /corpus/. /tmp/own/", timeout=300)
-    own = sorted(guest_listdir(later, "/tmp/own")[1] for _ in range(repeat))[repeat // 2]
+    r = later.commands.run("python3 -c \"import shutil; shutil.copytree('/corpus', '/tmp/own')\"", timeout=300)
+    assert r.exit_code == 0, r.stderr
+    owns = [guest_listdir(later, "/tmp/own") for _ in range(repeat)]
+    assert owns[0][0] == n_files
+    own = sorted(x[1] for x in owns)[repeat // 2]
     first.kill()
     later.kill()
     shutil.rmtree(host)

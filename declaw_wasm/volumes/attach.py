@@ -174,6 +174,10 @@ class _Cache:
             live.refs += 1
         try:
             sync(live)
+        except Exception as exc:  # noqa: BLE001 -- the others' write-back failing is no reason to refuse this sandbox
+            log.error("volume %s: changes in its mount were not written back: %s", volume_id, exc)
+            return live  # and no refresh: it would overwrite what could not be stored
+        try:
             refresh(live)
         except BaseException:
             self.unref_live(live, write_back=False)

@@ -178,3 +178,14 @@ def test_a_copy_counts_toward_the_disk_quota(local_state: str) -> None:
         assert r.stdout.strip() == "300000"
     finally:
         sbx.kill()
+
+
+def test_mount_past_the_volume_quota_is_not_written_back(local_state: str, monkeypatch: pytest.MonkeyPatch,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("DECLAW_WASM_VOLUME_MAX_BYTES", "1000")
+    small = Volumes.create("small", make_tar({"a.txt": b"a"})).volume_id
+    sbx = Sandbox.create(volumes=[VolumeAttachment(small, "/shared", mode="mount")])
+    sbx.commands.run("python3 -c \"open('/shared/big.bin', 'wb').write(b'x' * 5000)\"")
+    assert sbx.kill()  # never raises: the failure is logged
+    assert "not written back" in caplog.text and "quota" in caplog.text
+    assert not Volumes.files(small).exists("/big.bin")
