@@ -103,12 +103,7 @@ class VolumeState:
         return f"v{self.revision}"
 
     def volume(self) -> Volume:
-        m = self.meta
-        return Volume(volume_id=self.volume_id, owner_id=m.get("owner_id", "local"), name=m["name"],
-                      blob_key=prefix_of(self.volume_id), size_bytes=self.tree.total_bytes,
-                      content_type=m.get("content_type", "application/gzip"), created_at=m["created_at"],
-                      metadata=dict(m.get("metadata", {})), backend="files",
-                      quota_bytes=int(m["quota_bytes"]), updated_at=m.get("updated_at", ""))
+        return volume_of(self.volume_id, self.meta, self.tree.total_bytes)
 
     def check_quota(self) -> None:
         if self.tree.total_bytes > int(self.meta["quota_bytes"]):
@@ -119,6 +114,14 @@ class VolumeState:
             raise NotEnoughSpaceException(
                 f"volume {self.volume_id} quota exceeded: {len(self.tree)} files and folders, limit "
                 f"{self.meta['quota_files']} (DECLAW_WASM_VOLUME_MAX_FILES)")
+
+
+def volume_of(volume_id: str, m: dict[str, Any], size_bytes: int) -> Volume:
+    return Volume(volume_id=volume_id, owner_id=str(m.get("owner_id", "local")), name=str(m["name"]),
+                  blob_key=prefix_of(volume_id), size_bytes=size_bytes,
+                  content_type=str(m.get("content_type", "application/gzip")),
+                  created_at=str(m["created_at"]), metadata=dict(m.get("metadata", {})), backend="files",
+                  quota_bytes=int(m["quota_bytes"]), updated_at=str(m.get("updated_at", "")))
 
 
 class _Spool:
@@ -191,6 +194,7 @@ class VolumeStore:
     def _publish(self, state: VolumeState) -> str:
         prefix = prefix_of(state.volume_id)
         state.meta["updated_at"] = iso(time.time())
+        state.meta["size_bytes"] = state.tree.total_bytes  # so that list() need not load trees
         raw = json.dumps(state.tree.to_json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         ref = self.store.put_blob(prefix, raw)
         body = {k: v for k, v in state.meta.items() if k != "parts"}
@@ -281,8 +285,9 @@ class VolumeStore:
         out = []
         for volume_id in self.store.list_records(KIND):
             try:
-                out.append(self.load(volume_id).volume())
-            except (NotFoundException, IntegrityError):
+                meta = self.store.read_record(prefix_of(volume_id))
+                out.append(volume_of(volume_id, meta, int(meta.get("size_bytes", 0))))
+            except (NotFoundException, IntegrityError, KeyError, TypeError, ValueError):
                 continue  # deleted meanwhile, or damaged: get() names the problem
         return sorted(out, key=lambda v: (v.created_at, v.volume_id))
 
