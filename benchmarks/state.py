@@ -143,9 +143,12 @@ def main() -> None:
     args = parser.parse_args()
     try:
         Sandbox.create().kill()  # load the runtime first
-        print(f"state store: local folder; guest path: {'warm' if os.environ.get('DECLAW_WASM_SNAPSHOT', '1') != '0' else 'cold'}")
+        guest = "warm" if os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0" else "cold"
+        print(f"state store: local folder; guest path: {guest}; load average at start: "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         mount_ro_listing(args.files, args.repeat)
         create_from_archive(args.mb, args.repeat)
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(STATE, ignore_errors=True)
 
