@@ -162,23 +162,6 @@ class VerifiedReader:
             self._verify()
         return data
 
-    def read_exact(self, n: int) -> bytes:
-        parts, left = [], n
-        while left > 0:
-            chunk = self.read(min(left, CHUNK))
-            if not chunk:
-                raise IntegrityError(f"{self._where}: truncated ({self._seen} of {self._ref.size} bytes)")
-            parts.append(chunk)
-            left -= len(chunk)
-        return b"".join(parts)
-
-    def skip(self, n: int) -> None:
-        while n > 0:
-            chunk = self.read(min(n, CHUNK))
-            if not chunk:
-                raise IntegrityError(f"{self._where}: truncated ({self._seen} of {self._ref.size} bytes)")
-            n -= len(chunk)
-
     def finish(self) -> None:
         """Read whatever is left and verify the whole blob."""
         while self.read(CHUNK):
@@ -365,16 +348,22 @@ class StateStore:
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise RecordNotFound(f"state store: nothing at {key}") from None
 
+    @staticmethod
+    def _local_temp(path: str, data: BlobData) -> str:
+        """A finished temp file beside `path` (a local store), holding `data`."""
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        tmp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}")
+        with open(tmp, "xb") as f:
+            f.write(data)
+        return tmp
+
     def write_bytes(self, key: str, data: BlobData) -> None:
         """Replace the object atomically: readers see the old bytes or the new, never a part."""
         path = self.path(key)
         if self.local:
-            folder = os.path.dirname(path)
-            os.makedirs(folder, exist_ok=True)
-            tmp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}")
+            tmp = self._local_temp(path, data)
             try:
-                with open(tmp, "xb") as f:
-                    f.write(data)
                 os.replace(tmp, path)
             finally:
                 if os.path.lexists(tmp):
@@ -387,12 +376,8 @@ class StateStore:
         """Create the object only if nothing is there, atomically; `FileExistsError` otherwise."""
         path = self.path(key)
         if self.exclusive == "link":
-            folder = os.path.dirname(path)
-            os.makedirs(folder, exist_ok=True)
-            tmp = os.path.join(folder, f".tmp-{secrets.token_hex(8)}")
+            tmp = self._local_temp(path, data)
             try:
-                with open(tmp, "xb") as f:
-                    f.write(data)
                 os.link(tmp, path)  # fails with EEXIST, atomically, and the file is complete
             finally:
                 os.unlink(tmp)

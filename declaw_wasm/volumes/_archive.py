@@ -350,18 +350,6 @@ def _add_host_file(host: Path, path: str, st: os.stat_result, tree: Tree, pack: 
     tree.put(path, Entry.file(size, digest.hexdigest(), "", offset, st.st_mode, st.st_mtime, version))
 
 
-def pack_folder_tar_gz(folder: Path) -> bytes:
-    """A host file or folder as tar.gz bytes (regular files and folders only), as declaw's
-    `Volumes.create(path)` sends it."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        def keep(info: tarfile.TarInfo) -> Optional[tarfile.TarInfo]:
-            return info if info.isreg() or info.isdir() else None
-
-        tar.add(str(folder), arcname=folder.name if folder.is_file() else ".", filter=keep)
-    return buf.getvalue()
-
-
 def write_tar_gz(out: IO[bytes], items: Iterable[tuple[str, Entry, Optional[IO[bytes]]]]) -> None:
     """Write a tar.gz of (path, entry, content reader) items: folders and regular files, owned
     by 0:0, the entries' modes and mtimes (deterministic for the same tree)."""

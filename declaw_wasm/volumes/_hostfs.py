@@ -35,7 +35,16 @@ class UnsafePath(OSError):
 def open_dir(top: Path, parts: Sequence[str], create: bool = False, mode: int = 0o755) -> int:
     """An fd of folder `top/parts...`, walking with O_NOFOLLOW (caller closes it). With `create`,
     missing folders are made. A link or file in the way raises `UnsafePath`."""
-    fd = os.open(top, _DIR_FLAGS)
+    root = os.open(top, _DIR_FLAGS)
+    try:
+        return open_dir_at(root, parts, create, mode)
+    finally:
+        os.close(root)
+
+
+def open_dir_at(top: int, parts: Sequence[str], create: bool = False, mode: int = 0o755) -> int:
+    """`open_dir` from the folder fd `top` (which stays open)."""
+    fd = os.dup(top)
     try:
         for part in parts:
             try:
@@ -154,19 +163,6 @@ def copy_tree(src: Path, dst: Path, dst_parts: Sequence[str] = ()) -> int:
     finally:
         os.close(top)
     return count
-
-
-def open_dir_at(top: int, parts: Sequence[str]) -> int:
-    fd = os.dup(top)
-    try:
-        for part in parts:
-            nxt = _open_sub(fd, part)
-            os.close(fd)
-            fd = nxt
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 @dataclass(frozen=True)

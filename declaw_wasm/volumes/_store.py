@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Optional, Union
+from typing import IO, Any, Iterator, Optional, Union
 
 from .._state import (
     BlobRef,
@@ -598,5 +598,3 @@ class _Slice:
         if self._hash.hexdigest() != self._entry.sha:
             raise IntegrityError(f"/{self._path}: content does not match its SHA-256 (damaged or tampered with)")
 
-
-Reader = Callable[[], bytes]
