@@ -7,10 +7,10 @@
 """
 
 from .async_sandbox import AsyncSandbox
-from .exceptions import (AuthenticationException, FileNotFoundException, InvalidArgumentException,
-                         NotEnoughSpaceException, NotFoundException, RateLimitException,
-                         SandboxException, SandboxNotFoundException, TemplateException,
-                         TimeoutException)
+from .exceptions import (AuthenticationException, ConflictException, FileNotFoundException,
+                         InvalidArgumentException, NotEnoughSpaceException, NotFoundException,
+                         RateLimitException, SandboxException, SandboxNotFoundException,
+                         TemplateException, TimeoutException, VersionMismatchException)
 from .commands import CommandHandle
 from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from .files import FileStream
@@ -25,6 +25,18 @@ from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig,
                        SecureEnvVar, SecurityPolicy, ToxicityConfig, TransformationRule,
                        TransformDirection)
 from .templates import Template, TemplateInfo, delete_template, list_templates
+
+# declaw's volumes, imported on first use (they bring the state store and fsspec along).
+_VOLUMES = ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")
+
+
+def __getattr__(name: str) -> object:
+    if name in _VOLUMES:
+        from . import volumes
+
+        return getattr(volumes, name)
+    raise AttributeError(f"module 'declaw_wasm' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
@@ -43,4 +55,7 @@ __all__ = [
     "TransformDirection", "NetworkPolicy", "SandboxNetworkOpts", "ALL_TRAFFIC", "AuditConfig",
     "AuditEntry", "EnvSecurityConfig", "SecureEnvVar", "ToxicityConfig", "CodeSecurityConfig",
     "InvisibleTextConfig", "ContentGateConfig", "CustomPolicyConfig", "PIIHandler",
+    # declaw's volumes (declaw_wasm.volumes, imported on first use)
+    "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes", "ConflictException",
+    "VersionMismatchException",
 ]

@@ -18,6 +18,21 @@ IGNORED_CREATE_PARAMS = frozenset({
 LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
 
 
+def volumes(value: Any) -> Optional[list[dict[str, Any]]]:
+    """declaw's `volumes=`: VolumeAttachment objects (or their dicts), as dicts."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise InvalidArgumentException("volumes must be a list of VolumeAttachment (or dicts)")
+    found = []
+    for item in value:
+        item = item.to_dict() if hasattr(item, "to_dict") else item
+        if not isinstance(item, dict) or not all(isinstance(k, str) for k in item):
+            raise InvalidArgumentException(f"volumes: each must be a VolumeAttachment or a dict, got {item!r}")
+        found.append(dict(item))
+    return found
+
+
 def create_params(extra: dict[str, Any]) -> None:
     unknown = set(extra) - IGNORED_CREATE_PARAMS
     if unknown:

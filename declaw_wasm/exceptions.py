@@ -49,3 +49,12 @@ class RateLimitException(SandboxException):
 
 class AuthenticationException(Exception):
     """Bad or missing API key (remote mode)."""
+
+
+class ConflictException(SandboxException):
+    """A conflict (declaw's HTTP 409): a volume file changed since the `if_version` read, or a
+    volume lock is held by someone else / not held by the caller."""
+
+
+# declaw's name for a failed compare-and-set write: the same class.
+VersionMismatchException = ConflictException

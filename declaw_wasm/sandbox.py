@@ -44,13 +44,14 @@ def create_request(template: Optional[str], timeout: Optional[float],
                    metadata: Optional[dict[str, str]], envs: Optional[dict[str, str]],
                    limits: Optional[Limits], extra: dict[str, Any]) -> CreateSandbox:
     """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
+    volumes = _args.volumes(extra.pop("volumes", None))
     _args.create_params(extra)
     if limits is not None and not isinstance(limits, Limits):
         limits = Limits.model_validate(limits)
     return CreateSandbox(template=_args.template(template),
                          timeout=None if timeout is None else _args.lifetime(timeout),
                          metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs),
-                         limits=limits)
+                         limits=limits, volumes=volumes)
 
 
 class instance_or_id:

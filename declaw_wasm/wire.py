@@ -46,6 +46,8 @@ class CreateSandbox(_Body):
     metadata: Optional[dict[str, str]] = None
     envs: Optional[dict[str, str]] = None
     limits: Optional[Limits] = None
+    volumes: Optional[list[dict[str, Any]]] = Field(
+        None, description="declaw's VolumeAttachment dicts: volume_id, mount_path, mode, subpath")
 
 
 class SetTimeout(_Body):

@@ -26,20 +26,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, IO, Iterator, List, Optional, Sequence
+from typing import Any, IO, Iterator, List, Optional
 
 from .._args import path as check_path
 from .._backend import WriteData
+from .._hostdirs import DIR_FLAGS, Walk, remove_tree, usage
 from .._wasm.layout import HOME, Mount, make_root, root_mounts
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
                           NotEnoughSpaceException, SandboxException)
 from ..limits import Limits
 from ..models import EntryInfo, FileType, WriteInfo
-from .quota import usage
 
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -57,117 +56,6 @@ class _Located:
 
 class _SymlinkLoop(SandboxException):
     """Too many levels of symbolic links (a guest-made loop)."""
-
-
-class _Walk:
-    """Folder fds on the way down from a root, each opened with `O_NOFOLLOW` from the one above.
-
-    Keeps the current folder's fd and one every `STRIDE` levels, so that moving to a sibling or
-    back up re-opens at most `STRIDE` folders, walking on down opens one, and the fds held stay
-    O(depth / STRIDE): a guest can make ~1050 levels, more than many processes' fd limit.
-    """
-
-    STRIDE = 32
-
-    def __init__(self, root: Callable[[], int]) -> None:
-        """`root()` returns a new fd of the walk's top folder (owned by the walk)."""
-        self._root = root
-        self._parts: List[str] = []
-        self._fd: Optional[int] = None
-        self._marks: dict[int, int] = {}  # level -> fd; level 0 is the root
-
-    def folder(self, parts: Sequence[str]) -> int:
-        """An fd of the folder `parts` below the root (owned by the walk: do not close it)."""
-        if self._fd is None:
-            self._fd = self._root()
-            self._marks = {0: self._fd}
-            self._parts = []
-        keep = 0
-        limit = min(len(self._parts), len(parts))
-        while keep < limit and self._parts[keep] == parts[keep]:
-            keep += 1
-        if keep < len(self._parts):
-            level = max(mark for mark in self._marks if mark <= keep)
-            self._release_current()
-            for mark in [m for m in self._marks if m > level]:
-                os.close(self._marks.pop(mark))
-            self._fd = self._marks[level]
-            del self._parts[level:]
-        for part in parts[len(self._parts):]:
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=self._fd)
-            self._release_current()
-            self._fd = nxt
-            self._parts.append(part)
-            if len(self._parts) % self.STRIDE == 0:
-                self._marks[len(self._parts)] = nxt
-        return self._fd
-
-    def _release_current(self) -> None:
-        if self._fd is not None and self._marks.get(len(self._parts)) != self._fd:
-            os.close(self._fd)
-
-    def close(self) -> None:
-        if self._fd is None:
-            return
-        self._release_current()
-        for fd in self._marks.values():
-            os.close(fd)
-        self._fd, self._marks, self._parts = None, {}, []
-
-
-def remove_tree(parent: int, name: str) -> None:
-    """Delete the folder `name` in `parent` with everything in it, never following a symlink.
-
-    Iterative (shutil.rmtree before Python 3.12.4 recurses once per level, and a guest can make
-    ~1050), every folder listed once, fds bounded by `_Walk`. Removes all it can, then raises
-    the first OSError met (a missing entry is not one).
-    """
-    walk = _Walk(lambda: os.dup(parent))
-    path = [name]
-    todo: List[Optional[List[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
-    first: Optional[OSError] = None
-    try:
-        while path:
-            if todo[-1] is None:
-                subfolders: List[str] = []
-                try:
-                    fd = walk.folder(path)
-                    for entry in os.listdir(fd):
-                        try:
-                            if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
-                                subfolders.append(entry)
-                            else:
-                                os.unlink(entry, dir_fd=fd)
-                        except FileNotFoundError:
-                            pass
-                        except OSError as exc:
-                            first = first or exc
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    first = first or exc
-                todo[-1] = subfolders
-            pending = todo[-1]
-            if pending:
-                path.append(pending.pop())
-                todo.append(None)
-                continue
-            done = path.pop()
-            todo.pop()
-            try:
-                parent_fd = walk.folder(path)
-                try:
-                    os.rmdir(done, dir_fd=parent_fd)
-                except NotADirectoryError:  # swapped for a file or a symlink meanwhile
-                    os.unlink(done, dir_fd=parent_fd)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                first = first or exc
-    finally:
-        walk.close()
-    if first is not None:
-        raise first
 
 
 class SandboxFS:
@@ -194,6 +82,12 @@ class SandboxFS:
         self._calls_lock = threading.Lock()
         self._destroy_lock = threading.Lock()
 
+    def add_mounts(self, mounts: list[Mount]) -> None:
+        """More folders for the guests (attached volumes): before any guest starts."""
+        self.mounts = [*self.mounts, *mounts]
+        self._by_prefix = sorted(self.mounts, key=lambda m: len(m.guest), reverse=True)
+        self._mount_paths = {m.guest for m in self.mounts}
+
     def destroy(self) -> None:
         """Delete the sandbox's host folder; calls still in flight delete it again as they end."""
         with self._calls_lock:
@@ -203,7 +97,7 @@ class SandboxFS:
     def _remove_base(self) -> None:
         with self._destroy_lock:
             try:
-                parent = os.open(self.base.parent, _DIR_FLAGS)
+                parent = os.open(self.base.parent, DIR_FLAGS)
             except OSError:
                 return
             try:
@@ -271,7 +165,7 @@ class SandboxFS:
         pending = deque(shown.split("/"))
         resolved: List[str] = []
         hops = 0
-        walks: dict[str, _Walk] = {}
+        walks: dict[str, Walk] = {}
         try:
             while pending:
                 part = pending.popleft()
@@ -303,12 +197,12 @@ class SandboxFS:
         return _Located("/" + "/".join(resolved), mount, below)
 
     @staticmethod
-    def _link_target(walks: dict[str, _Walk], mount: Mount, below: tuple[str, ...]) -> Optional[str]:
+    def _link_target(walks: dict[str, Walk], mount: Mount, below: tuple[str, ...]) -> Optional[str]:
         """The target of the symlink at `below` in `mount`; None if it is not a symlink (or is
         missing, or changed while we looked)."""
         walk = walks.get(mount.guest)
         if walk is None:
-            walk = walks[mount.guest] = _Walk(lambda: os.open(mount.host, _DIR_FLAGS))
+            walk = walks[mount.guest] = Walk(lambda: os.open(mount.host, DIR_FLAGS))
         try:
             fd = walk.folder(below[:-1])
             if not stat.S_ISLNK(os.stat(below[-1], dir_fd=fd, follow_symlinks=False).st_mode):
@@ -320,16 +214,16 @@ class SandboxFS:
     @contextmanager
     def _parent_fd(self, loc: _Located, create: bool = False) -> Iterator[int]:
         """An fd of the folder holding `loc`, reached from the mount without following links."""
-        fd = os.open(loc.mount.host, _DIR_FLAGS)
+        fd = os.open(loc.mount.host, DIR_FLAGS)
         try:
             for part in loc.parts[:-1]:
                 try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
                         raise
                     os.mkdir(part, 0o755, dir_fd=fd)
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = nxt
             yield fd
@@ -423,19 +317,19 @@ class SandboxFS:
 
     def _walk_listing(self, start: _Located, depth: int) -> List[EntryInfo]:
         """Entries below `start`, depth-first, each folder opened once from the one above it
-        (`_Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
+        (`Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
         Entries that vanish meanwhile are left out; symlinks (loops too) are listed, never
         followed into."""
         out: List[EntryInfo] = []
         stack = [(start.guest, depth)]
-        walks: dict[str, _Walk] = {}
+        walks: dict[str, Walk] = {}
         try:
             while stack:
                 folder, left = stack.pop()
                 mount, below = self._mount_of([p for p in folder.split("/") if p])
                 walk = walks.get(mount.guest)
                 if walk is None:
-                    walk = walks[mount.guest] = _Walk(functools.partial(os.open, mount.host, _DIR_FLAGS))
+                    walk = walks[mount.guest] = Walk(functools.partial(os.open, mount.host, DIR_FLAGS))
                 try:
                     fd = walk.folder(below)
                     names = set(os.listdir(fd))

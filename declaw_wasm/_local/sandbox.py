@@ -11,7 +11,7 @@ import atexit
 import secrets
 import threading
 from datetime import datetime, timedelta, timezone
-from typing import ClassVar, List, Optional, Union
+from typing import Any, ClassVar, List, Optional, Sequence, Union
 
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
@@ -37,7 +37,7 @@ class LocalSandbox:
     """One sandbox in this process."""
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits) -> None:
+                 envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = ()) -> None:
         self.runtime = get_runtime()
         self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template.name
@@ -47,6 +47,9 @@ class LocalSandbox:
         self.limits = limits
         mounts = guest_mounts(self.runtime) + template.ensure_mounts(self.runtime)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root)
+        self.volumes: Optional[Any] = None  # declaw's volumes (_volumes/attach.py): mounts added to fs
+        if volumes:
+            self.volumes = _attach(self.sandbox_id, volumes, self.fs)
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
         self._lock = threading.Lock()
@@ -59,6 +62,7 @@ class LocalSandbox:
         try:
             self.set_timeout(timeout)
         except BaseException:  # a bad timeout: leave no folder behind
+            self._release_volumes()
             self.fs.destroy()
             raise
         quota.watcher.watch(self)
@@ -99,9 +103,14 @@ class LocalSandbox:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        self._release_volumes()  # after the guests stop: live mounts are written back
         self.fs.destroy()
         LocalSandboxes.forget(self)
         return True
+
+    def _release_volumes(self) -> None:
+        if self.volumes is not None:
+            self.volumes.release()
 
     @property
     def running(self) -> bool:
@@ -275,17 +284,17 @@ class LocalSandboxes:
         template = lookup(request.template)
         return self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
                                 dict(request.metadata or {}), dict(request.envs or {}),
-                                request.limits or Limits())
+                                request.limits or Limits(), request.volumes or ())
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                    envs: dict[str, str], limits: Limits) -> LocalSandbox:
+                    envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = ()) -> LocalSandbox:
         """A sandbox of `template`, which need not be in the catalog (a template build's own)."""
         with self._lock:
             live = len(self._registry)
         if live >= max_sandboxes():
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
-        sandbox = LocalSandbox(template, timeout, metadata, envs, limits)
+        sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes)
         with self._lock:
             self._registry[sandbox.sandbox_id] = sandbox
         return sandbox
@@ -326,6 +335,18 @@ class LocalSandboxes:
                 sandbox.kill()
             except Exception:  # exiting anyway: clean up what can be
                 pass
+
+
+def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS) -> Any:
+    """Attach declaw's volumes (imported on first use: they bring the state store and fsspec)."""
+    from .._volumes.attach import attach_volumes, before_exit
+
+    before_exit(LocalSandboxes.kill_all)
+    try:
+        return attach_volumes(sandbox_id, volumes, fs)
+    except BaseException:
+        fs.destroy()
+        raise
 
 
 atexit.register(LocalSandboxes.kill_all)
