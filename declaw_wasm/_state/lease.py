@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from .ids import check_key
-from .store import IntegrityError, RecordNotFound, StateError
+from ..settings import lease_grace
+from .errors import IntegrityError, RecordNotFound, StateError
 
 if TYPE_CHECKING:
     from .store import StateStore
@@ -74,10 +75,7 @@ class LeaseStatus:
 
 
 def _grace() -> float:
-    try:
-        return max(0.0, float(os.environ.get(GRACE_ENV, "1.0")))
-    except ValueError:
-        return 1.0
+    return lease_grace()
 
 
 def _check_ttl(ttl: float) -> float:

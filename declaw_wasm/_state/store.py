@@ -46,7 +46,9 @@ from typing import (
     Union,
 )
 
-from ..exceptions import NotFoundException, SandboxException
+from ..exceptions import SandboxException
+from ..settings import state_url, unsafe_leases
+from .errors import IntegrityError, RecordNotFound, StateError, UnsafeStoreError
 from .ids import check_id, check_key
 
 if TYPE_CHECKING:
@@ -63,22 +65,6 @@ _HEX = frozenset("0123456789abcdef")
 _MEMORY_LOCK = threading.Lock()  # memory:// is one dict per process: exclusive create under it
 
 BlobData = Union[bytes, bytearray, memoryview]
-
-
-class StateError(SandboxException):
-    """The state store cannot do what was asked (the message says why)."""
-
-
-class IntegrityError(StateError):
-    """Something read from the state store is truncated, damaged or tampered with."""
-
-
-class RecordNotFound(NotFoundException):
-    """No record (or blob) at this key in the state store."""
-
-
-class UnsafeStoreError(StateError):
-    """The store has no atomic exclusive create, so a lease there could be held twice."""
 
 
 def sha256_hex(data: BlobData) -> str:
@@ -109,12 +95,7 @@ class BlobRef:
 
 
 def default_state_url() -> str:
-    explicit = os.environ.get(STATE_ENV)
-    if explicit:
-        return explicit
-    from platformdirs import user_state_path
-
-    return str(user_state_path("declaw-wasm", appauthor=False))
+    return state_url()
 
 
 def _envelope(body: Any) -> bytes:
@@ -401,7 +382,7 @@ class StateStore:
             finally:
                 self.fs.invalidate_cache(path)
             return
-        if os.environ.get(UNSAFE_LEASES_ENV) != "1":
+        if not unsafe_leases():
             raise UnsafeStoreError(
                 f"the state store {self.url!r} ({self.protocol}) has no atomic create-if-absent, so "
                 f"a lease there could be taken twice; use a local folder, memory:// or s3:// (s3fs), "

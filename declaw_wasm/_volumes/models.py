@@ -4,12 +4,13 @@ validation), and the per-volume quotas."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import field
 from typing import Any, Dict, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.dataclasses import dataclass
+
+from ..settings import positive_int
 
 Mode = Literal["", "copy", "mount", "mount-ro"]
 MODES = ("copy", "mount", "mount-ro")
@@ -102,19 +103,6 @@ class FileEntry:
                    version=data.get("version", ""))
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
-    if number <= 0:
-        raise ValueError(f"{name} must be positive, got {value!r}")
-    return number
-
-
 class VolumeLimits(BaseModel):
     """Quotas given to each new volume (recorded in it), and the upload bound. Set by
     `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD`."""
@@ -127,6 +115,6 @@ class VolumeLimits(BaseModel):
 
     @classmethod
     def from_env(cls) -> "VolumeLimits":
-        return cls(max_bytes=_env_int("DECLAW_WASM_VOLUME_MAX_BYTES", 1 << 30),
-                   max_files=_env_int("DECLAW_WASM_VOLUME_MAX_FILES", 100_000),
-                   max_upload_bytes=_env_int("DECLAW_WASM_VOLUME_MAX_UPLOAD", 500 << 20))
+        return cls(max_bytes=positive_int("DECLAW_WASM_VOLUME_MAX_BYTES", 1 << 30),
+                   max_files=positive_int("DECLAW_WASM_VOLUME_MAX_FILES", 100_000),
+                   max_upload_bytes=positive_int("DECLAW_WASM_VOLUME_MAX_UPLOAD", 500 << 20))
