@@ -19,6 +19,8 @@ from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, S
                      SandboxState, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
 from .templates import Template, TemplateInfo, delete_template, list_templates
+from ._egress import (ALL_TRAFFIC, AuditEvent, Secret, Vault, VaultClient, VaultPreset, VaultScope,
+                      VaultSecret)
 
 __version__ = "0.1.0"
 
@@ -31,4 +33,6 @@ __all__ = [
     "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
     "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",
     "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "ALL_TRAFFIC", "AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope",
+    "VaultSecret",
 ]

@@ -281,6 +281,10 @@ class AsyncSandbox:
     async def is_running(self, **kw: Any) -> bool:
         return self._core.running
 
+    async def audit_events(self, **kw: Any) -> list[Any]:
+        """The sandbox's outbound events (Sandbox.audit_events)."""
+        return await _in_thread(self._sync.audit_events)
+
     async def run_code(self, code: str, language: Optional[str] = None,
                        context: Optional[Context] = None,
                        on_stdout: Optional[Callable[[Any], Any]] = None,

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 GUEST_SITE = "/usr/local/lib/declaw-site"
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "pip")  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "pip")  # from runtime/
 
 
 def guest_site_distributions() -> dict[str, str]:

@@ -101,6 +101,8 @@ class Kernel:
         """What a cell reports. Nothing here ends a cell (its turn's return does), so any
         request the cell's own code forges can at most add to its own output."""
         op = request.get("op") if isinstance(request, dict) else None
+        if isinstance(op, str) and op.startswith("net."):  # the guest's network (_egress)
+            return self.core.egress.handle(guest, request)
         cell = self._current
         if cell is None:
             raise ValueError(f"door request {op!r} outside a cell")
@@ -175,6 +177,7 @@ class Kernel:
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
         outcome = guest.wait()
         assert outcome is not None
+        self.core.egress.release(guest)
         self.guest, self._current = None, None
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
@@ -206,6 +209,7 @@ class Kernel:
         if guest is not None:
             guest.kill("killed")
             guest.wait(5.0)
+            self.core.egress.release(guest)
 
 
 class CodeInterpreter:

@@ -220,6 +220,8 @@ class Process(EventLog):
     # -- the door: requests from the guest ---------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
         op = request.get("op") if isinstance(request, dict) else None
+        if isinstance(op, str) and op.startswith("net."):  # the guest's network (_egress)
+            return self.core.egress.handle(guest, request)
         if op == "stdin":
             return self.stdin.read(guest, request.get("n", 65536))
         if op == "winsize":
@@ -236,6 +238,7 @@ class Process(EventLog):
 
     def _reap(self) -> None:
         outcome = self.guest.wait()
+        self.core.egress.release(self.guest)
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()

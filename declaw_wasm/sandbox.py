@@ -27,15 +27,17 @@ from .guest_site import site_dir
 from . import quota
 from .limits import Limits, max_sandboxes
 from .models import PtySize, SandboxInfo, SandboxState
+from ._egress.audit import AuditEvent
 from .paths import guest_runtime_dir, rootfs_dir
 from .runtime import Runtime, get_runtime
 from .templates import GuestTemplate, lookup
+from ._egress.create import EGRESS_PARAMS, EgressPlan, plan_from_create
 
 DEFAULT_TIMEOUT = 300
 # E2B keyword arguments that mean nothing in-process; accepted so E2B code runs unchanged.
 IGNORED_E2B_PARAMS = {"api_key", "domain", "debug", "request_timeout", "secure",
-                      "allow_internet_access", "api_url", "sandbox_url", "proxy", "headers",
-                      "logger", "mcp", "network", "lifecycle", "user"}
+                      "api_url", "sandbox_url", "proxy", "headers",
+                      "logger", "mcp", "lifecycle", "user"}
 
 
 def base_env() -> dict[str, str]:
@@ -65,7 +67,7 @@ class SandboxCore:
     registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits) -> None:
+                 envs: dict[str, str], limits: Limits, egress: Optional[EgressPlan] = None) -> None:
         with SandboxCore.registry_lock:
             live = len(SandboxCore.registry)
         if live >= max_sandboxes():
@@ -78,6 +80,7 @@ class SandboxCore:
         self.metadata = metadata
         self.envs = {**template.envs, **envs}
         self.limits = limits
+        self.egress = (egress or EgressPlan()).session(limits, self.envs)  # the network (_egress)
         self.fs = new_sandbox_fs(self.runtime, limits, template)
         self.started_at = datetime.now(timezone.utc)
         self.end_at = self.started_at
@@ -126,6 +129,7 @@ class SandboxCore:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        self.egress.close()
         self.fs.destroy()
         with SandboxCore.registry_lock:
             SandboxCore.registry.pop(self.sandbox_id, None)
@@ -268,6 +272,8 @@ def _check_envs(envs: Optional[dict[str, str]]) -> dict[str, str]:
 def new_core(template: Optional[str], timeout: Optional[float], metadata: Optional[dict[str, str]],
              envs: Optional[dict[str, str]], limits: Optional[Limits], extra: dict[str, Any]) -> SandboxCore:
     """Check `create`'s arguments and make the core (shared by Sandbox and AsyncSandbox)."""
+    egress = plan_from_create({k: extra.pop(k) for k in EGRESS_PARAMS if k in extra},
+                              extra.get("security"))
     unknown = set(extra) - IGNORED_E2B_PARAMS
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
@@ -275,8 +281,14 @@ def new_core(template: Optional[str], timeout: Optional[float], metadata: Option
     if metadata is not None and not (isinstance(metadata, dict) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
         raise InvalidArgumentException("metadata must be a dict of str to str")
+    envs = _check_envs(envs)
+    clash = set(envs) & set(egress.guest_env())
+    if clash:
+        raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
+                                       "secret or vault_ref")
     return SandboxCore(guest_template, DEFAULT_TIMEOUT if timeout is None else timeout,
-                       dict(metadata or {}), _check_envs(envs), limits or Limits())
+                       dict(metadata or {}), {**envs, **egress.guest_env()}, limits or Limits(),
+                       egress)
 
 
 class instance_or_id:
@@ -393,6 +405,11 @@ class Sandbox:
 
     def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return self._core.running
+
+    def audit_events(self, **e2b_params: Any) -> list[AuditEvent]:
+        """The sandbox's outbound events, oldest first: every name lookup, connection and HTTP
+        request, allowed or denied, with the rule that decided (docs/egress.md, "Audit")."""
+        return self._core.egress.audit_events()
 
     # -- the code interpreter (E2B's e2b_code_interpreter.Sandbox) ------------------------------
     def run_code(self, code: str, language: Optional[str] = None,
