@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .audit import AuditEvent
 from .http import HttpRelay, RawRelay, RelayContext, sniff
-from .policy import Decision, IPAddress
+from .policy import Decision, IPAddress, unwrap
 from .resolve import loopback_only
 from .tls import client_context, peer_info
 
@@ -104,7 +104,7 @@ class Connection:
     # -- setting up ----------------------------------------------------------------------------
     def start(self) -> None:
         """Begin the TCP connection (non-blocking)."""
-        ip = self.dest.ip
+        ip = unwrap(self.dest.ip)  # ::ffff:a.b.c.d is IPv4 on the wire
         if loopback_only() and not ip.is_loopback:
             raise NetError("policy", f"{self.dest.label()}: DECLAW_WASM_EGRESS_LOOPBACK_ONLY is set "
                            "(a test run): only loopback addresses may be reached")
@@ -153,6 +153,9 @@ class Connection:
 
     def connected_or_failed(self) -> bool:
         return self.state != "connecting"
+
+    def handshake_over(self) -> bool:
+        return self.state != "handshaking"
 
     def writable(self) -> bool:
         if self.state in ("failed", "closed"):

@@ -36,13 +36,15 @@ OPS = {op.name: op for op in [
        "to the name it was resolved for) or a literal. `wait` False: returns at once with "
        "`pending` True while the connection is made (net.poll says writable when it is done; "
        "net.status gives the result). `fd`: the guest's number for it, for error messages."),
-    Op("net.status", ("id",), ("connected", "error"),
-       "The outcome of a connection made without waiting (SO_ERROR): `error` is None or an "
-       "error dict."),
-    Op("net.tls", ("id", "server_hostname", "timeout"), ("version", "cipher", "alpn", "peercert",
-                                                         "peercert_der"),
+    Op("net.status", ("id",), ("connected", "failure"),
+       "The outcome of a connection made without waiting (SO_ERROR): `failure` is None or an "
+       "error dict (a reply's `error` key always means the op itself failed)."),
+    Op("net.tls", ("id", "server_hostname", "wait", "timeout"),
+       ("version", "cipher", "alpn", "peercert", "peercert_der", "pending"),
        "Run TLS on the connection (before any data): the host verifies the certificate for the "
-       "connection's name (which `server_hostname`, if given, must be) against its own trust."),
+       "connection's name (which `server_hostname`, if given, must be) against its own trust. "
+       "`wait` False: returns `pending` True while the handshake runs (net.poll says writable "
+       "when it is over; call net.tls again for the result)."),
     Op("net.send", ("id", "data", "wait", "timeout"), ("n",),
        "Give the host up to 1 MiB to send; `n` is how many bytes it took (0 only when not "
        "waiting and its buffer is full)."),

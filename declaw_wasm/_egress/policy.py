@@ -203,12 +203,12 @@ class _HostAddresses:
                 found.add(ipaddress.IPv6Address(int(hexa, 16)))
         except (OSError, ValueError, IndexError):
             pass
-        try:
-            for info in socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP,
-                                           flags=getattr(socket, "AI_NUMERICSERV", 0)):
-                found.add(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
-        except (OSError, ValueError, UnicodeError):
-            pass
+        if not found:  # not Linux: what the host's name resolves to (may ask DNS once)
+            try:
+                for info in socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP):
+                    found.add(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
+            except (OSError, ValueError, UnicodeError):
+                pass
         return found
 
 

@@ -103,6 +103,13 @@ def loopback_only() -> bool:
     return os.environ.get(LOOPBACK_ONLY_ENV, "") not in ("", "0")
 
 
+def system_lookup(name: str) -> list[Any]:
+    """The host's resolver (getaddrinfo: /etc/hosts, DNS...)."""
+    if loopback_only():
+        raise ResolveError(f"{LOOPBACK_ONLY_ENV} is set: no real DNS queries")
+    return socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+
+
 @dataclass(frozen=True)
 class Answer:
     """What a name resolved to: checked addresses in order; `mapped` if from the fixed table."""
@@ -119,6 +126,7 @@ class Resolver:
         self.overrides = overrides or {}
         self.max_answers = max_answers
         self.queries = 0  # real DNS queries made (the tests check some are never made)
+        self.system_lookup: Callable[[str], list[Any]] = system_lookup
 
     def mapped(self, name: str, port: Optional[int]) -> Optional[list[Mapped]]:
         found = self.overrides.get((name, port)) if port else None
@@ -142,16 +150,15 @@ class Resolver:
         entries = self.mapped(name, port)
         if entries is not None:
             return Answer([e.ip for e in entries][: self.max_answers], True)
-        if loopback_only():
-            raise ResolveError(f"{LOOPBACK_ONLY_ENV} is set: no real DNS queries")
         self.queries += 1
         result: dict[str, Any] = {}
         done = threading.Event()
+        system_lookup = self.system_lookup
 
         def lookup() -> None:
             try:
-                result["infos"] = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
-            except (OSError, UnicodeError) as exc:
+                result["infos"] = system_lookup(name)
+            except (OSError, UnicodeError, ResolveError) as exc:
                 result["error"] = exc
             done.set()
 

@@ -154,7 +154,7 @@ class EgressSession:
         conn = self._own(guest, req)
         conn.pump()
         return {"connected": conn.state in ("open", "handshaking"),
-                "error": conn.error.reply()["error"] if conn.error is not None else None}
+                "failure": conn.error.reply()["error"] if conn.error is not None else None}
 
     def _tls(self, guest: Guest, req: dict[str, Any]) -> dict[str, Any]:
         conn = self._own(guest, req)
@@ -162,10 +162,13 @@ class EgressSession:
         timeout = _timeout(req, "timeout")
         if wanted is not None and (not isinstance(wanted, str) or len(wanted) > 1024):
             raise NetError("invalid", "server_hostname must be a string")
-        self._wait(guest, [conn], lambda: conn.state != "connecting",
+        wait = bool(req.get("wait", True))
+        if conn.tls:  # started already (a non-waiting call): done yet?
+            return self._tls_result(guest, conn, wait, timeout)
+        self._wait(guest, [conn], conn.connected_or_failed,
                    self._limit(timeout, self.limits.net_connect_timeout))
         conn.check()
-        if conn.tls or conn.relay is not None or conn.pre:
+        if conn.relay is not None or conn.pre:
             raise NetError("invalid", "TLS must start on a fresh connection, before any data")
         dest = conn.dest
         if wanted:
@@ -182,10 +185,17 @@ class EgressSession:
         dest = conn.dest
         with conn.lock:
             conn.start_tls(dest.name if dest.by_name else str(dest.ip).split("%", 1)[0])
-        self._wait(guest, [conn], lambda: conn.state != "handshaking",
+        return self._tls_result(guest, conn, wait, timeout)
+
+    def _tls_result(self, guest: Guest, conn: Connection, wait: bool,
+                    timeout: Optional[float]) -> dict[str, Any]:
+        conn.pump()
+        if conn.state == "handshaking" and not wait:
+            return {"pending": True}
+        self._wait(guest, [conn], conn.handshake_over,
                    self._limit(timeout, self.limits.net_connect_timeout))
         if conn.state == "handshaking":
-            conn.fail(NetError("timeout", f"the TLS handshake with {dest.label()} timed out"))
+            conn.fail(NetError("timeout", f"the TLS handshake with {conn.dest.label()} timed out"))
         if conn.error is not None:
             if conn.event is not None:
                 conn.event.error = str(conn.error)

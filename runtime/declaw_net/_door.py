@@ -7,14 +7,11 @@ becomes the exception the same failure raises on a real system.
 
 import errno as _errno
 
-import _host
-import msgpack
-
 OPS = {
     "net.resolve": ("host", "port", "family"),
     "net.connect": ("host", "port", "family", "by_name", "fd", "wait", "timeout"),
     "net.status": ("id",),
-    "net.tls": ("id", "server_hostname", "timeout"),
+    "net.tls": ("id", "server_hostname", "wait", "timeout"),
     "net.send": ("id", "data", "wait", "timeout"),
     "net.recv": ("id", "n", "wait", "timeout"),
     "net.poll": ("read", "write", "timeout"),
@@ -22,12 +19,18 @@ OPS = {
     "net.close": ("id",),
 }
 
-_pack = msgpack.Packer(use_bin_type=True).pack
+_codec = []  # (pack, unpack, _host.call), imported on first use: start-up stays free
 
 
 def call(op, **fields):
     """One network request to the host; its reply (a dict), or the matching exception."""
-    reply = msgpack.unpackb(_host.call(_pack({"op": op, **fields})), raw=False)
+    if not _codec:
+        import _host
+        import msgpack
+
+        _codec.append((msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb, _host.call))
+    pack, unpack, door = _codec[0]
+    reply = unpack(door(pack({"op": op, **fields})), raw=False)
     if type(reply) is dict and "error" in reply:
         raise error_from(reply["error"], op)
     return reply

@@ -327,6 +327,10 @@ class SSLSocket(_sockets.DoorSocket):
     def session(self):
         return None
 
+    @property
+    def _sslobj(self):  # httpcore reads it for "ssl_object"
+        return self if self._tls is not None else None
+
     session_reused = False
 
     def connect(self, address):

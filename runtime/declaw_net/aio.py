@@ -74,8 +74,7 @@ def patch(selector_events):
 
     def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None, *,
                             server_side=False, server_hostname=None, extra=None, server=None,
-                            ssl_handshake_timeout=None, ssl_shutdown_timeout=None,
-                            call_connection_made=True):
+                            ssl_handshake_timeout=None, **more):
         if server_side:
             raise NotImplementedError("TLS servers are not available in the sandbox")
         info = rawsock._door_start_tls(server_hostname, timeout=ssl_handshake_timeout or 60.0)
@@ -83,9 +82,45 @@ def patch(selector_events):
         extra = dict(extra or {})
         extra.update(sslcontext=sslcontext, ssl_object=tls, peercert=tls.getpeercert(),
                      cipher=tls.cipher(), compression=None)
+        if more.get("context") is not None:
+            try:
+                return self._make_socket_transport(rawsock, protocol, waiter, extra=extra,
+                                                   server=server, context=more["context"])
+            except TypeError:
+                pass
         return self._make_socket_transport(rawsock, protocol, waiter, extra=extra, server=server)
 
     selector_events.BaseSelectorEventLoop._make_ssl_transport = _make_ssl_transport
+
+    original = base_events.BaseEventLoop._create_connection_transport
+
+    async def _create_connection_transport(self, sock, protocol_factory, ssl, server_hostname,
+                                           *args, **kwargs):
+        """TLS without blocking the loop: the host runs the handshake while other tasks go on;
+        then a plain transport over the (now plaintext) socket carries the TLS details."""
+        if not ssl or kwargs.get("server_side") or not hasattr(sock, "_door_start_tls"):
+            return await original(self, sock, protocol_factory, ssl, server_hostname, *args, **kwargs)
+        timeout = kwargs.get("ssl_handshake_timeout") or 60.0
+        sock.setblocking(False)
+        info = sock._door_start_tls(server_hostname, timeout=timeout, wait=False)
+        while info.get("pending"):
+            ready = self.create_future()
+            self.add_writer(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+            try:
+                await ready
+            finally:
+                self.remove_writer(sock.fileno())
+            info = sock._door_start_tls(server_hostname, timeout=timeout, wait=False)
+        sslcontext = None if isinstance(ssl, bool) else ssl
+        tls = _TLSInfo(info, server_hostname, sslcontext)
+        kwargs.pop("ssl_handshake_timeout", None)
+        kwargs.pop("ssl_shutdown_timeout", None)
+        transport, protocol = await original(self, sock, protocol_factory, None, None, *args, **kwargs)
+        transport._extra.update(sslcontext=sslcontext, ssl_object=tls, peercert=tls.getpeercert(),
+                                cipher=tls.cipher(), compression=None)
+        return transport, protocol
+
+    base_events.BaseEventLoop._create_connection_transport = _create_connection_transport
 
     async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
                         server_hostname=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):

@@ -197,7 +197,7 @@ class DoorSocket:
             return exc.errno or errno.EIO
         return 0
 
-    def _connect(self, host, port, by_name=False):
+    def _connect(self, host, port, by_name=False, any_family=False):
         if self._closed:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._id is not None:
@@ -205,7 +205,8 @@ class DoorSocket:
                 raise BlockingIOError(errno.EALREADY, "Operation already in progress")
             raise OSError(errno.EISCONN, "Transport endpoint is already connected")
         literal = _literal(host)
-        reply = _door.call("net.connect", host=host, port=port, family=_version(self._family),
+        family = 0 if any_family else _version(self._family)
+        reply = _door.call("net.connect", host=host, port=port, family=family,
                            by_name=by_name or literal is None, fd=self._fd, wait=self._wait(),
                            timeout=self._timeout)
         self._id = reply["id"]
@@ -235,7 +236,7 @@ class DoorSocket:
     def _settle(self):
         """A non-blocking connect: has it finished? (Sets the SO_ERROR value.)"""
         reply = _door.call("net.status", id=self._id)
-        error = reply.get("error")
+        error = reply.get("failure")
         if error:
             self._pending = False
             self._error = _door.errno_of(error)
@@ -406,11 +407,13 @@ class DoorSocket:
         return self._timeout
 
     # -- TLS, for the ssl stub ---------------------------------------------------------------------
-    def _door_start_tls(self, server_hostname, timeout=None):
+    def _door_start_tls(self, server_hostname, timeout=None, wait=True):
+        """The host's TLS details once the handshake is over ({"pending": True} while it runs,
+        if not waiting)."""
         self._connected()
         if self._rbuf:
             raise OSError(errno.EINVAL, "TLS must start before any data")
-        return _door.call("net.tls", id=self._id, server_hostname=server_hostname,
+        return _door.call("net.tls", id=self._id, server_hostname=server_hostname, wait=wait,
                           timeout=timeout if timeout is not None else self._timeout)
 
 
@@ -501,7 +504,7 @@ def create_connection(address, timeout=_UNSET, source_address=None, *, all_error
     try:
         if not isinstance(port, int) or isinstance(port, bool):
             port = _port(port)
-        sock._connect(_encode_host(host), port, by_name=True)
+        sock._connect(_encode_host(host), port, by_name=True, any_family=True)
     except BaseException:
         sock.close()
         raise
