@@ -67,6 +67,7 @@ class Destination:
     real_port: int
     mapped: bool
     decision: Decision
+    named: bool = False  # opened by name (socket.create_connection): bound for good
 
     def label(self) -> str:
         shown = f"[{self.ip}]" if self.ip.version == 6 else str(self.ip)

@@ -192,6 +192,10 @@ class HttpRelay:
     def _on_request(self, event: h11.Request) -> None:
         head = bytes(self._head)
         self._collecting, self._head = False, bytearray()
+        size = sum(len(n) + len(v) + 4 for n, v in event.headers.raw_items()) + len(event.target)
+        if size > self.ctx.header_bytes:
+            raise Refused(431, f"request head larger than {self.ctx.header_bytes} bytes "
+                          "(Limits.net_header_bytes)")
         problem = check_head(head)
         if problem:
             raise Refused(400, f"request refused: {problem}")
@@ -200,6 +204,11 @@ class HttpRelay:
         headers = _text(list(event.headers.raw_items()))
         scheme = "https" if self.ctx.tls else "http"
         self._ex = _Exchange(method, f"{scheme}://{self.ctx.name}{target[:2000]}", time.monotonic(), [])
+        if event.http_version not in (b"1.0", b"1.1"):
+            raise Refused(400, f"HTTP/{event.http_version.decode('ascii', 'replace')} is not "
+                          "supported (HTTP/1.0 and 1.1 only)")
+        if event.http_version == b"1.1" and not _get(headers, "host"):
+            raise Refused(400, "an HTTP/1.1 request needs a Host header")
         if method == "CONNECT":
             raise Refused(405, "CONNECT (tunnelling) is not allowed through the sandbox's egress")
         if _get(headers, "upgrade") or any("upgrade" in v.lower() for v in _get(headers, "connection")):
@@ -385,6 +394,9 @@ class HttpRelay:
         if ex is None:
             raise h11.LocalProtocolError("a response without a request")
         ex.status = event.status_code
+        if sum(len(n) + len(v) + 4 for n, v in event.headers.raw_items()) > self.ctx.header_bytes:
+            raise h11.LocalProtocolError(f"response head larger than {self.ctx.header_bytes} bytes "
+                                         "(Limits.net_header_bytes)")
         headers = _text(list(event.headers.raw_items()))
         secrets = self.ctx.secrets
         if secrets:

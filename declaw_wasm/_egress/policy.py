@@ -33,14 +33,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Union
 
+from ..exceptions import InvalidArgumentException
+
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 ALL_TRAFFIC = "0.0.0.0/0"
 
 
-class PolicyError(ValueError):
-    """A network policy entry (or a name or address the guest gave) is not acceptable."""
+class PolicyError(InvalidArgumentException, ValueError):
+    """A network policy entry, secret or vault setting (or a name or address the guest gave) is
+    not acceptable."""
 
 
 def _nets(*texts: str) -> tuple[IPNetwork, ...]:

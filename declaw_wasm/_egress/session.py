@@ -121,7 +121,7 @@ class EgressSession:
         else:
             name = _name(host)
             answer = self._lookup(guest, name, port)
-            candidates = [self._destination(a, port, name, True, answer.mapped)
+            candidates = [self._destination(a, port, name, True, answer.mapped, named=True)
                           for a in answer.addresses if family in (0, a.version)]
             if not candidates:
                 raise NetError("gai", f"{name} has no IPv{family} address", "EAI_NONAME")
@@ -298,10 +298,10 @@ class EgressSession:
         return answer
 
     def _destination(self, ip: IPAddress, port: int, name: str, by_name: bool,
-                     mapped: bool) -> Destination:
+                     mapped: bool, named: bool = False) -> Destination:
         decision = self.policy.check_address(ip, name if by_name else None, mapped)
         real = self.resolver.real_port(name if mapped else None, ip, port)
-        return Destination(ip, port, name, by_name, real, mapped, decision)
+        return Destination(ip, port, name, by_name, real, mapped, decision, named)
 
     def _destination_for_address(self, ip: IPAddress, port: int) -> Destination:
         """A connection by address: bound to the name last resolved to it, else the literal."""
@@ -314,8 +314,11 @@ class EgressSession:
         return self._destination(ip, port, str(ip), False, False)
 
     def rebind(self, conn: Connection, name: str) -> bool:
-        """Let `conn` (no data sent yet, or its first request's Host) take `name`, if this sandbox
-        resolved `name` to the connection's address and the policy allows it there."""
+        """Let `conn`, opened by address (no data sent yet, or its first request's Host), take
+        `name`, if this sandbox resolved `name` to that address and the policy allows it there.
+        (A connection opened by name keeps its name.)"""
+        if conn.dest.named:
+            return False
         try:
             name = normalize_name(name)
         except PolicyError:
