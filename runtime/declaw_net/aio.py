@@ -49,6 +49,11 @@ class _TLSInfo:
         return None
 
 
+def _settle(future):
+    if not future.done():
+        future.set_result(None)
+
+
 def patch(selector_events):
     """Patch asyncio (given its selector_events module, loaded with base_events)."""
     import sys
@@ -105,7 +110,7 @@ def patch(selector_events):
         info = sock._door_start_tls(server_hostname, timeout=timeout, wait=False)
         while info.get("pending"):
             ready = self.create_future()
-            self.add_writer(sock.fileno(), lambda: ready.done() or ready.set_result(None))
+            self.add_writer(sock.fileno(), _settle, ready)
             try:
                 await ready
             finally:

@@ -95,6 +95,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/echo-auth-header":
             self._send(200, b"ok\n", "text/plain",
                        extra=(("X-Echo-Auth", record.header("Authorization") or ""),))
+        elif path.startswith("/redirect"):
+            self._send(302, b"", "text/plain", extra=(("Location", "/final"),))
         elif path == "/close":
             self._send(200, echo, extra=(("Connection", "close"),))
             self.close_connection = True
