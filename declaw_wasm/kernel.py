@@ -118,7 +118,8 @@ class Kernel:
         elif op == "winsize":
             return [24, 80]
         elif op == "pip_install":  # `!pip install` / `%pip install` in a cell
-            return install_for_guest(self.core.fs, request, guest.stop_requested)
+            return install_for_guest(self.core.fs, request, guest.stop_requested,
+                                     self.core.egress)
         else:
             raise ValueError(f"unknown door request {op!r}")
         return None

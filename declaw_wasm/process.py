@@ -228,7 +228,8 @@ class Process(EventLog):
             size = self.pty_size or PtySize(rows=24, cols=80)
             return [size.rows, size.cols]
         if op == "pip_install":
-            return install_for_guest(self.core.fs, request, guest.stop_requested)
+            return install_for_guest(self.core.fs, request, guest.stop_requested,
+                                     self.core.egress)
         raise ValueError(f"unknown door request {op!r}")
 
     # -- lifetime ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
 
 from ..guest import Guest, GuestStopping
 from ..limits import Limits
@@ -448,6 +449,42 @@ class EgressSession:
             conn.event.rule = "raw-tcp"
             conn.event.reason = ("non-HTTP traffic; allowed only to destinations an allow_out entry "
                                  "names")
+
+    # -- the host's own traffic on the sandbox's behalf --------------------------------------------
+    def index_refusal(self, urls: list[str], should_stop: Callable[[], bool]) -> Optional[str]:
+        """None if the policy lets the host's pip reach these package indexes for this sandbox,
+        else why not. Names are checked as the guest's would be; addresses against deny_out (the
+        index is the operator's configuration, so a private mirror is not refused as such)."""
+        hosts: list[str] = []
+        for url in urls:
+            parts = urlsplit(url)
+            if parts.scheme == "file" or not parts.hostname:
+                continue  # a local index: no network
+            hosts.append(parts.hostname.lower())
+            if parts.hostname.lower() == "pypi.org":
+                hosts.append("files.pythonhosted.org")
+        started = time.monotonic()
+        for host in dict.fromkeys(hosts):
+            decision = self.policy.check_name(host)
+            if decision.allowed and (self.policy.deny or not self.policy.internet):
+                try:
+                    answer = self.resolver.resolve(host, 443, self.limits.net_connect_timeout, should_stop)
+                except ResolveError as exc:
+                    decision = Decision(False, "dns", str(exc))
+                else:
+                    for ip in answer.addresses:
+                        checked = self.policy.check_address(ip, host, mapped=True)
+                        if not checked.allowed:
+                            decision = checked
+                            break
+            self.audit.record(AuditEvent(
+                timestamp=now(), method="PIP", url=f"https://{host}/", kind="connection",
+                decision="allowed" if decision.allowed else "denied", rule=decision.rule,
+                reason=f"the host's pip, for this sandbox: {decision.reason}", host=host, port=443,
+                duration_ms=round((time.monotonic() - started) * 1000, 3)))
+            if not decision.allowed:
+                return f"the sandbox's network policy does not allow {host} ({decision.reason})"
+        return None
 
     # -- lifetime ------------------------------------------------------------------------------------
     def release(self, guest: object) -> None:
