@@ -58,6 +58,7 @@ class EgressSession:
         self._next_id = 1
         self._names: "OrderedDict[IPAddress, list[str]]" = OrderedDict()
         self.bytes_total = 0
+        self.calls = 0  # door ops answered (benchmarks: a sandbox that opens nothing makes none)
         self.closed = False
         self._ops: dict[str, Callable[[Guest, dict[str, Any]], dict[str, Any]]] = {
             "net.resolve": self._resolve, "net.connect": self._connect, "net.status": self._status,
@@ -69,6 +70,7 @@ class EgressSession:
     def handle(self, guest: Guest, request: Any) -> dict[str, Any]:
         op = request.get("op") if isinstance(request, dict) else None
         fn = self._ops.get(op) if isinstance(op, str) else None
+        self.calls += 1
         if fn is None:
             return NetError("invalid", f"unknown network op {op!r}").reply()
         try:

@@ -7,6 +7,8 @@ becomes the exception the same failure raises on a real system.
 
 import errno as _errno
 
+from . import _wire
+
 OPS = {
     "net.resolve": ("host", "port", "family"),
     "net.connect": ("host", "port", "family", "by_name", "fd", "wait", "timeout"),
@@ -26,11 +28,10 @@ def call(op, **fields):
     """One network request to the host; its reply (a dict), or the matching exception."""
     if not _codec:
         import _host
-        import msgpack
 
-        _codec.append((msgpack.Packer(use_bin_type=True).pack, msgpack.unpackb, _host.call))
-    pack, unpack, door = _codec[0]
-    reply = unpack(door(pack({"op": op, **fields})), raw=False)
+        _codec.append(_host.call)
+    fields["op"] = op
+    reply = _wire.unpack(_codec[0](_wire.pack(fields)))
     if type(reply) is dict and "error" in reply:
         raise error_from(reply["error"], op)
     return reply

@@ -49,3 +49,23 @@ def test_the_session_answers_every_op() -> None:
     assert reply["error"]["kind"] == "invalid"
     for name in OPS:  # malformed requests get error replies, never exceptions
         assert "error" in session.handle(None, {"op": name, "id": "x", "host": 5})  # type: ignore[arg-type]
+
+
+def test_the_guest_wire_codec_agrees_with_msgpack() -> None:
+    import importlib.util
+
+    import msgpack
+
+    spec = importlib.util.spec_from_file_location("_wire", GUEST_DOOR.parent / "_wire.py")
+    assert spec is not None and spec.loader is not None
+    wire = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wire)
+    samples = [None, True, False, 0, 1, 127, 128, 255, 65535, 2**32 - 1, 2**32, 2**63, -1, -32, -33,
+               -129, -2**31, -2**63, 1.5, "", "a" * 31, "é" * 40, "x" * 70000, b"", b"\x00" * 300,
+               b"y" * 70000, [], [1, [2, [3]]], list(range(20)), {}, {"a": {"b": [None, b"c"]}},
+               {str(i): i for i in range(20)}]
+    for value in samples:
+        packed = wire.pack(value)
+        assert msgpack.unpackb(packed, raw=False) == value
+        assert wire.unpack(msgpack.packb(value, use_bin_type=True)) == value
+        assert wire.unpack(packed) == value
