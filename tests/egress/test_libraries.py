@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .conftest import outcome, run
+from .conftest import outcome
 from .upstream import Upstreams
 
 
