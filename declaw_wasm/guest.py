@@ -405,7 +405,7 @@ def _call_i32(caller: wasmtime.Caller, func: wasmtime.Func, arg: int) -> int:
     API: wasmtime-py's `Func.__call__` asks for the function's type on every call (~0.2 ms, per
     door request). 0 if the call trapped or failed (a guest being stopped, say)."""
     params = (_ffi.wasmtime_val_t * 1)()
-    params[0].kind = 0  # WASMTIME_I32
+    params[0].kind = 0  # type: ignore[assignment]  # WASMTIME_I32
     params[0].of.i32 = arg
     results = (_ffi.wasmtime_val_t * 1)()
     trap = ctypes.POINTER(_ffi.wasm_trap_t)()
