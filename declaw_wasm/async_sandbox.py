@@ -245,6 +245,9 @@ class AsyncSandbox:
 
         conn = remote.connection(e2b_params)
         if conn is not None:  # remote mode (remote.py)
+            from ._egress.create import refuse_served
+
+            refuse_served(e2b_params)
             return remote.RemoteAsyncSandbox(await _in_thread(
                 remote.RemoteSandbox.create_on, conn, template, timeout, metadata, envs, limits))
         core = await _in_thread(new_core, template, timeout, metadata, envs, limits, e2b_params)

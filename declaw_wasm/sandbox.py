@@ -31,7 +31,7 @@ from ._egress.audit import AuditEvent
 from .paths import guest_runtime_dir, rootfs_dir
 from .runtime import Runtime, get_runtime
 from .templates import GuestTemplate, lookup
-from ._egress.create import EGRESS_PARAMS, EgressPlan, plan_from_create
+from ._egress.create import EGRESS_PARAMS, EgressPlan, plan_from_create, refuse_served
 
 DEFAULT_TIMEOUT = 300
 # E2B keyword arguments that mean nothing in-process; accepted so E2B code runs unchanged.
@@ -348,6 +348,7 @@ class Sandbox:
 
         conn = remote.connection(e2b_params)
         if conn is not None:
+            refuse_served(e2b_params)
             return remote.RemoteSandbox.create_on(conn, template, timeout, metadata, envs, limits)
         return cls(new_core(template, timeout, metadata, envs, limits, e2b_params))
 

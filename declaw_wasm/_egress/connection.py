@@ -163,16 +163,20 @@ class Connection:
             return True
         if self.state != "open":
             return False
-        pending = len(self.relay.to_upstream) if self.relay is not None else len(self.pre)
-        return pending < OUT_ROOM
+        return self._queued() < OUT_ROOM
+
+    def _queued(self) -> int:
+        """Guest bytes the host holds for this connection (not yet sent upstream)."""
+        if self.relay is None:
+            return len(self.pre)
+        return len(self.relay.to_upstream) + self.relay.backlog()
 
     def take(self, data: bytes) -> int:
         """Accept up to all of `data` from the guest (what fits); the count."""
         self.check()
         if self.state != "open" or not self.writable():
             return 0
-        room = OUT_ROOM - (len(self.relay.to_upstream) if self.relay is not None else len(self.pre))
-        chunk = data[:max(room, 0)]
+        chunk = data[:max(OUT_ROOM - self._queued(), 0)]
         if not chunk:
             return 0
         self.last_activity = time.monotonic()

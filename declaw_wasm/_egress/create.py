@@ -55,3 +55,13 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     env_security = getattr(security, "env_security", None)
     patterns = tuple(getattr(env_security, "mask_patterns", None) or DEFAULT_MASK_PATTERNS)
     return EgressPlan(policy, book, enabled, patterns)
+
+
+def refuse_served(params: dict[str, Any]) -> None:
+    """Served mode does not carry the network arguments yet: refuse them rather than run the
+    sandbox with a policy other than the one asked for."""
+    given = [k for k in EGRESS_PARAMS if params.get(k) is not None
+             and not (k == "allow_internet_access" and params[k] is True)]
+    if given:
+        raise InvalidArgumentException(f"{', '.join(given)}: not supported on a declaw-wasm server yet "
+                                       "(served mode); create the sandbox in-process")

@@ -149,6 +149,12 @@ class HttpRelay:
         self._guard_active = not isinstance(ctx.guard, IdentityGuard)
 
     # -- from the guest ------------------------------------------------------------------------
+    def backlog(self) -> int:
+        """Guest bytes taken but not yet parsed (pipelined requests wait here): the connection
+        counts them against its room, so a guest cannot make the host hold more."""
+        buffer = getattr(self.guest, "_receive_buffer", None)
+        return len(buffer) if buffer is not None else 0
+
     def feed_guest(self, data: bytes) -> None:
         if self._stopped:
             return
@@ -459,6 +465,10 @@ class HttpRelay:
             tail = self._scrubber.end() if self._scrubber is not None else b""
             if self._filter is not None:
                 tail = (self._filter.feed(tail) if tail else b"") + self._filter.end()
+                ex = self._ex
+                if ex is not None:
+                    for key in COUNT_NAMES:
+                        ex.counts[key] = ex.counts.get(key, 0) + int(self._filter.counts.get(key, 0))
             if tail:
                 self.to_guest += self.guest.send(h11.Data(data=tail))
         self._end_pending = False
@@ -572,6 +582,9 @@ class RawRelay:
         self.guest_done = False
         self.upstream_done = False
         self.out_room = 4 << 20
+
+    def backlog(self) -> int:
+        return 0
 
     def feed_guest(self, data: bytes) -> None:
         if data:
