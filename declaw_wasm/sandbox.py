@@ -343,7 +343,10 @@ class Sandbox:
                limits: Optional[Limits] = None, **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
-        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server (remote.py)."""
+        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server (remote.py).
+        The network (docs/egress.md): `network={"allow_out": [...], "deny_out": [...]}`,
+        `allow_internet_access=False`, `secrets={"NAME": Secret(value, hosts=[...])}`,
+        `vault_refs={"NAME": "vault secret name"}`."""
         from . import remote
 
         conn = remote.connection(e2b_params)

@@ -68,9 +68,26 @@ def _interfaces() -> list[str]:
     return [line.split(":", 1)[0].strip() for line in lines]
 
 
+def _ready_offline() -> None:
+    """Whatever the first sandbox fetches or builds (runtime artifacts, the guest site, the
+    packages bundle; both guest paths) is made before the namespace is entered: a fresh
+    machine runs this folder first, and would otherwise try to download them with no network."""
+    before = os.environ.get("DECLAW_WASM_SNAPSHOT")
+    try:
+        for snapshot in ("1", "0"):
+            os.environ["DECLAW_WASM_SNAPSHOT"] = snapshot
+            Sandbox.create(timeout=120).kill()
+    finally:
+        if before is None:
+            os.environ.pop("DECLAW_WASM_SNAPSHOT", None)
+        else:
+            os.environ["DECLAW_WASM_SNAPSHOT"] = before
+
+
 @pytest.fixture(scope="package", autouse=True)
 def loopback_only_network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bool]:
     """Fences 1 and 2 (module docstring) for the whole folder; True inside a namespace."""
+    _ready_offline()
     old, why = _enter_loopback_namespace()
     in_namespace = old >= 0
     if in_namespace:
