@@ -78,13 +78,11 @@ class Connection:
     """A guest connection (see the module docstring). States: connecting, open, handshaking,
     failed, closed."""
 
-    def __init__(self, session: "EgressSession", cid: int, owner: object, dest: Destination,
-                 fd: int) -> None:
+    def __init__(self, session: "EgressSession", cid: int, owner: object, dest: Destination) -> None:
         self.session = session
         self.id = cid
         self.owner = owner
         self.dest = dest
-        self.fd = fd
         self.state = "connecting"
         self.error: Optional[NetError] = None
         self.sock: Optional[Union[socket.socket, ssl.SSLSocket]] = None
@@ -374,8 +372,8 @@ class Connection:
             return select.POLLOUT
         events = 0
         relay = self.relay
-        if self.state == "handshaking":
-            return select.POLLIN | (select.POLLOUT if self._tls_wants_write() else 0)
+        if self.state == "handshaking":  # a writable socket just wakes the pump once more
+            return select.POLLIN | select.POLLOUT
         if relay is not None and relay.to_upstream:
             events |= select.POLLOUT
         if want_read and not self.upstream_eof and (relay is None or relay.can_take_upstream()):
@@ -383,9 +381,6 @@ class Connection:
                 return -1  # decrypted bytes wait already: pump at once
             events |= select.POLLIN
         return events
-
-    def _tls_wants_write(self) -> bool:
-        return True  # cheap and harmless: a writable socket just wakes the pump once more
 
     # -- the end -----------------------------------------------------------------------------------
     def fail(self, error: NetError) -> None:

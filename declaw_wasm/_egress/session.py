@@ -109,7 +109,7 @@ class EgressSession:
         family = _int(req, "family", 0, 6, default=0)
         wait = bool(req.get("wait", True))
         timeout = _timeout(req, "timeout")
-        fd = _int(req, "fd", -1, 1 << 30, default=-1)
+        _int(req, "fd", -1, 1 << 30, default=-1)  # the guest's number: checked, not needed here
         with self._lock:
             live = sum(1 for c in self._conns.values() if c.state != "closed")
         if live >= self.limits.net_connections:
@@ -137,7 +137,7 @@ class EgressSession:
                 self._record_connection(dest, "denied", dest.decision.reason)
                 raise NetError("policy", f"connection to {dest.label()} refused by the sandbox's "
                                f"network policy: {dest.decision.reason}")
-            conn = self._open(guest, dest, fd)
+            conn = self._open(guest, dest)
             if not wait:
                 return {"id": conn.id, "peer": [str(dest.ip), port], "pending": conn.state == "connecting"}
             left = deadline - time.monotonic()
@@ -241,7 +241,7 @@ class EgressSession:
         read = _ids(req, "read")
         write = _ids(req, "write")
         timeout = _timeout(req, "timeout")
-        conns = {i: self._own(guest, {"id": i}, allow_closed=True) for i in {*read, *write}}
+        conns = {i: self._own(guest, {"id": i}) for i in {*read, *write}}
 
         def ready() -> tuple[list[int], list[int]]:
             return ([i for i in read if conns[i].readable()], [i for i in write if conns[i].writable()])
@@ -341,11 +341,11 @@ class EgressSession:
         return True
 
     # -- connections -------------------------------------------------------------------------------
-    def _open(self, guest: Guest, dest: Destination, fd: int) -> Connection:
+    def _open(self, guest: Guest, dest: Destination) -> Connection:
         with self._lock:
             cid = self._next_id
             self._next_id += 1
-            conn = Connection(self, cid, guest, dest, fd)
+            conn = Connection(self, cid, guest, dest)
             self._conns[cid] = conn
         conn.event = self._record_connection(dest, "allowed", dest.decision.reason)
         try:
@@ -357,13 +357,12 @@ class EgressSession:
             raise
         return conn
 
-    def _own(self, guest: Guest, req: dict[str, Any], allow_closed: bool = False) -> Connection:
+    def _own(self, guest: Guest, req: dict[str, Any]) -> Connection:
+        """The guest's own open connection with the request's id."""
         cid = _int(req, "id", 0, 1 << 62)
         with self._lock:
             conn = self._conns.get(cid)
         if conn is None or conn.owner is not guest:
-            if allow_closed:
-                raise NetError("closed", f"no connection {cid} (closed)", "EBADF")
             raise NetError("closed", f"no connection {cid} (closed)", "EBADF")
         return conn
 
