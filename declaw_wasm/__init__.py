@@ -26,8 +26,10 @@ from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig,
                        TransformDirection)
 from .templates import Template, TemplateInfo, delete_template, list_templates
 
-# declaw's volumes, imported on first use (they bring the state store and fsspec along).
+# Imported on first use: declaw's volumes bring the state store and fsspec along; the network's
+# names bring TLS and HTTP parsing.
 _VOLUMES = ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")
+_EGRESS = ("AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope", "VaultSecret")
 
 
 def __getattr__(name: str) -> object:
@@ -35,6 +37,10 @@ def __getattr__(name: str) -> object:
         from . import volumes
 
         return getattr(volumes, name)
+    if name in _EGRESS:
+        from . import _egress
+
+        return getattr(_egress, name)
     raise AttributeError(f"module 'declaw_wasm' has no attribute {name!r}")
 
 
@@ -58,4 +64,6 @@ __all__ = [
     # declaw's volumes (declaw_wasm.volumes, imported on first use)
     "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes", "ConflictException",
     "VersionMismatchException",
+    # the network (declaw_wasm._egress): secrets, the vault, audit events
+    "AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope", "VaultSecret",
 ]

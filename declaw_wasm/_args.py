@@ -13,8 +13,8 @@ from .models import PtySize
 # E2B and declaw keyword arguments of `Sandbox.create` that mean nothing here; accepted so code
 # written for them runs unchanged. Any other unknown keyword is an error (a misspelling).
 IGNORED_CREATE_PARAMS = frozenset({
-    "api_key", "domain", "debug", "request_timeout", "secure", "allow_internet_access", "api_url",
-    "sandbox_url", "proxy", "headers", "logger", "mcp", "network", "lifecycle", "user"})
+    "api_key", "domain", "debug", "request_timeout", "secure", "api_url",
+    "sandbox_url", "proxy", "headers", "logger", "mcp", "lifecycle", "user"})
 LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
 
 

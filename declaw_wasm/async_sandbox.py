@@ -277,6 +277,9 @@ class AsyncSandbox:
     async def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return await in_thread(self._sync.is_running, request_timeout)
 
+    async def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
+        return await in_thread(self._sync.audit_events, request_timeout)
+
     async def run_code(self, code: str, language: Optional[str] = None,
                        context: Optional[Context] = None,
                        on_stdout: Optional[Callable[[Any], Any]] = None,

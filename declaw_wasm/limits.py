@@ -23,6 +23,14 @@ class Limits(BaseModel):
     max_processes: int = Field(64, gt=0, description="commands and PTYs running at once")
     disk_bytes: int = Field(1 << 30, gt=0, description="bytes on disk under /home/user and /tmp")
     disk_files: int = Field(100_000, gt=0, description="files and folders under /home/user and /tmp")
+    # egress (declaw_wasm/_egress, docs/egress.md): what one sandbox's network may use
+    net_connections: int = Field(64, gt=0, description="open network connections at once")
+    net_connection_bytes: int = Field(1 << 30, gt=0, description="bytes in + out per connection")
+    net_sandbox_bytes: int = Field(8 << 30, gt=0, description="bytes in + out per sandbox, in all")
+    net_connect_timeout: float = Field(10.0, gt=0, description="seconds to resolve and connect")
+    net_idle_timeout: float = Field(300.0, gt=0, description="seconds a waiting read may see no traffic")
+    net_header_bytes: int = Field(64 << 10, ge=1024, description="bytes of one HTTP request or response head")
+    net_guard_body_bytes: int = Field(16 << 20, gt=0, description="request body bytes a content guard may hold")
 
     def over_disk_quota(self, used_bytes: int, used_files: int) -> str:
         """What is over the disk quota ("" if nothing)."""

@@ -43,15 +43,24 @@ def backend_for(params: dict[str, Any]) -> Sandboxes:
 def create_request(template: Optional[str], timeout: Optional[float],
                    metadata: Optional[dict[str, str]], envs: Optional[dict[str, str]],
                    limits: Optional[Limits], extra: dict[str, Any]) -> CreateSandbox:
-    """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
+    """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox). The
+    network's arguments are checked here too (docs/egress.md); secret values, the vault and policy
+    objects stay in this process (`_host_only`)."""
+    from ._egress.create import EGRESS_PARAMS, HOST_ONLY, network_dict, plan_from_create
+
     volumes = _args.volumes(extra.pop("volumes", None))
+    egress = {name: extra.pop(name) for name in (*EGRESS_PARAMS, "security") if name in extra}
     _args.create_params(extra)
+    plan_from_create(egress, egress.get("security"))  # refuses a bad policy or secret now
     if limits is not None and not isinstance(limits, Limits):
         limits = Limits.model_validate(limits)
-    return CreateSandbox(template=_args.template(template),
-                         timeout=None if timeout is None else _args.lifetime(timeout),
-                         metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs),
-                         limits=limits, volumes=volumes)
+    request = CreateSandbox(template=_args.template(template),
+                            timeout=None if timeout is None else _args.lifetime(timeout),
+                            metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs),
+                            limits=limits, volumes=volumes, network=network_dict(egress.get("network")),
+                            allow_internet_access=egress.get("allow_internet_access"))
+    request._host_only = {name: egress[name] for name in HOST_ONLY if egress.get(name) is not None}
+    return request
 
 
 class instance_or_id:
@@ -137,6 +146,13 @@ class Sandbox:
 
     def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return self._backend.is_running()
+
+    def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
+        """The sandbox's outbound events (`AuditEvent`s), oldest first: every name lookup,
+        connection and HTTP request, allowed or denied, with the rule that decided
+        (docs/egress.md, "Audit"). declaw has no client API for this; its `AuditEntry` fields are
+        a subset."""
+        return self._backend.audit_events()
 
     # -- the code interpreter (E2B's e2b_code_interpreter.Sandbox) ------------------------------
     def run_code(self, code: str, language: Optional[str] = None,

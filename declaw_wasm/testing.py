@@ -60,3 +60,8 @@ def is_local(sbx: Any) -> bool:
 def finished(handle: Any) -> bool:
     """Whether a `CommandHandle`'s command has ended (without waiting)."""
     return bool(getattr(handle, "_handle", handle)._process.done)
+
+
+def egress_of(sbx: Any) -> Any:
+    """The sandbox's egress session (its network: resolver, connections, guard hook, audit)."""
+    return local(sbx).egress

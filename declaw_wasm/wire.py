@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from . import exceptions
 from .charts import deserialize_chart
@@ -48,6 +48,12 @@ class CreateSandbox(_Body):
     limits: Optional[Limits] = None
     volumes: Optional[list[dict[str, Any]]] = Field(
         None, description="declaw's VolumeAttachment dicts: volume_id, mount_path, mode, subpath")
+    network: Optional[dict[str, list[str]]] = Field(
+        None, description="E2B's / declaw's network policy: allow_out and deny_out lists")
+    allow_internet_access: Optional[bool] = None
+    # In-process arguments that never travel (secret values, the vault, policy objects): the faces
+    # put them here for the local backend; a remote backend refuses them (docs/egress.md).
+    _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
 
 class SetTimeout(_Body):

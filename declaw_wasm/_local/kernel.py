@@ -25,7 +25,7 @@ from .._wasm.guest import Guest, OutputSink
 from .._packages.pip import install_for_guest
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
-from .doors import Handler, dispatch
+from .doors import Handler, dispatch, net_handlers
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -94,7 +94,9 @@ class Kernel:
             "stdin": lambda guest, r: b"",  # cells have no stdin (E2B's neither)
             "winsize": lambda guest, r: [24, 80],
             # `!pip install` / `%pip install` in a cell
-            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested),
+            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested,
+                                                              sandbox.egress),
+            **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
 
     # -- the guest's side ------------------------------------------------------------------------
@@ -161,6 +163,7 @@ class Kernel:
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
         outcome = guest.wait()
         assert outcome is not None
+        self.sandbox.egress.release(guest)
         self.guest, self._current = None, None
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
@@ -192,6 +195,7 @@ class Kernel:
         if guest is not None:
             guest.kill("killed")
             guest.wait(5.0)
+            self.sandbox.egress.release(guest)
 
 
 class CodeInterpreter:

@@ -18,7 +18,7 @@ from .._wasm.guest import Guest, GuestOutcome, OutputSink
 from .._packages.pip import install_for_guest
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
-from .doors import Handler, dispatch
+from .doors import Handler, dispatch, net_handlers
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -85,7 +85,9 @@ class Process(EventLog):
         self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
             "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536)),
             "winsize": lambda guest, r: list(self._winsize()),
-            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested),
+            "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested,
+                                                              sandbox.egress),
+            **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
         limits = sandbox.limits
         stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
@@ -124,6 +126,7 @@ class Process(EventLog):
 
     def _reap(self) -> None:
         outcome = self.guest.wait()
+        self.sandbox.egress.release(self.guest)
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()

@@ -15,6 +15,8 @@ from typing import Any, ClassVar, List, Optional, Sequence, Union
 
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
+from .._egress.audit import AuditEvent
+from .._egress.create import EgressPlan, plan_from_create
 from .._packages.catalog import GuestTemplate, lookup
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
@@ -37,7 +39,8 @@ class LocalSandbox:
     """One sandbox in this process."""
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = ()) -> None:
+                 envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
+                 egress: Optional[EgressPlan] = None) -> None:
         self.runtime = get_runtime()
         self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template.name
@@ -45,6 +48,7 @@ class LocalSandbox:
         self.metadata = metadata
         self.envs = {**template.envs, **envs}
         self.limits = limits
+        self.egress = (egress or EgressPlan()).session(limits, self.envs)  # the network (_egress)
         mounts = guest_mounts(self.runtime) + template.ensure_mounts(self.runtime)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root)
         self.volumes: Optional[Any] = None  # declaw's volumes (_volumes/attach.py): mounts added to fs
@@ -103,6 +107,7 @@ class LocalSandbox:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
         self.fs.destroy()
         LocalSandboxes.forget(self)
@@ -130,6 +135,11 @@ class LocalSandbox:
                 "killed; create a new sandbox (or give a longer timeout)")
         if self._ended is not None:
             raise SandboxException(f"sandbox {self.sandbox_id} was killed")
+
+    def audit_events(self) -> List[AuditEvent]:
+        """The sandbox's outbound events, oldest first (docs/egress.md, "Audit")."""
+        self.ensure_running()
+        return self.egress.audit_events()
 
     def info(self) -> SandboxInfo:
         self.ensure_running()
@@ -282,19 +292,29 @@ class LocalSandboxes:
 
     def create(self, request: CreateSandbox) -> LocalSandbox:
         template = lookup(request.template)
+        host_only = request._host_only
+        network = {"network": request.network, "allow_internet_access": request.allow_internet_access,
+                   **{k: v for k, v in host_only.items() if k != "security"}}
+        egress = plan_from_create({k: v for k, v in network.items() if v is not None}, host_only.get("security"))
+        envs = dict(request.envs or {})
+        clash = set(envs) & set(egress.guest_env())
+        if clash:
+            raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
+                                           "secret or vault_ref")
         return self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
-                                dict(request.metadata or {}), dict(request.envs or {}),
-                                request.limits or Limits(), request.volumes or ())
+                                dict(request.metadata or {}), {**envs, **egress.guest_env()},
+                                request.limits or Limits(), request.volumes or (), egress)
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                    envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = ()) -> LocalSandbox:
+                    envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
+                    egress: Optional[EgressPlan] = None) -> LocalSandbox:
         """A sandbox of `template`, which need not be in the catalog (a template build's own)."""
         with self._lock:
             live = len(self._registry)
         if live >= max_sandboxes():
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
-        sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes)
+        sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress)
         with self._lock:
             self._registry[sandbox.sandbox_id] = sandbox
         return sandbox

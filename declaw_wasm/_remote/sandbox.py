@@ -16,7 +16,7 @@ import httpx
 from pydantic import ValidationError
 
 from .._backend import Callback, EventLog, WriteData
-from ..exceptions import NotFoundException, SandboxException
+from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
 from ..models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
 from ..wire import (CELL_LINES, COMMAND_LINES, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
@@ -35,6 +35,10 @@ class RemoteSandboxes:
         self.conn = Connection.get(domain, api_key)
 
     def create(self, request: CreateSandbox) -> "RemoteSandbox":
+        if request._host_only:  # secret values, the vault, policy objects never leave the process
+            raise InvalidArgumentException(
+                f"{', '.join(sorted(request._host_only))}: not supported on a declaw-wasm server yet "
+                "(served mode); create the sandbox in-process")
         info = SandboxInfo.model_validate(self.conn.request(
             "POST", "/sandboxes", json=request.model_dump(mode="json")))
         return RemoteSandbox(self.conn, info.sandbox_id)
@@ -190,6 +194,11 @@ class RemoteSandbox:
 
     def kill(self) -> bool:
         return bool(self.conn.request("DELETE", self._path())["killed"])
+
+    def audit_events(self) -> List[Any]:
+        from .._egress.audit import AuditEvent
+
+        return [AuditEvent.model_validate(e) for e in self.conn.request("GET", self._path("/audit"))]
 
     # -- files -----------------------------------------------------------------------------------------
     def read(self, path: str) -> RemoteChunks:

@@ -14,6 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from .. import __version__, _args
 from .._backend import SandboxBackend, Sandboxes
+from .._egress.audit import AuditEvent
 from .._threads import in_thread
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException
 from ..execution import Context
@@ -135,6 +136,11 @@ def _sandboxes(registry: Registry) -> APIRouter:
         backend = await sandbox(sandbox_id)
         await in_thread(backend.set_timeout, _args.lifetime(body.timeout))
         return Response(status_code=204)
+
+    @sandboxes.get("/sandboxes/{sandbox_id}/audit", responses=ERRORS)
+    async def audit(sandbox_id: str) -> list[AuditEvent]:
+        """The sandbox's outbound network events, oldest first (docs/egress.md, "Audit")."""
+        return await in_thread((await sandbox(sandbox_id)).audit_events)
 
     @sandboxes.delete("/sandboxes/{sandbox_id}")
     async def kill_sandbox(sandbox_id: str) -> Killed:
