@@ -54,8 +54,11 @@ def router(registry: Registry) -> APIRouter:
         """declaw's run: with `background`, `{pid}` at once (then `.../wait`, `/stdin`,
         `DELETE`); else the `CommandResult` once it ends (a non-zero exit is a result; a timeout
         is a 408 `TimeoutException` carrying the output so far). A foreground command whose
-        client disconnects is killed."""
+        client disconnects is killed. A background command's stdin stays open unless `stdin` is
+        false (declaw's async SDK sends stdin to background commands it cannot ask it for)."""
         backend = await sandbox(sandbox_id)
+        if body.background and body.stdin is None:
+            body = body.model_copy(update={"stdin": True})
         process = registry.keep(sandbox_id, await in_thread(backend.start, checked_command(body)))
         if body.background:
             return Pid(pid=process.pid)
