@@ -367,3 +367,36 @@ def test_async_flat_methods_class_calls_and_streams() -> None:
         assert await AsyncSandbox.kill_many([sbx.sandbox_id]) == {sbx.sandbox_id: {"error": "sandbox not found"}}
 
     asyncio.run(main())
+
+
+# -- run_code: E2B's chart and image cases ------------------------------------------------------------
+BOXES = """
+import matplotlib.pyplot as plt
+data = {'Class A': [85, 90, 78, 92, 88], 'Class B': [95, 89, 76, 91, 84, 87], 'Class C': [75, 82, 88, 79, 86]}
+fig, ax = plt.subplots()
+ax.set_title('Scores')
+ax.boxplot(data.values(), labels=data.keys(){extra})
+plt.show()
+"""
+
+
+@pytest.mark.parametrize("extra", ["", ", patch_artist=True"], ids=["default", "patches"])
+def test_a_box_plot_is_a_box_and_whisker_chart(local_sbx: Sandbox, extra: str) -> None:
+    """Default boxes are lines, not patches; `labels=` is matplotlib's old name of `tick_labels`."""
+    execution = local_sbx.run_code(BOXES.replace("{extra}", extra))
+    assert execution.error is None, execution.error
+    chart = execution.results[0].chart
+    assert chart is not None and chart.type.value == "box_and_whisker"
+    assert [(b.label, b.min, b.median, b.max, b.outliers) for b in chart.elements] == [
+        ("Class A", 78, 88, 92, []), ("Class B", 84, 88, 95, [76]), ("Class C", 75, 82, 88, [])]
+
+
+def test_saving_an_image_displays_it(local_sbx: Sandbox) -> None:
+    execution = local_sbx.run_code(
+        "import numpy, io\nfrom PIL import Image\n"
+        "image = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype('uint8')).convert('RGBA')\n"
+        "image.save(io.BytesIO(), 'PNG')\n"  # into a buffer: not a display
+        "image.save('/tmp/saved.png')\nprint('Image saved.')")
+    assert execution.error is None and execution.logs.stdout == ["Image saved.\n"]
+    assert len(execution.results) == 1 and execution.results[0].png
+    assert local_sbx.files.read("/tmp/saved.png", format="bytes")[:4] == b"\x89PNG"
