@@ -1,7 +1,7 @@
 """What the server keeps beyond its backend: the sandboxes it made (one that timed out stays
 known for a while, so calls on it raise `TimeoutException` as in-process, not "not found"), the
-commands and stdio processes it started (declaw's `wait` and SSE streams may come after the
-command has ended, when the backend has forgotten it) and the watches it opened (declaw's SDKs
+background commands, PTYs and stdio processes it started (declaw's `wait` and SSE streams may
+come after the command has ended, when the backend has forgotten it) and the watches it opened (declaw's SDKs
 open watches and never read them: an unread watch lapses)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..exceptions import NotFoundException, RateLimitException
 
 class Registry:
     KEEP_ENDED = 1000
-    KEEP_PROCESSES = 4096  # started commands kept for `wait` and streams, oldest ended first out
+    KEEP_PROCESSES = 1024  # background commands, PTYs, stdio kept for `wait` and streams; ended ones go first
     WATCH_IDLE = 120.0  # seconds an unread watch lives
     MAX_WATCHES = 256  # open watches per server (the backend caps each sandbox too)
 

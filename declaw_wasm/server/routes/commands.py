@@ -59,9 +59,9 @@ def router(registry: Registry) -> APIRouter:
         backend = await sandbox(sandbox_id)
         if body.background and body.stdin is None:
             body = body.model_copy(update={"stdin": True})
-        process = registry.keep(sandbox_id, await in_thread(backend.start, checked_command(body)))
+        process = await in_thread(backend.start, checked_command(body))
         if body.background:
-            return Pid(pid=process.pid)
+            return Pid(pid=registry.keep(sandbox_id, process).pid)
         return await finished(process, request, kill_on_disconnect=True)
 
     @commands.get("/sandboxes/{sandbox_id}/commands", responses=ERRORS)
@@ -104,7 +104,9 @@ def router(registry: Registry) -> APIRouter:
         with the pid, `stdout`/`stderr` lines as written, then `end` (exit code) or `exception`.
         Unless `background`, a client that disconnects before the end has its command killed."""
         backend = await sandbox(sandbox_id)
-        process = registry.keep(sandbox_id, await in_thread(backend.start, checked_command(body)))
+        process = await in_thread(backend.start, checked_command(body))
+        if body.background:
+            registry.keep(sandbox_id, process)
         return StreamingResponse(process_lines(process, kill_on_disconnect=not body.background),
                                  media_type=NDJSON)
 
