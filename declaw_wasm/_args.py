@@ -52,9 +52,11 @@ def security(value: Any) -> Optional[dict[str, Any]]:
         if not isinstance(value["policy_json"], str):
             raise InvalidArgumentException("security.policy_json must be a JSON string")
         try:
-            json.loads(value["policy_json"])
+            parsed = json.loads(value["policy_json"])
         except ValueError:
             raise InvalidArgumentException("security.policy_json is not valid JSON") from None
+        if not isinstance(parsed, dict):
+            raise InvalidArgumentException("security.policy_json must be a JSON object")
         return dict(value)
     policy = config(value, "security")
     return None if policy is None else {"policy_json": json.dumps(policy)}
