@@ -1,4 +1,5 @@
-"""declaw-wasm: run LLM-generated Python in-process, in a Wasmtime sandbox, with E2B's API.
+"""declaw-wasm: run LLM-generated Python in-process, in a Wasmtime sandbox, with declaw's (and
+E2B's) API.
 
     from declaw_wasm import Sandbox
     with Sandbox.create() as sbx:
@@ -6,17 +7,19 @@
         print(sbx.commands.run("python3 /tmp/x.py").stdout)
 """
 
-from .async_sandbox import AsyncSandbox
-from .exceptions import (AuthenticationException, ConflictException, FileNotFoundException,
-                         InvalidArgumentException, NotEnoughSpaceException, NotFoundException,
-                         RateLimitException, SandboxException, SandboxNotFoundException,
+from .async_sandbox import AsyncCommandHandle, AsyncSandbox, AsyncSandboxPaginator, AsyncWatchHandle
+from .exceptions import (AuthenticationException, BuildException, CommandExitException,
+                         ConflictException, FileNotFoundException, InvalidArgumentException,
+                         NotEnoughSpaceException, NotFoundException, RateLimitException,
+                         SandboxError, SandboxException, SandboxNotFoundException,
                          TemplateException, TimeoutException, VersionMismatchException)
 from .commands import CommandHandle
 from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
-from .files import FileStream
+from .files import FileStream, WatchHandle
 from .limits import Limits
-from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo,
-                     SandboxState, WriteEntry, WriteInfo)
+from .models import (CommandResult, EntryInfo, FilesystemEvent, FilesystemEventType, FileType,
+                     ProcessInfo, PtySize, SandboxInfo, SandboxLifecycle, SandboxMetrics,
+                     SandboxQuery, SandboxState, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
 from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig, ContentGateConfig,
                        CustomPolicyConfig, EnvSecurityConfig, InjectionAction, InjectionDefenseConfig,
@@ -24,7 +27,8 @@ from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig,
                        PIIConfig, PIIHandler, PIIType, RedactionAction, SandboxNetworkOpts,
                        SecureEnvVar, SecurityPolicy, ToxicityConfig, TransformationRule,
                        TransformDirection)
-from .templates import Template, TemplateInfo, delete_template, list_templates
+from .stdio import StdioProcess, StdioResult
+from .templates import Template, TemplateBase, TemplateInfo, delete_template, list_templates
 
 # Imported on first use: declaw's volumes bring the state store and fsspec along; the network's
 # names bring TLS and HTTP parsing.
@@ -47,14 +51,18 @@ def __getattr__(name: str) -> object:
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncSandbox", "Sandbox", "SandboxPaginator", "Limits", "FileStream",
-    "Template", "TemplateInfo", "list_templates", "delete_template",
-    "CommandHandle", "ProcessInfo", "PtySize",
+    "AsyncSandbox", "Sandbox", "SandboxPaginator", "AsyncSandboxPaginator", "Limits", "FileStream",
+    "Template", "TemplateBase", "TemplateInfo", "list_templates", "delete_template",
+    "CommandHandle", "AsyncCommandHandle", "ProcessInfo", "PtySize", "StdioProcess", "StdioResult",
+    "WatchHandle", "AsyncWatchHandle", "FilesystemEvent", "FilesystemEventType",
     "Context", "Execution", "ExecutionError", "Logs", "OutputMessage", "Result",
-    "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "WriteEntry",
-    "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
-    "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",
-    "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "SandboxQuery",
+    "SandboxMetrics", "SandboxLifecycle", "WriteEntry", "WriteInfo",
+    "SandboxError", "SandboxException", "AuthenticationException", "BuildException",
+    "CommandExitException", "ConflictException", "FileNotFoundException",
+    "InvalidArgumentException", "NotEnoughSpaceException", "NotFoundException",
+    "RateLimitException", "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "VersionMismatchException",
     # declaw's security configs (declaw_wasm.security)
     "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",
     "InjectionJudgeConfig", "InjectionAction", "InjectionSensitivity", "TransformationRule",
@@ -62,8 +70,7 @@ __all__ = [
     "AuditEntry", "EnvSecurityConfig", "SecureEnvVar", "ToxicityConfig", "CodeSecurityConfig",
     "InvisibleTextConfig", "ContentGateConfig", "CustomPolicyConfig", "PIIHandler",
     # declaw's volumes (declaw_wasm.volumes, imported on first use)
-    "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes", "ConflictException",
-    "VersionMismatchException",
+    "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes",
     # the network (declaw_wasm._egress): secrets, the vault, audit events
     "AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope", "VaultSecret",
 ]

@@ -33,6 +33,14 @@ CALLS: dict[str, tuple[Callable[[Sandbox], Any], type[Exception]]] = {
     "unknown context": (lambda s: s.run_code("1", context="no-such-context"), InvalidArgumentException),
     "negative lifetime": (lambda s: s.set_timeout(-1), InvalidArgumentException),
     "no such command": (lambda s: s.commands.connect(99999), NotFoundException),
+    "metadata key not a token": (lambda s: s.files.write("/tmp/m", "x", metadata={"a b": "c"}),
+                                 InvalidArgumentException),
+    "metadata value not ASCII": (lambda s: s.files.write("/tmp/m", "x", metadata={"k": "é"}),
+                                 InvalidArgumentException),
+    "watch a file": (lambda s: s.files.watch_dir("/etc/hostname"), InvalidArgumentException),
+    "watch a missing folder": (lambda s: s.files.watch_dir("/tmp/no-such-dir"), FileNotFoundException),
+    "write entry without data": (lambda s: s.files.write_files([{"path": "/tmp/w"}]), InvalidArgumentException),
+    "stdio cmd not a string": (lambda s: s.stdio.start(3), InvalidArgumentException),
 }
 
 
@@ -51,6 +59,10 @@ CREATES: dict[str, tuple[dict[str, Any], type[Exception]]] = {
     "zero lifetime": ({"timeout": 0}, InvalidArgumentException),
     "empty env name": ({"envs": {"": "x"}}, InvalidArgumentException),
     "metadata not strings": ({"metadata": {"a": 1}}, InvalidArgumentException),
+    "security not a policy": ({"security": 3}, InvalidArgumentException),
+    "policy_json not an object": ({"security": {"policy_json": "[1]"}}, InvalidArgumentException),
+    "allow_internet_access not a bool": ({"allow_internet_access": "no"}, InvalidArgumentException),
+    "volumes not a list": ({"volumes": "v"}, InvalidArgumentException),
 }
 
 

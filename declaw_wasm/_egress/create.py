@@ -9,6 +9,7 @@ default: the process's) are taken out of create's keyword arguments here; from `
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -55,6 +56,21 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     env_security = getattr(security, "env_security", None)
     patterns = tuple(getattr(env_security, "mask_patterns", None) or DEFAULT_MASK_PATTERNS)
     return EgressPlan(policy, book, enabled, patterns)
+
+
+def security_policy(value: Any) -> Any:
+    """declaw's SecurityPolicy from what `create` was given (a policy object, its dict) or what
+    the wire carries (`{"policy_json": "..."}`); None for none."""
+    if value is None or hasattr(value, "to_dict"):
+        return value
+    from ..security import SecurityPolicy
+
+    if isinstance(value, dict) and set(value) == {"policy_json"}:
+        value = json.loads(value["policy_json"])
+    try:
+        return SecurityPolicy.from_dict(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentException(f"security: {exc}") from None
 
 
 def network_dict(network: Any) -> Optional[dict[str, list[str]]]:

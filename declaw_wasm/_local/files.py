@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import posixpath
 import shutil
@@ -39,6 +40,37 @@ from ..models import EntryInfo, FileType, WriteInfo
 
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
+# A file's metadata (E2B's `metadata=`): one extended attribute on the host file, JSON. It follows
+# the inode (a guest's `mv` keeps it), and a guest cannot see or change it (WASI has no xattrs).
+META_XATTR = "user.declaw-wasm.metadata"
+
+
+def _read_metadata(parent: int, name: str) -> Optional[dict[str, str]]:
+    """The metadata of `name` in the folder `parent` (never following a link at `name`)."""
+    try:
+        raw = os.getxattr(f"/proc/self/fd/{parent}/{name}", META_XATTR, follow_symlinks=False)
+        found = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _set_metadata(fd: int, path: str, metadata: Optional[dict[str, str]]) -> None:
+    """Replace the metadata of the open file `fd` (None: remove it, E2B's rule for a write
+    without metadata)."""
+    try:
+        if metadata is None:
+            os.removexattr(fd, META_XATTR)
+        else:
+            os.setxattr(fd, META_XATTR, json.dumps(metadata, separators=(",", ":")).encode())
+    except OSError as exc:
+        if metadata is None and exc.errno in (errno.ENODATA, errno.ENOTSUP):
+            return
+        if exc.errno == errno.ENOTSUP:
+            raise SandboxException(f"{path}: the host's file system keeps no extended attributes, "
+                                   "so no file metadata") from None
+        raise InvalidArgumentException(f"{path}: the host's file system refused the metadata "
+                                       f"({exc.strerror})") from None
 
 
 @dataclass(frozen=True)
@@ -254,11 +286,11 @@ class SandboxFS:
                 raise InvalidArgumentException(f"{path}: is a directory")
             yield f
 
-    def write(self, path: str, data: WriteData) -> WriteInfo:
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None) -> WriteInfo:
         with self._call():
-            return self._write(path, data)
+            return self._write(path, data, metadata)
 
-    def _write(self, path: str, data: WriteData) -> WriteInfo:
+    def _write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None) -> WriteInfo:
         shown = self.absolute(path)
         loc = self.locate(path)
         self._writable(loc, shown)
@@ -274,11 +306,15 @@ class SandboxFS:
                 try:
                     with os.fdopen(fd, "wb") as out:
                         _copy_into(data, out, room)
+                        out.flush()
+                        _set_metadata(out.fileno(), shown, metadata)
+                        size = os.fstat(out.fileno()).st_size
                 except OSError as exc:
                     if exc.errno == errno.ENOSPC:  # over the quota: leave nothing half-written
                         os.unlink(loc.name, dir_fd=parent)
                     raise
-        return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown)
+        return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown, size=size,
+                         metadata=metadata)
 
     def write_tree(self, source: Path, dest: str) -> int:
         """Copy a host folder's regular files to `dest` in the guest (confined as `write` is),
@@ -365,7 +401,7 @@ class SandboxFS:
             except OSError:
                 return None
             if not stat.S_ISLNK(st.st_mode):
-                return _entry(child, st, None)
+                return _entry(child, st, None, _read_metadata(fd, name) if stat.S_ISREG(st.st_mode) else None)
         try:
             return self.get_info(child)
         except FileNotFoundException:
@@ -393,14 +429,25 @@ class SandboxFS:
             link = self.locate(path, follow_last=False)
             st = self._lstat(link, shown)
             target: Optional[str] = None
+            found = link
             if stat.S_ISLNK(st.st_mode):
                 resolved = self.locate(path)
                 target = resolved.guest
                 try:
                     st = self._lstat(resolved, shown)
+                    found = resolved
                 except FileNotFoundException:
                     pass  # a dangling link: describe the link itself
-            return _entry(shown, st, target)
+            return _entry(shown, st, target, self._metadata(found) if stat.S_ISREG(st.st_mode) else None)
+
+    def _metadata(self, loc: _Located) -> Optional[dict[str, str]]:
+        if not loc.parts:
+            return None
+        try:
+            with self._parent_fd(loc) as parent:
+                return _read_metadata(parent, loc.name)
+        except OSError:
+            return None
 
     def _lstat(self, loc: _Located, shown: str) -> os.stat_result:
         with _errors(shown):
@@ -485,7 +532,8 @@ class SandboxFS:
         return loc.mount.host.joinpath(*loc.parts)
 
 
-def _entry(shown: str, st: os.stat_result, target: Optional[str]) -> EntryInfo:
+def _entry(shown: str, st: os.stat_result, target: Optional[str],
+           metadata: Optional[dict[str, str]] = None) -> EntryInfo:
     if stat.S_ISDIR(st.st_mode):
         kind = FileType.DIR
     elif stat.S_ISLNK(st.st_mode):
@@ -497,7 +545,7 @@ def _entry(shown: str, st: os.stat_result, target: Optional[str]) -> EntryInfo:
         mode=stat.S_IMODE(st.st_mode), permissions=stat.filemode(st.st_mode),
         owner="user", group="user",
         modified_time=datetime.fromtimestamp(st.st_mtime, tz=timezone.utc),
-        symlink_target=target)
+        symlink_target=target, metadata=metadata)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .._wasm.boot import cell_turn, kernel_spec
 from .._wasm.guest import Guest, OutputSink
 from .._packages.pip import install_for_guest
-from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
+from ..exceptions import InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .doors import Handler, dispatch, net_handlers
 
@@ -173,7 +173,8 @@ class Kernel:
             cell.error("DiskQuotaExceeded", self._quota_message, "")
             return cell.execution
         if not self.sandbox.running or outcome.stopped == "killed":
-            raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the cell ran")
+            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed or reached its "
+                                   "end of life while the cell ran")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
         self._lost = f"the previous cell ended the interpreter (exit {outcome.exit_code})"
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
@@ -247,6 +248,10 @@ class CodeInterpreter:
         with self._lock:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
+
+    def live_guests(self) -> list[Any]:
+        with self._lock:
+            return [k.guest for k in self._kernels.values()]
 
     def busy_guests(self) -> set[int]:
         with self._lock:

@@ -101,7 +101,7 @@ class Process(EventLog):
     def info(self) -> ProcessInfo:
         args = ["-i", "-l"] if self.pty_size is not None else ["-l", "-c", self.cmd]
         return ProcessInfo(pid=self.pid, tag=self.tag, cmd=self.cmd or "/bin/bash", args=args,
-                           envs=dict(self.envs), cwd=self.cwd)
+                           envs=dict(self.envs), cwd=self.cwd, is_pty=self.pty_size is not None)
 
     # -- output ------------------------------------------------------------------------------
     def _on_output(self, stream: Stream) -> Callable[[str], None]:
@@ -155,7 +155,8 @@ class Process(EventLog):
             return CommandResult(stdout=outcome.stdout, stderr=outcome.stderr,
                                  exit_code=KILLED_EXIT_CODE, error=self.quota_message)
         if outcome.stopped == "killed" and not self.killed:
-            raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the command ran")
+            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed or reached its "
+                                   "end of life while the command ran", outcome.stdout, outcome.stderr)
         error = None
         exit_code = outcome.exit_code
         if self.killed:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import atexit
 import secrets
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, ClassVar, List, Optional, Sequence, Union
 
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
 from .._egress.audit import AuditEvent
-from .._egress.create import EgressPlan, plan_from_create
+from .._egress.create import EgressPlan, plan_from_create, security_policy
 from .._packages.catalog import GuestTemplate, lookup
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
@@ -24,19 +25,24 @@ from ..exceptions import (InvalidArgumentException, NotFoundException, RateLimit
                           SandboxException, SandboxNotFoundException, TimeoutException)
 from ..execution import Context, Execution
 from ..limits import Limits
-from ..models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxState, WriteInfo
+from ..models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, WriteInfo
 from ..settings import max_sandboxes
 from ..wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
 from . import quota
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .processes import Process
+from .watch import LocalWatcher, Watches
 
 DEFAULT_TIMEOUT = 300.0
 
 
 class LocalSandbox:
     """One sandbox in this process."""
+
+    # the create request as made (declaw's network, security, lifecycle, volumes and vault_refs
+    # travel here as data for the egress, guardrails and volumes code to read)
+    options: CreateSandbox = CreateSandbox()
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                  envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
@@ -55,6 +61,7 @@ class LocalSandbox:
         if volumes:
             self.volumes = _attach(self.sandbox_id, volumes, self.fs)
         self.started_at = datetime.now(timezone.utc)
+        self.started_monotonic = time.monotonic()
         self.end_at = self.started_at
         self._lock = threading.Lock()
         self._processes: dict[int, Process] = {}
@@ -63,6 +70,9 @@ class LocalSandbox:
         self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
         self._timeout = timeout
         self.code = CodeInterpreter(self)
+        self.watches = Watches()
+        self.cpu_seconds_ended = 0.0  # CPU time of the guests that have ended (metrics)
+        self._last_sample: Optional[tuple[float, float]] = None  # (wall clock, cpu seconds)
         try:
             self.set_timeout(timeout)
         except BaseException:  # a bad timeout: leave no folder behind
@@ -107,6 +117,7 @@ class LocalSandbox:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        self.watches.stop_all()
         self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
         self.fs.destroy()
@@ -146,21 +157,43 @@ class LocalSandbox:
         return SandboxInfo(sandbox_id=self.sandbox_id, template_id=self.template, name=self.template,
                            metadata=dict(self.metadata), started_at=self.started_at,
                            end_at=self.end_at, state=SandboxState.RUNNING,
-                           memory_mb=self.limits.memory_limit >> 20)
+                           memory_mb=self.limits.memory_limit >> 20,
+                           allow_internet_access=self.options.allow_internet_access,
+                           network=self.options.network, lifecycle=self.options.lifecycle)
 
     # -- files ---------------------------------------------------------------------------------------
     def _files(self) -> SandboxFS:
         self.ensure_running()
         return self.fs
 
-    def read(self, path: str) -> FileChunks:
+    def read(self, path: str, gzip: bool = False) -> FileChunks:
         return FileChunks(self._files(), path)
 
     def read_bytes(self, path: str) -> bytes:
         return self._files().read_bytes(path)
 
-    def write(self, path: str, data: WriteData) -> WriteInfo:
-        return self._files().write(path, data)
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
+              gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
+        return self._files().write(path, data, metadata)
+
+    def watch(self, path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
+        return self.watches.start(self._files(), path, recursive, include_entry)
+
+    def metrics(self) -> SandboxMetrics:
+        """Memory of the live guests (their linear memories), disk use under the writable
+        folders (as the quota watcher measures it) and the guests' CPU time."""
+        self.ensure_running()
+        guests = [p.guest for p in self._live_processes()] + self.code.live_guests()
+        memory = sum(g.memory_bytes() for g in guests)
+        cpu = self.cpu_seconds_ended + sum(g.cpu_seconds() for g in guests)
+        disk, _ = quota.usage(self.fs.writable_folders())
+        now = time.monotonic()
+        since, before = self._last_sample or (self.started_monotonic, 0.0)
+        self._last_sample = (now, cpu)
+        percent = 100.0 * max(0.0, cpu - before) / max(now - since, 1e-6)
+        return SandboxMetrics(timestamp=datetime.now(timezone.utc), cpu_usage_percent=round(percent, 2),
+                              memory_usage_mb=round(memory / (1 << 20), 2),
+                              disk_usage_mb=round(disk / (1 << 20), 3), cpu_time_seconds=round(cpu, 4))
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         return self._files().list(path, depth)
@@ -187,7 +220,7 @@ class LocalSandbox:
     def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
               on_stderr: Callback = None, on_pty: Callback = None) -> Process:
         """Start a command line (or an interactive shell on a terminal) in a guest of its own."""
-        pty = PtySize(rows=request.rows, cols=request.cols) if isinstance(request, CreatePty) else None
+        pty = PtySize(rows=request.size.rows, cols=request.size.cols) if isinstance(request, CreatePty) else None
         envs = dict(request.envs or {})
         env = {**self.guest_env(), **(PTY_ENV if pty is not None else {}), **envs}
         where = self.fs.absolute(request.cwd) if request.cwd else self.fs.absolute(".")
@@ -216,6 +249,7 @@ class LocalSandbox:
     def forget_process(self, process: Process) -> None:
         with self._lock:
             self._processes.pop(process.pid, None)
+            self.cpu_seconds_ended += process.guest.cpu_seconds()
 
     def _live_processes(self) -> List[Process]:
         with self._lock:
@@ -293,17 +327,21 @@ class LocalSandboxes:
     def create(self, request: CreateSandbox) -> LocalSandbox:
         template = lookup(request.template)
         host_only = request._host_only
-        network = {"network": request.network, "allow_internet_access": request.allow_internet_access,
-                   **{k: v for k, v in host_only.items() if k != "security"}}
-        egress = plan_from_create({k: v for k, v in network.items() if v is not None}, host_only.get("security"))
+        egress = plan_from_create({"network": request.network,
+                                   "allow_internet_access": request.allow_internet_access is not False,
+                                   "secrets": host_only.get("secrets"), "vault_refs": request.vault_refs,
+                                   "vault": host_only.get("vault")},
+                                  security_policy(host_only.get("security") or request.security))
         envs = dict(request.envs or {})
         clash = set(envs) & set(egress.guest_env())
         if clash:
             raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
                                            "secret or vault_ref")
-        return self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
-                                dict(request.metadata or {}), {**envs, **egress.guest_env()},
-                                request.limits or Limits(), request.volumes or (), egress)
+        sandbox = self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
+                                   dict(request.metadata or {}), {**envs, **egress.guest_env()},
+                                   request.limits or Limits(), request.volumes or (), egress)
+        sandbox.options = request
+        return sandbox
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                     envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),

@@ -21,10 +21,10 @@ import tempfile
 from collections.abc import Collection, Sequence
 from typing import IO, TYPE_CHECKING
 
-from .. import FileType
+from .. import CommandResult, FileType
 
 if TYPE_CHECKING:
-    from .. import AsyncSandbox, CommandResult
+    from .. import AsyncSandbox
     from ..async_sandbox import AsyncCommandHandle  # a type only: not exported
 
 SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/sh", "/usr/bin/bash"})
@@ -189,9 +189,16 @@ async def wait_or_kill(handle: AsyncCommandHandle) -> CommandResult:
     (The async face waits in a worker thread, which a cancellation cannot interrupt.)"""
     import anyio
 
-    from .. import SandboxException
+    from .. import CommandExitException, SandboxException
 
-    task = asyncio.ensure_future(handle.wait())
+    async def result() -> CommandResult:  # a non-zero exit is a result here, not an error
+        try:
+            return await handle.wait()
+        except CommandExitException as exc:
+            return CommandResult(stdout=exc.stdout, stderr=exc.stderr, exit_code=exc.exit_code,
+                                 error=exc.error)
+
+    task = asyncio.ensure_future(result())
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

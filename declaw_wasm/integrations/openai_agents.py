@@ -48,6 +48,7 @@ from pydantic import Field
 
 from .. import (
     AsyncSandbox,
+    CommandExitException,
     EntryInfo,
     FileNotFoundException,
     FileType,
@@ -408,6 +409,8 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
         try:
             result = await entry.handle.wait()
             entry.exit_code = result.exit_code
+        except CommandExitException as exc:  # a non-zero exit
+            entry.exit_code = exc.exit_code
         except SandboxException:
             entry.exit_code = entry.handle.exit_code if entry.handle.exit_code is not None else 1
         finally:

@@ -155,7 +155,8 @@ class DeclawWasmWorkspaceBackend:
             handle = await sbx.commands.run(line, background=True, cwd=cwd, envs=dict(env or {}),
                                             timeout=limit)
             result = await wait_or_kill(handle)
-        except TimeoutException as exc:
+        except TimeoutException as exc:  # also what a command of a killed sandbox raises (E2B's rule)
+            await self._alive_or_unavailable(sbx)
             raise WorkspaceTimeoutError(f"command timed out after {limit:g}s and was killed",
                                         stdout=getattr(exc, "stdout", "") or "",
                                         stderr=getattr(exc, "stderr", "") or "") from None
