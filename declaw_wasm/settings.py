@@ -13,6 +13,7 @@ environment.
 | `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
 | `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
+| `DECLAW_WASM_BACKEND` | where sandboxes run: `local`, `processes[:N]`, `ray[:address]` (docs/scale.md) |
 | `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
 """
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from .exceptions import InvalidArgumentException
 
 
 def cache_dir() -> Path:
@@ -75,3 +78,36 @@ def api_key() -> Optional[str]:
 
 def log_level() -> str:
     return os.environ.get("DECLAW_LOG_LEVEL", "warning")
+
+
+class BackendChoice(NamedTuple):
+    """A parsed backend name: `local`, `processes` (with a worker count, None: one per core) or
+    `ray` (with an address, None: the running Ray connection or Ray's own default)."""
+
+    kind: str
+    workers: Optional[int] = None
+    address: Optional[str] = None
+
+
+def parse_backend(text: str, source: str = "backend") -> BackendChoice:
+    """`local` | `processes[:N]` | `ray[:address]` (`ray:auto`, `ray:ray://host:10001`)."""
+    if not isinstance(text, str):
+        raise InvalidArgumentException(f"{source} must be a string such as 'processes:4', got {text!r}")
+    kind, _, arg = text.strip().partition(":")
+    if kind == "local" and not arg:
+        return BackendChoice("local")
+    if kind == "processes":
+        if not arg:
+            return BackendChoice("processes")
+        if arg.isdigit() and 0 < int(arg) <= 1024:
+            return BackendChoice("processes", workers=int(arg))
+        raise InvalidArgumentException(f"{source}: the number of worker processes must be 1..1024, got {arg!r}")
+    if kind == "ray":
+        return BackendChoice("ray", address=arg or None)
+    raise InvalidArgumentException(f"{source} must be 'local', 'processes[:N]' or 'ray[:address]', got {text!r}")
+
+
+def backend() -> Optional[BackendChoice]:
+    """`DECLAW_WASM_BACKEND`, parsed (None when unset)."""
+    value = os.environ.get("DECLAW_WASM_BACKEND", "").strip()
+    return parse_backend(value, "DECLAW_WASM_BACKEND") if value else None
