@@ -22,6 +22,10 @@ def create_params(extra: dict[str, Any]) -> None:
     unknown = set(extra) - IGNORED_CREATE_PARAMS
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
+    lifecycle = extra.get("lifecycle")
+    if (lifecycle.get("checkpoint") if isinstance(lifecycle, dict) else getattr(lifecycle, "checkpoint", None)):
+        raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
+                                       "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
 
 
 def lifetime(timeout: Any) -> float:

@@ -40,19 +40,19 @@ def backend_for(params: dict[str, Any], sandbox_id: Optional[str] = None) -> San
     if explicit is not None and domain:
         raise InvalidArgumentException("pass either backend= or domain=, not both")
     if explicit is not None:
-        return _backend_of(parse_backend(explicit)) if isinstance(explicit, str) else _sandboxes(explicit)
+        return sandboxes_for(parse_backend(explicit)) if isinstance(explicit, str) else _sandboxes(explicit)
     home = None if domain or sandbox_id is None else _home_of(sandbox_id)
     if home is not None:
         return home
     choice = None if domain else backend_setting()
     if choice is not None:
-        return _backend_of(choice)
+        return sandboxes_for(choice)
     domain = domain or remote_domain()
     if domain:
         from ._remote.sandbox import RemoteSandboxes
 
         return RemoteSandboxes(domain, key or api_key())
-    return _backend_of(BackendChoice("local"))
+    return sandboxes_for(BackendChoice("local"))
 
 
 def _sandboxes(value: Any) -> Sandboxes:
@@ -64,7 +64,8 @@ def _sandboxes(value: Any) -> Sandboxes:
     return sandboxes
 
 
-def _backend_of(choice: BackendChoice) -> Sandboxes:
+def sandboxes_for(choice: BackendChoice) -> Sandboxes:
+    """The `Sandboxes` a parsed backend name stands for (pools and Ray: one per process)."""
     if choice.kind == "processes":
         from ._pool.pool import pool_for
 

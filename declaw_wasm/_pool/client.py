@@ -11,7 +11,7 @@ import threading
 from typing import Any, Iterator, List, Optional, Protocol, Union
 
 from .._backend import Callback, EventLog, WriteData
-from ..exceptions import SandboxException, TimeoutException
+from ..exceptions import SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
 from ..wire import CreateContext, CreatePty, EndLine, ErrorBody, RunCode, RunCommand, exception_from
@@ -180,7 +180,7 @@ class HostedSandbox:
     def is_running(self) -> bool:
         try:
             return bool(self._call("is_running"))
-        except HostLost:
+        except SandboxException:  # lost with its host, or unknown to a restarted one
             return False
 
     def set_timeout(self, timeout: float) -> None:
@@ -189,7 +189,7 @@ class HostedSandbox:
     def kill(self) -> bool:
         try:
             return bool(self._call("kill"))
-        except HostLost:  # gone with its host: nothing left to kill
+        except (HostLost, SandboxNotFoundException):  # gone with its host: nothing left to kill
             return False
 
     # -- files ------------------------------------------------------------------------------------
