@@ -15,6 +15,7 @@ Framing is `multiprocessing.connection.Connection` (length-prefixed messages on 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import sys
 import threading
@@ -28,12 +29,48 @@ MAX_MESSAGE = 64 << 20  # the largest message the pool may send (file chunks are
 WATCH = 0.25  # seconds between checks for sandboxes that ended by themselves
 
 
+class Threads:
+    """Threads that run requests, kept for the next one when idle (a request may block as long
+    as its command runs, so there is no cap: a thread is started whenever none is idle)."""
+
+    IDLE = 60.0  # seconds an idle thread waits for work before it ends
+
+    def __init__(self) -> None:
+        self._tasks: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def run(self, task: Any, *args: Any) -> None:
+        with self._lock:
+            spare = self._idle > 0
+            if spare:
+                self._idle -= 1
+        self._tasks.put((task, args))
+        if not spare:
+            threading.Thread(target=self._serve, name="declaw-worker-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                task, args = self._tasks.get(timeout=self.IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0 and self._tasks.empty():
+                        self._idle -= 1
+                        return
+                continue
+            task(*args)
+            with self._lock:
+                self._idle += 1
+
+
 class Worker:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.host = Host(f"worker process {os.getpid()}")
         self._send_lock = threading.Lock()
         self._stop = threading.Event()
+        self._threads = Threads()
 
     def send(self, message: Any) -> None:
         data = pack(message)
@@ -61,8 +98,7 @@ class Worker:
                     break
                 if message[1] == "shutdown":
                     break
-                threading.Thread(target=self._handle, args=(message,), daemon=True,
-                                 name=f"declaw-worker-{message[0]}").start()
+                self._threads.run(self._handle, message)
         finally:
             self._stop.set()
             self.host.sandboxes.kill_all()
