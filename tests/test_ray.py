@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Iterator
 
+import httpx
 import pytest
 
 ray = pytest.importorskip("ray")
@@ -132,10 +133,17 @@ def test_serve_fronts_the_cluster(backend: RaySandboxes, ray_cluster: Any) -> No
         env={**os.environ, "DECLAW_API_KEY": "", "DECLAW_WASM_BACKEND": ""}, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(server.stderr or []), daemon=True).start()
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/health").status_code == 200
+        except httpx.TransportError:
+            return server.poll() is not None
+
     try:
-        _until(lambda: any("http://" in line for line in lines) or server.poll() is not None, 120)
+        _until(up, 120)
         assert server.poll() is None, "".join(lines)
-        url = f"http://127.0.0.1:{port}"
         with Sandbox.create(domain=url) as sbx:
             assert ".declaw-host-" in sbx.sandbox_id  # made on the cluster
             assert sbx.commands.run("echo through the server").stdout == "through the server\n"

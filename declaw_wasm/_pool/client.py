@@ -104,8 +104,8 @@ class HostedProcess(EventLog):
                         break
             except HostLost as exc:
                 end = ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
-            except SandboxException as exc:
-                end = ErrorBody(error="SandboxException", message=str(exc))
+            except Exception as exc:  # whatever broke the stream, the command's waiters hear of it
+                end = ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
             with self._cond:
                 self._end = end
                 self._cond.notify_all()
