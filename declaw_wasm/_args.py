@@ -46,6 +46,16 @@ def config(value: Any, what: str) -> Optional[dict[str, Any]]:
         raise InvalidArgumentException(f"{what} must be JSON-serialisable") from None
 
 
+def lifecycle(value: Any) -> Optional[dict[str, Any]]:
+    """declaw's `SandboxLifecycle` (or its dict). `checkpoint` (node-loss checkpointing on Ray)
+    needs snapshots in a shared state store: refused until they exist (_ray/checkpoint.py)."""
+    found = config(value, "lifecycle")
+    if found and found.get("checkpoint"):
+        raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
+                                       "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
+    return found
+
+
 def security(value: Any) -> Optional[dict[str, Any]]:
     """A security policy as declaw sends it: `{"policy_json": "<the policy's JSON>"}`."""
     if isinstance(value, dict) and set(value) == {"policy_json"}:

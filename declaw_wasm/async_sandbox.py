@@ -470,7 +470,7 @@ class AsyncSandbox:
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault}
-        sandboxes = backend_for({"api_key": api_key, "domain": domain})
+        sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))
 

@@ -34,6 +34,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="largest JSON request body (default 16 MiB)")
     serve.add_argument("--max-upload-bytes", type=int, default=None,
                        help="largest file upload (default 1 GiB)")
+    serve.add_argument("--backend", default=None, metavar="BACKEND",
+                       help="where the served sandboxes run: local (default), processes[:N], "
+                            "ray[:address] (e.g. ray:auto to front a Ray cluster)")
     _template_parser(sub)
     sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
                                "'declaw-wasm[mcp]'; declaw-wasm mcp --help)")
@@ -55,11 +58,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import server
-    from .settings import api_key
+    from .sandbox import sandboxes_for
+    from .exceptions import InvalidArgumentException
+    from .settings import api_key, backend, parse_backend
 
+    # --backend, else DECLAW_WASM_BACKEND, else this process (never DECLAW_DOMAIN: no proxying)
+    try:
+        choice = parse_backend(args.backend, "--backend") if args.backend else backend()
+    except InvalidArgumentException as exc:
+        raise SystemExit(f"declaw-wasm serve: {exc}") from None
+    sandboxes = sandboxes_for(choice) if choice is not None and choice.kind != "local" else None
     server.serve(args.host, args.port, api_key(),
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
-                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD)
+                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes)
     return 0
 
 

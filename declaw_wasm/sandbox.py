@@ -1,13 +1,15 @@
 """`Sandbox`: one isolated Python machine, with E2B's (and declaw's) API.
 
 The face is written once over the backend contract (_backend.py): a sandbox runs in this
-process (`_local/`) unless `domain=` or `DECLAW_DOMAIN` names a `declaw-wasm serve` (`_remote/`).
-`backend_for` is the one place that chooses. `AsyncSandbox` (async_sandbox.py) is the async twin.
+process (`_local/`), in a pool of worker processes (`_pool/`), on a Ray cluster (`_ray/`), or on
+a `declaw-wasm serve` (`_remote/`). `backend_for` is the one place that chooses. `AsyncSandbox`
+(async_sandbox.py) is the async twin.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable, ClassVar, Iterator, List, Optional
 
 from datetime import datetime
@@ -22,26 +24,75 @@ from .files import Filesystem
 from .limits import Limits
 from .models import SandboxInfo, SandboxMetrics, SandboxQuery
 from .pty import Pty
-from .settings import api_key, remote_domain
+from .settings import BackendChoice, api_key, parse_backend, remote_domain
+from .settings import backend as backend_setting
 from .stdio import Stdio
 from .wire import CreateContext, CreateSandbox, RunCode
 
 RUN_CODE_TIMEOUT = 300.0
 
 
-def backend_for(params: dict[str, Any]) -> Sandboxes:
-    """Where sandboxes live for this call: a server with `domain=` or DECLAW_DOMAIN (its key from
-    `api_key=` or DECLAW_API_KEY), else this process. Takes the two keys out of `params`.
-    `api_key=` alone keeps a sandbox in-process (E2B code passes it)."""
-    domain = params.pop("domain", None) or remote_domain()
+def backend_for(params: dict[str, Any], sandbox_id: Optional[str] = None) -> Sandboxes:
+    """Where sandboxes live for this call, first match wins: `backend=` (`local`,
+    `processes[:N]`, `ray[:address]`, or a `Sandboxes` object) or `domain=`; for a call on an existing sandbox, the
+    backend of this process that made it; DECLAW_WASM_BACKEND; DECLAW_DOMAIN (a server, its key
+    from `api_key=` or DECLAW_API_KEY); else this process. Takes `backend`, `domain` and
+    `api_key` out of `params`. `api_key=` alone keeps a sandbox in-process (E2B code passes it)."""
+    explicit = params.pop("backend", None)
+    domain = params.pop("domain", None)
     key = params.pop("api_key", None)
+    if explicit is not None and domain:
+        raise InvalidArgumentException("pass either backend= or domain=, not both")
+    if explicit is not None:
+        return sandboxes_for(parse_backend(explicit)) if isinstance(explicit, str) else _sandboxes(explicit)
+    home = None if domain or sandbox_id is None else _home_of(sandbox_id)
+    if home is not None:
+        return home
+    choice = None if domain else backend_setting()
+    if choice is not None:
+        return sandboxes_for(choice)
+    domain = domain or remote_domain()
     if domain:
         from ._remote.sandbox import RemoteSandboxes
 
         return RemoteSandboxes(domain, key or api_key())
+    return sandboxes_for(BackendChoice("local"))
+
+
+def _sandboxes(value: Any) -> Sandboxes:
+    """A `Sandboxes` object given as `backend=` (a `ProcessPool(8)`, a configured `RaySandboxes`)."""
+    if not all(callable(getattr(value, name, None)) for name in ("create", "connect", "list")):
+        raise InvalidArgumentException("backend must be 'local', 'processes[:N]', 'ray[:address]' "
+                                       f"or a Sandboxes object, got {value!r}")
+    sandboxes: Sandboxes = value
+    return sandboxes
+
+
+def sandboxes_for(choice: BackendChoice) -> Sandboxes:
+    """The `Sandboxes` a parsed backend name stands for (pools and Ray: one per process)."""
+    if choice.kind == "processes":
+        from ._pool.pool import pool_for
+
+        return pool_for(choice.workers)
+    if choice.kind == "ray":
+        from ._ray.sandboxes import ray_sandboxes
+
+        return ray_sandboxes(choice.address)
     from ._local.sandbox import LocalSandboxes
 
     return LocalSandboxes()
+
+
+def _home_of(sandbox_id: str) -> Optional[Sandboxes]:
+    """The pool or Ray backend of this process that made (or met) this sandbox, if any."""
+    from ._pool.pool import home_of
+
+    home: Optional[Sandboxes] = home_of(sandbox_id)
+    if home is None and "ray" in sys.modules:  # only a process that uses Ray can know a Ray id
+        from ._ray.sandboxes import home_of as ray_home_of
+
+        home = ray_home_of(sandbox_id)
+    return home
 
 
 def create_request(template: Optional[str], timeout: Optional[float],
@@ -66,7 +117,7 @@ def create_request(template: Optional[str], timeout: Optional[float],
                          limits=limits, secure=bool(options.get("secure", True)),
                          allow_internet_access=allow, security=security,
                          network=_args.network(options.get("network"), allow, security),
-                         lifecycle=_args.config(options.get("lifecycle"), "lifecycle"),
+                         lifecycle=_args.lifecycle(options.get("lifecycle")),
                          volumes=_args.volumes(options.get("volumes")),
                          vault_refs=None if vault_refs is None else _args.string_map(vault_refs, "vault_refs"))
     host_only = {k: options.get(k) for k in ("secrets", "vault", "security") if options.get(k) is not None}
@@ -99,7 +150,7 @@ class instance_or_id:
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
             try:
-                backend = backend_for(kwargs).connect(sandbox_id)
+                backend = backend_for(kwargs, sandbox_id).connect(sandbox_id)
             except SandboxNotFoundException:
                 if self.if_missing is instance_or_id._RAISE:
                     raise
@@ -147,13 +198,13 @@ class Sandbox:
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault}
-        sandboxes = backend_for({"api_key": api_key, "domain": domain})
+        sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 
     @classmethod
     def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":
         """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B)."""
-        sandboxes = backend_for(e2b_params)
+        sandboxes = backend_for(e2b_params, sandbox_id)
         return cls(sandboxes.connect(sandbox_id, None if timeout is None else _args.lifetime(timeout)))
 
     @classmethod
@@ -167,7 +218,8 @@ class Sandbox:
         reads as declaw's dict (`["sandboxes"]`: the first page, `["next_token"]`)."""
         order = e2b_params.pop("order", None)
         _args.list_params(e2b_params)
-        found = [i for i in backend_for({"api_key": api_key, "domain": domain}).list()
+        found = [i for i in backend_for({"api_key": api_key, "domain": domain,
+                                         "backend": e2b_params.pop("backend", None)}).list()
                  if query is None or _query(query).matches(i)]
         if order == "asc":
             found.reverse()

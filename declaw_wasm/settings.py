@@ -17,6 +17,7 @@ environment.
 | `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
 | `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
 | `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
+| `DECLAW_WASM_BACKEND` | where sandboxes run: `local`, `processes[:N]`, `ray[:address]` (docs/scale.md) |
 | `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
 """
 
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from .exceptions import InvalidArgumentException
 
 
 def cache_dir() -> Path:
@@ -115,3 +118,36 @@ def positive_int(name: str, default: int) -> int:
     if number <= 0:
         raise ValueError(f"{name} must be positive, got {value!r}")
     return number
+
+
+class BackendChoice(NamedTuple):
+    """A parsed backend name: `local`, `processes` (with a worker count, None: one per core) or
+    `ray` (with an address, None: the running Ray connection or Ray's own default)."""
+
+    kind: str
+    workers: Optional[int] = None
+    address: Optional[str] = None
+
+
+def parse_backend(text: str, source: str = "backend") -> BackendChoice:
+    """`local` | `processes[:N]` | `ray[:address]` (`ray:auto`, `ray:ray://host:10001`)."""
+    if not isinstance(text, str):
+        raise InvalidArgumentException(f"{source} must be a string such as 'processes:4', got {text!r}")
+    kind, _, arg = text.strip().partition(":")
+    if kind == "local" and not arg:
+        return BackendChoice("local")
+    if kind == "processes":
+        if not arg:
+            return BackendChoice("processes")
+        if arg.isdigit() and 0 < int(arg) <= 1024:
+            return BackendChoice("processes", workers=int(arg))
+        raise InvalidArgumentException(f"{source}: the number of worker processes must be 1..1024, got {arg!r}")
+    if kind == "ray":
+        return BackendChoice("ray", address=arg or None)
+    raise InvalidArgumentException(f"{source} must be 'local', 'processes[:N]' or 'ray[:address]', got {text!r}")
+
+
+def backend() -> Optional[BackendChoice]:
+    """`DECLAW_WASM_BACKEND`, parsed (None when unset)."""
+    value = os.environ.get("DECLAW_WASM_BACKEND", "").strip()
+    return parse_backend(value, "DECLAW_WASM_BACKEND") if value else None

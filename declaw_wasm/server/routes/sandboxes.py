@@ -84,7 +84,7 @@ def router(registry: Registry) -> APIRouter:
             "envs": _args.envs(body.envs), "metadata": _args.string_map(body.metadata, "metadata"),
             "limits": check_limits(body.limits), "security": _args.security(body.security),
             "network": _args.config(body.network, "network"),
-            "lifecycle": _args.config(body.lifecycle, "lifecycle"), "volumes": _args.volumes(body.volumes)})
+            "lifecycle": _args.lifecycle(body.lifecycle), "volumes": _args.volumes(body.volumes)})
         backend = await in_thread(registry.create, request)
         return await in_thread(backend.info)
 
