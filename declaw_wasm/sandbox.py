@@ -217,9 +217,9 @@ class Sandbox:
         state). The answer is E2B's paginator (`has_next`, `next_items()`, iteration) and also
         reads as declaw's dict (`["sandboxes"]`: the first page, `["next_token"]`)."""
         order = e2b_params.pop("order", None)
+        backend = e2b_params.pop("backend", None)
         _args.list_params(e2b_params)
-        found = [i for i in backend_for({"api_key": api_key, "domain": domain,
-                                         "backend": e2b_params.pop("backend", None)}).list()
+        found = [i for i in backend_for({"api_key": api_key, "domain": domain, "backend": backend}).list()
                  if query is None or _query(query).matches(i)]
         if order == "asc":
             found.reverse()

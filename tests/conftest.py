@@ -112,11 +112,12 @@ def ray_cluster() -> Iterator[Any]:
     node, with one sandbox host (actor) per node; this process is its driver. Every Ray address
     stays on loopback (Ray's switch for single-machine clusters)."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ["RAY_DISABLE_FAILURE_SIGNAL_HANDLER"] = "1"  # guests trap in this process too (docs/scale.md)
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    from declaw_wasm._ray.sandboxes import ray_sandboxes
+    from declaw_wasm._ray.sandboxes import keep_wasm_traps, ray_sandboxes
+
+    keep_wasm_traps()  # guests trap in this process too (docs/scale.md)
 
     os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})

@@ -153,6 +153,12 @@ def keep_wasm_traps() -> None:
             "RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1 (docs/scale.md)")
     for name, value in TRAP_SAFE_ENV.items():
         os.environ.setdefault(name, value)
+    # Ray reads the switch once, when `ray._private.ray_constants` is first imported (often long
+    # before `ray.init`, by any `import ray`); its core worker reads the constant at init.
+    from ray._private import ray_constants
+
+    if os.environ.get("RAY_DISABLE_FAILURE_SIGNAL_HANDLER") == "1":
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
 
 
 class RaySandboxes:
