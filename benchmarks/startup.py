@@ -1,5 +1,5 @@
 """Start-up and the seed's snippets: native CPython and bash subprocesses vs. sandbox commands,
-side by side, and what an idle sandbox, a parked guest and the create pool cost.
+side by side, and what an idle sandbox, a parked guest and the standby sandboxes cost.
 
     python benchmarks/startup.py [--repeat N] [--gap SECONDS]
 
@@ -115,7 +115,7 @@ def main() -> None:
                 s.commands.run(line)
         return run
 
-    for _ in range(3):  # the create pool starts on the second create of a template
+    for _ in range(3):  # standby sandboxes start on the second create of a template
         fresh("true")()
     print(row("`python3 -c 'print(1)'` on a new sandbox (create + run + kill), back to back",
               median_s(print1, repeat), median_s(fresh("python3 -c 'print(1)'"), repeat)))

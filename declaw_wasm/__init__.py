@@ -1,4 +1,5 @@
-"""declaw-wasm: run LLM-generated Python in-process, in a Wasmtime sandbox, with E2B's API.
+"""declaw-wasm: run LLM-generated Python in-process, in a Wasmtime sandbox, with declaw's (and
+E2B's) API.
 
     from declaw_wasm import Sandbox
     with Sandbox.create() as sbx:
@@ -18,32 +19,63 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _WHERE = {
-    "AsyncSandbox": "async_sandbox",
+    **{name: "async_sandbox" for name in ("AsyncCommandHandle", "AsyncSandbox", "AsyncSandboxPaginator",
+                                          "AsyncWatchHandle")},
     "Sandbox": "sandbox", "SandboxPaginator": "sandbox",
     "Limits": "limits",
-    "FileStream": "files",
-    "Template": "templates", "TemplateInfo": "templates", "list_templates": "templates",
-    "delete_template": "templates",
+    "FileStream": "files", "WatchHandle": "files",
+    **{name: "templates" for name in ("Template", "TemplateBase", "TemplateInfo", "list_templates",
+                                      "delete_template")},
     "CommandHandle": "commands",
-    "Context": "execution", "Execution": "execution", "ExecutionError": "execution", "Logs": "execution",
-    "OutputMessage": "execution", "Result": "execution",
-    **{name: "models" for name in ("CommandResult", "EntryInfo", "FileType", "ProcessInfo", "PtySize",
-                                   "SandboxInfo", "SandboxState", "WriteEntry", "WriteInfo")},
+    "StdioProcess": "stdio", "StdioResult": "stdio",
+    **{name: "execution" for name in ("Context", "Execution", "ExecutionError", "Logs", "OutputMessage",
+                                      "Result")},
+    **{name: "models" for name in (
+        "CommandResult", "EntryInfo", "FilesystemEvent", "FilesystemEventType", "FileType", "ProcessInfo",
+        "PtySize", "SandboxInfo", "SandboxLifecycle", "SandboxMetrics", "SandboxQuery", "SandboxState",
+        "WriteEntry", "WriteInfo")},
     **{name: "exceptions" for name in (
-        "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
-        "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",
-        "SandboxNotFoundException", "TemplateException", "TimeoutException")},
+        "AuthenticationException", "BuildException", "CommandExitException", "ConflictException",
+        "FileNotFoundException", "InvalidArgumentException", "NotEnoughSpaceException",
+        "NotFoundException", "RateLimitException", "SandboxError", "SandboxException",
+        "SandboxNotFoundException", "TemplateException", "TimeoutException", "VersionMismatchException")},
+    # declaw's security configs
+    **{name: "security" for name in (
+        "ALL_TRAFFIC", "AuditConfig", "AuditEntry", "CodeSecurityConfig", "ContentGateConfig",
+        "CustomPolicyConfig", "EnvSecurityConfig", "InjectionAction", "InjectionDefenseConfig",
+        "InjectionJudgeConfig", "InjectionSensitivity", "InvisibleTextConfig", "NetworkPolicy",
+        "PIIConfig", "PIIHandler", "PIIType", "RedactionAction", "SandboxNetworkOpts", "SecureEnvVar",
+        "SecurityPolicy", "ToxicityConfig", "TransformationRule", "TransformDirection")},
+    # declaw's volumes bring the state store and fsspec along
+    **{name: "volumes" for name in ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")},
+    # the network's names bring TLS and HTTP parsing
+    **{name: "_egress" for name in ("AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset",
+                                    "VaultScope", "VaultSecret")},
 }
 
 __all__ = [
-    "AsyncSandbox", "Sandbox", "SandboxPaginator", "Limits", "FileStream",
-    "Template", "TemplateInfo", "list_templates", "delete_template",
-    "CommandHandle", "ProcessInfo", "PtySize",
+    "AsyncSandbox", "Sandbox", "SandboxPaginator", "AsyncSandboxPaginator", "Limits", "FileStream",
+    "Template", "TemplateBase", "TemplateInfo", "list_templates", "delete_template",
+    "CommandHandle", "AsyncCommandHandle", "ProcessInfo", "PtySize", "StdioProcess", "StdioResult",
+    "WatchHandle", "AsyncWatchHandle", "FilesystemEvent", "FilesystemEventType",
     "Context", "Execution", "ExecutionError", "Logs", "OutputMessage", "Result",
-    "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "WriteEntry",
-    "WriteInfo", "AuthenticationException", "FileNotFoundException", "InvalidArgumentException",
-    "NotEnoughSpaceException", "NotFoundException", "RateLimitException", "SandboxException",
-    "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "SandboxQuery",
+    "SandboxMetrics", "SandboxLifecycle", "WriteEntry", "WriteInfo",
+    "SandboxError", "SandboxException", "AuthenticationException", "BuildException",
+    "CommandExitException", "ConflictException", "FileNotFoundException",
+    "InvalidArgumentException", "NotEnoughSpaceException", "NotFoundException",
+    "RateLimitException", "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "VersionMismatchException",
+    # declaw's security configs (declaw_wasm.security)
+    "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",
+    "InjectionJudgeConfig", "InjectionAction", "InjectionSensitivity", "TransformationRule",
+    "TransformDirection", "NetworkPolicy", "SandboxNetworkOpts", "ALL_TRAFFIC", "AuditConfig",
+    "AuditEntry", "EnvSecurityConfig", "SecureEnvVar", "ToxicityConfig", "CodeSecurityConfig",
+    "InvisibleTextConfig", "ContentGateConfig", "CustomPolicyConfig", "PIIHandler",
+    # declaw's volumes (declaw_wasm.volumes, imported on first use)
+    "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes",
+    # the network (declaw_wasm._egress): secrets, the vault, audit events
+    "AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope", "VaultSecret",
 ]
 
 
@@ -61,16 +93,27 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from .async_sandbox import AsyncSandbox
+    from ._egress import AuditEvent, Secret, Vault, VaultClient, VaultPreset, VaultScope, VaultSecret
+    from .async_sandbox import AsyncCommandHandle, AsyncSandbox, AsyncSandboxPaginator, AsyncWatchHandle
     from .commands import CommandHandle
-    from .exceptions import (AuthenticationException, FileNotFoundException, InvalidArgumentException,
+    from .exceptions import (AuthenticationException, BuildException, CommandExitException,
+                             ConflictException, FileNotFoundException, InvalidArgumentException,
                              NotEnoughSpaceException, NotFoundException, RateLimitException,
-                             SandboxException, SandboxNotFoundException, TemplateException,
-                             TimeoutException)
+                             SandboxError, SandboxException, SandboxNotFoundException,
+                             TemplateException, TimeoutException, VersionMismatchException)
     from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
-    from .files import FileStream
+    from .files import FileStream, WatchHandle
     from .limits import Limits
-    from .models import (CommandResult, EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo,
-                         SandboxState, WriteEntry, WriteInfo)
+    from .models import (CommandResult, EntryInfo, FilesystemEvent, FilesystemEventType, FileType,
+                         ProcessInfo, PtySize, SandboxInfo, SandboxLifecycle, SandboxMetrics,
+                         SandboxQuery, SandboxState, WriteEntry, WriteInfo)
     from .sandbox import Sandbox, SandboxPaginator
-    from .templates import Template, TemplateInfo, delete_template, list_templates
+    from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig, ContentGateConfig,
+                           CustomPolicyConfig, EnvSecurityConfig, InjectionAction, InjectionDefenseConfig,
+                           InjectionJudgeConfig, InjectionSensitivity, InvisibleTextConfig, NetworkPolicy,
+                           PIIConfig, PIIHandler, PIIType, RedactionAction, SandboxNetworkOpts,
+                           SecureEnvVar, SecurityPolicy, ToxicityConfig, TransformationRule,
+                           TransformDirection)
+    from .stdio import StdioProcess, StdioResult
+    from .templates import Template, TemplateBase, TemplateInfo, delete_template, list_templates
+    from .volumes import AsyncVolumes, Volume, VolumeAttachment, Volumes

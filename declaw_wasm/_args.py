@@ -4,17 +4,21 @@ them for clients that are not ours."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Optional
 
 from .exceptions import InvalidArgumentException
 from .limits import MAX_COMMAND_LINE
 from .models import PtySize
 
-# E2B and declaw keyword arguments of `Sandbox.create` that mean nothing here; accepted so code
-# written for them runs unchanged. Any other unknown keyword is an error (a misspelling).
+# E2B keyword arguments of `Sandbox.create` that mean nothing here (declaw's are parameters of
+# their own); accepted so code written for E2B runs unchanged. Any other unknown keyword is an
+# error (a misspelling).
 IGNORED_CREATE_PARAMS = frozenset({
-    "api_key", "domain", "debug", "request_timeout", "secure", "allow_internet_access", "api_url",
-    "sandbox_url", "proxy", "headers", "logger", "mcp", "network", "lifecycle", "user"})
+    "debug", "api_url", "sandbox_url", "proxy", "headers", "logger", "mcp", "user", "iam",
+    "volume_mounts", "auto_pause"})
+ALL_TRAFFIC = "0.0.0.0/0"  # declaw's `ALL_TRAFFIC`
 LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
 
 
@@ -22,6 +26,83 @@ def create_params(extra: dict[str, Any]) -> None:
     unknown = set(extra) - IGNORED_CREATE_PARAMS
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
+
+
+def config(value: Any, what: str) -> Optional[dict[str, Any]]:
+    """A declaw config object (anything with `to_dict()`, or a pydantic model) or a dict, as
+    the JSON-able dict declaw's SDK sends; None stays None."""
+    if value is None:
+        return None
+    for method in ("to_dict", "model_dump"):
+        if callable(getattr(value, method, None)) and not isinstance(value, dict):
+            value = getattr(value, method)()
+            break
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InvalidArgumentException(f"{what} must be a dict or a config object with to_dict(), "
+                                       f"got {type(value).__name__}")
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        raise InvalidArgumentException(f"{what} must be JSON-serialisable") from None
+
+
+def lifecycle(value: Any) -> Optional[dict[str, Any]]:
+    """declaw's `SandboxLifecycle` (or its dict). `checkpoint` (node-loss checkpointing on Ray)
+    needs snapshots in a shared state store: refused until they exist (_ray/checkpoint.py)."""
+    found = config(value, "lifecycle")
+    if found and found.get("checkpoint"):
+        raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
+                                       "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
+    return found
+
+
+def security(value: Any) -> Optional[dict[str, Any]]:
+    """A security policy as declaw sends it: `{"policy_json": "<the policy's JSON>"}`."""
+    if isinstance(value, dict) and set(value) == {"policy_json"}:
+        if not isinstance(value["policy_json"], str):
+            raise InvalidArgumentException("security.policy_json must be a JSON string")
+        try:
+            parsed = json.loads(value["policy_json"])
+        except ValueError:
+            raise InvalidArgumentException("security.policy_json is not valid JSON") from None
+        if not isinstance(parsed, dict):
+            raise InvalidArgumentException("security.policy_json must be a JSON object")
+        return dict(value)
+    policy = config(value, "security")
+    return None if policy is None else {"policy_json": json.dumps(policy)}
+
+
+def network(value: Any, allow_internet_access: Any, policy: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """declaw's rule: `allow_internet_access=False` denies all egress (and wins); else
+    `network`, else the security policy's own `network` section."""
+    if not isinstance(allow_internet_access, bool):
+        raise InvalidArgumentException(f"allow_internet_access must be a bool, got {allow_internet_access!r}")
+    if not allow_internet_access:
+        return {"deny_out": [ALL_TRAFFIC]}
+    found = config(value, "network")
+    if found is None and policy is not None:
+        found = config(json.loads(policy["policy_json"]).get("network"), "security.network")
+    return found
+
+
+def volumes(value: Any) -> Optional[list[dict[str, Any]]]:
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise InvalidArgumentException(f"volumes must be a list, got {type(value).__name__}")
+    return [config(v, "volumes[]") or {} for v in value]
+
+
+def list_params(extra: dict[str, Any]) -> None:
+    unknown = set(extra) - IGNORED_CREATE_PARAMS - {"request_timeout"}
+    if unknown:
+        raise InvalidArgumentException(f"unexpected argument(s) to list: {', '.join(sorted(unknown))}")
+
+
+def page_limit(value: Any) -> Optional[int]:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidArgumentException(f"limit must be a positive int, got {value!r}")
+    return value
 
 
 def lifetime(timeout: Any) -> float:
@@ -78,6 +159,25 @@ def path(value: Any) -> str:
     except UnicodeEncodeError:  # a lone surrogate: the guest's WASI could not read the name back
         raise InvalidArgumentException(f"path is not valid UTF-8 (lone surrogate): {value!r}") from None
     return value
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP token (RFC 9110), E2B's rule for keys
+MAX_METADATA = 2048  # bytes of keys and values per file: fits one ext4 block of extended attributes
+
+
+def metadata(value: Any) -> Optional[dict[str, str]]:
+    """A file's metadata, E2B's rules: keys are HTTP tokens, values printable ASCII."""
+    if value is None:
+        return None
+    found = string_map(value, "metadata")
+    for key, text in found.items():
+        if not _TOKEN.fullmatch(key):
+            raise InvalidArgumentException(f"metadata key {key!r} is not an HTTP token")
+        if not all(" " <= c <= "~" for c in text):
+            raise InvalidArgumentException(f"metadata value of {key!r} must be printable ASCII")
+    if sum(len(k) + len(v) for k, v in found.items()) > MAX_METADATA:
+        raise InvalidArgumentException(f"metadata holds more than {MAX_METADATA} bytes")
+    return found
 
 
 def write_data(data: Any) -> None:

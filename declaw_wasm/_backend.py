@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, IO, Iterator, List, Literal, Optional, Protocol, Union
 
 from .execution import Context, Execution
-from .models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
+from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+                     SandboxMetrics, WriteInfo)
 from .wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
 
 Stream = Literal["stdout", "stderr", "pty"]
@@ -123,6 +124,16 @@ class Chunks(Protocol):
     def close(self) -> None: ...
 
 
+class Watcher(Protocol):
+    """A watch on a folder of the sandbox (`files.watch_dir`)."""
+
+    def events(self) -> List[FilesystemEvent]:
+        """The events since the last call (paths in the guest's namespace)."""
+    def stop(self) -> None: ...
+    @property
+    def stopped(self) -> bool: ...
+
+
 class SandboxBackend(Protocol):
     """One sandbox, wherever it runs."""
 
@@ -132,10 +143,20 @@ class SandboxBackend(Protocol):
     def is_running(self) -> bool: ...
     def set_timeout(self, timeout: float) -> None: ...
     def kill(self) -> bool: ...
+    def audit_events(self) -> List[Any]:
+        """The sandbox's outbound network events (`AuditEvent`s), oldest first."""
+    def metrics(self) -> SandboxMetrics: ...
 
     # files (paths in the guest's namespace)
-    def read(self, path: str) -> Chunks: ...
-    def write(self, path: str, data: WriteData) -> WriteInfo: ...
+    def read(self, path: str, gzip: bool = False) -> Chunks:
+        """The file's bytes; `gzip`: how they travel, for a backend that moves them (E2B's)."""
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
+              gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
+        """Create or overwrite a file; `metadata` (checked) replaces the file's, None clears it.
+        `gzip` and `octet_stream` (E2B's `use_octet_stream`) say how the bytes travel, for a
+        backend that moves them; the file is the same."""
+    def watch(self, path: str, recursive: bool, include_entry: bool) -> Watcher:
+        """Watch a folder (`FileNotFoundException` if missing, `InvalidArgumentException` if a file)."""
     def list(self, path: str, depth: int) -> List[EntryInfo]: ...
     def get_info(self, path: str) -> EntryInfo: ...
     def exists(self, path: str) -> bool: ...

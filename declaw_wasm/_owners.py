@@ -25,9 +25,10 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-KINDS = ("sbx", "pool", "scratch")  # a sandbox's, a pre-created sandbox's, a host guest's
+KINDS = ("sbx", "standby", "scratch", "volumes")  # a sandbox's, a pre-created sandbox's, a host
+# guest's, the process's attached volumes (_volumes/attach.py)
 # ... and "trash": a killed sandbox's folder, renamed, waiting for the background deleter
-_NAME = re.compile(r"^declaw-wasm-(?:sbx|pool|scratch|trash)-p(\d+)\.(\d+)\.([0-9a-f]{8})-")
+_NAME = re.compile(r"^declaw-wasm-(?:sbx|standby|scratch|volumes|trash)-p(\d+)\.(\d+)\.([0-9a-f]{8})-")
 _lock = threading.Lock()
 _tag: Optional[tuple[int, str]] = None  # (pid, tag): a forked child makes its own
 _reaper: Optional[threading.Thread] = None

@@ -10,17 +10,25 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Union, overload
 
+import asyncio
+from datetime import datetime
+from typing import Dict
+
 from ._backend import WriteData
 from ._threads import from_loop, in_thread
 from .commands import DEFAULT_TIMEOUT as COMMAND_TIMEOUT
 from .commands import CommandHandle, Commands, StdinArg
+from .exceptions import CommandExitException
 from .execution import Context, Execution
-from .files import FileStream, Filesystem
+from .files import FileStream, Filesystem, WatchHandle
 from .limits import Limits
-from .models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteEntry, WriteInfo
+from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+                     SandboxMetrics, SandboxQuery, WriteInfo)
+from .pty import DEFAULT_SIZE as PTY_SIZE
 from .pty import DEFAULT_TIMEOUT as PTY_TIMEOUT
 from .pty import Pty
 from .sandbox import RUN_CODE_TIMEOUT, Sandbox, SandboxPaginator, backend_for, create_request, instance_or_id
+from .stdio import Stdio, StdioProcess, StdioResult
 
 OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
 DataHandler = Union[Callable[[bytes], None], Callable[[bytes], Awaitable[None]]]
@@ -32,26 +40,49 @@ class AsyncFilesystem:
 
     @overload
     async def read(self, path: str, format: Literal["text"] = "text", user: Optional[str] = None,
-                   request_timeout: Optional[float] = None) -> str: ...
+                   request_timeout: Optional[float] = None, gzip: bool = False,
+                   stream_idle_timeout: Optional[float] = None) -> str: ...
     @overload
     async def read(self, path: str, format: Literal["bytes"], user: Optional[str] = None,
-                   request_timeout: Optional[float] = None) -> bytearray: ...
+                   request_timeout: Optional[float] = None, gzip: bool = False,
+                   stream_idle_timeout: Optional[float] = None) -> bytearray: ...
     @overload
     async def read(self, path: str, format: Literal["stream"], user: Optional[str] = None,
-                   request_timeout: Optional[float] = None) -> AsyncIterator[bytes]: ...
+                   request_timeout: Optional[float] = None, gzip: bool = False,
+                   stream_idle_timeout: Optional[float] = None) -> "AsyncFileStream": ...
 
     async def read(self, path: str, format: str = "text", user: Optional[str] = None,
-                   request_timeout: Optional[float] = None) -> Any:
-        result = await in_thread(self._sync.read, path, format, user, request_timeout)
-        return _aiter_stream(result) if isinstance(result, FileStream) else result
+                   request_timeout: Optional[float] = None, gzip: bool = False,
+                   stream_idle_timeout: Optional[float] = None) -> Any:
+        result = await in_thread(self._sync.read, path, format, user, request_timeout, gzip,
+                                 stream_idle_timeout)
+        return AsyncFileStream(result) if isinstance(result, FileStream) else result
 
     async def write(self, path: str, data: WriteData, user: Optional[str] = None,
-                    request_timeout: Optional[float] = None) -> WriteInfo:
-        return await in_thread(self._sync.write, path, data, user, request_timeout)
+                    request_timeout: Optional[float] = None, gzip: bool = False,
+                    use_octet_stream: Optional[bool] = None,
+                    metadata: Optional[dict[str, str]] = None) -> WriteInfo:
+        return await in_thread(self._sync.write, path, data, user, request_timeout, gzip,
+                               use_octet_stream, metadata)
 
-    async def write_files(self, files: List[WriteEntry], user: Optional[str] = None,
-                          request_timeout: Optional[float] = None) -> List[WriteInfo]:
-        return await in_thread(self._sync.write_files, files, user, request_timeout)
+    async def write_files(self, files: List[Any], user: Optional[str] = None,
+                          request_timeout: Optional[float] = None, gzip: bool = False,
+                          use_octet_stream: Optional[bool] = None,
+                          metadata: Optional[dict[str, str]] = None) -> List[WriteInfo]:
+        return await in_thread(self._sync.write_files, files, user, request_timeout, gzip,
+                               use_octet_stream, metadata)
+
+    async def watch_dir(self, path: str, on_event: Callable[[FilesystemEvent], Any],
+                        on_exit: Optional[Callable[[Optional[Exception]], Any]] = None,
+                        user: Optional[str] = None, request_timeout: Optional[float] = None,
+                        timeout: Optional[float] = 60, recursive: bool = False,
+                        include_entry: bool = False, allow_network_mounts: bool = False) -> "AsyncWatchHandle":
+        """E2B's async watch: `on_event` (sync or async) gets each event as it comes, for
+        `timeout` seconds (0 or None: until `stop()`); `on_exit` gets the error that ended the
+        watch, or None."""
+        handle = await in_thread(self._sync.watch_dir, path, user, request_timeout, recursive,
+                                 include_entry, allow_network_mounts)
+        return AsyncWatchHandle(handle, on_event, on_exit, timeout)
 
     async def list(self, path: str, depth: Optional[int] = 1, user: Optional[str] = None,
                    request_timeout: Optional[float] = None) -> List[EntryInfo]:
@@ -78,15 +109,90 @@ class AsyncFilesystem:
         return await in_thread(self._sync.make_dir, path, user, request_timeout)
 
 
-async def _aiter_stream(stream: FileStream) -> AsyncIterator[bytes]:
-    try:
-        while True:
-            chunk = await in_thread(next, stream, None)
-            if chunk is None:
-                return
-            yield chunk
-    finally:
-        stream.close()
+class AsyncFileStream:
+    """A file's bytes for async code (E2B's async reader): `async for chunk in stream`, and
+    `async with` (or `await stream.aclose()`) to let go early."""
+
+    def __init__(self, stream: FileStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> "AsyncFileStream":
+        return self
+
+    async def __anext__(self) -> bytes:
+        chunk = await in_thread(next, self._stream, None)
+        if chunk is None:
+            await self.aclose()
+            raise StopAsyncIteration
+        return chunk
+
+    async def aclose(self) -> None:
+        await in_thread(self._stream.close)
+
+    async def __aenter__(self) -> "AsyncFileStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncWatchHandle:
+    """A watch for async code (E2B's `AsyncWatchHandle`): events go to `on_event` as they come
+    (polled every 50 ms in a task); `await stop()` ends it."""
+
+    POLL = 0.05
+
+    def __init__(self, handle: WatchHandle, on_event: Callable[[FilesystemEvent], Any],
+                 on_exit: Optional[Callable[[Optional[Exception]], Any]], timeout: Optional[float]) -> None:
+        self._handle = handle
+        self._on_event = on_event
+        self._on_exit = on_exit
+        self._timeout = timeout or None
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = None if self._timeout is None else loop.time() + self._timeout
+        error: Optional[Exception] = None
+        try:
+            while deadline is None or loop.time() < deadline:
+                for event in await in_thread(self._handle.get_new_events):
+                    outcome = self._on_event(event)
+                    if asyncio.iscoroutine(outcome):
+                        await outcome
+                await asyncio.sleep(self.POLL)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # the watch ended by an error: told to on_exit
+            error = exc
+        finally:
+            await in_thread(self._handle.stop)
+            if self._on_exit is not None:
+                outcome = self._on_exit(error)
+                if asyncio.iscoroutine(outcome):
+                    await outcome
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+
+class _LazyHandle:
+    """A `CommandHandle` reached on first use (declaw's `connect_command` is a plain method and
+    must not block the event loop)."""
+
+    def __init__(self, connect: Callable[[], CommandHandle], pid: int) -> None:
+        self._connect = connect
+        self._handle: Optional[CommandHandle] = None
+        self.pid = pid
+
+    def __getattr__(self, name: str) -> Any:
+        if self._handle is None:
+            self._handle = self._connect()
+        return getattr(self._handle, name)
 
 
 class AsyncCommandHandle:
@@ -119,8 +225,18 @@ class AsyncCommandHandle:
 
     async def wait(self, on_pty: Optional[DataHandler] = None, on_stdout: Optional[OutputHandler] = None,
                    on_stderr: Optional[OutputHandler] = None) -> CommandResult:
-        self._result = await in_thread(self._handle.wait, from_loop(on_pty), from_loop(on_stdout),
-                                       from_loop(on_stderr))
+        """As `CommandHandle.wait`: a non-zero exit raises `CommandExitException`."""
+        try:
+            self._result = await in_thread(self._handle.wait, from_loop(on_pty), from_loop(on_stdout),
+                                           from_loop(on_stderr))
+        except CommandExitException as exc:
+            self._result = CommandResult(stdout=exc.stdout, stderr=exc.stderr, exit_code=exc.exit_code,
+                                         error=exc.error)
+            raise
+        return self._result
+
+    async def _wait_result(self) -> CommandResult:
+        self._result = await in_thread(self._handle._wait_result)
         return self._result
 
     async def kill(self) -> bool:
@@ -162,7 +278,14 @@ class AsyncCommands:
         handle = await in_thread(self._sync.run, cmd, True, envs, user, cwd, from_loop(on_stdout),
                                  from_loop(on_stderr), stdin, timeout, request_timeout, tag)
         async_handle = AsyncCommandHandle(handle)
-        return async_handle if background else await async_handle.wait()
+        return async_handle if background else await async_handle._wait_result()
+
+    async def run_stream(self, cmd: str, on_stdout: Optional[OutputHandler] = None,
+                         on_stderr: Optional[OutputHandler] = None, envs: Optional[dict[str, str]] = None,
+                         user: Optional[str] = None, cwd: Optional[str] = None,
+                         timeout: Optional[float] = COMMAND_TIMEOUT) -> CommandResult:
+        return await in_thread(self._sync.run_stream, cmd, from_loop(on_stdout), from_loop(on_stderr),
+                               envs, user, cwd, timeout)
 
     async def list(self, request_timeout: Optional[float] = None) -> List[ProcessInfo]:
         return await in_thread(self._sync.list, request_timeout)
@@ -190,7 +313,7 @@ class AsyncPty:
     def __init__(self, sync: Pty) -> None:
         self._sync = sync
 
-    async def create(self, size: PtySize, on_data: Optional[DataHandler] = None,
+    async def create(self, size: PtySize = PTY_SIZE, on_data: Optional[DataHandler] = None,
                      user: Optional[str] = None, cwd: Optional[str] = None,
                      envs: Optional[dict[str, str]] = None, timeout: Optional[float] = PTY_TIMEOUT,
                      request_timeout: Optional[float] = None) -> AsyncCommandHandle:
@@ -216,6 +339,96 @@ class AsyncPty:
         return AsyncCommandHandle(handle)
 
 
+class AsyncStdioProcess:
+    """declaw's async stdio process."""
+
+    def __init__(self, sync: StdioProcess) -> None:
+        self._sync = sync
+
+    @property
+    def cmd_id(self) -> str:
+        return self._sync.cmd_id
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self._sync.exit_code
+
+    async def send_stdin(self, data: Union[bytes, str], request_timeout: Optional[float] = None) -> None:
+        await in_thread(self._sync.send_stdin, data, request_timeout)
+
+    async def close_stdin(self, request_timeout: Optional[float] = None) -> None:
+        await in_thread(self._sync.close_stdin, request_timeout)
+
+    async def kill(self, request_timeout: Optional[float] = None) -> bool:
+        return await in_thread(self._sync.kill, request_timeout)
+
+    async def stream(self, on_stdout: Optional[DataHandler] = None,
+                     on_stderr: Optional[DataHandler] = None) -> StdioResult:
+        return await in_thread(self._sync.stream, from_loop(on_stdout), from_loop(on_stderr))
+
+    async def wait(self, timeout: Optional[float] = None) -> StdioResult:
+        return await in_thread(self._sync.wait, timeout)
+
+    def __aiter__(self) -> AsyncIterator[tuple[str, bytes]]:
+        return _aiter_items(iter(self._sync))
+
+
+async def _aiter_items(items: Any) -> AsyncIterator[Any]:
+    while True:
+        item = await in_thread(next, items, None)
+        if item is None:
+            return
+        yield item
+
+
+class AsyncStdio:
+    def __init__(self, sync: Stdio) -> None:
+        self._sync = sync
+
+    async def start(self, cmd: str, envs: Optional[dict[str, str]] = None, user: Optional[str] = None,
+                    cwd: Optional[str] = None, on_stdout: Optional[DataHandler] = None,
+                    on_stderr: Optional[DataHandler] = None,
+                    request_timeout: Optional[float] = None) -> AsyncStdioProcess:
+        return AsyncStdioProcess(await in_thread(self._sync.start, cmd, envs, user, cwd, from_loop(on_stdout),
+                                                 from_loop(on_stderr), request_timeout))
+
+
+class AsyncSandboxPaginator:
+    """`AsyncSandbox.list(...)`: E2B's async paginator (`has_next`, `await next_items()`), and,
+    awaited, declaw's answer (`(await AsyncSandbox.list())["sandboxes"]`)."""
+
+    def __init__(self, fetch: Callable[[], SandboxPaginator]) -> None:
+        self._fetch = fetch
+        self._sync: Optional[SandboxPaginator] = None
+
+    async def _pages(self) -> SandboxPaginator:
+        if self._sync is None:
+            self._sync = await in_thread(self._fetch)
+        return self._sync
+
+    @property
+    def has_next(self) -> bool:
+        return self._sync is None or self._sync.has_next
+
+    @property
+    def next_token(self) -> Optional[str]:
+        return None if self._sync is None else self._sync.next_token
+
+    async def next_items(self, **e2b_params: Any) -> List[SandboxInfo]:
+        return (await self._pages()).next_items()
+
+    def __await__(self) -> Any:
+        return self._pages().__await__()
+
+    def __aiter__(self) -> AsyncIterator[SandboxInfo]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[SandboxInfo]:
+        while self.has_next:
+            for item in await self.next_items():
+                yield item
+
+
 class _async_instance_or_id(instance_or_id):
     """`instance_or_id` for coroutine methods: `await AsyncSandbox.kill(sandbox_id)` as well as
     `await sbx.kill()`."""
@@ -234,18 +447,31 @@ class _async_instance_or_id(instance_or_id):
 class AsyncSandbox:
     """The async sandbox: `sbx = await AsyncSandbox.create()`, then `await sbx.commands.run(...)`."""
 
+    default_template = Sandbox.default_template
+    default_sandbox_timeout = Sandbox.default_sandbox_timeout
+
     def __init__(self, sync: Sandbox) -> None:
         self._sync = sync
         self.files = AsyncFilesystem(sync.files)
         self.commands = AsyncCommands(sync.commands)
         self.pty = AsyncPty(sync.pty)
+        self.stdio = AsyncStdio(sync.stdio)
 
     @classmethod
     async def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,
-                     metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None,
-                     limits: Optional[Limits] = None, **e2b_params: Any) -> "AsyncSandbox":
-        sandboxes = backend_for(e2b_params)
-        request = create_request(template, timeout, metadata, envs, limits, e2b_params)
+                     metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None, *,
+                     vault_refs: Optional[dict[str, str]] = None, secure: bool = True,
+                     allow_internet_access: bool = True, network: Any = None, security: Any = None,
+                     lifecycle: Any = None, volumes: Optional[List[Any]] = None,
+                     api_key: Optional[str] = None, domain: Optional[str] = None,
+                     request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
+                     secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                     **e2b_params: Any) -> "AsyncSandbox":
+        options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
+                   "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
+                   "limits": limits, "secrets": secrets, "vault": vault}
+        sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
+        request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))
 
     @classmethod
@@ -254,16 +480,97 @@ class AsyncSandbox:
         return cls(await in_thread(Sandbox.connect, sandbox_id, timeout, **e2b_params))
 
     @classmethod
-    async def list(cls, **e2b_params: Any) -> SandboxPaginator:
-        return await in_thread(Sandbox.list, **e2b_params)
+    def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
+             next_token: Optional[str] = None, api_key: Optional[str] = None,
+             domain: Optional[str] = None, request_timeout: Optional[float] = None,
+             **e2b_params: Any) -> AsyncSandboxPaginator:
+        """Not a coroutine (E2B's): a paginator whose `next_items()` is awaited; awaiting the
+        paginator itself gives declaw's answer."""
+        return AsyncSandboxPaginator(lambda: Sandbox.list(query, limit, next_token, api_key, domain,
+                                                          request_timeout, **e2b_params))
 
     @property
     def sandbox_id(self) -> str:
         return self._sync.sandbox_id
 
     @_async_instance_or_id.returning(False)
-    async def kill(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
-        return await in_thread(self._sync.kill, request_timeout, **e2b_params)
+    async def kill(self, request_timeout: Optional[float] = None, *, wait: bool = False, **e2b_params: Any) -> bool:
+        return await in_thread(self._sync.kill, request_timeout, wait=wait, **e2b_params)
+
+    @classmethod
+    async def kill_by_id(cls, sandbox_id: str, *, wait: bool = False, connection_config: Any = None,
+                         request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+        return await in_thread(Sandbox.kill_by_id, sandbox_id, wait=wait, connection_config=connection_config,
+                               request_timeout=request_timeout, **e2b_params)
+
+    @classmethod
+    async def kill_many(cls, sandbox_ids: List[str], *, wait: bool = False, connection_config: Any = None,
+                        request_timeout: Optional[float] = None, **e2b_params: Any) -> Dict[str, Dict[str, Any]]:
+        return await in_thread(Sandbox.kill_many, sandbox_ids, wait=wait, connection_config=connection_config,
+                               request_timeout=request_timeout, **e2b_params)
+
+    async def get_metrics(self, start: Optional[datetime] = None, end: Optional[datetime] = None,
+                          request_timeout: Optional[float] = None) -> List[SandboxMetrics]:
+        return await in_thread(self._sync.get_metrics, start, end, request_timeout)
+
+    # -- declaw's flat methods (its AsyncSandbox has no .commands/.files; ours has both) ----------
+    async def run_command(self, cmd: str, background: bool = False, envs: Optional[dict[str, str]] = None,
+                          user: Optional[str] = None, cwd: Optional[str] = None,
+                          on_stdout: Optional[OutputHandler] = None, on_stderr: Optional[OutputHandler] = None,
+                          timeout: Optional[float] = COMMAND_TIMEOUT,
+                          request_timeout: Optional[float] = None) -> Any:
+        return await self.commands.run(cmd, background, envs, user, cwd, on_stdout, on_stderr,
+                                       timeout=timeout, request_timeout=request_timeout)
+
+    async def list_commands(self, request_timeout: Optional[float] = None) -> List[ProcessInfo]:
+        return await self.commands.list(request_timeout)
+
+    async def kill_command(self, pid: int, request_timeout: Optional[float] = None) -> bool:
+        return await self.commands.kill(pid, request_timeout)
+
+    def connect_command(self, pid: int) -> AsyncCommandHandle:
+        """declaw's: a plain method; the handle reaches the command when first awaited."""
+        return AsyncCommandHandle(_LazyHandle(lambda: self._sync.commands.connect(pid), pid))  # type: ignore[arg-type]
+
+    async def send_command_stdin(self, pid: int, data: Union[str, bytes],
+                                 request_timeout: Optional[float] = None) -> None:
+        await self.commands.send_stdin(pid, data, request_timeout)
+
+    async def read_file(self, path: str, format: str = "text", user: Optional[str] = None,
+                        request_timeout: Optional[float] = None) -> Any:
+        return await self.files.read(path, format, user, request_timeout)  # type: ignore[call-overload]
+
+    async def write_file(self, path: str, data: WriteData, user: Optional[str] = None,
+                         request_timeout: Optional[float] = None) -> WriteInfo:
+        return await self.files.write(path, data, user, request_timeout)
+
+    async def write_files(self, files: List[Any], user: Optional[str] = None,
+                          request_timeout: Optional[float] = None) -> List[WriteInfo]:
+        return await self.files.write_files(files, user, request_timeout)
+
+    async def list_files(self, path: str, depth: Optional[int] = 1, user: Optional[str] = None,
+                         request_timeout: Optional[float] = None) -> List[EntryInfo]:
+        return await self.files.list(path, depth, user, request_timeout)
+
+    async def file_exists(self, path: str, user: Optional[str] = None,
+                          request_timeout: Optional[float] = None) -> bool:
+        return await self.files.exists(path, user, request_timeout)
+
+    async def get_file_info(self, path: str, user: Optional[str] = None,
+                            request_timeout: Optional[float] = None) -> EntryInfo:
+        return await self.files.get_info(path, user, request_timeout)
+
+    async def remove_file(self, path: str, user: Optional[str] = None,
+                          request_timeout: Optional[float] = None) -> None:
+        await self.files.remove(path, user, request_timeout)
+
+    async def rename_file(self, old_path: str, new_path: str, user: Optional[str] = None,
+                          request_timeout: Optional[float] = None) -> EntryInfo:
+        return await self.files.rename(old_path, new_path, user, request_timeout)
+
+    async def make_dir(self, path: str, user: Optional[str] = None,
+                       request_timeout: Optional[float] = None) -> bool:
+        return await self.files.make_dir(path, user, request_timeout)
 
     @_async_instance_or_id
     async def set_timeout(self, timeout: float, request_timeout: Optional[float] = None,
@@ -276,6 +583,9 @@ class AsyncSandbox:
 
     async def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return await in_thread(self._sync.is_running, request_timeout)
+
+    async def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
+        return await in_thread(self._sync.audit_events, request_timeout)
 
     async def run_code(self, code: str, language: Optional[str] = None,
                        context: Optional[Context] = None,

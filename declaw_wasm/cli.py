@@ -1,4 +1,4 @@
-"""The `declaw-wasm` command: warmup, demo, run, serve, template."""
+"""The `declaw-wasm` command: warmup, demo, run, serve, template, mcp."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ from typing import Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["mcp"]:  # its own parser, in the optional module (declaw-wasm[mcp])
+        try:
+            from .integrations.mcp import main as mcp_main
+        except ImportError as exc:
+            print(f"declaw-wasm mcp: {exc}", file=sys.stderr)
+            return 2
+        return mcp_main(args_in[1:])
     parser = argparse.ArgumentParser(prog="declaw-wasm", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     warmup = sub.add_parser("warmup", help="fetch, verify and compile the runtime once (cached on disk)")
@@ -29,7 +37,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        help="largest JSON request body (default 16 MiB)")
     serve.add_argument("--max-upload-bytes", type=int, default=None,
                        help="largest file upload (default 1 GiB)")
+    serve.add_argument("--backend", default=None, metavar="BACKEND",
+                       help="where the served sandboxes run: local (default), processes[:N], "
+                            "ray[:address] (e.g. ray:auto to front a Ray cluster)")
     _template_parser(sub)
+    sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
+                               "'declaw-wasm[mcp]'; declaw-wasm mcp --help)")
     args = parser.parse_args(argv)
 
     if args.command == "warmup":
@@ -48,11 +61,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import server
-    from .settings import api_key
+    from .sandbox import sandboxes_for
+    from .exceptions import InvalidArgumentException
+    from .settings import api_key, backend, parse_backend
 
+    # --backend, else DECLAW_WASM_BACKEND, else this process (never DECLAW_DOMAIN: no proxying)
+    try:
+        choice = parse_backend(args.backend, "--backend") if args.backend else backend()
+    except InvalidArgumentException as exc:
+        raise SystemExit(f"declaw-wasm serve: {exc}") from None
+    sandboxes = sandboxes_for(choice) if choice is not None and choice.kind != "local" else None
     server.serve(args.host, args.port, api_key(),
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
-                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD)
+                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes)
     return 0
 
 

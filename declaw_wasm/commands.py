@@ -1,9 +1,11 @@
-"""`sbx.commands`: command lines run by the shell inside the sandbox (E2B's `Commands`).
+"""`sbx.commands`: command lines run by the shell inside the sandbox (E2B's and declaw's
+`Commands`).
 
 Each command line runs in a guest of its own, under the in-guest shell (runtime/declaw_shell):
 bash's language, the core utilities, `python3` as a program. Foreground runs wait and return a
-`CommandResult` (a non-zero exit is returned, not raised); background runs return a
-`CommandHandle` at once. Output streams to `on_stdout`/`on_stderr` as it is written.
+`CommandResult` (a non-zero exit is returned, not raised: declaw's rule); background runs return
+a `CommandHandle` at once, whose `wait()` raises `CommandExitException` on a non-zero exit (as
+declaw's and E2B's do). Output streams to `on_stdout`/`on_stderr` as it is written.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 
 from . import _args
 from ._backend import ProcessHandle, SandboxBackend
+from .exceptions import CommandExitException
 from .models import CommandResult, ProcessInfo
 from .wire import RunCommand
 
@@ -23,8 +26,9 @@ class CommandHandle:
     """A running command (E2B's `CommandHandle`): `wait()`, `kill()`, stdin, and iteration over
     its output as `(stdout, stderr, pty)` tuples in which exactly one item is set."""
 
-    def __init__(self, process: ProcessHandle) -> None:
+    def __init__(self, process: ProcessHandle, sandbox_id: Optional[str] = None) -> None:
         self._process = process
+        self._sandbox_id = sandbox_id
         self._disconnected = False
 
     @property
@@ -32,18 +36,34 @@ class CommandHandle:
         return self._process.pid
 
     def __iter__(self) -> Iterator[tuple[Optional[str], Optional[str], Optional[bytes]]]:
+        """The output from the start as it comes; past the command's timeout (or its sandbox's
+        end) the iteration raises `TimeoutException`, as E2B's does."""
         for event in self._process.events():
             if self._disconnected:
                 return
             yield (event.data if event.stream == "stdout" else None,
                    event.data if event.stream == "stderr" else None,
                    event.data if event.stream == "pty" else None)
+        if not self._disconnected:
+            self._process.result()  # raises if the command timed out
 
     def wait(self, on_pty: Optional[Callable[[bytes], None]] = None,
              on_stdout: Optional[Callable[[str], None]] = None,
              on_stderr: Optional[Callable[[str], None]] = None) -> CommandResult:
-        """Wait for the exit; callbacks given here receive the output from the start. A timeout
-        raises `TimeoutException` with the output so far; a killed command gives exit code 137."""
+        """Wait for the exit; callbacks given here receive the output from the start. A non-zero
+        exit raises `CommandExitException` carrying the result (a killed command: exit code
+        137); a timeout raises `TimeoutException` with the output so far."""
+        result = self._wait_result(on_pty, on_stdout, on_stderr)
+        if result.exit_code != 0:
+            raise CommandExitException(exit_code=result.exit_code, stdout=result.stdout,
+                                       stderr=result.stderr, error=result.error,
+                                       sandbox_id=self._sandbox_id)
+        return result
+
+    def _wait_result(self, on_pty: Optional[Callable[[bytes], None]] = None,
+                     on_stdout: Optional[Callable[[str], None]] = None,
+                     on_stderr: Optional[Callable[[str], None]] = None) -> CommandResult:
+        """As `wait`, but a non-zero exit is returned, not raised (what `commands.run` gives)."""
         callbacks = {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty}
         if any(callbacks.values()):
             for event in self._process.events():
@@ -64,6 +84,26 @@ class CommandHandle:
     def disconnect(self) -> None:
         """Stop iterating this handle's output; the command keeps running."""
         self._disconnected = True
+
+
+class _Lines:
+    """Text as it comes, handed on one line (without its newline) at a time."""
+
+    def __init__(self, callback: Optional[Callable[[str], None]]) -> None:
+        self.callback = callback
+        self.partial = ""
+
+    def feed(self, text: str) -> None:
+        if self.callback is None:
+            return
+        *lines, self.partial = (self.partial + text).split("\n")
+        for line in lines:
+            self.callback(line)
+
+    def end(self) -> None:
+        if self.callback is not None and self.partial:
+            self.callback(self.partial)
+        self.partial = ""
 
 
 class Commands:
@@ -90,11 +130,25 @@ class Commands:
             timeout=_args.timeout(timeout), background=bool(background), tag=_args.tag(tag),
             stdin=True if isinstance(stdin, bytes) else stdin)
         process = self._backend.start(request, on_stdout=on_stdout, on_stderr=on_stderr)
-        handle = CommandHandle(process)
+        handle = CommandHandle(process, self._backend.sandbox_id)
         if isinstance(stdin, bytes):
             process.send_stdin(stdin)
             process.close_stdin()
-        return handle if background else handle.wait()
+        return handle if background else handle._wait_result()
+
+    def run_stream(self, cmd: str, on_stdout: Optional[Callable[[str], None]] = None,
+                   on_stderr: Optional[Callable[[str], None]] = None,
+                   envs: Optional[dict[str, str]] = None, user: Optional[str] = None,
+                   cwd: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> CommandResult:
+        """declaw's `run_stream`: run in the foreground with the callbacks called once per line
+        of output as it is written (the line without its newline). The result holds the whole
+        output, as `run`'s does."""
+        lines = {"stdout": _Lines(on_stdout), "stderr": _Lines(on_stderr)}
+        result = self.run(cmd, envs=envs, cwd=cwd, timeout=timeout,
+                          on_stdout=lines["stdout"].feed, on_stderr=lines["stderr"].feed)
+        for split in lines.values():
+            split.end()
+        return result
 
     def list(self, request_timeout: Optional[float] = None) -> List[ProcessInfo]:
         """The running commands and PTYs of this sandbox."""
@@ -106,7 +160,7 @@ class Commands:
 
     def connect(self, pid: int, timeout: Optional[float] = DEFAULT_TIMEOUT,
                 request_timeout: Optional[float] = None) -> CommandHandle:
-        return CommandHandle(self._backend.process(pid))
+        return CommandHandle(self._backend.process(pid), self._backend.sandbox_id)
 
     def send_stdin(self, pid: int, data: Union[str, bytes],
                    request_timeout: Optional[float] = None) -> None:

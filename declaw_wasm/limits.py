@@ -32,6 +32,14 @@ class Limits(Model):
         description="instructions each command line and each run_code cell may run (WebAssembly "
                     "instructions, counted by Wasmtime's fuel: Python code runs ~2-6e9 of them per "
                     "second on a 2023 x86 core); needs the fuel build, `declaw-wasm warmup --fuel`")
+    # egress (declaw_wasm/_egress, docs/egress.md): what one sandbox's network may use
+    net_connections: int = Field(64, gt=0, description="open network connections at once")
+    net_connection_bytes: int = Field(1 << 30, gt=0, description="bytes in + out per connection")
+    net_sandbox_bytes: int = Field(8 << 30, gt=0, description="bytes in + out per sandbox, in all")
+    net_connect_timeout: float = Field(10.0, gt=0, description="seconds to resolve and connect")
+    net_idle_timeout: float = Field(300.0, gt=0, description="seconds a waiting read may see no traffic")
+    net_header_bytes: int = Field(64 << 10, ge=1024, description="bytes of one HTTP request or response head")
+    net_guard_body_bytes: int = Field(16 << 20, gt=0, description="request body bytes a content guard may hold")
 
     def over_disk_quota(self, used_bytes: int, used_files: int) -> str:
         """What is over the disk quota ("" if nothing)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Optional, TypedDict, Union, IO
+from typing import Any, Iterator, Optional, Union, IO
 
 from pydantic import ConfigDict, Field
 
@@ -19,13 +19,16 @@ class FileType(str, Enum):
 
 
 class WriteInfo(Model):
-    """What `files.write` wrote."""
+    """What `files.write` wrote: E2B's fields (`name`, `type`, `path`, `metadata`) and
+    declaw's (`path`, `size`)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     type: Optional[FileType] = None
     path: str
+    size: int = 0
+    metadata: Optional[dict[str, str]] = None
 
 
 class EntryInfo(WriteInfo):
@@ -41,9 +44,24 @@ class EntryInfo(WriteInfo):
     symlink_target: Optional[str] = None
 
 
-class WriteEntry(TypedDict):
+@dataclass
+class WriteEntry:
+    """One file for `files.write_files`: declaw's dataclass (`WriteEntry(path, data)`, attribute
+    access) that also reads as E2B's TypedDict (`entry["path"]`); plain dicts are accepted too."""
+
     path: str
-    data: Union[str, bytes, IO]
+    data: Union[str, bytes, IO[Any]]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in ("path", "data"):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def keys(self) -> Iterator[str]:
+        return iter(("path", "data"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "data": self.data}
 
 
 class CommandResult(Model):
@@ -58,8 +76,13 @@ class CommandResult(Model):
 
 
 class SandboxState(str, Enum):
+    """E2B's states (running, paused) and declaw's (also live, creating, killed)."""
+
     RUNNING = "running"
     PAUSED = "paused"
+    LIVE = "live"
+    CREATING = "creating"
+    KILLED = "killed"
 
 
 class SandboxInfo(Model):
@@ -73,6 +96,69 @@ class SandboxInfo(Model):
     cpu_count: int = 1
     memory_mb: int = 1024
     envd_version: Optional[str] = None
+    allow_internet_access: Optional[bool] = None
+    network: Optional[dict[str, Any]] = None
+    lifecycle: Optional[dict[str, Any]] = None
+
+    def __getitem__(self, key: str) -> Any:
+        """declaw's `Sandbox.list()` gives raw dicts: `info["sandbox_id"]` works too."""
+        return self.model_dump(mode="json")[key]
+
+
+class SandboxQuery(Model):
+    """Filters for `Sandbox.list(query=...)` (E2B's field names; declaw's are the first two):
+    every `metadata` pair must match, the state must be one of `state`."""
+
+    metadata: Optional[dict[str, str]] = None
+    state: Optional[list[SandboxState]] = None
+    started_after: Optional[datetime] = None
+    template: Optional[str] = None
+
+    def __init__(self, metadata: Optional[dict[str, str]] = None,
+                 state: Optional[list[SandboxState]] = None, **rest: Any) -> None:
+        super().__init__(metadata=metadata, state=state, **rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def matches(self, info: "SandboxInfo") -> bool:
+        if self.metadata and any(info.metadata.get(k) != v for k, v in self.metadata.items()):
+            return False
+        if self.state is not None and info.state not in self.state:
+            return False
+        if self.started_after is not None and info.started_at <= self.started_after:
+            return False
+        return self.template is None or self.template in (info.template_id, info.name)
+
+
+class SandboxMetrics(Model):
+    """declaw's `SandboxMetrics` (one sample): CPU use of the sandbox's guests over the time
+    since the previous sample, their linear memory now, its disk use; plus the guests' CPU time
+    since the sandbox started (`cpu_time_seconds`) and, with `Limits(cpu_instructions=...)`, the
+    instructions its finished command lines and cells ran (`cpu_instructions_used`, Wasmtime
+    fuel)."""
+
+    timestamp: datetime
+    cpu_usage_percent: float = 0.0
+    memory_usage_mb: float = 0.0
+    disk_usage_mb: float = 0.0
+    cpu_time_seconds: float = 0.0
+    cpu_instructions_used: Optional[int] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+@dataclass
+class SandboxLifecycle:
+    """declaw's lifecycle settings, carried and reported; only `on_timeout="kill"` is what
+    happens here (see docs/differences.md)."""
+
+    on_timeout: str = "kill"
+    auto_resume: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"on_timeout": self.on_timeout, "auto_resume": self.auto_resume}
 
 
 class ProcessInfo(Model):
@@ -84,14 +170,40 @@ class ProcessInfo(Model):
     args: list[str] = Field(default_factory=list)
     envs: dict[str, str] = Field(default_factory=dict)
     cwd: Optional[str] = None
+    is_pty: bool = False
 
 
 @dataclass(frozen=True)
 class PtySize:
-    """A terminal's size. Field order rows, cols, as E2B's (`PtySize(24, 80)`)."""
+    """A terminal's size: E2B's field order (rows, cols: `PtySize(24, 80)`) with declaw's
+    defaults (`PtySize()` is 80 columns by 24 rows; `PtySize(cols=120, rows=40)` works as in
+    declaw). declaw's own order is cols first, so only its *positional* calls differ."""
 
-    rows: int
-    cols: int
+    rows: int = 24
+    cols: int = 80
+
+    def to_dict(self) -> dict[str, int]:
+        return {"cols": self.cols, "rows": self.rows}
+
+
+class FilesystemEventType(str, Enum):
+    CHMOD = "chmod"
+    CREATE = "create"
+    REMOVE = "remove"
+    RENAME = "rename"
+    WRITE = "write"
+
+
+class FilesystemEvent(Model):
+    """A change in a watched folder: E2B's `name` (relative to the watched folder) and `type`,
+    `entry` with `include_entry=True`; declaw's `path` (absolute, in the sandbox) and
+    `timestamp` (seconds since the epoch)."""
+
+    name: str
+    type: FilesystemEventType
+    path: str = ""
+    entry: Optional["EntryInfo"] = None
+    timestamp: Optional[float] = None
 
 
 class TemplateInfo(Model):

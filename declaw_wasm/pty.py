@@ -14,26 +14,27 @@ from . import _args
 from ._backend import SandboxBackend
 from .commands import CommandHandle
 from .models import PtySize
-from .wire import CreatePty
+from .wire import CreatePty, TerminalSize
 
 DEFAULT_TIMEOUT = 60.0
+DEFAULT_SIZE = PtySize()  # 80 columns by 24 rows (declaw's default)
 
 
 class Pty:
     def __init__(self, backend: SandboxBackend) -> None:
         self._backend = backend
 
-    def create(self, size: PtySize, user: Optional[str] = None, cwd: Optional[str] = None,
+    def create(self, size: PtySize = DEFAULT_SIZE, user: Optional[str] = None, cwd: Optional[str] = None,
                envs: Optional[dict[str, str]] = None, timeout: Optional[float] = DEFAULT_TIMEOUT,
                request_timeout: Optional[float] = None,
                on_data: Optional[Callable[[bytes], None]] = None) -> CommandHandle:
         """Start `bash -i -l` on a terminal of `size`; read its output with
         `handle.wait(on_pty=...)`, iteration, or `on_data`. `timeout` (seconds, 0: none) ends it."""
         size = _args.pty_size(size)
-        request = CreatePty(rows=size.rows, cols=size.cols, envs=_args.envs(envs),
+        request = CreatePty(size=TerminalSize(rows=size.rows, cols=size.cols), envs=_args.envs(envs),
                             cwd=_args.path(cwd) if cwd is not None else None,
                             timeout=_args.timeout(timeout))
-        return CommandHandle(self._backend.start(request, on_pty=on_data))
+        return CommandHandle(self._backend.start(request, on_pty=on_data), self._backend.sandbox_id)
 
     def send_stdin(self, pid: int, data: bytes, request_timeout: Optional[float] = None) -> None:
         self._backend.send_stdin(pid, _args.stdin_data(data))
@@ -46,4 +47,4 @@ class Pty:
 
     def connect(self, pid: int, timeout: Optional[float] = DEFAULT_TIMEOUT,
                 request_timeout: Optional[float] = None) -> CommandHandle:
-        return CommandHandle(self._backend.process(pid, pty=True))
+        return CommandHandle(self._backend.process(pid, pty=True), self._backend.sandbox_id)

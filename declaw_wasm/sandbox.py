@@ -1,56 +1,130 @@
 """`Sandbox`: one isolated Python machine, with E2B's (and declaw's) API.
 
 The face is written once over the backend contract (_backend.py): a sandbox runs in this
-process (`_local/`) unless `domain=` or `DECLAW_DOMAIN` names a `declaw-wasm serve` (`_remote/`).
-`backend_for` is the one place that chooses. `AsyncSandbox` (async_sandbox.py) is the async twin.
+process (`_local/`), in a pool of worker processes (`_pool/`), on a Ray cluster (`_ray/`), or on
+a `declaw-wasm serve` (`_remote/`). `backend_for` is the one place that chooses. `AsyncSandbox`
+(async_sandbox.py) is the async twin.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable, ClassVar, Iterator, List, Optional
+
+from datetime import datetime
+from typing import Dict
 
 from . import _args
 from ._backend import SandboxBackend, Sandboxes
 from .commands import Commands
-from .exceptions import InvalidArgumentException, SandboxNotFoundException
+from .exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException
 from .execution import Context, Execution
 from .files import Filesystem
 from .limits import Limits
-from .models import SandboxInfo
+from .models import SandboxInfo, SandboxMetrics, SandboxQuery
 from .pty import Pty
-from .settings import api_key, remote_domain
+from .settings import BackendChoice, api_key, parse_backend, remote_domain
+from .settings import backend as backend_setting
+from .stdio import Stdio
 from .wire import CreateContext, CreateSandbox, RunCode
 
 RUN_CODE_TIMEOUT = 300.0
 
 
-def backend_for(params: dict[str, Any]) -> Sandboxes:
-    """Where sandboxes live for this call: a server with `domain=` or DECLAW_DOMAIN (its key from
-    `api_key=` or DECLAW_API_KEY), else this process. Takes the two keys out of `params`.
-    `api_key=` alone keeps a sandbox in-process (E2B code passes it)."""
-    domain = params.pop("domain", None) or remote_domain()
+def backend_for(params: dict[str, Any], sandbox_id: Optional[str] = None) -> Sandboxes:
+    """Where sandboxes live for this call, first match wins: `backend=` (`local`,
+    `processes[:N]`, `ray[:address]`, or a `Sandboxes` object) or `domain=`; for a call on an existing sandbox, the
+    backend of this process that made it; DECLAW_WASM_BACKEND; DECLAW_DOMAIN (a server, its key
+    from `api_key=` or DECLAW_API_KEY); else this process. Takes `backend`, `domain` and
+    `api_key` out of `params`. `api_key=` alone keeps a sandbox in-process (E2B code passes it)."""
+    explicit = params.pop("backend", None)
+    domain = params.pop("domain", None)
     key = params.pop("api_key", None)
+    if explicit is not None and domain:
+        raise InvalidArgumentException("pass either backend= or domain=, not both")
+    if explicit is not None:
+        return sandboxes_for(parse_backend(explicit)) if isinstance(explicit, str) else _sandboxes(explicit)
+    home = None if domain or sandbox_id is None else _home_of(sandbox_id)
+    if home is not None:
+        return home
+    choice = None if domain else backend_setting()
+    if choice is not None:
+        return sandboxes_for(choice)
+    domain = domain or remote_domain()
     if domain:
         from ._remote.sandbox import RemoteSandboxes
 
         return RemoteSandboxes(domain, key or api_key())
+    return sandboxes_for(BackendChoice("local"))
+
+
+def _sandboxes(value: Any) -> Sandboxes:
+    """A `Sandboxes` object given as `backend=` (a `ProcessPool(8)`, a configured `RaySandboxes`)."""
+    if not all(callable(getattr(value, name, None)) for name in ("create", "connect", "list")):
+        raise InvalidArgumentException("backend must be 'local', 'processes[:N]', 'ray[:address]' "
+                                       f"or a Sandboxes object, got {value!r}")
+    sandboxes: Sandboxes = value
+    return sandboxes
+
+
+def sandboxes_for(choice: BackendChoice) -> Sandboxes:
+    """The `Sandboxes` a parsed backend name stands for (pools and Ray: one per process)."""
+    if choice.kind == "processes":
+        from ._pool.pool import pool_for
+
+        return pool_for(choice.workers)
+    if choice.kind == "ray":
+        from ._ray.sandboxes import ray_sandboxes
+
+        return ray_sandboxes(choice.address)
     from ._local.sandbox import LocalSandboxes
 
     return LocalSandboxes()
 
 
+def _home_of(sandbox_id: str) -> Optional[Sandboxes]:
+    """The pool or Ray backend of this process that made (or met) this sandbox, if any."""
+    from ._pool.pool import home_of
+
+    home: Optional[Sandboxes] = home_of(sandbox_id)
+    if home is None and "ray" in sys.modules:  # only a process that uses Ray can know a Ray id
+        from ._ray.sandboxes import home_of as ray_home_of
+
+        home = ray_home_of(sandbox_id)
+    return home
+
+
 def create_request(template: Optional[str], timeout: Optional[float],
                    metadata: Optional[dict[str, str]], envs: Optional[dict[str, str]],
-                   limits: Optional[Limits], extra: dict[str, Any]) -> CreateSandbox:
-    """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
+                   options: dict[str, Any], extra: dict[str, Any]) -> CreateSandbox:
+    """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox).
+    `options` holds the keyword-only parameters; config objects become declaw's JSON shapes. The
+    network's arguments are checked here too, once (docs/egress.md); secret values, a vault and
+    the policy object stay in this process (`_host_only`)."""
+    from ._egress.create import plan_from_create, security_policy
+
     _args.create_params(extra)
+    limits = options.get("limits")
     if limits is not None and not isinstance(limits, Limits):
         limits = Limits.model_validate(limits)
+    security = _args.security(options.get("security"))
+    allow = options.get("allow_internet_access", True)
+    vault_refs = options.get("vault_refs")
     # every field checked: constructed, not validated again (see commands.py's `run`)
-    return CreateSandbox.model_construct(
+    request = CreateSandbox.model_construct(
         template=_args.template(template), timeout=None if timeout is None else _args.lifetime(timeout),
-        metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs), limits=limits)
+        metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs), limits=limits,
+        secure=bool(options.get("secure", True)), allow_internet_access=allow, security=security,
+        network=_args.network(options.get("network"), allow, security),
+        lifecycle=_args.lifecycle(options.get("lifecycle")), volumes=_args.volumes(options.get("volumes")),
+        vault_refs=None if vault_refs is None else _args.string_map(vault_refs, "vault_refs"))
+    host_only = {k: options.get(k) for k in ("secrets", "vault", "security") if options.get(k) is not None}
+    plan_from_create({"network": options.get("network"), "allow_internet_access": allow,  # refuses a bad
+                      "secrets": options.get("secrets"), "vault_refs": vault_refs,       # policy or
+                      "vault": options.get("vault")}, security_policy(options.get("security")))  # secret now
+    request._host_only = host_only
+    return request
 
 
 class instance_or_id:
@@ -75,7 +149,7 @@ class instance_or_id:
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
             try:
-                backend = backend_for(kwargs).connect(sandbox_id)
+                backend = backend_for(kwargs, sandbox_id).connect(sandbox_id)
             except SandboxNotFoundException:
                 if self.if_missing is instance_or_id._RAISE:
                     raise
@@ -88,42 +162,106 @@ class instance_or_id:
 class Sandbox:
     """A sandbox. Create one with `Sandbox.create()`."""
 
+    default_template = "code-interpreter"
+    default_sandbox_timeout = 300
+
     def __init__(self, backend: SandboxBackend) -> None:
         self._backend = backend
         self.files = Filesystem(backend)
         self.commands = Commands(backend)
         self.pty = Pty(backend)
+        self.stdio = Stdio(backend)
 
     @classmethod
     def create(cls, template: Optional[str] = None, timeout: Optional[float] = None,
-               metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None,
-               limits: Optional[Limits] = None, **e2b_params: Any) -> "Sandbox":
+               metadata: Optional[dict[str, str]] = None, envs: Optional[dict[str, str]] = None, *,
+               vault_refs: Optional[dict[str, str]] = None, secure: bool = True,
+               allow_internet_access: bool = True, network: Any = None, security: Any = None,
+               lifecycle: Any = None, volumes: Optional[List[Any]] = None,
+               api_key: Optional[str] = None, domain: Optional[str] = None,
+               request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
+               secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+               **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
-        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server."""
-        sandboxes = backend_for(e2b_params)
-        return cls(sandboxes.create(create_request(template, timeout, metadata, envs, limits, e2b_params)))
+        has not). With `domain=` or DECLAW_DOMAIN, it is made on that server.
+
+        declaw's parameters, keyword-only after `envs` (declaw's, E2B's and our fifth positional
+        parameters differ): `network`, `allow_internet_access`, `security` (a policy object
+        with `to_dict()`, or a dict), `lifecycle`, `volumes` and `vault_refs` are carried to
+        the backend as declaw's JSON (docs/differences.md says what is enforced). The network
+        (docs/egress.md): `network={"allow_out": [...], "deny_out": [...]}`,
+        `allow_internet_access=False`, `secrets={"NAME": Secret(value, hosts=[...])}` and
+        `vault_refs={"NAME": "vault secret name"}` (from `vault=`, default the process's Vault):
+        the guest sees placeholders, the host injects the values for the secrets' hosts only."""
+        options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
+                   "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
+                   "limits": limits, "secrets": secrets, "vault": vault}
+        sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
+        return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 
     @classmethod
     def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":
         """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B)."""
-        sandboxes = backend_for(e2b_params)
+        sandboxes = backend_for(e2b_params, sandbox_id)
         return cls(sandboxes.connect(sandbox_id, None if timeout is None else _args.lifetime(timeout)))
 
     @classmethod
-    def list(cls, **e2b_params: Any) -> "SandboxPaginator":
+    def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
+             next_token: Optional[str] = None, api_key: Optional[str] = None,
+             domain: Optional[str] = None, request_timeout: Optional[float] = None,
+             **e2b_params: Any) -> "SandboxPaginator":
         """The live sandboxes of this process (or of the server, in remote mode), newest first
-        (E2B's paginator shape)."""
-        return SandboxPaginator(backend_for(e2b_params).list())
+        (E2B's `order="asc"`: oldest first), filtered by `query` (E2B's `SandboxQuery`: metadata,
+        state). The answer is E2B's paginator (`has_next`, `next_items()`, iteration) and also
+        reads as declaw's dict (`["sandboxes"]`: the first page, `["next_token"]`)."""
+        order = e2b_params.pop("order", None)
+        backend = e2b_params.pop("backend", None)
+        _args.list_params(e2b_params)
+        found = [i for i in backend_for({"api_key": api_key, "domain": domain, "backend": backend}).list()
+                 if query is None or _query(query).matches(i)]
+        if order == "asc":
+            found.reverse()
+        return SandboxPaginator(found, limit=_args.page_limit(limit), next_token=next_token)
 
     @property
     def sandbox_id(self) -> str:
         return self._backend.sandbox_id
 
     @instance_or_id.returning(False)
-    def kill(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
-        """Stop everything in the sandbox and delete its files. False if it was already gone."""
+    def kill(self, request_timeout: Optional[float] = None, *, wait: bool = False, **e2b_params: Any) -> bool:
+        """Stop everything in the sandbox and delete its files (done before the call returns,
+        `wait` or not). False if it was already gone."""
         return self._backend.kill()
+
+    @classmethod
+    def kill_by_id(cls, sandbox_id: str, *, wait: bool = False, connection_config: Any = None,
+                   request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+        """declaw's kill of a sandbox by id; False if there is none."""
+        kill: Callable[..., bool] = cls.kill
+        return kill(sandbox_id, **_where(connection_config, e2b_params))
+
+    @classmethod
+    def kill_many(cls, sandbox_ids: List[str], *, wait: bool = False, connection_config: Any = None,
+                  request_timeout: Optional[float] = None, **e2b_params: Any) -> Dict[str, Dict[str, Any]]:
+        """Kill several sandboxes: per id `{"killed": True}` (declaw's `{"queued": True}` without
+        `wait`, though the kill is done either way) or `{"error": "..."}`."""
+        results: Dict[str, Dict[str, Any]] = {}
+        where = _where(connection_config, e2b_params)
+        for sandbox_id in dict.fromkeys(sandbox_ids):
+            try:
+                killed = cls.kill_by_id(sandbox_id, **where)
+            except SandboxException as exc:
+                results[sandbox_id] = {"error": str(exc)}
+                continue
+            results[sandbox_id] = ({"killed": True} if wait else {"queued": True}) if killed else \
+                {"error": "sandbox not found"}
+        return results
+
+    def get_metrics(self, start: Optional[datetime] = None, end: Optional[datetime] = None,
+                    request_timeout: Optional[float] = None) -> List[SandboxMetrics]:
+        """declaw's metrics: one sample, now (memory of the live guests, disk use, CPU)."""
+        return [self._backend.metrics()]
 
     @instance_or_id
     def set_timeout(self, timeout: float, request_timeout: Optional[float] = None,
@@ -136,6 +274,13 @@ class Sandbox:
 
     def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return self._backend.is_running()
+
+    def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
+        """The sandbox's outbound events (`AuditEvent`s), oldest first: every name lookup,
+        connection and HTTP request, allowed or denied, with the rule that decided
+        (docs/egress.md, "Audit"). declaw has no client API for this; its `AuditEntry` fields are
+        a subset."""
+        return self._backend.audit_events()
 
     # -- the code interpreter (E2B's e2b_code_interpreter.Sandbox) ------------------------------
     def run_code(self, code: str, language: Optional[str] = None,
@@ -196,23 +341,74 @@ def _context_id(context: Any) -> str:
     return found
 
 
-class SandboxPaginator:
-    """E2B's `SandboxPaginator`: `has_next`, `next_items()`; here one page holds everything."""
+def _query(query: Any) -> SandboxQuery:
+    """E2B's or declaw's query object (or a dict) as ours."""
+    if isinstance(query, SandboxQuery):
+        return query
+    found = _args.config(query, "query") if not hasattr(query, "metadata") else \
+        {k: getattr(query, k, None) for k in ("metadata", "state", "started_after", "template")}
+    try:
+        return SandboxQuery.model_validate({k: v for k, v in (found or {}).items() if v is not None})
+    except ValueError as exc:
+        raise InvalidArgumentException(f"bad query: {exc}") from None
 
-    def __init__(self, items: List[SandboxInfo]) -> None:
-        self._items: Optional[List[SandboxInfo]] = items
-        self.next_token: Optional[str] = None
+
+def _where(connection_config: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """declaw's `connection_config` (api_key, domain) as keyword arguments."""
+    where: dict[str, Any] = {k: params.pop(k) for k in ("api_key", "domain") if k in params}
+    if connection_config is not None:
+        where.setdefault("api_key", getattr(connection_config, "api_key", None))
+        domain = getattr(connection_config, "api_url", None) or getattr(connection_config, "domain", None)
+        where.setdefault("domain", domain)
+    return where
+
+
+class SandboxPaginator:
+    """E2B's `SandboxPaginator` (`has_next`, `next_token`, `next_items()`, iteration over the
+    sandboxes) that also reads as declaw's `Sandbox.list()` dict: `["sandboxes"]` is the first
+    page, `["next_token"]` the token after it."""
+
+    def __init__(self, items: List[SandboxInfo], limit: Optional[int] = None,
+                 next_token: Optional[str] = None) -> None:
+        self._items = items
+        self._limit = limit
+        self._offset = int(next_token) if next_token and next_token.isdigit() else 0
+        self._first = self._page(self._offset)
+        self.next_token: Optional[str] = str(self._offset) if self._offset else None
+        self._done = False
+
+    def _page(self, offset: int) -> tuple[List[SandboxInfo], Optional[str]]:
+        end = len(self._items) if self._limit is None else offset + self._limit
+        return self._items[offset:end], (str(end) if end < len(self._items) else None)
 
     @property
     def has_next(self) -> bool:
-        return self._items is not None
+        return not self._done
 
     def next_items(self, **e2b_params: Any) -> List[SandboxInfo]:
-        if self._items is None:
+        if self._done:
             raise Exception("No more items to fetch")
-        items, self._items = self._items, None
+        items, self.next_token = self._page(self._offset)
+        self._offset += len(items)
+        self._done = self.next_token is None
         return items
 
     def __iter__(self) -> Iterator[SandboxInfo]:
         while self.has_next:
             yield from self.next_items()
+
+    # -- declaw's dict shape ------------------------------------------------------------------
+    def _as_dict(self) -> dict[str, Any]:
+        return {"sandboxes": self._first[0], "next_token": self._first[1]}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._as_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._as_dict().get(key, default)
+
+    def keys(self) -> Any:
+        return self._as_dict().keys()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._as_dict()

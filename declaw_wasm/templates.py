@@ -109,6 +109,18 @@ class Template:
         return _build(template, alias)
 
 
+class TemplateBase(Template):
+    """declaw's builder name. As declaw does, `run_cmd(["pip3", "install", "x"])` is ONE command
+    line, its words joined by spaces (E2B's `Template.run_cmd` takes a list as several
+    commands); `from_base_image(image)` starts from `base` (there are no container images)."""
+
+    def run_cmd(self, command: Union[str, list[str]]) -> "Template":
+        return super().run_cmd(command if isinstance(command, str) else " ".join(command))
+
+    def from_base_image(self, image: str = "ubuntu:22.04") -> "Template":
+        return self.from_template("base")
+
+
 def delete_template(name: str) -> bool:
     """Remove a custom template; False if there was none of that name."""
     if name in BUILTIN_TEMPLATES or not NAME_RE.fullmatch(name or ""):

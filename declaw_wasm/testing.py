@@ -89,3 +89,8 @@ def parked_hits() -> int:
     from ._local.parking import parking
 
     return parking.hits
+
+
+def egress_of(sbx: Any) -> Any:
+    """The sandbox's egress session (its network: resolver, connections, guard hook, audit)."""
+    return local(sbx).egress

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 from ._model import Model
 
@@ -23,43 +23,94 @@ from .charts import deserialize_chart
 from .exceptions import AuthenticationException, SandboxException, TimeoutException
 from .execution import ExecutionError, Result
 from .limits import Limits
+from .models import SandboxInfo
 
 API_KEY_HEADER = "X-API-Key"
+# What only our own clients use (our NDJSON streams of commands and cells, code contexts, the
+# PTY's WebSocket, a watch's events) lives under this prefix; everything declaw's SDKs call is
+# at declaw's own paths. A prefix naming the project cannot collide with a route declaw adds
+# later (its routes are top-level nouns: /sandboxes, /volumes, /templates, /teams, ...) and says
+# in any log line whose route it is.
+PREFIX = "/declaw-wasm"
 # Exceptions the server reports by name; the SDK raises the same class.
 EXCEPTIONS: dict[str, type[Exception]] = {
     name: cls for name, cls in vars(exceptions).items()
     if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == exceptions.__name__
 }
-STATUS = {  # HTTP status per exception (E2B's envd codes where it has one)
-    "InvalidArgumentException": 400, "AuthenticationException": 401,
+# HTTP status per exception: the codes declaw's SDKs map back to the same exceptions (400/422
+# InvalidArgument, 401/403 Authentication, 404 NotFound, 408 Timeout, 409 Conflict, 413
+# NotEnoughSpace, 429 RateLimit). 5xx only for what is unexpected: declaw's clients retry 5xx.
+STATUS = {
+    "InvalidArgumentException": 400, "TemplateException": 400, "BuildException": 400,
+    "CommandExitException": 400, "AuthenticationException": 401,
     "NotFoundException": 404, "FileNotFoundException": 404, "SandboxNotFoundException": 404,
-    "RateLimitException": 429, "TimeoutException": 504, "NotEnoughSpaceException": 507,
-    "TemplateException": 400, "SandboxException": 500,
+    "TimeoutException": 408, "ConflictException": 409, "NotEnoughSpaceException": 413,
+    "RateLimitException": 429, "SandboxException": 500,
 }
 
 
 class _Body(Model):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are ignored, as declaw's server does (its SDKs send
+    fields such as `user` and `secure` that mean nothing here)."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class CreateSandbox(_Body):
+    """declaw's `POST /sandboxes` body (its field names and JSON shapes) plus our `limits`.
+    `network`, `security`, `lifecycle`, `volumes` and `vault_refs` travel to the backend as
+    data; docs/differences.md says which of them are enforced."""
+
     template: Optional[str] = None
     timeout: Optional[float] = None
     metadata: Optional[dict[str, str]] = None
     envs: Optional[dict[str, str]] = None
     limits: Optional[Limits] = None
+    secure: bool = True
+    allow_internet_access: Optional[bool] = None
+    network: Optional[dict[str, Any]] = Field(None, description="declaw's SandboxNetworkOpts as JSON "
+                                              "(allow_out, deny_out, ...)")
+    security: Optional[dict[str, Any]] = Field(None, description='{"policy_json": "<SecurityPolicy JSON>"}')
+    lifecycle: Optional[dict[str, Any]] = Field(None, description="{on_timeout, auto_resume}")
+    volumes: Optional[list[dict[str, Any]]] = None
+    vault_refs: Optional[dict[str, str]] = None
+    # In-process arguments that never travel (secret values, a Vault object, the security policy
+    # object): the faces put them here for the local backend; a remote backend refuses secret
+    # values and vaults (docs/egress.md) and sends the rest as the JSON fields above.
+    _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
 
 class SetTimeout(_Body):
     timeout: float
 
 
-class Connect(_Body):
-    timeout: Optional[float] = None
-
-
 class Killed(Model):
+    """A kill's answer: `killed` (done), and declaw's `queued` for `?async=true` (here a kill
+    is done before the answer, so both say the same)."""
+
     killed: bool
+    queued: Optional[bool] = None
+
+
+class KillMany(_Body):
+    sandbox_ids: list[str] = Field(max_length=10_000)
+
+
+class KillManyResults(Model):
+    """Per id: `{"killed": true}` (or `{"queued": true}` for `?async=true`) or `{"error": ...}`."""
+
+    results: dict[str, dict[str, Any]]
+
+
+class Status(Model):
+    is_running: bool
+
+
+class SandboxList(Model):
+    """`GET /sandboxes`: declaw's page shape (one page holds every match here)."""
+
+    sandboxes: list[SandboxInfo]
+    next_token: Optional[str] = None
 
 
 class Exists(Model):
@@ -79,7 +130,45 @@ class MakeDir(_Body):
     path: str
 
 
+class WriteText(_Body):
+    """`POST /sandboxes/{id}/files` (declaw's text write): `data` is the file's text (or, with
+    `encoding` "base64", its bytes)."""
+
+    path: str
+    data: str
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+    metadata: Optional[dict[str, str]] = None
+
+
+class BatchEntry(_Body):
+    path: str
+    data: str
+
+
+class WriteBatch(_Body):
+    """`POST /sandboxes/{id}/files/batch`: text files, written in order."""
+
+    files: list[BatchEntry] = Field(max_length=10_000)
+    metadata: Optional[dict[str, str]] = None
+
+
+class Watch(_Body):
+    path: str
+    recursive: bool = False
+    include_entry: bool = False
+
+
+class Watching(Model):
+    """A watch's id: its events come from `GET {PREFIX}/sandboxes/{id}/watchers/{watcher_id}`."""
+
+    watcher_id: str
+
+
 class RunCommand(_Body):
+    """`POST /sandboxes/{id}/commands` (declaw's: JSON `CommandResult`, or `{pid}` with
+    `background`), `POST .../commands/stream` (SSE) and `POST {PREFIX}/sandboxes/{id}/commands`
+    (our NDJSON stream). declaw's `user` and `stream` fields are accepted and ignored."""
+
     cmd: str
     envs: Optional[dict[str, str]] = None
     cwd: Optional[str] = None
@@ -96,17 +185,40 @@ class Stdin(_Body):
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
-class CreatePty(_Body):
-    rows: int = Field(24, gt=0, le=10000)
+class TerminalSize(_Body):
     cols: int = Field(80, gt=0, le=10000)
+    rows: int = Field(24, gt=0, le=10000)
+
+
+class CreatePty(_Body):
+    """`POST /sandboxes/{id}/pty` (declaw's shape)."""
+
+    size: TerminalSize = TerminalSize()
     cwd: Optional[str] = None
     envs: Optional[dict[str, str]] = None
     timeout: Optional[float] = Field(60.0, description="seconds; 0 or null: none")
 
 
 class Resize(_Body):
-    rows: int = Field(gt=0, le=10000)
-    cols: int = Field(gt=0, le=10000)
+    """`PATCH /sandboxes/{id}/pty/{pid}`."""
+
+    size: TerminalSize
+
+
+class StartStdio(_Body):
+    """`POST /sandboxes/{id}/stdio`: a process with an open stdin pipe (MCP/LSP servers)."""
+
+    cmd: str
+    envs: Optional[dict[str, str]] = None
+    cwd: Optional[str] = None
+
+
+class StdioStarted(Model):
+    cmd_id: str
+
+
+class StdioStdin(_Body):
+    data: str = Field(description="base64")
 
 
 class Pid(Model):
@@ -127,11 +239,13 @@ class CreateContext(_Body):
 
 
 class ErrorBody(Model):
-    """Every error response: the SDK exception's class name and message (a command's timeout
-    also carries the output so far)."""
+    """Every error response: the SDK exception's class name (`error`, which our SDKs raise), its
+    message and declaw's machine-readable `code` (declaw's SDKs read `message` and `code`); a
+    command's timeout also carries the output so far."""
 
     error: str
     message: str
+    code: str = ""
     stdout: Optional[str] = None
     stderr: Optional[str] = None
 
@@ -223,7 +337,39 @@ class StdinMessage(_Message):
     data: str
 
 
-# POST /sandboxes/{id}/commands and GET .../commands/{pid}/events (NDJSON): a start line, output
+# -- Server-Sent Events (declaw's streams): `event: <name>` and `data: <one of these as JSON>` --
+class StreamOutput(_Message):
+    """`POST /sandboxes/{id}/commands/stream`: one line of output, without its newline
+    (events `stdout`/`stderr`), then `StreamExit` (event `exit`) or `StreamError` (`error`)."""
+
+    type: Literal["stdout", "stderr"]
+    data: str
+
+
+class StreamExit(_Message):
+    exit_code: int
+
+
+class StreamError(_Message):
+    error: str
+
+
+class PtyData(_Message):
+    """`GET /sandboxes/{id}/pty/{pid}/stream`: event `data` (the terminal's bytes, base64),
+    then event `exit` (`StreamExit`)."""
+
+    data: str
+
+
+class StdioChunk(_Message):
+    """`GET /sandboxes/{id}/stdio/{cmd_id}/stream[?last_entry_id=]`: events `stdout`/`stderr`
+    (`entry_id` counts from 1; a stream resumes after `last_entry_id`), then event `exit`."""
+
+    entry_id: int
+    data: str
+
+
+# POST {PREFIX}/sandboxes/{id}/commands and GET {PREFIX}/.../commands/{pid}/events (NDJSON): a start line, output
 # lines, then an end or exception line.
 CommandLine = Annotated[Union[StartLine, OutputLine, PtyLine, EndLine, ExceptionLine],
                         Field(discriminator="type")]
@@ -242,12 +388,18 @@ CELL_LINES: TypeAdapter[Any] = TypeAdapter(CellLine, config=_DEFERRED)
 PTY_CONTROL: TypeAdapter[Any] = TypeAdapter(PtyControl, config=_DEFERRED)
 PTY_END: TypeAdapter[Any] = TypeAdapter(PtyEnd, config=_DEFERRED)
 STREAMED = [StartLine, OutputLine, PtyLine, EndLine, ExceptionLine, CellLogLine, CellResultLine,
-            CellErrorLine, ExecutionCountLine, EndOfExecutionLine, ResizeMessage, StdinMessage]
+            CellErrorLine, ExecutionCountLine, EndOfExecutionLine, ResizeMessage, StdinMessage,
+            StreamOutput, StreamExit, StreamError, PtyData, StdioChunk]
 
 
 def line(message: BaseModel) -> bytes:
     """One NDJSON line."""
     return message.model_dump_json(exclude_none=True).encode() + b"\n"
+
+
+def sse(event: str, message: BaseModel) -> bytes:
+    """One Server-Sent Event."""
+    return f"event: {event}\ndata: {message.model_dump_json(exclude_none=True)}\n\n".encode()
 
 
 def exception_line(exc: BaseException) -> ExceptionLine:
@@ -256,7 +408,8 @@ def exception_line(exc: BaseException) -> ExceptionLine:
 
 def error_body(exc: BaseException) -> ErrorBody:
     name = type(exc).__name__ if type(exc).__name__ in EXCEPTIONS else "SandboxException"
-    body = ErrorBody(error=name, message=str(exc))
+    code = getattr(exc, "code", "") if isinstance(exc, SandboxException) else ""
+    body = ErrorBody(error=name, message=str(exc), code=code or "sandbox_error")
     if isinstance(exc, TimeoutException):
         body.stdout, body.stderr = exc.stdout, exc.stderr
     return body
@@ -277,5 +430,9 @@ def exception_from(body: Any, status: int = 500) -> Exception:
     if cls is None:
         return SandboxException(f"{body['error']}: {message}")
     if cls is TimeoutException:
-        return TimeoutException(message, body.get("stdout") or "", body.get("stderr") or "")
-    return cls(message)
+        exc: Exception = TimeoutException(message, body.get("stdout") or "", body.get("stderr") or "")
+    else:
+        exc = cls(message)
+    if isinstance(exc, SandboxException) and isinstance(body.get("code"), str) and body["code"]:
+        exc.code = body["code"]
+    return exc

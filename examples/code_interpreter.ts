@@ -2,7 +2,7 @@
 // Run it against `declaw-wasm serve` with DECLAW_DOMAIN (and DECLAW_API_KEY) set:
 //   cd sdk-ts && npm run example
 
-import { Sandbox } from "@declaw/sdk";
+import { Sandbox } from "declaw-wasm";
 
 const SNIPPETS = [
   // 1. SymPy: solve a linear system

@@ -560,8 +560,11 @@ def patch_on_import(name, patch):
 
 
 def _install_import_patches():
-    """Patch modules that assume what WASI lacks: asyncio (no socketpair), http.client (no
-    ssl)."""
+    """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
+    door, runtime/declaw_net), asyncio (no socketpair), http.client (no ssl)."""
+    import declaw_net
+
+    declaw_net.install(patch_on_import)
     patch_on_import("asyncio", _patch_asyncio)
     patch_on_import("http.client", _patch_http_client)
 

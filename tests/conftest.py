@@ -2,13 +2,14 @@
 
 Every test runs on both guest paths: "warm" (the snapshot, the default) and "cold" (the plain
 module, DECLAW_WASM_SNAPSHOT=0), which must behave the same. Tests marked `served` also run
-through `declaw-wasm serve` (see "served mode" below).
+through `declaw-wasm serve`, in a process pool and on a Ray cluster (see "backends" below).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -43,11 +44,14 @@ def local_sbx(guest_path: str) -> Iterator[Sandbox]:
     sandbox.kill()
 
 
-# -- served mode: the same tests through `declaw-wasm serve` and the remote SDK ------------------
-# A test (or module, via `pytestmark`) marked `served` runs twice: on an in-process sandbox and on
-# one made through a server running in this process. Served runs use the warm path only: the
-# server and the wire are the same host code on both paths.
-MODES = ["in-process", "served"]
+# -- backends: the same tests through `declaw-wasm serve`, a process pool and Ray --------------
+# A test (or module, via `pytestmark`) marked `served` runs on every backend: in-process, through
+# a server running in this process (remote mode), in a pool of two worker processes, and on a
+# two-node Ray cluster started here (when Ray is installed: `pip install -e '.[test,ray]'`).
+# Those runs use the warm path only: the server, the pool and Ray are the same host code on both.
+RAY = importlib.util.find_spec("ray") is not None
+MODES = ["in-process", "served", "processes"] + (["ray"] if RAY else [])
+POOL = "processes:2"
 API_KEY = "test-key-" + os.urandom(8).hex()
 UPLOAD_LIMIT = 8 << 20  # the test server's upload limit (tests/test_server.py goes past it)
 
@@ -58,12 +62,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Served runs on the cold path are deselected (see above)."""
+    """Runs on other backends on the cold path are deselected (see above)."""
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        cold_served = params.get("mode") == "served" and params.get("guest_path") == "cold"
-        (drop if cold_served else keep).append(item)
+        cold_elsewhere = params.get("mode", "in-process") != "in-process" and params.get("guest_path") == "cold"
+        (drop if cold_elsewhere else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -102,10 +106,78 @@ def served_sbx(server_url: str) -> Iterator[Sandbox]:
     sandbox.kill()
 
 
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A two-node Ray cluster on this machine (`ray.cluster_utils.Cluster`), two logical CPUs a
+    node, with one sandbox host (actor) per node; this process is its driver. Every Ray address
+    stays on loopback (Ray's switch for single-machine clusters)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    from declaw_wasm._ray.sandboxes import keep_wasm_traps, ray_sandboxes
+
+    keep_wasm_traps()  # guests trap in this process too (docs/scale.md)
+
+    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    ray_sandboxes(None, hosts=2)  # the backend `backend="ray"` names from now on
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def where(request: pytest.FixtureRequest) -> Callable[[str], dict[str, Any]]:
+    """The keyword arguments that put a sandbox (or a by-id call) on a mode's backend."""
+    def arguments(mode: str) -> dict[str, Any]:
+        if mode == "served":
+            return {"domain": request.getfixturevalue("server_url"), "api_key": API_KEY}
+        if mode == "processes":
+            return {"backend": POOL}
+        if mode == "ray":
+            request.getfixturevalue("ray_cluster")
+            return {"backend": "ray"}
+        return {}
+    return arguments
+
+
+@pytest.fixture
+def make(mode: str, where: Callable[[str], dict[str, Any]]) -> Callable[..., Sandbox]:
+    """Make a sandbox on the test's backend: `make(timeout=..., envs=...)`."""
+    def create(**arguments: Any) -> Sandbox:
+        if mode != "in-process":
+            os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+        return Sandbox.create(**where(mode), **arguments)
+    return create
+
+
+@pytest.fixture(scope="session")
+def pool_sbx(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
+    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    sandbox = Sandbox.create(timeout=3600, **where("processes"))
+    yield sandbox
+    sandbox.kill()
+
+
+@pytest.fixture(scope="session")
+def ray_sbx(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
+    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    sandbox = Sandbox.create(timeout=3600, **where("ray"))
+    yield sandbox
+    sandbox.kill()
+
+
+SHARED = {"in-process": "local_sbx", "served": "served_sbx", "processes": "pool_sbx", "ray": "ray_sbx"}
+
+
 @pytest.fixture
 def sbx(mode: str, request: pytest.FixtureRequest) -> Sandbox:
-    """The shared sandbox: in-process, or (for tests marked `served`) through the server too."""
-    return request.getfixturevalue("served_sbx" if mode == "served" else "local_sbx")
+    """The shared sandbox: in-process, or (for tests marked `served`) on every backend."""
+    return request.getfixturevalue(SHARED[mode])
 
 
 @pytest.fixture

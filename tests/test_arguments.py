@@ -1,5 +1,6 @@
 """Bad arguments are refused the same way wherever the sandbox runs: in this process and through
-`declaw-wasm serve` (remote mode), the same call raises the same exception class."""
+`declaw-wasm serve` (remote mode), in a process pool and on Ray, the same call raises the same
+exception class."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import API_KEY  # tests/ is on sys.path
 from declaw_wasm import (FileNotFoundException, InvalidArgumentException, NotFoundException, PtySize,
                          Sandbox, SandboxNotFoundException)
 
@@ -33,6 +33,14 @@ CALLS: dict[str, tuple[Callable[[Sandbox], Any], type[Exception]]] = {
     "unknown context": (lambda s: s.run_code("1", context="no-such-context"), InvalidArgumentException),
     "negative lifetime": (lambda s: s.set_timeout(-1), InvalidArgumentException),
     "no such command": (lambda s: s.commands.connect(99999), NotFoundException),
+    "metadata key not a token": (lambda s: s.files.write("/tmp/m", "x", metadata={"a b": "c"}),
+                                 InvalidArgumentException),
+    "metadata value not ASCII": (lambda s: s.files.write("/tmp/m", "x", metadata={"k": "é"}),
+                                 InvalidArgumentException),
+    "watch a file": (lambda s: s.files.watch_dir("/etc/hostname"), InvalidArgumentException),
+    "watch a missing folder": (lambda s: s.files.watch_dir("/tmp/no-such-dir"), FileNotFoundException),
+    "write entry without data": (lambda s: s.files.write_files([{"path": "/tmp/w"}]), InvalidArgumentException),
+    "stdio cmd not a string": (lambda s: s.stdio.start(3), InvalidArgumentException),
 }
 
 
@@ -51,19 +59,21 @@ CREATES: dict[str, tuple[dict[str, Any], type[Exception]]] = {
     "zero lifetime": ({"timeout": 0}, InvalidArgumentException),
     "empty env name": ({"envs": {"": "x"}}, InvalidArgumentException),
     "metadata not strings": ({"metadata": {"a": 1}}, InvalidArgumentException),
+    "security not a policy": ({"security": 3}, InvalidArgumentException),
+    "policy_json not an object": ({"security": {"policy_json": "[1]"}}, InvalidArgumentException),
+    "allow_internet_access not a bool": ({"allow_internet_access": "no"}, InvalidArgumentException),
+    "volumes not a list": ({"volumes": "v"}, InvalidArgumentException),
 }
 
 
 @pytest.mark.parametrize("case", CREATES)
-def test_the_same_bad_create_raises_the_same_exception(mode: str, make_served: Any, case: str) -> None:
+def test_the_same_bad_create_raises_the_same_exception(make: Any, case: str) -> None:
     arguments, expected = CREATES[case]
-    create = make_served if mode == "served" else Sandbox.create
     with pytest.raises(expected):
-        create(**arguments).kill()
+        make(**arguments).kill()
 
 
-def test_an_unknown_sandbox_is_not_found_both_ways(mode: str, make_served: Any, server_url: str) -> None:
-    where = {"domain": server_url, "api_key": API_KEY} if mode == "served" else {}
+def test_an_unknown_sandbox_is_not_found_both_ways(mode: str, where: Any) -> None:
     with pytest.raises(SandboxNotFoundException):
-        Sandbox.connect("sbx_" + "0" * 32, **where)
-    assert Sandbox.kill("sbx_" + "0" * 32, **where) is False
+        Sandbox.connect("sbx_" + "0" * 32, **where(mode))
+    assert Sandbox.kill("sbx_" + "0" * 32, **where(mode)) is False

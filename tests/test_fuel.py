@@ -67,8 +67,17 @@ def test_a_cell_has_its_budget_and_the_context_restarts_after_it(budget_sbx: San
     assert any("CPU budget" in line for line in after.logs.stderr)
 
 
+def test_the_metrics_add_up_the_use(budget_sbx: Sandbox) -> None:
+    before = budget_sbx.get_metrics()[-1].cpu_instructions_used or 0
+    command = budget_sbx.commands.run("python3 -c 'sum(range(10**5))'").cpu_instructions_used or 0
+    cell = budget_sbx.run_code("sum(range(10**5))").cpu_instructions_used or 0
+    after = budget_sbx.get_metrics()[-1].cpu_instructions_used or 0
+    assert command > 0 and cell > 0 and after - before == command + cell
+
+
 def test_sandboxes_without_a_cpu_limit_report_no_use(local_sbx: Sandbox) -> None:
     assert local_sbx.commands.run("true").cpu_instructions_used is None
+    assert local_sbx.get_metrics()[-1].cpu_instructions_used is None
 
 
 def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -> None:

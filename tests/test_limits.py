@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from declaw_wasm import Limits, RateLimitException, Sandbox
+from declaw_wasm import CommandExitException, Limits, RateLimitException, Sandbox
 
 
 def test_memory_limit_is_a_memory_error_in_the_guest() -> None:
@@ -27,7 +27,8 @@ def test_running_commands_per_sandbox_are_capped() -> None:
         with pytest.raises(RateLimitException, match="max_processes"):
             sandbox.commands.run("echo one too many")
         first.kill()
-        first.wait()
+        with pytest.raises(CommandExitException):
+            first.wait()
         assert sandbox.commands.run("echo room again").stdout == "room again\n"
 
 

@@ -1,94 +1,202 @@
-"""What makes commands and creates cheap must not show: a pooled sandbox is a sandbox like any
-other (its envs, metadata, lifetime, files), parked guests are bounded, and idle sandboxes cost
-no thread each (one timer serves every lifetime)."""
+"""The process pool (`backend="processes:N"`): crash isolation with a real pool of worker
+processes — a worker SIGKILLed mid-command takes only its own sandboxes, which fail fast; the
+pool replaces it; workers share the machine's compiled cache; the pool goes when its agent does.
+(The API itself runs on the pool in every module's `served` tests: tests/conftest.py.)"""
 
 from __future__ import annotations
 
+import io
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from declaw_wasm import Sandbox, SandboxException, TimeoutException, testing
-from declaw_wasm._local.parking import parking
+from declaw_wasm import InvalidArgumentException, Sandbox, SandboxException, SandboxNotFoundException
+from declaw_wasm._pool.pool import ProcessPool, pool_for
+from declaw_wasm.settings import cache_dir
+
+POOL = "processes:2"
 
 
-def _pooled(timeout: float = 60, **create: object) -> Sandbox:
-    """A sandbox handed out by the pool (creates until one is: the pool starts on the second
-    create of a template and refills once creates pause)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        sbx = Sandbox.create(timeout=timeout, **create)  # type: ignore[arg-type]
-        if "declaw-wasm-pool-" in testing.host_folder(sbx).name:
-            return sbx
-        sbx.kill()
-        time.sleep(0.3)
-    raise AssertionError("no sandbox came from the pool")
+@pytest.fixture(scope="module")
+def guest_path() -> str:
+    return "warm"  # the pool runs the same host code on both guest paths
 
 
-def test_a_pooled_sandbox_takes_its_envs_metadata_and_lifetime(guest_path: str) -> None:
-    sbx = _pooled(timeout=5, envs={"ONLY": "this one"}, metadata={"who": "pooled"})
+@pytest.fixture
+def pool() -> Iterator[ProcessPool]:
+    """A pool of the test's own (`backend=` takes the object), so that killing its workers
+    leaves the shared `processes:2` pool of the other tests alone."""
+    own = ProcessPool(2)
+    yield own
+    own.close()
+
+
+def _alive(pid: int) -> bool:
     try:
-        assert sbx.commands.run("echo $ONLY").stdout == "this one\n"
-        assert (sbx.run_code("import os; os.environ['ONLY']").text or "").strip("'") == "this one"
-        assert sbx.get_info().metadata == {"who": "pooled"}
-        assert sbx.sandbox_id in {i.sandbox_id for i in Sandbox.list()}
-        other = _pooled()
-        assert other.commands.run("echo ${ONLY:-unset}").stdout == "unset\n"
-        other.kill()
-        time.sleep(5.5)  # its lifetime counts from the create, not from when the pool made it
-        with pytest.raises((TimeoutException, SandboxException)):
-            sbx.commands.run("true")
-    finally:
-        sbx.kill()
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
-def test_pooled_sandboxes_do_not_show_until_handed_out(guest_path: str) -> None:
-    sbx = _pooled()
-    time.sleep(0.5)  # the pool makes the next ones meanwhile
-    listed = {i.sandbox_id for i in Sandbox.list()}
-    assert sbx.sandbox_id in listed
-    time.sleep(0.5)
-    assert {i.sandbox_id for i in Sandbox.list()} == listed
-    sbx.kill()
+def _until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
 
 
-def test_parked_guests_are_bounded(monkeypatch: pytest.MonkeyPatch, guest_path: str) -> None:
-    if guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
-    monkeypatch.setenv("DECLAW_WASM_PARKED", "2")
-    monkeypatch.setenv("DECLAW_WASM_POOL", "0")  # pooled sandboxes would park guests of their own
-    sandboxes = [Sandbox.create(timeout=120) for _ in range(4)]
+def test_sandboxes_spread_over_the_workers(pool: ProcessPool) -> None:
+    first, second = Sandbox.create(backend=pool), Sandbox.create(backend=pool)
     try:
-        for sbx in sandboxes:
-            testing.park(sbx)
-            assert parking.count() <= 2
-        assert all(s.commands.run("echo ok").stdout == "ok\n" for s in sandboxes)  # parked or not
+        assert pool.pid_of(first.sandbox_id) != pool.pid_of(second.sandbox_id)
+        assert {pool.pid_of(first.sandbox_id), pool.pid_of(second.sandbox_id)} <= {w.pid for w in pool.workers}
+        assert os.getpid() not in {pool.pid_of(first.sandbox_id)}
     finally:
-        for sbx in sandboxes:
-            sbx.kill()
+        first.kill()
+        second.kill()
 
 
-def test_idle_sandboxes_hold_no_thread_each(guest_path: str) -> None:
-    time.sleep(0.5)
-    before = threading.active_count()
-    sandboxes = [Sandbox.create(timeout=600) for _ in range(40)]
+def test_a_worker_killed_mid_command_fails_only_its_sandboxes_fast(pool: ProcessPool) -> None:
+    victim, bystander = Sandbox.create(backend=pool), Sandbox.create(backend=pool)
+    victim_pid, bystander_pid = pool.pid_of(victim.sandbox_id), pool.pid_of(bystander.sandbox_id)
+    assert victim_pid != bystander_pid
+    loop = "python3 -c 'import time\nfor i in range({n}):\n    print(i, flush=True); time.sleep(0.02)'"
+    doomed = victim.commands.run(loop.format(n=1000), background=True)
+    cell: dict[str, object] = {}
+    cell_thread = threading.Thread(target=lambda: cell.update(error=_raises(
+        lambda: victim.run_code("import time; time.sleep(30)"))))
+    cell_thread.start()
+    survivor = bystander.commands.run(loop.format(n=100), background=True)
+    _until(lambda: doomed._process.text("stdout").count("\n") > 3)
+
+    killed_at = time.monotonic()
+    os.kill(victim_pid, signal.SIGKILL)
+    with pytest.raises(SandboxException, match="worker process .* was killed by SIGKILL") as info:
+        doomed.wait()
+    assert time.monotonic() - killed_at < 1.0
+    assert victim.sandbox_id in str(info.value)
+    cell_thread.join(1.0)
+    assert isinstance(cell.get("error"), SandboxException)  # the cell in flight fails too
+    assert time.monotonic() - killed_at < 1.0
+    for call in (lambda: victim.commands.run("echo hi"), lambda: victim.files.read("/etc/hostname"),
+                 lambda: victim.run_code("1"), lambda: Sandbox.connect(victim.sandbox_id, backend=pool)):
+        with pytest.raises(SandboxException, match="worker process"):
+            call()
+    assert victim.is_running() is False and victim.kill() is False
+
+    result = survivor.wait()  # the other worker never noticed: every line arrived
+    assert result.stdout == "".join(f"{i}\n" for i in range(100))
+    assert bystander.commands.run("echo still here").stdout == "still here\n"
+    bystander.kill()
+
+    _until(lambda: all(w.dead is None and w.ready.is_set() for w in pool.workers), 60)
+    assert victim_pid not in {w.pid for w in pool.workers} and bystander_pid in {w.pid for w in pool.workers}
+    with Sandbox.create(backend=pool) as fresh:
+        assert fresh.commands.run("echo replaced").stdout == "replaced\n"
+
+
+def _raises(call) -> object:  # type: ignore[no-untyped-def]
     try:
-        time.sleep(0.5)
-        assert threading.active_count() - before < 10  # pooled ones' parked guests at most
-    finally:
-        for sbx in sandboxes:
-            sbx.kill()
+        call()
+    except Exception as exc:
+        return exc
+    return None
 
 
-def test_short_lifetimes_end_on_time_with_one_timer(guest_path: str) -> None:
-    short = [Sandbox.create(timeout=1 + i * 0.2) for i in range(5)]
-    long = Sandbox.create(timeout=60)
+def test_calls_by_id_find_the_pool_that_made_the_sandbox() -> None:
+    sbx = Sandbox.create(backend=POOL, metadata={"where": "pool"})
+    again = Sandbox.connect(sbx.sandbox_id)  # no backend=: the id's home is this process's pool
+    again.files.write("/tmp/by-id", "same")
+    assert sbx.files.read("/tmp/by-id") == "same"
+    assert Sandbox.get_info(sbx.sandbox_id).metadata == {"where": "pool"}
+    assert sbx.sandbox_id in [i.sandbox_id for i in Sandbox.list(backend=POOL)]
+    assert sbx.sandbox_id not in [i.sandbox_id for i in Sandbox.list()]  # in-process: not there
+    assert Sandbox.kill(sbx.sandbox_id) is True
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.connect(sbx.sandbox_id)
+
+
+def test_large_files_move_in_chunks_both_ways() -> None:
+    with Sandbox.create(backend=POOL) as sbx:
+        data = os.urandom(3 << 20) + b"tail"
+        sbx.files.write("/tmp/big.bin", io.BytesIO(data))
+        assert bytes(sbx.files.read("/tmp/big.bin", format="bytes")) == data
+        with sbx.files.read("/tmp/big.bin", format="stream") as stream:
+            assert next(iter(stream)) == data[:1 << 20]  # closed early: the worker's session ends
+        sbx.files.write("/tmp/big.txt", "é" * (5 << 20))
+        assert sbx.commands.run("wc -c /tmp/big.txt").stdout.split()[0] == str(10 << 20)
+
+
+def test_a_pty_and_stdin_cross_the_pipe() -> None:
+    from declaw_wasm import PtySize
+
+    with Sandbox.create(backend=POOL) as sbx:
+        handle = sbx.commands.run("read a; echo got $a", background=True, stdin=True)
+        handle.send_stdin("value\n")
+        assert handle.wait().stdout == "got value\n"
+        seen = bytearray()
+        pty = sbx.pty.create(PtySize(rows=24, cols=80), on_data=seen.extend)
+        sbx.pty.send_stdin(pty.pid, b"echo $((6*7))\n")
+        _until(lambda: b"42" in seen)
+        sbx.pty.send_stdin(pty.pid, b"exit\n")
+        assert pty.wait().exit_code == 0
+
+
+def test_workers_share_the_compiled_cache() -> None:
+    """A new pool's workers load the machine's compiled module: no worker compiles its own."""
+    compiled = cache_dir() / "compiled"
+    before = {p.name: p.stat().st_mtime_ns for p in compiled.iterdir()}
+    fresh = ProcessPool(2)
     try:
-        long.set_timeout(1.0)
-        long.set_timeout(30)  # extended: the earlier end must not fire
-        time.sleep(2.6)
-        assert not any(s.is_running() for s in short)
-        assert long.is_running()
+        sandboxes = [Sandbox.create(backend=fresh) for _ in range(2)]
+        assert len({fresh.pid_of(s.sandbox_id) for s in sandboxes}) == 2
+        assert all(s.commands.run("echo ok").stdout == "ok\n" for s in sandboxes)
+        assert {p.name: p.stat().st_mtime_ns for p in compiled.iterdir()} == before
     finally:
-        long.kill()
+        fresh.close()
+
+
+def test_the_workers_go_when_their_agent_dies(tmp_path: Path) -> None:
+    agent = subprocess.Popen(
+        [sys.executable, "-c",
+         "from declaw_wasm import Sandbox, testing\n"
+         "from declaw_wasm._pool.pool import pool_for\n"
+         "s = Sandbox.create(backend='processes:1')\n"
+         "print(pool_for(1).pid_of(s.sandbox_id), flush=True)\n"
+         "import time; time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
+    assert agent.stdout is not None
+    worker = int(agent.stdout.readline())
+    assert _alive(worker)
+    agent.kill()  # no atexit, no goodbye: the worker sees its socket close
+    agent.wait()
+    _until(lambda: not _alive(worker) or _zombie(worker), 10)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_backend_setting_and_its_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECLAW_DOMAIN", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("DECLAW_WASM_BACKEND", POOL)  # wins over DECLAW_DOMAIN
+    with Sandbox.create() as sbx:
+        assert pool_for(2).knows(sbx.sandbox_id)
+    with Sandbox.create(backend="local") as sbx:  # an explicit backend= wins over both
+        assert not pool_for(2).knows(sbx.sandbox_id)
+    for bad in ("processes:0", "processes:x", "threads", "local:3"):
+        with pytest.raises(InvalidArgumentException):
+            Sandbox.create(backend=bad)
+    monkeypatch.setenv("DECLAW_WASM_BACKEND", "nonsense")
+    with pytest.raises(InvalidArgumentException, match="DECLAW_WASM_BACKEND"):
+        Sandbox.create()

@@ -37,10 +37,25 @@ def served_ci(make_served) -> Iterator[Sandbox]:
     sandbox.kill()
 
 
+@pytest.fixture(scope="session")
+def pool_ci(where) -> Iterator[Sandbox]:
+    sandbox = Sandbox.create(timeout=3600, envs={"SANDBOX_WIDE": "yes"}, **where("processes"))
+    yield sandbox
+    sandbox.kill()
+
+
+@pytest.fixture(scope="session")
+def ray_ci(where) -> Iterator[Sandbox]:
+    sandbox = Sandbox.create(timeout=3600, envs={"SANDBOX_WIDE": "yes"}, **where("ray"))
+    yield sandbox
+    sandbox.kill()
+
+
 @pytest.fixture
 def ci(mode: str, request: pytest.FixtureRequest) -> Sandbox:
-    """The module's sandbox; tests marked `served` get one made through the server as well."""
-    return request.getfixturevalue("served_ci" if mode == "served" else "local_ci")
+    """The module's sandbox; tests marked `served` get one on every backend as well."""
+    return request.getfixturevalue({"served": "served_ci", "processes": "pool_ci",
+                                    "ray": "ray_ci"}.get(mode, "local_ci"))
 
 
 @pytest.mark.served

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from conftest import API_KEY, UPLOAD_LIMIT  # noqa: E402 (tests/ is on sys.path)
-from declaw_wasm import (AsyncSandbox, AuthenticationException, InvalidArgumentException,
+from declaw_wasm import (AsyncSandbox, AuthenticationException, CommandExitException, InvalidArgumentException,
                          NotFoundException, PtySize, Sandbox, SandboxException,
                          SandboxNotFoundException, TimeoutException)
 from declaw_wasm.cli import main as cli_main
@@ -44,9 +44,12 @@ def test_openapi_document_lists_the_api(api) -> None:
     doc = api.get("/openapi.json").json()
     paths = doc["paths"]
     for path in ("/sandboxes", "/sandboxes/{sandbox_id}", "/sandboxes/{sandbox_id}/files",
-                 "/sandboxes/{sandbox_id}/commands", "/sandboxes/{sandbox_id}/execute",
-                 "/sandboxes/{sandbox_id}/contexts"):
+                 "/sandboxes/{sandbox_id}/commands", "/sandboxes/{sandbox_id}/commands/stream",
+                 "/sandboxes/{sandbox_id}/pty/{pid}/stream", "/sandboxes/{sandbox_id}/stdio",
+                 "/sandboxes/kill-many", "/declaw-wasm/sandboxes/{sandbox_id}/execute",
+                 "/declaw-wasm/sandboxes/{sandbox_id}/contexts", "/declaw-wasm/sandboxes/{sandbox_id}/commands"):
         assert path in paths
+    assert not [p for p in paths if "/execute" in p and not p.startswith("/declaw-wasm/")]
     assert "SandboxInfo" in doc["components"]["schemas"]
 
 
@@ -105,11 +108,11 @@ def test_oversize_uploads_and_bodies_are_refused(served_sbx, api) -> None:
     with pytest.raises(InvalidArgumentException, match="larger than"):
         served_sbx.files.write("/tmp/too-big.bin", io.BytesIO(big))  # chunked: counted as it comes
     assert not served_sbx.files.exists("/tmp/too-big.bin")  # nothing half-written
-    response = api.post(f"/sandboxes/{served_sbx.sandbox_id}/execute",
+    response = api.post(f"/declaw-wasm/sandboxes/{served_sbx.sandbox_id}/execute",
                         content=b'{"code": "' + b"1" * (17 << 20) + b'"}',
                         headers={"content-type": "application/json"})
     assert response.status_code == 413 and response.json()["error"] == "InvalidArgumentException"
-    chunked = api.post(f"/sandboxes/{served_sbx.sandbox_id}/execute",  # no Content-Length
+    chunked = api.post(f"/declaw-wasm/sandboxes/{served_sbx.sandbox_id}/execute",  # no Content-Length
                        content=iter([b'{"code": "', b"1" * (17 << 20), b'"}']),
                        headers={"content-type": "application/json"})
     assert chunked.status_code == 413 and chunked.json()["error"] == "InvalidArgumentException"
@@ -128,12 +131,16 @@ def test_streaming_is_real(served_sbx) -> None:
 
 def test_a_client_disconnecting_mid_stream_leaves_the_server_healthy(served_sbx, api) -> None:
     base = f"/sandboxes/{served_sbx.sandbox_id}"
-    with api.stream("POST", base + "/commands", json={"cmd": "echo up; sleep 30", "timeout": 0}) as r:
+    ours = "/declaw-wasm" + base
+    with api.stream("POST", ours + "/commands", json={"cmd": "echo up; sleep 30", "timeout": 0}) as r:
         lines = r.iter_lines()
         assert '"start"' in next(lines) and "up" in next(lines)
-    # a foreground command whose client is gone is killed
+    # a foreground command whose client is gone is killed (our NDJSON run, declaw's JSON run)
     _until(lambda: not any(p.cmd == "echo up; sleep 30" for p in served_sbx.commands.list()))
-    with api.stream("POST", base + "/execute", json={"code": "print('x', flush=True)\nimport time\n"
+    with pytest.raises(httpx.ReadTimeout):
+        api.post(base + "/commands", json={"cmd": "echo json; sleep 31", "timeout": 0}, timeout=1)
+    _until(lambda: not any(p.cmd == "echo json; sleep 31" for p in served_sbx.commands.list()))
+    with api.stream("POST", ours + "/execute", json={"code": "print('x', flush=True)\nimport time\n"
                                                              "time.sleep(1)\ny = 5"}) as r:
         assert '"stdout"' in next(r.iter_lines())
     served_sbx.files.write("/tmp/three-mib.bin", b"z" * (3 << 20))
@@ -168,7 +175,10 @@ def test_twenty_concurrent_clients_and_a_slow_guest(make_served) -> None:
         t.join(120)
     assert not errors, errors
     assert len(times) == 20 and max(times) < 60
-    assert slow_handle.kill() and slow_handle.wait().exit_code == 137
+    assert slow_handle.kill()
+    with pytest.raises(CommandExitException) as killed:
+        slow_handle.wait()
+    assert killed.value.exit_code == 137
     slow.kill()
 
 
@@ -276,9 +286,9 @@ def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
     from websockets.sync.client import connect
 
     base = f"/sandboxes/{served_sbx.sandbox_id}/pty"
-    pid = httpx.post(server_url + base, json={"rows": 24, "cols": 80},
+    pid = httpx.post(server_url + base, json={"size": {"rows": 24, "cols": 80}},
                      headers={"X-API-Key": API_KEY}).json()["pid"]
-    ws_url = server_url.replace("http", "ws", 1) + f"{base}/{pid}"
+    ws_url = server_url.replace("http", "ws", 1) + f"/declaw-wasm{base}/{pid}"
     with connect(ws_url, additional_headers={"X-API-Key": API_KEY}) as socket:
         output = b""
 
@@ -314,3 +324,50 @@ def test_stopping_the_server_kills_its_sandboxes() -> None:
     assert sbx.sandbox_id not in live()  # killed, host folder gone
     with pytest.raises(SandboxException):
         handle.wait()
+
+
+
+# -- declaw's wire, as its SDKs speak it (the SDKs themselves: tests/test_declaw_sdk.py) ----------
+def test_declaw_shapes_at_declaws_paths(api) -> None:
+    made = api.post("/sandboxes", json={"template": "base", "timeout": 60, "secure": True, "user": "x",
+                                        "network": {"allow_out": ["pypi.org"]}, "unknown": 1})
+    assert made.status_code == 201, made.text
+    sid = made.json()["sandbox_id"]
+    base = f"/sandboxes/{sid}"
+    listed = api.get("/sandboxes").json()
+    assert set(listed) == {"sandboxes", "next_token"} and sid in [s["sandbox_id"] for s in listed["sandboxes"]]
+    assert api.get(base + "/status").json() == {"is_running": True}
+    assert api.patch(base + "/timeout", json={"timeout": 120}).status_code == 204
+    run = api.post(base + "/commands", json={"cmd": "echo out; echo err >&2; exit 3", "user": "user"})
+    assert run.json() == {"stdout": "out\n", "stderr": "err\n", "exit_code": 3, "error": None}
+    pid = api.post(base + "/commands", json={"cmd": "cat", "background": True, "stdin": True}).json()["pid"]
+    assert api.post(f"{base}/commands/{pid}/stdin", json={"data": "fed\n"}).status_code == 204
+    assert pid in [p["pid"] for p in api.get(base + "/commands").json()]
+    assert api.delete(f"{base}/commands/{pid}").json()["killed"] is True
+    assert api.get(f"{base}/commands/{pid}/wait").json()["exit_code"] == 137
+    with api.stream("POST", base + "/commands/stream", json={"cmd": "printf 'a\\nb'", "stream": True}) as r:
+        events = [line for line in r.iter_lines() if line.startswith("data:")]
+    assert events == ['data: {"type":"stdout","data":"a"}', 'data: {"type":"stdout","data":"b"}',
+                      'data: {"exit_code":0}']
+    slow = api.post(base + "/commands", json={"cmd": "echo so-far; sleep 5", "timeout": 1})
+    assert slow.status_code == 408 and slow.json()["code"] == "timeout" and slow.json()["stdout"] == "so-far\n"
+    missing = api.get(base + "/files", params={"path": "/tmp/none"})
+    assert missing.status_code == 404 and set(missing.json()) >= {"error", "message", "code"}
+    assert api.get("/sandboxes/sbx_nope/status").json() == {"is_running": False}
+    assert api.get(base + "/metrics").json()[0]["disk_usage_mb"] >= 0
+    assert api.delete(base + "?async=true").json()["queued"] is True
+    assert api.post("/sandboxes/kill-many", json={"sandbox_ids": [sid]}).json() == {
+        "results": {sid: {"error": "sandbox not found"}}}
+
+
+def test_gzip_travels_both_ways(served_sbx, api) -> None:
+    data = b"compress me " * 10_000
+    info = served_sbx.files.write("/tmp/gz.bin", data, gzip=True)
+    assert info.size == len(data)
+    assert served_sbx.files.read("/tmp/gz.bin", format="bytes", gzip=True) == data
+    raw = api.get(f"/sandboxes/{served_sbx.sandbox_id}/files", params={"path": "/tmp/gz.bin"},
+                  headers={"accept-encoding": "gzip"})
+    assert raw.headers["content-encoding"] == "gzip" and raw.content == data  # httpx decodes
+    bad = api.put(f"/sandboxes/{served_sbx.sandbox_id}/files/raw", params={"path": "/tmp/bad.gz"},
+                  content=b"not gzip", headers={"content-encoding": "gzip"})
+    assert bad.status_code == 400 and not served_sbx.files.exists("/tmp/bad.gz")

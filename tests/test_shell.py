@@ -10,7 +10,7 @@ import time
 import anyio
 import pytest
 
-from declaw_wasm import (AsyncSandbox, CommandHandle, NotFoundException, PtySize, Sandbox,
+from declaw_wasm import (AsyncSandbox, CommandExitException, CommandHandle, NotFoundException, PtySize, Sandbox,
                          SandboxException, TimeoutException)
 
 
@@ -108,7 +108,9 @@ def test_kill_list_and_connect(sbx) -> None:
     _until(lambda: "started\n" in seen)
     connected = sbx.commands.connect(handle.pid)
     assert sbx.commands.kill(handle.pid) is True
-    result = connected.wait()
+    with pytest.raises(CommandExitException) as raised:  # a background wait raises on non-zero
+        connected.wait()
+    result = raised.value
     assert (result.exit_code, result.error, result.stdout) == (137, "killed", "started\n")
     assert sbx.commands.kill(handle.pid) is False
     with pytest.raises(NotFoundException):
@@ -189,7 +191,9 @@ def test_pty_line_editing_and_kill(sbx) -> None:
     _until(lambda: b"".join(output).count(b"$ ") >= 2)
     assert b"\r\nabc\r\n" in b"".join(output)
     assert sbx.pty.kill(handle.pid) is True
-    assert handle.wait().exit_code == 137
+    with pytest.raises(CommandExitException) as raised:
+        handle.wait()
+    assert raised.value.exit_code == 137
 
 
 def test_async_background_handle_and_pty() -> None:

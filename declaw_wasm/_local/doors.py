@@ -5,7 +5,8 @@ A guest calls `_host.call(msgpack({"op": name, **fields}))` (guest side:
 runtime/declaw_shell/door.py's `call(op, **fields)`); the host answers on the guest's thread
 (_wasm/shims.py's `DoorTransport` reads the frame). Which ops a guest may use depends on what it
 is: a command's guest (`_local/processes.py`) and a code context's guest (`_local/kernel.py`)
-each hand `dispatch` the handlers they answer; any other op is refused. tests/test_layers.py
+each hand `dispatch` the handlers they answer; any other op is refused. The network ops
+(`net.*`) are declared in `_egress/ops.py`, beside the session that answers them, and listed here. tests/test_layers.py
 checks that every op the guest-side code names is declared here.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from .._egress.ops import OPS as NET_OPS
 from .._wasm.guest import Guest
 
 Handler = Callable[[Guest, dict[str, Any]], Any]
@@ -40,7 +42,14 @@ OPS: dict[str, Op] = {op.name: op for op in [
     Op("stderr", ("text",), "nil", "a cell's error output"),
     Op("result", ("data", "main"), "nil", "a cell's rich result (MIME bundle; main: the cell's value)"),
     Op("error", ("name", "value", "traceback"), "nil", "a cell's uncaught exception"),
+    # the guest's network: sockets and TLS through the host (_egress/ops.py declares each)
+    *(Op(op.name, op.request, "{" + ", ".join(op.reply) + "}", op.doc) for op in NET_OPS.values()),
 ]}
+
+
+def net_handlers(egress: Any) -> dict[str, Handler]:
+    """The network ops, answered by the sandbox's egress session (any guest may use them)."""
+    return {name: egress.handle for name in NET_OPS}
 
 
 def dispatch(handlers: Mapping[str, Handler], guest: Guest, request: Any) -> Any:

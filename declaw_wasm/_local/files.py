@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import errno
 import functools
+import json
 import os
 import posixpath
 import queue
@@ -28,21 +29,51 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, IO, Iterator, List, Optional, Sequence
+from typing import Any, IO, Iterator, List, Optional
 
 from .._args import path as check_path
 from .._backend import WriteData
+from .._hostdirs import DIR_FLAGS, Walk, remove_tree, usage
 from .._wasm.layout import HOME, Mount, make_root, root_mounts
 from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
                           NotEnoughSpaceException, SandboxException)
 from ..limits import Limits
 from ..models import EntryInfo, FileType, WriteInfo
-from .quota import usage
 
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# A file's metadata (E2B's `metadata=`): one extended attribute on the host file, JSON. It follows
+# the inode (a guest's `mv` keeps it), and a guest cannot see or change it (WASI has no xattrs).
+META_XATTR = "user.declaw-wasm.metadata"
+
+
+def _read_metadata(parent: int, name: str) -> Optional[dict[str, str]]:
+    """The metadata of `name` in the folder `parent` (never following a link at `name`)."""
+    try:
+        raw = os.getxattr(f"/proc/self/fd/{parent}/{name}", META_XATTR, follow_symlinks=False)
+        found = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _set_metadata(fd: int, path: str, metadata: Optional[dict[str, str]]) -> None:
+    """Replace the metadata of the open file `fd` (None: remove it, E2B's rule for a write
+    without metadata)."""
+    try:
+        if metadata is None:
+            os.removexattr(fd, META_XATTR)
+        else:
+            os.setxattr(fd, META_XATTR, json.dumps(metadata, separators=(",", ":")).encode())
+    except OSError as exc:
+        if metadata is None and exc.errno in (errno.ENODATA, errno.ENOTSUP):
+            return
+        if exc.errno == errno.ENOTSUP:
+            raise SandboxException(f"{path}: the host's file system keeps no extended attributes, "
+                                   "so no file metadata") from None
+        raise InvalidArgumentException(f"{path}: the host's file system refused the metadata "
+                                       f"({exc.strerror})") from None
 
 
 @dataclass(frozen=True)
@@ -60,117 +91,6 @@ class _Located:
 
 class _SymlinkLoop(SandboxException):
     """Too many levels of symbolic links (a guest-made loop)."""
-
-
-class _Walk:
-    """Folder fds on the way down from a root, each opened with `O_NOFOLLOW` from the one above.
-
-    Keeps the current folder's fd and one every `STRIDE` levels, so that moving to a sibling or
-    back up re-opens at most `STRIDE` folders, walking on down opens one, and the fds held stay
-    O(depth / STRIDE): a guest can make ~1050 levels, more than many processes' fd limit.
-    """
-
-    STRIDE = 32
-
-    def __init__(self, root: Callable[[], int]) -> None:
-        """`root()` returns a new fd of the walk's top folder (owned by the walk)."""
-        self._root = root
-        self._parts: List[str] = []
-        self._fd: Optional[int] = None
-        self._marks: dict[int, int] = {}  # level -> fd; level 0 is the root
-
-    def folder(self, parts: Sequence[str]) -> int:
-        """An fd of the folder `parts` below the root (owned by the walk: do not close it)."""
-        if self._fd is None:
-            self._fd = self._root()
-            self._marks = {0: self._fd}
-            self._parts = []
-        keep = 0
-        limit = min(len(self._parts), len(parts))
-        while keep < limit and self._parts[keep] == parts[keep]:
-            keep += 1
-        if keep < len(self._parts):
-            level = max(mark for mark in self._marks if mark <= keep)
-            self._release_current()
-            for mark in [m for m in self._marks if m > level]:
-                os.close(self._marks.pop(mark))
-            self._fd = self._marks[level]
-            del self._parts[level:]
-        for part in parts[len(self._parts):]:
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=self._fd)
-            self._release_current()
-            self._fd = nxt
-            self._parts.append(part)
-            if len(self._parts) % self.STRIDE == 0:
-                self._marks[len(self._parts)] = nxt
-        return self._fd
-
-    def _release_current(self) -> None:
-        if self._fd is not None and self._marks.get(len(self._parts)) != self._fd:
-            os.close(self._fd)
-
-    def close(self) -> None:
-        if self._fd is None:
-            return
-        self._release_current()
-        for fd in self._marks.values():
-            os.close(fd)
-        self._fd, self._marks, self._parts = None, {}, []
-
-
-def remove_tree(parent: int, name: str) -> None:
-    """Delete the folder `name` in `parent` with everything in it, never following a symlink.
-
-    Iterative (shutil.rmtree before Python 3.12.4 recurses once per level, and a guest can make
-    ~1050), every folder listed once, fds bounded by `_Walk`. Removes all it can, then raises
-    the first OSError met (a missing entry is not one).
-    """
-    walk = _Walk(lambda: os.dup(parent))
-    path = [name]
-    todo: List[Optional[List[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
-    first: Optional[OSError] = None
-    try:
-        while path:
-            if todo[-1] is None:
-                subfolders: List[str] = []
-                try:
-                    fd = walk.folder(path)
-                    for entry in os.listdir(fd):
-                        try:
-                            if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
-                                subfolders.append(entry)
-                            else:
-                                os.unlink(entry, dir_fd=fd)
-                        except FileNotFoundError:
-                            pass
-                        except OSError as exc:
-                            first = first or exc
-                except FileNotFoundError:
-                    pass
-                except OSError as exc:
-                    first = first or exc
-                todo[-1] = subfolders
-            pending = todo[-1]
-            if pending:
-                path.append(pending.pop())
-                todo.append(None)
-                continue
-            done = path.pop()
-            todo.pop()
-            try:
-                parent_fd = walk.folder(path)
-                try:
-                    os.rmdir(done, dir_fd=parent_fd)
-                except NotADirectoryError:  # swapped for a file or a symlink meanwhile
-                    os.unlink(done, dir_fd=parent_fd)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                first = first or exc
-    finally:
-        walk.close()
-    if first is not None:
-        raise first
 
 
 class _Deleter:
@@ -192,7 +112,7 @@ class _Deleter:
         while True:
             folder = self._queue.get()
             try:
-                parent = os.open(folder.parent, _DIR_FLAGS)
+                parent = os.open(folder.parent, DIR_FLAGS)
             except OSError:
                 continue
             try:
@@ -230,7 +150,7 @@ class SandboxFS:
                  limits: Optional[Limits] = None, overlay: Optional[Path] = None,
                  kind: str = "sbx") -> None:
         """`limits`: whose disk quota the files API keeps to (none for a throw-away tree);
-        `overlay`: a template's files, laid over the skeleton; `kind`: "pool" for a sandbox made
+        `overlay`: a template's files, laid over the skeleton; `kind`: "standby" for a sandbox made
         ahead of time (its folder keeps that name)."""
         self.limits = limits
         self.base = make_folder(kind)  # named after its owner: reaped if this process dies
@@ -249,6 +169,12 @@ class SandboxFS:
         self._calls_lock = threading.Lock()
         self._destroy_lock = threading.Lock()
         self._trash: Optional[Path] = None  # where the folder went on destroy
+
+    def add_mounts(self, mounts: list[Mount]) -> None:
+        """More folders for the guests (attached volumes): before any guest starts."""
+        self.mounts = [*self.mounts, *mounts]
+        self._by_prefix = sorted(self.mounts, key=lambda m: len(m.guest), reverse=True)
+        self._mount_paths = {m.guest for m in self.mounts}
 
     def destroy(self) -> None:
         """Delete the sandbox's host folder; calls still in flight delete it again as they end.
@@ -332,7 +258,7 @@ class SandboxFS:
         pending = deque(shown.split("/"))
         resolved: List[str] = []
         hops = 0
-        walks: dict[str, _Walk] = {}
+        walks: dict[str, Walk] = {}
         try:
             while pending:
                 part = pending.popleft()
@@ -364,12 +290,12 @@ class SandboxFS:
         return _Located("/" + "/".join(resolved), mount, below)
 
     @staticmethod
-    def _link_target(walks: dict[str, _Walk], mount: Mount, below: tuple[str, ...]) -> Optional[str]:
+    def _link_target(walks: dict[str, Walk], mount: Mount, below: tuple[str, ...]) -> Optional[str]:
         """The target of the symlink at `below` in `mount`; None if it is not a symlink (or is
         missing, or changed while we looked)."""
         walk = walks.get(mount.guest)
         if walk is None:
-            walk = walks[mount.guest] = _Walk(lambda: os.open(mount.host, _DIR_FLAGS))
+            walk = walks[mount.guest] = Walk(lambda: os.open(mount.host, DIR_FLAGS))
         try:
             fd = walk.folder(below[:-1])
             if not stat.S_ISLNK(os.stat(below[-1], dir_fd=fd, follow_symlinks=False).st_mode):
@@ -381,16 +307,16 @@ class SandboxFS:
     @contextmanager
     def _parent_fd(self, loc: _Located, create: bool = False) -> Iterator[int]:
         """An fd of the folder holding `loc`, reached from the mount without following links."""
-        fd = os.open(loc.mount.host, _DIR_FLAGS)
+        fd = os.open(loc.mount.host, DIR_FLAGS)
         try:
             for part in loc.parts[:-1]:
                 try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     if not create:
                         raise
                     os.mkdir(part, 0o755, dir_fd=fd)
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = nxt
             yield fd
@@ -421,11 +347,11 @@ class SandboxFS:
                 raise InvalidArgumentException(f"{path}: is a directory")
             yield f
 
-    def write(self, path: str, data: WriteData) -> WriteInfo:
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None) -> WriteInfo:
         with self._call():
-            return self._write(path, data)
+            return self._write(path, data, metadata)
 
-    def _write(self, path: str, data: WriteData) -> WriteInfo:
+    def _write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None) -> WriteInfo:
         shown = self.absolute(path)
         loc = self.locate(path)
         self._writable(loc, shown)
@@ -441,11 +367,15 @@ class SandboxFS:
                 try:
                     with os.fdopen(fd, "wb") as out:
                         _copy_into(data, out, room)
+                        out.flush()
+                        _set_metadata(out.fileno(), shown, metadata)
+                        size = os.fstat(out.fileno()).st_size
                 except OSError as exc:
                     if exc.errno == errno.ENOSPC:  # over the quota: leave nothing half-written
                         os.unlink(loc.name, dir_fd=parent)
                     raise
-        return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown)
+        return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown, size=size,
+                         metadata=metadata)
 
     def write_tree(self, source: Path, dest: str) -> int:
         """Copy a host folder's regular files to `dest` in the guest (confined as `write` is),
@@ -484,19 +414,19 @@ class SandboxFS:
 
     def _walk_listing(self, start: _Located, depth: int) -> List[EntryInfo]:
         """Entries below `start`, depth-first, each folder opened once from the one above it
-        (`_Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
+        (`Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
         Entries that vanish meanwhile are left out; symlinks (loops too) are listed, never
         followed into."""
         out: List[EntryInfo] = []
         stack = [(start.guest, depth)]
-        walks: dict[str, _Walk] = {}
+        walks: dict[str, Walk] = {}
         try:
             while stack:
                 folder, left = stack.pop()
                 mount, below = self._mount_of([p for p in folder.split("/") if p])
                 walk = walks.get(mount.guest)
                 if walk is None:
-                    walk = walks[mount.guest] = _Walk(functools.partial(os.open, mount.host, _DIR_FLAGS))
+                    walk = walks[mount.guest] = Walk(functools.partial(os.open, mount.host, DIR_FLAGS))
                 try:
                     fd = walk.folder(below)
                     names = set(os.listdir(fd))
@@ -532,7 +462,7 @@ class SandboxFS:
             except OSError:
                 return None
             if not stat.S_ISLNK(st.st_mode):
-                return _entry(child, st, None)
+                return _entry(child, st, None, _read_metadata(fd, name) if stat.S_ISREG(st.st_mode) else None)
         try:
             return self.get_info(child)
         except FileNotFoundException:
@@ -560,14 +490,25 @@ class SandboxFS:
             link = self.locate(path, follow_last=False)
             st = self._lstat(link, shown)
             target: Optional[str] = None
+            found = link
             if stat.S_ISLNK(st.st_mode):
                 resolved = self.locate(path)
                 target = resolved.guest
                 try:
                     st = self._lstat(resolved, shown)
+                    found = resolved
                 except FileNotFoundException:
                     pass  # a dangling link: describe the link itself
-            return _entry(shown, st, target)
+            return _entry(shown, st, target, self._metadata(found) if stat.S_ISREG(st.st_mode) else None)
+
+    def _metadata(self, loc: _Located) -> Optional[dict[str, str]]:
+        if not loc.parts:
+            return None
+        try:
+            with self._parent_fd(loc) as parent:
+                return _read_metadata(parent, loc.name)
+        except OSError:
+            return None
 
     def _lstat(self, loc: _Located, shown: str) -> os.stat_result:
         with _errors(shown):
@@ -652,7 +593,8 @@ class SandboxFS:
         return loc.mount.host.joinpath(*loc.parts)
 
 
-def _entry(shown: str, st: os.stat_result, target: Optional[str]) -> EntryInfo:
+def _entry(shown: str, st: os.stat_result, target: Optional[str],
+           metadata: Optional[dict[str, str]] = None) -> EntryInfo:
     if stat.S_ISDIR(st.st_mode):
         kind = FileType.DIR
     elif stat.S_ISLNK(st.st_mode):
@@ -664,7 +606,7 @@ def _entry(shown: str, st: os.stat_result, target: Optional[str]) -> EntryInfo:
         mode=stat.S_IMODE(st.st_mode), permissions=stat.filemode(st.st_mode),
         owner="user", group="user",
         modified_time=datetime.fromtimestamp(st.st_mtime, tz=timezone.utc),
-        symlink_target=target)
+        symlink_target=target, metadata=metadata)
 
 
 @contextmanager

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._wasm.boot import cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
-from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
+from ..exceptions import InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
-from .doors import Handler, dispatch
+from .doors import Handler, dispatch, net_handlers
 from .parking import parking
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class Kernel:
             "winsize": lambda guest, r: [24, 80],
             # `!pip install` / `%pip install` in a cell
             "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
+            **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
 
     # -- the guest's side ------------------------------------------------------------------------
@@ -177,6 +178,7 @@ class Kernel:
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
         outcome = guest.wait()
         assert outcome is not None
+        self.sandbox.egress.release(guest)
         self.guest, self._current = None, None
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
@@ -193,7 +195,8 @@ class Kernel:
                        "(Limits.cpu_instructions) and was stopped", "")
             return cell.execution
         if not self.sandbox.running or outcome.stopped == "killed":
-            raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the cell ran")
+            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed or reached its "
+                                   "end of life while the cell ran")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
         self._lost = f"the previous cell ended the interpreter (exit {outcome.exit_code})"
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
@@ -203,6 +206,7 @@ class Kernel:
     def _count_fuel(self, guest: Guest, cell: _Cell) -> None:
         if self.sandbox.limits.cpu_instructions:
             cell.execution.cpu_instructions_used = guest.fuel_used
+            self.sandbox.count_fuel(guest.fuel_used)
 
     def busy(self) -> bool:
         return self._current is not None and self.guest is not None
@@ -219,6 +223,7 @@ class Kernel:
         if guest is not None:
             guest.kill("killed")
             guest.wait(5.0)
+            self.sandbox.egress.release(guest)
 
 
 class CodeInterpreter:
@@ -271,6 +276,10 @@ class CodeInterpreter:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
 
+    def live_guests(self) -> list[Any]:
+        with self._lock:
+            return [k.guest for k in self._kernels.values()]
+
     def busy_guests(self) -> set[int]:
         with self._lock:
             kernels = list(self._kernels.values())
@@ -293,4 +302,4 @@ def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:
     """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
     from .._packages.pip import install_for_guest
 
-    return install_for_guest(sandbox.fs, request, guest.stop_requested)
+    return install_for_guest(sandbox.fs, request, guest.stop_requested, sandbox.egress)

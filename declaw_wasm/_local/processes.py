@@ -17,7 +17,7 @@ from .._wasm.boot import shell_spec, shell_turn
 from .._wasm.guest import Guest, GuestOutcome, OutputSink
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
-from .doors import Handler, dispatch
+from .doors import Handler, dispatch, net_handlers
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -88,6 +88,7 @@ class Process(EventLog):
             "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536)),
             "winsize": lambda guest, r: list(self._winsize()),
             "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
+            **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
         self.timeout = timeout or None
         self._env = env
@@ -119,7 +120,7 @@ class Process(EventLog):
     def info(self) -> ProcessInfo:
         args = ["-i", "-l"] if self.pty_size is not None else ["-l", "-c", self.cmd]
         return ProcessInfo(pid=self.pid, tag=self.tag, cmd=self.cmd or "/bin/bash", args=args,
-                           envs=dict(self.envs), cwd=self.cwd)
+                           envs=dict(self.envs), cwd=self.cwd, is_pty=self.pty_size is not None)
 
     # -- output ------------------------------------------------------------------------------
     def _on_output(self, stream: Stream) -> Callable[[str], None]:
@@ -154,6 +155,7 @@ class Process(EventLog):
     def _finished(self, guest: Guest) -> None:
         """The guest ended (on its thread): publish the outcome."""
         outcome = guest.wait()
+        self.sandbox.egress.release(guest)  # its connections close with it
         if self._parked is not None and not self._began and outcome is not None and outcome.stopped is None \
                 and self.sandbox.running:
             # the parked guest ended before the line's turn began (it failed to park, or was
@@ -162,6 +164,8 @@ class Process(EventLog):
             self.guest = self._fresh_guest()
             self.guest.start()
             return
+        if self.sandbox.limits.cpu_instructions:  # counted before the caller can ask the metrics
+            self.sandbox.count_fuel(guest.fuel_used)
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()
@@ -198,7 +202,8 @@ class Process(EventLog):
                       "(Limits.cpu_instructions) and was stopped",
                 cpu_instructions_used=used)
         if outcome.stopped == "killed" and not self.killed:
-            raise SandboxException(f"sandbox {self.sandbox.sandbox_id} was killed while the command ran")
+            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed or reached its "
+                                   "end of life while the command ran", outcome.stdout, outcome.stderr)
         error = None
         exit_code = outcome.exit_code
         if self.killed:
@@ -240,4 +245,4 @@ def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:
     """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
     from .._packages.pip import install_for_guest
 
-    return install_for_guest(sandbox.fs, request, guest.stop_requested)
+    return install_for_guest(sandbox.fs, request, guest.stop_requested, sandbox.egress)

@@ -12,38 +12,17 @@ between two looks at a sandbox.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
-from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
+
+from .._hostdirs import usage
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 MIN_INTERVAL = 0.25
-
-
-def usage(folders: Iterable[Path]) -> tuple[int, int]:
-    """(bytes on disk, entries) under `folders`, never following links."""
-    total, count = 0, 0
-    stack = [str(f) for f in folders]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            count += 1
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-    return total, count
 
 
 class _Watcher:

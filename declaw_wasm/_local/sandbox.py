@@ -10,11 +10,14 @@ from __future__ import annotations
 import atexit
 import secrets
 import threading
+import time
 from datetime import datetime, timedelta, timezone
-from typing import ClassVar, List, Optional, Union
+from typing import Any, ClassVar, List, Optional, Sequence, Union
 
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
+from .._egress.audit import AuditEvent
+from .._egress.create import EgressPlan, plan_from_create, security_policy
 from .._packages.catalog import GuestTemplate, lookup
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
@@ -23,7 +26,7 @@ from ..exceptions import (InvalidArgumentException, NotFoundException, RateLimit
                           SandboxException, SandboxNotFoundException, TimeoutException)
 from ..execution import Context, Execution
 from ..limits import Limits
-from ..models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxState, WriteInfo
+from ..models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, WriteInfo
 from ..settings import max_sandboxes
 from ..wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
 from . import quota
@@ -31,8 +34,9 @@ from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .lifetimes import Alarm, lifetimes
 from .parking import parking
-from .pool import Pool, pool_key
+from .standby import Standby, standby_key
 from .processes import Process
+from .watch import LocalWatcher, Watches
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_LIMITS = Limits.model_construct()  # the defaults, without a first validation (~20 ms)
@@ -47,10 +51,16 @@ def runtime_for(limits: Limits) -> Runtime:
 class LocalSandbox:
     """One sandbox in this process."""
 
+    # the create request as made (declaw's network, security, lifecycle, volumes and vault_refs
+    # travel here as data for the egress, guardrails and volumes code to read)
+    options: CreateSandbox = CreateSandbox.model_construct()
+
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                 envs: dict[str, str], limits: Limits, begin: bool = True) -> None:
-        """`begin=False`: made ahead of time (pool.py); `begin()` starts its life when it is
-        handed out."""
+                 envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
+                 egress: Optional[EgressPlan] = None, begin: bool = True) -> None:
+        """`begin=False`: made ahead of time (standby.py); `begin()` starts its life when it is
+        handed out. `volumes` are attached now (their mounts are fixed before any guest starts);
+        `egress`: the network's plan (default: declaw's, all traffic allowed)."""
         self.runtime = runtime_for(limits)
         self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template.name
@@ -59,10 +69,16 @@ class LocalSandbox:
         self.envs = {**template.envs, **envs}
         self._template_envs = dict(template.envs)
         self.limits = limits
+        # the network (_egress); a standby sandbox gets its create's in `begin`
+        self.egress = (egress or EgressPlan()).session(limits, self.envs)
         mounts = guest_mounts(self.runtime) + template.ensure_mounts(self.runtime)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root,
-                            kind="sbx" if begin else "pool")
+                            kind="sbx" if begin else "standby")
+        self.volumes: Optional[Any] = None  # declaw's volumes (_volumes/attach.py): mounts added to fs
+        if volumes:
+            self.volumes = _attach(self.sandbox_id, volumes, self.fs)
         self.started_at = datetime.now(timezone.utc)
+        self.started_monotonic = time.monotonic()
         self.end_at = self.started_at
         self._lock = threading.Lock()
         self._processes: dict[int, Process] = {}
@@ -71,19 +87,31 @@ class LocalSandbox:
         self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
         self._timeout = timeout
         self.code = CodeInterpreter(self)
+        self.watches = Watches()
+        self.cpu_seconds_ended = 0.0  # CPU time of the guests that have ended (metrics)
+        self.fuel_used = 0  # instructions of finished command lines and cells (cpu_instructions)
+        self._last_sample: Optional[tuple[float, float]] = None  # (wall clock, cpu seconds)
         if begin:
             self.begin(timeout, metadata, envs)
 
-    def begin(self, timeout: float, metadata: dict[str, str], envs: dict[str, str]) -> None:
-        """Start the sandbox's life: its lifetime, metadata and envs, the disk watcher."""
+    def begin(self, timeout: float, metadata: dict[str, str], envs: dict[str, str],
+              egress: Optional[EgressPlan] = None) -> None:
+        """Start the sandbox's life: its lifetime, metadata and envs, the disk watcher; for a
+        standby sandbox, its network (`egress`: the session sees the envs, whose values its audit
+        log masks)."""
         self.metadata = metadata
         self.envs = {**self._template_envs, **envs}
+        if egress is not None:
+            self.egress.close()  # the standby sandbox's own, never used
+            self.egress = egress.session(self.limits, self.envs)
         self.started_at = datetime.now(timezone.utc)
+        self.started_monotonic = time.monotonic()
         try:
             self.set_timeout(timeout)
         except BaseException:  # a bad timeout: leave no folder behind
             self._ended = "killed"
             parking.drop(self)
+            self._release_volumes()
             self.fs.destroy()
             raise
         quota.watcher.watch(self)
@@ -124,9 +152,16 @@ class LocalSandbox:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        self.watches.stop_all()
+        self.egress.close()
+        self._release_volumes()  # after the guests stop: live mounts are written back
         self.fs.destroy()
         LocalSandboxes.forget(self)
         return True
+
+    def _release_volumes(self) -> None:
+        if self.volumes is not None:
+            self.volumes.release()
 
     @property
     def running(self) -> bool:
@@ -147,26 +182,55 @@ class LocalSandbox:
         if self._ended is not None:
             raise SandboxException(f"sandbox {self.sandbox_id} was killed")
 
+    def audit_events(self) -> List[AuditEvent]:
+        """The sandbox's outbound events, oldest first (docs/egress.md, "Audit")."""
+        self.ensure_running()
+        return self.egress.audit_events()
+
     def info(self) -> SandboxInfo:
         self.ensure_running()
         return SandboxInfo(sandbox_id=self.sandbox_id, template_id=self.template, name=self.template,
                            metadata=dict(self.metadata), started_at=self.started_at,
                            end_at=self.end_at, state=SandboxState.RUNNING,
-                           memory_mb=self.limits.memory_limit >> 20)
+                           memory_mb=self.limits.memory_limit >> 20,
+                           allow_internet_access=self.options.allow_internet_access,
+                           network=self.options.network, lifecycle=self.options.lifecycle)
 
     # -- files ---------------------------------------------------------------------------------------
     def _files(self) -> SandboxFS:
         self.ensure_running()
         return self.fs
 
-    def read(self, path: str) -> FileChunks:
+    def read(self, path: str, gzip: bool = False) -> FileChunks:
         return FileChunks(self._files(), path)
 
     def read_bytes(self, path: str) -> bytes:
         return self._files().read_bytes(path)
 
-    def write(self, path: str, data: WriteData) -> WriteInfo:
-        return self._files().write(path, data)
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
+              gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
+        return self._files().write(path, data, metadata)
+
+    def watch(self, path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
+        return self.watches.start(self._files(), path, recursive, include_entry)
+
+    def metrics(self) -> SandboxMetrics:
+        """Memory of the live guests (their linear memories), disk use under the writable
+        folders (as the quota watcher measures it), the guests' CPU time and, with a CPU limit,
+        the instructions used."""
+        self.ensure_running()
+        guests = [p.guest for p in self._live_processes()] + self.code.live_guests()
+        memory = sum(g.memory_bytes() for g in guests)
+        cpu = self.cpu_seconds_ended + sum(g.cpu_seconds() for g in guests)
+        disk, _ = quota.usage(self.fs.writable_folders())
+        now = time.monotonic()
+        since, before = self._last_sample or (self.started_monotonic, 0.0)
+        self._last_sample = (now, cpu)
+        percent = 100.0 * max(0.0, cpu - before) / max(now - since, 1e-6)
+        return SandboxMetrics(timestamp=datetime.now(timezone.utc), cpu_usage_percent=round(percent, 2),
+                              memory_usage_mb=round(memory / (1 << 20), 2),
+                              disk_usage_mb=round(disk / (1 << 20), 3), cpu_time_seconds=round(cpu, 4),
+                              cpu_instructions_used=self.fuel_used if self.limits.cpu_instructions else None)
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         return self._files().list(path, depth)
@@ -193,7 +257,7 @@ class LocalSandbox:
     def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
               on_stderr: Callback = None, on_pty: Callback = None) -> Process:
         """Start a command line (or an interactive shell on a terminal) in a guest of its own."""
-        pty = PtySize(rows=request.rows, cols=request.cols) if isinstance(request, CreatePty) else None
+        pty = PtySize(rows=request.size.rows, cols=request.size.cols) if isinstance(request, CreatePty) else None
         envs = dict(request.envs or {})
         env = {**self.guest_env(), **(PTY_ENV if pty is not None else {}), **envs}
         where = self.fs.absolute(request.cwd) if request.cwd else self.fs.absolute(".")
@@ -224,7 +288,13 @@ class LocalSandbox:
         """A command ended: forget it, and park a guest for the next one."""
         with self._lock:
             self._processes.pop(process.pid, None)
+            self.cpu_seconds_ended += process.guest.cpu_seconds()
         self.park_later()
+
+    def count_fuel(self, used: Optional[int]) -> None:
+        """A command line or cell with a CPU limit ended, having run `used` instructions."""
+        with self._lock:
+            self.fuel_used += used or 0
 
     def park_later(self) -> None:
         """Park a guest for the next command once the sandbox has been quiet for a moment (a
@@ -306,23 +376,39 @@ class LocalSandboxes:
 
     def create(self, request: CreateSandbox) -> LocalSandbox:
         template = lookup(request.template)
-        return self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
-                                dict(request.metadata or {}), dict(request.envs or {}),
-                                request.limits or DEFAULT_LIMITS)
+        host_only = request._host_only
+        egress = plan_from_create({"network": request.network,
+                                   "allow_internet_access": request.allow_internet_access is not False,
+                                   "secrets": host_only.get("secrets"), "vault_refs": request.vault_refs,
+                                   "vault": host_only.get("vault")},
+                                  security_policy(host_only.get("security") or request.security))
+        envs = dict(request.envs or {})
+        clash = set(envs) & set(egress.guest_env())
+        if clash:
+            raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
+                                           "secret or vault_ref")
+        sandbox = self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
+                                   dict(request.metadata or {}), {**envs, **egress.guest_env()},
+                                   request.limits or DEFAULT_LIMITS, request.volumes or (), egress)
+        sandbox.options = request
+        return sandbox
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
-                    envs: dict[str, str], limits: Limits) -> LocalSandbox:
+                    envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
+                    egress: Optional[EgressPlan] = None) -> LocalSandbox:
         """A sandbox of `template`, which need not be in the catalog (a template build's own)."""
         with self._lock:
             live = len(self._registry)
         if live >= max_sandboxes():
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
-        sandbox = pool.take(pool_key(template, limits, runtime_for(limits)), template, limits)
+        sandbox = None
+        if not volumes:  # a standby sandbox's guest is parked already: no volume mounts can join it
+            sandbox = standby.take(standby_key(template, limits, runtime_for(limits)), template, limits)
         if sandbox is not None:
-            sandbox.begin(timeout, metadata, envs)
+            sandbox.begin(timeout, metadata, envs, egress or EgressPlan())
         else:
-            sandbox = LocalSandbox(template, timeout, metadata, envs, limits)
+            sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress)
         with self._lock:
             self._registry[sandbox.sandbox_id] = sandbox
         return sandbox
@@ -365,6 +451,18 @@ class LocalSandboxes:
                 pass
 
 
-pool = Pool(lambda template, limits: LocalSandbox(template, 0, {}, {}, limits, begin=False))
+def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS) -> Any:
+    """Attach declaw's volumes (imported on first use: they bring the state store and fsspec)."""
+    from .._volumes.attach import attach_volumes, before_exit
+
+    before_exit(LocalSandboxes.kill_all)
+    try:
+        return attach_volumes(sandbox_id, volumes, fs)
+    except BaseException:
+        fs.destroy()
+        raise
+
+
+standby = Standby(lambda template, limits: LocalSandbox(template, 0, {}, {}, limits, begin=False))
 atexit.register(LocalSandboxes.kill_all)
-atexit.register(pool.close)
+atexit.register(standby.close)

@@ -23,7 +23,11 @@ from ..settings import cache_dir
 from .bundle import ensure_bundle
 
 BUILTIN_TEMPLATES = ("code-interpreter", "base")
-TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
+# E2B's name of its code interpreter; declaw's `python`; declaw's `ai-agent` (an agent step's
+# pure-Python pieces -- requests, aiohttp, httpx... -- are in the packages bundle: see
+# docs/templates-and-packages.md for what official LLM clients can and cannot do in a guest)
+TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter", "python": "code-interpreter",
+                    "ai-agent": "code-interpreter"}
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 

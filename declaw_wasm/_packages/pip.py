@@ -58,6 +58,13 @@ class GuestFiles(Protocol):
     def read_bytes(self, path: str) -> bytes: ...
     def write_tree(self, source: Path, dest: str) -> int: ...
 
+
+class IndexGate(Protocol):
+    """The sandbox's network policy, asked whether the host's pip may reach the package index
+    for it (the egress session): why not, or None."""
+
+    def index_refusal(self, urls: list[str], should_stop: Callable[[], bool]) -> Optional[str]: ...
+
 GUEST_PYTHON_VERSION = "3.15"
 GUEST_INTERPRETER = "/usr/local/bin/python3"
 # Only wheels that fit any platform: pure Python. (A compiled wheel always names a platform.)
@@ -144,6 +151,31 @@ def index_args(find_links: Iterable[Path] = (), no_index: bool = False) -> list[
     if no_index or offline():
         args.append("--no-index")
     return args
+
+
+@functools.lru_cache(maxsize=1)
+def _pip_config() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(index-url, extra-index-url values) of the host's pip configuration (files and PIP_*)."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                             text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+    except (OSError, subprocess.SubprocessError):
+        return (), ()
+    index: list[str] = []
+    extra: list[str] = []
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        name = key.rsplit(".", 1)[-1]
+        if name in ("index-url", "extra-index-url"):
+            (index if name == "index-url" else extra).extend(value.strip().strip("'\"").split())
+    return tuple(index), tuple(extra)
+
+
+def index_urls() -> list[str]:
+    """The package indexes the host's pip would use: its index-url (PyPI unless configured) and
+    extra-index-urls."""
+    index, extra = _pip_config()
+    return [*(index[-1:] or ["https://pypi.org/simple"]), *extra]
 
 
 def _write_stubs(folder: Path, present: dict[str, str]) -> Path:
@@ -385,17 +417,23 @@ def _strings(value: object, limit: int, what: str) -> list[str]:
     return value
 
 
-def install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck) -> dict:
+def install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
+                      egress: Optional[IndexGate] = None) -> dict:
     """The door's `pip_install` (from declaw_shell/pip.py in the guest): resolve, fetch and
     check on the host, then write into the sandbox's user site-packages through the confined
-    files API. Answers {"status", "stdout", "stderr"} as pip would print them."""
+    files API. Answers {"status", "stdout", "stderr"} as pip would print them.
+
+    No second path out: the host's pip goes to the package index only if the sandbox's network
+    policy (`egress`) allows the index's hosts; otherwise it runs with `--no-index`, and the
+    wheel cache and wheelhouse (local files) are all it has."""
     try:
-        return {"status": 0, "stderr": "", "stdout": _install_for_guest(fs, request, should_stop)}
+        return {"status": 0, "stderr": "", "stdout": _install_for_guest(fs, request, should_stop, egress)}
     except SandboxException as exc:  # PackageError, quota, missing guest files...
         return {"status": 1, "stdout": "", "stderr": f"ERROR: {exc}\n"}
 
 
-def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck) -> str:
+def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
+                       egress: Optional[IndexGate] = None) -> str:
     requirements = list(_strings(request.get("requirements", []), MAX_REQUIREMENTS, "requirements"))
     wheels = _strings(request.get("wheels", []), MAX_REQUIREMENTS, "wheel paths")
     folders = _strings(request.get("find_links", []), 16, "find-links folders")
@@ -415,8 +453,17 @@ def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck) ->
                 if entry.name.endswith(".whl") and entry.type == FileType.FILE:
                     _copy_guest_wheel(fs, entry.path, links)
         no_index = bool(request.get("no_index"))
-        pins = resolve(requirements, present, find_links=[links], no_index=no_index,
-                       no_deps=bool(request.get("no_deps")), should_stop=should_stop)
+        refusal = None if no_index or egress is None else egress.index_refusal(index_urls(), should_stop)
+        if refusal:
+            no_index = True
+        try:
+            pins = resolve(requirements, present, find_links=[links], no_index=no_index,
+                           no_deps=bool(request.get("no_deps")), should_stop=should_stop)
+        except PackageError as exc:
+            if refusal:
+                raise PackageError(f"{exc}\n(the package index was not used: {refusal}; only wheels "
+                                   "in the local wheel cache or wheelhouse were available)") from None
+            raise
         if not pins:
             return "".join(f"Requirement already satisfied: {r}\n" for r in requirements)
         paths = fetch(pins, find_links=[links], no_index=no_index, should_stop=should_stop)

@@ -1,28 +1,34 @@
 """The remote backend: the backend contract (_backend.py) as calls to a `declaw-wasm serve`.
 
-One HTTP call per contract method (the routes are in server/routes.py); command output and cells
-arrive as NDJSON streams of wire.py's messages, read as they come (commands on a thread of
-their own, so that a handle fills while the caller does other work); a PTY's output arrives over
-its WebSocket. Errors come back as the exception class the server names.
+One HTTP call per contract method (the routes are in server/routes/), at declaw's paths for
+everything declaw has (so a server that speaks declaw's wire serves both); what declaw lacks is
+under `wire.PREFIX`: command output and cells arrive as our NDJSON streams of wire.py's messages,
+read as they come (commands on a thread of their own, so that a handle fills while the caller
+does other work), a PTY's output over its WebSocket, a watch's events. Errors come back as the
+exception class the server names.
 """
 
 from __future__ import annotations
 
 import base64
+import gzip as gzip_module
+import json
 import threading
+import zlib
 from typing import Any, Iterator, List, Optional, Union
 
 import httpx
 from pydantic import ValidationError
 
 from .._backend import Callback, EventLog, WriteData
-from ..exceptions import NotFoundException, SandboxException
+from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
-from ..models import CommandResult, EntryInfo, ProcessInfo, PtySize, SandboxInfo, WriteInfo
-from ..wire import (CELL_LINES, COMMAND_LINES, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
+from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+                      SandboxMetrics, WriteInfo)
+from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
                     CreateContext, CreatePty, CreateSandbox, EndLine, EndOfExecutionLine,
                     ExceptionLine, ExecutionCountLine, OutputLine, PtyLine, RunCode, RunCommand,
-                    StartLine, exception_from)
+                    SandboxList, StartLine, exception_from)
 from .connection import CONNECT_TIMEOUT, Connection, lines, segment
 
 CHUNK = 1 << 20
@@ -35,16 +41,21 @@ class RemoteSandboxes:
         self.conn = Connection.get(domain, api_key)
 
     def create(self, request: CreateSandbox) -> "RemoteSandbox":
+        if request._host_only:  # secret values, the vault, policy objects never leave the process
+            raise InvalidArgumentException(
+                f"{', '.join(sorted(request._host_only))}: not supported on a declaw-wasm server yet "
+                "(served mode); create the sandbox in-process")
         info = SandboxInfo.model_validate(self.conn.request(
-            "POST", "/sandboxes", json=request.model_dump(mode="json")))
+            "POST", "/sandboxes", json=request.model_dump(mode="json", exclude_none=True)))
         return RemoteSandbox(self.conn, info.sandbox_id)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> "RemoteSandbox":
-        self.conn.request("POST", f"/sandboxes/{segment(sandbox_id)}/connect", json={"timeout": timeout})
+        params = {} if timeout is None else {"timeout": timeout}
+        self.conn.request("GET", f"/sandboxes/{segment(sandbox_id)}", params=params)
         return RemoteSandbox(self.conn, sandbox_id)
 
     def list(self) -> List[SandboxInfo]:
-        return [SandboxInfo.model_validate(i) for i in self.conn.request("GET", "/sandboxes")]
+        return SandboxList.model_validate(self.conn.request("GET", "/sandboxes")).sandboxes
 
 
 class RemoteChunks:
@@ -71,6 +82,44 @@ class RemoteChunks:
         if self._response is not None:
             response, self._response = self._response, None
             response.close()
+
+
+def _gzipped(body: Union[bytes, Iterator[bytes]]) -> Union[bytes, Iterator[bytes]]:
+    if isinstance(body, bytes):
+        return gzip_module.compress(body, 6)
+
+    def chunks() -> Iterator[bytes]:
+        packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+        for chunk in body:
+            out = packer.compress(chunk)
+            if out:
+                yield out
+        yield packer.flush()
+    return chunks()
+
+
+class RemoteWatcher:
+    """A watch on the server: its events read on demand, as E2B's `get_new_events` polls."""
+
+    def __init__(self, sandbox: "RemoteSandbox", watcher_id: str) -> None:
+        self.sandbox = sandbox
+        self.watcher_id = watcher_id
+        self._stopped = False
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def events(self) -> List[FilesystemEvent]:
+        if self._stopped:
+            raise SandboxException("The watcher is already stopped")
+        found = self.sandbox.conn.request("GET", self.sandbox._ours(f"/watchers/{segment(self.watcher_id)}"))
+        return [FilesystemEvent.model_validate(e) for e in found]
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self.sandbox.conn.request("DELETE", self.sandbox._ours(f"/watchers/{segment(self.watcher_id)}"))
 
 
 def _upload(data: WriteData) -> Union[bytes, Iterator[bytes]]:
@@ -175,40 +224,66 @@ class RemoteSandbox:
     def _path(self, tail: str = "") -> str:
         return f"/sandboxes/{segment(self.sandbox_id)}{tail}"
 
+    def _ours(self, tail: str) -> str:
+        return f"{PREFIX}/sandboxes/{segment(self.sandbox_id)}{tail}"
+
     # -- lifetime ------------------------------------------------------------------------------------
     def info(self) -> SandboxInfo:
         return SandboxInfo.model_validate(self.conn.request("GET", self._path()))
 
     def is_running(self) -> bool:
         try:
-            self.info()
+            return bool(self.conn.request("GET", self._path("/status"))["is_running"])
         except SandboxException:
             return False
-        return True
 
     def set_timeout(self, timeout: float) -> None:
-        self.conn.request("POST", self._path("/timeout"), json={"timeout": timeout})
+        self.conn.request("PATCH", self._path("/timeout"), json={"timeout": timeout})
 
     def kill(self) -> bool:
         return bool(self.conn.request("DELETE", self._path())["killed"])
 
-    # -- files -----------------------------------------------------------------------------------------
-    def read(self, path: str) -> RemoteChunks:
-        return RemoteChunks(self.conn.open("GET", self._path("/files"), params={"path": path}))
+    def audit_events(self) -> List[Any]:
+        from .._egress.audit import AuditEvent
 
-    def write(self, path: str, data: WriteData) -> WriteInfo:
+        return [AuditEvent.model_validate(e) for e in self.conn.request("GET", self._ours("/audit"))]
+
+    def metrics(self) -> SandboxMetrics:
+        return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])
+
+    # -- files -----------------------------------------------------------------------------------------
+    def read(self, path: str, gzip: bool = False) -> RemoteChunks:
+        """The bytes as they arrive (gzip on the wire if asked; httpx decodes it)."""
+        headers = {"accept-encoding": "gzip" if gzip else "identity"}
+        return RemoteChunks(self.conn.open("GET", self._path("/files"), params={"path": path}, headers=headers))
+
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
+              gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
+        """Raw bytes by `PUT /files/raw` (gzip-encoded if asked); text as declaw's JSON
+        `POST /files` when `octet_stream` is False."""
+        if octet_stream is False and isinstance(data, str) and not gzip:
+            return WriteInfo.model_validate(self.conn.request(
+                "POST", self._path("/files"), json={"path": path, "data": data, "metadata": metadata}))
         body = _upload(data)
-        headers = {"content-type": "application/octet-stream"}
+        if gzip:
+            body = _gzipped(body)
+        headers = {"content-type": "application/octet-stream", **({"content-encoding": "gzip"} if gzip else {})}
+        params = {"path": path, **({"metadata": json.dumps(metadata)} if metadata is not None else {})}
         if isinstance(body, bytes):
             return WriteInfo.model_validate(self.conn.request(
-                "PUT", self._path("/files"), params={"path": path}, content=body, headers=headers))
-        response = self.conn.open("PUT", self._path("/files"), params={"path": path}, content=body,
+                "PUT", self._path("/files/raw"), params=params, content=body, headers=headers))
+        response = self.conn.open("PUT", self._path("/files/raw"), params=params, content=body,
                                   headers=headers)
         try:
             response.read()
             return WriteInfo.model_validate(response.json())
         finally:
             response.close()
+
+    def watch(self, path: str, recursive: bool, include_entry: bool) -> "RemoteWatcher":
+        found = self.conn.request("POST", self._path("/files/watch"), json={
+            "path": path, "recursive": recursive, "include_entry": include_entry})
+        return RemoteWatcher(self, str(found["watcher_id"]))
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         return [EntryInfo.model_validate(e) for e in self.conn.request(
@@ -226,7 +301,7 @@ class RemoteSandbox:
 
     def rename(self, old_path: str, new_path: str) -> EntryInfo:
         return EntryInfo.model_validate(self.conn.request(
-            "POST", self._path("/files/rename"), json={"old_path": old_path, "new_path": new_path}))
+            "PATCH", self._path("/files"), json={"old_path": old_path, "new_path": new_path}))
 
     def make_dir(self, path: str) -> bool:
         return bool(self.conn.request("POST", self._path("/files/mkdir"), json={"path": path})["created"])
@@ -237,7 +312,7 @@ class RemoteSandbox:
         if isinstance(request, CreatePty):
             pid = self.conn.request("POST", self._path("/pty"), json=request.model_dump(mode="json"))["pid"]
             return self._attach_pty(int(pid), on_pty)
-        response = self.conn.open("POST", self._path("/commands"), json=request.model_dump(mode="json"))
+        response = self.conn.open("POST", self._ours("/commands"), json=request.model_dump(mode="json"))
         return self._attach(response, request.cmd, {"stdout": on_stdout, "stderr": on_stderr})
 
     def _attach(self, response: httpx.Response, cmd: str, callbacks: dict[str, Callback]) -> RemoteProcess:
@@ -259,7 +334,7 @@ class RemoteSandbox:
         from websockets.exceptions import ConnectionClosed, InvalidStatus
         from websockets.sync.client import connect
 
-        url = self.conn.url.replace("http", "ws", 1) + self._path(f"/pty/{pid}")
+        url = self.conn.url.replace("http", "ws", 1) + self._ours(f"/pty/{pid}")
         try:
             # entered as a context manager (websockets >= 17 warns otherwise); closed by the pump
             socket = connect(url, additional_headers=self.conn.auth_headers,
@@ -289,7 +364,7 @@ class RemoteSandbox:
     def process(self, pid: int, pty: bool = False) -> RemoteProcess:
         if pty:
             return self._attach_pty(int(pid), None)
-        return self._attach(self.conn.open("GET", self._path(f"/commands/{int(pid)}/events")), "", {})
+        return self._attach(self.conn.open("GET", self._ours(f"/commands/{int(pid)}/events")), "", {})
 
     def processes(self) -> List[ProcessInfo]:
         return [ProcessInfo.model_validate(p) for p in self.conn.request("GET", self._path("/commands"))]
@@ -302,17 +377,16 @@ class RemoteSandbox:
                           json={"data": base64.b64encode(data).decode(), "encoding": "base64"})
 
     def close_stdin(self, pid: int) -> None:
-        self.conn.request("POST", self._path(f"/commands/{int(pid)}/close-stdin"))
+        self.conn.request("POST", self._ours(f"/commands/{int(pid)}/stdin/close"))
 
     def resize_pty(self, pid: int, size: PtySize) -> None:
-        self.conn.request("POST", self._path(f"/pty/{int(pid)}/resize"),
-                          json={"rows": size.rows, "cols": size.cols})
+        self.conn.request("PATCH", self._path(f"/pty/{int(pid)}"), json={"size": size.to_dict()})
 
     # -- code contexts ------------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         execution = Execution()
-        response = self.conn.open("POST", self._path("/execute"), json=request.model_dump(mode="json"))
+        response = self.conn.open("POST", self._ours("/execute"), json=request.model_dump(mode="json"))
         try:
             for text in lines(response):
                 message = CELL_LINES.validate_json(text)
@@ -341,17 +415,17 @@ class RemoteSandbox:
         raise SandboxException("the declaw server ended the cell's stream early (was it stopped?)")
 
     def create_context(self, request: CreateContext) -> Context:
-        return Context.model_validate(self.conn.request("POST", self._path("/contexts"),
+        return Context.model_validate(self.conn.request("POST", self._ours("/contexts"),
                                                         json=request.model_dump(mode="json")))
 
     def list_contexts(self) -> List[Context]:
-        return [Context.model_validate(c) for c in self.conn.request("GET", self._path("/contexts"))]
+        return [Context.model_validate(c) for c in self.conn.request("GET", self._ours("/contexts"))]
 
     def restart_context(self, context_id: str) -> None:
-        self.conn.request("POST", self._path(f"/contexts/{segment(context_id)}/restart"))
+        self.conn.request("POST", self._ours(f"/contexts/{segment(context_id)}/restart"))
 
     def remove_context(self, context_id: str) -> None:
-        self.conn.request("DELETE", self._path(f"/contexts/{segment(context_id)}"))
+        self.conn.request("DELETE", self._ours(f"/contexts/{segment(context_id)}"))
 
 
 def _call(callback: Callback, value: Any) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import os
 import queue
 import threading
 import time
@@ -115,6 +116,17 @@ class OutputSink:
                             pass
         return len(data)
 
+    def finish(self) -> None:
+        """The stream has ended: a trailing incomplete UTF-8 sequence reaches the callback as
+        U+FFFD (as E2B decodes), so streamed text and `text()` agree."""
+        with self._lock:
+            rest = self._decoder.decode(b"", final=True)
+            if rest and self.callback is not None:
+                try:
+                    self.callback(rest)
+                except Exception:
+                    pass
+
     def text(self) -> str:
         with self._lock:
             return b"".join(self._chunks).decode("utf-8", "replace")
@@ -164,6 +176,30 @@ class Guest:
             queue.Queue() if more_turns else None
         self._store: Optional[wasmtime.Store] = None
         self._keepalive: object = None
+        self._memory: Callable[[], int] = lambda: 0  # the linear memory's size, once instantiated
+        self._native_id: Optional[int] = None
+        self._cpu_at_end: Optional[float] = None
+
+    # -- measures, from any thread (metrics) --------------------------------------------------
+    def memory_bytes(self) -> int:
+        """The guest's linear memory now (0 before it starts and after it ends)."""
+        try:
+            return 0 if self.done else int(self._memory())
+        except Exception:
+            return 0
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the guest's thread (user + system) so far."""
+        if self._cpu_at_end is not None:
+            return self._cpu_at_end
+        if self._native_id is None:
+            return 0.0
+        try:  # fields 14 and 15 of the thread's stat: utime and stime, in clock ticks
+            with open(f"/proc/self/task/{self._native_id}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return 0.0
 
     # -- control, from any thread -------------------------------------------------------------
     def start(self, name: str = "declaw-guest") -> None:
@@ -247,21 +283,26 @@ class Guest:
         return False
 
     def _main(self) -> None:
+        self._native_id = threading.get_native_id()
         try:
             code, error = self._run()
         except BaseException as exc:  # the host must survive anything the guest does
             code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
+        self._cpu_at_end = time.thread_time()
         try:
             self._finish(code, error)
         finally:
             # Closed after the outcome is out: freeing the instance's memory takes a while and
             # nobody waits on it. (The output is complete: fd_write returns once it is written.)
+            self._memory = lambda: 0
             store, self._store = self._store, None
             if store is not None:
                 store.close()
             self._keepalive = None
 
     def _finish(self, code: int, error: Optional[str]) -> None:
+        self.stdout.finish()
+        self.stderr.finish()
         if self._stop_reason is not None:
             code, error = -1, None
         truncated = [name for name, sink in (("stdout", self.stdout), ("stderr", self.stderr))
@@ -313,6 +354,9 @@ class Guest:
         if self._should_stop():
             return -1, None
         instance = linker.instantiate(store, self.runtime.module)
+        memory = instance.exports(store)["memory"]
+        if isinstance(memory, wasmtime.Memory):
+            self._memory = lambda: memory.data_len(store)
         try:
             return self._drive(store, instance), None
         except wasmtime.ExitTrap as exit_trap:

@@ -25,9 +25,11 @@ from .. import __version__
 from .._backend import Sandboxes
 from .._threads import in_thread
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
-from ..wire import API_KEY_HEADER, CellLine, CommandLine, PtyControl, PtyEnd, error_body, status_of
+from ..wire import (API_KEY_HEADER, PREFIX, STREAMED, CellLine, CommandLine, PtyControl, PtyEnd,
+                    error_body, status_of)
 from .guard import Guard
-from .routes import Registry, routers
+from .registry import Registry
+from .routes import routers
 
 DEFAULT_MAX_BODY = 16 << 20  # JSON bodies: code, stdin, arguments
 DEFAULT_MAX_UPLOAD = 1 << 30  # one file upload (the default per-sandbox disk quota)
@@ -55,9 +57,10 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
     # no /docs or /redoc: they load their scripts from a CDN and fetch the document without the key
     app = FastAPI(title="declaw-wasm", version=__version__, docs_url=None, redoc_url=None,
                   lifespan=lifespan,
-                  description="Sandboxes running CPython on WASI, with E2B's API. Every request "
-                              f"needs the API key ({API_KEY_HEADER} or Authorization: Bearer) "
-                              "when the server has one.")
+                  description="Sandboxes running CPython on WASI, with declaw's REST API at declaw's "
+                              f"paths (its SDKs run unchanged) and our clients' own calls under {PREFIX}. "
+                              f"Every request needs the API key ({API_KEY_HEADER} or Authorization: "
+                              "Bearer) when the server has one.")
     for router in routers(registry):
         app.include_router(router)
 
@@ -93,8 +96,10 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                 document = get_openapi(title=app.title, version=app.version, description=app.description,
                                        routes=app.routes)
             schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            for name, kind in (("CommandLine", CommandLine), ("CellLine", CellLine),
-                               ("PtyControl", PtyControl), ("PtyEnd", PtyEnd)):
+            kinds: list[tuple[str, Any]] = [("CommandLine", CommandLine), ("CellLine", CellLine),
+                                            ("PtyControl", PtyControl), ("PtyEnd", PtyEnd)]
+            kinds += [(model.__name__, model) for model in STREAMED]
+            for name, kind in kinds:
                 schema = TypeAdapter(cast(Any, kind)).json_schema(ref_template="#/components/schemas/{model}")
                 schemas.update(schema.pop("$defs", {}))
                 schemas[name] = schema

@@ -61,7 +61,7 @@ class Guard:
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
-        upload = scope["method"] == "PUT" and scope["path"].endswith("/files")
+        upload = scope["method"] == "PUT" and scope["path"].endswith("/files/raw")
         limit = self.max_upload if upload else self.max_body
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):

@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
+from .._backend import Sandboxes
 from ..settings import log_level
 from .app import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, create_app
 from .guard import is_loopback
@@ -25,8 +26,10 @@ def check_bind(host: str, api_key: Optional[str]) -> None:
 
 
 def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = None,
-          max_body: int = DEFAULT_MAX_BODY, max_upload: int = DEFAULT_MAX_UPLOAD) -> None:
-    """Run the server until interrupted (what `declaw-wasm serve` does)."""
+          max_body: int = DEFAULT_MAX_BODY, max_upload: int = DEFAULT_MAX_UPLOAD,
+          sandboxes: Optional[Sandboxes] = None) -> None:
+    """Run the server until interrupted (what `declaw-wasm serve` does), serving `sandboxes`
+    (default: this process's; `--backend` gives a process pool or a Ray cluster)."""
     import uvicorn
 
     from .._wasm.snapshot import get_runtime
@@ -35,11 +38,12 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     if not api_key:
         print("declaw-wasm serve: no DECLAW_API_KEY set; requests are not authenticated "
               "(loopback only)", file=sys.stderr)
-    get_runtime()  # load (or build) the runtime before taking requests
+    if sandboxes is None:
+        get_runtime()  # load (or build) the runtime before taking requests
     shown = f"[{host}]" if ":" in host else host
     print(f"declaw-wasm serve: http://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
     # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
-    uvicorn.run(create_app(api_key, max_body, max_upload), host=host, port=port,
+    uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes), host=host, port=port,
                 log_level=log_level(), timeout_graceful_shutdown=GRACE)
 
 

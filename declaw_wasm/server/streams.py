@@ -1,13 +1,15 @@
-"""What the server streams, encoded from wire.py's messages: a command's output (NDJSON), a
-cell's reports (NDJSON), a PTY's terminal (WebSocket), and an upload's body read from a worker
-thread. Every wait for guest news is a bounded slice (`POLL`), so a client that goes away is
-noticed within a second and a quiet guest holds a thread, not the event loop."""
+"""What the server streams, encoded from wire.py's messages: a command's output (our NDJSON,
+declaw's SSE), a cell's reports (NDJSON), a PTY's terminal (our WebSocket, declaw's SSE), a
+stdio process's output (SSE), and an upload's body read from a worker thread. Every wait for
+guest news is a bounded slice (`POLL`), so a client that goes away is noticed within a second
+and a quiet guest holds a thread, not the event loop."""
 
 from __future__ import annotations
 
 import base64
 import queue
 import threading
+import zlib
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -18,12 +20,13 @@ from pydantic import BaseModel
 
 from .._backend import Event, ProcessHandle, SandboxBackend
 from .._threads import in_thread
-from ..exceptions import SandboxException
+from ..exceptions import InvalidArgumentException, SandboxException
 from ..execution import Execution, ExecutionError, OutputMessage, Result
 from ..models import PtySize
 from ..wire import (PTY_CONTROL, CellErrorLine, CellLogLine, CellResultLine, EndLine,
-                    EndOfExecutionLine, ExecutionCountLine, OutputLine, PtyLine, ResizeMessage,
-                    RunCode, StartLine, exception_line, line)
+                    EndOfExecutionLine, ExecutionCountLine, OutputLine, PtyData, PtyLine, ResizeMessage,
+                    RunCode, StartLine, StdioChunk, StreamError, StreamExit, StreamOutput,
+                    exception_line, line, sse)
 
 POLL = 1.0  # seconds a stream's worker waits for news before checking on its client
 
@@ -58,6 +61,83 @@ async def process_lines(process: ProcessHandle, kill_on_disconnect: bool) -> Asy
     finally:
         if not finished and kill_on_disconnect:
             process.kill()
+
+
+async def command_sse(process: ProcessHandle) -> AsyncIterator[bytes]:
+    """declaw's `commands/stream`: one event per line of output, without its newline (a last
+    line without one comes at the end), then `exit` or `error`. A client that goes away has its
+    command killed."""
+    partial = {"stdout": "", "stderr": ""}
+    finished = False
+    try:
+        index = 0
+        while True:
+            events, done = await in_thread(process.events_since, index, POLL)
+            index += len(events)
+            out = []
+            for event in events:
+                if event.stream not in partial:
+                    continue
+                *lines, partial[event.stream] = (partial[event.stream] + event.data).split("\n")
+                out += [sse(event.stream, StreamOutput(type=event.stream, data=text)) for text in lines]
+            if done:
+                out += [sse(name, StreamOutput(type=name, data=text))
+                        for name, text in partial.items() if text]
+            if out:
+                yield b"".join(out)
+            if done:
+                break
+        try:
+            result = process.result()
+            yield sse("exit", StreamExit(exit_code=result.exit_code))
+        except SandboxException as exc:
+            yield sse("error", StreamError(error=f"{type(exc).__name__}: {exc}"))
+        finished = True
+    finally:
+        if not finished:
+            process.kill()
+
+
+async def pty_sse(process: ProcessHandle) -> AsyncIterator[bytes]:
+    """declaw's PTY stream: the terminal's bytes from the start (event `data`), then `exit`
+    (-1 if the PTY ended by a timeout or its sandbox's end). The PTY outlives the stream."""
+    index = 0
+    while True:
+        events, done = await in_thread(process.events_since, index, POLL)
+        index += len(events)
+        data = b"".join(e.data for e in events if e.stream == "pty")
+        if data:
+            yield sse("data", PtyData(data=base64.b64encode(data).decode()))
+        if done:
+            break
+    try:
+        code = process.result().exit_code
+    except SandboxException:
+        code = -1
+    yield sse("exit", StreamExit(exit_code=code))
+
+
+async def stdio_sse(process: ProcessHandle, last_entry_id: int) -> AsyncIterator[bytes]:
+    """declaw's stdio stream: output entries after `last_entry_id` (each an event of the
+    command's log, numbered from 1), then `exit`. The process outlives the stream."""
+    index = last_entry_id
+    while True:
+        events, done = await in_thread(process.events_since, index, POLL)
+        out = []
+        for event in events:
+            index += 1
+            if event.stream in ("stdout", "stderr"):
+                data = event.data.encode("utf-8", "surrogateescape") if isinstance(event.data, str) else event.data
+                out.append(sse(event.stream, StdioChunk(entry_id=index, data=base64.b64encode(data).decode())))
+        if out:
+            yield b"".join(out)
+        if done:
+            break
+    try:
+        code = process.result().exit_code
+    except SandboxException:
+        code = -1
+    yield sse("exit", StreamExit(exit_code=code))
 
 
 async def cell_lines(backend: SandboxBackend, body: RunCode) -> AsyncIterator[bytes]:
@@ -164,6 +244,40 @@ async def serve_pty(websocket: WebSocket, process: ProcessHandle) -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(first, output, group)
         group.start_soon(first, control, group)
+
+
+class GunzipReader:
+    """A gzip-encoded body (`Content-Encoding: gzip`) as the plain bytes it holds, decoded a
+    bounded piece at a time: a small body that inflates hugely never sits in memory whole (the
+    disk quota bounds what is written)."""
+
+    def __init__(self, raw: "BodyReader") -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj(31)
+        self._tail = b""
+        self._ended = False
+
+    def read(self, size: int = -1) -> bytes:
+        size = 1 << 20 if size is None or size < 0 else max(1, size)
+        try:
+            while True:
+                if self._tail:
+                    out = self._inflate.decompress(self._tail, size)
+                elif self._ended or self._inflate.eof:
+                    return b""
+                else:
+                    chunk = self._raw.read(1 << 16)
+                    if not chunk:
+                        self._ended = True
+                        if not self._inflate.eof:
+                            raise InvalidArgumentException("the gzip-encoded body ends early")
+                        return b""
+                    out = self._inflate.decompress(chunk, size)
+                self._tail = self._inflate.unconsumed_tail
+                if out:
+                    return out
+        except zlib.error as exc:
+            raise InvalidArgumentException(f"the body is not valid gzip: {exc}") from None
 
 
 class BodyReader:

@@ -76,6 +76,9 @@ class Kernel:
 
         _declaw_boot.patch_on_import("IPython.core.display_functions", displays.patch_ipython)
         _declaw_boot.patch_on_import("plotly.io", displays.patch_plotly)
+        _declaw_boot.patch_on_import("PIL.Image", displays.patch_pil)
+        _declaw_boot.patch_on_import("matplotlib.axes", lambda module: displays.patch_boxplot(module.Axes))
+        _declaw_boot.patch_on_import("matplotlib.pyplot", displays.patch_boxplot)
         os.chdir(cwd)
         os.environ["PWD"] = cwd
         sys.path.insert(0, "")

@@ -92,7 +92,8 @@ def _chart_type(ax) -> str:
 
     artists = [a for a in _artists(ax) if not isinstance(a, (Text, Shadow))]
     if all(isinstance(a, Line2D) for a in artists):
-        return "line"
+        # a default `boxplot` (patch_artist=False) draws its boxes as closed rectangles of lines
+        return "box_and_whisker" if any(_is_box_outline(a) for a in artists) else "line"
     if all(isinstance(a, (PathPatch, Line2D)) for a in artists):
         return "box_and_whisker"
     artists = [a for a in artists if not (isinstance(a, Line2D) and _is_grid_line(a))]
@@ -266,14 +267,14 @@ def _box_chart(ax) -> dict:
 
     chart = _chart2d(ax, "box_and_whisker")
     patches = [p for p in ax.patches if isinstance(p, PathPatch)]
+    outlines = [line for line in ax.get_lines() if _is_box_outline(line)]
     shapes = []  # per box: the (x, y) extremes of its outline
-    for patch in patches:
-        vertices = _tolist(patch.get_path().vertices)
+    for vertices in [_tolist(p.get_path().vertices) for p in patches] + [_tolist(o.get_xydata()) for o in outlines]:
         xs = [float(v[0]) for v in vertices]
         ys = [float(v[1]) for v in vertices]
         if xs and ys:
             shapes.append((min(xs), max(xs), min(ys), max(ys)))
-    lines = [_line_points(line) for line in ax.get_lines()]
+    lines = [_line_points(line) for line in ax.get_lines() if line not in outlines]
     vertical = _boxes_vertical(shapes, lines)
     if not vertical:
         _swap_axes(chart)
@@ -336,6 +337,20 @@ def _box_chart(ax) -> dict:
             "outliers": [_number(v) for v in outliers],
         })
     return chart
+
+
+def _is_box_outline(line) -> bool:
+    """A closed, axis-aligned rectangle drawn as one line: a box of a default box plot."""
+    try:
+        points = [(float(x), float(y)) for x, y in _tolist(line.get_xydata())]
+    except Exception:
+        return False
+    if len(points) != 5 or points[0] != points[-1]:
+        return False
+    xs = {round(x, 9) for x, _ in points}
+    ys = {round(y, 9) for _, y in points}
+    return len(xs) == 2 and len(ys) == 2 and all(
+        (a[0] == b[0]) != (a[1] == b[1]) for a, b in zip(points, points[1:]))
 
 
 def _line_points(line) -> tuple[list, bool]:

@@ -8,6 +8,8 @@ become display results, one per figure. Binary formats travel as base64 text, as
 """
 
 import base64
+import functools
+import os
 import sys
 
 from declaw_shell import door
@@ -182,10 +184,58 @@ def flush_figures():
 
 
 def install_hooks():
-    """`plt.show()` and `Image.show()` display instead of opening windows."""
+    """`plt.show()` and `Image.show()` display instead of opening windows; an image saved to a
+    file is displayed too (as E2B's kernel does); `boxplot(labels=...)` still works."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.show = lambda *args, **kwargs: flush_figures()
+        patch_boxplot(pyplot)
+    axes = sys.modules.get("matplotlib.axes")
+    if axes is not None:
+        patch_boxplot(axes.Axes)
     image = sys.modules.get("PIL.Image")
     if image is not None:
-        image.Image.show = lambda self, *args, **kwargs: display(self)
+        patch_pil(image)
+
+
+_displaying = []  # non-empty while an image is being displayed (its PNG is made by `save`)
+
+
+def patch_pil(module):
+    cls = module.Image
+    cls.show = lambda self, *args, **kwargs: display(self)
+    if getattr(cls.save, "_declaw", False):
+        return
+    original = cls.save
+
+    def save(self, fp, *args, **kwargs):
+        result = original(self, fp, *args, **kwargs)
+        if isinstance(fp, (str, os.PathLike)) and not _displaying:
+            _displaying.append(True)
+            try:
+                display(self)
+            except Exception:  # the file is saved; a display problem is not the cell's
+                pass
+            finally:
+                _displaying.pop()
+        return result
+
+    save._declaw = True
+    cls.save = save
+
+
+def patch_boxplot(owner):
+    """matplotlib 3.9 renamed boxplot's `labels` to `tick_labels` and later removed the old
+    name, which generated code (and E2B's own tests) still use."""
+    original = getattr(owner, "boxplot", None)
+    if original is None or getattr(original, "_declaw", False):
+        return
+
+    @functools.wraps(original)
+    def boxplot(*args, **kwargs):
+        if "labels" in kwargs and "tick_labels" not in kwargs:
+            kwargs["tick_labels"] = kwargs.pop("labels")
+        return original(*args, **kwargs)
+
+    boxplot._declaw = True
+    owner.boxplot = boxplot

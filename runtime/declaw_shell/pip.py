@@ -22,7 +22,7 @@ VERSION = "pip 25.0 (declaw-wasm: installs run on the host, pure-Python wheels o
 GLOBAL_FLAGS = {"-q", "--quiet", "-v", "--verbose", "--disable-pip-version-check", "--no-cache-dir",
                 "--isolated", "--no-color", "--no-input", "--require-virtualenv", "--no-python-version-warning"}
 GLOBAL_WITH_VALUE = {"--root-user-action", "--progress-bar", "--cache-dir", "--timeout", "--retries",
-                     "--log", "--proxy", "--cert", "--client-cert", "--python"}
+                     "--log", "--proxy", "--cert", "--client-cert", "--python", "--trusted-host"}
 INSTALL_FLAGS = {"-U", "--upgrade", "--user", "--no-deps", "--no-index", "--pre", "--break-system-packages",
                  "--force-reinstall", "--ignore-installed", "-I", "--no-build-isolation", "--no-warn-script-location",
                  "--only-binary=:all:", "--prefer-binary", "--no-compile", "--compile", "-y", "--yes"}

@@ -27,6 +27,10 @@ def registry(session):
         commands.register(PythonCommand(name, session, ["-m", "pip"]))
     for command in (AwkCommand(session), LnCommand(), TputCommand(session), GnuLsCommand(session)):
         commands.register(command)
+    from .net_commands import NET_COMMANDS  # curl, wget (over the sandbox's network)
+
+    for net_command in NET_COMMANDS:
+        commands.register(net_command())
     return commands
 
 

@@ -110,14 +110,15 @@ export class CommandHandle {
 }
 
 export class Commands {
-  constructor(private readonly conn: Connection, private readonly base: string) {}
+  constructor(private readonly conn: Connection, private readonly base: string,
+              private readonly ours: string) {}
 
   /** Run `cmd` as `bash -c` would: the result, or with `background: true` a handle at once. */
   async run(cmd: string, opts: CommandStartOpts & { background: true }): Promise<CommandHandle>;
   async run(cmd: string, opts?: CommandStartOpts & { background?: false }): Promise<CommandResult>;
   async run(cmd: string, opts: CommandStartOpts = {}): Promise<CommandResult | CommandHandle> {
     const timeout = opts.timeout ?? (opts.timeoutMs !== undefined ? opts.timeoutMs / 1000 : 60);
-    const response = await this.conn.fetch("POST", `${this.base}/commands`, {
+    const response = await this.conn.fetch("POST", `${this.ours}/commands`, {
       stream: true,
       json: { cmd, envs: opts.envs, cwd: opts.cwd, timeout, stdin: opts.stdin,
               background: !!opts.background, tag: opts.tag } satisfies wire.RunCommand,
@@ -137,7 +138,7 @@ export class Commands {
 
   /** A running command's handle, with its output from the start. */
   async connect(pid: number, opts: Pick<CommandStartOpts, "onStdout" | "onStderr"> = {}): Promise<CommandHandle> {
-    const response = await this.conn.fetch("GET", `${this.base}/commands/${pid}/events`, { stream: true });
+    const response = await this.conn.fetch("GET", `${this.ours}/commands/${pid}/events`, { stream: true });
     return this.attach(response, opts);
   }
 
@@ -161,6 +162,6 @@ export class Commands {
   }
 
   async closeStdin(pid: number): Promise<void> {
-    await this.conn.fetch("POST", `${this.base}/commands/${pid}/close-stdin`);
+    await this.conn.fetch("POST", `${this.ours}/commands/${pid}/stdin/close`);
   }
 }

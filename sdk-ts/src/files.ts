@@ -44,7 +44,8 @@ function entryInfo(raw: Raw): EntryInfo {
 }
 
 export class Filesystem {
-  constructor(private readonly conn: Connection, private readonly base: string) {}
+  constructor(private readonly conn: Connection, private readonly base: string,
+              private readonly ours: string) {}
 
   /** The file's content: `text` (default), `bytes` (Uint8Array), `blob`, or `stream`. */
   async read(path: string): Promise<string>;
@@ -76,7 +77,7 @@ export class Filesystem {
       throw new InvalidArgumentError("data must be a string, ArrayBuffer, typed array, Blob or ReadableStream");
     }
     const stream = data instanceof ReadableStream;
-    return writeInfo(await this.conn.json<Raw>("PUT", `${this.base}/files`, { query: { path }, body, stream }));
+    return writeInfo(await this.conn.json<Raw>("PUT", `${this.base}/files/raw`, { query: { path }, body, stream }));
   }
 
   /** Entries under `path`, `depth` levels deep (default 1), sorted by path. */
@@ -101,7 +102,7 @@ export class Filesystem {
   }
 
   async rename(oldPath: string, newPath: string): Promise<EntryInfo> {
-    return entryInfo(await this.conn.json<Raw>("POST", `${this.base}/files/rename`, {
+    return entryInfo(await this.conn.json<Raw>("PATCH", `${this.base}/files`, {
       json: { old_path: oldPath, new_path: newPath } satisfies wire.Rename,
     }));
   }

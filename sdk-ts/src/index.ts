@@ -1,7 +1,7 @@
 /**
- * @declaw/sdk: sandboxes served by `declaw-wasm serve`, with E2B's API shape.
+ * declaw-wasm: sandboxes served by `declaw-wasm serve`, with E2B's API shape.
  *
- *   import { Sandbox } from "@declaw/sdk";
+ *   import { Sandbox } from "declaw-wasm";
  *   const sbx = await Sandbox.create({ template: "code-interpreter", timeout: 180 });
  *   const r = await sbx.commands.run("python3 -c 'print(6 * 7)'");  // r.exitCode, r.stdout
  *   await sbx.kill();

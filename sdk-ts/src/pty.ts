@@ -76,20 +76,21 @@ export class PtyHandle {
 
 export class Pty {
   constructor(private readonly conn: Connection, private readonly base: string,
-              private readonly commands: Commands) {}
+              private readonly ours: string, private readonly commands: Commands) {}
 
   /** Start `bash -i -l` on a terminal of this size. */
   async create(opts: PtyCreateOpts): Promise<PtyHandle> {
     const timeout = opts.timeout ?? (opts.timeoutMs !== undefined ? opts.timeoutMs / 1000 : 60);
     const { pid } = await this.conn.json<wire.Pid>("POST", `${this.base}/pty`, {
-      json: { rows: opts.rows, cols: opts.cols, cwd: opts.cwd, envs: opts.envs, timeout } satisfies wire.CreatePty,
+      json: { size: { rows: opts.rows ?? 24, cols: opts.cols ?? 80 }, cwd: opts.cwd, envs: opts.envs,
+              timeout } satisfies wire.CreatePty,
     });
     return this.connect(pid, { onData: opts.onData });
   }
 
   /** Attach to a running PTY; its output is replayed from the start. */
   async connect(pid: number, opts: Pick<PtyCreateOpts, "onData"> = {}): Promise<PtyHandle> {
-    const socket = this.conn.webSocket(`${this.base}/pty/${pid}`);
+    const socket = this.conn.webSocket(`${this.ours}/pty/${pid}`);
     await new Promise<void>((resolve, reject) => {
       socket.onopen = () => resolve();
       socket.onerror = () => reject(new NotFoundError(`no running PTY with pid ${pid} (or the server is unreachable)`));
@@ -103,7 +104,7 @@ export class Pty {
   }
 
   async resize(pid: number, size: PtySize): Promise<void> {
-    await this.conn.fetch("POST", `${this.base}/pty/${pid}/resize`, { json: { rows: size.rows, cols: size.cols } satisfies wire.Resize });
+    await this.conn.fetch("PATCH", `${this.base}/pty/${pid}`, { json: { size: { rows: size.rows, cols: size.cols } } satisfies wire.Resize });
   }
 
   kill(pid: number): Promise<boolean> {

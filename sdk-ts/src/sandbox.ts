@@ -8,6 +8,9 @@ import { Filesystem } from "./files.js";
 import { Pty } from "./pty.js";
 import type * as wire from "./wire.js";
 
+/** Where the server keeps what only our SDKs use (declaw_wasm/wire.py's PREFIX). */
+export const PREFIX = "/declaw-wasm";
+
 export interface SandboxInfo {
   sandboxId: string;
   templateId: string;
@@ -71,11 +74,16 @@ export class Sandbox {
   readonly pty: Pty;
   private readonly base: string;
 
+  private readonly ours: string;
+
   private constructor(readonly sandboxId: string, private readonly conn: Connection) {
+    // declaw's paths for what declaw has; ours (cells, contexts, NDJSON streams, the PTY socket)
+    // under the server's own prefix
     this.base = `/sandboxes/${encodeURIComponent(sandboxId)}`;
-    this.files = new Filesystem(conn, this.base);
-    this.commands = new Commands(conn, this.base);
-    this.pty = new Pty(conn, this.base, this.commands);
+    this.ours = `${PREFIX}${this.base}`;
+    this.files = new Filesystem(conn, this.base, this.ours);
+    this.commands = new Commands(conn, this.base, this.ours);
+    this.pty = new Pty(conn, this.base, this.ours, this.commands);
   }
 
   /** A new sandbox on the server (`DECLAW_DOMAIN`, key `DECLAW_API_KEY`, or the options). */
@@ -91,13 +99,13 @@ export class Sandbox {
   /** The live sandbox with this id; `timeout` can only extend its lifetime. */
   static async connect(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
     const conn = new Connection(opts);
-    await conn.json("POST", `/sandboxes/${encodeURIComponent(sandboxId)}/connect`, { json: { timeout: opts.timeout } satisfies wire.Connect });
+    await conn.json("GET", `/sandboxes/${encodeURIComponent(sandboxId)}`, { query: { timeout: opts.timeout } });
     return new Sandbox(sandboxId, conn);
   }
 
   /** The server's live sandboxes, newest first. */
   static async list(opts: ConnectionOpts = {}): Promise<SandboxInfo[]> {
-    return (await new Connection(opts).json<Raw[]>("GET", "/sandboxes")).map(sandboxInfo);
+    return (await new Connection(opts).json<wire.SandboxList>("GET", "/sandboxes")).sandboxes.map(sandboxInfo);
   }
 
   /** Kill a sandbox by id; false if it was already gone. */
@@ -112,7 +120,7 @@ export class Sandbox {
 
   /** Kill the sandbox `timeout` seconds from now. */
   async setTimeout(timeout: number): Promise<void> {
-    await this.conn.fetch("POST", `${this.base}/timeout`, { json: { timeout } satisfies wire.SetTimeout });
+    await this.conn.fetch("PATCH", `${this.base}/timeout`, { json: { timeout } satisfies wire.SetTimeout });
   }
 
   async getInfo(): Promise<SandboxInfo> {
@@ -121,8 +129,7 @@ export class Sandbox {
 
   async isRunning(): Promise<boolean> {
     try {
-      await this.getInfo();
-      return true;
+      return (await this.conn.json<wire.Status>("GET", `${this.base}/status`)).is_running;
     } catch (err) {
       if (err instanceof SandboxError) return false;
       throw err;
@@ -132,7 +139,7 @@ export class Sandbox {
   /** Run a cell in a stateful Python context (the default one unless `context` is given).
    *  Code errors land in `execution.error`; a cell past its timeout throws `TimeoutError`. */
   async runCode(code: string, opts: RunCodeOpts = {}): Promise<Execution> {
-    const response = await this.conn.fetch("POST", `${this.base}/execute`, {
+    const response = await this.conn.fetch("POST", `${this.ours}/execute`, {
       stream: true,
       json: { code, language: opts.language, context_id: opts.context?.id, envs: opts.envs,
               timeout: seconds(opts.timeout, opts.timeoutMs) ?? 300 } satisfies wire.RunCode,
@@ -162,21 +169,21 @@ export class Sandbox {
   }
 
   async createCodeContext(opts: { cwd?: string; language?: string } = {}): Promise<Context> {
-    return this.conn.json<Context>("POST", `${this.base}/contexts`, { json: { cwd: opts.cwd, language: opts.language } satisfies wire.CreateContext });
+    return this.conn.json<Context>("POST", `${this.ours}/contexts`, { json: { cwd: opts.cwd, language: opts.language } satisfies wire.CreateContext });
   }
 
   async listCodeContexts(): Promise<Context[]> {
-    return this.conn.json<Context[]>("GET", `${this.base}/contexts`);
+    return this.conn.json<Context[]>("GET", `${this.ours}/contexts`);
   }
 
   async restartCodeContext(context: Context | string): Promise<void> {
     const id = typeof context === "string" ? context : context.id;
-    await this.conn.fetch("POST", `${this.base}/contexts/${encodeURIComponent(id)}/restart`);
+    await this.conn.fetch("POST", `${this.ours}/contexts/${encodeURIComponent(id)}/restart`);
   }
 
   async removeCodeContext(context: Context | string): Promise<void> {
     const id = typeof context === "string" ? context : context.id;
-    await this.conn.fetch("DELETE", `${this.base}/contexts/${encodeURIComponent(id)}`);
+    await this.conn.fetch("DELETE", `${this.ours}/contexts/${encodeURIComponent(id)}`);
   }
 }
 

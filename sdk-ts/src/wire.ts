@@ -2,6 +2,36 @@
 // The wire's messages (declaw_wasm/wire.py) and models, as the server sends and accepts them.
 /* eslint-disable */
 
+/** One outbound event of a sandbox. */
+export interface AuditEvent {
+  timestamp: string;
+  method?: string;
+  url?: string;
+  status_code?: number;
+  pii_redactions?: number;
+  injection_blocks?: number;
+  transformations_applied?: number;
+  direction?: "outbound";
+  kind?: "dns" | "connection" | "request";
+  decision?: "allowed" | "denied";
+  rule?: string;
+  reason?: string;
+  host?: string;
+  address?: string;
+  port?: number;
+  tls?: boolean;
+  bytes_out?: number;
+  bytes_in?: number;
+  duration_ms?: number;
+  secrets_injected?: string[];
+  error?: string;
+}
+
+export interface BatchEntry {
+  path: string;
+  data: string;
+}
+
 export interface CellErrorLine {
   name: string;
   value: string;
@@ -38,8 +68,13 @@ export interface CellResultLine {
 
 export type CommandLine = StartLine | OutputLine | PtyLine | EndLine | ExceptionLine;
 
-export interface Connect {
-  timeout?: number | null;
+/** The outcome of a finished command. A non-zero `exit_code` is returned, not raised. */
+export interface CommandResult {
+  stderr: string;
+  stdout: string;
+  exit_code: number;
+  error?: string | null;
+  cpu_instructions_used?: number | null;
 }
 
 /** An independent namespace for `run_code` (one long-lived guest). */
@@ -54,20 +89,28 @@ export interface CreateContext {
   language?: string | null;
 }
 
+/** `POST /sandboxes/{id}/pty` (declaw's shape). */
 export interface CreatePty {
-  rows?: number;
-  cols?: number;
+  size?: TerminalSize;
   cwd?: string | null;
   envs?: Record<string, string> | null;
   timeout?: number | null;
 }
 
+/** declaw's `POST /sandboxes` body (its field names and JSON shapes) plus our `limits`. `network`, `security`, `lifecycle`, `volumes` and `vault_refs` travel to the backend as data; docs/differences.md says which of them are enforced. */
 export interface CreateSandbox {
   template?: string | null;
   timeout?: number | null;
   metadata?: Record<string, string> | null;
   envs?: Record<string, string> | null;
   limits?: Limits | null;
+  secure?: boolean;
+  allow_internet_access?: boolean | null;
+  network?: Record<string, unknown> | null;
+  security?: Record<string, unknown> | null;
+  lifecycle?: Record<string, unknown> | null;
+  volumes?: Record<string, unknown>[] | null;
+  vault_refs?: Record<string, string> | null;
 }
 
 export interface Created {
@@ -92,6 +135,7 @@ export interface EntryInfo {
   type?: FileType | null;
   path: string;
   size: number;
+  metadata?: Record<string, string> | null;
   mode: number;
   permissions: string;
   owner: string;
@@ -100,10 +144,11 @@ export interface EntryInfo {
   symlink_target?: string | null;
 }
 
-/** Every error response: the SDK exception's class name and message (a command's timeout also carries the output so far). */
+/** Every error response: the SDK exception's class name (`error`, which our SDKs raise), its message and declaw's machine-readable `code` (declaw's SDKs read `message` and `code`); a command's timeout also carries the output so far. */
 export interface ErrorBody {
   error: string;
   message: string;
+  code?: string;
   stdout?: string | null;
   stderr?: string | null;
 }
@@ -112,6 +157,7 @@ export interface ErrorBody {
 export interface ExceptionLine {
   error: string;
   message: string;
+  code?: string;
   stdout?: string | null;
   stderr?: string | null;
   type: "exception";
@@ -128,8 +174,30 @@ export interface Exists {
 
 export type FileType = "file" | "dir" | "symlink";
 
+/** A change in a watched folder: E2B's `name` (relative to the watched folder) and `type`, `entry` with `include_entry=True`; declaw's `path` (absolute, in the sandbox) and `timestamp` (seconds since the epoch). */
+export interface FilesystemEvent {
+  name: string;
+  type: FilesystemEventType;
+  path?: string;
+  entry?: EntryInfo | null;
+  timestamp?: number | null;
+}
+
+export type FilesystemEventType = "chmod" | "create" | "remove" | "rename" | "write";
+
+export interface KillMany {
+  sandbox_ids: string[];
+}
+
+/** Per id: `{"killed": true}` (or `{"queued": true}` for `?async=true`) or `{"error": ...}`. */
+export interface KillManyResults {
+  results: Record<string, Record<string, unknown>>;
+}
+
+/** A kill's answer: `killed` (done), and declaw's `queued` for `?async=true` (here a kill is done before the answer, so both say the same). */
 export interface Killed {
   killed: boolean;
+  queued?: boolean | null;
 }
 
 /** Per-sandbox limits; every guest of the sandbox runs under them. */
@@ -140,6 +208,13 @@ export interface Limits {
   disk_bytes?: number;
   disk_files?: number;
   cpu_instructions?: number | null;
+  net_connections?: number;
+  net_connection_bytes?: number;
+  net_sandbox_bytes?: number;
+  net_connect_timeout?: number;
+  net_idle_timeout?: number;
+  net_header_bytes?: number;
+  net_guard_body_bytes?: number;
 }
 
 export interface MakeDir {
@@ -163,9 +238,15 @@ export interface ProcessInfo {
   args?: string[];
   envs?: Record<string, string>;
   cwd?: string | null;
+  is_pty?: boolean;
 }
 
 export type PtyControl = ResizeMessage | StdinMessage;
+
+/** `GET /sandboxes/{id}/pty/{pid}/stream`: event `data` (the terminal's bytes, base64), then event `exit` (`StreamExit`). */
+export interface PtyData {
+  data: string;
+}
 
 export type PtyEnd = EndLine | ExceptionLine;
 
@@ -180,9 +261,9 @@ export interface Rename {
   new_path: string;
 }
 
+/** `PATCH /sandboxes/{id}/pty/{pid}`. */
 export interface Resize {
-  rows: number;
-  cols: number;
+  size: TerminalSize;
 }
 
 /** A PTY WebSocket's text frame from the client. */
@@ -200,6 +281,7 @@ export interface RunCode {
   timeout?: number | null;
 }
 
+/** `POST /sandboxes/{id}/commands` (declaw's: JSON `CommandResult`, or `{pid}` with `background`), `POST .../commands/stream` (SSE) and `POST {PREFIX}/sandboxes/{id}/commands` (our NDJSON stream). declaw's `user` and `stream` fields are accepted and ignored. */
 export interface RunCommand {
   cmd: string;
   envs?: Record<string, string> | null;
@@ -221,9 +303,29 @@ export interface SandboxInfo {
   cpu_count?: number;
   memory_mb?: number;
   envd_version?: string | null;
+  allow_internet_access?: boolean | null;
+  network?: Record<string, unknown> | null;
+  lifecycle?: Record<string, unknown> | null;
 }
 
-export type SandboxState = "running" | "paused";
+/** `GET /sandboxes`: declaw's page shape (one page holds every match here). */
+export interface SandboxList {
+  sandboxes: SandboxInfo[];
+  next_token?: string | null;
+}
+
+/** declaw's `SandboxMetrics` (one sample): CPU use of the sandbox's guests over the time since the previous sample, their linear memory now, its disk use; plus the guests' CPU time since the sandbox started (`cpu_time_seconds`) and, with `Limits(cpu_instructions=...)`, the instructions its finished command lines and cells ran (`cpu_instructions_used`, Wasmtime fuel). */
+export interface SandboxMetrics {
+  timestamp: string;
+  cpu_usage_percent?: number;
+  memory_usage_mb?: number;
+  disk_usage_mb?: number;
+  cpu_time_seconds?: number;
+  cpu_instructions_used?: number | null;
+}
+
+/** E2B's states (running, paused) and declaw's (also live, creating, killed). */
+export type SandboxState = "running" | "paused" | "live" | "creating" | "killed";
 
 export interface SetTimeout {
   timeout: number;
@@ -233,6 +335,17 @@ export interface SetTimeout {
 export interface StartLine {
   type: "start";
   pid: number;
+}
+
+/** `POST /sandboxes/{id}/stdio`: a process with an open stdin pipe (MCP/LSP servers). */
+export interface StartStdio {
+  cmd: string;
+  envs?: Record<string, string> | null;
+  cwd?: string | null;
+}
+
+export interface Status {
+  is_running: boolean;
 }
 
 export interface Stdin {
@@ -246,9 +359,69 @@ export interface StdinMessage {
   data: string;
 }
 
-/** What `files.write` wrote. */
+/** `GET /sandboxes/{id}/stdio/{cmd_id}/stream[?last_entry_id=]`: events `stdout`/`stderr` (`entry_id` counts from 1; a stream resumes after `last_entry_id`), then event `exit`. */
+export interface StdioChunk {
+  entry_id: number;
+  data: string;
+}
+
+export interface StdioStarted {
+  cmd_id: string;
+}
+
+export interface StdioStdin {
+  data: string;
+}
+
+export interface StreamError {
+  error: string;
+}
+
+export interface StreamExit {
+  exit_code: number;
+}
+
+/** `POST /sandboxes/{id}/commands/stream`: one line of output, without its newline (events `stdout`/`stderr`), then `StreamExit` (event `exit`) or `StreamError` (`error`). */
+export interface StreamOutput {
+  type: "stdout" | "stderr";
+  data: string;
+}
+
+export interface TerminalSize {
+  cols?: number;
+  rows?: number;
+}
+
+export interface Watch {
+  path: string;
+  recursive?: boolean;
+  include_entry?: boolean;
+}
+
+/** A watch's id: its events come from `GET {PREFIX}/sandboxes/{id}/watchers/{watcher_id}`. */
+export interface Watching {
+  watcher_id: string;
+}
+
+/** `POST /sandboxes/{id}/files/batch`: text files, written in order. */
+export interface WriteBatch {
+  files: BatchEntry[];
+  metadata?: Record<string, string> | null;
+}
+
+/** What `files.write` wrote: E2B's fields (`name`, `type`, `path`, `metadata`) and declaw's (`path`, `size`). */
 export interface WriteInfo {
   name: string;
   type?: FileType | null;
   path: string;
+  size?: number;
+  metadata?: Record<string, string> | null;
+}
+
+/** `POST /sandboxes/{id}/files` (declaw's text write): `data` is the file's text (or, with `encoding` "base64", its bytes). */
+export interface WriteText {
+  path: string;
+  data: string;
+  encoding?: "utf-8" | "base64";
+  metadata?: Record<string, string> | null;
 }

@@ -1,15 +1,17 @@
-"""Pre-created sandboxes: `Sandbox.create` hands out one made ahead of time, with a parked guest.
+"""Standby sandboxes: `Sandbox.create` hands out one made ahead of time, with a parked guest.
 
 Making a sandbox costs its folder (the root skeleton copied, a template's files laid over it)
-and, for its first command, a guest booted from the snapshot. A pool per template and limits
-keeps `DECLAW_WASM_POOL` (settings.py) of them ready, each with its guest parked (parking.py):
-`create` takes one, gives it its lifetime, metadata and envs (`LocalSandbox.begin`: the envs
-reach guests with each command line, so a pooled guest needs none), and a background thread
-makes the next. A pool starts on the second `create` of its template and limits in a process, so
-a program that makes one sandbox never pays for a pool; pooled sandboxes are not listed and do
-not count as live until handed out, and are killed at exit.
+and, for its first command, a guest booted from the snapshot. Per template and limits,
+`DECLAW_WASM_STANDBY` (settings.py) sandboxes are kept ready, each with its guest parked
+(parking.py): `create` takes one, gives it its lifetime, metadata, envs and network
+(`LocalSandbox.begin`: the envs reach guests with each command line, so a standby guest needs
+none), and a background thread makes the next. Standby starts on the second `create` of its
+template and limits in a process, so a program that makes one sandbox never pays for it;
+standby sandboxes are not listed and do not count as live until handed out, and are killed at
+exit. A create with volumes makes its own sandbox (their mounts are fixed before any guest
+starts). (Not to be confused with `_pool/`, the backend that runs sandboxes in worker processes.)
 
-The key covers what a pooled sandbox was made from: the template (for a custom one, its
+The key covers what a standby sandbox was made from: the template (for a custom one, its
 template.json as it is on disk now, so a rebuilt template is never served stale), the limits
 (the memory limit and fuel are fixed in a guest's store) and the runtime (tests switch between
 the warm and cold paths).
@@ -24,18 +26,18 @@ from typing import TYPE_CHECKING, Callable, Hashable, Optional
 
 from .._packages.catalog import GuestTemplate
 from ..limits import Limits
-from ..settings import pool_size
+from ..settings import standby_size
 from .parking import parking
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
-POOL_AFTER = 2  # creates of one key before it gets a pool
+STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
 QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped)
 
 
-def pool_key(template: GuestTemplate, limits: Limits, runtime: object) -> Optional[Hashable]:
-    """What a pooled sandbox must match (None: not poolable)."""
+def standby_key(template: GuestTemplate, limits: Limits, runtime: object) -> Optional[Hashable]:
+    """What a standby sandbox must match (None: none can)."""
     stamp: tuple[int, int] = (0, 0)
     if template.root is not None:
         try:
@@ -47,8 +49,8 @@ def pool_key(template: GuestTemplate, limits: Limits, runtime: object) -> Option
             tuple(sorted(template.envs.items())), stamp, limits, id(runtime))
 
 
-class Pool:
-    """The process's pools, and the one thread that refills them."""
+class Standby:
+    """The process's standby sandboxes, and the one thread that makes them."""
 
     def __init__(self, make: Callable[[GuestTemplate, Limits], "LocalSandbox"]) -> None:
         """`make(template, limits)`: a new sandbox, not yet begun (sandbox.py's)."""
@@ -63,13 +65,13 @@ class Pool:
         self._last_take = 0.0
 
     def take(self, key: Optional[Hashable], template: GuestTemplate, limits: Limits) -> Optional["LocalSandbox"]:
-        """A pooled sandbox for `key` (None if none is ready); counts the create either way."""
-        if key is None or pool_size() <= 0:
+        """A standby sandbox for `key` (None if none is ready); counts the create either way."""
+        if key is None or standby_size() <= 0:
             return None
         with self._lock:
             self._last_take = time.monotonic()
             self._creates[key] = self._creates.get(key, 0) + 1
-            if self._creates[key] >= POOL_AFTER and key not in self._wanted:
+            if self._creates[key] >= STANDBY_AFTER and key not in self._wanted:
                 self._wanted[key] = (template, limits)
             ready = self._ready.get(key)
             sandbox = ready.popleft() if ready else None
@@ -86,7 +88,7 @@ class Pool:
     def _start(self) -> None:  # under the lock
         self._work.set()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._fill, name="declaw-pool", daemon=True)
+            self._thread = threading.Thread(target=self._fill, name="declaw-standby", daemon=True)
             self._thread.start()
 
     def _fill(self) -> None:
@@ -97,7 +99,7 @@ class Pool:
                 with self._lock:
                     if self._closed:
                         return
-                    size = pool_size()
+                    size = standby_size()
                     short = [(key, spec) for key, spec in self._wanted.items()
                              if len(self._ready.get(key, ())) < size]
                 if not short:
@@ -118,7 +120,7 @@ class Pool:
                         self._ready.setdefault(key, deque()).append(sandbox)
 
     def close(self) -> None:
-        """Kill every pooled sandbox (at exit)."""
+        """Kill every standby sandbox (at exit)."""
         with self._lock:
             self._closed = True
             sandboxes = [s for ready in self._ready.values() for s in ready]

@@ -1,0 +1,271 @@
+"""Scale-out side by side (issue 19): in-process vs a process pool vs a two-node Ray cluster, in
+one run on this machine.
+
+    python3 -m pip install -e '.[bench,ray]' && declaw-wasm warmup
+    python3 benchmarks/scale.py [--limit 164] [--clients 4] [-n 30]
+
+- HumanEval's problems as commands (write the program, `python3 it`), `--clients` client threads
+  each with a sandbox of its own: throughput in-process, on `processes:2`, and on a local Ray
+  cluster of two simulated nodes (`ray.cluster_utils.Cluster`, one CPU each, one host per node).
+- Added latency of `commands.run("echo hi")` and `run_code("x=1")` over in-process (medians,
+  the backend's and an in-process sandbox's calls alternating, so both see the same load).
+- A pool worker SIGKILLed mid-command: how long until its command raises; the other worker's
+  command loses no output. The same for a Ray node removed mid-command.
+- Coordination: a no-op Ray actor call, and the driver's CPU per command on each backend (what
+  one client process spends per command: the ceiling a driver puts on a cluster's throughput).
+  The N-node model built from these figures is in benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+# Ray's failure signal handler would take wasmtime's trap signals (docs/scale.md)
+os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every Ray address on loopback
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from humaneval import problems, program  # noqa: E402
+
+from declaw_wasm import Sandbox, SandboxException  # noqa: E402
+
+LOOP = "python3 -c 'import time\nfor i in range({n}):\n    print(i, flush=True); time.sleep(0.01)'"
+
+
+def median_ms(call: Callable[[], object], n: int) -> float:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def humaneval(sandboxes: list[Sandbox], items: list[dict[str, Any]]) -> tuple[float, int, float]:
+    """(problems per second, failures, driver CPU seconds per problem) with one client thread per
+    sandbox taking problems from a shared list."""
+    next_index = iter(range(len(items)))
+    lock = threading.Lock()
+    failures = [0]
+
+    def client(sbx: Sandbox) -> None:
+        while True:
+            with lock:
+                i = next(next_index, None)
+            if i is None:
+                return
+            sbx.files.write(f"/tmp/he/p{i}.py", program(items[i]))
+            r = sbx.commands.run(f"python3 /tmp/he/p{i}.py", timeout=60)
+            if r.exit_code != 0 or r.stdout != "passed\n":
+                with lock:
+                    failures[0] += 1
+
+    cpu, start = time.process_time(), time.perf_counter()
+    threads = [threading.Thread(target=client, args=(s,)) for s in sandboxes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return len(items) / wall, failures[0], cpu / len(items)
+
+
+def latencies(sbx: Sandbox, local: Sandbox, n: int) -> tuple[float, float, float, float]:
+    """Medians of `echo hi` and `run_code("x=1")` on `sbx` and on the in-process `local`, the
+    two alternating so that both see the same load: (echo, cell, local echo, local cell)."""
+    for s in (sbx, local):
+        s.commands.run("echo hi")
+        s.run_code("x = 1")
+    echo: dict[int, list[float]] = {0: [], 1: []}
+    cell: dict[int, list[float]] = {0: [], 1: []}
+    for _ in range(n):
+        for i, s in enumerate((sbx, local)):
+            echo[i].append(median_ms(lambda s=s: s.commands.run("echo hi"), 1))
+            cell[i].append(median_ms(lambda s=s: s.run_code("x=1"), 3))
+    m = statistics.median
+    return m(echo[0]), m(cell[0]), m(echo[1]), m(cell[1])
+
+
+def killed_mid_command(victim: Sandbox, bystander: Sandbox, kill: Callable[[], None]) -> tuple[float, bool]:
+    """(seconds from the kill until the victim's command raises, whether the bystander's command
+    lost no output)."""
+    doomed = victim.commands.run(LOOP.format(n=100000), background=True)
+    survivor = bystander.commands.run(LOOP.format(n=200), background=True)
+    while doomed._process.text("stdout").count("\n") < 5:
+        time.sleep(0.01)
+    start = time.perf_counter()
+    kill()
+    try:
+        doomed.wait()
+    except SandboxException:
+        pass
+    failed_in = time.perf_counter() - start
+    intact = survivor.wait().stdout == "".join(f"{i}\n" for i in range(200))
+    return failed_in, intact
+
+
+def run_backend(name: str, where: dict[str, Any], items: list[dict[str, Any]], clients: int,
+                n: int) -> dict[str, Any]:
+    sandboxes = [Sandbox.create(timeout=3600, **where) for _ in range(clients)]
+    for sbx in sandboxes:  # first guest of each sandbox (and of each worker)
+        sbx.commands.run("python3 -c 'import json'")
+    rate, failed, cpu = humaneval(sandboxes, items)
+    with Sandbox.create() as local:
+        echo, cell, local_echo, local_cell = latencies(sandboxes[0], local, n)
+    for sbx in sandboxes:
+        sbx.kill()
+    print(f"  {name}: {rate:.1f} problems/s ({failed} failed), echo hi {echo:.1f} ms (in-process "
+          f"{local_echo:.1f}), run_code {cell:.2f} ms (in-process {local_cell:.2f}), driver CPU "
+          f"{cpu * 1000:.1f} ms/problem", file=sys.stderr)
+    return {"rate": rate, "failed": failed, "echo": echo, "cell": cell, "cpu": cpu,
+            "added_echo": echo - local_echo, "added_cell": cell - local_cell}
+
+
+def pool_kill() -> tuple[float, bool]:
+    from declaw_wasm._pool.pool import ProcessPool
+
+    pool = ProcessPool(2)
+    try:
+        victim, bystander = Sandbox.create(backend=pool), Sandbox.create(backend=pool)
+        pid = pool.pid_of(victim.sandbox_id)
+        assert pid != pool.pid_of(bystander.sandbox_id)
+        return killed_mid_command(victim, bystander, lambda: os.kill(pid, signal.SIGKILL))
+    finally:
+        pool.close()
+
+
+def ray_cluster() -> Any:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    return cluster
+
+
+def ray_node_loss(cluster: Any) -> tuple[float, bool]:
+    from declaw_wasm._ray.sandboxes import RaySandboxes
+
+    node = cluster.add_node(num_cpus=1, resources={"doomed": 1})
+    cluster.wait_for_nodes()
+    doomed = RaySandboxes(hosts=1, host_cpus=0.5, host_memory=256 << 20, host_resources={"doomed": 1})
+    victim, bystander = Sandbox.create(backend=doomed), Sandbox.create(backend="ray")
+    return killed_mid_command(victim, bystander, lambda: cluster.remove_node(node))
+
+
+def ray_batch(items: list[dict[str, Any]], copies: int = 3) -> tuple[float, float, int]:
+    """(seconds to the first row, rows per second after it, failures) of HumanEval (`copies`
+    times over) through the Ray Data helper: two actors (one a node), each with an in-process
+    sandbox, batches of 16 rows. The first row waits for Ray Data to plan and start its actors."""
+    import ray
+
+    from declaw_wasm.batch import run_batch
+
+    rows = ray.data.from_items([{"code": program(p)} for p in items * copies])
+    start = time.perf_counter()
+    first, done, failed = 0.0, 0, 0
+    for row in run_batch(rows, concurrency=2, batch_size=16, timeout=60, num_cpus=1).iter_rows():
+        done += 1
+        first = first or time.perf_counter() - start
+        failed += row["exit_code"] != 0 or row["stdout"] != "passed\n"
+    return first, (done - 1) / (time.perf_counter() - start - first), failed
+
+
+def ray_single_node_latency(n: int) -> tuple[float, float]:
+    """Added latency of `echo hi` and `run_code` on a one-node Ray (`ray.init`): Ray's own cost
+    without a second simulated node's processes competing for this machine's two cores."""
+    import ray
+
+    from declaw_wasm._ray.sandboxes import RaySandboxes
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        sbx = Sandbox.create(backend=RaySandboxes(hosts=1))
+        with Sandbox.create() as local:
+            echo, cell, local_echo, local_cell = latencies(sbx, local, n)
+        sbx.kill()
+    finally:
+        ray.shutdown()
+    return echo - local_echo, cell - local_cell
+
+
+def ray_noop_ms(n: int) -> float:
+    import ray
+
+    from declaw_wasm._ray.sandboxes import ray_sandboxes
+
+    link = ray_sandboxes()._own()[0]
+    return median_ms(lambda: ray.get(link.handle.load.remote()), n * 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("-n", type=int, default=30)
+    args = parser.parse_args()
+    items = problems()[: args.limit]
+    print(f"HumanEval: {len(items)} problems, {args.clients} client threads", file=sys.stderr)
+    # in-process runs next to each other backend (the machine's load drifts over minutes)
+    rows = {"in-process": run_backend("in-process", {}, items, args.clients, args.n),
+            "processes:2": run_backend("processes:2", {"backend": "processes:2"}, items, args.clients, args.n)}
+    pool_failed_in, pool_intact = pool_kill()
+    rows["in-process, again"] = run_backend("in-process", {}, items, args.clients, args.n)
+    from declaw_wasm._ray.sandboxes import ray_sandboxes
+
+    start = time.perf_counter()
+    cluster = ray_cluster()
+    print(f"  Ray: two-node cluster up in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    try:
+        batch_first, batch_rate, batch_failed = ray_batch(items)  # before the hosts take the CPUs
+        print(f"  Ray Data: first row after {batch_first:.1f} s, then {batch_rate:.1f} problems/s "
+              f"({batch_failed} failed)", file=sys.stderr)
+        ray_sandboxes(None, hosts=2)
+        rows["ray (2 nodes)"] = run_backend("ray", {"backend": "ray"}, items, args.clients, args.n)
+        noop = ray_noop_ms(args.n)
+        node_failed_in, node_intact = ray_node_loss(cluster)
+    finally:
+        import ray
+
+        ray.shutdown()
+        cluster.shutdown()
+    single_echo, single_cell = ray_single_node_latency(args.n)
+
+    baseline = {"processes:2": "in-process", "ray (2 nodes)": "in-process, again"}
+    print("\n| backend | HumanEval problems/s | vs in-process next to it | `echo hi` ms | added | "
+          "`run_code(\"x=1\")` ms | added | driver CPU per problem |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, row in rows.items():
+        local = rows[baseline.get(name, name)]
+        print(f"| {name} | {row['rate']:.1f} | {row['rate'] / local['rate']:.2f}× | {row['echo']:.1f} | "
+              f"{row['added_echo']:+.1f} | {row['cell']:.2f} | {row['added_cell']:+.2f} | "
+              f"{row['cpu'] * 1000:.1f} ms |")
+    print("\nfailures: " + ", ".join(f"{k} {v['failed']}" for k, v in rows.items()))
+    print(f"pool worker SIGKILLed mid-command: its command raised after {pool_failed_in * 1000:.0f} ms; "
+          f"the other worker's command lost {'no' if pool_intact else 'SOME'} output")
+    print(f"Ray node removed mid-command: its command raised after {node_failed_in * 1000:.0f} ms; "
+          f"the other node's command lost {'no' if node_intact else 'SOME'} output")
+    print(f"Ray no-op actor call (driver -> host -> driver): {noop:.2f} ms")
+    print(f"one-node Ray (no simulated second node): added `echo hi` {single_echo:+.1f} ms, "
+          f"`run_code` {single_cell:+.2f} ms")
+    print(f"Ray Data helper (run_batch, 2 actors, batches of 16, HumanEval x3): first row after "
+          f"{batch_first:.1f} s, then {batch_rate:.1f} problems/s "
+          f"({batch_rate / rows['in-process, again']['rate']:.2f}× in-process), {batch_failed} failed")
+    print("checkpointed sandbox restored after its node died: not built (needs the state store; "
+          "declaw_wasm/_ray/checkpoint.py)")
+
+
+if __name__ == "__main__":
+    main()

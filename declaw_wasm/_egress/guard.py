@@ -1,0 +1,105 @@
+"""The hook content guards (PII redaction, injection defence, transformations...) plug into.
+
+The HTTP relay (http.py) calls a `ContentGuard` for every request it parses, on every
+connection of the sandbox, plaintext or TLS:
+
+* `wants_request_body(host, method, url, headers)`: if True, the relay buffers the request body
+  (up to `Limits.net_guard_body_bytes`; more is refused with 413) and calls
+  `request(host, method, url, headers, body)` once it is whole; the outcome either blocks the
+  request (a response the guest gets instead; nothing is sent upstream) or gives the headers and
+  body to send. If False, neither is called and the body streams through untouched.
+* `wants_response_body(host, method, url, status, headers)`: if True, the relay calls
+  `response(...)` and feeds the filter the body decoded (Content-Encoding identity, gzip,
+  deflate, br undone; the guest then gets it without Content-Encoding, chunked), chunk by chunk:
+  `feed(chunk) -> bytes to pass on`, then `end() -> the rest` (a filter may hold back the tail
+  of a chunk, e.g. half a redaction token). `filter.headers` replaces the response's headers.
+  If False, the body streams through untouched.
+
+Headers are lists of (name, value) str pairs, in order, as sent. Counts (`pii_redactions`,
+`injection_blocks`, `transformations_applied`) go into the audit event of the request.
+`IdentityGuard` is the default: it wants nothing, so untouched traffic pays nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Protocol, runtime_checkable
+
+Headers = list[tuple[str, str]]
+COUNT_NAMES = ("pii_redactions", "injection_blocks", "transformations_applied")
+
+
+@dataclass
+class BlockResponse:
+    """What the guest receives instead of the upstream's answer when a guard blocks."""
+
+    status: int = 403
+    headers: Headers = field(default_factory=lambda: [("content-type", "text/plain; charset=utf-8")])
+    body: bytes = b"blocked by the sandbox's content guard\n"
+
+
+@dataclass
+class RequestOutcome:
+    """A guard's verdict on one request: `block` it, or send these headers and body."""
+
+    headers: Headers
+    body: bytes
+    block: Optional[BlockResponse] = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ResponseFilter(Protocol):
+    """Rewrites one response: its headers at once, its decoded body as it streams."""
+
+    headers: Headers
+    counts: dict[str, int]
+
+    def feed(self, chunk: bytes) -> bytes: ...
+
+    def end(self) -> bytes: ...
+
+
+@runtime_checkable
+class ContentGuard(Protocol):
+    def wants_request_body(self, host: str, method: str, url: str, headers: Headers) -> bool: ...
+
+    def request(self, host: str, method: str, url: str, headers: Headers,
+                body: bytes) -> RequestOutcome: ...
+
+    def wants_response_body(self, host: str, method: str, url: str, status: int,
+                            headers: Headers) -> bool: ...
+
+    def response(self, host: str, method: str, url: str, status: int,
+                 headers: Headers) -> ResponseFilter: ...
+
+
+class IdentityFilter:
+    def __init__(self, headers: Headers) -> None:
+        self.headers = headers
+        self.counts: dict[str, int] = {}
+
+    def feed(self, chunk: bytes) -> bytes:
+        return chunk
+
+    def end(self) -> bytes:
+        return b""
+
+
+class IdentityGuard:
+    """Changes nothing and asks for no body."""
+
+    def wants_request_body(self, host: str, method: str, url: str, headers: Headers) -> bool:
+        return False
+
+    def request(self, host: str, method: str, url: str, headers: Headers,
+                body: bytes) -> RequestOutcome:
+        return RequestOutcome(headers, body)
+
+    def wants_response_body(self, host: str, method: str, url: str, status: int,
+                            headers: Headers) -> bool:
+        return False
+
+    def response(self, host: str, method: str, url: str, status: int,
+                 headers: Headers) -> ResponseFilter:
+        return IdentityFilter(headers)

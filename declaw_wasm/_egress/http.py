@@ -1,0 +1,627 @@
+"""The HTTP/1.x relay: every request the guest sends is parsed, checked and re-serialised.
+
+Two h11 state machines per connection: one plays the server to the guest, one the client to
+the upstream. Bytes never go through as they came: each request is parsed (h11, plus a check
+of the raw head for the shapes h11 would quietly normalise: duplicate Content-Length, both
+Content-Length and Transfer-Encoding, duplicate Host, obsolete line folding, bare LF), checked
+(no CONNECT, no Upgrade, origin-form target, `Host` equal to the name the connection is bound
+to), then written anew for the upstream. Pipelined requests wait their turn (h11 pauses), so no
+request can hide inside another's body. Responses are parsed the same way and written anew for
+the guest.
+
+On the way: secret injection (secrets.py) into the guest's request after the content guard
+(guard.py) saw it; response headers and decoded bodies scrubbed of secret values; guard filters
+on bodies; one audit event per exchange. A refused request gets a short plain-text response
+(400 malformed or smuggling, 405 CONNECT, 421 wrong Host, 431 head too large, 413 body too large
+for a guard, 501 Upgrade, 502 bad upstream) and the connection closes.
+
+Why h11: a small, strict, well-kept HTTP/1.1 state machine with no I/O of its own (httpcore and
+uvicorn's h11 mode use it), so the relay decides every byte that moves.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import h11
+
+from .audit import AuditEvent, now
+from .guard import COUNT_NAMES, BlockResponse, ContentGuard, Headers, IdentityGuard, ResponseFilter
+from .policy import PolicyError, normalize_name, parse_address
+from .secrets import Decoder, Scrubber, SecretBook, decodable, decoder_for
+
+DECODE_CHUNK = 64 << 10
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+REASONS = {400: "Bad Request", 403: "Forbidden", 405: "Method Not Allowed", 413: "Content Too Large",
+           421: "Misdirected Request", 431: "Request Header Fields Too Large",
+           501: "Not Implemented", 502: "Bad Gateway"}
+
+
+@dataclass
+class RelayContext:
+    """What the relay knows about its connection."""
+
+    name: str  # the name the connection is bound to (or its literal address)
+    port: int  # the port the guest connected to
+    address: str
+    tls: bool  # TLS the host verified
+    rule: str  # the policy entry that allowed the connection
+    secrets: SecretBook
+    guard: ContentGuard
+    record: Callable[[AuditEvent], None]
+    header_bytes: int = 64 << 10
+    guard_body_bytes: int = 16 << 20
+    out_room: int = 4 << 20  # to_guest is not grown past this by decoding
+    rebind: Callable[[str], bool] = lambda _name: False  # may a plaintext connection take this name?
+
+
+@dataclass
+class _Exchange:
+    method: str
+    url: str
+    started: float
+    injected: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    status: int = 0
+    bytes_out: int = 0
+    bytes_in: int = 0
+    body: Optional[bytearray] = None  # buffered for the guard
+    audited: bool = False
+    headers: Headers = field(default_factory=list)
+    target: str = ""
+    note: str = ""
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def check_head(head: bytes) -> Optional[str]:
+    """What is wrong with a request's raw head that h11 would accept (None: nothing)."""
+    raw = head.lstrip(b"\r\n")
+    end = raw.find(b"\r\n\r\n")
+    if end < 0:
+        return "header lines must end with CRLF" if _HEAD_END.search(raw) else None
+    part = raw[:end]
+    if b"\n" in part.replace(b"\r\n", b""):
+        return "header lines must end with CRLF"
+    seen: dict[bytes, int] = {}
+    for line in part.split(b"\r\n")[1:]:
+        if line[:1] in (b" ", b"\t"):
+            return "obsolete line folding in a header"
+        if b"\r" in line:
+            return "a bare CR in a header"
+        name = line.split(b":", 1)[0].lower()
+        seen[name] = seen.get(name, 0) + 1
+    if seen.get(b"content-length", 0) > 1:
+        return "duplicate Content-Length headers"
+    if seen.get(b"transfer-encoding", 0) > 1:
+        return "duplicate Transfer-Encoding headers"
+    if seen.get(b"content-length") and seen.get(b"transfer-encoding"):
+        return "both Content-Length and Transfer-Encoding"
+    if seen.get(b"host", 0) > 1:
+        return "duplicate Host headers"
+    return None
+
+
+def _text(headers: list[tuple[bytes, bytes]]) -> Headers:
+    return [(n.decode("latin-1"), v.decode("latin-1")) for n, v in headers]
+
+
+def _get(headers: Headers, name: str) -> list[str]:
+    return [v for k, v in headers if k.lower() == name]
+
+
+def _without(headers: Headers, *names: str) -> Headers:
+    return [(k, v) for k, v in headers if k.lower() not in names]
+
+
+class HttpRelay:
+    """One connection's HTTP/1.x traffic: `feed_guest` / `feed_upstream` take bytes (b"" = that
+    side closed); `to_upstream` / `to_guest` hold bytes to send; `guest_done` / `upstream_done`
+    say that side gets no more (close it once its buffer is sent)."""
+
+    def __init__(self, ctx: RelayContext) -> None:
+        self.ctx = ctx
+        self.guest = h11.Connection(h11.SERVER, max_incomplete_event_size=ctx.header_bytes)
+        self.upstream = h11.Connection(h11.CLIENT, max_incomplete_event_size=ctx.header_bytes)
+        self.to_upstream = bytearray()
+        self.to_guest = bytearray()
+        self.guest_done = False
+        self.upstream_done = False
+        self.exchanges = 0
+        self._head = bytearray()
+        self._collecting = True
+        self._ex: Optional[_Exchange] = None
+        self._sent_request = False
+        self._response_started = False
+        self._decoder: Optional[Decoder] = None
+        self._scrubber: Optional[Scrubber] = None
+        self._filter: Optional[ResponseFilter] = None
+        self._end_pending = False
+        self._stopped = False
+        self._upstream_eof = False
+        self._guard_active = not isinstance(ctx.guard, IdentityGuard)
+
+    # -- from the guest ------------------------------------------------------------------------
+    def backlog(self) -> int:
+        """Guest bytes taken but not yet parsed (pipelined requests wait here): the connection
+        counts them against its room, so a guest cannot make the host hold more."""
+        buffer = getattr(self.guest, "_receive_buffer", None)
+        return len(buffer) if buffer is not None else 0
+
+    def feed_guest(self, data: bytes) -> None:
+        if self._stopped:
+            return
+        if self._collecting and data:
+            self._head += data
+            if len(self._head) > self.ctx.header_bytes + (1 << 20):
+                del self._head[self.ctx.header_bytes + 1:]
+        try:
+            self.guest.receive_data(data)
+        except h11.RemoteProtocolError:
+            pass  # reported by next_event
+        self._process_guest()
+
+    def _process_guest(self) -> None:
+        while not self._stopped:
+            try:
+                event = self.guest.next_event()
+            except h11.RemoteProtocolError as exc:
+                too_big = "too long" in str(exc).lower() or "too large" in str(exc).lower()
+                self._refuse(431 if too_big else 400, f"malformed request: {exc}")
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            try:
+                if isinstance(event, h11.Request):
+                    self._on_request(event)
+                elif isinstance(event, h11.Data):
+                    self._on_request_body(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    self._on_request_end()
+                elif isinstance(event, h11.ConnectionClosed):
+                    self._on_guest_closed()
+                    return
+            except Refused as exc:
+                self._refuse(exc.status, str(exc))
+                return
+            except h11.LocalProtocolError as exc:
+                self._refuse(400, f"cannot forward this request: {exc}")
+                return
+
+    def _on_request(self, event: h11.Request) -> None:
+        head = bytes(self._head)
+        self._collecting, self._head = False, bytearray()
+        size = sum(len(n) + len(v) + 4 for n, v in event.headers.raw_items()) + len(event.target)
+        if size > self.ctx.header_bytes:
+            raise Refused(431, f"request head larger than {self.ctx.header_bytes} bytes "
+                          "(Limits.net_header_bytes)")
+        problem = check_head(head)
+        if problem:
+            raise Refused(400, f"request refused: {problem}")
+        method = event.method.decode("ascii", "replace")
+        target = event.target.decode("ascii", "replace")
+        headers = _text(list(event.headers.raw_items()))
+        scheme = "https" if self.ctx.tls else "http"
+        self._ex = _Exchange(method, f"{scheme}://{self.ctx.name}{target[:2000]}", time.monotonic(), [])
+        if event.http_version not in (b"1.0", b"1.1"):
+            raise Refused(400, f"HTTP/{event.http_version.decode('ascii', 'replace')} is not "
+                          "supported (HTTP/1.0 and 1.1 only)")
+        if event.http_version == b"1.1" and not _get(headers, "host"):
+            raise Refused(400, "an HTTP/1.1 request needs a Host header")
+        if method == "CONNECT":
+            raise Refused(405, "CONNECT (tunnelling) is not allowed through the sandbox's egress")
+        if _get(headers, "upgrade") or any("upgrade" in v.lower() for v in _get(headers, "connection")):
+            raise Refused(501, "protocol upgrades (WebSocket, h2c) are not supported by the "
+                          "sandbox's egress")
+        if not (target.startswith("/") or (method == "OPTIONS" and target == "*")):
+            raise Refused(400, f"request target {target[:200]!r} refused: only origin-form "
+                          "targets (/path) are accepted (no proxy-style absolute URLs)")
+        authority = self._check_host(headers)
+        if not _get(headers, "host"):
+            headers.insert(0, ("Host", authority))
+        ex = self._ex
+        ex.url = f"{scheme}://{authority}{target}"
+        ex.target = target
+        if self.ctx.secrets or self._guard_active:
+            headers = self._accept_encoding(headers)
+        if self._guard_active and self.ctx.guard.wants_request_body(self.ctx.name, method, ex.url, headers):
+            ex.body, ex.headers = bytearray(), headers
+            return
+        self._send_request(method, target, headers)
+
+    def _check_host(self, headers: Headers) -> str:
+        """The request's authority, checked against the connection's name and port."""
+        values = _get(headers, "host")
+        default = 443 if self.ctx.tls else 80
+        bound = self.ctx.name
+        if not values:
+            literal = parse_address(bound)
+            shown = f"[{bound}]" if literal is not None and literal.version == 6 else bound
+            return shown if self.ctx.port == default else f"{shown}:{self.ctx.port}"
+        value = values[0].strip()
+        match = re.fullmatch(r"(\[[^\]]*\]|[^:\[\]]*)(?::(\d{1,5}))?", value)
+        if not match:
+            raise Refused(400, f"bad Host header {value[:200]!r}")
+        host, port = match.group(1), match.group(2)
+        if port is not None and int(port) != self.ctx.port:
+            raise Refused(421, f"Host {value!r} names port {port}, but this connection goes to port "
+                          f"{self.ctx.port}")
+        if not self._same_host(host):
+            if self.exchanges == 0 and not self.ctx.tls and self.ctx.rebind(host.strip("[]")):
+                return value
+            raise Refused(421, f"Host {value!r} is not {bound!r}, the name this connection was "
+                          "opened for (each connection serves only the host it was opened for)")
+        return value
+
+    def _same_host(self, host: str) -> bool:
+        bound = self.ctx.name
+        try:
+            ip = parse_address(host)
+            bound_ip = parse_address(bound)
+        except PolicyError:
+            return False
+        if ip is not None or bound_ip is not None:
+            return ip is not None and bound_ip is not None and ip == bound_ip
+        try:
+            return normalize_name(host) == bound
+        except PolicyError:
+            return False
+
+    def _accept_encoding(self, headers: Headers) -> Headers:
+        """Only codings the host can undo, so that bodies can be scrubbed and filtered."""
+        values = _get(headers, "accept-encoding")
+        if not values:
+            return headers
+        can = decodable()
+        kept = []
+        for item in ",".join(values).split(","):
+            coding = item.split(";", 1)[0].strip().lower()
+            if coding in can or coding == "identity":
+                kept.append(item.strip())
+        return _without(headers, "accept-encoding") + [("Accept-Encoding", ", ".join(kept) or "identity")]
+
+    def _send_request(self, method: str, target: str, headers: Headers, body: Optional[bytes] = None) -> None:
+        ex = self._ex
+        assert ex is not None
+        target, headers, ex.injected = self.ctx.secrets.inject(self.ctx.name, self.ctx.tls, target, headers)
+        if body is not None:
+            headers = _without(headers, "content-length", "transfer-encoding")
+            if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
+                headers.append(("Content-Length", str(len(body))))
+        self.to_upstream += self.upstream.send(h11.Request(method=method, target=target, headers=headers))
+        self._sent_request = True
+        if body is not None:
+            if body:
+                self.to_upstream += self.upstream.send(h11.Data(data=body))
+            ex.bytes_out += len(body)
+            self.to_upstream += self.upstream.send(h11.EndOfMessage())
+
+    def _on_request_body(self, data: bytes) -> None:
+        ex = self._ex
+        assert ex is not None
+        if ex.body is not None:
+            if len(ex.body) + len(data) > self.ctx.guard_body_bytes:
+                raise Refused(413, f"request body larger than {self.ctx.guard_body_bytes} bytes "
+                              "(Limits.net_guard_body_bytes), which the content guard must see whole")
+            ex.body += data
+            return
+        ex.bytes_out += len(data)
+        self.to_upstream += self.upstream.send(h11.Data(data=data))
+
+    def _on_request_end(self) -> None:
+        ex = self._ex
+        assert ex is not None
+        if ex.body is None:
+            self.to_upstream += self.upstream.send(h11.EndOfMessage())
+        else:
+            outcome = self.ctx.guard.request(self.ctx.name, ex.method, ex.url, ex.headers, bytes(ex.body))
+            for key in COUNT_NAMES:
+                ex.counts[key] = ex.counts.get(key, 0) + int(outcome.counts.get(key, 0))
+            if outcome.block is not None:
+                self._block(outcome.block)
+                return
+            self._send_request(ex.method, ex.target, list(outcome.headers), bytes(outcome.body))
+        self._maybe_next_cycle()
+
+    def _on_guest_closed(self) -> None:
+        """The guest shut its sending side: the upstream gets no more requests."""
+        if self.upstream.our_state in (h11.IDLE, h11.DONE, h11.MUST_CLOSE):
+            self.upstream_done = True
+        if self._ex is None or self._response_done():
+            self.guest_done = True
+
+    # -- from the upstream -------------------------------------------------------------------------
+    def can_take_upstream(self) -> bool:
+        return not self._stopped and len(self.to_guest) < self.ctx.out_room and \
+            not (self._decoder is not None and self._decoder.pending)
+
+    def feed_upstream(self, data: bytes) -> None:
+        if self._stopped:
+            return
+        if not data:
+            self._upstream_eof = True
+        try:
+            self.upstream.receive_data(data)
+        except h11.RemoteProtocolError:
+            pass
+        self._process_upstream()
+
+    def resume(self) -> None:
+        """Go on decoding a body that was held back for room."""
+        if not self._stopped and self._decoder is not None and \
+                (self._decoder.pending or self._end_pending):
+            self._process_upstream()
+
+    def _process_upstream(self) -> None:
+        while not self._stopped:
+            if self._decoder is not None and (self._decoder.pending or self._end_pending):
+                self._drain()
+                if self._decoder is not None and (self._decoder.pending or self._end_pending):
+                    return  # no room: wait for the guest to read
+            try:
+                event = self.upstream.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._bad_upstream(f"the server sent a malformed response: {exc}")
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            try:
+                if isinstance(event, h11.InformationalResponse):
+                    if event.status_code == 101:
+                        self._bad_upstream("the server switched protocols")
+                        return
+                    self.to_guest += self.guest.send(event)
+                elif isinstance(event, h11.Response):
+                    self._on_response(event)
+                elif isinstance(event, h11.Data):
+                    self._on_response_body(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    self._end_pending = True
+                    self._finish_response()
+                elif isinstance(event, h11.ConnectionClosed):
+                    if self._ex is not None:
+                        self._ex.note = "the server closed the connection before answering"
+                        self._audit_exchange()
+                    self._stop()  # the guest sees the end of the stream, as from the server
+                    return
+            except h11.LocalProtocolError as exc:
+                self._bad_upstream(f"cannot forward the server's response: {exc}")
+                return
+
+    def _on_response(self, event: h11.Response) -> None:
+        ex = self._ex
+        if ex is None:
+            raise h11.LocalProtocolError("a response without a request")
+        ex.status = event.status_code
+        if sum(len(n) + len(v) + 4 for n, v in event.headers.raw_items()) > self.ctx.header_bytes:
+            raise h11.LocalProtocolError(f"response head larger than {self.ctx.header_bytes} bytes "
+                                         "(Limits.net_header_bytes)")
+        headers = _text(list(event.headers.raw_items()))
+        secrets = self.ctx.secrets
+        if secrets:
+            headers = [(k, secrets.scrub_text(v)) for k, v in headers]
+        has_body = ex.method != "HEAD" and event.status_code not in (204, 304)
+        guard_wants = self._guard_active and has_body and self.ctx.guard.wants_response_body(
+            self.ctx.name, ex.method, ex.url, event.status_code, headers)
+        if has_body and (secrets or guard_wants):
+            encodings = ",".join(_get(headers, "content-encoding")).split(",")
+            decoder = decoder_for(encodings)
+            if decoder is None:
+                ex.note = f"body not scrubbed or filtered: unknown Content-Encoding {','.join(encodings)!r}"
+            else:
+                self._decoder = decoder
+                headers = _without(headers, "content-encoding", "content-length", "transfer-encoding")
+                if guard_wants:
+                    self._filter = self.ctx.guard.response(self.ctx.name, ex.method, ex.url,
+                                                           event.status_code, headers)
+                    headers = list(self._filter.headers)
+                if secrets:
+                    self._scrubber = secrets.scrubber()
+        self._response_started = True
+        self.to_guest += self.guest.send(h11.Response(status_code=event.status_code, headers=headers,
+                                                      reason=event.reason))
+
+    def _on_response_body(self, data: bytes) -> None:
+        ex = self._ex
+        assert ex is not None
+        ex.bytes_in += len(data)
+        if self._decoder is None:
+            self.to_guest += self.guest.send(h11.Data(data=data))
+            return
+        self._decoder.feed(data)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Decode, scrub and filter what is pending, while the guest's buffer has room."""
+        decoder = self._decoder
+        assert decoder is not None
+        while decoder.pending and len(self.to_guest) < self.ctx.out_room:
+            chunk = decoder.take(DECODE_CHUNK)
+            if not chunk and decoder.pending:
+                continue
+            self._pass_on(chunk)
+        if self._end_pending and not decoder.pending:
+            self._finish_response()
+
+    def _pass_on(self, chunk: bytes) -> None:
+        if self._scrubber is not None:
+            chunk = self._scrubber.feed(chunk)
+        if self._filter is not None and chunk:
+            chunk = self._filter.feed(chunk)
+        if chunk:
+            self.to_guest += self.guest.send(h11.Data(data=chunk))
+
+    def _finish_response(self) -> None:
+        if self._decoder is not None:
+            if self._decoder.pending:
+                return  # _drain finishes it
+            tail = self._scrubber.end() if self._scrubber is not None else b""
+            if self._filter is not None:
+                tail = (self._filter.feed(tail) if tail else b"") + self._filter.end()
+                ex = self._ex
+                if ex is not None:
+                    for key in COUNT_NAMES:
+                        ex.counts[key] = ex.counts.get(key, 0) + int(self._filter.counts.get(key, 0))
+            if tail:
+                self.to_guest += self.guest.send(h11.Data(data=tail))
+        self._end_pending = False
+        self.to_guest += self.guest.send(h11.EndOfMessage())
+        self._audit_exchange()
+        self._decoder = self._scrubber = self._filter = None
+        self._maybe_next_cycle()
+
+    def _response_done(self) -> bool:
+        return self.guest.our_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED)
+
+    def _maybe_next_cycle(self) -> None:
+        states = (self.guest.our_state, self.guest.their_state, self.upstream.our_state,
+                  self.upstream.their_state)
+        if all(s is h11.DONE for s in states):
+            self.guest.start_next_cycle()
+            self.upstream.start_next_cycle()
+            self._ex, self._sent_request, self._response_started = None, False, False
+            self._collecting = True
+            self._head = bytearray(self.guest.trailing_data[0])
+            self._process_guest()
+        elif self._response_done() and any(s in (h11.MUST_CLOSE, h11.CLOSED) for s in states) \
+                and self.guest.their_state is not h11.SEND_BODY:
+            self.guest_done = True
+            self.upstream_done = True
+
+    # -- endings -----------------------------------------------------------------------------------
+    def _audit_exchange(self, decision: str = "allowed", reason: str = "", status: int = 0) -> None:
+        ex = self._ex
+        if ex is None or ex.audited:
+            return
+        ex.audited = True
+        self.exchanges += 1
+        event = AuditEvent(timestamp=now(), method=ex.method, url=ex.url or f"(refused) {ex.method}",
+                           status_code=status or ex.status, kind="request", decision=decision,
+                           rule=self.ctx.rule if decision == "allowed" else "http", reason=reason or ex.note,
+                           host=self.ctx.name, address=self.ctx.address, port=self.ctx.port,
+                           tls=self.ctx.tls, bytes_out=ex.bytes_out, bytes_in=ex.bytes_in,
+                           duration_ms=round((time.monotonic() - ex.started) * 1000, 3),
+                           secrets_injected=ex.injected,
+                           pii_redactions=ex.counts.get("pii_redactions", 0),
+                           injection_blocks=ex.counts.get("injection_blocks", 0),
+                           transformations_applied=ex.counts.get("transformations_applied", 0))
+        self.ctx.record(event)
+
+    def _raw_response(self, status: int, body: bytes, headers: Headers) -> None:
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}"]
+        lines += [f"{k}: {v}" for k, v in _without(headers, "content-length", "connection",
+                                                   "transfer-encoding")]
+        lines += [f"Content-Length: {len(body)}", "Connection: close"]
+        self.to_guest += ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + body
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer the guest with an error of our own and close."""
+        if self._ex is None:
+            self._ex = _Exchange("?", "", time.monotonic(), [])
+        if not self._response_started:
+            body = f"declaw-wasm egress: {message}\n".encode("utf-8", "replace")
+            self._raw_response(status, body, [("Content-Type", "text/plain; charset=utf-8"),
+                                              ("X-Declaw-Egress", "refused")])
+        self._audit_exchange("denied", message, status)
+        self._stop()
+
+    def _block(self, block: BlockResponse) -> None:
+        self._raw_response(block.status, block.body, block.headers)
+        ex = self._ex
+        assert ex is not None
+        ex.status = block.status
+        ex.note = "blocked by the content guard"
+        self._audit_exchange("denied", ex.note, block.status)
+        self._stop()
+
+    def _bad_upstream(self, message: str) -> None:
+        if self._upstream_eof and not self._response_started:
+            message = "the server closed the connection before answering"  # the guest sees EOF
+            if self._ex is not None:
+                self._ex.note = message
+                self._audit_exchange()
+            self._stop()
+            return
+        if self._ex is not None and not self._response_started:
+            self._refuse(502, message)
+            return
+        if self._ex is not None:
+            self._ex.note = message
+            self._audit_exchange()
+        self._stop()
+
+    def _stop(self) -> None:
+        self._stopped = True
+        self._ex = None
+        self._decoder = None
+        self.guest_done = True
+        self.upstream_done = True
+        self.to_upstream.clear()
+
+    def close_audit(self) -> None:
+        """The connection is closing: record an exchange still in flight."""
+        if self._ex is not None and not self._stopped:
+            self._ex.note = self._ex.note or "connection closed before the exchange finished"
+            self._audit_exchange()
+            self._ex = None
+
+
+class RawRelay:
+    """Bytes as they are, both ways (non-HTTP traffic to destinations an allow_out entry names)."""
+
+    def __init__(self) -> None:
+        self.to_upstream = bytearray()
+        self.to_guest = bytearray()
+        self.guest_done = False
+        self.upstream_done = False
+        self.out_room = 4 << 20
+
+    def backlog(self) -> int:
+        return 0
+
+    def feed_guest(self, data: bytes) -> None:
+        if data:
+            self.to_upstream += data
+        else:
+            self.upstream_done = True
+
+    def can_take_upstream(self) -> bool:
+        return len(self.to_guest) < self.out_room
+
+    def feed_upstream(self, data: bytes) -> None:
+        if data:
+            self.to_guest += data
+        else:
+            self.guest_done = True
+
+    def resume(self) -> None:
+        pass
+
+    def close_audit(self) -> None:
+        pass
+
+
+_METHOD_START = re.compile(rb"[A-Z]{1,20}( |$)")
+
+
+def sniff(data: bytes) -> Optional[str]:
+    """"http" if `data` starts like an HTTP/1.x request, "raw" if it cannot, None if too short to
+    tell. Anything starting like a method (capital letters then a space) or a blank line counts
+    as HTTP: the parser then decides, so nothing HTTP-shaped slips through as raw bytes."""
+    if not data:
+        return None
+    if data[:1] in (b"\r", b"\n"):
+        return "http"
+    match = _METHOD_START.match(data[:21])
+    if match is None:
+        return "raw"
+    if match.group(1) == b" ":
+        return "http"
+    return None if len(data) < 21 else "raw"

@@ -1,0 +1,62 @@
+"""The network door ops: every one declared once, here, with its request and reply fields.
+
+The guest's side (runtime/declaw_net/_door.py) calls them as `call(op, **fields)` over
+`_host.call` (msgpack); tests/egress/test_ops.py checks that both sides name the same ops and
+fields. Every reply is a dict; a failure is `{"error": {"kind", "errno", "message"}}`, which
+the guest raises as the matching exception (`kind`: "policy" -> ConnectionRefusedError (or
+socket.gaierror for a name), "gai" -> socket.gaierror, "refused" -> ConnectionRefusedError,
+"timeout" -> TimeoutError, "reset" -> ConnectionResetError, "tls" -> ssl.SSLError,
+"tls_verify" -> ssl.SSLCertVerificationError, "limit" / "closed" / "invalid" -> OSError).
+
+Waiting ops (`wait`: True) wait on the host in short slices, up to `timeout` seconds (None: no
+limit but the guest's own deadline, which always stops the wait).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    request: tuple[str, ...]
+    reply: tuple[str, ...]
+    doc: str
+
+
+OPS = {op.name: op for op in [
+    Op("net.resolve", ("host", "port", "family"), ("addresses",),
+       "Resolve `host` (an IDNA-encoded name or any address spelling); `addresses` is a list of "
+       "[family, ip] the policy allows. A name the policy refuses fails with kind 'policy'."),
+    Op("net.connect", ("host", "port", "family", "by_name", "fd", "wait", "timeout"),
+       ("id", "peer", "pending"),
+       "Open a TCP connection to (host, port). `by_name`: `host` is a name to resolve and bind "
+       "to (socket.create_connection); else an address the guest got from net.resolve (bound "
+       "to the name it was resolved for) or a literal. `wait` False: returns at once with "
+       "`pending` True while the connection is made (net.poll says writable when it is done; "
+       "net.status gives the result). `fd`: the guest's number for it, for error messages."),
+    Op("net.status", ("id",), ("connected", "failure"),
+       "The outcome of a connection made without waiting (SO_ERROR): `failure` is None or an "
+       "error dict (a reply's `error` key always means the op itself failed)."),
+    Op("net.tls", ("id", "server_hostname", "wait", "timeout"),
+       ("version", "cipher", "alpn", "peercert", "peercert_der", "pending"),
+       "Run TLS on the connection (before any data): the host verifies the certificate for the "
+       "connection's name (which `server_hostname`, if given, must be) against its own trust. "
+       "`wait` False: returns `pending` True while the handshake runs (net.poll says writable "
+       "when it is over; call net.tls again for the result)."),
+    Op("net.send", ("id", "data", "wait", "timeout"), ("n",),
+       "Give the host up to 1 MiB to send; `n` is how many bytes it took (0 only when not "
+       "waiting and its buffer is full)."),
+    Op("net.recv", ("id", "n", "wait", "timeout"), ("data", "eof"),
+       "Up to `n` bytes (the host may give at most `n`); `eof` once the peer closed and all "
+       "was read. Not waiting and nothing there: empty data, eof False."),
+    Op("net.poll", ("read", "write", "timeout"), ("read", "write"),
+       "Which connections (ids) are readable (data, end of stream or an error) and writable "
+       "(connected with room, or failed); waits up to `timeout` for one if none is."),
+    Op("net.shutdown", ("id", "how"), (), "Half-close: how 0 = read, 1 = write, 2 = both."),
+    Op("net.close", ("id",), (), "Close the connection (idempotent)."),
+]}
+
+MAX_SEND = 1 << 20  # bytes per net.send
+MAX_RECV = 1 << 20  # bytes per net.recv

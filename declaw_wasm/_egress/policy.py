@@ -1,0 +1,462 @@
+"""The network policy: which names and addresses a sandbox may connect to.
+
+declaw's semantics (declaw 1.7.0's NetworkPolicy / SandboxNetworkOpts, E2B's
+`network={"allow_out": [...], "deny_out": [...]}`, `allow_internet_access`), as issue 14 fixes
+them where declaw's SDK and docs disagree:
+
+* `allow_out` entries are IPs, CIDRs (v4 or v6), domains (`api.openai.com`), wildcards
+  (`*.example.com`: subdomains only, not the apex) or `~regex` (searched in the name);
+  `deny_out` entries are IPs and CIDRs. `ALL_TRAFFIC` (`0.0.0.0/0`) means all traffic, IPv6
+  included.
+* Allow wins over deny. An `allow_out` list denies everything it does not allow (with or
+  without `deny_out`); `deny_out` alone denies its ranges and leaves the rest of the public
+  internet; `allow_internet_access=False` denies everything. No policy: the public internet.
+* Every non-global address (loopback, RFC 1918, link-local, CGNAT, multicast, reserved, the
+  host's own addresses, IPv4 embedded in IPv6 forms that carry one of those...) is denied unless
+  an `allow_out` CIDR narrower than the whole address space names it, whatever else allows it.
+  Cloud metadata addresses are denied always.
+* With an allow-list, a name no rule can match is refused before any DNS query (no data leaks
+  through lookups of `<data>.attacker.example`). Names that only a CIDR rule could admit are
+  refused too: reach such destinations by address.
+
+The engine takes plain data (lists of strings and a bool); `Policy.from_create` adapts the
+`network=` forms users pass (E2B's dict, declaw's option objects).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Union
+
+from ..exceptions import InvalidArgumentException
+
+IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+
+ALL_TRAFFIC = "0.0.0.0/0"
+
+
+class PolicyError(InvalidArgumentException, ValueError):
+    """A network policy entry, secret or vault setting (or a name or address the guest gave) is
+    not acceptable."""
+
+
+def _nets(*texts: str) -> tuple[IPNetwork, ...]:
+    return tuple(ipaddress.ip_network(t) for t in texts)
+
+
+# What `ipaddress.is_global` misses, or gets differently across Python versions: all of these
+# are non-global here, whatever the running Python says.
+_NON_GLOBAL_V4 = _nets(
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32")
+_NON_GLOBAL_V6 = _nets(
+    "::/128", "::1/128", "::/96", "100::/64", "2001::/23", "2001:db8::/32", "64:ff9b:1::/48",
+    "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
+_TEREDO = ipaddress.ip_network("2001::/32")
+_COMPAT = ipaddress.ip_network("::/96")  # IPv4-compatible `::a.b.c.d` (deprecated)
+
+# Cloud instance metadata services (AWS, GCP, Azure, OCI: 169.254.169.254; AWS ECS task
+# metadata; Alibaba; AWS IMDS over IPv6; Oracle's second address). Denied always.
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254", "169.254.170.2", "169.254.170.23", "100.100.100.200", "192.0.0.192",
+    "fd00:ec2::254", "fd00:ec2::23"))
+METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata",
+                            "instance-data", "instance-data.ec2.internal"})
+
+_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")
+_NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)")
+
+
+# -- addresses --------------------------------------------------------------------------------
+
+def parse_inet_aton(text: str) -> Optional[ipaddress.IPv4Address]:
+    """IPv4 in every spelling `inet_aton` (and so the guest's C library, curl, browsers)
+    accepts: 1 to 4 parts, each decimal, octal (leading 0) or hex (0x); the last part fills the
+    remaining bytes (`127.1`, `2130706433`, `0x7f.1`, `0177.0.0.01`). None if not one."""
+    parts = text.split(".")
+    if not 1 <= len(parts) <= 4:
+        return None
+    values = []
+    for part in parts:
+        try:
+            if part[:2].lower() == "0x":
+                value = int(part[2:], 16) if len(part) > 2 else -1
+            elif len(part) > 1 and part[0] == "0":
+                value = int(part[1:], 8)
+            else:
+                value = int(part, 10) if part.isdigit() else -1
+        except ValueError:
+            return None
+        if value < 0:
+            return None
+        values.append(value)
+    *head, last = values
+    if any(v > 255 for v in head) or last >= 1 << (8 * (4 - len(head))):
+        return None
+    number = last
+    for i, v in enumerate(head):
+        number |= v << (8 * (3 - i))
+    return ipaddress.IPv4Address(number)
+
+
+def parse_address(text: str) -> Optional[IPAddress]:
+    """`text` as an IP address if it spells one (any IPv4 spelling, IPv6 with or without
+    brackets and a zone id), else None (a name). Raises PolicyError for something that looks
+    numeric but is no valid address (never to be looked up as a name)."""
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if ":" in text:
+        try:
+            return ipaddress.IPv6Address(text)
+        except ValueError:
+            raise PolicyError(f"{text!r} is not a valid IPv6 address") from None
+    bare = text[:-1] if text.endswith(".") else text
+    try:
+        return ipaddress.IPv4Address(bare)
+    except ValueError:
+        pass
+    last = bare.rsplit(".", 1)[-1].lower()
+    if bare and _NUMERIC_LABEL.fullmatch(last):  # no top-level domain is numeric
+        address = parse_inet_aton(bare.lower())
+        if address is None:
+            raise PolicyError(f"{text!r} is not a valid IPv4 address")
+        return address
+    return None
+
+
+def normalize_name(text: str) -> str:
+    """A host name as rules match it: lower case, no trailing dot. Raises PolicyError for what
+    no DNS name can be (bad characters, empty labels, too long)."""
+    name = text.strip().lower()
+    if name.endswith("."):
+        name = name[:-1]
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        raise PolicyError(f"{text!r} is not a valid host name")
+    return name
+
+
+def unwrap(ip: IPAddress) -> IPAddress:
+    """An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) is that IPv4 address on the wire."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        ip = ip.ipv4_mapped or ip
+        if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
+            ip = ipaddress.IPv6Address(str(ip).split("%", 1)[0])
+    return ip
+
+
+def embedded_v4(ip: IPAddress) -> Optional[ipaddress.IPv4Address]:
+    """The IPv4 address an IPv6 transition form carries (NAT64, 6to4, Teredo, compatible)."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return None
+    if ip in _NAT64 or ip in _COMPAT:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _SIX_TO_FOUR:
+        return ip.sixtofour
+    if ip in _TEREDO and ip.teredo is not None:
+        return ip.teredo[1]
+    return None
+
+
+def is_metadata(ip: IPAddress) -> bool:
+    ip = unwrap(ip)
+    inner = embedded_v4(ip)
+    return ip in METADATA_ADDRESSES or (inner is not None and inner in METADATA_ADDRESSES)
+
+
+class _HostAddresses:
+    """The host's own addresses (every interface), refreshed every 30 s: a sandbox must not
+    reach services listening on the host through its public address either."""
+
+    TTL = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at = -self.TTL
+        self._addresses: frozenset[IPAddress] = frozenset()
+
+    def get(self) -> frozenset[IPAddress]:
+        with self._lock:
+            if time.monotonic() - self._at > self.TTL:
+                self._addresses = frozenset(self._scan())
+                self._at = time.monotonic()
+            return self._addresses
+
+    @staticmethod
+    def _scan() -> set[IPAddress]:
+        found: set[IPAddress] = set()
+        try:  # Linux: every local IPv4 address is a "/32 host LOCAL" leaf of the FIB trie
+            lines = open("/proc/net/fib_trie").read().splitlines()
+            for i, line in enumerate(lines):
+                if "/32 host LOCAL" in line and i > 0:
+                    found.add(ipaddress.ip_address(lines[i - 1].split()[-1]))
+        except (OSError, ValueError):
+            pass
+        try:
+            for line in open("/proc/net/if_inet6").read().splitlines():
+                hexa = line.split()[0]
+                found.add(ipaddress.IPv6Address(int(hexa, 16)))
+        except (OSError, ValueError, IndexError):
+            pass
+        if not found:  # not Linux: what the host's name resolves to (may ask DNS once)
+            try:
+                for info in socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP):
+                    found.add(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
+            except (OSError, ValueError, UnicodeError):
+                pass
+        return found
+
+
+host_addresses = _HostAddresses()
+
+
+def non_global_reason(ip: IPAddress) -> Optional[str]:
+    """Why `ip` is not a public internet address ("loopback", "private"...), or None."""
+    ip = unwrap(ip)
+    if isinstance(ip, ipaddress.IPv4Address):
+        if any(ip in net for net in _NON_GLOBAL_V4) or not ip.is_global:
+            return _kind(ip)
+    elif ip.is_loopback or ip.is_unspecified:
+        return _kind(ip)
+    else:
+        if ip in _COMPAT or ip in _TEREDO:
+            return "IPv4-compatible or Teredo"
+        inner = embedded_v4(ip)
+        if inner is not None and non_global_reason(inner):
+            return f"IPv6 form of a {non_global_reason(inner)}"
+        if any(ip in net for net in _NON_GLOBAL_V6) or (inner is None and not ip.is_global):
+            return _kind(ip)
+    if ip in host_addresses.get():
+        return "the host's own"
+    return None
+
+
+def _kind(ip: IPAddress) -> str:
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_unspecified:
+        return "unspecified"
+    if isinstance(ip, ipaddress.IPv4Address) and ip in ipaddress.ip_network("100.64.0.0/10"):
+        return "carrier-grade NAT"
+    if ip.is_private:
+        return "private"
+    return "reserved"
+
+
+# -- rules ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy entry: its text, and what it matches."""
+
+    text: str
+    kind: str  # "all", "cidr", "domain", "wildcard", "regex"
+    network: Optional[IPNetwork] = None
+    pattern: Optional["re.Pattern[str]"] = None
+
+    def matches_name(self, name: str) -> bool:
+        if self.kind == "domain":
+            return name == self.text
+        if self.kind == "wildcard":
+            return name.endswith(self.text[1:])  # "*.x.com" -> ".x.com": subdomains only
+        if self.kind == "regex":
+            assert self.pattern is not None
+            return self.pattern.search(name) is not None
+        return False
+
+    def matches_address(self, ip: IPAddress) -> bool:
+        if self.kind == "all":
+            return True
+        if self.kind == "cidr":
+            assert self.network is not None
+            return ip.version == self.network.version and ip in self.network
+        return False
+
+    @property
+    def names_addresses(self) -> bool:
+        return self.kind in ("all", "cidr")
+
+
+def parse_rule(entry: Any, where: str) -> Rule:
+    """One `allow_out` / `deny_out` entry, checked."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise PolicyError(f"{where}: entries must be non-empty strings, got {entry!r}")
+    text = entry.strip()
+    if text.upper() == "ALL_TRAFFIC":
+        text = ALL_TRAFFIC
+    if text.startswith("~"):
+        if where != "allow_out":
+            raise PolicyError(f"{where}: {entry!r}: only allow_out takes ~regex entries")
+        try:
+            return Rule(text, "regex", pattern=re.compile(text[1:]))
+        except re.error as exc:
+            raise PolicyError(f"{where}: {entry!r} is not a valid regular expression: {exc}") from None
+    try:
+        network = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        network = None
+    if network is not None:
+        if network.prefixlen == 0:
+            return Rule(text, "all" if network.version == 4 else "cidr", network=network)
+        return Rule(text, "cidr", network=network)
+    if where != "allow_out":
+        raise PolicyError(f"{where}: {entry!r} is not an IP address or CIDR (deny_out takes only "
+                          "those; to keep a domain out, list what is allowed in allow_out)")
+    wildcard = text.startswith("*.")
+    try:
+        name = normalize_name(text[2:] if wildcard else text)
+    except PolicyError:
+        raise PolicyError(f"{where}: {entry!r} is not an IP, CIDR, domain or *.domain") from None
+    if "." not in name:
+        raise PolicyError(f"{where}: {entry!r}: single-label names are not accepted (use a full "
+                          "domain name)")
+    return Rule("*." + name if wildcard else name, "wildcard" if wildcard else "domain")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The policy's answer for one name or destination."""
+
+    allowed: bool
+    rule: str  # the entry that decided, or "default", "metadata", "non-global", ...
+    reason: str  # one sentence: for the guest's exception message and the audit log
+    explicit: bool = False  # an allow_out entry named the destination (raw TCP may pass)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"allowed": self.allowed, "rule": self.rule, "reason": self.reason}
+
+
+def _allow(rule: str, reason: str, explicit: bool = False) -> Decision:
+    return Decision(True, rule, reason, explicit)
+
+
+def _deny(rule: str, reason: str) -> Decision:
+    return Decision(False, rule, reason)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A sandbox's network policy (plain data in, decisions out)."""
+
+    allow: tuple[Rule, ...] = ()
+    deny: tuple[Rule, ...] = ()
+    internet: bool = True
+
+    @classmethod
+    def from_lists(cls, allow_out: Iterable[str] = (), deny_out: Iterable[str] = (),
+                   allow_internet: bool = True) -> "Policy":
+        if isinstance(allow_out, str) or isinstance(deny_out, str):
+            raise PolicyError("allow_out and deny_out must be lists of strings, not one string")
+        allow = tuple(parse_rule(e, "allow_out") for e in allow_out)
+        deny = tuple(parse_rule(e, "deny_out") for e in deny_out)
+        return cls(allow, deny, bool(allow_internet))
+
+    @classmethod
+    def from_create(cls, network: Any = None, allow_internet_access: Any = True,
+                    security: Any = None) -> "Policy":
+        """From `Sandbox.create`'s arguments: `network` as E2B's dict or any object with
+        `allow_out`/`deny_out` attributes (declaw's NetworkPolicy/SandboxNetworkOpts); if it is
+        None, `security.network` (declaw hoists it the same way). `allow_internet_access=False`
+        wins over both, as in declaw."""
+        if not isinstance(allow_internet_access, bool):
+            raise PolicyError(f"allow_internet_access must be True or False, got {allow_internet_access!r}")
+        if not allow_internet_access:
+            return cls(internet=False)
+        if network is None and security is not None:
+            network = getattr(security, "network", None)
+        if network is None:
+            return cls()
+        if isinstance(network, dict):
+            unknown = set(network) - {"allow_out", "deny_out", "allow_public_traffic",
+                                      "mask_request_host"}
+            if unknown:
+                raise PolicyError(f"network: unknown key(s) {', '.join(sorted(unknown))} (expected "
+                                  "allow_out, deny_out)")
+            get = network.get
+        elif hasattr(network, "allow_out") or hasattr(network, "deny_out"):
+            def get(key: str, default: Any = None) -> Any:
+                return getattr(network, key, default)
+        else:
+            raise PolicyError("network must be a dict {'allow_out': [...], 'deny_out': [...]} or an "
+                              f"object with allow_out/deny_out, got {type(network).__name__}")
+        if get("mask_request_host", None):
+            raise PolicyError("network: mask_request_host is not supported (every request's Host "
+                              "must be the name its connection was opened for)")
+        return cls.from_lists(list(get("allow_out", None) or []), list(get("deny_out", None) or []))
+
+    # -- questions ---------------------------------------------------------------------------
+    @property
+    def allow_list(self) -> bool:
+        """Whether everything not allowed is denied."""
+        return bool(self.allow) or not self.internet
+
+    @property
+    def resolves_any_name(self) -> bool:
+        return any(rule.kind == "all" or (rule.kind == "cidr" and rule.network is not None
+                                          and rule.network.prefixlen == 0) for rule in self.allow)
+
+    def _name_rule(self, name: str) -> Optional[Rule]:
+        return next((rule for rule in self.allow if rule.matches_name(name)), None)
+
+    def check_name(self, name: str, mapped: bool = False) -> Decision:
+        """Before any DNS query: may `name` (normalised) be looked up at all?"""
+        if not self.internet:
+            return _deny("allow_internet_access=False", "the sandbox has no internet access")
+        if name in METADATA_NAMES:
+            return _deny("metadata", f"{name} is a cloud metadata service")
+        rule = self._name_rule(name)
+        if rule is not None:
+            return _allow(rule.text, f"allow_out entry {rule.text!r} matches {name}", True)
+        if self.allow_list and not self.resolves_any_name:
+            return _deny("not in allow_out", f"{name} matches no allow_out entry")
+        if "." not in name and not mapped:
+            return _deny("single-label", f"{name!r} is a single-label name (local networks only)")
+        if name == "localhost" or name.endswith(".localhost"):
+            return _deny("non-global", f"{name} is a loopback name")
+        return _allow("default", "public names are allowed")
+
+    def check_address(self, ip: IPAddress, name: Optional[str] = None,
+                      mapped: bool = False) -> Decision:
+        """May the sandbox connect to `ip` (reached for `name`, if by name)? `mapped`: the
+        address came from DECLAW_WASM_RESOLVE, which counts as an explicit allow of a private
+        address (never of a metadata one)."""
+        ip = unwrap(ip)
+        if is_metadata(ip):
+            return _deny("metadata", f"{ip} is a cloud metadata address (always denied)")
+        if not self.internet:
+            return _deny("allow_internet_access=False", "the sandbox has no internet access")
+        narrow = next((r for r in self.allow if r.kind == "cidr" and r.matches_address(ip)
+                       and r.network is not None and r.network.prefixlen > 0), None)
+        reason = non_global_reason(ip)
+        if reason and narrow is None and not mapped:
+            return _deny("non-global", f"{ip} is a {reason} address (allowed only by an "
+                         "allow_out CIDR that names it)")
+        rule = self._name_rule(name) if name else None
+        if rule is None:
+            rule = narrow or next((r for r in self.allow if r.matches_address(ip)), None)
+        if rule is not None:
+            return _allow(rule.text, f"allow_out entry {rule.text!r} allows {name or ip}", True)
+        if self.allow_list:
+            return _deny("not in allow_out", f"{name or ip} matches no allow_out entry")
+        inner = embedded_v4(ip)
+        for deny in self.deny:
+            if deny.matches_address(ip) or (inner is not None and deny.matches_address(inner)):
+                return _deny(deny.text, f"deny_out entry {deny.text!r} denies {ip}")
+        return _allow("default", "public addresses are allowed")
+
+    def describe(self) -> dict[str, Any]:
+        """The policy as plain data (for the audit log and served mode)."""
+        return {"allow_out": [r.text for r in self.allow], "deny_out": [r.text for r in self.deny],
+                "allow_internet_access": self.internet}

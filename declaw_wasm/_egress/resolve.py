@@ -1,0 +1,189 @@
+"""Name resolution for the guest: the host's DNS, or DECLAW_WASM_RESOLVE's fixed answers.
+
+The host resolves every name itself (the guest has no DNS of its own), caps the number of
+answers it considers (every one is checked by the policy: a name with one public and one
+private address is refused), and the connection is then made to exactly the address that was
+checked: there is no second lookup, so no DNS-rebinding window.
+
+`DECLAW_WASM_RESOLVE="host:port:address[,address...][ host:port:address...]"` gives fixed
+answers with curl's `--resolve` semantics (entries separated by spaces, `;` or commas; IPv6
+addresses in brackets; `*` for any port), plus one extension: an address may carry a port
+(`api.openai.com:443:127.0.0.1:8443`), so a test can map a name's 443 to a local server on
+another port. A mapped address counts as explicitly allowed even when private (the policy still
+applies to the name, and a metadata address is refused when the variable is read). It is a
+testing hook: the first sandbox that uses it logs a warning.
+
+`DECLAW_WASM_EGRESS_LOOPBACK_ONLY=1` (tests only) refuses every real DNS query and every
+connection to a non-loopback address, whatever the policy says: a second fence for test runs
+that cannot use a network namespace.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .policy import IPAddress, PolicyError, is_metadata, parse_address
+
+log = logging.getLogger("declaw_wasm.egress")
+
+RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
+LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
+MAX_ANSWERS = 16
+
+_ENTRY_START = re.compile(r"^\+?([^:\[\]\s]+):(\d{1,5}|\*):(.+)$")
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9.]+)(?::(\d{1,5}))?$")
+
+
+class ResolveError(Exception):
+    """A name could not be resolved (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """One fixed answer: the address the guest sees, and the port the host really uses (None:
+    the port the guest asked for)."""
+
+    ip: IPAddress
+    port: Optional[int]
+
+
+def parse_overrides(text: str) -> dict[tuple[str, Optional[int]], list[Mapped]]:
+    """DECLAW_WASM_RESOLVE's entries: (name, port or None for `*`) -> answers."""
+    table: dict[tuple[str, Optional[int]], list[Mapped]] = {}
+    current: Optional[list[Mapped]] = None
+    for item in filter(None, re.split(r"[\s;,]+", text.strip())):
+        start = _ENTRY_START.match(item)
+        if start:
+            name, port, rest = start.groups()
+            key = (name.lower().rstrip("."), None if port == "*" else int(port))
+            current = table.setdefault(key, [])
+            item = rest
+        elif current is None:
+            raise PolicyError(f"{RESOLVE_ENV}: {item!r} is not host:port:address")
+        match = _ADDRESS.match(item)
+        if not match:
+            raise PolicyError(f"{RESOLVE_ENV}: {item!r} is not an address (IPv6 goes in brackets)")
+        ip = parse_address(match.group(1))
+        if ip is None:
+            raise PolicyError(f"{RESOLVE_ENV}: {item!r} is not an address")
+        if is_metadata(ip):
+            raise PolicyError(f"{RESOLVE_ENV}: {ip} is a cloud metadata address; it cannot be mapped")
+        port_text = match.group(2)
+        if port_text is not None and not 0 < int(port_text) < 65536:
+            raise PolicyError(f"{RESOLVE_ENV}: bad port in {item!r}")
+        current.append(Mapped(ip, int(port_text) if port_text else None))
+    return table
+
+
+_warned = threading.Event()
+
+
+def overrides_from_env() -> dict[tuple[str, Optional[int]], list[Mapped]]:
+    text = os.environ.get(RESOLVE_ENV, "")
+    if not text.strip():
+        return {}
+    table = parse_overrides(text)
+    if not _warned.is_set():
+        _warned.set()
+        log.warning("%s is set: sandboxes resolve %s to fixed addresses, which count as allowed "
+                    "even when private. This is a testing hook; do not ship it.", RESOLVE_ENV,
+                    ", ".join(sorted({name for name, _ in table})))
+    return table
+
+
+def loopback_only() -> bool:
+    return os.environ.get(LOOPBACK_ONLY_ENV, "") not in ("", "0")
+
+
+def system_lookup(name: str) -> list[Any]:
+    """The host's resolver (getaddrinfo: /etc/hosts, DNS...)."""
+    if loopback_only():
+        raise ResolveError(f"{LOOPBACK_ONLY_ENV} is set: no real DNS queries")
+    return socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a name resolved to: checked addresses in order; `mapped` if from the fixed table."""
+
+    addresses: list[IPAddress]
+    mapped: bool
+
+
+class Resolver:
+    """Resolves names for one sandbox."""
+
+    def __init__(self, overrides: Optional[dict[tuple[str, Optional[int]], list[Mapped]]] = None,
+                 max_answers: int = MAX_ANSWERS) -> None:
+        self.overrides = overrides or {}
+        self.max_answers = max_answers
+        self.queries = 0  # real DNS queries made (the tests check some are never made)
+        self.system_lookup: Callable[[str], list[Any]] = system_lookup
+
+    def mapped(self, name: str, port: Optional[int]) -> Optional[list[Mapped]]:
+        found = self.overrides.get((name, port)) if port else None
+        if found is None:
+            found = self.overrides.get((name, None))
+        if found is None and not port:
+            found = next((v for (n, _), v in self.overrides.items() if n == name), None)
+        return found
+
+    def real_port(self, name: Optional[str], ip: IPAddress, port: int) -> int:
+        """The port the host connects to for the guest's (ip, port) reached for `name`."""
+        if name is not None:
+            for entry in self.mapped(name, port) or ():
+                if entry.ip == ip and entry.port is not None:
+                    return entry.port
+        return port
+
+    def resolve(self, name: str, port: Optional[int], timeout: float,
+                should_stop: Callable[[], bool]) -> Answer:
+        """The addresses of `name` (normalised), waiting at most `timeout` seconds."""
+        entries = self.mapped(name, port)
+        if entries is not None:
+            return Answer([e.ip for e in entries][: self.max_answers], True)
+        self.queries += 1
+        result: dict[str, Any] = {}
+        done = threading.Event()
+        system_lookup = self.system_lookup
+
+        def lookup() -> None:
+            try:
+                result["infos"] = system_lookup(name)
+            except (OSError, UnicodeError, ResolveError) as exc:
+                result["error"] = exc
+            done.set()
+
+        # A thread of its own per lookup (getaddrinfo cannot be interrupted): the guest's wait
+        # stays stoppable, and the thread inherits its caller's network namespace.
+        threading.Thread(target=lookup, name="declaw-dns", daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not done.wait(0.05):
+            if should_stop():
+                raise ResolveError("stopped")
+            if time.monotonic() > deadline:
+                raise ResolveError(f"looking up {name} timed out after {timeout:g} s")
+        if "error" in result:
+            exc = result["error"]
+            raise ResolveError(f"{name}: {getattr(exc, 'strerror', None) or exc}")
+        addresses: list[IPAddress] = []
+        for info in result["infos"]:
+            try:
+                ip = ipaddress.ip_address(str(info[4][0]))
+            except ValueError:
+                continue
+            if ip not in addresses:
+                addresses.append(ip)
+            if len(addresses) >= self.max_answers:
+                break
+        if not addresses:
+            raise ResolveError(f"{name} has no addresses")
+        return Answer(addresses, False)

@@ -1,0 +1,374 @@
+"""Secrets that never enter the guest: placeholders out, values in on the host, and back out.
+
+`Sandbox.create(secrets={"OPENAI_API_KEY": Secret("sk-...", hosts=["api.openai.com"])})`: the
+guest's environment holds a unique placeholder, never the value. The HTTP relay replaces the
+placeholder by the value in request headers and the request target only when
+
+* the connection is TLS that the host itself verified (the guest cannot turn verification off
+  on the host side), for a name in the secret's `hosts` (entries as in `allow_out`), and
+* the request's `Host` is that name (the relay refuses any other Host anyway).
+
+Anywhere else the placeholder goes out unchanged. Vault references (vault.py) use the same
+path: the guest sees `declaw:vault-managed` and the host sets the provider's auth header.
+
+Responses: the host replaces every secret value by its placeholder in response headers and in
+bodies it can decode (identity, gzip, deflate, br), also in JSON-escaped and URL-encoded
+spellings, so that an echo does not hand the value to the guest. That is a backstop: the real
+protection is where the value is sent. Values live only in memory (never in snapshots, audit
+events or logs).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as _random
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Optional, Protocol
+from urllib.parse import quote
+
+from .policy import PolicyError, Rule, parse_rule
+
+if TYPE_CHECKING:
+    from .vault import VaultScope
+
+VAULT_PLACEHOLDER = "declaw:vault-managed"
+MAX_SECRET_BYTES = 16 << 10
+
+
+class Secret:
+    """A value the guest may use but never see: `Secret("sk-...", hosts=["api.openai.com"])`.
+
+    `hosts` entries are as in `allow_out` (domains, `*.domain`, `~regex`, IPs, CIDRs): the value
+    is only ever sent over verified TLS to those."""
+
+    __slots__ = ("_value", "hosts")
+
+    def __init__(self, value: str, hosts: Iterable[str]) -> None:
+        if not isinstance(value, str) or not value:
+            raise PolicyError("Secret: the value must be a non-empty string")
+        if len(value.encode("utf-8", "surrogatepass")) > MAX_SECRET_BYTES:
+            raise PolicyError(f"Secret: the value is longer than {MAX_SECRET_BYTES} bytes")
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+            raise PolicyError("Secret: the value contains control characters (CR, LF, NUL...)")
+        if isinstance(hosts, str) or not hosts:
+            raise PolicyError("Secret: hosts must be a non-empty list of domains (as in allow_out)")
+        self._value = value
+        self.hosts = [parse_rule(h, "allow_out").text for h in hosts]
+
+    def reveal(self) -> str:
+        """The value (host side only)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret('***', hosts={self.hosts!r})"
+
+    def __reduce__(self) -> str:
+        raise TypeError("a Secret is not picklable: its value must never be written anywhere")
+
+
+@dataclass
+class Injection:
+    """One secret as the relay uses it."""
+
+    name: str
+    value: str
+    placeholder: str
+    rules: list[Rule]
+    scope: Optional["VaultScope"] = None  # a vault secret: how to add it to requests
+
+    def applies_to(self, name: str) -> bool:
+        return any(rule.matches_name(name) for rule in self.rules)
+
+
+class SecretBook:
+    """A sandbox's secrets: placeholders for the guest, injection and scrubbing for the relay."""
+
+    def __init__(self, injections: Iterable[Injection] = ()) -> None:
+        self.injections = list(injections)
+        self._needles: Optional[list[tuple[bytes, bytes]]] = None
+
+    @classmethod
+    def build(cls, secrets: Optional[dict[str, Secret]], vault_refs: Optional[dict[str, str]],
+              vault: object = None) -> "SecretBook":
+        found: list[Injection] = []
+        if secrets is not None:
+            if not isinstance(secrets, dict):
+                raise PolicyError("secrets must be a dict of environment variable name to Secret")
+            for name, secret in secrets.items():
+                _check_env_name(name, "secrets")
+                if not isinstance(secret, Secret):
+                    raise PolicyError(f"secrets[{name!r}] must be a declaw_wasm.Secret (value and hosts)")
+                found.append(Injection(name, secret.reveal(), "declaw-secret-" + _random.token_hex(16),
+                                       [parse_rule(h, "allow_out") for h in secret.hosts]))
+        if vault_refs:
+            from .vault import Vault
+
+            store = vault if isinstance(vault, Vault) else Vault.default()
+            if not isinstance(vault_refs, dict):
+                raise PolicyError("vault_refs must be a dict of environment variable name to secret name")
+            for name, ref in vault_refs.items():
+                _check_env_name(name, "vault_refs")
+                value, scopes = store.resolve(ref)
+                for scope in scopes:
+                    found.append(Injection(name, value, VAULT_PLACEHOLDER, [scope.rule()], scope))
+        names = [i.name for i in found if i.scope is None]
+        if len(set(names)) != len(names):
+            raise PolicyError("secrets: a variable is named twice")
+        return cls(found)
+
+    def __bool__(self) -> bool:
+        return bool(self.injections)
+
+    def guest_env(self) -> dict[str, str]:
+        return {i.name: i.placeholder for i in self.injections}
+
+    def values(self) -> list[str]:
+        return [i.value for i in self.injections]
+
+    # -- requests ----------------------------------------------------------------------------
+    def inject(self, name: str, verified_tls: bool, target: str,
+               headers: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]], list[str]]:
+        """The request's target and headers with placeholders replaced for the secrets scoped
+        to `name` (only over verified TLS), and vault headers added; the names injected."""
+        if not verified_tls:
+            return target, headers, []
+        used: list[str] = []
+        for inj in self.injections:
+            if not inj.applies_to(name):
+                continue
+            if inj.scope is not None:
+                target, headers = inj.scope.apply(inj.value, target, headers)
+                used.append(inj.name)
+                continue
+            if inj.placeholder in target:
+                target = target.replace(inj.placeholder, quote(inj.value, safe=""))
+                used.append(inj.name)
+            replaced = []
+            for key, val in headers:
+                if inj.placeholder in val:
+                    val = val.replace(inj.placeholder, inj.value)
+                    used.append(inj.name)
+                replaced.append((key, val))
+            headers = replaced
+        return target, headers, sorted(set(used))
+
+    # -- responses ---------------------------------------------------------------------------
+    def needles(self) -> list[tuple[bytes, bytes]]:
+        """(spelling of a value, its placeholder), longest first."""
+        if self._needles is None:
+            pairs: dict[bytes, bytes] = {}
+            for inj in self.injections:
+                mark = inj.placeholder.encode()
+                for form in _spellings(inj.value):
+                    pairs.setdefault(form.encode("utf-8", "surrogatepass"), mark)
+            self._needles = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
+        return self._needles
+
+    def scrub_text(self, text: str) -> str:
+        for needle, mark in self.needles():
+            text = text.replace(needle.decode("utf-8", "replace"), mark.decode())
+        return text
+
+    def scrubber(self) -> "Scrubber":
+        return Scrubber(self.needles())
+
+
+def _check_env_name(name: object, where: str) -> None:
+    if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+        raise PolicyError(f"{where}: {name!r} is not a valid environment variable name")
+
+
+def _spellings(value: str) -> list[str]:
+    """How a value may come back in a body: as is, JSON-escaped (with and without `\\/`, ASCII
+    escapes), URL-encoded."""
+    forms = [value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
+             quote(value, safe=""), quote(value)]
+    forms.append(forms[1].replace("/", "\\/"))
+    return [f for i, f in enumerate(forms) if f and f not in forms[:i]]
+
+
+class Scrubber:
+    """Replaces every needle in a stream, also across chunk boundaries (it holds back the last
+    `longest - 1` bytes until the next chunk or the end)."""
+
+    def __init__(self, needles: list[tuple[bytes, bytes]]) -> None:
+        self.needles = needles
+        self.keep = max((len(n) for n, _ in needles), default=1) - 1
+        self.tail = b""
+        self.hits = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._replace(self.tail + chunk)
+        if self.keep <= 0:
+            self.tail = b""
+            return data
+        self.tail = data[-self.keep:]
+        return data[: -self.keep]
+
+    def end(self) -> bytes:
+        data, self.tail = self.tail, b""
+        return data
+
+    def _replace(self, data: bytes) -> bytes:
+        for needle, mark in self.needles:
+            if needle in data:
+                self.hits += data.count(needle)
+                data = data.replace(needle, mark)
+        return data
+
+
+# -- Content-Encoding: decoding bodies, bounded ---------------------------------------------------
+
+class Decoder(Protocol):
+    def feed(self, data: bytes) -> None: ...
+
+    def take(self, limit: int) -> bytes: ...
+
+    @property
+    def pending(self) -> bool: ...
+
+
+@dataclass
+class _Zlib:
+    """gzip (possibly several members) or deflate (zlib-wrapped or raw), never more than `limit`
+    bytes of output per call: a small compressed body cannot make the host buffer gigabytes."""
+
+    kind: str
+    data: bytes = b""
+    d: Optional["zlib._Decompress"] = None
+    done: bool = False
+
+    def _new(self, sample: bytes) -> "zlib._Decompress":
+        if self.kind == "gzip":
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        wrapped = len(sample) >= 2 and sample[0] & 0x0F == 8 and (sample[0] << 8 | sample[1]) % 31 == 0
+        return zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> None:
+        self.data += data
+
+    def take(self, limit: int) -> bytes:
+        out = b""
+        while len(out) < limit and self.data:
+            if self.d is None:
+                if len(self.data) < 2 and self.kind == "deflate":
+                    break
+                self.d = self._new(self.data)
+            out += self.d.decompress(self.data, limit - len(out))
+            if self.d.eof:
+                rest = self.d.unused_data
+                self.d = None
+                # another gzip member may follow; anything after a deflate stream is dropped
+                self.data = rest if self.kind == "gzip" and rest[:2] == b"\x1f\x8b" else b""
+            else:
+                self.data = self.d.unconsumed_tail
+                if not self.data:
+                    break
+        return out
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.data)
+
+
+@dataclass
+class _Brotli:
+    d: object = None
+    data: bytes = b""
+    more: bool = False
+
+    def feed(self, data: bytes) -> None:
+        self.data += data
+
+    def take(self, limit: int) -> bytes:
+        import brotli
+
+        if self.d is None:
+            self.d = brotli.Decompressor()
+        d = self.d
+        if self.more:
+            out = d.process(b"", output_buffer_limit=limit)  # type: ignore[attr-defined]
+        elif self.data:
+            data, self.data = self.data, b""
+            out = d.process(data, output_buffer_limit=limit)  # type: ignore[attr-defined]
+        else:
+            return b""
+        self.more = not d.can_accept_more_data()  # type: ignore[attr-defined]
+        return bytes(out)
+
+    @property
+    def pending(self) -> bool:
+        return self.more or bool(self.data)
+
+
+def brotli_available() -> bool:
+    try:
+        import brotli
+    except ImportError:
+        return False
+    return hasattr(brotli.Decompressor(), "can_accept_more_data")
+
+
+def decodable() -> list[str]:
+    """The content codings the host can undo."""
+    return ["gzip", "deflate", *(["br"] if brotli_available() else [])]
+
+
+@dataclass
+class Chain:
+    """Several codings (`Content-Encoding: gzip, br` is undone br first)."""
+
+    stages: list[Decoder] = field(default_factory=list)
+
+    def feed(self, data: bytes) -> None:
+        self.stages[0].feed(data)
+
+    def take(self, limit: int) -> bytes:
+        for i, stage in enumerate(self.stages[:-1]):
+            nxt = self.stages[i + 1]
+            while stage.pending and not nxt.pending:
+                chunk = stage.take(limit)
+                if not chunk:
+                    break
+                nxt.feed(chunk)
+        return self.stages[-1].take(limit)
+
+    @property
+    def pending(self) -> bool:
+        return any(stage.pending for stage in self.stages)
+
+
+def decoder_for(encodings: list[str]) -> Optional[Decoder]:
+    """A decoder for a Content-Encoding list (outermost last), or None if one is unknown."""
+    stages: list[Decoder] = []
+    for coding in reversed([e.strip().lower() for e in encodings if e.strip()]):
+        if coding in ("identity", ""):
+            continue
+        if coding in ("gzip", "x-gzip"):
+            stages.append(_Zlib("gzip"))
+        elif coding == "deflate":
+            stages.append(_Zlib("deflate"))
+        elif coding == "br" and brotli_available():
+            stages.append(_Brotli())
+        else:
+            return None
+    if not stages:
+        return _Identity()
+    return stages[0] if len(stages) == 1 else Chain(stages)
+
+
+@dataclass
+class _Identity:
+    data: bytes = b""
+
+    def feed(self, data: bytes) -> None:
+        self.data += data
+
+    def take(self, limit: int) -> bytes:
+        out, self.data = self.data[:limit], self.data[limit:]
+        return out
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.data)

@@ -1,0 +1,285 @@
+"""The host-side vault: named secrets with scopes, for `Sandbox.create(vault_refs=...)`.
+
+declaw's names and shapes (`VaultClient`, `VaultSecret`, `VaultScope`, `VaultPreset`, provider
+presets), kept in this process: `VaultClient().create_secret("sk-...", name="fintech-openai",
+provider="openai")`, then `Sandbox.create(vault_refs={"OPENAI_API_KEY": "fintech-openai"})`.
+The guest's variable holds `declaw:vault-managed`; the host adds the provider's auth to requests
+to the scoped hosts, over TLS it verified (secrets.py). Values are write-only through the API.
+
+The default vault is in memory. `Vault(path=...)` keeps secrets in a JSON file the user points
+at (mode 0600; never inside declaw-wasm's cache folder, which is meant to be copied around).
+Injection types supported here: bearer, header, basic, query (declaw's sigv4, oidc, hmac and
+database types are refused with a clear error).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import secrets as _random
+import tempfile
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Union
+from urllib.parse import quote
+
+from pydantic import BaseModel, Field
+
+from .policy import PolicyError, Rule, parse_rule
+
+SUPPORTED_TYPES = ("bearer", "header", "basic", "query")
+VAULT_URI = re.compile(r"^vault://[^/]+/[^/]+/(.+)$")
+
+
+class VaultScope(BaseModel):
+    """Where and how a vault secret is added to requests (declaw's fields). `domain_regex`:
+    a domain, `*.domain`, or `~regex` (searched in the host name)."""
+
+    domain_regex: str
+    injection_type: str = ""
+    header_name: str = ""
+    value_prefix: str = ""
+    basic_username: str = ""
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+    query_params: dict[str, str] = Field(default_factory=dict)
+
+    def checked(self) -> "VaultScope":
+        kind = self.injection_type or "bearer"
+        if kind not in SUPPORTED_TYPES:
+            raise PolicyError(f"vault scope {self.domain_regex!r}: injection_type {kind!r} is not "
+                              f"supported here (only {', '.join(SUPPORTED_TYPES)})")
+        if kind == "header" and not self.header_name:
+            raise PolicyError(f"vault scope {self.domain_regex!r}: injection_type 'header' needs header_name")
+        if kind == "query" and not (self.header_name or self.query_params):
+            raise PolicyError(f"vault scope {self.domain_regex!r}: injection_type 'query' needs "
+                              "header_name (the query parameter's name)")
+        self.rule()
+        return self
+
+    def rule(self) -> Rule:
+        return parse_rule(self.domain_regex, "allow_out")
+
+    def apply(self, value: str, target: str,
+              headers: list[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+        """Add the secret to one request (target, headers)."""
+        kind = self.injection_type or "bearer"
+        set_headers: dict[str, str] = {}
+        if kind == "bearer":
+            set_headers["Authorization"] = f"Bearer {self.value_prefix}{value}"
+        elif kind == "header":
+            set_headers[self.header_name] = f"{self.value_prefix}{value}"
+        elif kind == "basic":
+            token = base64.b64encode(f"{self.basic_username}:{value}".encode()).decode()
+            set_headers["Authorization"] = f"Basic {token}"
+        elif kind == "query":
+            name = self.header_name or next(iter(self.query_params))
+            sep = "&" if "?" in target else "?"
+            target = f"{target}{sep}{quote(name, safe='')}={quote(self.value_prefix + value, safe='')}"
+        lowered = {k.lower() for k in set_headers}
+        out = [(k, v) for k, v in headers if k.lower() not in lowered]
+        out += list(set_headers.items())
+        present = {k.lower() for k, _ in out}
+        out += [(k, v) for k, v in self.extra_headers.items() if k.lower() not in present]
+        return target, out
+
+
+class VaultSecret(BaseModel):
+    """A secret's metadata (the value is never returned)."""
+
+    secret_id: str
+    name: str
+    scopes: list[VaultScope]
+    created_at: datetime
+    updated_at: datetime
+    rotated_at: Optional[datetime] = None
+    rotation_interval_days: int = 0
+    rotation_due: bool = False
+
+
+class VaultPreset(BaseModel):
+    key: str
+    name: str
+    category: str
+    key_hint: str
+    docs_url: str
+    scopes: list[VaultScope]
+
+
+def _preset(key: str, name: str, category: str, hint: str, docs: str, domain: str,
+            **scope: Any) -> VaultPreset:
+    return VaultPreset(key=key, name=name, category=category, key_hint=hint, docs_url=docs,
+                       scopes=[VaultScope(domain_regex=domain, **scope)])
+
+
+PRESETS = {p.key: p for p in [
+    _preset("openai", "OpenAI", "llm", "sk-...", "https://platform.openai.com/api-keys",
+            "api.openai.com", injection_type="bearer"),
+    _preset("anthropic", "Anthropic", "llm", "sk-ant-...", "https://console.anthropic.com/",
+            "api.anthropic.com", injection_type="header", header_name="x-api-key",
+            extra_headers={"anthropic-version": "2023-06-01"}),
+    _preset("gemini", "Google Gemini", "llm", "AIza...", "https://aistudio.google.com/apikey",
+            "generativelanguage.googleapis.com", injection_type="header", header_name="x-goog-api-key"),
+    _preset("mistral", "Mistral", "llm", "", "https://console.mistral.ai/", "api.mistral.ai",
+            injection_type="bearer"),
+    _preset("groq", "Groq", "llm", "gsk_...", "https://console.groq.com/keys", "api.groq.com",
+            injection_type="bearer"),
+    _preset("huggingface", "Hugging Face", "ml", "hf_...", "https://huggingface.co/settings/tokens",
+            "huggingface.co", injection_type="bearer"),
+    _preset("github", "GitHub", "dev", "ghp_...", "https://github.com/settings/tokens",
+            "api.github.com", injection_type="bearer"),
+    _preset("stripe", "Stripe", "payments", "sk_live_...", "https://dashboard.stripe.com/apikeys",
+            "api.stripe.com", injection_type="bearer"),
+    _preset("alphavantage", "Alpha Vantage", "data", "", "https://www.alphavantage.co/support/",
+            "www.alphavantage.co", injection_type="query", header_name="apikey"),
+]}
+
+
+class Vault:
+    """Named secrets with scopes, host side."""
+
+    _default: ClassVar[Optional["Vault"]] = None
+    _default_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: Union[str, Path, None] = None) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, str] = {}
+        self._meta: dict[str, VaultSecret] = {}
+        self.path = Path(path).expanduser().resolve() if path is not None else None
+        if self.path is not None:
+            from ..settings import cache_dir
+
+            cache = cache_dir().resolve()
+            if self.path == cache or cache in self.path.parents:
+                raise PolicyError(f"Vault(path={str(path)!r}) is inside declaw-wasm's cache folder; "
+                                  "keep secrets elsewhere")
+            if self.path.exists():
+                self._load()
+
+    @classmethod
+    def default(cls) -> "Vault":
+        """The process's in-memory vault (what `VaultClient()` and `vault_refs=` use)."""
+        with cls._default_lock:
+            if cls._default is None:
+                cls._default = cls()
+            return cls._default
+
+    # -- declaw's VaultClient methods ------------------------------------------------------------
+    def create_secret(self, value: str, *, name: Optional[str] = None, provider: Optional[str] = None,
+                      scopes: Optional[list[Union[VaultScope, dict[str, Any]]]] = None,
+                      rotation_interval_days: int = 0) -> VaultSecret:
+        if not isinstance(value, str) or not value or any(ord(c) < 0x20 for c in value):
+            raise PolicyError("create_secret: the value must be a non-empty string without control characters")
+        checked = self._scopes(provider, scopes)
+        now = datetime.now(timezone.utc)
+        name = name or f"secret-{_random.token_hex(4)}"
+        with self._lock:
+            if name in self._meta:
+                raise PolicyError(f"a vault secret named {name!r} exists (rotate_secret changes its value)")
+            self._values[name] = value
+            self._meta[name] = VaultSecret(secret_id="vs_" + _random.token_hex(8), name=name,
+                                           scopes=checked, created_at=now, updated_at=now,
+                                           rotation_interval_days=rotation_interval_days)
+            self._save()
+            return self._meta[name]
+
+    def list_secrets(self) -> list[VaultSecret]:
+        with self._lock:
+            return list(self._meta.values())
+
+    def rotate_secret(self, name: str, value: str) -> VaultSecret:
+        with self._lock:
+            meta = self._get(name)
+            now = datetime.now(timezone.utc)
+            self._values[name] = value
+            self._meta[name] = meta.model_copy(update={"updated_at": now, "rotated_at": now})
+            self._save()
+            return self._meta[name]
+
+    def delete_secret(self, name: str) -> bool:
+        with self._lock:
+            self._get(name)
+            del self._values[name], self._meta[name]
+            self._save()
+            return True
+
+    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]]) -> VaultSecret:
+        checked = self._scopes(None, scopes)
+        with self._lock:
+            meta = self._get(name)
+            self._meta[name] = meta.model_copy(update={"scopes": checked,
+                                                       "updated_at": datetime.now(timezone.utc)})
+            self._save()
+            return self._meta[name]
+
+    @staticmethod
+    def list_presets() -> list[VaultPreset]:
+        return list(PRESETS.values())
+
+    # -- for sandboxes -------------------------------------------------------------------------
+    def resolve(self, ref: str) -> tuple[str, list[VaultScope]]:
+        """A `vault_refs` value (a name, or `vault://<team>/<env>/<name>`) -> value, scopes."""
+        if not isinstance(ref, str):
+            raise PolicyError(f"vault_refs values must be secret names, got {ref!r}")
+        match = VAULT_URI.match(ref)
+        name = match.group(1) if match else ref
+        with self._lock:
+            meta = self._get(name)
+            return self._values[name], list(meta.scopes)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _get(self, name: str) -> VaultSecret:
+        meta = self._meta.get(name)
+        if meta is None:
+            raise PolicyError(f"no vault secret named {name!r} (create it with "
+                              "VaultClient().create_secret(value, name=...))")
+        return meta
+
+    @staticmethod
+    def _scopes(provider: Optional[str], scopes: Optional[list[Any]]) -> list[VaultScope]:
+        found: list[VaultScope] = []
+        if provider is not None:
+            preset = PRESETS.get(provider)
+            if preset is None:
+                raise PolicyError(f"unknown vault provider {provider!r} (known: {', '.join(PRESETS)})")
+            found += [s.model_copy() for s in preset.scopes]
+        for scope in scopes or []:
+            found.append(scope if isinstance(scope, VaultScope) else VaultScope(**scope))
+        if not found:
+            raise PolicyError("a vault secret needs a provider or scopes (where it may be sent)")
+        return [s.checked() for s in found]
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        data = {name: {"value": self._values[name], "meta": meta.model_dump(mode="json")}
+                for name, meta in self._meta.items()}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".vault-", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f)
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    def _load(self) -> None:
+        assert self.path is not None
+        data = json.loads(self.path.read_text())
+        for name, item in data.items():
+            self._values[name] = item["value"]
+            self._meta[name] = VaultSecret.model_validate(item["meta"])
+
+
+class VaultClient(Vault):
+    """declaw's `VaultClient(api_key=None, domain=None, request_timeout=None)`: here, a view of
+    the process's default vault (the arguments are accepted and ignored)."""
+
+    def __init__(self, api_key: Optional[str] = None, domain: Optional[str] = None,
+                 request_timeout: Optional[float] = None) -> None:
+        default = Vault.default()
+        self.__dict__ = default.__dict__  # the same store, locks and all

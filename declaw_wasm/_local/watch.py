@@ -1,0 +1,221 @@
+"""`files.watch_dir` in this process: inotify watches on a sandbox's host folders, reported as
+E2B's `FilesystemEvent`s with paths in the guest's namespace.
+
+Why inotify_simple and not watchfiles: watchfiles' recursive mode (the notify crate under it)
+follows symbolic links when it walks a tree -- measured here, one `ln -s /usr x` inside a watched
+folder made it add 15 452 host watches -- so a guest's `ln -s / x` would make the host watch its
+own `/`. inotify_simple is a ctypes wrapper of the kernel calls, under a hundred lines, and lets
+every watch be added on a folder this module opened itself, walking from the mount with
+`O_NOFOLLOW` at each step (as the files API does); the kernel then watches that folder's inode
+(`/proc/self/fd/N`), never a path a guest can redirect. Symlinks are reported, never entered.
+
+Reads are on demand (`events()`), so a watch holds one inotify descriptor and no thread. Caps:
+`MAX_WATCHES` open watches per sandbox, `MAX_FOLDERS` folders per recursive watch.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import threading
+import time
+from typing import TYPE_CHECKING, Any, List, Optional
+
+from ..exceptions import InvalidArgumentException, RateLimitException, SandboxException
+from ..models import FileType, FilesystemEvent, FilesystemEventType
+
+if TYPE_CHECKING:
+    from .files import SandboxFS
+
+MAX_WATCHES = 16  # per sandbox
+MAX_FOLDERS = 1024  # per recursive watch
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _flags() -> Any:
+    try:
+        import inotify_simple
+    except ImportError:  # not Linux, or not installed
+        raise SandboxException("files.watch_dir needs Linux's inotify (the inotify_simple package)") from None
+    return inotify_simple
+
+
+class LocalWatcher:
+    """One watch on a folder of a sandbox (the local `Watcher`)."""
+
+    def __init__(self, fs: "SandboxFS", path: str, recursive: bool, include_entry: bool,
+                 on_stop: Any = None) -> None:
+        lib = _flags()
+        f = lib.flags
+        self._lib = lib
+        self._mask = (f.CREATE | f.MODIFY | f.CLOSE_WRITE | f.DELETE | f.MOVED_FROM | f.MOVED_TO
+                      | f.ATTRIB | f.DONT_FOLLOW | f.ONLYDIR | f.EXCL_UNLINK)
+        self.fs = fs
+        self.recursive = recursive
+        self.include_entry = include_entry
+        self._on_stop = on_stop
+        self._lock = threading.Lock()
+        self._stopped = False
+        info = fs.get_info(path)  # FileNotFoundException if missing
+        if info.type != FileType.DIR:
+            raise InvalidArgumentException(f"{info.path}: not a directory")
+        loc = fs.locate(path)
+        self.root = loc.guest.rstrip("/") or "/"
+        self._mount = loc.mount
+        self._folders: dict[int, str] = {}  # watch descriptor -> guest path of the folder
+        try:
+            self._inotify = lib.INotify()
+        except OSError as exc:
+            raise RateLimitException(f"no inotify instance left on the host: {exc.strerror}") from None
+        try:
+            self._add(self.root, loc.parts, walk=recursive)  # (what is there already is not news)
+        except BaseException:
+            self._inotify.close()
+            raise
+
+    # -- watches -------------------------------------------------------------------------------
+    def _add(self, guest: str, parts: tuple[str, ...], walk: bool) -> list[str]:
+        """Watch the folder `parts` below the mount (reached without following any link) and,
+        with `walk`, its subfolders; the guest paths of what is already in the new folders (a
+        folder made and filled before its watch was added: reported as created)."""
+        found: list[str] = []
+        todo = [(guest, parts)]
+        while todo:
+            folder, below = todo.pop()
+            if len(self._folders) >= MAX_FOLDERS:
+                if folder == self.root:
+                    raise RateLimitException(f"watch of {self.root}: more than {MAX_FOLDERS} folders")
+                return found
+            fd = self._open(below)
+            if fd is None:
+                continue
+            try:
+                try:
+                    wd = self._inotify.add_watch(f"/proc/self/fd/{fd}", self._mask & ~self._lib.flags.DONT_FOLLOW)
+                except OSError as exc:
+                    if folder == self.root:
+                        raise RateLimitException(f"cannot watch {folder}: {exc.strerror}") from None
+                    continue
+                self._folders[wd] = folder
+                if walk:
+                    for name in sorted(os.listdir(fd)):
+                        found.append(posixpath.join(folder, name))
+                        try:
+                            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                                todo.append((posixpath.join(folder, name), below + (name,)))
+                        except OSError:
+                            continue
+            finally:
+                os.close(fd)
+        return found
+
+    def _open(self, parts: tuple[str, ...]) -> Optional[int]:
+        try:
+            fd = os.open(self._mount.host, _DIR_FLAGS)
+        except OSError:
+            return None
+        for part in parts:
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError:  # gone, or a symlink now: not followed
+                os.close(fd)
+                return None
+            os.close(fd)
+            fd = nxt
+        return fd
+
+    def _below(self, guest: str) -> tuple[str, ...]:
+        prefix = self._mount.guest.rstrip("/")
+        return tuple(p for p in guest[len(prefix):].split("/") if p)
+
+    # -- events ------------------------------------------------------------------------------------
+    def events(self) -> List[FilesystemEvent]:
+        with self._lock:
+            if self._stopped:
+                raise SandboxException("The watcher is already stopped")
+            raw = list(self._inotify.read(timeout=0))
+            out: List[FilesystemEvent] = []
+            for event in raw:
+                folder = self._folders.get(event.wd)
+                if event.mask & self._lib.flags.IGNORED:
+                    self._folders.pop(event.wd, None)
+                    continue
+                if folder is None or not event.name:
+                    continue
+                kind = self._kind(event.mask)
+                if kind is None:
+                    continue
+                path = posixpath.join(folder, event.name)
+                is_dir = bool(event.mask & self._lib.flags.ISDIR)
+                out.append(self._event(path, kind))
+                if self.recursive and is_dir and event.mask & (self._lib.flags.CREATE | self._lib.flags.MOVED_TO):
+                    inside = self._add(path, self._below(path), walk=True)
+                    out += [self._event(p, FilesystemEventType.CREATE) for p in inside]
+            return out
+
+    def _kind(self, mask: int) -> Optional[FilesystemEventType]:
+        f = self._lib.flags
+        if mask & f.CREATE:
+            return FilesystemEventType.CREATE
+        if mask & (f.MODIFY | f.CLOSE_WRITE):
+            return FilesystemEventType.WRITE
+        if mask & f.DELETE:
+            return FilesystemEventType.REMOVE
+        if mask & (f.MOVED_FROM | f.MOVED_TO):
+            return FilesystemEventType.RENAME
+        if mask & f.ATTRIB:
+            return FilesystemEventType.CHMOD
+        return None
+
+    def _event(self, path: str, kind: FilesystemEventType) -> FilesystemEvent:
+        entry = None
+        if self.include_entry and kind != FilesystemEventType.REMOVE:
+            try:
+                entry = self.fs.get_info(path)
+            except SandboxException:
+                entry = None
+        name = posixpath.relpath(path, self.root)
+        return FilesystemEvent(name=name, type=kind, path=path, entry=entry, timestamp=time.time())
+
+    # -- end -----------------------------------------------------------------------------------------
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            self._inotify.close()
+        if self._on_stop is not None:
+            self._on_stop(self)
+
+
+class Watches:
+    """A sandbox's open watches, capped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: list[LocalWatcher] = []
+
+    def start(self, fs: "SandboxFS", path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
+        with self._lock:
+            if len(self._open) >= MAX_WATCHES:
+                raise RateLimitException(f"this sandbox already has {MAX_WATCHES} open watches; stop one")
+        watcher = LocalWatcher(fs, path, recursive, include_entry, on_stop=self._forget)
+        with self._lock:
+            self._open.append(watcher)
+        return watcher
+
+    def _forget(self, watcher: LocalWatcher) -> None:
+        with self._lock:
+            if watcher in self._open:
+                self._open.remove(watcher)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            watchers, self._open = list(self._open), []
+        for watcher in watchers:
+            watcher.stop()

@@ -1,0 +1,386 @@
+"""The client half of a hosted sandbox: the backend contract (`SandboxBackend`, `ProcessHandle`)
+as calls to a `Host` (host.py) over a `Link` — a worker's pipe (pool.py) or a Ray actor
+(_ray/). Written once, so the pool and Ray behave alike: a command's output arrives on a thread
+of its own (as the remote backend's does), so a handle fills while the caller does other work;
+a cell's callbacks run on the calling thread; files move in chunks of the link's size.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, List, Optional, Protocol, Union
+
+from .._backend import Callback, EventLog, WriteData
+from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
+from ..execution import Context, Execution
+from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+                      SandboxMetrics, WriteInfo)
+from ..wire import CreateContext, CreatePty, EndLine, ErrorBody, RunCode, RunCommand, exception_from
+
+SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
+
+
+class HostLost(SandboxException):
+    """The worker process or Ray actor that hosted a sandbox is gone (and the sandbox with it)."""
+
+
+class Link(Protocol):
+    """A way to one host: calls answered with values (errors raised as the API's exceptions,
+    `HostLost` when the host is gone) and streams of messages (host.py)."""
+
+    chunk: int  # the largest file chunk one message carries
+
+    def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any: ...
+    def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]: ...
+
+
+def raised(body: ErrorBody) -> Exception:
+    return exception_from(body.model_dump())
+
+
+class HostedChunks:
+    """A file's bytes, pulled from the host a chunk at a time."""
+
+    def __init__(self, link: Link, token: Optional[str], first: bytes) -> None:
+        self._link = link
+        self._token = token
+        self._first: Optional[bytes] = first
+
+    def __iter__(self) -> "HostedChunks":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._first is not None:
+            data, self._first = self._first, None
+            if data:
+                return data
+        if self._token is None:
+            raise StopIteration
+        data = self._link.call(None, "read_next", self._token, self._link.chunk)
+        if not data:
+            self._token = None
+            raise StopIteration
+        return bytes(data)
+
+    def close(self) -> None:
+        token, self._token, self._first = self._token, None, None
+        if token is not None:
+            try:
+                self._link.call(None, "read_close", token)
+            except SandboxException:  # the host is gone: nothing left to close
+                pass
+
+
+class HostedProcess(EventLog):
+    """The client's copy of a hosted command or PTY: output events as the host sends them
+    (read by `pump` on a thread), how it ended, and control as calls."""
+
+    def __init__(self, sandbox: "HostedSandbox", pid: int, cmd: str, callbacks: dict[str, Callback]) -> None:
+        self.sandbox = sandbox
+        self.pid = pid
+        self.cmd = cmd
+        self._events = []
+        self._cond = threading.Condition()
+        self._callbacks = {k: v for k, v in callbacks.items() if v is not None}
+        self._end: Optional[Union[EndLine, ErrorBody]] = None
+
+    @property
+    def done(self) -> bool:
+        return self._end is not None
+
+    def pump(self, messages: Iterator[Any]) -> None:
+        def run() -> None:
+            end: Union[EndLine, ErrorBody] = ErrorBody(
+                error="SandboxException", message="the host ended the command's stream early")
+            try:
+                for message in messages:
+                    if message[0] in ("events", "end"):
+                        for stream, data in message[1]:
+                            self._emit(stream, data)
+                    if message[0] == "end":
+                        end = message[2]
+                        break
+                    if message[0] == "error":
+                        end = message[1]
+                        break
+            except HostLost as exc:
+                end = ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
+            except Exception as exc:  # whatever broke the stream, the command's waiters hear of it
+                end = ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
+            with self._cond:
+                self._end = end
+                self._cond.notify_all()
+
+        threading.Thread(target=run, name=f"declaw-hosted-{self.pid}", daemon=True).start()
+
+    def result(self) -> CommandResult:
+        with self._cond:
+            while self._end is None:
+                self._cond.wait(0.5)
+            end = self._end
+        if isinstance(end, ErrorBody):
+            exc = raised(end)
+            if isinstance(exc, TimeoutException):  # the output so far, as in-process
+                exc.stdout, exc.stderr = self.text("stdout"), self.text("stderr")
+            raise exc
+        return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
+                             exit_code=end.exit_code, error=end.error)
+
+    def kill(self) -> bool:
+        return self.sandbox.kill_process(self.pid)
+
+    def send_stdin(self, data: bytes) -> None:
+        self.sandbox.send_stdin(self.pid, data)
+
+    def close_stdin(self) -> None:
+        self.sandbox.close_stdin(self.pid)
+
+    def resize(self, size: PtySize) -> None:
+        self.sandbox.resize_pty(self.pid, size)
+
+
+def _call(callback: Callback, value: Any) -> None:
+    if callback is not None:
+        try:
+            callback(value)
+        except Exception:  # the caller's bug must not break the cell (as in-process)
+            pass
+
+
+def refuse_host_only(request: Any, where: str) -> None:
+    """Secret values and a vault object do not cross to a worker yet: refuse them rather than run
+    the sandbox without them (the policy object travels as its JSON, `security`)."""
+    held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault"))
+    if held:
+        raise InvalidArgumentException(f"{', '.join(held)}: not supported on {where} yet; create the "
+                                       "sandbox in-process (docs/egress.md)")
+
+
+class HostedSandbox:
+    """A sandbox on a host (the `SandboxBackend` of the pool and of Ray). `sandbox_id` is the
+    id callers see; `host_id`, the host's own (they differ on Ray, where the id names its actor)."""
+
+    def __init__(self, link: Link, sandbox_id: str, host_id: Optional[str] = None) -> None:
+        self.link = link
+        self.sandbox_id = sandbox_id
+        self.host_id = host_id or sandbox_id
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return self.link.call(self.host_id, method, *args)
+        except HostLost as exc:
+            raise self.lost(exc) from None
+
+    def _host_call(self, method: str, *args: Any) -> Any:
+        try:
+            return self.link.call(None, method, *args)
+        except HostLost as exc:
+            raise self.lost(exc) from None
+
+    def lost(self, exc: HostLost) -> HostLost:
+        """`exc`, naming this sandbox."""
+        text = str(exc)
+        return exc if self.sandbox_id in text else HostLost(f"sandbox {self.sandbox_id} is lost: {text}")
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def info(self) -> SandboxInfo:
+        info: SandboxInfo = self._call("info")
+        return info.model_copy(update={"sandbox_id": self.sandbox_id})
+
+    def is_running(self) -> bool:
+        try:
+            return bool(self._call("is_running"))
+        except SandboxException:  # lost with its host, or unknown to a restarted one
+            return False
+
+    def set_timeout(self, timeout: float) -> None:
+        self._call("set_timeout", timeout)
+
+    def kill(self) -> bool:
+        try:
+            return bool(self._call("kill"))
+        except (HostLost, SandboxNotFoundException):  # gone with its host: nothing left to kill
+            return False
+
+    def audit_events(self) -> List[Any]:
+        events: List[Any] = self._call("audit_events")
+        return events
+
+    def metrics(self) -> SandboxMetrics:
+        metrics: SandboxMetrics = self._call("metrics")
+        return metrics
+
+    # -- files ------------------------------------------------------------------------------------
+    def read(self, path: str, gzip: bool = False) -> HostedChunks:
+        """`gzip` is how bytes travel on a server's wire; here the data is the same."""
+        token, first = self._host_call("read_open", self.host_id, path, self.link.chunk)
+        return HostedChunks(self.link, token, bytes(first))
+
+    def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
+              gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
+        small = min(SMALL_WRITE, self.link.chunk)
+        if isinstance(data, (str, bytes, bytearray, memoryview)) and len(data) <= small:
+            info: WriteInfo = self._call("write", path, data if isinstance(data, str) else bytes(data),
+                                         metadata)
+            return info
+        token = self._host_call("write_open", self.host_id, path, metadata)
+        try:
+            for chunk in _chunks(data, self.link.chunk):
+                self._host_call("write_chunk", token, chunk)
+        except BaseException:
+            try:
+                self.link.call(None, "write_abort", token)
+            except SandboxException:
+                pass
+            raise
+        done: WriteInfo = self._host_call("write_close", token)
+        return done
+
+    def watch(self, path: str, recursive: bool, include_entry: bool) -> "HostedWatcher":
+        return HostedWatcher(self, self._host_call("watch_open", self.host_id, path, recursive, include_entry))
+
+    def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
+        entries: List[EntryInfo] = self._call("list", path, depth)
+        return entries
+
+    def get_info(self, path: str) -> EntryInfo:
+        entry: EntryInfo = self._call("get_info", path)
+        return entry
+
+    def exists(self, path: str) -> bool:
+        return bool(self._call("exists", path))
+
+    def remove(self, path: str) -> None:
+        self._call("remove", path)
+
+    def rename(self, old_path: str, new_path: str) -> EntryInfo:
+        entry: EntryInfo = self._call("rename", old_path, new_path)
+        return entry
+
+    def make_dir(self, path: str) -> bool:
+        return bool(self._call("make_dir", path))
+
+    # -- commands and PTYs -----------------------------------------------------------------------
+    def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
+              on_stderr: Callback = None, on_pty: Callback = None) -> HostedProcess:
+        cmd = request.cmd if isinstance(request, RunCommand) else ""
+        return self._attach(self._stream("start", request), cmd,
+                            {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty})
+
+    def _stream(self, op: str, *args: Any) -> Iterator[Any]:
+        try:
+            return self.link.stream(self.host_id, op, *args)
+        except HostLost as exc:
+            raise self.lost(exc) from None
+
+    def _attach(self, messages: Iterator[Any], cmd: str, callbacks: dict[str, Callback]) -> HostedProcess:
+        try:
+            first = next(messages, None)
+        except HostLost as exc:
+            raise self.lost(exc) from None
+        if first is not None and first[0] == "error":
+            raise raised(first[1])
+        if first is None or first[0] != "start":
+            raise SandboxException(f"unexpected first message from the host: {first!r}")
+        process = HostedProcess(self, int(first[1]), cmd, callbacks)
+        process.pump(messages)
+        return process
+
+    def process(self, pid: int, pty: bool = False) -> HostedProcess:
+        return self._attach(self._stream("attach", int(pid), bool(pty)), "", {})
+
+    def processes(self) -> List[ProcessInfo]:
+        infos: List[ProcessInfo] = self._call("processes")
+        return infos
+
+    def kill_process(self, pid: int) -> bool:
+        return bool(self._call("kill_process", int(pid)))
+
+    def send_stdin(self, pid: int, data: bytes) -> None:
+        self._call("send_stdin", int(pid), bytes(data))
+
+    def close_stdin(self, pid: int) -> None:
+        self._call("close_stdin", int(pid))
+
+    def resize_pty(self, pid: int, size: PtySize) -> None:
+        self._call("resize_pty", int(pid), size)
+
+    # -- code contexts ------------------------------------------------------------------------------
+    def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
+                 on_result: Callback = None, on_error: Callback = None) -> Execution:
+        callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
+                     "on_error": on_error}
+        if not any(callbacks.values()):  # one call, no stream
+            execution: Execution = self._call("run_code", request)
+            return execution
+        try:
+            for message in self._stream("run_code", request):
+                if message[0] in callbacks:
+                    _call(callbacks[message[0]], message[1])
+                elif message[0] == "done":
+                    done: Execution = message[1]
+                    return done
+                elif message[0] == "error":
+                    raise raised(message[1])
+        except HostLost as exc:
+            raise self.lost(exc) from None
+        raise SandboxException("the host ended the cell's stream early")
+
+    def create_context(self, request: CreateContext) -> Context:
+        context: Context = self._call("create_context", request)
+        return context
+
+    def list_contexts(self) -> List[Context]:
+        contexts: List[Context] = self._call("list_contexts")
+        return contexts
+
+    def restart_context(self, context_id: str) -> None:
+        self._call("restart_context", context_id)
+
+    def remove_context(self, context_id: str) -> None:
+        self._call("remove_context", context_id)
+
+
+def _chunks(data: WriteData, size: int) -> Iterator[bytes]:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data)
+        for start in range(0, len(view), size):
+            yield bytes(view[start:start + size])
+        return
+    reader: Any = data
+    while True:
+        chunk = reader.read(size)
+        if not chunk:
+            return
+        raw = chunk.encode("utf-8") if isinstance(chunk, str) else bytes(chunk)
+        for start in range(0, len(raw), size):  # text may encode to more bytes than characters
+            yield raw[start:start + size]
+
+
+class HostedWatcher:
+    """A watch on a hosted sandbox's folder: its events fetched from the host when asked."""
+
+    def __init__(self, sandbox: HostedSandbox, token: str) -> None:
+        self._sandbox = sandbox
+        self._token = token
+        self._stopped = False
+
+    def events(self) -> List[FilesystemEvent]:
+        if self._stopped:
+            raise SandboxException("The watcher is already stopped")
+        found: List[FilesystemEvent] = self._sandbox._host_call("watch_events", self._token)
+        return found
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            try:
+                self._sandbox._host_call("watch_stop", self._token)
+            except SandboxException:  # the host or the sandbox is gone: nothing to stop
+                pass
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped

@@ -1,0 +1,359 @@
+"""`Host`: the sandboxes one worker hosts (a pool's worker process, or a Ray actor), and every
+call a client may make on them, answered as values.
+
+A host is the in-process backend (`LocalSandboxes`) seen from outside: `call` runs one contract
+method and returns its value; `stream` runs a command (its start, its output in batches, its
+end), or a cell with callbacks, as a sequence of messages. Neither raises: a failure is an
+`("error", ErrorBody)` reply, which the client turns back into the same exception class (wire.py,
+as the server does), so every backend raises what the in-process one raises. Large files move
+in sessions of bounded chunks (`read_open`/`read_next`, `write_open`/`write_chunk`/`write_close`),
+pulled by the client, so no message is ever larger than the transport allows.
+
+Messages of a stream: `("start", pid)`, `("events", [[stream, data], ...])`, `("end", events,
+EndLine | ErrorBody)` for commands; `("on_stdout", OutputMessage)`, `("on_result", Result)`, ...
+then `("done", Execution)` for cells; `("error", ErrorBody)` ends either.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import secrets
+import threading
+from collections import OrderedDict
+from typing import Any, Iterator, Optional, cast
+
+from .._local.files import FileChunks
+from .._local.sandbox import LocalSandbox, LocalSandboxes
+from ..exceptions import NotFoundException, RateLimitException, SandboxException
+from ..wire import EndLine, ErrorBody, error_body
+
+Reply = tuple[Any, ...]  # (kind, payload...)
+POLL = 1.0  # seconds a stream waits for output before looking again
+KEEP_ENDED = 1000  # ended sandboxes kept known, so calls on them say why they ended
+STALLED = 300.0  # seconds an upload waits for its next chunk
+MAX_SESSIONS = 1024  # open file sessions per host; the oldest is closed past that
+
+SANDBOX_CALLS = frozenset({
+    "info", "is_running", "set_timeout", "kill", "write", "list", "get_info", "exists", "remove",
+    "rename", "make_dir", "processes", "kill_process", "send_stdin", "close_stdin", "resize_pty",
+    "run_code", "create_context", "list_contexts", "restart_context", "remove_context",
+    "audit_events", "metrics"})
+HOST_CALLS = frozenset({"create", "connect", "list_sandboxes", "load", "read_open", "read_next",
+                        "read_close", "write_open", "write_chunk", "write_close", "write_abort",
+                        "watch_open", "watch_events", "watch_stop"})
+
+
+class _Failed(SandboxException):
+    """An error reply raised through `call` (its body is what the client gets)."""
+
+    def __init__(self, body: ErrorBody) -> None:
+        super().__init__(body.message)
+        self.body = body
+
+
+def error(exc: BaseException) -> Reply:
+    """A failure as a reply; a command's timeout without its output (the client has it)."""
+    if isinstance(exc, _Failed):
+        return ("error", exc.body)
+    body = error_body(exc)
+    body.stdout = body.stderr = None
+    return ("error", body)
+
+
+def split(events: list[Any], limit: int) -> Iterator[list[Any]]:
+    """Event batches of at most `limit` bytes of data each (one event may be larger)."""
+    batch: list[Any] = []
+    size = 0
+    for event in events:
+        if batch and size + len(event[1]) > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(event)
+        size += len(event[1])
+    if batch:
+        yield batch
+
+
+class _Download:
+    """A file being read, in chunks of the size the client asks for."""
+
+    def __init__(self, chunks: FileChunks) -> None:
+        self._chunks = chunks
+        self._buffer = b""
+
+    def next(self, size: int) -> bytes:
+        """Up to `size` bytes (at least 1); b"" at the end."""
+        if not self._buffer:
+            self._buffer = next(self._chunks, b"")
+        data, self._buffer = self._buffer[:max(1, size)], self._buffer[max(1, size):]
+        return data
+
+    def at_end(self) -> bool:
+        if not self._buffer:
+            self._buffer = next(self._chunks, b"")
+        return not self._buffer
+
+    def close(self) -> None:
+        self._chunks.close()
+
+
+class _Upload:
+    """A file being written from chunks the client sends: `SandboxFS.write` reads them from a
+    bounded queue on a thread of its own, as it reads any file object."""
+
+    def __init__(self, sandbox: LocalSandbox, path: str, metadata: Optional[dict[str, str]] = None) -> None:
+        self._chunks: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=8)
+        self._buffer: Optional[bytes] = b""
+        self.outcome: Optional[Reply] = None
+        self._thread = threading.Thread(target=self._write, args=(sandbox, path, metadata), daemon=True,
+                                        name="declaw-host-upload")
+        self._thread.start()
+
+    def _write(self, sandbox: LocalSandbox, path: str, metadata: Optional[dict[str, str]]) -> None:
+        try:
+            self.outcome = ("ok", sandbox.write(path, cast(Any, self), metadata))  # a file object
+        except BaseException as exc:  # reported by the next chunk or the close
+            self.outcome = error(exc)
+
+    def read(self, size: int = -1) -> bytes:
+        if not self._buffer:
+            try:
+                self._buffer = self._chunks.get(timeout=STALLED)
+            except queue.Empty:
+                raise SandboxException(f"an upload got no data for {STALLED} s") from None
+            if self._buffer is None:
+                raise SandboxException("the upload was abandoned by its client")
+        n = len(self._buffer) if size is None or size < 0 else size
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        return data
+
+    def put(self, data: Optional[bytes]) -> Optional[Reply]:
+        """Queue a chunk (b"": the end); the write's failure if it has already failed."""
+        while self.outcome is None:
+            try:
+                self._chunks.put(data, timeout=0.1)
+                return None
+            except queue.Full:
+                continue
+        return self.outcome if self.outcome[0] == "error" else None
+
+    def abort(self) -> None:
+        self.put(None)
+
+    def finish(self) -> Reply:
+        failed = self.put(b"")
+        self._thread.join()
+        return failed or self.outcome or ("error", ErrorBody(error="SandboxException",
+                                                             message="the upload did not finish"))
+
+
+class Host:
+    """The sandboxes of one worker or actor."""
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label or f"pid {os.getpid()}"
+        self.sandboxes = LocalSandboxes()
+        self._lock = threading.Lock()
+        self._mine: "OrderedDict[str, LocalSandbox]" = OrderedDict()  # made here, ended ones too
+        self._reported: set[str] = set()
+        self._sessions: "OrderedDict[str, Any]" = OrderedDict()
+
+    # -- plain calls -------------------------------------------------------------------------------
+    def call(self, sandbox_id: Optional[str], method: str, args: list[Any]) -> Reply:
+        try:
+            if sandbox_id is None:
+                if method not in HOST_CALLS:
+                    raise SandboxException(f"unknown host call {method!r}")
+                return ("ok", getattr(self, "_" + method)(*args))
+            if method not in SANDBOX_CALLS:
+                raise SandboxException(f"unknown sandbox call {method!r}")
+            return ("ok", getattr(self.sandbox(sandbox_id), method)(*args))
+        except BaseException as exc:
+            return error(exc)
+
+    def sandbox(self, sandbox_id: str) -> LocalSandbox:
+        """A sandbox made here (running or not: its calls then say how it ended), or any live one."""
+        with self._lock:
+            sandbox = self._mine.get(sandbox_id)
+        return sandbox if sandbox is not None else self.sandboxes.connect(sandbox_id)
+
+    def _create(self, request: Any) -> str:
+        sandbox = self.sandboxes.create(request)
+        with self._lock:
+            self._mine[sandbox.sandbox_id] = sandbox
+            ended = [i for i, s in self._mine.items() if not s.running]
+            for sandbox_id in ended[: max(0, len(ended) - KEEP_ENDED)]:
+                del self._mine[sandbox_id]
+                self._reported.discard(sandbox_id)
+        return sandbox.sandbox_id
+
+    def _connect(self, sandbox_id: str, timeout: Optional[float]) -> str:
+        return self.sandboxes.connect(sandbox_id, timeout).sandbox_id
+
+    def _list_sandboxes(self) -> list[Any]:
+        return self.sandboxes.list()
+
+    def _load(self) -> int:
+        """How many sandboxes live here (placement's measure)."""
+        with self._lock:
+            return sum(1 for s in self._mine.values() if s.running)
+
+    def ended(self) -> list[str]:
+        """Sandboxes made here that ended since the last call (timed out, or killed)."""
+        with self._lock:
+            gone = [i for i, s in self._mine.items() if not s.running and i not in self._reported]
+            self._reported.update(gone)
+        return gone
+
+    # -- file sessions ----------------------------------------------------------------------------
+    def _session(self, value: Any) -> str:
+        token = secrets.token_hex(8)
+        with self._lock:
+            self._sessions[token] = value
+            old = self._sessions.popitem(last=False)[1] if len(self._sessions) > MAX_SESSIONS else None
+        if isinstance(old, _Download):
+            old.close()
+        return token
+
+    def _take(self, token: str) -> Any:
+        with self._lock:
+            value = self._sessions.get(token)
+        if value is None:
+            raise NotFoundException("this file transfer was closed (too many open at once?)")
+        return value
+
+    def _close(self, token: str) -> Any:
+        with self._lock:
+            return self._sessions.pop(token, None)
+
+    def _read_open(self, sandbox_id: str, path: str, size: int) -> list[Any]:
+        """[token or None, first chunk]: a file that fits in one chunk needs no session."""
+        download = _Download(self.sandbox(sandbox_id).read(path))
+        try:
+            data = download.next(size)
+            if download.at_end():
+                return [None, data]
+        except BaseException:
+            download.close()
+            raise
+        return [self._session(download), data]
+
+    def _read_next(self, token: str, size: int) -> bytes:
+        """Up to `size` bytes; b"" at the end (the session is then closed)."""
+        download: _Download = self._take(token)
+        try:
+            data = download.next(size)
+        except BaseException:
+            self._read_close(token)
+            raise
+        if not data:
+            self._read_close(token)
+        return data
+
+    def _read_close(self, token: str) -> None:
+        download = self._close(token)
+        if download is not None:
+            download.close()
+
+    def _write_open(self, sandbox_id: str, path: str, metadata: Optional[dict[str, str]] = None) -> str:
+        with self._lock:
+            if len(self._sessions) >= MAX_SESSIONS:
+                raise RateLimitException("too many file transfers at once on this host")
+        return self._session(_Upload(self.sandbox(sandbox_id), path, metadata))
+
+    def _write_chunk(self, token: str, data: bytes) -> None:
+        failed = self._take(token).put(bytes(data)) if data else None
+        if failed is not None:
+            self._close(token)
+            raise _Failed(failed[1])
+
+    def _write_abort(self, token: str) -> None:
+        """The client failed mid-upload: the write fails (and its thread ends) at once."""
+        upload = self._close(token)
+        if upload is not None:
+            upload.abort()
+
+    def _write_close(self, token: str) -> Any:
+        upload = self._close(token)
+        if upload is None:
+            raise NotFoundException("this upload was closed")
+        outcome = upload.finish()
+        if outcome[0] == "error":
+            raise _Failed(outcome[1])
+        return outcome[1]
+
+    # -- watches (files.watch_dir): the client polls a watch's events -------------------------------
+    def _watch_open(self, sandbox_id: str, path: str, recursive: bool, include_entry: bool) -> str:
+        return self._session(self.sandbox(sandbox_id).watch(path, recursive, include_entry))
+
+    def _watch_events(self, token: str) -> list[Any]:
+        return list(self._take(token).events())
+
+    def _watch_stop(self, token: str) -> None:
+        watcher = self._close(token)
+        if watcher is not None:
+            watcher.stop()
+
+    # -- streams ----------------------------------------------------------------------------------
+    def stream(self, sandbox_id: str, op: str, args: list[Any], limit: int = 1 << 20) -> Iterator[Reply]:
+        """A command's (`start`, `attach`) or a cell's (`run_code`) messages; `limit` bounds the
+        output data in one message."""
+        try:
+            sandbox = self.sandbox(sandbox_id)
+            if op == "start":
+                process: Any = sandbox.start(args[0])
+            elif op == "attach":
+                process = sandbox.process(int(args[0]), bool(args[1]))
+            elif op == "run_code":
+                yield from self._cell(sandbox, args[0])
+                return
+            else:
+                raise SandboxException(f"unknown stream {op!r}")
+        except BaseException as exc:
+            yield error(exc)
+            return
+        yield ("start", process.pid)
+        yield from _pump(process, limit)
+
+    def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
+        news: "queue.Queue[Reply]" = queue.Queue()
+
+        def work() -> None:
+            try:
+                news.put(("done", sandbox.run_code(
+                    request, on_stdout=lambda m: news.put(("on_stdout", m)),
+                    on_stderr=lambda m: news.put(("on_stderr", m)),
+                    on_result=lambda r: news.put(("on_result", r)),
+                    on_error=lambda e: news.put(("on_error", e)))))
+            except BaseException as exc:
+                news.put(error(exc))
+
+        threading.Thread(target=work, name="declaw-host-cell", daemon=True).start()
+        while True:
+            message = news.get()
+            yield message
+            if message[0] in ("done", "error"):
+                return
+
+
+def _pump(process: Any, limit: int) -> Iterator[Reply]:
+    index = 0
+    while True:
+        events, done = process.events_since(index, POLL)
+        index += len(events)
+        batches = list(split([[e.stream, e.data] for e in events], limit))
+        if not done:
+            for batch in batches:
+                yield ("events", batch)
+            continue
+        for batch in batches[:-1]:
+            yield ("events", batch)
+        last = batches[-1] if batches else []
+        try:
+            result = process.result()
+        except SandboxException as exc:
+            yield ("end", last, error(exc)[1])
+        else:
+            yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error))
+        return

@@ -1,0 +1,345 @@
+"""`ProcessPool`: sandboxes in worker processes on this machine (`processes[:N]`), for crash
+isolation — a fault in Wasmtime or in our host code ends one worker and the sandboxes on it,
+not the agent and every other sandbox.
+
+Each worker (worker.py) hosts many sandboxes; a sandbox lives on one worker for its life. A
+create goes to the least loaded worker (live sandboxes, counting creates in flight): that is all
+the scheduling there is. Each worker is a `Link` (client.py) over a socket pair: one reader
+thread per worker routes replies to the calls waiting for them (many calls share one socket),
+so a worker's death is seen the moment the kernel closes its end. Then every call in flight on
+it, and every later call on its sandboxes, raises `SandboxException` saying the worker died,
+and a fresh worker takes its slot; the other workers never notice.
+
+Workers are started with `subprocess` (`python -m declaw_wasm._pool.worker`), not
+`multiprocessing.Process`: spawn and forkserver re-import the agent's `__main__` (a script
+without an `if __name__ == "__main__"` guard would start pools recursively), and fork is unsafe
+in a process with threads (Wasmtime's, the epoch ticker).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Iterator, List, Optional
+
+from ..exceptions import SandboxException, SandboxNotFoundException
+from ..models import SandboxInfo
+from ..wire import CreateSandbox
+from .client import HostedSandbox, HostLost, raised, refuse_host_only
+from .codec import pack, unpack
+
+MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
+KEEP_LOST = 10_000  # ids of sandboxes lost with their worker, remembered to say so
+STOP_GRACE = 5.0  # seconds a worker gets to kill its sandboxes at shutdown
+
+
+def _died(code: Optional[int]) -> str:
+    if code is None:
+        return "ended its connection"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Worker:
+    """One worker process, as a `Link` (client.py)."""
+
+    chunk = 1 << 20
+
+    def __init__(self, pool: "ProcessPool", slot: int) -> None:
+        self.pool = pool
+        self.slot = slot
+        self.sandboxes: set[str] = set()  # live sandboxes here (placement's count)
+        self.pending = 0  # creates in flight
+        self.ready = threading.Event()
+        self.dead: Optional[str] = None
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._inboxes: dict[int, "queue.SimpleQueue[tuple[str, Any]]"] = {}
+        self._ids = itertools.count(1)
+        ours, theirs = socket.socketpair()
+        with theirs:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "declaw_wasm._pool.worker", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], env=_worker_env(), stdin=subprocess.DEVNULL,
+                stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
+                start_new_session=True)
+        self.pid = self.process.pid
+        self.conn = Connection(ours.detach())
+        threading.Thread(target=self._read, name=f"declaw-pool-{self.pid}", daemon=True).start()
+
+    def __repr__(self) -> str:
+        return f"<worker {self.slot} pid {self.pid}{' dead' if self.dead else ''}>"
+
+    # -- the Link -----------------------------------------------------------------------------------
+    def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any:
+        kind, payload = self._request("call", sandbox_id, method, args).get()
+        if kind == "ok":
+            return payload
+        if kind == "error":
+            raise raised(payload)
+        raise HostLost(payload)
+
+    def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
+        inbox = self._request("stream", sandbox_id, op, args)
+
+        def items() -> Iterator[Any]:
+            while True:
+                kind, payload = inbox.get()
+                if kind == "item":
+                    yield payload
+                elif kind == "ok":
+                    return
+                elif kind == "error":
+                    yield ["error", payload]
+                    return
+                else:
+                    raise HostLost(payload)
+        return items()
+
+    def _request(self, kind: str, sandbox_id: Optional[str], method: str,
+                 args: tuple[Any, ...]) -> "queue.SimpleQueue[tuple[str, Any]]":
+        inbox: "queue.SimpleQueue[tuple[str, Any]]" = queue.SimpleQueue()
+        with self._lock:
+            if self.dead is not None:
+                raise HostLost(self.dead)
+            rid = next(self._ids)
+            self._inboxes[rid] = inbox
+        try:
+            data = pack([rid, kind, sandbox_id, method, list(args)])
+        except BaseException:
+            with self._lock:
+                self._inboxes.pop(rid, None)
+            raise
+        try:
+            with self._send_lock:
+                self.conn.send_bytes(data)
+        except OSError:  # the worker is gone: the reader says so to every inbox
+            pass
+        return inbox
+
+    # -- the reader ---------------------------------------------------------------------------------
+    def _read(self) -> None:
+        reason = ""
+        try:
+            while True:
+                rid, kind, payload = unpack(self.conn.recv_bytes(MAX_MESSAGE))
+                if rid == 0:
+                    self._notice(kind, payload)
+                    continue
+                with self._lock:
+                    inbox = self._inboxes.get(rid)
+                    if kind != "item":
+                        self._inboxes.pop(rid, None)
+                if inbox is not None:
+                    inbox.put((kind, payload))
+        except (EOFError, OSError):
+            pass
+        except Exception as exc:  # a message we cannot read: the worker is not to be trusted
+            reason = f" after sending a bad message ({type(exc).__name__})"
+            self.process.kill()
+        self._die(reason)
+
+    def _notice(self, kind: str, payload: Any) -> None:
+        if kind == "ready":
+            self.ready.set()
+        elif kind == "ended":
+            self.pool.forget(self, payload)
+        elif kind == "failed":
+            self.pool.failure = f"a worker process could not start: {payload}"
+
+    def _die(self, reason: str) -> None:
+        try:
+            code: Optional[int] = self.process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = None
+        message = f"the worker process {self.pid} hosting it {_died(code)}{reason}"
+        with self._lock:
+            self.dead = message
+            inboxes, self._inboxes = list(self._inboxes.values()), {}
+        for inbox in inboxes:
+            inbox.put(("dead", message))
+        self.conn.close()
+        self.pool.replace(self)
+
+    def stop(self) -> None:
+        """Ask the worker to kill its sandboxes and exit; kill it if it does not."""
+        try:
+            with self._send_lock:
+                self.conn.send_bytes(pack([0, "shutdown", None, "", []]))
+        except OSError:
+            pass
+        try:
+            self.process.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+        return True
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _worker_env() -> dict[str, str]:
+    """The agent's environment (the cache and settings; guests never see it), with this copy
+    of declaw_wasm first on the path."""
+    here = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([here] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+class ProcessPool:
+    """Sandboxes in N worker processes (the `Sandboxes` of `processes[:N]`)."""
+
+    def __init__(self, workers: Optional[int] = None) -> None:
+        if not sys.executable:
+            raise SandboxException("a process pool needs sys.executable to start its workers")
+        self.size = workers or os.cpu_count() or 1
+        self.failure = ""
+        self._lock = threading.Lock()
+        self._closed = False
+        self._homes: dict[str, Worker] = {}
+        self._lost: "OrderedDict[str, str]" = OrderedDict()
+        self.workers: List[Worker] = [Worker(self, slot) for slot in range(self.size)]
+
+    # -- placement ----------------------------------------------------------------------------------
+    def _pick(self) -> Worker:
+        with self._lock:
+            live = [w for w in self.workers if w.dead is None]
+            if not live:
+                raise SandboxException(self.failure or "no worker process is running")
+            worker = min(live, key=lambda w: (len(w.sandboxes) + w.pending, not w.ready.is_set()))
+            worker.pending += 1
+        return worker
+
+    def create(self, request: CreateSandbox) -> HostedSandbox:
+        refuse_host_only(request, "a process pool")
+        worker = self._pick()
+        try:
+            sandbox_id = str(worker.call(None, "create", request))
+        finally:
+            with self._lock:
+                worker.pending -= 1
+        with self._lock:
+            self._homes[sandbox_id] = worker
+            worker.sandboxes.add(sandbox_id)
+        return HostedSandbox(worker, sandbox_id)
+
+    def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
+        with self._lock:
+            worker = self._homes.get(sandbox_id)
+            lost = self._lost.get(sandbox_id)
+        if lost is not None:
+            raise HostLost(f"sandbox {sandbox_id} is lost: {lost}")
+        if worker is None:
+            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
+                                           "or never created in this process's pool)")
+        worker.call(None, "connect", sandbox_id, timeout)
+        return HostedSandbox(worker, sandbox_id)
+
+    def list(self) -> List[SandboxInfo]:
+        infos: List[SandboxInfo] = []
+        for worker in list(self.workers):
+            try:
+                infos += worker.call(None, "list_sandboxes")
+            except HostLost:
+                continue
+        return sorted(infos, key=lambda i: i.started_at, reverse=True)
+
+    def knows(self, sandbox_id: str) -> bool:
+        with self._lock:
+            return sandbox_id in self._homes or sandbox_id in self._lost
+
+    def pid_of(self, sandbox_id: str) -> int:
+        """The pid of the worker process hosting a sandbox (for tests and operators)."""
+        with self._lock:
+            worker = self._homes.get(sandbox_id)
+        if worker is None:
+            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} is not in this pool")
+        return worker.pid
+
+    # -- the workers' news --------------------------------------------------------------------------
+    def forget(self, worker: Worker, sandbox_ids: List[str]) -> None:
+        with self._lock:
+            for sandbox_id in sandbox_ids:
+                worker.sandboxes.discard(sandbox_id)
+                if self._homes.get(sandbox_id) is worker:
+                    del self._homes[sandbox_id]
+
+    def replace(self, worker: Worker) -> None:
+        """A worker died: its sandboxes are lost; a fresh worker takes its slot (unless it died
+        before it was ever ready: then the pool would only start failing workers)."""
+        with self._lock:
+            for sandbox_id in worker.sandboxes:
+                self._homes.pop(sandbox_id, None)
+                self._lost[sandbox_id] = worker.dead or "its worker process died"
+            while len(self._lost) > KEEP_LOST:
+                self._lost.popitem(last=False)
+            worker.sandboxes = set()
+            if self._closed or not worker.ready.is_set() or self.workers[worker.slot] is not worker:
+                return
+        fresh = Worker(self, worker.slot)
+        with self._lock:
+            self.workers[worker.slot] = fresh
+        if self._closed:
+            fresh.stop()
+
+    def close(self) -> None:
+        """Stop every worker (their sandboxes are killed and their folders deleted)."""
+        with self._lock:
+            self._closed = True
+            workers = list(self.workers)
+        threads = [threading.Thread(target=w.stop, daemon=True) for w in workers if w.dead is None]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(STOP_GRACE + 1)
+
+
+_pools: dict[int, ProcessPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool_for(workers: Optional[int] = None) -> ProcessPool:
+    """This process's pool of `workers` worker processes (default: one per core), started on
+    first use and shared by every call that names it."""
+    size = workers or os.cpu_count() or 1
+    with _pools_lock:
+        pool = _pools.get(size)
+        if pool is None:
+            pool = _pools[size] = ProcessPool(size)
+        return pool
+
+
+def home_of(sandbox_id: str) -> Optional[ProcessPool]:
+    """The pool of this process that made the sandbox, if one did."""
+    with _pools_lock:
+        pools = list(_pools.values())
+    return next((p for p in pools if p.knows(sandbox_id)), None)
+
+
+@atexit.register
+def _close_all() -> None:
+    with _pools_lock:
+        pools = list(_pools.values())
+    for pool in pools:
+        pool.close()
+

@@ -1,0 +1,136 @@
+"""A pool's worker process: `python -m declaw_wasm._pool.worker FD`, where FD is its end of a
+socket pair with the pool (pool.py). It loads the runtime (from the machine's compiled cache:
+one compile per machine, never per worker), says `ready`, then answers each request on a thread
+of its own with its `Host`. Every few tenths of a second it tells the pool which of its
+sandboxes ended by themselves (timeouts), so the pool's placement counts stay true.
+
+It lives only as long as its pool: when the pool's end of the socket closes (the agent exited or
+was killed) it kills its sandboxes (deleting their folders) and exits. It runs in a session of
+its own, so a Ctrl-C meant for the agent does not reach it; the agent's pool stops it.
+
+Framing is `multiprocessing.connection.Connection` (length-prefixed messages on the socket,
+`recv_bytes` with a size cap); the messages are msgpack (codec.py).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sys
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .codec import pack, unpack
+from .host import Host
+
+MAX_MESSAGE = 64 << 20  # the largest message the pool may send (file chunks are 1 MiB)
+WATCH = 0.25  # seconds between checks for sandboxes that ended by themselves
+
+
+class Threads:
+    """Threads that run requests, kept for the next one when idle (a request may block as long
+    as its command runs, so there is no cap: a thread is started whenever none is idle)."""
+
+    IDLE = 60.0  # seconds an idle thread waits for work before it ends
+
+    def __init__(self) -> None:
+        self._tasks: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def run(self, task: Any, *args: Any) -> None:
+        with self._lock:
+            spare = self._idle > 0
+            if spare:
+                self._idle -= 1
+        self._tasks.put((task, args))
+        if not spare:
+            threading.Thread(target=self._serve, name="declaw-worker-call", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                task, args = self._tasks.get(timeout=self.IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0 and self._tasks.empty():
+                        self._idle -= 1
+                        return
+                continue
+            task(*args)
+            with self._lock:
+                self._idle += 1
+
+
+class Worker:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.host = Host(f"worker process {os.getpid()}")
+        self._send_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = Threads()
+
+    def send(self, message: Any) -> None:
+        data = pack(message)
+        try:
+            with self._send_lock:
+                self.conn.send_bytes(data)
+        except OSError:  # the pool is gone; the main loop sees it too and ends
+            self._stop.set()
+
+    def run(self) -> int:
+        try:
+            from .._wasm.snapshot import get_runtime
+
+            get_runtime()  # warm before the first request (progress goes to stderr)
+        except Exception as exc:
+            self.send([0, "failed", f"{type(exc).__name__}: {exc}"])
+            return 1
+        self.send([0, "ready", os.getpid()])
+        threading.Thread(target=self._watch, name="declaw-worker-watch", daemon=True).start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    message = unpack(self.conn.recv_bytes(MAX_MESSAGE))
+                except (EOFError, OSError):
+                    break
+                if message[1] == "shutdown":
+                    break
+                self._threads.run(self._handle, message)
+        finally:
+            self._stop.set()
+            self.host.sandboxes.kill_all()
+        return 0
+
+    def _handle(self, message: Any) -> None:
+        rid, kind, sandbox_id, method, args = message
+        if kind == "call":
+            self.send([rid, *self.host.call(sandbox_id, method, args)])
+            return
+        for item in self.host.stream(sandbox_id, method, args):
+            self.send([rid, "item", list(item)])
+        self.send([rid, "ok", None])
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCH):
+            ended = self.host.ended()
+            if ended:
+                self.send([0, "ended", ended])
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # kill the sandboxes on the way out
+    conn = Connection(int(argv[1]))
+    try:
+        code = Worker(conn).run()
+    except SystemExit:  # SIGTERM: the sandboxes were killed on the way out
+        code = 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # guest threads must not hold the exit
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

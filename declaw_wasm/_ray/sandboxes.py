@@ -1,0 +1,379 @@
+"""`RaySandboxes`: sandboxes on a Ray cluster (`ray[:address]`), for more cores than one machine has.
+
+Ray does the distributed work: its actors (`SandboxHost`, actor.py) host the sandboxes, each
+declaring the CPU and memory it reserves; Ray places them (`SPREAD` over the nodes), carries
+every call (`actor.call.remote`) and every command's output (a streaming generator), and its
+autoscaler, dashboard and cluster launcher apply unchanged. Ours is only "least loaded host" for
+each create (up to 8 hosts, sampled, report their live sandboxes in one parallel round of
+calls), and keeping the number of hosts: a host whose node dies is not restarted by Ray
+(`max_restarts=0`, so calls to it fail at once instead of waiting for a restart that may never
+find room) but replaced by a fresh one, which Ray places wherever there is room.
+
+A sandbox's id names its host actor (`sbx_<128 bits>.declaw-host-<name>`), so any driver of the
+cluster can reach it by id with `backend="ray"`, while the driver that made the hosts lives.
+
+Secrets: a sandbox's `envs` (and a command's or cell's) travel as an argument of their own,
+refused above 64 KiB, under Ray's 100 KiB limit for arguments inlined in the call: Ray never
+puts them in its object store, and nothing of ours calls `ray.put`. Files move in 64 KiB
+chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
+shared cluster token and does not encrypt: a cluster belongs on a trusted network
+(docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import threading
+from collections import OrderedDict
+from typing import Any, Iterator, List, Optional
+
+from .._pool.client import HostedSandbox, HostLost, raised, refuse_host_only
+from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
+                          SandboxNotFoundException)
+from ..models import SandboxInfo
+from ..wire import CreateSandbox
+from .actor import CHUNK, SandboxHost
+
+NAMESPACE = "declaw-wasm"
+PREFIX = "declaw-host-"
+MAX_ENVS = 64 << 10  # bytes of envs per call (names and values): Ray inlines arguments < 100 KiB
+LIST_WAIT = 5.0  # seconds `list` waits for the hosts' answers
+PLACE_SAMPLE = 8  # hosts asked for their load per create (all of them when there are fewer)
+PLACE_WAIT = 0.5  # seconds placement waits for hosts' loads before choosing among those that answered
+HOST_START = 120.0  # seconds a create waits for some host when none has answered yet
+MAX_CALLS = 1000  # calls and streams running at once in one host actor
+KEEP_KNOWN = 100_000  # sandbox ids this process made or met (for calls by id without backend=)
+
+
+def _split_envs(args: tuple[Any, ...]) -> tuple[list[Any], Optional[dict[str, str]]]:
+    """The request's envs, taken out to travel as an argument of their own (secrets stay inline)."""
+    out: list[Any] = []
+    envs: Optional[dict[str, str]] = None
+    for arg in args:
+        if envs is None and getattr(arg, "envs", None) and hasattr(arg, "model_copy"):
+            envs = dict(arg.envs)
+            arg = arg.model_copy(update={"envs": None})
+        out.append(arg)
+    if envs is not None:
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in envs.items())
+        if size > MAX_ENVS:
+            raise InvalidArgumentException(
+                f"envs of {size} bytes: on Ray they must stay under {MAX_ENVS} bytes, so that Ray "
+                "passes them inline and never stores these values in its object store")
+    return out, envs
+
+
+class RayLink:
+    """One host actor, as a `Link` (_pool/client.py)."""
+
+    chunk = CHUNK
+
+    def __init__(self, handle: Any, name: str, owner: Optional["RaySandboxes"] = None) -> None:
+        self.handle = handle
+        self.name = name
+        self.owner = owner
+
+    def _lost(self, exc: Exception) -> HostLost:
+        if self.owner is not None:
+            self.owner.host_died(self)
+        return HostLost(f"the Ray actor {self.name} hosting it died ({type(exc).__name__}: its node "
+                        "or process failed)")
+
+    def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any:
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        plain, envs = _split_envs(args)
+        try:
+            kind, payload = ray.get(self.handle.call.remote(sandbox_id, method, plain, envs))
+        except RayActorError as exc:
+            raise self._lost(exc) from None
+        except RayError as exc:
+            raise SandboxException(f"Ray failed the call {method}: {exc}") from None
+        if kind == "error":
+            raise raised(payload)
+        return payload
+
+    def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        plain, envs = _split_envs(args)
+        generator = self.handle.stream.options(num_returns="streaming").remote(sandbox_id, op, plain, envs)
+
+        def items() -> Iterator[Any]:
+            try:
+                for ref in generator:
+                    yield ray.get(ref)
+            except RayActorError as exc:
+                raise self._lost(exc) from None
+            except RayError as exc:
+                raise SandboxException(f"Ray failed the stream {op}: {exc}") from None
+        return items()
+
+
+def _cancel(refs: List[Any]) -> None:
+    """Give up waiting for these calls (a host still starting will answer them to nobody)."""
+    import ray
+
+    for ref in refs:
+        try:
+            ray.cancel(ref)
+        except Exception:  # already done, or not cancellable: harmless either way
+            pass
+
+
+def parse_id(sandbox_id: str) -> Optional[tuple[str, str]]:
+    """(the host's own id, the host actor's name) of a Ray sandbox id, or None."""
+    local, dot, host = sandbox_id.partition(".")
+    return (local, host) if dot and local and host.startswith(PREFIX) else None
+
+
+# Wasmtime turns a guest's traps (an out-of-bounds access, `unreachable`) into host signals
+# (SIGSEGV, SIGILL) that its own handler catches. Ray's core worker installs absl's failure signal
+# handler over it, which does not hand such a signal back: the first guest trap in a Ray process
+# would kill it. Ray's switch for that handler, for this driver (when it starts Ray) and for every
+# host actor.
+TRAP_SAFE_ENV = {"RAY_DISABLE_FAILURE_SIGNAL_HANDLER": "1"}
+
+
+def keep_wasm_traps() -> None:
+    """Ask Ray not to take over the fault signals in this process (before `ray.init`); warn if a
+    Ray already started here with its handler, since in-process guests' traps would then crash."""
+    import logging
+    import os
+
+    import ray
+
+    if ray.is_initialized() and os.environ.get("RAY_DISABLE_FAILURE_SIGNAL_HANDLER") != "1":
+        logging.getLogger("declaw_wasm").warning(
+            "Ray was started in this process with its failure signal handler: a guest trap in an "
+            "in-process sandbox here would crash the process; start Ray with "
+            "RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1 (docs/scale.md)")
+    for name, value in TRAP_SAFE_ENV.items():
+        os.environ.setdefault(name, value)
+    # Ray reads the switch once, when `ray._private.ray_constants` is first imported (often long
+    # before `ray.init`, by any `import ray`); its core worker reads the constant at init.
+    from ray._private import ray_constants
+
+    if os.environ.get("RAY_DISABLE_FAILURE_SIGNAL_HANDLER") == "1":
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True
+
+
+class RaySandboxes:
+    """The sandboxes of a Ray cluster (the `Sandboxes` of `ray[:address]`).
+
+    `hosts`: how many host actors (default: one per `host_cpus` of the CPUs free in the cluster
+    when first used; give it for a cluster that autoscales); `host_cpus`, `host_memory`,
+    `host_resources`: what each host reserves from Ray's scheduler (custom resources pin hosts
+    to a group of nodes).
+    """
+
+    def __init__(self, address: Optional[str] = None, hosts: Optional[int] = None,
+                 host_cpus: float = 1.0, host_memory: int = 2 << 30,
+                 host_resources: Optional[dict[str, float]] = None) -> None:
+        import ray
+
+        keep_wasm_traps()
+        if not ray.is_initialized():
+            ray.init(address=address, ignore_reinit_error=True)
+        self.hosts = hosts
+        self.host_cpus = host_cpus
+        self.host_memory = host_memory
+        self.host_resources = dict(host_resources or {})
+        self._lock = threading.Lock()
+        self._links: dict[str, RayLink] = {}
+        self._gone: "OrderedDict[str, None]" = OrderedDict()  # hosts that died
+        self._pending: dict[str, int] = {}
+        self._known: "OrderedDict[str, None]" = OrderedDict()
+
+    # -- hosts --------------------------------------------------------------------------------------
+    def _own(self) -> List[RayLink]:
+        """This driver's hosts, started on first use; the first use waits until they have all
+        loaded the runtime (or `HOST_START` passed), so that the first creates spread."""
+        import ray
+
+        with self._lock:
+            if self._links:
+                return list(self._links.values())
+            free = ray.available_resources().get("CPU", 1)
+            for _ in range(self.hosts or max(1, int(free // self.host_cpus))):
+                self._start_host()
+            links = list(self._links.values())
+        ray.wait([link.handle.ready.remote() for link in links], num_returns=len(links), timeout=HOST_START)
+        return links
+
+    def _start_host(self) -> None:
+        """One more host actor (under `_lock`)."""
+        import ray
+
+        name = PREFIX + secrets.token_hex(6)
+        handle = ray.remote(SandboxHost).options(
+            name=name, namespace=NAMESPACE, num_cpus=self.host_cpus, memory=self.host_memory,
+            resources=self.host_resources or None, max_concurrency=MAX_CALLS, max_restarts=0,
+            scheduling_strategy="SPREAD", runtime_env={"env_vars": dict(TRAP_SAFE_ENV)}).remote(name)
+        self._links[name] = RayLink(handle, name, self)
+        self._pending[name] = 0
+
+    def host_died(self, link: RayLink) -> None:
+        """A host of ours is gone (its node or process died): its sandboxes are lost; a fresh
+        host takes its place (Ray puts it wherever there is room, when there is)."""
+        with self._lock:
+            if self._links.get(link.name) is not link:
+                return
+            del self._links[link.name]
+            self._gone[link.name] = None
+            while len(self._gone) > KEEP_KNOWN:
+                self._gone.popitem(last=False)
+            self._start_host()
+
+    def _link(self, name: str) -> RayLink:
+        """A host by name: ours, or one of another driver of the cluster."""
+        import ray
+
+        with self._lock:
+            link = self._links.get(name)
+            gone = name in self._gone
+        if link is not None:
+            return link
+        if gone:
+            raise HostLost(f"the Ray actor {name} hosting it died (its node or process failed)")
+        try:
+            return RayLink(ray.get_actor(name, namespace=NAMESPACE), name)
+        except ValueError:
+            raise SandboxNotFoundException(f"no Ray actor {name!r}: its sandboxes are gone (its node "
+                                           "died, or the driver that made it exited)") from None
+
+    def _pick(self) -> RayLink:
+        """The least loaded host among those that answer within `PLACE_WAIT` (or, when none
+        does yet — the hosts are still loading the runtime — the first that answers). With more
+        than `PLACE_SAMPLE` hosts, among a random sample of that many: a create then costs the
+        same on 10 hosts as on 10,000, and sampled least-loaded placement stays near even (the
+        "power of d choices")."""
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        links = self._own()
+        if len(links) > PLACE_SAMPLE:
+            links = random.sample(links, PLACE_SAMPLE)
+        refs = {link.handle.load.remote(): link for link in links}
+        ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=PLACE_WAIT)
+        if not ready:
+            ready, waiting = ray.wait(list(refs), num_returns=1, timeout=HOST_START)
+        loads: dict[str, int] = {}
+        for ref in ready:
+            try:
+                loads[refs[ref].name] = int(ray.get(ref))
+            except RayActorError:
+                self.host_died(refs[ref])
+            except RayError:
+                continue
+        _cancel(waiting)
+        if not loads:
+            raise RateLimitException("no Ray sandbox host answered (is the cluster short of the "
+                                     f"CPU ({self.host_cpus}) or memory each host reserves?)")
+        with self._lock:
+            loads = {n: load for n, load in loads.items() if n in self._links}
+            if not loads:
+                raise RateLimitException("no Ray sandbox host is alive at the moment")
+            name = min(loads, key=lambda n: loads[n] + self._pending[n])
+            self._pending[name] += 1
+            return self._links[name]
+
+    # -- Sandboxes ----------------------------------------------------------------------------------
+    def create(self, request: CreateSandbox) -> HostedSandbox:
+        refuse_host_only(request, "Ray")
+        link = self._pick()
+        try:
+            local = str(link.call(None, "create", request))
+        finally:
+            with self._lock:
+                if link.name in self._pending:
+                    self._pending[link.name] -= 1
+        return self._met(link, local)
+
+    def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
+        parts = parse_id(sandbox_id)
+        if parts is None:
+            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (not a Ray sandbox id)")
+        link = self._link(parts[1])
+        try:
+            link.call(None, "connect", parts[0], timeout)
+        except HostLost as exc:
+            raise HostLost(f"sandbox {sandbox_id} is lost: {exc}") from None
+        return self._met(link, parts[0])
+
+    def list(self) -> List[SandboxInfo]:
+        import ray
+        from ray.exceptions import RayError
+
+        names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                 if a.get("namespace") == NAMESPACE and str(a.get("name", "")).startswith(PREFIX)}
+        with self._lock:
+            names |= set(self._links)
+        links = []
+        for name in sorted(names):
+            try:
+                links.append(self._link(name))
+            except SandboxException:
+                continue
+        refs = {link.handle.call.remote(None, "list_sandboxes", [], None): link for link in links}
+        ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=LIST_WAIT)
+        _cancel(waiting)  # a host still starting has no sandboxes yet
+        infos: List[SandboxInfo] = []
+        for ref in ready:
+            link = refs[ref]
+            try:
+                kind, payload = ray.get(ref)
+            except RayError:  # a host whose node is gone: its sandboxes are too
+                continue
+            if kind == "ok":
+                infos += [i.model_copy(update={"sandbox_id": f"{i.sandbox_id}.{link.name}"}) for i in payload]
+        return sorted(infos, key=lambda i: i.started_at, reverse=True)
+
+    def _met(self, link: RayLink, local: str) -> HostedSandbox:
+        sandbox_id = f"{local}.{link.name}"
+        with self._lock:
+            self._known[sandbox_id] = None
+            self._known.move_to_end(sandbox_id)
+            while len(self._known) > KEEP_KNOWN:
+                self._known.popitem(last=False)
+        return HostedSandbox(link, sandbox_id, local)
+
+    def knows(self, sandbox_id: str) -> bool:
+        with self._lock:
+            return sandbox_id in self._known
+
+    def host_of(self, sandbox_id: str) -> dict[str, Any]:
+        """Where a sandbox runs: its host actor's name, node id and pid (for tests and operators)."""
+        import ray
+
+        parts = parse_id(sandbox_id)
+        if parts is None:
+            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} is not a Ray sandbox")
+        info: dict[str, Any] = ray.get(self._link(parts[1]).handle.ready.remote())
+        return info
+
+
+_current: Optional[RaySandboxes] = None
+_current_lock = threading.Lock()
+
+
+def ray_sandboxes(address: Optional[str] = None, **config: Any) -> RaySandboxes:
+    """This process's Ray backend (a driver talks to one cluster), made on first use: connecting
+    to `address` (`auto`, `ray://host:10001`; None: the running connection, or Ray's default)
+    unless Ray is already initialized. `config` (hosts, host_cpus, host_memory) applies to the
+    first call only."""
+    global _current
+    with _current_lock:
+        if _current is None:
+            _current = RaySandboxes(address, **config)
+        return _current
+
+
+def home_of(sandbox_id: str) -> Optional[RaySandboxes]:
+    """This process's Ray backend, if it made or met the sandbox."""
+    with _current_lock:
+        current = _current
+    return current if current is not None and current.knows(sandbox_id) else None

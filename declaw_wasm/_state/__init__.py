@@ -1,0 +1,27 @@
+"""The state store (private): blobs, records, leases over fsspec. See store.py and lease.py,
+and docs/state-store.md for which stores are lease-safe."""
+
+from .ids import check_id, check_key, new_id
+from .lease import LeaseHeld, LeaseInfo, LeaseLost, Leases, LeaseStatus
+from .store import (
+                    STATE_ENV,
+                    BlobRef,
+                    BlobWriter,
+                    IntegrityError,
+                    RecordNotFound,
+                    StateError,
+                    StateStore,
+                    UnsafeStoreError,
+                    VerifiedReader,
+                    default_state_url,
+                    default_store,
+                    iter_chunks,
+                    sha256_hex,
+)
+
+__all__ = [
+    "STATE_ENV", "BlobRef", "BlobWriter", "IntegrityError", "LeaseHeld", "LeaseInfo", "LeaseLost",
+    "LeaseStatus", "Leases", "RecordNotFound", "StateError", "StateStore", "UnsafeStoreError",
+    "VerifiedReader", "check_id", "check_key", "default_state_url", "default_store", "iter_chunks",
+    "new_id", "sha256_hex",
+]

@@ -1,0 +1,24 @@
+"""The sandbox's network, ours only (declaw has no routes for it): its audit events, under
+`PREFIX`. (The vault's routes for a remote `VaultClient` will go here.)"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ..._egress.audit import AuditEvent
+from ..._threads import in_thread
+from ...wire import PREFIX
+from ..registry import Registry
+from .common import ERRORS, finder
+
+
+def router(registry: Registry) -> APIRouter:
+    sandbox = finder(registry)
+    network = APIRouter(tags=["network"], prefix=PREFIX)
+
+    @network.get("/sandboxes/{sandbox_id}/audit", responses=ERRORS)
+    async def audit(sandbox_id: str) -> list[AuditEvent]:
+        """The sandbox's outbound network events, oldest first (docs/egress.md, "Audit")."""
+        return await in_thread((await sandbox(sandbox_id)).audit_events)
+
+    return network

@@ -1,0 +1,24 @@
+"""The guest's network: `socket`, `ssl`, `select`/`selectors` and asyncio over the host's door.
+
+`install(patch_on_import)` runs at every guest's start-up (runtime/_declaw_boot.py); on the
+warm path the snapshot already holds it all, so a guest that opens no connection pays nothing:
+no door call happens until a program resolves a name or connects. See
+declaw_wasm/_egress/__init__.py for the host's side and docs/egress.md for the design.
+"""
+
+import sys
+
+
+def install(patch_on_import):
+    from . import readiness, sockets
+
+    sockets.install()
+    readiness.install()
+    if "ssl" not in sys.modules or not getattr(sys.modules["ssl"], "_declaw_net", False):
+        from . import _ssl
+
+        _ssl._declaw_net = True
+        sys.modules["ssl"] = _ssl
+    from . import aio
+
+    patch_on_import("asyncio.selector_events", aio.patch)

@@ -1,0 +1,135 @@
+"""asyncio over the sandbox's network.
+
+The event loop already runs on a selector that knows sandbox sockets (readiness.py), so
+`asyncio.open_connection`, `loop.sock_connect/recv/sendall` and transports work unchanged. Two
+things need the door instead:
+
+* name lookups: asyncio runs `getaddrinfo` in a thread pool, and the guest has no threads; here
+  the lookup is one door call (it blocks the loop for that long, as a cached answer would not).
+* TLS (`ssl=` on create_connection / open_connection, so aiohttp's https): asyncio's SSL
+  transport drives an in-memory TLS object, which the stub ssl cannot provide. The host runs
+  TLS on the connection instead (one blocking door call for the handshake), and the transport
+  is a plain one over the now-plaintext socket, with the TLS details as extra info. Upgrading a
+  live connection (`loop.start_tls`) is not available.
+"""
+
+import socket
+
+
+class _TLSInfo:
+    """What `transport.get_extra_info("ssl_object")` returns."""
+
+    def __init__(self, info, server_hostname, context):
+        self._info = info
+        self.server_hostname = server_hostname
+        self.context = context
+        self.server_side = False
+
+    def getpeercert(self, binary_form=False):
+        from ._ssl import _plain_cert
+
+        if binary_form:
+            return self._info.get("peercert_der")
+        return _plain_cert(self._info.get("peercert") or {})
+
+    def cipher(self):
+        cipher = self._info.get("cipher")
+        return tuple(cipher) if cipher else None
+
+    def version(self):
+        return self._info.get("version")
+
+    def selected_alpn_protocol(self):
+        return self._info.get("alpn")
+
+    def compression(self):
+        return None
+
+    def get_channel_binding(self, cb_type="tls-unique"):
+        return None
+
+
+def _settle(future):
+    if not future.done():
+        future.set_result(None)
+
+
+def patch(selector_events):
+    """Patch asyncio (given its selector_events module, loaded with base_events)."""
+    import sys
+
+    base_events = sys.modules["asyncio.base_events"]
+    loop_class = base_events.BaseEventLoop
+    if getattr(loop_class, "_declaw_net", False):
+        return
+    loop_class._declaw_net = True
+    ssl_module = sys.modules.get("ssl")
+    for module in (base_events, selector_events, sys.modules.get("asyncio.sslproto")):
+        if module is not None and getattr(module, "ssl", None) is None:
+            module.ssl = ssl_module
+
+    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+        return socket.getaddrinfo(host, port, family, type, proto, flags)
+
+    async def getnameinfo(self, sockaddr, flags=0):
+        return socket.getnameinfo(sockaddr, flags)
+
+    loop_class.getaddrinfo = getaddrinfo
+    loop_class.getnameinfo = getnameinfo
+
+    def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None, *,
+                            server_side=False, server_hostname=None, extra=None, server=None,
+                            ssl_handshake_timeout=None, **more):
+        if server_side:
+            raise NotImplementedError("TLS servers are not available in the sandbox")
+        info = rawsock._door_start_tls(server_hostname, timeout=ssl_handshake_timeout or 60.0)
+        tls = _TLSInfo(info, server_hostname, sslcontext)
+        extra = dict(extra or {})
+        extra.update(sslcontext=sslcontext, ssl_object=tls, peercert=tls.getpeercert(),
+                     cipher=tls.cipher(), compression=None)
+        if more.get("context") is not None:
+            try:
+                return self._make_socket_transport(rawsock, protocol, waiter, extra=extra,
+                                                   server=server, context=more["context"])
+            except TypeError:
+                pass
+        return self._make_socket_transport(rawsock, protocol, waiter, extra=extra, server=server)
+
+    selector_events.BaseSelectorEventLoop._make_ssl_transport = _make_ssl_transport
+
+    original = base_events.BaseEventLoop._create_connection_transport
+
+    async def _create_connection_transport(self, sock, protocol_factory, ssl, server_hostname,
+                                           *args, **kwargs):
+        """TLS without blocking the loop: the host runs the handshake while other tasks go on;
+        then a plain transport over the (now plaintext) socket carries the TLS details."""
+        if not ssl or kwargs.get("server_side") or not hasattr(sock, "_door_start_tls"):
+            return await original(self, sock, protocol_factory, ssl, server_hostname, *args, **kwargs)
+        timeout = kwargs.get("ssl_handshake_timeout") or 60.0
+        sock.setblocking(False)
+        info = sock._door_start_tls(server_hostname, timeout=timeout, wait=False)
+        while info.get("pending"):
+            ready = self.create_future()
+            self.add_writer(sock.fileno(), _settle, ready)
+            try:
+                await ready
+            finally:
+                self.remove_writer(sock.fileno())
+            info = sock._door_start_tls(server_hostname, timeout=timeout, wait=False)
+        sslcontext = None if isinstance(ssl, bool) else ssl
+        tls = _TLSInfo(info, server_hostname, sslcontext)
+        kwargs.pop("ssl_handshake_timeout", None)
+        kwargs.pop("ssl_shutdown_timeout", None)
+        transport, protocol = await original(self, sock, protocol_factory, None, None, *args, **kwargs)
+        transport._extra.update(sslcontext=sslcontext, ssl_object=tls, peercert=tls.getpeercert(),
+                                cipher=tls.cipher(), compression=None)
+        return transport, protocol
+
+    base_events.BaseEventLoop._create_connection_transport = _create_connection_transport
+
+    async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
+                        server_hostname=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
+        raise NotImplementedError("upgrading a connection to TLS (start_tls) is not available in "
+                                  "the sandbox; open it with ssl= instead")
+
+    loop_class.start_tls = start_tls

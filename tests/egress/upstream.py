@@ -1,0 +1,215 @@
+"""Upstream servers for the egress tests, on loopback only: HTTP, HTTPS (a CA made here with
+trustme), HTTPS with a certificate for another name, HTTP on ::1, and a raw TCP echo.
+
+Every HTTP request is recorded (method, path, headers, body, and the client's port, which
+tells connections apart), so tests can see exactly what reached the upstream.
+"""
+
+from __future__ import annotations
+
+import brotli
+import gzip
+import http.server
+import json
+import socket
+import socketserver
+import ssl
+import threading
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trustme
+
+
+@dataclass
+class Record:
+    method: str
+    path: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    client_port: int
+    server: str
+
+    def header(self, name: str) -> str | None:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "Server"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _record(self, body: bytes) -> Record:
+        record = Record(self.command, self.path, list(self.headers.items()), body,
+                        self.client_address[1], self.server.label)
+        with self.server.lock:
+            self.server.records.append(record)
+        return record
+
+    def _send(self, status: int, body: bytes, ctype: str = "application/json",
+              extra: tuple[tuple[str, str], ...] = ()) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        for key, value in extra:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _handle(self) -> None:
+        if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+        record = self._record(body)
+        path = self.path
+        echo = json.dumps({"method": self.command, "path": path, "headers": dict(self.headers.items()),
+                           "body": body.decode("utf-8", "replace"),
+                           "server": self.server.label}).encode()
+        if path.startswith("/bytes/"):
+            self._send(200, b"x" * int(path.split("/")[2]), "application/octet-stream")
+        elif path.startswith("/status/"):
+            self._send(int(path.split("/")[2]), b"status\n", "text/plain")
+        elif path == "/csv":
+            self._send(200, b"a,b\n1,2\n3,4\n", "text/csv")
+        elif path == "/gzip":
+            self._send(200, gzip.compress(echo), extra=(("Content-Encoding", "gzip"),))
+        elif path == "/deflate":
+            self._send(200, zlib.compress(echo), extra=(("Content-Encoding", "deflate"),))
+        elif path == "/br":
+            self._send(200, brotli.compress(echo), extra=(("Content-Encoding", "br"),))
+        elif path == "/echo-auth-header":
+            self._send(200, b"ok\n", "text/plain",
+                       extra=(("X-Echo-Auth", record.header("Authorization") or ""),))
+        elif path.startswith("/redirect"):
+            self._send(302, b"", "text/plain", extra=(("Location", "/final"),))
+        elif path == "/close":
+            self._send(200, echo, extra=(("Connection", "close"),))
+            self.close_connection = True
+        else:
+            self._send(200, echo)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    """HTTP, or HTTPS with `tls` (the handshake runs in each connection's thread, as in a real
+    server, never in the accept loop)."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], label: str, family: int = socket.AF_INET) -> None:
+        self.address_family = family
+        self.label = label
+        self.records: list[Record] = []
+        self.lock = threading.Lock()
+        self.tls: ssl.SSLContext | None = None
+        super().__init__(address, Handler)
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = self.socket.accept()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # failed handshakes are what some tests cause
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+class RawEcho(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """Echoes every chunk back, prefixed with b"echo:"."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        class H(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                while True:
+                    data = self.request.recv(65536)
+                    if not data:
+                        return
+                    self.request.sendall(b"echo:" + data)
+
+        super().__init__(("127.0.0.1", 0), H)
+
+
+@dataclass
+class Upstreams:
+    http: Server
+    https: Server
+    wrong_cert: Server
+    http6: Server
+    raw: RawEcho
+    ca_path: Path
+    names: list[str]
+    servers: list[Any] = field(default_factory=list)
+
+    def records(self) -> list[Record]:
+        found: list[Record] = []
+        for server in (self.http, self.https, self.wrong_cert, self.http6):
+            with server.lock:
+                found += server.records
+        return found
+
+    def clear(self) -> None:
+        for server in (self.http, self.https, self.wrong_cert, self.http6):
+            with server.lock:
+                server.records.clear()
+
+    def resolve_env(self) -> str:
+        """DECLAW_WASM_RESOLVE mapping every test name to these servers."""
+        entries = []
+        for name in self.names:
+            entries.append(f"{name}:80:127.0.0.1:{self.http.port}")
+            entries.append(f"{name}:443:127.0.0.1:{self.https.port}")
+        entries.append(f"wrongcert.example:443:127.0.0.1:{self.wrong_cert.port}")
+        entries.append(f"v6.example:80:[::1]:{self.http6.port}")
+        entries.append(f"raw.example:7000:127.0.0.1:{self.raw.server_address[1]}")
+        return " ".join(entries)
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
+def start(names: list[str], folder: Path) -> Upstreams:
+    ca = trustme.CA()
+    cert = ca.issue_cert(*names, "127.0.0.1")
+    wrong = ca.issue_cert("unrelated.test")
+    plain = Server(("127.0.0.1", 0), "http")
+    tls = Server(("127.0.0.1", 0), "https")
+    wrong_tls = Server(("127.0.0.1", 0), "wrong-cert")
+    for server, issued in ((tls, cert), (wrong_tls, wrong)):
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        issued.configure_cert(context)
+        context.set_alpn_protocols(["http/1.1"])
+        server.tls = context
+    v6 = Server(("::1", 0), "http6", socket.AF_INET6)
+    raw = RawEcho()
+    servers: list[Any] = [plain, tls, wrong_tls, v6, raw]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    ca_path = folder / "test-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    return Upstreams(plain, tls, wrong_tls, v6, raw, ca_path, list(names), servers)

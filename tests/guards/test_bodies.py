@@ -1,0 +1,138 @@
+"""Body handling: JSON-aware redaction (a hypothesis property), forms, multipart, text, binary."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from declaw_wasm.security import GuardPipeline, PIIConfig, SecurityPolicy, TokenMap
+
+from .conftest import JSON, STRUCTURED, pii_pipe
+
+PII_VALUES = ["123-45-6789", "alice@example.com", "4111 1111 1111 1111", "+91 98210 34567",
+              "10.20.30.40", "sk-proj-abcdefghijklmnopqrstuvwxyz123456"]
+PLAIN = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20).filter(
+    lambda s: not any(c.isdigit() for c in s) and "@" not in s and "sk-" not in s
+    and ":" not in s)
+WITH_PII = st.builds(lambda a, v, b: f"{a} {v} {b}", PLAIN, st.sampled_from(PII_VALUES), PLAIN)
+KEYS = st.sampled_from(["model", "content", "role", "a", "b", "name", "x y", "é\"\\"])
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                   st.floats(allow_nan=False, allow_infinity=False), PLAIN, WITH_PII,
+                   st.just(4111111111111111))
+DOCS = st.recursive(LEAVES, lambda kids: st.one_of(st.lists(kids, max_size=5),
+                                                   st.dictionaries(KEYS, kids, max_size=5)),
+                    max_leaves=25)
+
+
+def _same_shape(a: object, b: object) -> None:
+    """b is a with PII strings tokenised: same keys, nesting and non-PII values."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b)
+        for k in a:
+            _same_shape(a[k], b[k])
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _same_shape(x, y)
+    elif isinstance(a, str) and any(v in a for v in PII_VALUES):
+        assert isinstance(b, str) and "[REDACTED_" in b
+        assert not any(v in b for v in PII_VALUES)
+    elif a == 4111111111111111:
+        assert isinstance(b, str) and b.startswith("[REDACTED_CREDIT_CARD_")
+    else:
+        assert a == b and type(a) is type(b)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=DOCS, indent=st.sampled_from([None, 2]), ascii_only=st.booleans())
+def test_redacting_random_json_keeps_it_valid_with_the_same_shape(doc, indent, ascii_only) -> None:
+    pipe = pii_pipe()
+    body = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode()
+    out = pipe.request("api.openai.com", "POST", "/", JSON, body)
+    assert not out.blocked
+    _same_shape(doc, json.loads(out.body))  # json.loads: still valid JSON
+    if out.body == body:
+        assert out.pii_redactions == 0
+
+
+def test_unchanged_json_keeps_its_exact_bytes_and_spelling() -> None:
+    body = b'{ "model" : "gpt-4",\n  "n": 1.50e3, "big": 123456789012345678901234567890 }'
+    out = pii_pipe().request("h.example", "POST", "/", JSON, body)
+    assert out.body == body and not out.modified
+    body2 = body.replace(b'"gpt-4"', b'"gpt-4 alice@example.com"')
+    out = pii_pipe().request("h.example", "POST", "/", JSON, body2)
+    assert out.body == body.replace(b'"gpt-4"', b'"gpt-4 [REDACTED_EMAIL_1]"')
+
+
+def test_escaped_pii_in_json_is_found() -> None:
+    body = b'{"q": "alice\\u0040example.com\\n123\\u002d45-6789"}'
+    out = pii_pipe().request("h.example", "POST", "/", JSON, body)
+    assert json.loads(out.body) == {"q": "[REDACTED_EMAIL_1]\n[REDACTED_SSN_1]"}
+
+
+def test_keys_are_scanned_and_context_makes_bare_values_pii() -> None:
+    doc = {"alice@example.com": 1, "ssn": 123456789, "phone": "4155552671", "model": "gpt-4.1",
+           "routing_number": "021000021", "order_id": 1234567890123}
+    sent = json.loads(pii_pipe().request("h.example", "POST", "/", JSON,
+                                         json.dumps(doc).encode()).body)
+    assert list(sent) == ["[REDACTED_EMAIL_1]", "ssn", "phone", "model", "routing_number",
+                          "order_id"]
+    assert sent["ssn"] == "[REDACTED_SSN_1]" and sent["phone"] == "[REDACTED_PHONE_1]"
+    assert sent["model"] == "gpt-4.1" and sent["routing_number"] == "021000021"
+    assert sent["order_id"] == 1234567890123
+
+
+def test_form_multipart_text_and_binary() -> None:
+    pipe = pii_pipe()
+    form = b"model=gpt-4&q=mail+alice%40example.com+now&empty=&flag"
+    out = pipe.request("h.example", "POST", "/", [("content-type",
+                                                   "application/x-www-form-urlencoded")], form)
+    assert out.body == b"model=gpt-4&q=mail+%5BREDACTED_EMAIL_1%5D+now&empty=&flag"
+    mp = (b"--b0\r\nContent-Disposition: form-data; name=\"meta\"\r\nContent-Type: "
+          b"application/json\r\n\r\n{\"ssn\": \"123-45-6789\"}\r\n--b0\r\nContent-Disposition: "
+          b"form-data; name=\"file\"; filename=\"x.png\"\r\nContent-Type: image/png\r\n\r\n"
+          b"\x89PNG alice@example.com\r\n--b0--\r\n")
+    out = pipe.request("h.example", "POST", "/", [("content-type",
+                                                   "multipart/form-data; boundary=b0")], mp)
+    assert out.body == mp.replace(b"123-45-6789", b"[REDACTED_SSN_1]")
+    out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain")],
+                       "Grüße, call +1 415 555 2671".encode())
+    assert out.body == "Grüße, call [REDACTED_PHONE_1]".encode()
+    binary = b"\xff\xfe alice@example.com \x00\x81"
+    out = pipe.request("h.example", "POST", "/", [("content-type", "application/octet-stream")],
+                       binary)
+    assert out.body == binary and not out.modified
+    jsonl = b'{"a": "alice@example.com"}\n{"b": 2}\n'
+    out = pipe.request("h.example", "POST", "/", [("content-type", "application/x-ndjson")], jsonl)
+    assert out.body == b'{"a": "[REDACTED_EMAIL_1]"}\n{"b": 2}\n'
+
+
+def test_json_sniffed_when_mislabelled_as_text() -> None:
+    body = b'{"q": "a\\nalice@example.com"}'
+    out = pii_pipe().request("h.example", "POST", "/", [("content-type", "text/plain")], body)
+    assert json.loads(out.body) == {"q": "a\n[REDACTED_EMAIL_1]"}
+
+
+def test_log_only_changes_nothing_but_notes() -> None:
+    pipe = GuardPipeline(SecurityPolicy(pii=PIIConfig(enabled=True, types=STRUCTURED,
+                                                      action="log_only")), TokenMap())
+    body = b'{"q": "alice@example.com"}'
+    out = pipe.request("h.example", "POST", "/", JSON, body)
+    assert out.body == body and out.pii_redactions == 0
+    assert any("log_only" in n for n in out.notes)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=st.dictionaries(KEYS, DOCS, max_size=6))
+def test_one_pass_json_scan_agrees_with_the_unit_by_unit_scan(doc) -> None:
+    """A body without backslashes takes the one-pass path; one string with an escape sends the
+    same document down the unit-by-unit path. Both must redact alike."""
+    fast = json.loads(pii_pipe().request("h.example", "POST", "/", JSON,
+                                         json.dumps(doc, ensure_ascii=False).encode()).body)
+    slow_doc = {**doc, "zz_escape": "line\nbreak"}
+    slow = json.loads(pii_pipe().request("h.example", "POST", "/", JSON,
+                                         json.dumps(slow_doc, ensure_ascii=False).encode()).body)
+    slow.pop("zz_escape")
+    assert fast == slow

@@ -1,0 +1,120 @@
+"""Time and size bounds: user patterns, our own detectors on hostile input, decompression bombs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import zlib
+
+import pytest
+
+from declaw_wasm.security import (
+    DecodedTooLarge,
+    GuardLimits,
+    GuardPipeline,
+    PIIConfig,
+    SecurityPolicy,
+    TokenMap,
+    TransformationRule,
+)
+from declaw_wasm.security.detectors import PIIDetector
+from declaw_wasm.security.encoding import decode_all, make_decoder, narrow_accept_encoding
+from declaw_wasm.security.pii import ALL_PII_TYPES
+
+from .conftest import JSON, pii_pipe, run_response
+
+
+def test_redos_shaped_pattern_is_rejected() -> None:
+    for p in (r"(a+)+$", r"(\w+\s?)*$", r"(?:x*)*y", r"(a|aa+)+b"):
+        with pytest.raises(ValueError, match="nested quantifiers"):
+            TransformationRule(p, "x")
+
+
+def test_a_backtracking_pattern_that_passes_the_heuristic_stays_linear() -> None:
+    # `(a|a)*c` is exponential for a backtracking engine (Python's re would not finish on this
+    # input), passes declaw's heuristic, and runs in linear time on RE2.
+    rule = TransformationRule(r"(a|a)*c", "X")
+    pipe = GuardPipeline(SecurityPolicy(transformations=[rule]), TokenMap())
+    body = json.dumps({"q": "a" * 200_000}).encode()
+    t = time.perf_counter()
+    out = pipe.request("h.example", "POST", "/", JSON, body)
+    assert time.perf_counter() - t < 0.5
+    assert out.body == body
+
+
+@pytest.mark.parametrize("text", [
+    "a" * 100_000, "1" * 100_000, "1-" * 50_000, "@" * 50_000 + "a", "a@" * 50_000,
+    "a." * 50_000 + "@x", ("a" * 63 + "@") * 1500, "1 " * 50_000, "+1 " * 30_000,
+    "f:" * 50_000, "::" * 50_000, "1." * 50_000, "sk-" + "a" * 100_000, "key=" + "a1" * 50_000,
+    "[REDACTED_" * 10_000, "-----BEGIN PRIVATE KEY-----" + "a" * 100_000,
+])
+def test_detectors_stay_fast_on_hostile_input(text) -> None:
+    det = PIIDetector(ALL_PII_TYPES)
+    t = time.perf_counter()
+    det.find(text)
+    assert time.perf_counter() - t < 1.0
+
+
+def test_gzip_bomb_fails_the_request_not_the_host() -> None:
+    bomb = gzip.compress(b"\0" * (64 << 20))
+    pipe = GuardPipeline(SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"])), TokenMap(),
+                         limits=GuardLimits(max_request_body=8 << 20))
+    out = pipe.request("h.example", "POST", "/", JSON + [("content-encoding", "gzip")], bomb)
+    assert out.blocked and out.status == 413 and out.guard == "limits"
+    with pytest.raises(DecodedTooLarge):
+        decode_all("gzip", bomb, 1 << 20)
+
+
+def test_response_bomb_is_cut() -> None:
+    pipe = GuardPipeline(SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"])), TokenMap(),
+                         limits=GuardLimits(max_response_body=4 << 20))
+    pipe.tokens.tokenize("email", "a@b.co")
+    bomb = gzip.compress(b"x" * (32 << 20))
+    f = pipe.response("h.example", "GET", "/", 200, [("content-type", "text/plain"),
+                                                     ("content-encoding", "gzip")])
+    from declaw_wasm.security import ResponseCut
+    with pytest.raises(ResponseCut):
+        for i in range(0, len(bomb), 4096):
+            f.feed(bomb[i:i + 4096])
+
+
+def test_every_coding_decodes_in_any_chunking() -> None:
+    import brotli
+    from backports import zstd
+    data = json.dumps({"t": "x" * 5000 + " [REDACTED_EMAIL_1]"}).encode()
+    for enc, raw in [("gzip", gzip.compress(data)), ("x-gzip", gzip.compress(data)),
+                     ("deflate", zlib.compress(data)), ("deflate", zlib.compress(data)[2:-4]),
+                     ("br", brotli.compress(data)), ("zstd", zstd.compress(data)),
+                     ("gzip, br", brotli.compress(gzip.compress(data)))]:
+        for step in (1, 7, 4096):
+            feed = make_decoder(enc, 1 << 20)
+            assert feed is not None
+            assert b"".join(feed(raw[i:i + step]) for i in range(0, len(raw), step)) == data
+        pipe = pii_pipe()
+        pipe.tokens.tokenize("email", "alice@example.com")
+        _, got = run_response(pipe, raw, JSON + [("content-encoding", enc)])
+        assert json.loads(got)["t"].endswith(" alice@example.com")
+
+
+def test_unknown_response_encoding_passes_unrehydrated_or_blocks_a_scan() -> None:
+    pipe = pii_pipe()
+    pipe.tokens.tokenize("email", "a@b.co")
+    f, got = run_response(pipe, b"\x1f\x9d...", JSON + [("content-encoding", "compress")])
+    assert got == b"\x1f\x9d..." and any("not rehydrated" in n for n in f.notes)
+    out = pipe.request("h.example", "POST", "/", JSON + [("content-encoding", "compress")], b"x")
+    assert out.blocked and out.status == 415
+
+
+def test_accept_encoding_narrowed_to_what_we_decode() -> None:
+    assert narrow_accept_encoding("gzip;q=1.0, compress, identity;q=0.5") == "gzip"
+    assert narrow_accept_encoding("br;q=0") == "identity"
+    assert set(narrow_accept_encoding("*").split(", ")) == {"gzip", "deflate", "br", "zstd"}
+
+
+def test_a_byte_range_of_an_encoded_answer_is_not_decoded() -> None:
+    pipe = pii_pipe()
+    pipe.tokens.tokenize("email", "a@b.co")
+    part = gzip.compress(b'{"a": "[REDACTED_EMAIL_1]"}')[5:20]
+    f, got = run_response(pipe, part, JSON + [("content-encoding", "gzip")], status=206)
+    assert got == part and any("not rehydrated" in n for n in f.notes)

@@ -1,0 +1,109 @@
+"""What makes commands and creates cheap must not show: a standby sandbox (made ahead of time,
+_local/standby.py) is a sandbox like any other (its envs, metadata, lifetime, network, files),
+parked guests are bounded, and idle sandboxes cost no thread each (one timer serves every
+lifetime)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from declaw_wasm import Sandbox, SandboxException, TimeoutException, testing
+from declaw_wasm._local.parking import parking
+
+
+def _standby(timeout: float = 60, **create: object) -> Sandbox:
+    """A standby sandbox, handed out by `create` (creates until one is: standby starts on the
+    second create of a template and refills once creates pause)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        sbx = Sandbox.create(timeout=timeout, **create)  # type: ignore[arg-type]
+        if "declaw-wasm-standby-" in testing.host_folder(sbx).name:
+            return sbx
+        sbx.kill()
+        time.sleep(0.3)
+    raise AssertionError("no standby sandbox came")
+
+
+def test_a_standby_sandbox_takes_its_envs_metadata_and_lifetime(guest_path: str) -> None:
+    sbx = _standby(timeout=5, envs={"ONLY": "this one"}, metadata={"who": "standby"})
+    try:
+        assert sbx.commands.run("echo $ONLY").stdout == "this one\n"
+        assert (sbx.run_code("import os; os.environ['ONLY']").text or "").strip("'") == "this one"
+        assert sbx.get_info().metadata == {"who": "standby"}
+        assert sbx.sandbox_id in {i.sandbox_id for i in Sandbox.list()}
+        other = _standby()
+        assert other.commands.run("echo ${ONLY:-unset}").stdout == "unset\n"
+        other.kill()
+        time.sleep(5.5)  # its lifetime counts from the create, not from when it was made
+        with pytest.raises((TimeoutException, SandboxException)):
+            sbx.commands.run("true")
+    finally:
+        sbx.kill()
+
+
+def test_standby_sandboxes_do_not_show_until_handed_out(guest_path: str) -> None:
+    sbx = _standby()
+    time.sleep(0.5)  # the next ones are made meanwhile
+    listed = {i.sandbox_id for i in Sandbox.list()}
+    assert sbx.sandbox_id in listed
+    time.sleep(0.5)
+    assert {i.sandbox_id for i in Sandbox.list()} == listed
+    sbx.kill()
+
+
+def test_a_standby_sandbox_takes_its_network(guest_path: str) -> None:
+    """Made before its create's arguments were known, it gets their network policy when handed
+    out (and a later one the default again)."""
+    closed = _standby(allow_internet_access=False)
+    try:
+        assert testing.egress_of(closed).policy.describe()["allow_internet_access"] is False
+        assert closed.get_info().allow_internet_access is False
+        opened = _standby()
+        assert testing.egress_of(opened).policy.describe()["allow_internet_access"] is True
+        opened.kill()
+    finally:
+        closed.kill()
+
+
+def test_parked_guests_are_bounded(monkeypatch: pytest.MonkeyPatch, guest_path: str) -> None:
+    if guest_path != "warm":
+        pytest.skip("only the warm snapshot parks guests")
+    monkeypatch.setenv("DECLAW_WASM_PARKED", "2")
+    monkeypatch.setenv("DECLAW_WASM_STANDBY", "0")  # standby sandboxes would park guests of their own
+    sandboxes = [Sandbox.create(timeout=120) for _ in range(4)]
+    try:
+        for sbx in sandboxes:
+            testing.park(sbx)
+            assert parking.count() <= 2
+        assert all(s.commands.run("echo ok").stdout == "ok\n" for s in sandboxes)  # parked or not
+    finally:
+        for sbx in sandboxes:
+            sbx.kill()
+
+
+def test_idle_sandboxes_hold_no_thread_each(guest_path: str) -> None:
+    time.sleep(0.5)
+    before = threading.active_count()
+    sandboxes = [Sandbox.create(timeout=600) for _ in range(40)]
+    try:
+        time.sleep(0.5)
+        assert threading.active_count() - before < 10  # standby ones' parked guests at most
+    finally:
+        for sbx in sandboxes:
+            sbx.kill()
+
+
+def test_short_lifetimes_end_on_time_with_one_timer(guest_path: str) -> None:
+    short = [Sandbox.create(timeout=1 + i * 0.2) for i in range(5)]
+    long = Sandbox.create(timeout=60)
+    try:
+        long.set_timeout(1.0)
+        long.set_timeout(30)  # extended: the earlier end must not fire
+        time.sleep(2.6)
+        assert not any(s.is_running() for s in short)
+        assert long.is_running()
+    finally:
+        long.kill()
