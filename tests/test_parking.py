@@ -68,6 +68,25 @@ def test_a_standby_sandbox_takes_its_network(guest_path: str) -> None:
         closed.kill()
 
 
+def test_a_parked_guests_network_is_its_sandboxs(guest_path: str) -> None:
+    """A parked guest booted before its command existed; its network calls reach the door of
+    the sandbox it runs for, under that sandbox's policy (here: none allowed)."""
+    if guest_path != "warm":
+        pytest.skip("only the warm snapshot parks guests")
+    sbx = Sandbox.create(timeout=120, allow_internet_access=False)
+    try:
+        testing.park(sbx)
+        hits, calls = testing.parked_hits(), testing.egress_of(sbx).calls
+        got = sbx.commands.run("python3 -c \"import socket\ntry:\n    socket.getaddrinfo('example.com', 80)\n"
+                               "except OSError as exc:\n    print('refused:', exc)\"")
+        assert testing.parked_hits() == hits + 1
+        assert got.stdout.startswith("refused:") and "network policy" in got.stdout, got
+        assert testing.egress_of(sbx).calls > calls
+        assert any(e.decision == "denied" for e in sbx.audit_events())
+    finally:
+        sbx.kill()
+
+
 def test_parked_guests_are_bounded(monkeypatch: pytest.MonkeyPatch, guest_path: str) -> None:
     if guest_path != "warm":
         pytest.skip("only the warm snapshot parks guests")

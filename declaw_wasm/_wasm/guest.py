@@ -213,7 +213,7 @@ class Guest:
 
     def rename(self, name: str) -> None:
         """Name the guest's thread (a parked guest's becomes a command's)."""
-        if self._thread is not None:
+        if self._thread is not None and not self.done:
             self._thread.name = name
 
     def kill(self, reason: StopReason = "killed") -> None:
@@ -289,6 +289,9 @@ class Guest:
         except BaseException as exc:  # the host must survive anything the guest does
             code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
         self._cpu_at_end = time.thread_time()
+        # No guest code runs on this thread any more; what is left is bookkeeping and freeing
+        # the instance, which outlives the outcome: say so in thread listings.
+        threading.current_thread().name = "declaw-guest-ended"
         try:
             self._finish(code, error)
         finally:

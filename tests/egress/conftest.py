@@ -16,7 +16,11 @@ No test here ever sends a packet off this machine, by two fences:
 Public names (api.openai.com, evil.com...) are mapped to the local servers with
 DECLAW_WASM_RESOLVE; the servers' certificates come from a CA made here (DECLAW_WASM_CA_BUNDLE).
 Egress tests make their own sandboxes: a guest started before the namespace switch (a shared
-session sandbox's code context) would still be outside it.
+session sandbox's code context) would still be outside it. For the same reason no guest is
+parked and no standby sandbox is made here (DECLAW_WASM_PARKED=0, DECLAW_WASM_STANDBY=0): both
+start their guests from threads made before the switch (the lifetime timer's, the standby
+maker's), outside the namespace. tests/test_parking.py checks that a parked guest's network
+goes through its sandbox's door.
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ def _ready_offline() -> None:
 @pytest.fixture(scope="package", autouse=True)
 def loopback_only_network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bool]:
     """Fences 1 and 2 (module docstring) for the whole folder; True inside a namespace."""
+    background = {k: os.environ.get(k) for k in ("DECLAW_WASM_PARKED", "DECLAW_WASM_STANDBY")}
+    os.environ.update({k: "0" for k in background})
     _ready_offline()
     old, why = _enter_loopback_namespace()
     in_namespace = old >= 0
@@ -97,6 +103,7 @@ def loopback_only_network(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                       "DECLAW_WASM_EGRESS_LOOPBACK_ONLY fence applies", stacklevel=1)
     saved = {k: os.environ.get(k) for k in ("DECLAW_WASM_EGRESS_LOOPBACK_ONLY", "DECLAW_WASM_RESOLVE",
                                             "DECLAW_WASM_CA_BUNDLE", "DECLAW_WASM_OFFLINE")}
+    saved.update(background)
     os.environ["DECLAW_WASM_EGRESS_LOOPBACK_ONLY"] = "1"
     try:
         yield in_namespace
