@@ -108,7 +108,7 @@ class Execution(Model):
     error: Optional[ExecutionError] = None
     execution_count: Optional[int] = None
     # with Limits(cpu_instructions=...): the instructions the cell ran (Wasmtime fuel)
-    cpu_instructions_used: Optional[int] = None
+    cpu_instructions_used: Optional[int] = Field(None, exclude_if=lambda v: v is None)  # absent without a limit
 
     @property
     def text(self) -> Optional[str]:

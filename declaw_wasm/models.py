@@ -72,7 +72,7 @@ class CommandResult(Model):
     exit_code: int
     error: Optional[str] = None
     # with Limits(cpu_instructions=...): the instructions the command line ran (Wasmtime fuel)
-    cpu_instructions_used: Optional[int] = None
+    cpu_instructions_used: Optional[int] = Field(None, exclude_if=lambda v: v is None)  # absent without a limit
 
 
 class SandboxState(str, Enum):
@@ -143,7 +143,7 @@ class SandboxMetrics(Model):
     memory_usage_mb: float = 0.0
     disk_usage_mb: float = 0.0
     cpu_time_seconds: float = 0.0
-    cpu_instructions_used: Optional[int] = None
+    cpu_instructions_used: Optional[int] = Field(None, exclude_if=lambda v: v is None)  # absent without a limit
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

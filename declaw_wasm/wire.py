@@ -193,7 +193,7 @@ class TerminalSize(_Body):
 class CreatePty(_Body):
     """`POST /sandboxes/{id}/pty` (declaw's shape)."""
 
-    size: TerminalSize = TerminalSize()
+    size: TerminalSize = TerminalSize.model_construct()  # the defaults, built without a first validation
     cwd: Optional[str] = None
     envs: Optional[dict[str, str]] = None
     timeout: Optional[float] = Field(60.0, description="seconds; 0 or null: none")

@@ -15,6 +15,7 @@ database types are refused with a clear error).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -26,7 +27,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional, Union
 from urllib.parse import quote
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from .._model import Model  # built on first use (a cold start pays for what it uses)
 
 from .policy import PolicyError, Rule, parse_rule
 
@@ -34,7 +37,7 @@ SUPPORTED_TYPES = ("bearer", "header", "basic", "query")
 VAULT_URI = re.compile(r"^vault://[^/]+/[^/]+/(.+)$")
 
 
-class VaultScope(BaseModel):
+class VaultScope(Model):
     """Where and how a vault secret is added to requests (declaw's fields). `domain_regex`:
     a domain, `*.domain`, or `~regex` (searched in the host name)."""
 
@@ -86,7 +89,7 @@ class VaultScope(BaseModel):
         return target, out
 
 
-class VaultSecret(BaseModel):
+class VaultSecret(Model):
     """A secret's metadata (the value is never returned)."""
 
     secret_id: str
@@ -99,7 +102,7 @@ class VaultSecret(BaseModel):
     rotation_due: bool = False
 
 
-class VaultPreset(BaseModel):
+class VaultPreset(Model):
     key: str
     name: str
     category: str
@@ -114,27 +117,30 @@ def _preset(key: str, name: str, category: str, hint: str, docs: str, domain: st
                        scopes=[VaultScope(domain_regex=domain, **scope)])
 
 
-PRESETS = {p.key: p for p in [
-    _preset("openai", "OpenAI", "llm", "sk-...", "https://platform.openai.com/api-keys",
-            "api.openai.com", injection_type="bearer"),
-    _preset("anthropic", "Anthropic", "llm", "sk-ant-...", "https://console.anthropic.com/",
-            "api.anthropic.com", injection_type="header", header_name="x-api-key",
-            extra_headers={"anthropic-version": "2023-06-01"}),
-    _preset("gemini", "Google Gemini", "llm", "AIza...", "https://aistudio.google.com/apikey",
-            "generativelanguage.googleapis.com", injection_type="header", header_name="x-goog-api-key"),
-    _preset("mistral", "Mistral", "llm", "", "https://console.mistral.ai/", "api.mistral.ai",
-            injection_type="bearer"),
-    _preset("groq", "Groq", "llm", "gsk_...", "https://console.groq.com/keys", "api.groq.com",
-            injection_type="bearer"),
-    _preset("huggingface", "Hugging Face", "ml", "hf_...", "https://huggingface.co/settings/tokens",
-            "huggingface.co", injection_type="bearer"),
-    _preset("github", "GitHub", "dev", "ghp_...", "https://github.com/settings/tokens",
-            "api.github.com", injection_type="bearer"),
-    _preset("stripe", "Stripe", "payments", "sk_live_...", "https://dashboard.stripe.com/apikeys",
-            "api.stripe.com", injection_type="bearer"),
-    _preset("alphavantage", "Alpha Vantage", "data", "", "https://www.alphavantage.co/support/",
-            "www.alphavantage.co", injection_type="query", header_name="apikey"),
-]}
+@functools.lru_cache(maxsize=None)
+def presets() -> dict[str, VaultPreset]:
+    """The known providers (built on first use: validating them costs a cold start ~ms)."""
+    return {p.key: p for p in [
+        _preset("openai", "OpenAI", "llm", "sk-...", "https://platform.openai.com/api-keys",
+                "api.openai.com", injection_type="bearer"),
+        _preset("anthropic", "Anthropic", "llm", "sk-ant-...", "https://console.anthropic.com/",
+                "api.anthropic.com", injection_type="header", header_name="x-api-key",
+                extra_headers={"anthropic-version": "2023-06-01"}),
+        _preset("gemini", "Google Gemini", "llm", "AIza...", "https://aistudio.google.com/apikey",
+                "generativelanguage.googleapis.com", injection_type="header", header_name="x-goog-api-key"),
+        _preset("mistral", "Mistral", "llm", "", "https://console.mistral.ai/", "api.mistral.ai",
+                injection_type="bearer"),
+        _preset("groq", "Groq", "llm", "gsk_...", "https://console.groq.com/keys", "api.groq.com",
+                injection_type="bearer"),
+        _preset("huggingface", "Hugging Face", "ml", "hf_...", "https://huggingface.co/settings/tokens",
+                "huggingface.co", injection_type="bearer"),
+        _preset("github", "GitHub", "dev", "ghp_...", "https://github.com/settings/tokens",
+                "api.github.com", injection_type="bearer"),
+        _preset("stripe", "Stripe", "payments", "sk_live_...", "https://dashboard.stripe.com/apikeys",
+                "api.stripe.com", injection_type="bearer"),
+        _preset("alphavantage", "Alpha Vantage", "data", "", "https://www.alphavantage.co/support/",
+                "www.alphavantage.co", injection_type="query", header_name="apikey"),
+    ]}
 
 
 class Vault:
@@ -216,7 +222,7 @@ class Vault:
 
     @staticmethod
     def list_presets() -> list[VaultPreset]:
-        return list(PRESETS.values())
+        return list(presets().values())
 
     # -- for sandboxes -------------------------------------------------------------------------
     def resolve(self, ref: str) -> tuple[str, list[VaultScope]]:
@@ -241,9 +247,9 @@ class Vault:
     def _scopes(provider: Optional[str], scopes: Optional[list[Any]]) -> list[VaultScope]:
         found: list[VaultScope] = []
         if provider is not None:
-            preset = PRESETS.get(provider)
+            preset = presets().get(provider)
             if preset is None:
-                raise PolicyError(f"unknown vault provider {provider!r} (known: {', '.join(PRESETS)})")
+                raise PolicyError(f"unknown vault provider {provider!r} (known: {', '.join(presets())})")
             found += [s.model_copy() for s in preset.scopes]
         for scope in scopes or []:
             found.append(scope if isinstance(scope, VaultScope) else VaultScope(**scope))
