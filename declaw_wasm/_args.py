@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any, Optional
 
 from .exceptions import InvalidArgumentException
@@ -110,6 +111,13 @@ def lifetime(timeout: Any) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise InvalidArgumentException(f"timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
+
+
+def moment(value: Any, what: str) -> datetime:
+    """A point in time, aware (a naive datetime is local time, as `datetime.now()` gives)."""
+    if not isinstance(value, datetime):
+        raise InvalidArgumentException(f"{what} must be a datetime, got {type(value).__name__}")
+    return value if value.tzinfo is not None else value.astimezone()
 
 
 def timeout(value: Any) -> Optional[float]:

@@ -103,7 +103,8 @@ class SandboxInfo(BaseModel):
 
 class SandboxQuery(BaseModel):
     """Filters for `Sandbox.list(query=...)` (E2B's field names; declaw's are the first two):
-    every `metadata` pair must match, the state must be one of `state`."""
+    every `metadata` pair must match, the state must be one of `state`, the sandbox started at
+    or after `started_after` (E2B's: a sandbox's own `started_at` finds it)."""
 
     metadata: Optional[dict[str, str]] = None
     state: Optional[list[SandboxState]] = None
@@ -122,7 +123,7 @@ class SandboxQuery(BaseModel):
             return False
         if self.state is not None and info.state not in self.state:
             return False
-        if self.started_after is not None and info.started_at <= self.started_after:
+        if self.started_after is not None and info.started_at < self.started_after:
             return False
         return self.template is None or self.template in (info.template_id, info.name)
 
@@ -130,13 +131,21 @@ class SandboxQuery(BaseModel):
 class SandboxMetrics(BaseModel):
     """declaw's `SandboxMetrics` (one sample): CPU use of the sandbox's guests over the time
     since the previous sample, their linear memory now, its disk use; plus the guests' CPU time
-    since the sandbox started (`cpu_time_seconds`)."""
+    since the sandbox started (`cpu_time_seconds`). E2B's names follow: the host's CPUs (the
+    guests' threads may use all of them) and the share of them used, bytes of memory and disk in
+    use and allowed (one guest's `Limits.memory_limit`, `Limits.disk_bytes`)."""
 
     timestamp: datetime
     cpu_usage_percent: float = 0.0
     memory_usage_mb: float = 0.0
     disk_usage_mb: float = 0.0
     cpu_time_seconds: float = 0.0
+    cpu_count: int = 1
+    cpu_used_pct: float = 0.0
+    mem_used: int = 0
+    mem_total: int = 0
+    disk_used: int = 0
+    disk_total: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

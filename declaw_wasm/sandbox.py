@@ -261,8 +261,16 @@ class Sandbox:
 
     def get_metrics(self, start: Optional[datetime] = None, end: Optional[datetime] = None,
                     request_timeout: Optional[float] = None) -> List[SandboxMetrics]:
-        """declaw's metrics: one sample, now (memory of the live guests, disk use, CPU)."""
-        return [self._backend.metrics()]
+        """declaw's metrics: one sample, now (memory of the live guests, disk use, CPU); none
+        when `start`..`end` lies wholly before the sandbox started or after now (E2B's range)."""
+        sample = self._backend.metrics()
+        if start is None and end is None:
+            return [sample]
+        started = self._backend.info().started_at
+        if (end is not None and _args.moment(end, "end") < started) or \
+                (start is not None and _args.moment(start, "start") > sample.timestamp):
+            return []
+        return [sample]
 
     @instance_or_id
     def set_timeout(self, timeout: float, request_timeout: Optional[float] = None,

@@ -158,6 +158,8 @@ class Kernel:
             while not cell.finished.wait(0.02):
                 if guest.done:
                     return self._ended(guest, cell, timeout)
+            if not self.sandbox.running:  # killed meanwhile: the kill may end a cell's wait first
+                return self._ended(guest, cell, timeout)
             return cell.execution
 
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
@@ -173,8 +175,8 @@ class Kernel:
             cell.error("DiskQuotaExceeded", self._quota_message, "")
             return cell.execution
         if not self.sandbox.running or outcome.stopped == "killed":
-            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed or reached its "
-                                   "end of life while the cell ran")
+            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed while the request "
+                                   "was in progress (killed or reached its end of life while the cell ran)")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
         self._lost = f"the previous cell ended the interpreter (exit {outcome.exit_code})"
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"

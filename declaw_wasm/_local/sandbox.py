@@ -8,6 +8,7 @@ backends' workers use; arguments arrive checked (`_args.py`).
 from __future__ import annotations
 
 import atexit
+import os
 import secrets
 import threading
 import time
@@ -191,9 +192,13 @@ class LocalSandbox:
         since, before = self._last_sample or (self.started_monotonic, 0.0)
         self._last_sample = (now, cpu)
         percent = 100.0 * max(0.0, cpu - before) / max(now - since, 1e-6)
+        cpus = os.cpu_count() or 1
         return SandboxMetrics(timestamp=datetime.now(timezone.utc), cpu_usage_percent=round(percent, 2),
                               memory_usage_mb=round(memory / (1 << 20), 2),
-                              disk_usage_mb=round(disk / (1 << 20), 3), cpu_time_seconds=round(cpu, 4))
+                              disk_usage_mb=round(disk / (1 << 20), 3), cpu_time_seconds=round(cpu, 4),
+                              cpu_count=cpus, cpu_used_pct=round(percent / cpus, 2), mem_used=memory,
+                              mem_total=self.limits.memory_limit, disk_used=disk,
+                              disk_total=self.limits.disk_bytes)
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         return self._files().list(path, depth)
