@@ -9,7 +9,6 @@ is checked in each test. The guards run on the host, so one guest path (warm) is
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import warnings
@@ -221,7 +220,8 @@ def test_5_token_split_over_four_network_chunks_and_four_sse_deltas(make: Callab
     sbx = make(security=pii())
     got = outcome(sbx, """
 import json, httpx, requests
-body = {"model": "gpt-4.1", "stream": True, "messages": [{"role": "user", "content": "write to alice@example.com today"}]}
+body = {"model": "gpt-4.1", "stream": True,
+        "messages": [{"role": "user", "content": "write to alice@example.com today"}]}
 out = {}
 r = requests.post("https://api.openai.com/split/4", json=body, stream=True)
 out["chunks"] = b"".join(r.iter_content(chunk_size=None)).decode()
@@ -325,7 +325,7 @@ import requests, urllib.parse
 q = urllib.parse.quote(%r)
 out = {}
 for name, url in (("scanned", "https://api.openai.com/say/json?" + q),
-                  ("sse", "https://api.openai.com/say/text?" + q),
+                  ("text", "https://api.openai.com/say/text?" + q),
                   ("not scanned", "https://other.example.com/say/json?" + q),
                   ("benign", "https://api.openai.com/say/json?hello")):
     r = requests.get(url)
@@ -336,7 +336,7 @@ print(json.dumps(out))
     curl = block.commands.run("curl -s -w '\\n%{http_code}' 'https://api.openai.com/say/text?" +
                               INJECTION.replace(" ", "%20") + "'")
     got["curl"] = curl.stdout.rsplit("\n", 1)
-    for name in ("scanned", "sse"):
+    for name in ("scanned", "text"):
         status, ctype, text = got[name]
         assert status == 403 and ctype == "application/json", got[name]
         error = json.loads(text)
@@ -351,7 +351,7 @@ print(json.dumps(out))
                                      and e.rule == "guard:injection_defense" for e in blocked)
     assert sum(e.injection_blocks for e in events) == 3
     got = outcome(log, code)
-    assert got["scanned"][0] == got["sse"][0] == 200 and INJECTION in got["scanned"][2]
+    assert got["scanned"][0] == got["text"][0] == 200 and INJECTION in got["scanned"][2]
     events = requests_(log)
     assert [e.injection_detections for e in events] == [1, 1, 0, 0]
     assert all(e.injection_blocks == 0 and e.decision == "allowed" for e in events)
@@ -543,7 +543,7 @@ def _same_shape(a: object, b: object) -> None:
             _same_shape(a[k], b[k])
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             _same_shape(x, y)
     elif isinstance(a, str) and any(v in a for v in PII_VALUES):
         assert isinstance(b, str) and "[REDACTED_" in b and not any(v in b for v in PII_VALUES)

@@ -1,8 +1,10 @@
 """The same guards through `declaw-wasm serve`: the server builds them from the policy's JSON,
-whether declaw's own SDK (PyPI `declaw` 1.7.0, unchanged) or our remote client sent it.
+whether declaw's own SDK (PyPI `declaw` 1.7.0, unchanged) or our remote client sent it; and in a
+process pool's worker, where the JSON travels too.
 
-The server runs in a thread started inside this folder's loopback-only network namespace, so
-its sandboxes' connections stay in it (the session-wide test server may predate the switch).
+The server and the pool start inside this folder's loopback-only network namespace (with its
+environment set), so their sandboxes' connections stay in it; the session-wide test server and
+pool may predate the switch, so they are not used here.
 """
 
 from __future__ import annotations
@@ -101,3 +103,22 @@ def test_our_remote_client_and_what_is_refused(where: dict[str, str], up: Upstre
             pii=declaw.PIIConfig(enabled=True, types=["person_name"])), **where)
     with pytest.raises(InvalidArgumentException, match="guard_plugins"):  # callables stay in-process
         Sandbox.create(security=policy, guard_plugins=GuardPlugins(person_name=lambda t: []), **where)
+
+
+def test_a_process_pool_worker_enforces_the_policy(upstreams: Upstreams, up: Upstreams) -> None:
+    from declaw_wasm._pool.pool import ProcessPool
+
+    pool = ProcessPool(1)
+    try:
+        policy = SecurityPolicy(pii=PIIConfig(enabled=True, types=["ssn", "email"]),
+                                injection_defense=InjectionDefenseConfig(enabled=True, action="block",
+                                                                         domains=["api.openai.com"]),
+                                transformations=[TransformationRule(r"[A-Z]{5}[0-9]{4}[A-Z]", "[REDACTED_PAN]")])
+        sbx = Sandbox.create(security=policy, timeout=300, backend=pool)
+        sbx.files.write("/tmp/guarded.py", GUEST)
+        _check(sbx.commands.run("python3 /tmp/guarded.py", timeout=120).stdout, up)
+        assert [e.pii_redactions for e in sbx.audit_events() if e.kind == "request"] == [2, 0]
+        with pytest.raises(InvalidArgumentException, match="guard_plugins"):
+            Sandbox.create(security=policy, guard_plugins=GuardPlugins(), backend=pool)
+    finally:
+        pool.close()
