@@ -244,7 +244,11 @@ class HttpRelay:
         if self.ctx.secrets or self._guard_active:
             headers = self._accept_encoding(headers)
         if self._guard_active and self.ctx.guard.wants_request_body(self.ctx.name, method, ex.url, headers):
-            ex.body, ex.headers = bytearray(), headers
+            ex.body, ex.headers = bytearray(), _without(headers, "expect")
+            if any(v.strip().lower() == "100-continue" for v in _get(headers, "expect")):
+                # the body must reach the guard before anything goes upstream: we say go on
+                self.to_guest += self.guest.send(h11.InformationalResponse(status_code=100, headers=[],
+                                                                           reason=b"Continue"))
             return
         self._send_request(method, target, headers)
 

@@ -259,6 +259,31 @@ print(json.dumps(out))
     assert all(e.pii_rehydrations == 1 for e in requests_(sbx))
 
 
+def test_one_token_map_per_sandbox_and_pii_domains_scope(make: Callable[..., Any], up: Upstreams) -> None:
+    """One token per value per sandbox, across hosts, connections and guests; another sandbox has
+    its own map; `PIIConfig.domains` limits where values are redacted."""
+    code = """
+import json, requests, urllib.request
+requests.post("https://api.openai.com/a", json={"q": "bob@example.com alice@example.com"})
+urllib.request.urlopen(urllib.request.Request("http://api.anthropic.com/b", data=b"alice@example.com",
+                                              headers={"Content-Type": "text/plain"}))
+r = requests.post("https://other.example.com/c", json={"q": "alice@example.com"})
+print(json.dumps(r.json()["body"]))
+"""
+    first = make(security=pii())
+    outcome(first, code)
+    assert {r.path: r.body for r in up.records()} == {
+        "/a": b'{"q": "[REDACTED_EMAIL_1] [REDACTED_EMAIL_2]"}', "/b": b"[REDACTED_EMAIL_2]",
+        "/c": b'{"q": "[REDACTED_EMAIL_2]"}'}
+    up.clear()
+    second = make(security=pii(domains=["*.anthropic.com"]))
+    outcome(second, code)
+    assert {r.path: r.body for r in up.records()} == {
+        "/a": b'{"q": "bob@example.com alice@example.com"}', "/b": b"[REDACTED_EMAIL_1]",
+        "/c": b'{"q": "alice@example.com"}'}
+    assert len(testing.egress_of(first).token_map) == 2 and len(testing.egress_of(second).token_map) == 1
+
+
 def test_cvv_never_rehydrated_and_rehydrate_false_leaves_tokens(make: Callable[..., Any],
                                                                 up: Upstreams) -> None:
     sbx = make(security=pii())
@@ -429,6 +454,29 @@ print(json.dumps({"status": r.status_code}))
     assert requests_(sbx)[0].pii_redactions == 1
 
 
+def test_expect_100_continue_is_answered_by_the_door(make: Callable[..., Any], up: Upstreams) -> None:
+    """The guard needs the body before anything goes upstream, so the door itself says 100."""
+    sbx = make(security=pii())
+    got = outcome(sbx, """
+import json, socket, ssl
+s = ssl.create_default_context().wrap_socket(socket.create_connection(("api.openai.com", 443)),
+                                             server_hostname="api.openai.com")
+body = b'{"q": "alice@example.com"}'
+s.sendall(b"POST /expect HTTP/1.1\\r\\nHost: api.openai.com\\r\\nContent-Type: application/json\\r\\n"
+          b"Expect: 100-continue\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body))
+first = s.recv(4096).decode()
+s.sendall(body)
+rest = b""
+while b'"server"' not in rest:
+    rest += s.recv(65536)
+print(json.dumps({"first": first, "rest": rest.decode()}))
+""")
+    assert got["first"].startswith("HTTP/1.1 100 Continue")
+    assert "HTTP/1.1 200" in got["rest"] and "alice@example.com" in got["rest"]
+    record = seen(up)["/expect"]
+    assert record.body == b'{"q": "[REDACTED_EMAIL_1]"}' and record.header("Expect") is None
+
+
 def test_13_a_secret_placeholder_passes_untokenised(make: Callable[..., Any], up: Upstreams) -> None:
     value = "sk-proj-" + "Q" * 40
     sbx = make(security=pii(), secrets={"OPENAI_API_KEY": Secret(value, hosts=["api.openai.com"])})
@@ -505,8 +553,10 @@ print(json.dumps({"evil": attempt(lambda: connect("evil.com", 443)),
                   "openai": attempt(lambda: connect("api.openai.com", 443)),
                   "example": attempt(lambda: connect("example.com", 443))}))
 """
-    got = outcome(make(security=section), code)
+    got = outcome(make(security=section), code.replace(
+        '"example": attempt', '"https": attempt(lambda: get("https://evil.com/")), "example": attempt'))
     assert not got["evil"]["ok"] and got["evil"]["oserror"] and "network policy" in got["evil"]["msg"]
+    assert not got["https"]["ok"] and "network policy" in got["https"]["msg"]
     assert got["openai"]["ok"] and not got["example"]["ok"]
     got = outcome(make(security=section, network={"allow_out": ["example.com"]}), code)
     assert got["example"]["ok"] and not got["openai"]["ok"]
