@@ -11,21 +11,26 @@ The pipeline (declaw_wasm.security) does the work; this module only translates: 
 into the relay's (`RequestOutcome`, `BlockResponse`), its response filter into one that also
 caps the decoded size (`Limits.net_guard_response_bytes`: a decompression bomb cuts that
 response, never the host), reports when a block answer is complete (the relay then drops the
-rest of the upstream's answer), and turns `ResponseCut` into the relay's `GuardCut`.
+rest of the upstream's answer), and turns `ResponseCut` into the relay's `GuardCut`. It fails
+closed: should the pipeline raise on some input (a bug of ours), the request is blocked or the
+answer cut, and the error logged; nothing passes unguarded and the relay goes on.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 from ..exceptions import InvalidArgumentException
 from ..limits import Limits
 from ..security import (GuardLimits, GuardPipeline, GuardPlugins, ResponseCut, SecurityPolicy,
                         TokenMap)
+from ..security._http import block_body, block_headers
 from ..security.response_filter import ResponseFilter as PipelineResponse
 from .guard import BlockResponse, GuardCut, Headers, RequestOutcome
 
 PLUGIN_GUARDS = ("toxicity", "code_security", "content_gate", "custom_policy")
+log = logging.getLogger("declaw_wasm.egress")
 
 
 def as_policy(security: Any) -> SecurityPolicy:
@@ -84,7 +89,14 @@ class PipelineGuard:
         return self.pipeline.wants_request_body(host, method, url, headers)
 
     def request(self, host: str, method: str, url: str, headers: Headers, body: bytes) -> RequestOutcome:
-        out = self.pipeline.request(host, method, url, headers, body)
+        try:
+            out = self.pipeline.request(host, method, url, headers, body)
+        except Exception as exc:  # a bug of ours: block, never send unguarded
+            log.exception("content guard failed on a request to %s", host)
+            message = f"the sandbox's content guard failed on this request ({type(exc).__name__})"
+            answer = block_body("guard", message, 502)
+            return RequestOutcome(list(headers), body, BlockResponse(502, block_headers(answer, "guard"),
+                                                                     answer, "guard"), notes=[message])
         counts = {"pii_redactions": out.pii_redactions, "pii_detections": out.pii_detections,
                   "injection_blocks": out.injection_blocks,
                   "injection_detections": out.injection_detections,
@@ -159,6 +171,8 @@ class GuardedResponse:
             out = self.inner.feed(chunk)
         except ResponseCut as exc:
             raise GuardCut(str(exc), exc.guard) from None
+        except Exception as exc:  # a bug of ours: cut, never release unguarded
+            raise self._failed(exc) from None
         self.done = self.inner.blocked
         return out
 
@@ -169,6 +183,12 @@ class GuardedResponse:
             return self.inner.end()
         except ResponseCut as exc:
             raise GuardCut(str(exc), exc.guard) from None
+        except Exception as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: Exception) -> GuardCut:
+        log.error("content guard failed on a response: %r", exc, exc_info=exc)
+        return GuardCut(f"the sandbox's content guard failed on this answer ({type(exc).__name__})", "guard")
 
     def _answer(self) -> bytes:
         out, self._early = self._early, b""

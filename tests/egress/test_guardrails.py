@@ -477,6 +477,31 @@ print(json.dumps({"first": first, "rest": rest.decode()}))
     assert record.body == b'{"q": "[REDACTED_EMAIL_1]"}' and record.header("Expect") is None
 
 
+def test_a_failing_guard_fails_closed(make: Callable[..., Any], up: Upstreams) -> None:
+    """A plug-in (or a bug of ours) that raises: the request is blocked, the answer cut; the
+    sandbox's network goes on."""
+    def broken(text: str) -> Any:
+        raise RuntimeError("plug-in bug")
+
+    policy = SecurityPolicy(pii=PIIConfig(enabled=True, types=["email", "person_name"]),
+                            injection_defense=InjectionDefenseConfig(enabled=True, action="log_only",
+                                                                     domains=["api.openai.com"]))
+    sbx = make(security=policy, guard_plugins=GuardPlugins(person_name=broken, injection_classifier=broken))
+    got = outcome(sbx, PROBE + """
+import requests
+r = requests.post("https://other.example.com/req", json={"q": "hi"})
+out = {"req": [r.status_code, r.json()["guard"]]}
+def read():
+    return requests.get("https://api.openai.com/say/text?hello").text
+out["resp"] = attempt(read)
+out["after"] = requests.get("https://other.example.com/fine").status_code
+print(json.dumps(out))
+""")
+    assert got["req"] == [502, "guard"] and not got["resp"]["ok"] and got["after"] == 200
+    assert "/req" not in seen(up)
+    assert [e.guard for e in requests_(sbx)] == ["guard", "guard", ""]
+
+
 def test_13_a_secret_placeholder_passes_untokenised(make: Callable[..., Any], up: Upstreams) -> None:
     value = "sk-proj-" + "Q" * 40
     sbx = make(security=pii(), secrets={"OPENAI_API_KEY": Secret(value, hosts=["api.openai.com"])})
