@@ -284,7 +284,7 @@ print(json.dumps(r.json()["body"]))
     assert len(testing.egress_of(first).token_map) == 2 and len(testing.egress_of(second).token_map) == 1
 
 
-def test_cvv_never_rehydrated_and_rehydrate_false_leaves_tokens(make: Callable[..., Any],
+def test_cvv_is_redacted_and_never_rehydrated(make: Callable[..., Any],
                                                                 up: Upstreams) -> None:
     sbx = make(security=pii())
     got = outcome(sbx, """
