@@ -466,10 +466,10 @@ class AsyncSandbox:
                      api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                      secrets: Optional[dict[str, Any]] = None, vault: Any = None,
-                     **e2b_params: Any) -> "AsyncSandbox":
+                     guard_plugins: Any = None, **e2b_params: Any) -> "AsyncSandbox":
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
-                   "limits": limits, "secrets": secrets, "vault": vault}
+                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))

@@ -120,10 +120,12 @@ def create_request(template: Optional[str], timeout: Optional[float],
                          lifecycle=_args.lifecycle(options.get("lifecycle")),
                          volumes=_args.volumes(options.get("volumes")),
                          vault_refs=None if vault_refs is None else _args.string_map(vault_refs, "vault_refs"))
-    host_only = {k: options.get(k) for k in ("secrets", "vault", "security") if options.get(k) is not None}
+    host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins")
+                 if options.get(k) is not None}
     plan_from_create({"network": options.get("network"), "allow_internet_access": allow,  # refuses a bad
-                      "secrets": options.get("secrets"), "vault_refs": vault_refs,       # policy or
-                      "vault": options.get("vault")}, security_policy(options.get("security")))  # secret now
+                      "secrets": options.get("secrets"), "vault_refs": vault_refs,       # policy, guard
+                      "vault": options.get("vault"), "guard_plugins": options.get("guard_plugins")},  # or
+                     security_policy(options.get("security")))  # secret now
     request._host_only = host_only
     return request
 
@@ -182,7 +184,7 @@ class Sandbox:
                api_key: Optional[str] = None, domain: Optional[str] = None,
                request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                secrets: Optional[dict[str, Any]] = None, vault: Any = None,
-               **e2b_params: Any) -> "Sandbox":
+               guard_plugins: Any = None, **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
         has not). With `domain=` or DECLAW_DOMAIN, it is made on that server.
@@ -194,10 +196,13 @@ class Sandbox:
         (docs/egress.md): `network={"allow_out": [...], "deny_out": [...]}`,
         `allow_internet_access=False`, `secrets={"NAME": Secret(value, hosts=[...])}` and
         `vault_refs={"NAME": "vault secret name"}` (from `vault=`, default the process's Vault):
-        the guest sees placeholders, the host injects the values for the secrets' hosts only."""
+        the guest sees placeholders, the host injects the values for the secrets' hosts only.
+        `security` is enforced on every outbound HTTP request and answer (docs/guardrails.md);
+        `guard_plugins=GuardPlugins(...)` (in-process only) gives engines for the guards
+        declaw-wasm does not ship (named entities, toxicity, judges, Rego)."""
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
-                   "limits": limits, "secrets": secrets, "vault": vault}
+                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 

@@ -3,7 +3,9 @@
 Fields are declaw's `AuditEntry` (timestamp, method, url, status_code, pii_redactions,
 injection_blocks, transformations_applied, direction) plus what declaw keeps server-side only:
 the decision (allowed/denied and the rule that decided), the destination, bytes each way and
-the duration. `Sandbox.audit_events()` returns them (declaw has no client API for this).
+the duration; with `security=`, what each content guard found and did (counts, the guard that
+blocked, notes), and `kind="guard"` events for guards the policy names but nothing enforces.
+`Sandbox.audit_events()` returns them (declaw has no client API for this).
 
 Nothing secret is recorded: URLs are the guest's (placeholders, never injected values), secret
 values are scrubbed from every text field, and values of the sandbox's environment variables
@@ -37,7 +39,7 @@ class AuditEvent(BaseModel):
     injection_blocks: int = 0
     transformations_applied: int = 0
     direction: Literal["outbound"] = "outbound"
-    kind: Literal["dns", "connection", "request"] = "request"
+    kind: Literal["dns", "connection", "request", "guard"] = "request"
     decision: Literal["allowed", "denied"] = "allowed"
     rule: str = ""  # the policy entry (or check) that decided
     reason: str = ""
@@ -50,6 +52,13 @@ class AuditEvent(BaseModel):
     duration_ms: float = 0.0
     secrets_injected: list[str] = Field(default_factory=list)  # variable names, never values
     error: str = ""
+    # content guards (security=): what was found whatever the action, and what was done
+    pii_detections: int = 0
+    pii_rehydrations: int = 0
+    injection_detections: int = 0
+    invisible_chars: int = 0
+    guard: str = ""  # the guard that blocked the request or response, or cut the response
+    guard_notes: list[str] = Field(default_factory=list)
 
 
 def now() -> datetime:
@@ -83,6 +92,8 @@ class AuditLog:
             value = getattr(event, name)
             if value:
                 setattr(event, name, self.mask(value))
+        if event.guard_notes:
+            event.guard_notes = [self.mask(n) for n in event.guard_notes]
         with self._lock:
             if len(self._events) == self._events.maxlen:
                 self.dropped += 1

@@ -66,6 +66,12 @@ class EgressSession:
             "net.poll": self._poll, "net.shutdown": self._shutdown, "net.close": self._close}
         assert set(self._ops) == set(OPS)
 
+    @property
+    def token_map(self) -> Any:
+        """The sandbox's PII token map (a `security.TokenMap`, owned by its content guard), or
+        None without PII guards: one token per value for all its connections and guests."""
+        return getattr(self.guard, "tokens", None)
+
     # -- the door ------------------------------------------------------------------------------
     def handle(self, guest: Guest, request: Any) -> dict[str, Any]:
         op = request.get("op") if isinstance(request, dict) else None

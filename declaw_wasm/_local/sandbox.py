@@ -335,7 +335,8 @@ class LocalSandboxes:
         egress = plan_from_create({"network": request.network,
                                    "allow_internet_access": request.allow_internet_access is not False,
                                    "secrets": host_only.get("secrets"), "vault_refs": request.vault_refs,
-                                   "vault": host_only.get("vault")},
+                                   "vault": host_only.get("vault"),
+                                   "guard_plugins": host_only.get("guard_plugins")},
                                   security_policy(host_only.get("security") or request.security))
         envs = dict(request.envs or {})
         clash = set(envs) & set(egress.guest_env())

@@ -148,9 +148,9 @@ def _call(callback: Callback, value: Any) -> None:
 
 
 def refuse_host_only(request: Any, where: str) -> None:
-    """Secret values and a vault object do not cross to a worker yet: refuse them rather than run
-    the sandbox without them (the policy object travels as its JSON, `security`)."""
-    held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault"))
+    """Secret values, a vault object and guard plug-ins do not cross to a worker yet: refuse them
+    rather than run the sandbox without them (the policy object travels as its JSON, `security`)."""
+    held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault", "guard_plugins"))
     if held:
         raise InvalidArgumentException(f"{', '.join(held)}: not supported on {where} yet; create the "
                                        "sandbox in-process (docs/egress.md)")

@@ -41,9 +41,10 @@ class RemoteSandboxes:
         self.conn = Connection.get(domain, api_key)
 
     def create(self, request: CreateSandbox) -> "RemoteSandbox":
-        if request._host_only:  # secret values, the vault, policy objects never leave the process
+        held = sorted(k for k in request._host_only if k in ("secrets", "vault", "guard_plugins"))
+        if held:  # secret values, the vault, guard plug-ins never leave the process
             raise InvalidArgumentException(
-                f"{', '.join(sorted(request._host_only))}: not supported on a declaw-wasm server yet "
+                f"{', '.join(held)}: not supported on a declaw-wasm server yet "
                 "(served mode); create the sandbox in-process")
         info = SandboxInfo.model_validate(self.conn.request(
             "POST", "/sandboxes", json=request.model_dump(mode="json", exclude_none=True)))

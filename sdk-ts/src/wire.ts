@@ -12,7 +12,7 @@ export interface AuditEvent {
   injection_blocks?: number;
   transformations_applied?: number;
   direction?: "outbound";
-  kind?: "dns" | "connection" | "request";
+  kind?: "dns" | "connection" | "request" | "guard";
   decision?: "allowed" | "denied";
   rule?: string;
   reason?: string;
@@ -25,6 +25,12 @@ export interface AuditEvent {
   duration_ms?: number;
   secrets_injected?: string[];
   error?: string;
+  pii_detections?: number;
+  pii_rehydrations?: number;
+  injection_detections?: number;
+  invisible_chars?: number;
+  guard?: string;
+  guard_notes?: string[];
 }
 
 export interface BatchEntry {
@@ -212,6 +218,8 @@ export interface Limits {
   net_idle_timeout?: number;
   net_header_bytes?: number;
   net_guard_body_bytes?: number;
+  net_guard_response_bytes?: number;
+  net_guard_scan_bytes?: number;
 }
 
 export interface MakeDir {
