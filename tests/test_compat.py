@@ -56,6 +56,7 @@ def test_create_takes_declaws_options_as_data() -> None:
     finally:
         sbx.kill()
         Volumes.delete(volume.volume_id)
+        VaultClient().delete_secret("openai-compat-test")  # the test runs once per guest path
     closed = Sandbox.create(template="ai-agent", allow_internet_access=False, network={"allow_out": ["x.com"]})
     try:  # declaw's rule: allow_internet_access=False wins
         assert closed.get_info().network == {"deny_out": ["0.0.0.0/0"]}

@@ -11,7 +11,7 @@ import threading
 from typing import Any, Iterator, List, Optional, Protocol, Union
 
 from .._backend import Callback, EventLog, WriteData
-from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
+from ..exceptions import SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                       SandboxMetrics, WriteInfo)
@@ -147,13 +147,15 @@ def _call(callback: Callback, value: Any) -> None:
             pass
 
 
-def refuse_host_only(request: Any, where: str) -> None:
-    """Secret values and a vault object do not cross to a worker yet: refuse them rather than run
-    the sandbox without them (the policy object travels as its JSON, `security`)."""
-    held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault"))
-    if held:
-        raise InvalidArgumentException(f"{', '.join(held)}: not supported on {where} yet; create the "
-                                       "sandbox in-process (docs/egress.md)")
+def create_arguments(request: Any) -> tuple[Any, Any]:
+    """A create request as it crosses to a host: the request without secret values (a policy
+    object travels as its JSON, `security`), and its secrets beside it as a call argument
+    (values, hosts, vault refs resolved here: `hosted_secrets`), or None. A `Vault` object of
+    the caller's stays here: only the refs it resolves cross."""
+    from .._egress.create import hosted_secrets
+
+    secrets = hosted_secrets(request)
+    return request.model_copy(update={"secrets": None}), secrets
 
 
 class HostedSandbox:
