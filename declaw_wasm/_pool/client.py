@@ -155,7 +155,9 @@ def create_arguments(request: Any) -> tuple[Any, Any]:
     from .._egress.create import hosted_secrets
 
     secrets = hosted_secrets(request)
-    return request.model_copy(update={"secrets": None}), secrets
+    plain = request.model_copy(update={"secrets": None})
+    plain._host_only = {}  # Secrets, a Vault, a policy object: never pickled or packed
+    return plain, secrets
 
 
 class HostedSandbox:
