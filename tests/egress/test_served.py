@@ -201,3 +201,29 @@ print(json.dumps({"other_env": os.environ["OTHER"], "echo2": out2}))
             sbx.kill()
     finally:
         pool.close()
+
+
+def test_a_server_over_tls_takes_secrets(up: Upstreams, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`declaw-wasm serve --tls-cert/--tls-key`: HTTPS, which clients on other machines need to
+    send secret values (ours refuse plain HTTP to anything but loopback)."""
+    import trustme
+
+    from declaw_wasm._remote.connection import Connection
+
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    cert, key, trust = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(trust))
+    monkeypatch.setenv("SSL_CERT_FILE", str(trust))  # httpx's trust for this client
+    Connection("https://192.0.2.10:8443", KEY).check_private("secrets")  # TLS: allowed anywhere
+    with serve_in_thread(KEY, tls=(str(cert), str(key)), vault=Vault()) as url:
+        assert url.startswith("https://")
+        sbx = Sandbox.create(domain=url, api_key=KEY,
+                             secrets={"OPENAI_API_KEY": Secret("sk-over-tls", hosts=["api.openai.com"])})
+        try:
+            assert outcome(sbx, ASK)["env"].startswith("declaw-secret-")
+            assert {r.path: r for r in up.records()}["/v1/models"].header("Authorization") == "Bearer sk-over-tls"
+        finally:
+            sbx.kill()
