@@ -100,10 +100,7 @@ def secrets_of(request: Any) -> Optional[dict[str, Secret]]:
         raise InvalidArgumentException("secrets given twice (as Secret objects and on the wire)")
     if not wired:
         return given
-    try:
-        return {name: Secret(item.value.get_secret_value(), item.hosts) for name, item in wired.items()}
-    except PolicyError as exc:
-        raise InvalidArgumentException(str(exc)) from None
+    return {name: Secret(item.value.get_secret_value(), item.hosts) for name, item in wired.items()}
 
 
 def hosted_secrets(request: Any) -> Optional[dict[str, Any]]:
@@ -120,12 +117,9 @@ def hosted_secrets(request: Any) -> Optional[dict[str, Any]]:
     vault = getattr(request, "_host_only", {}).get("vault")
     store = vault if isinstance(vault, Vault) else Vault.default()
     vaulted: dict[str, Any] = {}
-    try:
-        for ref in refs.values():
-            value, scopes = store.resolve(ref)
-            vaulted[ref] = {"value": value, "scopes": [s.model_dump() for s in scopes]}
-    except PolicyError as exc:
-        raise InvalidArgumentException(str(exc)) from None
+    for ref in refs.values():  # a missing name: PolicyError (an InvalidArgumentException)
+        value, scopes = store.resolve(ref)
+        vaulted[ref] = {"value": value, "scopes": [s.model_dump() for s in scopes]}
     payload = {"secrets": {name: {"value": s.reveal(), "hosts": list(s.hosts)} for name, s in (secrets or {}).items()},
                "vault": vaulted}
     size = len(json.dumps(payload))
