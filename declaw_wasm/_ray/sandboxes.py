@@ -16,8 +16,8 @@ Secrets: a sandbox's `envs` (and a command's or cell's), and a create's secret v
 resolved vault refs, travel as arguments of their own, refused above 64 KiB, under Ray's
 100 KiB limit for arguments inlined in the call: Ray never puts them in its object store, and
 nothing of ours calls `ray.put`. Secret values cross to another machine only when Ray's
-connections are TLS (`RAY_USE_TLS`); otherwise such a sandbox goes to a host on this machine. Files move in 64 KiB
-chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
+connections are TLS (`RAY_USE_TLS`); otherwise such a sandbox goes to a host on this machine.
+Files move in 64 KiB chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
 shared cluster token and does not encrypt: a cluster belongs on a trusted network
 (docs/scale.md).
 """
