@@ -33,7 +33,7 @@ from .templates import Template, TemplateBase, TemplateInfo, delete_template, li
 # Imported on first use: declaw's volumes bring the state store and fsspec along; the network's
 # names bring TLS and HTTP parsing.
 _VOLUMES = ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")
-_EGRESS = ("AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope", "VaultSecret")
+_EGRESS = ("AuditEvent", "Secret", "Vault", "VaultPreset", "VaultScope", "VaultSecret")
 
 
 def __getattr__(name: str) -> object:
@@ -45,6 +45,10 @@ def __getattr__(name: str) -> object:
         from . import _egress
 
         return getattr(_egress, name)
+    if name == "VaultClient":  # this process's vault, or a server's (vault.py)
+        from .vault import VaultClient
+
+        return VaultClient
     raise AttributeError(f"module 'declaw_wasm' has no attribute {name!r}")
 
 

@@ -100,8 +100,8 @@ def create_request(template: Optional[str], timeout: Optional[float],
                    options: dict[str, Any], extra: dict[str, Any]) -> CreateSandbox:
     """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox).
     `options` holds the keyword-only parameters; config objects become declaw's JSON shapes. The
-    network's arguments are checked here too, once (docs/egress.md); secret values, a vault and
-    the policy object stay in this process (`_host_only`)."""
+    network's arguments are checked here too, once (docs/egress.md); `Secret`s, a vault and
+    the policy object ride in `_host_only` (each backend sends what it may: docs/egress.md)."""
     from ._egress.create import plan_from_create, security_policy
 
     _args.create_params(extra)
@@ -122,10 +122,11 @@ def create_request(template: Optional[str], timeout: Optional[float],
                          vault_refs=None if vault_refs is None else _args.string_map(vault_refs, "vault_refs"))
     host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins")
                  if options.get(k) is not None}
-    plan_from_create({"network": options.get("network"), "allow_internet_access": allow,  # refuses a bad
-                      "secrets": options.get("secrets"), "vault_refs": vault_refs,       # policy, guard
-                      "vault": options.get("vault"), "guard_plugins": options.get("guard_plugins")},  # or
-                     security_policy(options.get("security")))  # secret now
+    # a bad policy, guard or secret is refused now; vault refs are resolved by the backend, where
+    # the vault is (this process's, or a server's)
+    plan_from_create({"network": options.get("network"), "allow_internet_access": allow,
+                      "secrets": options.get("secrets"), "guard_plugins": options.get("guard_plugins")},
+                     security_policy(options.get("security")))
     request._host_only = host_only
     return request
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, TypeAdapter
 
 from . import exceptions
 from .charts import deserialize_chart
@@ -54,6 +54,14 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class SecretValue(_Body):
+    """One secret of `CreateSandbox.secrets`: the value (write-only: never sent back, never
+    logged) and where it may be sent (entries as in `allow_out`)."""
+
+    value: SecretStr
+    hosts: list[str] = Field(min_length=1, max_length=256)
+
+
 class CreateSandbox(_Body):
     """declaw's `POST /sandboxes` body (its field names and JSON shapes) plus our `limits`.
     `network`, `security`, `lifecycle`, `volumes` and `vault_refs` travel to the backend as
@@ -72,9 +80,14 @@ class CreateSandbox(_Body):
     lifecycle: Optional[dict[str, Any]] = Field(None, description="{on_timeout, auto_resume}")
     volumes: Optional[list[dict[str, Any]]] = None
     vault_refs: Optional[dict[str, str]] = None
-    # In-process arguments that never travel (secret values, a Vault object, the security policy
-    # object): the faces put them here for the local backend; a remote backend refuses secret
-    # values and vaults (docs/egress.md) and sends the rest as the JSON fields above.
+    secrets: Optional[dict[str, SecretValue]] = Field(
+        None, description="ours: {ENV_NAME: {value, hosts}}; the guest sees a placeholder, the server "
+                          "injects the value for `hosts` only (docs/egress.md). Send only over TLS or loopback.")
+    # In-process arguments that never travel as such (`Secret` objects, a Vault object, the
+    # security policy object): the faces put them here for the backend. The remote backend sends
+    # secret values in `secrets` above (only over TLS or to loopback); the server turns them
+    # back into `Secret`s here and clears `secrets`; a pool or Ray sends them beside the request
+    # as a call argument (_egress/create.py). The policy object travels as `security`'s JSON.
     _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
 
@@ -248,6 +261,96 @@ class ErrorBody(BaseModel):
     stderr: Optional[str] = None
 
 
+# -- the vault (declaw's `VaultClient` routes: /teams/..., /vault/presets) --------------------------
+class Team(BaseModel):
+    """declaw's hidden tenancy: a server has one team, "default" (its id is "default" too)."""
+
+    team_id: str
+    name: str
+    created_at: str
+
+
+class TeamList(BaseModel):
+    teams: list[Team]
+
+
+class NewTeam(_Body):
+    name: str
+
+
+class Environment(BaseModel):
+    """One environment, "prod" (declaw's only one)."""
+
+    env_id: str
+    name: str
+
+
+class EnvironmentList(BaseModel):
+    environments: list[Environment]
+
+
+class NewVaultSecret(_Body):
+    """`POST /teams/{team_id}/vault/secrets`: the value is write-only (never returned, never
+    logged); `provider` (a preset's key) or `scopes` say where it may be sent. `name` defaults
+    to the provider's key."""
+
+    value: SecretStr
+    environment: str = "prod"
+    name: Optional[str] = Field(None, max_length=255)
+    provider: Optional[str] = None
+    scopes: Optional[list[dict[str, Any]]] = Field(None, max_length=64)
+    rotation_interval_days: int = Field(0, ge=0)
+
+
+class RotateVaultSecret(_Body):
+    value: SecretStr
+
+
+class VaultScopes(_Body):
+    scopes: list[dict[str, Any]] = Field(min_length=1, max_length=64)
+
+
+# -- volumes (declaw's `Volumes` routes: /volumes/..., /sandboxes/{id}/volumes/...) ------------------
+# (the lists of `Volume`s and `FileEntry`s are server/routes/volumes.py's: the models live in _volumes)
+class VolumePath(BaseModel):
+    """A path written or made in a volume."""
+
+    path: str
+
+
+class Renamed(BaseModel):
+    old_path: str
+    new_path: str
+
+
+class LockAcquire(_Body):
+    path: str
+    ttl_seconds: Optional[Union[int, float]] = None
+
+
+class LockToken(_Body):
+    path: str
+    token: str
+    ttl_seconds: Optional[Union[int, float]] = None
+
+
+class LockHeld(BaseModel):
+    """An acquired or renewed lock."""
+
+    token: str
+    ttl_seconds: Union[int, float]
+    expires_at: str
+
+
+class LockStatus(BaseModel):
+    held: bool
+    expires_in_ms: int
+
+
+class Released(BaseModel):
+    released: bool
+
+
 # -- streamed messages ---------------------------------------------------------------------------
 class _Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -403,7 +506,8 @@ def exception_line(exc: BaseException) -> ExceptionLine:
 
 
 def error_body(exc: BaseException) -> ErrorBody:
-    name = type(exc).__name__ if type(exc).__name__ in EXCEPTIONS else "SandboxException"
+    # the nearest class the SDKs know (a subclass such as the egress's PolicyError reads as its base)
+    name = next((c.__name__ for c in type(exc).__mro__ if EXCEPTIONS.get(c.__name__) is c), "SandboxException")
     code = getattr(exc, "code", "") if isinstance(exc, SandboxException) else ""
     body = ErrorBody(error=name, message=str(exc), code=code or "sandbox_error")
     if isinstance(exc, TimeoutException):

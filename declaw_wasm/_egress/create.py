@@ -9,6 +9,11 @@ given) this reads `network` (used if `network=` is not: declaw's rule, see Polic
 `PipelineGuard` (guardrails.py) with its own PII token map. A guard switched on explicitly
 without an engine is refused here, at create; one declaw's defaults switch on implicitly is
 accepted, warned about once, and recorded in the audit as "not enforced".
+
+Secrets beyond this process: a served client sends `secrets` as values on the wire (the server
+reads them with `secrets_of`); a pool worker or Ray actor gets them, with the vault refs
+resolved where the vault is, as a call argument of the create (`hosted_secrets`, then
+`host_only_of` in the worker). Never through an environment variable or a file.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, now
 from .guard import ContentGuard
 from .guardrails import PipelineGuard, enforces_anything
 from .policy import Policy, PolicyError
-from .secrets import SecretBook
+from .secrets import Secret, SecretBook
 from .session import EgressSession
 
 EGRESS_PARAMS = ("network", "allow_internet_access", "secrets", "vault_refs", "vault", "guard_plugins")
@@ -105,6 +110,65 @@ def network_dict(network: Any) -> Optional[dict[str, list[str]]]:
     return {key: value for key, value in found.items() if value}
 
 
-#: create arguments that never leave this process (values, objects, callables); `security`
-#: travels as its JSON and the server builds the same guards from it.
-HOST_ONLY = ("secrets", "vault", "guard_plugins")
+
+# -- secrets beyond this process --------------------------------------------------------------------
+MAX_HOSTED = 64 << 10  # bytes of secret values and scopes sent to one worker or actor
+
+
+def secrets_of(request: Any) -> Optional[dict[str, Secret]]:
+    """A create request's secrets as `Secret`s: the face's (`_host_only["secrets"]`) or the
+    wire's (`request.secrets`, values as `SecretStr`: a served client's). Both at once is refused."""
+    given = getattr(request, "_host_only", {}).get("secrets")
+    wired = getattr(request, "secrets", None)
+    if given is not None and wired:
+        raise InvalidArgumentException("secrets given twice (as Secret objects and on the wire)")
+    if not wired:
+        return given
+    return {name: Secret(item.value.get_secret_value(), item.hosts) for name, item in wired.items()}
+
+
+def hosted_secrets(request: Any) -> Optional[dict[str, Any]]:
+    """What a worker process or Ray actor needs to give the sandbox its secrets, as plain data
+    sent as a call argument (never through the environment or a file): each secret's value and
+    hosts, and each vault ref resolved here, in the process that holds the vault (the worker has
+    none). None when there are none."""
+    secrets = secrets_of(request)
+    refs = getattr(request, "vault_refs", None) or {}
+    if not secrets and not refs:
+        return None
+    from .vault import Vault
+
+    vault = getattr(request, "_host_only", {}).get("vault")
+    store = vault if isinstance(vault, Vault) else Vault.default()
+    vaulted: dict[str, Any] = {}
+    for ref in refs.values():  # a missing name: PolicyError (an InvalidArgumentException)
+        value, scopes = store.resolve(ref)
+        vaulted[ref] = {"value": value, "scopes": [s.model_dump() for s in scopes]}
+    payload = {"secrets": {name: {"value": s.reveal(), "hosts": list(s.hosts)} for name, s in (secrets or {}).items()},
+               "vault": vaulted}
+    size = len(json.dumps(payload))
+    if size > MAX_HOSTED:
+        raise InvalidArgumentException(f"secrets and vault refs of {size} bytes: at most {MAX_HOSTED} "
+                                       "may go to a worker with one sandbox")
+    return payload
+
+
+def host_only_of(payload: Any) -> dict[str, Any]:
+    """The worker's side of `hosted_secrets`: the `Secret`s, and a private in-memory vault
+    holding just the resolved refs (the request's `vault_refs` name them)."""
+    from .vault import VAULT_URI, Vault
+
+    if not isinstance(payload, dict):
+        raise InvalidArgumentException("bad secrets argument")
+    try:
+        secrets = {str(name): Secret(str(item["value"]), [str(h) for h in item["hosts"]])
+                   for name, item in dict(payload.get("secrets") or {}).items()}
+        vault = Vault()
+        for ref, item in dict(payload.get("vault") or {}).items():
+            match = VAULT_URI.match(ref)
+            name = match.group(1) if match else ref
+            if name not in {s.name for s in vault.list_secrets()}:
+                vault.create_secret(str(item["value"]), name=name, scopes=list(item["scopes"]))
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgumentException(f"bad secrets argument: {exc}") from None
+    return {"secrets": secrets, "vault": vault}

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, List, Optional, Sequence, Union
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
 from .._egress.audit import AuditEvent
-from .._egress.create import EgressPlan, plan_from_create, security_policy
+from .._egress.create import EgressPlan, plan_from_create, secrets_of, security_policy
 from .._packages.catalog import GuestTemplate, lookup
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
@@ -334,7 +334,7 @@ class LocalSandboxes:
         host_only = request._host_only
         egress = plan_from_create({"network": request.network,
                                    "allow_internet_access": request.allow_internet_access is not False,
-                                   "secrets": host_only.get("secrets"), "vault_refs": request.vault_refs,
+                                   "secrets": secrets_of(request), "vault_refs": request.vault_refs,
                                    "vault": host_only.get("vault"),
                                    "guard_plugins": host_only.get("guard_plugins")},
                                   security_policy(host_only.get("security") or request.security))
@@ -346,7 +346,7 @@ class LocalSandboxes:
         sandbox = self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
                                    dict(request.metadata or {}), {**envs, **egress.guest_env()},
                                    request.limits or Limits(), request.volumes or (), egress)
-        sandbox.options = request
+        sandbox.options = request.model_copy(update={"secrets": None})  # the values stay in the egress plan
         return sandbox
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],

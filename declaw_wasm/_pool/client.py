@@ -147,13 +147,20 @@ def _call(callback: Callback, value: Any) -> None:
             pass
 
 
-def refuse_host_only(request: Any, where: str) -> None:
-    """Secret values, a vault object and guard plug-ins do not cross to a worker yet: refuse them
-    rather than run the sandbox without them (the policy object travels as its JSON, `security`)."""
-    held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault", "guard_plugins"))
-    if held:
-        raise InvalidArgumentException(f"{', '.join(held)}: not supported on {where} yet; create the "
-                                       "sandbox in-process (docs/egress.md)")
+def create_arguments(request: Any) -> tuple[Any, Any]:
+    """A create request as it crosses to a host: the request without secret values (a policy
+    object travels as its JSON, `security`), and its secrets beside it as a call argument
+    (values, hosts, vault refs resolved here: `hosted_secrets`), or None. A `Vault` object of
+    the caller's stays here: only the refs it resolves cross."""
+    from .._egress.create import hosted_secrets
+
+    if getattr(request, "_host_only", {}).get("guard_plugins"):
+        raise InvalidArgumentException("guard_plugins: callables of this process cannot run in a worker; "
+                                       "create the sandbox in-process (docs/guardrails.md)")
+    secrets = hosted_secrets(request)
+    plain = request.model_copy(update={"secrets": None})
+    plain._host_only = {}  # Secrets, a Vault, a policy object: never pickled or packed
+    return plain, secrets
 
 
 class HostedSandbox:

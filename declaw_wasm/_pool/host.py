@@ -178,7 +178,12 @@ class Host:
             sandbox = self._mine.get(sandbox_id)
         return sandbox if sandbox is not None else self.sandboxes.connect(sandbox_id)
 
-    def _create(self, request: Any) -> str:
+    def _create(self, request: Any, secrets: Any = None) -> str:
+        """A sandbox; `secrets` (the client's `create_arguments`) arrive beside the request."""
+        if secrets is not None:
+            from .._egress.create import host_only_of
+
+            request._host_only = host_only_of(secrets)
         sandbox = self.sandboxes.create(request)
         with self._lock:
             self._mine[sandbox.sandbox_id] = sandbox

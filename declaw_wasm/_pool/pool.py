@@ -35,7 +35,7 @@ from typing import Any, Iterator, List, Optional
 from ..exceptions import SandboxException, SandboxNotFoundException
 from ..models import SandboxInfo
 from ..wire import CreateSandbox
-from .client import HostedSandbox, HostLost, raised, refuse_host_only
+from .client import HostedSandbox, HostLost, create_arguments, raised
 from .codec import pack, unpack
 
 MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
@@ -231,10 +231,10 @@ class ProcessPool:
         return worker
 
     def create(self, request: CreateSandbox) -> HostedSandbox:
-        refuse_host_only(request, "a process pool")
+        plain, secrets = create_arguments(request)
         worker = self._pick()
         try:
-            sandbox_id = str(worker.call(None, "create", request))
+            sandbox_id = str(worker.call(None, "create", plain, secrets))
         finally:
             with self._lock:
                 worker.pending -= 1

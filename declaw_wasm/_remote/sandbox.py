@@ -21,6 +21,7 @@ import httpx
 from pydantic import ValidationError
 
 from .._backend import Callback, EventLog, WriteData
+from .._egress.create import secrets_of
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
@@ -41,13 +42,23 @@ class RemoteSandboxes:
         self.conn = Connection.get(domain, api_key)
 
     def create(self, request: CreateSandbox) -> "RemoteSandbox":
-        held = sorted(k for k in request._host_only if k in ("secrets", "vault", "guard_plugins"))
-        if held:  # secret values, the vault, guard plug-ins never leave the process
+        """POST /sandboxes. The policy object travels as its JSON (`security`); secret values in
+        `secrets`, only to a server on loopback or over TLS; `vault_refs` name secrets in the
+        server's vault (a `Vault` object of this process cannot be used there)."""
+        if request._host_only.get("guard_plugins"):
             raise InvalidArgumentException(
-                f"{', '.join(held)}: not supported on a declaw-wasm server yet "
-                "(served mode); create the sandbox in-process")
-        info = SandboxInfo.model_validate(self.conn.request(
-            "POST", "/sandboxes", json=request.model_dump(mode="json", exclude_none=True)))
+                "guard_plugins: callables of this process cannot run on a declaw-wasm server; create "
+                "the sandbox in-process (docs/guardrails.md)")
+        if request._host_only.get("vault") is not None:
+            raise InvalidArgumentException(
+                "vault=: a Vault object stays in its process; a server resolves vault_refs in its own "
+                "vault (create secrets there with VaultClient(domain=...))")
+        body = request.model_dump(mode="json", exclude_none=True, exclude={"secrets"})
+        secrets = secrets_of(request)
+        if secrets:
+            self.conn.check_private("secrets")
+            body["secrets"] = {name: {"value": s.reveal(), "hosts": list(s.hosts)} for name, s in secrets.items()}
+        info = SandboxInfo.model_validate(self.conn.request("POST", "/sandboxes", json=body))
         return RemoteSandbox(self.conn, info.sandbox_id)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> "RemoteSandbox":

@@ -4,8 +4,7 @@ method of the same name on the sandbox's backend. Blocking work runs in worker t
 
 declaw's routes are served at declaw's paths with declaw's shapes (its SDKs run unchanged);
 what only our clients use is under `wire.PREFIX`. Pause, resume, snapshots and restore come
-with the state work as `snapshots.py`, volumes as `volumes.py`: each a router added to the list
-below, over the same registry.
+with the state work as `snapshots.py`: a router added to the list below, over the same registry.
 """
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ..registry import Registry
-from . import code, commands, files, network, pty, sandboxes, stdio
+from . import code, commands, files, network, pty, sandboxes, stdio, vault, volumes
 
 
 def routers(registry: Registry) -> list[APIRouter]:
     """One router per noun, each over the registry's sandboxes."""
     return [module.router(registry) for module in (sandboxes, files, commands, pty, stdio, code,
-                                                              network)]
+                                                              network, vault, volumes)]
