@@ -28,6 +28,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional
 
+from .._backend import tools_unreachable
 from .._pool.client import HostedSandbox, HostLost, raised, refuse_host_only
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
@@ -79,6 +80,14 @@ class RayLink:
             self.owner.host_died(self)
         return HostLost(f"the Ray actor {self.name} hosting it died ({type(exc).__name__}: its node "
                         "or process failed)")
+
+    def lend_tools(self, spec: Any) -> list[Any]:
+        """Host tools cannot be called back from a Ray actor (another process, maybe another
+        machine): refused."""
+        raise tools_unreachable("Ray")
+
+    def return_tools(self, token: str) -> None:
+        pass
 
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any:
         import ray

@@ -20,7 +20,7 @@ from typing import Any, Iterator, List, Optional, Union
 import httpx
 from pydantic import ValidationError
 
-from .._backend import Callback, EventLog, WriteData
+from .._backend import Callback, EventLog, WriteData, tools_unreachable
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
@@ -32,6 +32,7 @@ from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CellErrorLine, C
 from .connection import CONNECT_TIMEOUT, Connection, lines, segment
 
 CHUNK = 1 << 20
+SERVED = "a declaw-wasm server (served mode)"
 
 
 class RemoteSandboxes:
@@ -41,6 +42,8 @@ class RemoteSandboxes:
         self.conn = Connection.get(domain, api_key)
 
     def create(self, request: CreateSandbox) -> "RemoteSandbox":
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable(SERVED)
         if request._host_only:  # secret values, the vault, policy objects never leave the process
             raise InvalidArgumentException(
                 f"{', '.join(sorted(request._host_only))}: not supported on a declaw-wasm server yet "
@@ -384,6 +387,8 @@ class RemoteSandbox:
     # -- code contexts ------------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable(SERVED)
         execution = Execution()
         response = self.conn.open("POST", self._ours("/execute"), json=request.model_dump(mode="json"))
         try:

@@ -12,7 +12,7 @@ export interface AuditEvent {
   injection_blocks?: number;
   transformations_applied?: number;
   direction?: "outbound";
-  kind?: "dns" | "connection" | "request";
+  kind?: "dns" | "connection" | "request" | "tool";
   decision?: "allowed" | "denied";
   rule?: string;
   reason?: string;
