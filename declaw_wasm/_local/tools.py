@@ -45,7 +45,9 @@ from .doors import Handler
 
 LIMIT = DoorTransport.MAX_REQUEST  # bytes of arguments, and of a result, per call
 SLICE = 0.05  # seconds the door waits for a call between looks at the guest's deadline and kill
-MAX_IN_FLIGHT = 64  # calls one guest may have started (tools.start) and not yet waited for
+MAX_RUNNING = 64  # calls of one guest running at once; a further tools.start waits its turn
+MAX_RUNNING_BYTES = 64 << 20  # bytes of arguments those may hold (one call may hold up to LIMIT)
+MAX_UNCLAIMED = 4096  # calls started and not yet waited for (tools.wait), running or done
 THREADS = 16  # threads per tool set running sync functions (more calls queue)
 MAX_DOC = 4000  # characters of a tool's description sent to the guest
 MAX_MESSAGE = 8000  # characters of an exception's message sent to the guest
@@ -361,7 +363,8 @@ class ToolDoor:
         self._sources = sources
         self._record = record
         self._ids = itertools.count(1)
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, _Pending] = {}  # started (tools.start), not yet waited for
+        self._freed = threading.Event()  # set whenever one of them finishes
 
     def handlers(self) -> dict[str, Handler]:
         return {"tools.list": self._list, "tools.call": self._call, "tools.start": self._start,
@@ -391,10 +394,22 @@ class ToolDoor:
         if len(payload) > LIMIT:
             return self._refuse(name, f"the arguments of host tool {name!r} are {len(payload)} bytes; "
                                       f"the door carries at most {LIMIT}")
-        if len(self._pending) >= MAX_IN_FLIGHT:
-            return self._refuse(name, f"{MAX_IN_FLIGHT} host tool calls are already in flight; "
-                                      "await some first")
+        if len(self._pending) >= MAX_UNCLAIMED:
+            return self._refuse(name, f"{MAX_UNCLAIMED} host tool calls were started and never "
+                                      "awaited; await some first")
         return _Pending(name, tools[name][0].start(name, payload), len(payload))
+
+    def _wait_for_room(self, guest: Guest, size: int) -> None:
+        """Before a call starts without waiting: until fewer than MAX_RUNNING of the guest's
+        calls run (and their arguments leave room), wait for one to finish. Running calls end
+        by themselves (or the cell's deadline stops the guest), so this cannot deadlock."""
+        while True:
+            self._freed.clear()
+            running = [p.size for p in self._pending.values() if not p.call.done]
+            if len(running) < MAX_RUNNING and (not running or sum(running) + size <= MAX_RUNNING_BYTES):
+                return
+            self._freed.wait(SLICE)
+            guest.check_stopped()
 
     def _refuse(self, name: str, reason: str) -> dict[str, Any]:
         self._record(AuditEvent(timestamp=now(), method="TOOL", url=f"tool:{name}", kind="tool",
@@ -406,11 +421,14 @@ class ToolDoor:
         return pending if isinstance(pending, dict) else self._finish(guest, pending)
 
     def _start(self, guest: Guest, request: dict[str, Any]) -> Any:
+        payload = request.get("payload")
+        self._wait_for_room(guest, len(payload) if isinstance(payload, bytes) else 0)
         pending = self._begin(request)
         if isinstance(pending, dict):
             return pending
         call_id = next(self._ids)
         self._pending[call_id] = pending
+        pending.call.then(lambda _call: self._freed.set())
         return {"id": call_id}
 
     def _wait(self, guest: Guest, request: dict[str, Any]) -> Any:

@@ -80,6 +80,9 @@ def test_await_and_gather_run_calls_at_once() -> None:
         values, one, took = eval(_value(sbx, code))
         assert values == [0, 2, 4, 6] and one == 20
         assert took < 1.6  # four gathered half-second calls at once, then one more (serial: 2.5 s)
+    with Sandbox.create(tools={"double": lambda x: 2 * x}) as sbx:  # past 64 at once: they queue
+        assert _value(sbx, "import asyncio\nfrom declaw_tools import double\n"
+                           "sum(await asyncio.gather(*(double(i) for i in range(300))))") == str(300 * 299)
 
 
 def test_async_host_functions() -> None:
