@@ -6,10 +6,11 @@
 
 A tool is a function the host passed as `Sandbox.create(tools=...)` or `run_code(tools=...)`;
 it runs on the host, and this module asks for it through the door (declaw_wasm/_local/doors.py
-declares the ops, declaw_wasm/_local/tools.py answers them). Called from async code (a
-coroutine's own frame), a tool returns a coroutine and the host starts the call at once, so
-`asyncio.gather(search(q="a"), search(q="b"))` runs both calls at the same time; called from
-plain code it waits and returns the value.
+declares the ops, declaw_wasm/_local/tools.py answers them). Called from plain code it waits
+and returns the value. Called from async code — a coroutine's own frame: an `async def`, or a
+cell that awaits anywhere at its top level, which runs as one coroutine — it behaves as an
+async function: it returns a coroutine to await, and the host starts the call at once, so
+`asyncio.gather(search(q="a"), search(q="b"))` runs both calls at the same time.
 
 Arguments and results cross as msgpack: None, bool, int, float, str, bytes, lists and dicts
 (tuples and sets arrive as lists; numpy values as Python numbers and lists), at most the door's
@@ -90,7 +91,9 @@ def _invoke(name, args, kwargs, caller):
         reply = _door("tools.start", name=name, payload=payload)
         if "error" in reply:
             raise _error(reply["error"])
-        return _later(reply["id"])
+        coroutine = _later(reply["id"])
+        coroutine.__name__ = coroutine.__qualname__ = name  # "coroutine 'search' was never awaited"
+        return coroutine
     return _outcome(_door("tools.call", name=name, payload=payload))
 
 

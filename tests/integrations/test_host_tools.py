@@ -83,6 +83,10 @@ def test_await_and_gather_run_calls_at_once() -> None:
     with Sandbox.create(tools={"double": lambda x: 2 * x}) as sbx:  # past 64 at once: they queue
         assert _value(sbx, "import asyncio\nfrom declaw_tools import double\n"
                            "sum(await asyncio.gather(*(double(i) for i in range(300))))") == str(300 * 299)
+        # in code that awaits, a call is a coroutine; one never awaited is named in the warning
+        execution = sbx.run_code("import asyncio, gc\nfrom declaw_tools import double\nx = double(2)\n"
+                                 "await asyncio.sleep(0)\ndel x\ngc.collect()\n")
+        assert "coroutine 'double' was never awaited" in "".join(execution.logs.stderr)
 
 
 def test_async_host_functions() -> None:
@@ -162,9 +166,9 @@ def test_kill_stops_a_cell_waiting_for_a_tool() -> None:
         release.set()
 
 
-def _outcome(sbx: Sandbox, code: str) -> Any:
+def _outcome(sbx: Sandbox, code: str, tools: Any = None) -> Any:
     try:
-        return sbx.run_code(code, timeout=120)
+        return sbx.run_code(code, timeout=120, tools=tools)
     except Exception as exc:
         return exc
 
@@ -250,10 +254,22 @@ def test_in_a_process_pool_the_calls_come_back_here() -> None:
                          tools={"block": lambda: release.wait(60)})
         assert time.monotonic() - start < 4
         assert sbx.run_code("1 + 1").text == "2"
-        sbx.kill()
+        outcome: list[Any] = []
+        started = threading.Event()
+        blocking = {"block": lambda: (started.set(), release.wait(60))}
+        thread = threading.Thread(target=lambda: outcome.append(
+            _outcome(sbx, "from declaw_tools import block\nblock()", blocking)))
+        thread.start()
+        assert started.wait(30)
+        start = time.monotonic()
+        assert sbx.kill()  # the worker stops waiting for the parent's answer
+        thread.join(10)
+        assert not thread.is_alive() and time.monotonic() - start < 4
+        assert isinstance(outcome[0], SandboxException)
     finally:
         release.set()
         pool.close()
+
 
 
 def test_served_mode_and_ray_refuse_tools(server_url: str) -> None:
