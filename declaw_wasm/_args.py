@@ -5,6 +5,7 @@ them for clients that are not ours."""
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from datetime import datetime
 from typing import Any, Optional
@@ -250,3 +251,36 @@ def context_id(context: Any) -> Optional[str]:
     if found is not None and (not isinstance(found, str) or not found):
         raise InvalidArgumentException(f"context must be a Context or its id, got {context!r}")
     return found
+
+
+MAX_TOOLS = 256
+RESERVED_TOOL_NAMES = frozenset({"ToolError", "available"})  # declaw_tools' own names
+
+
+def tools(value: Any) -> Optional[dict[str, Any]]:
+    """Host tools (`tools=`): a mapping of name to callable, or a list of callables named by
+    their `__name__`. Names are Python identifiers the guest imports (`from declaw_tools import
+    name`); None or empty: no tools."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(getattr(fn, "__name__", None), fn) for fn in value]
+    else:
+        raise InvalidArgumentException("tools must be a dict of name -> callable or a list of "
+                                       f"functions, got {type(value).__name__}")
+    found: dict[str, Any] = {}
+    for name, fn in items:
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or len(name) > 100 or \
+                name in RESERVED_TOOL_NAMES or (name.startswith("__") and name.endswith("__")):
+            raise InvalidArgumentException(f"tool name {name!r}: must be a Python identifier (not a keyword, at "
+                                           "most 100 characters, not a dunder name, ToolError or available)")
+        if not callable(fn):
+            raise InvalidArgumentException(f"tool {name!r} is not callable ({type(fn).__name__})")
+        if name in found:
+            raise InvalidArgumentException(f"tool {name!r} is given twice")
+        found[name] = fn
+    if len(found) > MAX_TOOLS:
+        raise InvalidArgumentException(f"{len(found)} tools: at most {MAX_TOOLS}")
+    return found or None

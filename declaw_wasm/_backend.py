@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, IO, Iterator, List, Literal, Optional, Protocol, Union
+from typing import Any, Callable, IO, Iterator, List, Literal, Mapping, Optional, Protocol, Union
 
+from .exceptions import InvalidArgumentException
 from .execution import Context, Execution
 from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                      SandboxMetrics, WriteInfo)
@@ -27,6 +28,27 @@ from .wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
 Stream = Literal["stdout", "stderr", "pty"]
 Callback = Optional[Callable[[Any], Any]]
 WriteData = Union[str, bytes, bytearray, memoryview, IO[str], IO[bytes]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """Host tools given to `create(tools=)` or `run_code(tools=)` (checked by `_args.tools`):
+    callables of this process that the sandbox's code calls through `declaw_tools`. They travel
+    in a request's `_host_only["tools"]`; `loop` is the anyio event-loop token of the async face
+    that took them (coroutine functions run there), None for the sync face. Only a backend in
+    this process (and a process pool, which calls back here) can call them."""
+
+    functions: Mapping[str, Callable[..., Any]]
+    loop: Any = None
+
+
+def tools_unreachable(where: str) -> Exception:
+    """The error for `tools=` given to a backend whose sandboxes run where this process's
+    callables cannot be called."""
+    return InvalidArgumentException(
+        f"tools= (host callables) cannot reach a sandbox on {where}: the sandbox's code would "
+        "call functions that live in this process; create the sandbox in-process (backend='local') "
+        "or in a process pool (backend='processes')")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Dict
 
 from ._backend import WriteData
-from ._threads import from_loop, in_thread
+from ._threads import from_loop, in_thread, loop_token
 from .commands import DEFAULT_TIMEOUT as COMMAND_TIMEOUT
 from .commands import CommandHandle, Commands, StdinArg
 from .exceptions import CommandExitException
@@ -27,7 +27,8 @@ from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, Pty
 from .pty import DEFAULT_SIZE as PTY_SIZE
 from .pty import DEFAULT_TIMEOUT as PTY_TIMEOUT
 from .pty import Pty
-from .sandbox import RUN_CODE_TIMEOUT, Sandbox, SandboxPaginator, backend_for, create_request, instance_or_id
+from .sandbox import (RUN_CODE_TIMEOUT, Sandbox, SandboxPaginator, backend_for, create_request, instance_or_id,
+                      tool_spec)
 from .stdio import Stdio, StdioProcess, StdioResult
 
 OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
@@ -466,10 +467,12 @@ class AsyncSandbox:
                      api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                      secrets: Optional[dict[str, Any]] = None, vault: Any = None,
-                     guard_plugins: Any = None, **e2b_params: Any) -> "AsyncSandbox":
+                     guard_plugins: Any = None, tools: Any = None, **e2b_params: Any) -> "AsyncSandbox":
+        """`Sandbox.create`, awaited; coroutine functions among `tools` run on this event loop."""
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
-                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins}
+                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
+                   "tools": tool_spec(tools, loop_token())}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))
@@ -595,11 +598,12 @@ class AsyncSandbox:
                        on_error: Optional[Callable[[Any], Any]] = None,
                        envs: Optional[dict[str, str]] = None,
                        timeout: Optional[float] = RUN_CODE_TIMEOUT,
-                       request_timeout: Optional[float] = None) -> Execution:
-        """`Sandbox.run_code`, awaited; callbacks may be coroutine functions."""
+                       request_timeout: Optional[float] = None, *, tools: Any = None) -> Execution:
+        """`Sandbox.run_code`, awaited; callbacks may be coroutine functions, and so may
+        `tools` (they run on this event loop)."""
         return await in_thread(self._sync.run_code, code, language, context, from_loop(on_stdout),
                                from_loop(on_stderr), from_loop(on_result), from_loop(on_error),
-                               envs, timeout, request_timeout)
+                               envs, timeout, request_timeout, tools=tool_spec(tools, loop_token()))
 
     async def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
                                   request_timeout: Optional[float] = None) -> Context:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Dict
 
 from . import _args
-from ._backend import SandboxBackend, Sandboxes
+from ._backend import SandboxBackend, Sandboxes, ToolSpec
 from .commands import Commands
 from .exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException
 from .execution import Context, Execution
@@ -120,7 +120,7 @@ def create_request(template: Optional[str], timeout: Optional[float],
                          lifecycle=_args.lifecycle(options.get("lifecycle")),
                          volumes=_args.volumes(options.get("volumes")),
                          vault_refs=None if vault_refs is None else _args.string_map(vault_refs, "vault_refs"))
-    host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins")
+    host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins", "tools")
                  if options.get(k) is not None}
     # a bad policy, guard or secret is refused now; vault refs are resolved by the backend, where
     # the vault is (this process's, or a server's)
@@ -185,7 +185,7 @@ class Sandbox:
                api_key: Optional[str] = None, domain: Optional[str] = None,
                request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                secrets: Optional[dict[str, Any]] = None, vault: Any = None,
-               guard_plugins: Any = None, **e2b_params: Any) -> "Sandbox":
+               guard_plugins: Any = None, tools: Any = None, **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
         has not). With `domain=` or DECLAW_DOMAIN, it is made on that server.
@@ -200,10 +200,16 @@ class Sandbox:
         the guest sees placeholders, the host injects the values for the secrets' hosts only.
         `security` is enforced on every outbound HTTP request and answer (docs/guardrails.md);
         `guard_plugins=GuardPlugins(...)` (in-process only) gives engines for the guards
-        declaw-wasm does not ship (named entities, toxicity, judges, Rego)."""
+        declaw-wasm does not ship (named entities, toxicity, judges, Rego).
+
+        `tools={"search": search, ...}` (or a list of functions): host tools ("code mode",
+        docs/integrations.md), functions of this process that the sandbox's code calls as
+        `from declaw_tools import search; search(q="...")`; in-process and process-pool
+        sandboxes only."""
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
-                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins}
+                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
+                   "tools": tool_spec(tools)}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 
@@ -306,11 +312,13 @@ class Sandbox:
                  on_error: Optional[Callable[[Any], Any]] = None,
                  envs: Optional[dict[str, str]] = None,
                  timeout: Optional[float] = RUN_CODE_TIMEOUT,
-                 request_timeout: Optional[float] = None) -> Execution:
+                 request_timeout: Optional[float] = None, *, tools: Any = None) -> Execution:
         """Run a cell in a stateful context (the default one unless `context` is given): the
         `Execution` with results, logs and the error. Code errors do not raise; a cell past
-        `timeout` seconds raises `TimeoutException` and the context starts afresh."""
-        return self._backend.run_code(run_code_request(code, language, context, envs, timeout),
+        `timeout` seconds raises `TimeoutException` and the context starts afresh. A cell may
+        `await` at the top level. `tools`: host tools for this cell only (as `create`'s, and
+        before them); a tool call counts against `timeout`."""
+        return self._backend.run_code(run_code_request(code, language, context, envs, timeout, tools),
                                       on_stdout=on_stdout, on_stderr=on_stderr,
                                       on_result=on_result, on_error=on_error)
 
@@ -340,13 +348,26 @@ class Sandbox:
 
 
 def run_code_request(code: str, language: Optional[str], context: Any,
-                     envs: Optional[dict[str, str]], timeout: Optional[float]) -> RunCode:
+                     envs: Optional[dict[str, str]], timeout: Optional[float], tools: Any = None) -> RunCode:
     """`run_code`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
     if language is not None and context is not None:
         raise InvalidArgumentException("pass either language or context, not both")
-    return RunCode(code=_args.code(code), language=_args.language(language),
-                   context_id=_args.context_id(context), envs=_args.envs(envs),
-                   timeout=_args.timeout(timeout))
+    request = RunCode(code=_args.code(code), language=_args.language(language),
+                      context_id=_args.context_id(context), envs=_args.envs(envs),
+                      timeout=_args.timeout(timeout))
+    spec = tool_spec(tools)
+    if spec is not None:
+        request._host_only["tools"] = spec
+    return request
+
+
+def tool_spec(tools: Any, loop: Any = None) -> Optional[ToolSpec]:
+    """`tools=` as the backends take it: checked callables, and the event loop coroutine
+    functions run on (the async face's; None: the backend's own). A ToolSpec passes through."""
+    if tools is None or isinstance(tools, ToolSpec):
+        return tools
+    functions = _args.tools(tools)
+    return ToolSpec(functions, loop) if functions else None
 
 
 def _context_id(context: Any) -> str:

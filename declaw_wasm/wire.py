@@ -242,6 +242,8 @@ class RunCode(_Body):
     context_id: Optional[str] = None
     envs: Optional[dict[str, str]] = None
     timeout: Optional[float] = Field(300.0, description="seconds; 0 or null: none")
+    # In-process arguments that never travel: the cell's host tools (`tools=`, a ToolSpec).
+    _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
 
 class CreateContext(_Body):

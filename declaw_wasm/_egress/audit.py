@@ -1,4 +1,5 @@
-"""The audit log: every name lookup, connection and HTTP request a sandbox makes, as events.
+"""The audit log: every name lookup, connection and HTTP request a sandbox makes, and every
+host tool its code calls (kind "tool", method "TOOL", url "tool:<name>"), as events.
 
 Fields are declaw's `AuditEntry` (timestamp, method, url, status_code, pii_redactions,
 injection_blocks, transformations_applied, direction) plus what declaw keeps server-side only:
@@ -39,7 +40,7 @@ class AuditEvent(BaseModel):
     injection_blocks: int = 0
     transformations_applied: int = 0
     direction: Literal["outbound"] = "outbound"
-    kind: Literal["dns", "connection", "request", "guard"] = "request"
+    kind: Literal["dns", "connection", "request", "guard", "tool"] = "request"  # "tool": a host tool call
     decision: Literal["allowed", "denied"] = "allowed"
     rule: str = ""  # the policy entry (or check) that decided
     reason: str = ""

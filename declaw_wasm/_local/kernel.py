@@ -26,6 +26,7 @@ from .._packages.pip import install_for_guest
 from ..exceptions import InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .doors import Handler, dispatch, net_handlers
+from .tools import ToolDoor, Tools
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -37,8 +38,10 @@ class _Cell:
     """One `run_code` in flight: what the guest has reported so far."""
 
     def __init__(self, code: str, envs: dict[str, str], timeout: Optional[float],
-                 output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> None:
+                 output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]],
+                 tools: Optional[Tools] = None) -> None:
         self.timeout = timeout
+        self.tools = tools  # the cell's own host tools (run_code(tools=)), before the sandbox's
         self.callbacks = callbacks
         self.execution = Execution()
         self.finished = threading.Event()
@@ -98,6 +101,10 @@ class Kernel:
                                                               sandbox.egress),
             **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
+        # host tools (tools.py): the running cell's, then the sandbox's
+        self._tools = ToolDoor(lambda: (self._current.tools if self._current else None, sandbox.tools),
+                               sandbox.egress.audit.record)
+        self._handlers.update(self._tools.handlers())
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
@@ -131,13 +138,13 @@ class Kernel:
         return guest
 
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
-            callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
+            callbacks: dict[str, Optional[Callable[[Any], Any]]], tools: Optional[Tools] = None) -> Execution:
         with self._run_lock:
             self.sandbox.ensure_running()
             if self.guest is None or self.guest.done:
                 self.guest = self._start()
             guest = self.guest
-            cell = _Cell(code, envs, timeout, self.sandbox.limits.output_limit, callbacks)
+            cell = _Cell(code, envs, timeout, self.sandbox.limits.output_limit, callbacks, tools)
             if self._lost:
                 cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
                                    "its variables and imports are gone\n")
@@ -151,6 +158,7 @@ class Kernel:
 
             def done(_code: int) -> None:  # the turn returned (an exception in it was printed)
                 guest.set_deadline(None)
+                self._tools.reset()
                 self._current = None
                 cell.finished.set()
 
@@ -166,6 +174,7 @@ class Kernel:
         outcome = guest.wait()
         assert outcome is not None
         self.sandbox.egress.release(guest)
+        self._tools.reset()
         self.guest, self._current = None, None
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
@@ -222,8 +231,9 @@ class CodeInterpreter:
         return kernel
 
     def run_code(self, code: str, context_id: Optional[str], envs: dict[str, str],
-                 timeout: Optional[float], callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
-        return self._kernel(context_id).run(code, envs, timeout, callbacks)
+                 timeout: Optional[float], callbacks: dict[str, Optional[Callable[[Any], Any]]],
+                 tools: Optional[Tools] = None) -> Execution:
+        return self._kernel(context_id).run(code, envs, timeout, callbacks, tools)
 
     def create_context(self, cwd: Optional[str], language: str) -> Context:
         where = self.sandbox.fs.absolute(cwd) if cwd else "/home/user"

@@ -19,6 +19,7 @@ from .._packages.pip import install_for_guest
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
 from .doors import Handler, dispatch, net_handlers
+from .tools import ToolDoor
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -89,6 +90,8 @@ class Process(EventLog):
                                                               sandbox.egress),
             **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
+        self._tools = ToolDoor(lambda: (sandbox.tools,), sandbox.egress.audit.record)  # create(tools=)
+        self._handlers.update(self._tools.handlers())
         limits = sandbox.limits
         stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
         stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
@@ -127,6 +130,7 @@ class Process(EventLog):
     def _reap(self) -> None:
         outcome = self.guest.wait()
         self.sandbox.egress.release(self.guest)
+        self._tools.reset()
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()

@@ -33,6 +33,7 @@ from . import quota
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .processes import Process
+from .tools import Tools, close_tools, host_tools
 from .watch import LocalWatcher, Watches
 
 DEFAULT_TIMEOUT = 300.0
@@ -47,8 +48,9 @@ class LocalSandbox:
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                  envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
-                 egress: Optional[EgressPlan] = None) -> None:
+                 egress: Optional[EgressPlan] = None, tools: Optional[Tools] = None) -> None:
         self.runtime = get_runtime()
+        self.tools = tools  # host tools every guest of the sandbox may call (tools.py)
         self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self.template = template.name
         self.profile = template.profile(self.runtime)  # what each guest's start-up applies
@@ -118,6 +120,7 @@ class LocalSandbox:
         for process in processes:
             process.guest.wait(5.0)
         self.code.stop_all()
+        close_tools(self.tools)
         self.watches.stop_all()
         self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
@@ -307,8 +310,12 @@ class LocalSandbox:
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
-        return self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
-                                  request.timeout or None, callbacks)
+        tools = host_tools(request._host_only.get("tools"))  # this cell's own, if any
+        try:
+            return self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
+                                      request.timeout or None, callbacks, tools)
+        finally:
+            close_tools(tools)
 
     def create_context(self, request: CreateContext) -> Context:
         return self.code.create_context(request.cwd, request.language or "python")
@@ -343,22 +350,27 @@ class LocalSandboxes:
         if clash:
             raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
                                            "secret or vault_ref")
-        sandbox = self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
-                                   dict(request.metadata or {}), {**envs, **egress.guest_env()},
-                                   request.limits or Limits(), request.volumes or (), egress)
+        tools = host_tools(host_only.get("tools"))
+        try:
+            sandbox = self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
+                                       dict(request.metadata or {}), {**envs, **egress.guest_env()},
+                                       request.limits or Limits(), request.volumes or (), egress, tools)
+        except BaseException:
+            close_tools(tools)
+            raise
         sandbox.options = request.model_copy(update={"secrets": None})  # the values stay in the egress plan
         return sandbox
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                     envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
-                    egress: Optional[EgressPlan] = None) -> LocalSandbox:
+                    egress: Optional[EgressPlan] = None, tools: Optional[Tools] = None) -> LocalSandbox:
         """A sandbox of `template`, which need not be in the catalog (a template build's own)."""
         with self._lock:
             live = len(self._registry)
         if live >= max_sandboxes():
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
-        sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress)
+        sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress, tools)
         with self._lock:
             self._registry[sandbox.sandbox_id] = sandbox
         return sandbox

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator, List, Optional, Protocol, Union
 
-from .._backend import Callback, EventLog, WriteData
+from .._backend import Callback, EventLog, ToolSpec, WriteData
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
@@ -32,6 +32,10 @@ class Link(Protocol):
 
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any: ...
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]: ...
+    def lend_tools(self, spec: ToolSpec) -> list[Any]:
+        """Make host tools callable from the host: `[token, {name: description}]`, which the
+        host's stand-in sends back with each call (a link that cannot call back raises)."""
+    def return_tools(self, token: str) -> None: ...
 
 
 def raised(body: ErrorBody) -> Exception:
@@ -151,7 +155,8 @@ def create_arguments(request: Any) -> tuple[Any, Any]:
     """A create request as it crosses to a host: the request without secret values (a policy
     object travels as its JSON, `security`), and its secrets beside it as a call argument
     (values, hosts, vault refs resolved here: `hosted_secrets`), or None. A `Vault` object of
-    the caller's stays here: only the refs it resolves cross."""
+    the caller's stays here: only the refs it resolves cross. Host tools are lent apart
+    (`lend_tools`), where the host can call back."""
     from .._egress.create import hosted_secrets
 
     if getattr(request, "_host_only", {}).get("guard_plugins"):
@@ -315,13 +320,24 @@ class HostedSandbox:
     # -- code contexts ------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
+        spec = request._host_only.get("tools")
+        if spec is None:
+            return self._run_code(request, on_stdout, on_stderr, on_result, on_error)
+        lent = self.link.lend_tools(spec)  # the cell's host tools, called back for its duration
+        try:
+            return self._run_code(request, on_stdout, on_stderr, on_result, on_error, lent)
+        finally:
+            self.link.return_tools(lent[0])
+
+    def _run_code(self, request: RunCode, on_stdout: Callback, on_stderr: Callback, on_result: Callback,
+                  on_error: Callback, *tools: Any) -> Execution:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
         if not any(callbacks.values()):  # one call, no stream
-            execution: Execution = self._call("run_code", request)
+            execution: Execution = self._call("run_code", request, *tools)
             return execution
         try:
-            for message in self._stream("run_code", request):
+            for message in self._stream("run_code", request, *tools):
                 if message[0] in callbacks:
                     _call(callbacks[message[0]], message[1])
                 elif message[0] == "done":

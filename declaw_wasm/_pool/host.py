@@ -21,8 +21,9 @@ import queue
 import secrets
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, Optional, cast
+from typing import Any, Callable, Iterator, Optional, cast
 
+from .._backend import tools_unreachable
 from .._local.files import FileChunks
 from .._local.sandbox import LocalSandbox, LocalSandboxes
 from ..exceptions import NotFoundException, RateLimitException, SandboxException
@@ -149,10 +150,13 @@ class _Upload:
 
 
 class Host:
-    """The sandboxes of one worker or actor."""
+    """The sandboxes of one worker or actor. `tools` makes the stand-in for host tools lent by
+    the client (`[token, {name: description}]`), whose calls go back to it; None: this host
+    cannot call back (Ray), and tools are refused."""
 
-    def __init__(self, label: str = "") -> None:
+    def __init__(self, label: str = "", tools: Optional[Callable[[str, dict[str, str]], Any]] = None) -> None:
         self.label = label or f"pid {os.getpid()}"
+        self._tools = tools
         self.sandboxes = LocalSandboxes()
         self._lock = threading.Lock()
         self._mine: "OrderedDict[str, LocalSandbox]" = OrderedDict()  # made here, ended ones too
@@ -168,6 +172,8 @@ class Host:
                 return ("ok", getattr(self, "_" + method)(*args))
             if method not in SANDBOX_CALLS:
                 raise SandboxException(f"unknown sandbox call {method!r}")
+            if method == "run_code":
+                args = [self._with_tools(*args)]
             return ("ok", getattr(self.sandbox(sandbox_id), method)(*args))
         except BaseException as exc:
             return error(exc)
@@ -178,13 +184,23 @@ class Host:
             sandbox = self._mine.get(sandbox_id)
         return sandbox if sandbox is not None else self.sandboxes.connect(sandbox_id)
 
-    def _create(self, request: Any, secrets: Any = None) -> str:
-        """A sandbox; `secrets` (the client's `create_arguments`) arrive beside the request."""
+    def _with_tools(self, request: Any, lent: Optional[list[Any]] = None) -> Any:
+        """`request` with the stand-in for the host tools the client lent (`lent`), if any."""
+        if lent is not None:
+            if self._tools is None:
+                raise tools_unreachable(self.label)
+            token, descriptions = lent
+            request._host_only["tools"] = self._tools(str(token), dict(descriptions))
+        return request
+
+    def _create(self, request: Any, secrets: Any = None, tools: Optional[list[Any]] = None) -> str:
+        """A sandbox; `secrets` (the client's `create_arguments`) and the lent `tools` arrive
+        beside the request."""
         if secrets is not None:
             from .._egress.create import host_only_of
 
             request._host_only = host_only_of(secrets)
-        sandbox = self.sandboxes.create(request)
+        sandbox = self.sandboxes.create(self._with_tools(request, tools))
         with self._lock:
             self._mine[sandbox.sandbox_id] = sandbox
             ended = [i for i, s in self._mine.items() if not s.running]
@@ -311,7 +327,7 @@ class Host:
             elif op == "attach":
                 process = sandbox.process(int(args[0]), bool(args[1]))
             elif op == "run_code":
-                yield from self._cell(sandbox, args[0])
+                yield from self._cell(sandbox, self._with_tools(*args))
                 return
             else:
                 raise SandboxException(f"unknown stream {op!r}")

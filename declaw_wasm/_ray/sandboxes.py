@@ -30,6 +30,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional
 
+from .._backend import tools_unreachable
 from .._pool.client import HostedSandbox, HostLost, create_arguments, raised
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
@@ -82,6 +83,14 @@ class RayLink:
             self.owner.host_died(self)
         return HostLost(f"the Ray actor {self.name} hosting it died ({type(exc).__name__}: its node "
                         "or process failed)")
+
+    def lend_tools(self, spec: Any) -> list[Any]:
+        """Host tools cannot be called back from a Ray actor (another process, maybe another
+        machine): refused."""
+        raise tools_unreachable("Ray")
+
+    def return_tools(self, token: str) -> None:
+        pass
 
     def call(self, sandbox_id: Optional[str], method: str, *args: Any, secrets: Any = None) -> Any:
         """One call; `secrets` (a create's, `create_arguments`) travel as an argument of their
@@ -331,6 +340,8 @@ class RaySandboxes:
 
     # -- Sandboxes ----------------------------------------------------------------------------------
     def create(self, request: CreateSandbox) -> HostedSandbox:
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable("Ray")
         plain, secrets = create_arguments(request)
         link = self._pick(here_only=secrets is not None and not secrets_may_cross())
         try:

@@ -20,7 +20,7 @@ from typing import Any, Iterator, List, Optional, Union
 import httpx
 from pydantic import ValidationError
 
-from .._backend import Callback, EventLog, WriteData
+from .._backend import Callback, EventLog, WriteData, tools_unreachable
 from .._egress.create import secrets_of
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
@@ -33,6 +33,7 @@ from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CellErrorLine, C
 from .connection import CONNECT_TIMEOUT, Connection, lines, segment
 
 CHUNK = 1 << 20
+SERVED = "a declaw-wasm server (served mode)"
 
 
 class RemoteSandboxes:
@@ -45,6 +46,8 @@ class RemoteSandboxes:
         """POST /sandboxes. The policy object travels as its JSON (`security`); secret values in
         `secrets`, only to a server on loopback or over TLS; `vault_refs` name secrets in the
         server's vault (a `Vault` object of this process cannot be used there)."""
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable(SERVED)
         if request._host_only.get("guard_plugins"):
             raise InvalidArgumentException(
                 "guard_plugins: callables of this process cannot run on a declaw-wasm server; create "
@@ -396,6 +399,8 @@ class RemoteSandbox:
     # -- code contexts ------------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable(SERVED)
         execution = Execution()
         response = self.conn.open("POST", self._ours("/execute"), json=request.model_dump(mode="json"))
         try:

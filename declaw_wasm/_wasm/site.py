@@ -33,7 +33,7 @@ from .layout import GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "pip")  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip")  # from runtime/
 
 
 def guest_site_distributions() -> dict[str, str]:

@@ -12,7 +12,7 @@ export interface AuditEvent {
   injection_blocks?: number;
   transformations_applied?: number;
   direction?: "outbound";
-  kind?: "dns" | "connection" | "request" | "guard";
+  kind?: "dns" | "connection" | "request" | "guard" | "tool";
   decision?: "allowed" | "denied";
   rule?: string;
   reason?: string;
