@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._wasm.boot import cell_turn, kernel_spec
 from .._wasm.guest import Guest, OutputSink
 from .._packages.pip import install_for_guest
-from ..exceptions import InvalidArgumentException, TimeoutException
+from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .doors import Handler, dispatch, net_handlers
 
@@ -74,13 +75,16 @@ class _Cell:
 class Kernel:
     """One context's guest and the cell it is running."""
 
-    def __init__(self, sandbox: "LocalSandbox", context: Context) -> None:
+    def __init__(self, sandbox: "LocalSandbox", context: Context, image: Any = None, count: int = 0) -> None:
+        """`image`: a restored context's (GuestImage, BaseImage) (snapshots.py), applied when its
+        guest starts, with its execution `count`."""
         self.sandbox = sandbox
         self.context = context
         self.guest: Optional[Guest] = None
         self._run_lock = threading.Lock()  # one cell at a time
         self._current: Optional[_Cell] = None  # the cell whose turn is running
-        self._count = 0  # cells run by this guest (execution_count)
+        self._count = count  # cells run by this guest (execution_count)
+        self._image = image
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
@@ -123,12 +127,47 @@ class Kernel:
         spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
                            profile=sandbox.profile, mounts=sandbox.fs.mounts,
                            memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        if self._image is not None:  # a restored context: its state instead of the setup turn, once
+            spec.turns, spec.image, self._image = [], self._image, None
+        else:
+            self._count = 0
         guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()
-        self._count = 0
         return guest
+
+    def start_restored(self, first_turn: Optional[str] = None) -> None:
+        """Start a restored context's guest now (its image is applied on the guest's thread);
+        `first_turn` runs before any cell (a fork's new random seeds)."""
+        with self._run_lock:
+            if self._image is not None and self.guest is None:
+                self.guest = self._start()
+                if first_turn:
+                    self.guest.run_turn(first_turn, lambda: None, lambda _code: None)
+
+    @contextmanager
+    def held(self, wait: float) -> Iterator[None]:
+        """No cell runs in this context while held (snapshots): a cell in flight is waited for up
+        to `wait` s, then ConflictException."""
+        if not self._run_lock.acquire(timeout=wait):
+            raise ConflictException(f"code context {self.context.id!r}: a cell is still running after "
+                                    f"{wait:g} s; snapshot once it is done")
+        try:
+            yield
+        finally:
+            self._run_lock.release()
+
+    def state(self, capture: Callable[[Guest], Any]) -> tuple[Any, int]:
+        """For a snapshot, while `held`: `capture(guest)` and the execution count. A restored
+        context not started yet gives its pending image; one without a guest gives None (it
+        starts afresh)."""
+        if self._image is not None:
+            return self._image[0], self._count
+        guest = self.guest
+        if guest is None or guest.done:
+            return None, 0
+        return capture(guest), self._count
 
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
             callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
@@ -248,6 +287,16 @@ class CodeInterpreter:
         with self._lock:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
+
+    def kernels(self) -> list[Kernel]:
+        """Every context's kernel (snapshots), the default one first."""
+        with self._lock:
+            return sorted(self._kernels.values(), key=lambda k: k.context.id != DEFAULT_CONTEXT)
+
+    def install(self, kernel: Kernel) -> None:
+        """A restored context (snapshots), before the sandbox is used."""
+        with self._lock:
+            self._kernels[kernel.context.id] = kernel
 
     def live_guests(self) -> list[Any]:
         with self._lock:

@@ -14,8 +14,9 @@ from .._backend import Callback, EventLog, WriteData
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                      SandboxMetrics, WriteInfo)
-from ..wire import CreateContext, CreatePty, EndLine, ErrorBody, RunCode, RunCommand, exception_from
+                      SandboxMetrics, Snapshot, WriteInfo)
+from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox, RunCode, RunCommand,
+                    exception_from)
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
 
@@ -32,6 +33,8 @@ class Link(Protocol):
 
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any: ...
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]: ...
+    def adopt(self, host_id: str) -> "HostedSandbox":
+        """A sandbox this host made by itself (a fork, a resume), as its owner knows it."""
 
 
 def raised(body: ErrorBody) -> Exception:
@@ -209,6 +212,29 @@ class HostedSandbox:
     def metrics(self) -> SandboxMetrics:
         metrics: SandboxMetrics = self._call("metrics")
         return metrics
+
+    # -- state ------------------------------------------------------------------------------------
+    def create_snapshot(self) -> Snapshot:
+        snapshot: Snapshot = self._call("create_snapshot")
+        return snapshot
+
+    def list_snapshots(self) -> List[Snapshot]:
+        found: List[Snapshot] = self._call("list_snapshots")
+        return found
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        return bool(self._call("delete_snapshot", snapshot_id))
+
+    def pause(self) -> bool:
+        return bool(self._call("pause"))
+
+    def resume(self, request: ResumeSandbox) -> None:
+        refuse_host_only(request, "a process pool or Ray")
+        self._host_call("resume", self.host_id, request)
+        self.link.adopt(self.host_id)
+
+    def fork(self, count: int) -> List["HostedSandbox"]:
+        return [self.link.adopt(str(local)) for local in self._host_call("fork", self.host_id, count)]
 
     # -- files ------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> HostedChunks:

@@ -110,6 +110,7 @@ export interface CreateSandbox {
   lifecycle?: Record<string, unknown> | null;
   volumes?: Record<string, unknown>[] | null;
   vault_refs?: Record<string, string> | null;
+  snapshot?: string | null;
 }
 
 export interface Created {
@@ -183,6 +184,15 @@ export interface FilesystemEvent {
 
 export type FilesystemEventType = "chmod" | "create" | "remove" | "rename" | "write";
 
+/** `POST /declaw-wasm/sandboxes/{id}/fork`: `count` copies of the sandbox. */
+export interface ForkSandbox {
+  count?: number;
+}
+
+export interface Forked {
+  sandboxes: SandboxInfo[];
+}
+
 export interface KillMany {
   sandbox_ids: string[];
 }
@@ -221,6 +231,11 @@ export interface MakeDir {
 export interface OutputLine {
   type: "stdout" | "stderr";
   data: string;
+}
+
+/** A pause's answer: False if the sandbox was paused already. */
+export interface Paused {
+  paused: boolean;
 }
 
 export interface Pid {
@@ -268,6 +283,11 @@ export interface ResizeMessage {
   type: "resize";
   rows: number;
   cols: number;
+}
+
+/** Resume a paused sandbox (`POST /sandboxes/{id}/resume`, or a `connect`): `timeout` is its new lifetime (default: the one it was made with). Secrets never travel (in-process only, `_host_only`: a sandbox made with secrets resumes in another process only in-process). */
+export interface ResumeSandbox {
+  timeout?: number | null;
 }
 
 export interface RunCode {
@@ -325,6 +345,25 @@ export type SandboxState = "running" | "paused" | "live" | "creating" | "killed"
 
 export interface SetTimeout {
   timeout: number;
+}
+
+/** declaw's `Snapshot`: a stored snapshot of a sandbox (`snapshot()`, `list_snapshots()`). `source`: "pause", "periodic" or "manual". `mem_blob_key` and `vmstate_blob_key` name its first context image and its manifest in the state store; `mem_size_bytes` is the contexts' linear memory; `size_bytes` (ours) what the snapshot takes in the store. */
+export interface Snapshot {
+  snapshot_id: string;
+  sandbox_id: string;
+  source?: string;
+  mem_blob_key?: string;
+  vmstate_blob_key?: string;
+  mem_size_bytes?: number | null;
+  pause_duration_ms?: number | null;
+  created_at?: string;
+  size_bytes?: number | null;
+}
+
+/** `GET /sandboxes/{id}/snapshots` and `GET /snapshots` (declaw's shape), newest first. */
+export interface SnapshotList {
+  snapshots: Snapshot[];
+  next_token?: string | null;
 }
 
 /** First line of a command's stream. */
