@@ -102,20 +102,36 @@ PINS = ".pins"
 
 
 def _holders(folder: Path) -> list[str]:
+    """The live pins in `folder`; a pin whose witness (a local file) is gone is dropped."""
+    found = []
     try:
-        return [p.name for p in folder.iterdir() if not p.name.startswith(".")]
+        entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
     except OSError:
         return []
+    for entry in entries:
+        try:
+            witness = entry.read_text().strip()
+        except OSError:
+            continue
+        if witness.startswith("/") and not os.path.exists(witness):
+            try:
+                entry.unlink()
+            except OSError:
+                pass
+            continue
+        found.append(entry.name)
+    return found
 
 
-def pin(path: Path, holder: str) -> None:
+def pin(path: Path, holder: str, witness: str = "") -> None:
     """Keep `path` (and its companions `path.*`) through `prune_superseded` while `holder` (a
-    name: a stored snapshot's, say) needs it: an empty file `<path>.pins/<holder>`. Best effort:
-    a read-only cache is never pruned anyway."""
+    name: a stored snapshot's, say) needs it: a file `<path>.pins/<holder>` holding `witness`,
+    a local file whose removal ends the pin by itself (a snapshot's manifest in a local store;
+    "" for none: then only `unpin` ends it). Best effort: a read-only cache is never pruned."""
     folder = path.with_name(path.name + PINS)
     try:
         folder.mkdir(exist_ok=True)
-        (folder / holder).touch()
+        (folder / holder).write_text(witness)
     except OSError:
         pass
 

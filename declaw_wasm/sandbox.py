@@ -139,20 +139,30 @@ class instance_or_id:
 
     _RAISE: ClassVar[object] = object()
 
-    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE) -> None:
+    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE,
+                 of_store: Optional[Callable[..., Any]] = None) -> None:
         self.method = method
         self.if_missing = if_missing
+        self.of_store = of_store
         functools.update_wrapper(self, method)  # type: ignore[arg-type]
 
     @classmethod
     def returning(cls, if_missing: Any) -> Callable[[Callable[..., Any]], "instance_or_id"]:
         return lambda method: cls(method, if_missing)
 
+    @classmethod
+    def by_store(cls, of_store: Callable[..., Any]) -> Callable[[Callable[..., Any]], "instance_or_id"]:
+        """By id, `of_store(sandboxes, sandbox_id, ...)` answers: no live sandbox needed (what the
+        state store knows of a sandbox outlives it)."""
+        return lambda method: cls(method, of_store=of_store)
+
     def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
         if obj is not None:
             return functools.partial(self.method, obj)
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
+            if self.of_store is not None:
+                return self.of_store(backend_for(kwargs, sandbox_id), sandbox_id, *args, **kwargs)
             try:
                 backend = backend_for(kwargs, sandbox_id).connect(sandbox_id)
             except SandboxNotFoundException:
@@ -323,7 +333,8 @@ class Sandbox:
         """declaw's `snapshot()`: `create_snapshot`, answered as a `Snapshot` (source "manual")."""
         return self._backend.create_snapshot()
 
-    @instance_or_id
+    @instance_or_id.by_store(lambda sandboxes, sandbox_id, *args, **kwargs: sandboxes.list_snapshots(
+        _args.snapshot_id(sandbox_id, "sandbox_id")))
     def list_snapshots(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
         """The sandbox's snapshots (pause and manual), newest first."""
         return self._backend.list_snapshots()

@@ -628,9 +628,12 @@ class LocalSandboxes:
         """`create(snapshot=...)`: a new sandbox (new id) as the snapshot was."""
         from .snapshots import check_resume_secrets, load, snapshot_store
 
+        from .snapshots import reading
+
         store = snapshot_store()
         try:
-            record = store.find(str(request.snapshot))
+            with reading(str(request.snapshot)):
+                record = store.find(str(request.snapshot))
         except RecordNotFound:
             raise NotFoundException(f"no snapshot {request.snapshot!r} in the state store") from None
         restoring = load(record, store, get_runtime(), None)
@@ -742,15 +745,23 @@ def _paused_in_store(sandbox_id: str) -> Optional[LocalSandbox]:
     if not _store_in_use():
         return None
     from .._state import check_id
+    from .._state.snapshots import lease_name
     from .snapshots import snapshot_store
 
     try:
         check_id(sandbox_id, "sandbox id")
-        state = snapshot_store().get_state(sandbox_id)
+        store = snapshot_store()
+        state = store.get_state(sandbox_id)
+        if state is None:
+            return None
+        running = state.get("state") != "paused" and store.store.leases.status(lease_name(sandbox_id))
     except (SandboxException, OSError):
         return None
-    if state is None or state.get("state") != "paused":
-        return None
+    if running and running.held:
+        raise ConflictException(f"sandbox {sandbox_id} is running in another process ({running.owner}); "
+                                "use it there, or pause it there first")
+    # a paused sandbox, or one whose runner ended without pausing it (its lease lapsed): the last
+    # pause is what it resumes from
     try:
         info = SandboxInfo.model_validate(state.get("info") or {})
     except ValueError:

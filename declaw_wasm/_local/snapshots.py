@@ -146,6 +146,7 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
     for kernel in kernels:
         def capture(guest: Guest, kernel: "Kernel" = kernel) -> wimage.GuestImage:
             def at_rest(store: Any, instance: Any) -> wimage.GuestImage:
+                Guest.turn(store, instance, RELEASE)
                 open_fds = wimage.open_descriptors(store, instance, runtime.engine, 3 + preopens)
                 if open_fds:
                     shown = ", ".join(f"fd {fd} ({kind})" for fd, kind in open_fds[:8])
@@ -160,6 +161,15 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
         image, count = kernel.state(capture)
         states.append(ContextState(kernel.context, count, image))
     return states
+
+
+# What a context runs just before its capture: let go of files the libraries we ship keep open
+# only as a cache (matplotlib's fonts, opened when a figure is drawn; reopened on the next draw),
+# so that the descriptor rule refuses only the user's own open files.
+RELEASE = ("__declaw_m = __import__('sys').modules.get('matplotlib.font_manager')\n"
+           "if __declaw_m is not None: __declaw_m._get_font.cache_clear()\n"
+           "__declaw_m = __import__('gc').collect()\n"
+           "del __declaw_m\n")
 
 
 def private_trees(sandbox: "LocalSandbox") -> list[tuple[str, Path]]:
@@ -258,7 +268,8 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
         store.discard(sandbox.sandbox_id, snapshot_id)
         raise
     if runtime.warm and runtime.source is not None:
-        pin(runtime.source, _pin_holder(store, record))
+        witness = store.store.path(f"{record.prefix}/manifest.json") if store.store.local else ""
+        pin(runtime.source, _pin_holder(store, record), witness)
     return record
 
 
@@ -344,9 +355,26 @@ RESEED = ("__declaw_m = __import__('sys').modules\n"
           "del __declaw_m\n")
 
 
+@contextmanager
+def reading(snapshot_id: str) -> Iterator[None]:
+    """A snapshot that cannot be read back (damaged, truncated, tampered with, malformed) is a
+    SnapshotException naming it."""
+    try:
+        yield
+    except (StateError, trees.TreeError, wimage.ImageError, ValueError) as exc:
+        if isinstance(exc, SnapshotException):
+            raise
+        raise SnapshotException(f"snapshot {snapshot_id} cannot be restored: {exc}") from None
+
+
 def load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbox_id: Optional[str]) -> Restoring:
     """A stored snapshot, checked and read, ready to remake a sandbox from (with `sandbox_id`, or
     a new id when None)."""
+    with reading(record.snapshot_id):
+        return _load(record, store, runtime, sandbox_id)
+
+
+def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbox_id: Optional[str]) -> Restoring:
     import json
 
     m = record.manifest
@@ -375,6 +403,10 @@ def load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbox
         store.part_ref(record, part)  # every part the manifest names is listed
 
     def fill(fs: "SandboxFS") -> None:
+        with reading(record.snapshot_id):
+            fill_trees(fs)
+
+    def fill_trees(fs: "SandboxFS") -> None:
         hosts = {mount.guest: mount.host for mount in fs.mounts}
         for guest, part in tree_parts:
             host = hosts.get(guest)
