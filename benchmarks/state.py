@@ -1,17 +1,19 @@
-"""State that outlives a sandbox (issue 17), started with volumes: side by side with native.
+"""State that outlives a sandbox (issue 17): snapshots, pause/resume (also in a new process),
+fork, and volumes, side by side with a fresh create (and native where there is one).
 
-    python benchmarks/state.py [--repeat N] [--files 10000] [--mb 10]
+    python benchmarks/state.py [--repeat N] [--files 10000] [--mb 10] [--only snapshots|volumes]
 
 Prints Markdown tables of medians (paste them into benchmarks/README.md). The state store is a
-fresh temp folder (DECLAW_WASM_STATE), deleted at the end. To come with the snapshot work:
-pause/resume, resume in a new process, fork.
+fresh temp folder (DECLAW_WASM_STATE), deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import subprocess
 import shutil
 import sys
 import tarfile
@@ -135,19 +137,123 @@ def create_from_archive(mb: int, repeat: int) -> None:
     print(f"| `Sandbox.create` with it attached `copy` (+ kill) vs without | {ms(plain_create)} | {ms(copy_create)} | {copy_create / plain_create:.2f}× |")
 
 
+# A context that imported pandas and holds a 10 MiB DataFrame (random floats: incompressible).
+PANDAS_10MB = ("import pandas as pd, numpy as np\n"
+               "df = pd.DataFrame(np.random.default_rng(1).random((131072, 10)))\n")
+CHECK = "int(df.shape[0])"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def in_new_process(code: str) -> dict[str, float]:
+    """`code` in a new Python process (this checkout, the same cache and state store); it prints
+    one JSON object of timings."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+NEW_PROCESS = """
+import json, sys, time
+t0 = time.perf_counter()
+from declaw_wasm import Sandbox
+t1 = time.perf_counter()
+{action}
+t2 = time.perf_counter()
+assert sbx.run_code({check!r}).text == "131072"
+t3 = time.perf_counter()
+{after}
+print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "first_cell": t3 - t2}}))
+"""
+
+
+def snapshots(repeat: int) -> None:
+    def fresh() -> None:
+        sbx = Sandbox.create()
+        assert sbx.run_code(PANDAS_10MB + CHECK).text == "131072"
+        sbx.kill()
+
+    fresh_s = median_s(fresh, repeat)
+    create_s = median_s(lambda: Sandbox.create().kill(), repeat)
+    sbx = Sandbox.create(timeout=3600)
+    sbx.run_code(PANDAS_10MB)
+    data = 131072 * 10 * 8
+    snap_s = median_s(lambda: sbx.create_snapshot(), repeat)
+    pauses, resumes, cells = [], [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        sbx.pause()
+        pauses.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        sbx.resume()
+        resumes.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        assert sbx.run_code(CHECK).text == "131072"
+        cells.append(time.perf_counter() - start)
+    size = next(s for s in sbx.list_snapshots() if s.source == "pause").size_bytes or 0
+    image = next(s for s in sbx.list_snapshots() if s.source == "pause").mem_size_bytes or 0
+    sbx.pause()
+    runs = [in_new_process(NEW_PROCESS.format(action=f"sbx = Sandbox.resume({sbx.sandbox_id!r})", check=CHECK,
+                                              after="sbx.pause()")) for _ in range(repeat)]
+    fresh_runs = [in_new_process(NEW_PROCESS.format(action="sbx = Sandbox.create(); sbx.run_code(" + repr(PANDAS_10MB) + ")",
+                                                    check=CHECK, after="sbx.kill()")) for _ in range(repeat)]
+    sbx.resume()
+
+    def median_of(rows: list[dict[str, float]], key: str) -> float:
+        return sorted(r[key] for r in rows)[len(rows) // 2]
+
+    forks_s, forks_cell_s = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        forks = sbx.fork(count=8)
+        forks_s.append(time.perf_counter() - start)
+        for fork in forks:
+            assert fork.run_code(CHECK).text == "131072"
+        forks_cell_s.append(time.perf_counter() - start)
+        for fork in forks:
+            fork.kill()
+    sbx.kill()
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+
+    print("\n### Snapshots, pause/resume and fork of a context holding a 10 MiB DataFrame\n")
+    print("The context imported pandas and made `pd.DataFrame` of 131072 × 10 random floats (10 MiB, "
+          "incompressible). Baseline: a fresh sandbox doing the same work.\n")
+    print("| work | declaw-wasm | fresh create instead | target |\n|---|---|---|---|")
+    print(f"| `pause()` (snapshot to the store, guests freed) | {ms(med(pauses))} | | ≤ 100 ms |")
+    print(f"| `resume()` (same process) | {ms(med(resumes))} | {ms(create_s)} (`create`) | ≤ 100 ms |")
+    print(f"| first cell after `resume()` (waits for the image to be applied) | {ms(med(cells))} | | |")
+    print(f"| resume + first cell, same process | {ms(med(resumes) + med(cells))} | {ms(fresh_s)} "
+          "(create + import pandas + make the DataFrame) | |")
+    print(f"| `create_snapshot()` (the sandbox goes on) | {ms(snap_s)} | | |")
+    print(f"| pause snapshot in the store (data {data / 1e6:.1f} MB; context memory {image / 1e6:.0f} MB) | "
+          f"{size / 1e6:.1f} MB | | ≤ data + 10 MB = {(data / 1e6) + 10:.1f} MB |")
+    print(f"| new process: `import declaw_wasm` | {ms(median_of(runs, 'import'))} | {ms(median_of(fresh_runs, 'import'))} | |")
+    print(f"| new process: `Sandbox.resume(id)` (runtime load included) | {ms(median_of(runs, 'call'))} | "
+          f"{ms(median_of(fresh_runs, 'call'))} (create + pandas + DataFrame) | ≤ 150 ms |")
+    print(f"| new process: its first cell | {ms(median_of(runs, 'first_cell'))} | {ms(median_of(fresh_runs, 'first_cell'))} | |")
+    print(f"| `fork(count=8)` | {ms(med(forks_s))} | {ms(8 * create_s)} (8 × `create`) | ≤ 300 ms |")
+    print(f"| `fork(count=8)` + a cell in each fork | {ms(med(forks_cell_s))} | {ms(8 * fresh_s)} "
+          "(8 × create + pandas + DataFrame) | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--mb", type=int, default=10)
+    parser.add_argument("--only", choices=["snapshots", "volumes"])
     args = parser.parse_args()
     try:
         Sandbox.create().kill()  # load the runtime first
         guest = "warm" if os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0" else "cold"
         print(f"state store: local folder; guest path: {guest}; load average at start: "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        mount_ro_listing(args.files, args.repeat)
-        create_from_archive(args.mb, args.repeat)
+        if args.only != "volumes":
+            snapshots(args.repeat)
+        if args.only != "snapshots":
+            mount_ro_listing(args.files, args.repeat)
+            create_from_archive(args.mb, args.repeat)
         print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(STATE, ignore_errors=True)

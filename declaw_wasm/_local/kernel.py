@@ -75,9 +75,11 @@ class _Cell:
 class Kernel:
     """One context's guest and the cell it is running."""
 
-    def __init__(self, sandbox: "LocalSandbox", context: Context, image: Any = None, count: int = 0) -> None:
+    def __init__(self, sandbox: "LocalSandbox", context: Context, image: Any = None, count: int = 0,
+                 first_turn: Optional[str] = None) -> None:
         """`image`: a restored context's (GuestImage, BaseImage) (snapshots.py), applied when its
-        guest starts, with its execution `count`."""
+        guest starts (on first use), with its execution `count`; `first_turn` runs before its
+        first cell (a fork's new random seeds)."""
         self.sandbox = sandbox
         self.context = context
         self.guest: Optional[Guest] = None
@@ -85,6 +87,7 @@ class Kernel:
         self._current: Optional[_Cell] = None  # the cell whose turn is running
         self._count = count  # cells run by this guest (execution_count)
         self._image = image
+        self._first_turn = first_turn
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
@@ -127,24 +130,19 @@ class Kernel:
         spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
                            profile=sandbox.profile, mounts=sandbox.fs.mounts,
                            memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        first_turn = None
         if self._image is not None:  # a restored context: its state instead of the setup turn, once
             spec.turns, spec.image, self._image = [], self._image, None
+            first_turn, self._first_turn = self._first_turn, None
         else:
             self._count = 0
         guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()
+        if first_turn:
+            guest.run_turn(first_turn, lambda: None, lambda _code: None)
         return guest
-
-    def start_restored(self, first_turn: Optional[str] = None) -> None:
-        """Start a restored context's guest now (its image is applied on the guest's thread);
-        `first_turn` runs before any cell (a fork's new random seeds)."""
-        with self._run_lock:
-            if self._image is not None and self.guest is None:
-                self.guest = self._start()
-                if first_turn:
-                    self.guest.run_turn(first_turn, lambda: None, lambda _code: None)
 
     @contextmanager
     def held(self, wait: float) -> Iterator[None]:
@@ -229,13 +227,14 @@ class Kernel:
             self._quota_message = message
             guest.kill("quota")
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
         guest = self.guest
         self.guest = None
         if guest is not None:
             guest.kill("killed")
-            guest.wait(5.0)
-            self.sandbox.egress.release(guest)
+            if wait:
+                guest.wait(5.0)
+                self.sandbox.egress.release(guest)
 
 
 class CodeInterpreter:
@@ -313,8 +312,9 @@ class CodeInterpreter:
         for kernel in kernels:
             kernel.stop_for_quota(message)
 
-    def stop_all(self) -> None:
+    def stop_all(self, wait: bool = True) -> None:
+        """Stop every context's guest (`wait`: until each has ended)."""
         with self._lock:
             kernels = list(self._kernels.values())
         for kernel in kernels:
-            kernel.stop()
+            kernel.stop(wait)

@@ -153,11 +153,15 @@ class LocalSandbox:
             process.guest.kill("killed")
         for process in processes:
             process.guest.wait(5.0)
-        self.code.stop_all()
+        paused = reason == "paused"  # its contexts are at rest and its files are in the store
+        self.code.stop_all(wait=not paused)
         self.watches.stop_all()
         self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
-        self.fs.destroy()
+        if paused:  # nothing reads the folder any more: freed in the background, not in pause()
+            threading.Thread(target=self.fs.destroy, name="declaw-reap", daemon=True).start()
+        else:
+            self.fs.destroy()
         LocalSandboxes.forget(self)
         if reason != "paused" and "declaw_wasm._local.snapshots" in sys.modules:
             from .snapshots import held
@@ -431,9 +435,8 @@ class LocalSandbox:
                                               "paused_at": datetime.now(timezone.utc).isoformat(),
                                               "info": info.model_dump(mode="json")})
             self._end("paused")
-        for older in store.list(self.sandbox_id):  # the latest pause is what resumes: older ones go
-            if older.source == "pause" and older.snapshot_id != record.snapshot_id:
-                store.delete(self.sandbox_id, older.snapshot_id)
+        threading.Thread(target=_drop_older_pauses, args=(store, self.sandbox_id, record.snapshot_id),
+                         name="declaw-reap", daemon=True).start()
         with LocalSandboxes._lock:
             LocalSandboxes._paused[self.sandbox_id] = self
         held.release(self.sandbox_id)
@@ -777,6 +780,17 @@ def _paused_in_store(sandbox_id: str) -> Optional[LocalSandbox]:
                                  allow_internet_access=info.allow_internet_access)
     with LocalSandboxes._lock:
         return LocalSandboxes._paused.setdefault(sandbox_id, husk)
+
+
+def _drop_older_pauses(store: Any, sandbox_id: str, latest: str) -> None:
+    """The latest pause is what a sandbox resumes from: older pause snapshots go (in the
+    background: a pause returns once its own snapshot is stored)."""
+    try:
+        for older in store.list(sandbox_id):
+            if older.source == "pause" and older.snapshot_id != latest:
+                store.delete(sandbox_id, older.snapshot_id)
+    except (StateError, OSError) as exc:
+        log.warning("sandbox %s: deleting older pause snapshots: %s", sandbox_id, exc)
 
 
 def _forget_paused(sandbox: LocalSandbox) -> bool:

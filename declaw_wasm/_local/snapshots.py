@@ -34,6 +34,7 @@ again; their placeholders are kept, so the guest's environment (in memory) still
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import threading
@@ -76,8 +77,13 @@ def base_of(runtime: Runtime) -> wimage.BaseImage:
     return wimage.base_image(runtime.engine, runtime.module, runtime.source)
 
 
+@functools.lru_cache(maxsize=None)
+def _engine_version() -> str:
+    return wasmtime_version()  # reads package metadata: tens of ms
+
+
 def engine_info(runtime: Runtime) -> dict[str, Any]:
-    return {"wasmtime": wasmtime_version(), "flags": runtime.flags.key(), "machine": platform.machine(),
+    return {"wasmtime": _engine_version(), "flags": runtime.flags.key(), "machine": platform.machine(),
             "cpu": platform.processor() or platform.machine()}
 
 
@@ -167,8 +173,9 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
 # only as a cache (matplotlib's fonts, opened when a figure is drawn; reopened on the next draw),
 # so that the descriptor rule refuses only the user's own open files.
 RELEASE = ("__declaw_m = __import__('sys').modules.get('matplotlib.font_manager')\n"
-           "if __declaw_m is not None: __declaw_m._get_font.cache_clear()\n"
-           "__declaw_m = __import__('gc').collect()\n"
+           "if __declaw_m is not None and __declaw_m._get_font.cache_info().currsize:\n"
+           "    __declaw_m._get_font.cache_clear()\n"
+           "    __declaw_m = __import__('gc').collect()\n"
            "del __declaw_m\n")
 
 
@@ -329,7 +336,8 @@ class Restoring:
     reseed: bool = False  # forks: new random seeds in each context, so they diverge
 
     def install(self, sandbox: "LocalSandbox") -> None:
-        """Check the mount layout and add the contexts (their guests start now)."""
+        """Check the mount layout and add the contexts (each guest starts from its image on the
+        context's first use: a fork or a resume costs no guest until one is needed)."""
         from .kernel import Kernel
 
         if layout_of(sandbox.fs) != self.layout:
@@ -341,9 +349,9 @@ class Restoring:
             restore_token_map(sandbox, self.tokens)
         for state in self.contexts:
             image = (state.image, self.base) if state.image is not None else None
-            kernel = Kernel(sandbox, state.context.model_copy(), image=image, count=state.count if image else 0)
-            sandbox.code.install(kernel)
-            kernel.start_restored(RESEED if self.reseed else None)
+            kernel = Kernel(sandbox, state.context.model_copy(), image=image, count=state.count if image else 0,
+                            first_turn=RESEED if self.reseed else None)
+            sandbox.code.install(kernel)  # its guest starts from the image on first use
 
 
 # What a forked context runs first (once, on its own guest): new random seeds and tempfile names,
