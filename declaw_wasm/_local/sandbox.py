@@ -421,8 +421,11 @@ class LocalSandbox:
                 return False
             self._require_running()
         if stop_running:
-            for process in self._live_processes():
+            running = self._live_processes()
+            for process in running:
                 process.kill()
+            for process in running:
+                process.wait(5.0)
             for kernel in self.code.kernels():
                 if kernel.busy():
                     kernel.stop()

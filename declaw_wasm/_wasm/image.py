@@ -418,7 +418,7 @@ def _zstd() -> Any:
     except ImportError:
         pass
     try:
-        from backports import zstd as backport  # declaw-wasm[zstd] on older Pythons
+        from backports import zstd as backport  # a dependency before Python 3.14
 
         return backport
     except ImportError:
@@ -434,7 +434,8 @@ def _compress(codec: str, chunk: Any) -> bytes:
     if codec == "zstd":
         module = _zstd()
         if module is None:
-            raise ImageError("zstd is not available (pip install 'declaw-wasm[zstd]')")
+            raise ImageError("zstd is not available: install backports.zstd (a dependency of declaw-wasm "
+                             "before Python 3.14)")
         return bytes(module.compress(chunk, level=ZSTD_LEVEL))
     if codec == "zlib":
         return zlib.compress(chunk, ZLIB_LEVEL)
@@ -453,8 +454,8 @@ def _decompress(codec: str, chunk: Any, size: int) -> bytes:
     elif codec == "zstd":
         module = _zstd()
         if module is None:
-            raise ImageError("this image is zstd-compressed: install backports.zstd "
-                             "(pip install 'declaw-wasm[zstd]') or use Python 3.14+")
+            raise ImageError("this image is zstd-compressed: install backports.zstd (a dependency of "
+                             "declaw-wasm before Python 3.14)")
         zd = module.ZstdDecompressor()
         out = zd.decompress(chunk, max_length=size)
         if not zd.eof or zd.unused_data:

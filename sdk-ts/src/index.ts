@@ -8,7 +8,7 @@
  */
 
 export { Sandbox } from "./sandbox.js";
-export type { SandboxInfo, SandboxOpts, RunCodeOpts } from "./sandbox.js";
+export type { SandboxInfo, SandboxOpts, RunCodeOpts, Snapshot, SnapshotInfo } from "./sandbox.js";
 export { Filesystem } from "./files.js";
 export type { EntryInfo, FileType, WriteData, WriteInfo } from "./files.js";
 export { CommandHandle, Commands } from "./commands.js";

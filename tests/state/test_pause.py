@@ -132,7 +132,8 @@ def test_secrets_are_never_stored_and_needed_again_elsewhere(state: str) -> None
 def test_on_timeout_pause_pauses_instead_of_killing(state: str) -> None:
     sbx = Sandbox.create(timeout=3, lifecycle={"on_timeout": "pause"})
     sbx.run_code("kept = 'yes'")
-    time.sleep(6)
+    sbx.commands.run("sleep 60", background=True)  # what runs at the end of the lifetime is stopped
+    time.sleep(7)
     assert sbx.get_info().state == SandboxState.PAUSED
     assert sbx.get_info().lifecycle == {"on_timeout": "pause"}
     sbx.resume(timeout=60)
