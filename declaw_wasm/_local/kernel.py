@@ -227,9 +227,12 @@ class Kernel:
             self._quota_message = message
             guest.kill("quota")
 
-    def stop(self, wait: bool = True) -> None:
+    def stop(self, wait: bool = True, lost: Optional[str] = None) -> None:
+        """Stop the context's guest (`lost`: why, told to its next cell)."""
         guest = self.guest
         self.guest = None
+        if lost is not None and guest is not None:
+            self._lost = lost
         if guest is not None:
             guest.kill("killed")
             if wait:

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("declaw_wasm.state")
 
 QUIET_WAIT = 30.0  # seconds a snapshot waits for a cell in flight
+RELEASE_TIMEOUT = 10.0  # seconds the turn before a capture may take
 LEASE_TTL = 30.0  # a running sandbox's lease; renewed every third of it
 SNAPSHOT_FORMAT = 1
 
@@ -152,7 +153,14 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
     for kernel in kernels:
         def capture(guest: Guest, kernel: "Kernel" = kernel) -> wimage.GuestImage:
             def at_rest(store: Any, instance: Any) -> wimage.GuestImage:
-                Guest.turn(store, instance, RELEASE)
+                guest.set_deadline(RELEASE_TIMEOUT)  # the guest's own modules run in it: bounded
+                try:
+                    Guest.turn(store, instance, RELEASE)
+                except Exception as exc:
+                    raise ConflictException(f"code context {kernel.context.id!r} did not come to rest for the "
+                                            f"snapshot ({type(exc).__name__}); it restarts afresh") from None
+                finally:
+                    guest.set_deadline(None)
                 open_fds = wimage.open_descriptors(store, instance, runtime.engine, 3 + preopens)
                 if open_fds:
                     shown = ", ".join(f"fd {fd} ({kind})" for fd, kind in open_fds[:8])
@@ -161,7 +169,12 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
                         "close them (f.close(), conn.close(), or a `with` block) and snapshot again. "
                         "After a restore their numbers could name other files, so they cannot be carried")
                 return wimage.capture(store, instance, base, time.monotonic_ns() - guest.clock_base_ns, codec)
-            image: wimage.GuestImage = guest.between_turns(at_rest)
+            try:
+                image: wimage.GuestImage = guest.between_turns(at_rest)
+            except ConflictException as exc:
+                if "did not come to rest" in str(exc):
+                    kernel.stop(lost="it did not come to rest for a snapshot")
+                raise
             return image
 
         image, count = kernel.state(capture)

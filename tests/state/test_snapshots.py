@@ -288,3 +288,18 @@ def test_info_and_list_show_a_paused_sandbox(sandbox: Sandbox, state: str) -> No
     assert sandbox.pause() is False  # paused already
     sandbox.resume()
     assert sandbox.get_info().state == SandboxState.RUNNING
+
+
+def test_a_context_that_will_not_come_to_rest_is_refused_in_bounded_time(sandbox: Sandbox, state: str) -> None:
+    # hostile code in the context: the turn before a capture calls into matplotlib's font cache
+    sandbox.run_code("import sys, types\n"
+                     "class Loop:\n"
+                     "    def cache_info(self):\n"
+                     "        while True: pass\n"
+                     "sys.modules['matplotlib.font_manager'] = types.SimpleNamespace(_get_font=Loop())")
+    start = time.monotonic()
+    with pytest.raises(ConflictException, match="did not come to rest"):
+        sandbox.create_snapshot()
+    assert time.monotonic() - start < 30
+    fresh = sandbox.run_code("print('fresh')")  # the context restarted, and says so
+    assert "".join(fresh.logs.stdout) == "fresh\n" and "restarted" in "".join(fresh.logs.stderr)
