@@ -136,22 +136,28 @@ def quiet(sandbox: "LocalSandbox", wait: float = QUIET_WAIT) -> Iterator[list["K
 @dataclass
 class ContextState:
     """A context at rest: its record and its guest's image (None: it had no live guest, and
-    starts afresh)."""
+    starts afresh); `written`: the writer the image was encoded into as it was captured."""
 
     context: Context
     count: int
     image: Optional[wimage.GuestImage]
+    written: Optional[Any] = None
 
 
-def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Optional[str]) -> list[ContextState]:
-    """Each context's state (the sandbox held quiet by the caller). `codec`: compress the images
-    (for the store), or None for raw ones (fork)."""
+def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"],
+                     writer: Optional[Callable[[], Any]] = None) -> list[ContextState]:
+    """Each context's state (the sandbox held quiet by the caller). With `writer` (a factory of
+    the store's part writers) each image is encoded straight from the guest's memory into one;
+    without, the images are raw copies (fork)."""
     runtime = sandbox.runtime
     base = base_of(runtime)
     preopens = len(sandbox.fs.mounts)
-    states = []
+    states: list[ContextState] = []
+    opened: list[Any] = []
     for kernel in kernels:
-        def capture(guest: Guest, kernel: "Kernel" = kernel) -> wimage.GuestImage:
+        made: list[Any] = []  # the writer this context's image went into, if captured now
+
+        def capture(guest: Guest, kernel: "Kernel" = kernel, made: list[Any] = made) -> wimage.GuestImage:
             def at_rest(store: Any, instance: Any) -> wimage.GuestImage:
                 guest.set_deadline(RELEASE_TIMEOUT)  # the guest's own modules run in it: bounded
                 try:
@@ -168,7 +174,12 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
                         f"code context {kernel.context.id!r} holds open files across cells ({shown}): "
                         "close them (f.close(), conn.close(), or a `with` block) and snapshot again. "
                         "After a restore their numbers could name other files, so they cannot be carried")
-                return wimage.capture(store, instance, base, time.monotonic_ns() - guest.clock_base_ns, codec)
+                out = None
+                if writer is not None:
+                    out = writer()
+                    opened.append(out)
+                    made.append(out)
+                return wimage.capture(store, instance, base, time.monotonic_ns() - guest.clock_base_ns, out)
             try:
                 image: wimage.GuestImage = guest.between_turns(at_rest)
             except ConflictException as exc:
@@ -177,8 +188,13 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"], codec: Op
                 raise
             return image
 
-        image, count = kernel.state(capture)
-        states.append(ContextState(kernel.context, count, image))
+        try:
+            image, count = kernel.state(capture)
+        except BaseException:
+            for out in opened:
+                out.discard()
+            raise
+        states.append(ContextState(kernel.context, count, image, made[0] if made else None))
     return states
 
 
@@ -245,7 +261,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     base = base_of(runtime)
     parts: dict[str, Any] = {}
     try:
-        contexts = capture_contexts(sandbox, kernels, wimage.default_codec())
+        contexts = capture_contexts(sandbox, kernels, lambda: store.part_writer(sandbox.sandbox_id, snapshot_id))
         tree_entries = []
         for index, (guest, host) in enumerate(private_trees(sandbox)):
             writer = store.part_writer(sandbox.sandbox_id, snapshot_id)
@@ -261,9 +277,10 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                                      "cwd": state.context.cwd, "execution_count": state.count, "part": None}
             if state.image is not None:
                 name = f"ctx-{index}"
-                writer = store.part_writer(sandbox.sandbox_id, snapshot_id)
+                writer = state.written or store.part_writer(sandbox.sandbox_id, snapshot_id)
                 try:
-                    wimage.write(state.image, writer)
+                    if state.written is None:  # a restored context not started: its pending image
+                        wimage.write(state.image, writer)
                     parts[name] = writer.commit()
                 finally:
                     writer.discard()
@@ -446,7 +463,7 @@ def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbo
 def fork_source(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> Restoring:
     """A restoring plan that copies this (quiet) sandbox: files from its folders, contexts from
     raw images shared by every fork."""
-    contexts = capture_contexts(sandbox, kernels, None)
+    contexts = capture_contexts(sandbox, kernels)
     sources = private_trees(sandbox)
 
     def fill(fs: "SandboxFS") -> None:

@@ -53,10 +53,13 @@ GAP = 4 * PAGE  # clean pages between dirty ones kept in the same run (fewer, la
 WASM_PAGE = 64 << 10
 MAX_MEMORY = 4 << 30  # wasm32
 MAGIC = b"DWIMAGE1"
+END = b"DWIMGEND"
 MAX_HEADER = 32 << 20
 CHUNK = 4 << 20  # compressed independently, so compression runs on every core
 ZSTD_LEVEL = -3  # zstd's fast mode: ~3x level 1's speed; pages are mostly incompressible data or zeros
 ZLIB_LEVEL = 1
+SAMPLE = 64 << 10  # a piece's sample compressed first: if it keeps more than WORTH of its size,
+WORTH = 0.9  # the piece is stored as it is
 IMAGE_SIDECAR = ".image.json"
 
 
@@ -291,11 +294,13 @@ def _touched(address: int, size: int) -> list[tuple[int, int]]:
 
 
 def capture(store: wasmtime.Store, instance: wasmtime.Instance, base: BaseImage, clock_ns: int,
-            codec: Optional[str] = None) -> GuestImage:
+            out: Optional[Any] = None, codec: Optional[str] = None) -> GuestImage:
     """The image of a guest at rest (no wasm frame live: between turns), diffed against `base`
-    (the initial memory of the same module). With `codec` the pieces are compressed straight
-    from the guest's memory (on a thread pool, while the guest waits); without, copied raw (to
-    apply them again in this process: fork)."""
+    (the initial memory of the same module). With `out` (anything with `write(buffer)`), the
+    image is written there encoded, straight from the guest's memory (pieces compressed on the
+    thread pool while earlier ones are written; pieces not worth compressing are written from
+    memory without a copy), and the returned image holds only its layout. Without, the pieces
+    are copied raw (to apply them again in this process: fork)."""
     memory = _memory(store, instance)
     size = memory.data_len(store)
     if size < base.size:
@@ -303,16 +308,26 @@ def capture(store: wasmtime.Store, instance: wasmtime.Instance, base: BaseImage,
     address = _address(memory, store)
     pieces = [Piece(offset + at, min(CHUNK, length - at))
               for offset, length in dirty_runs(address, size, base) for at in range(0, length, CHUNK)]
+    image = GuestImage(base.sha256, size, pieces, clock_ns, _globals(store, instance))
 
-    def fill(piece: Piece) -> None:
-        view = (ctypes.c_char * piece.length).from_address(address + piece.offset)
-        if codec is None:
-            piece.raw = bytes(view)
-        else:
-            piece.packed, piece.codec = _compress(codec, view), codec
+    def view(piece: Piece) -> memoryview:
+        return memoryview((ctypes.c_char * piece.length).from_address(address + piece.offset)).cast("B")
 
-    _each(fill, pieces)
-    return GuestImage(base.sha256, size, pieces, clock_ns, _globals(store, instance))
+    if out is None:
+        def copy(piece: Piece) -> None:
+            piece.raw = bytes(view(piece))
+        _each(copy, pieces)
+        return image
+
+    chosen = codec or default_codec()
+
+    def pack(piece: Piece) -> Any:
+        data = view(piece)
+        piece.codec = _worth(chosen, data)
+        return data if piece.codec == "none" else _compress(piece.codec, data)
+
+    _write(image, out, chosen, pack)
+    return image
 
 
 def _each(work: Callable[[Piece], None], pieces: list[Piece]) -> None:
@@ -429,6 +444,15 @@ def default_codec() -> str:
     return "zstd" if _zstd() is not None else "zlib"
 
 
+def _worth(codec: str, view: Any) -> str:
+    """`codec`, or "none" for a piece whose sample does not compress (random numbers, already
+    compressed data: trying costs more than it saves)."""
+    if codec == "none" or len(view) <= SAMPLE:
+        return codec
+    sample = view[len(view) // 2 - SAMPLE // 2:][:SAMPLE]
+    return codec if len(_compress(codec, sample)) < SAMPLE * WORTH else "none"
+
+
 def _compress(codec: str, chunk: Any) -> bytes:
     """`chunk` (bytes or any buffer) compressed with `codec`."""
     if codec == "zstd":
@@ -486,27 +510,40 @@ def encode(image: GuestImage, codec: Optional[str] = None) -> bytes:
 
 
 def write(image: GuestImage, out: Any, codec: Optional[str] = None) -> int:
-    """Write the image to `out` (anything with `write(bytes)`): magic, header length, JSON
-    header, the pieces' bytes (compressed with `codec`, or as they are packed already). The
-    bytes written."""
-    codec = codec or default_codec()
+    """Write the image to `out` (anything with `write(buffer)`); the bytes written. Layout:
+    `DWIMAGE1`, the pieces' bytes (each compressed with `codec` when worth it, or as it is packed
+    already), the JSON header (base, memory size, clock, globals, per piece: offset, length,
+    packed length, codec), its length (u32) and `DWIMGEND`: the header comes last so pieces can
+    be written as they are compressed."""
+    chosen = codec or default_codec()
 
-    def pack(piece: Piece) -> None:
-        if piece.packed is None or piece.codec != codec:
-            piece.packed, piece.codec = _compress(codec, piece.data()), codec
+    def pack(piece: Piece) -> Any:
+        if piece.packed is not None:
+            return piece.packed
+        data = piece.data()
+        piece.codec = _worth(chosen, data)
+        return _compress(piece.codec, data)
 
-    _each(pack, image.pieces)
+    return _write(image, out, chosen, pack)
+
+
+def _write(image: GuestImage, out: Any, codec: str, pack: Callable[[Piece], Any]) -> int:
+    out.write(MAGIC)
+    total = len(MAGIC)
+    sizes = []
+    packed = _threads().map(pack, image.pieces) if len(image.pieces) > 2 else map(pack, image.pieces)
+    for data in packed:  # in order, as each is ready
+        out.write(data)
+        sizes.append(len(data))
+        total += len(data)
     header = json.dumps({
         "base_sha256": image.base_sha256, "memory_size": image.memory_size,
         "clock_ns": image.clock_ns, "globals": {k: list(v) for k, v in image.globals.items()},
-        "codec": codec, "pieces": [[p.offset, p.length, len(p.packed or b"")] for p in image.pieces],
+        "codec": codec,
+        "pieces": [[p.offset, p.length, n, p.codec] for p, n in zip(image.pieces, sizes, strict=True)],
     }, separators=(",", ":")).encode()
-    out.write(MAGIC + struct.pack("<I", len(header)) + header)
-    total = len(MAGIC) + 4 + len(header)
-    for piece in image.pieces:
-        out.write(piece.packed or b"")
-        total += len(piece.packed or b"")
-    return total
+    out.write(header + struct.pack("<I", len(header)) + END)
+    return total + len(header) + 4 + len(END)
 
 
 def decode(blob: Any) -> GuestImage:
@@ -514,11 +551,13 @@ def decode(blob: Any) -> GuestImage:
     pieces stay compressed until applied (and are checked then: each must give exactly its
     declared length)."""
     blob = memoryview(blob)  # pieces are views of it: no copies
-    if len(blob) < len(MAGIC) + 4 or bytes(blob[:len(MAGIC)]) != MAGIC:
-        raise ImageError("not a guest image (bad magic)")
-    (hlen,) = struct.unpack_from("<I", blob, len(MAGIC))
-    start = len(MAGIC) + 4
-    if hlen > MAX_HEADER or start + hlen > len(blob):
+    tail = len(END) + 4
+    if (len(blob) < len(MAGIC) + tail or bytes(blob[:len(MAGIC)]) != MAGIC
+            or bytes(blob[len(blob) - len(END):]) != END):
+        raise ImageError("not a guest image, or truncated (bad magic)")
+    (hlen,) = struct.unpack_from("<I", blob, len(blob) - tail)
+    start = len(blob) - tail - hlen
+    if hlen > MAX_HEADER or start < len(MAGIC):
         raise ImageError("guest image header truncated or too large")
     try:
         header = json.loads(bytes(blob[start:start + hlen]))
@@ -527,18 +566,19 @@ def decode(blob: Any) -> GuestImage:
         clock_ns = int(header["clock_ns"])
         globals_ = {str(k): (str(v[0]), v[1]) for k, v in dict(header.get("globals") or {}).items()}
         codec = str(header["codec"])
-        layout = [(int(o), int(n), int(p)) for o, n, p in header["pieces"]]
+        layout = [(int(e[0]), int(e[1]), int(e[2])) for e in header["pieces"]]
+        codecs = [str(e[3]) if len(e) > 3 else codec for e in header["pieces"]]
     except (ValueError, KeyError, TypeError, IndexError):
         raise ImageError("guest image header is malformed") from None
-    if codec not in ("none", "zlib", "zstd"):
-        raise ImageError(f"unknown image codec {codec!r}")
+    if any(c not in ("none", "zlib", "zstd") for c in [codec, *codecs]):
+        raise ImageError(f"unknown image codec in {sorted(set([codec, *codecs]))}")
     _check_layout(memory_size, layout, clock_ns)
-    at = start + hlen
-    if at + sum(p for _, _, p in layout) != len(blob):
-        raise ImageError("guest image truncated or with trailing bytes")
+    at = len(MAGIC)
+    if at + sum(p for _, _, p in layout) != start:
+        raise ImageError("guest image truncated, or its pieces do not add up")
     pieces = []
-    for offset, length, packed in layout:
-        pieces.append(Piece(offset, length, packed=blob[at:at + packed], codec=codec))
+    for (offset, length, packed), piece_codec in zip(layout, codecs, strict=True):
+        pieces.append(Piece(offset, length, packed=blob[at:at + packed], codec=piece_codec))
         at += packed
     return GuestImage(base, memory_size, pieces, clock_ns, globals_)
 

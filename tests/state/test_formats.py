@@ -30,19 +30,21 @@ def test_an_image_round_trips(codec: str) -> None:
 
 
 def _with_header(blob: bytes, change: dict[str, object]) -> bytes:
-    (hlen,) = struct.unpack_from("<I", blob, 8)
-    header = json.loads(blob[12:12 + hlen])
+    """The image with header fields changed (the header is at the end, before its length)."""
+    (hlen,) = struct.unpack_from("<I", blob, len(blob) - 12)
+    start = len(blob) - 12 - hlen
+    header = json.loads(blob[start:start + hlen])
     header.update(change)
     raw = json.dumps(header).encode()
-    return blob[:8] + struct.pack("<I", len(raw)) + raw + blob[12 + hlen:]
+    return blob[:start] + raw + struct.pack("<I", len(raw)) + blob[-8:]
 
 
 def test_a_damaged_or_hostile_image_is_refused() -> None:
     blob = wimage.encode(_image([(4096, os.urandom(4096))]), "zstd")
-    (hlen,) = struct.unpack_from("<I", blob, 8)
+    (hlen,) = struct.unpack_from("<I", blob, len(blob) - 12)
     cases = [
-        b"", b"NOTANIMG" + blob[8:], blob[:-1], blob + b"x", blob[:12] + b"[" + blob[13:],
-        blob[:8] + struct.pack("<I", 1 << 30) + blob[12:],
+        b"", b"NOTANIMG" + blob[8:], blob[:-1], blob + b"x", blob[:8] + blob[9:], blob[:-13] + b"[" + blob[-12:],
+        blob[:-12] + struct.pack("<I", 1 << 30) + blob[-8:],
         _with_header(blob, {"memory_size": 12345}),  # not whole wasm pages
         _with_header(blob, {"memory_size": 8 << 30}),  # over 4 GiB
         _with_header(blob, {"pieces": [[4095, 4096, hlen]]}),  # misaligned
@@ -73,7 +75,10 @@ def _tar(members: list[tuple[tarfile.TarInfo, bytes]]) -> io.BytesIO:
     return buf
 
 
-def _member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", link: str = "") -> tuple[tarfile.TarInfo, bytes]:
+Member = tuple[tarfile.TarInfo, bytes]
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"", link: str = "") -> Member:
     info = tarfile.TarInfo(name)
     info.type = kind
     info.size = len(data)
@@ -113,7 +118,7 @@ def test_a_tree_round_trips_with_links_and_deep_folders(tmp_path: Path) -> None:
     [_member("out", tarfile.SYMTYPE, link="/tmp"), _member("out/planted", data=b"x")],
     [_member("dir", tarfile.SYMTYPE, link=".."), _member("dir/escape", data=b"x")],
 ], ids=["dotdot", "absolute", "climb", "hardlink", "device", "fifo", "via-abs-link", "via-rel-link"])
-def test_a_hostile_tree_never_writes_outside_its_folder(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> None:
+def test_a_hostile_tree_never_writes_outside_its_folder(tmp_path: Path, members: list[Member]) -> None:
     top = tmp_path / "top"
     top.mkdir()
     with pytest.raises(trees.TreeError):
