@@ -159,7 +159,7 @@ class LocalSandbox:
         self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
         if paused:  # nothing reads the folder any more: freed in the background, not in pause()
-            threading.Thread(target=self.fs.destroy, name="declaw-reap", daemon=True).start()
+            _in_background(self.fs.destroy)
         else:
             self.fs.destroy()
         LocalSandboxes.forget(self)
@@ -438,8 +438,7 @@ class LocalSandbox:
                                               "paused_at": datetime.now(timezone.utc).isoformat(),
                                               "info": info.model_dump(mode="json")})
             self._end("paused")
-        threading.Thread(target=_drop_older_pauses, args=(store, self.sandbox_id, record.snapshot_id),
-                         name="declaw-reap", daemon=True).start()
+        _in_background(lambda: _drop_older_pauses(store, self.sandbox_id, record.snapshot_id))
         with LocalSandboxes._lock:
             LocalSandboxes._paused[self.sandbox_id] = self
         held.release(self.sandbox_id)
@@ -783,6 +782,40 @@ def _paused_in_store(sandbox_id: str) -> Optional[LocalSandbox]:
                                  allow_internet_access=info.allow_internet_access)
     with LocalSandboxes._lock:
         return LocalSandboxes._paused.setdefault(sandbox_id, husk)
+
+
+_background: set[threading.Thread] = set()
+_background_lock = threading.Lock()
+_waits_at_exit = False
+
+
+def _in_background(work: Any) -> None:
+    """Clean-up a pause need not wait for (freeing its folder, deleting older pause snapshots),
+    on a thread of its own; the process waits for them at exit (a serverless function that
+    pauses and returns must not leave a folder behind)."""
+    def run() -> None:
+        try:
+            work()
+        finally:
+            with _background_lock:
+                _background.discard(threading.current_thread())
+
+    global _waits_at_exit
+    thread = threading.Thread(target=run, name="declaw-reap", daemon=True)
+    with _background_lock:
+        _background.add(thread)
+        if not _waits_at_exit:  # registered now, so it runs before the exit handlers of what the
+            _waits_at_exit = True  # store loaded (fsspec's event loop, for an object store)
+            atexit.register(_finish_background)
+    thread.start()
+
+
+def _finish_background(timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    with _background_lock:
+        pending = list(_background)
+    for thread in pending:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _drop_older_pauses(store: Any, sandbox_id: str, latest: str) -> None:

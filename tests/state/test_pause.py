@@ -176,3 +176,26 @@ def test_the_async_face(state: str) -> None:
         assert isinstance(resumed, AsyncSandbox)
         await resumed.kill()
     asyncio.run(main())
+
+
+def test_pause_and_resume_through_an_object_store(s3_state: str) -> None:
+    """DECLAW_WASM_STATE=s3://... (moto's S3 server): the snapshot's parts and manifest, the state
+    document and the lease (a conditional PUT) live there; another process resumes."""
+    sbx = Sandbox.create()
+    try:
+        sbx.run_code("import numpy as np; weights = np.arange(5)")
+        sbx.files.write("/home/user/model.txt", "on s3")
+        sbx.pause()
+        child = run_python(textwrap.dedent(f"""
+            from declaw_wasm import Sandbox
+            sbx = Sandbox.connect({sbx.sandbox_id!r})
+            print("".join(sbx.run_code("print(int(weights.sum()))").logs.stdout), end="")
+            print(sbx.files.read("/home/user/model.txt"))
+            sbx.pause()
+        """))
+        assert child.returncode == 0, child.stderr
+        assert child.stdout == "10\non s3\n"
+        sbx.resume()
+        assert [s.source for s in sbx.list_snapshots()] == ["pause"]
+    finally:
+        sbx.kill()

@@ -303,3 +303,26 @@ def test_a_context_that_will_not_come_to_rest_is_refused_in_bounded_time(sandbox
     assert time.monotonic() - start < 30
     fresh = sandbox.run_code("print('fresh')")  # the context restarted, and says so
     assert "".join(fresh.logs.stdout) == "fresh\n" and "restarted" in "".join(fresh.logs.stderr)
+
+
+def test_volumes_are_attached_again_and_copies_come_from_the_snapshot(state: str) -> None:
+    from declaw_wasm.volumes import VolumeAttachment, Volumes
+
+    vol = Volumes.create("snap-vol")
+    Volumes.files(vol.volume_id).write("/a.txt", b"from the volume")
+    sbx = Sandbox.create(volumes=[VolumeAttachment(vol.volume_id, "/data"),  # a private copy
+                                  VolumeAttachment(vol.volume_id, "/ro", mode="mount-ro"),
+                                  VolumeAttachment(vol.volume_id, "/home/user/copy")])
+    try:
+        sbx.commands.run("echo changed > /data/a.txt; echo new > /home/user/copy/b.txt; rm /home/user/copy/a.txt")
+        info = sbx.create_snapshot()
+        twin = Sandbox.create(snapshot=info.snapshot_id)
+        try:
+            out = twin.commands.run("cat /data/a.txt /ro/a.txt /home/user/copy/b.txt; ls /home/user/copy")
+            assert out.stdout == "changed\nfrom the volumenew\nb.txt\n", out  # a.txt has no newline
+            assert twin.commands.run("echo x > /ro/a.txt").exit_code != 0  # still read-only
+        finally:
+            twin.kill()
+    finally:
+        sbx.kill()
+        Volumes.delete(vol.volume_id)
