@@ -229,20 +229,27 @@ def placeholders_of(sandbox: "LocalSandbox") -> dict[str, str]:
     return {i.name: i.placeholder for i in sandbox.egress.secrets.injections if i.scope is None}
 
 
-# -- the PII token map (the guard's, once the guard wiring lands) -------------------------------------------
+# -- the PII token map (the guard's) -------------------------------------------------------------------
+def _tokens(sandbox: "LocalSandbox") -> Any:
+    """The sandbox's PII token map, if its guard keeps one: the egress session's `token_map`
+    (the guard wiring: a `security.TokenMap`), None otherwise (no PII guard, or a build without
+    the wiring: then nothing is persisted)."""
+    return getattr(sandbox.egress, "token_map", None)
+
+
 def token_map_of(sandbox: "LocalSandbox") -> Optional[dict[str, Any]]:
-    """The sandbox guard's PII token map as a plain dict, if its guard keeps one (hook: the
-    guardrails wiring gives the guard a `token_map` with `to_dict()`; until then none)."""
-    tokens = getattr(sandbox.egress.guard, "token_map", None)
+    """The token map as a plain dict (it holds the original values: stored with the snapshot,
+    so a restored sandbox still rehydrates its tokens)."""
+    tokens = _tokens(sandbox)
     to_dict = getattr(tokens, "to_dict", None)
-    return to_dict() if callable(to_dict) else None
+    return to_dict() if callable(to_dict) and len(tokens) else None
 
 
 def restore_token_map(sandbox: "LocalSandbox", data: dict[str, Any]) -> None:
-    """Give the restored sandbox's guard its token map back (hook, as above)."""
-    tokens = getattr(sandbox.egress.guard, "token_map", None)
-    if tokens is not None and hasattr(type(tokens), "from_dict"):
-        sandbox.egress.guard.token_map = type(tokens).from_dict(data)  # type: ignore[attr-defined]
+    """Give the restored sandbox's guard its tokens back (its map object stays its own)."""
+    tokens = _tokens(sandbox)
+    if tokens is not None and callable(getattr(tokens, "load", None)):
+        tokens.load(data)
 
 
 # -- writing a snapshot ----------------------------------------------------------------------------------

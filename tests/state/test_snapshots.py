@@ -326,3 +326,23 @@ def test_volumes_are_attached_again_and_copies_come_from_the_snapshot(state: str
     finally:
         sbx.kill()
         Volumes.delete(vol.volume_id)
+
+
+def test_the_pii_token_map_is_persisted(state: str) -> None:
+    from declaw_wasm import PIIConfig, SecurityPolicy
+
+    sbx = Sandbox.create(security=SecurityPolicy(pii=PIIConfig(enabled=True)))
+    try:
+        tokens = getattr(testing.egress_of(sbx), "token_map", None)
+        if tokens is None:
+            pytest.skip("this build's sandboxes keep no PII token map (the guard wiring gives them one)")
+        token = tokens.tokenize("email", "alice@example.com")
+        info = sbx.create_snapshot()
+        twin = Sandbox.create(snapshot=info.snapshot_id)
+        try:
+            restored = testing.egress_of(twin).token_map
+            assert restored is not tokens and restored.lookup(token) == "alice@example.com"
+        finally:
+            twin.kill()
+    finally:
+        sbx.kill()
