@@ -169,13 +169,16 @@ print(json.dumps({{"import": t1 - t0, "call": t2 - t1, "first_cell": t3 - t2}}))
 
 
 def snapshots(repeat: int) -> None:
+    made: list[Sandbox] = []
+
     def fresh() -> None:
-        sbx = Sandbox.create()
-        assert sbx.run_code(PANDAS_10MB + CHECK).text == "131072"
-        sbx.kill()
+        made.append(Sandbox.create())
+        assert made[-1].run_code(PANDAS_10MB + CHECK).text == "131072"
 
     fresh_s = median_s(fresh, repeat)
-    create_s = median_s(lambda: Sandbox.create().kill(), repeat)
+    create_s = median_s(lambda: made.append(Sandbox.create()), repeat)  # kills are not timed
+    for sandbox in made:
+        sandbox.kill()
     sbx = Sandbox.create(timeout=3600)
     sbx.run_code(PANDAS_10MB)
     data = 131072 * 10 * 8
@@ -196,8 +199,9 @@ def snapshots(repeat: int) -> None:
     sbx.pause()
     runs = [in_new_process(NEW_PROCESS.format(action=f"sbx = Sandbox.resume({sbx.sandbox_id!r})", check=CHECK,
                                               after="sbx.pause()")) for _ in range(repeat)]
-    fresh_runs = [in_new_process(NEW_PROCESS.format(action="sbx = Sandbox.create(); sbx.run_code(" + repr(PANDAS_10MB) + ")",
-                                                    check=CHECK, after="sbx.kill()")) for _ in range(repeat)]
+    fresh_action = f"sbx = Sandbox.create(); sbx.run_code({PANDAS_10MB!r})"
+    fresh_runs = [in_new_process(NEW_PROCESS.format(action=fresh_action, check=CHECK, after="sbx.kill()"))
+                  for _ in range(repeat)]
     sbx.resume()
 
     def median_of(rows: list[dict[str, float]], key: str) -> float:
@@ -228,10 +232,12 @@ def snapshots(repeat: int) -> None:
     print(f"| `create_snapshot()` (the sandbox goes on) | {ms(snap_s)} | | |")
     print(f"| pause snapshot in the store (data {data / 1e6:.1f} MB; context memory {image / 1e6:.0f} MB) | "
           f"{size / 1e6:.1f} MB | | ≤ data + 10 MB = {(data / 1e6) + 10:.1f} MB |")
-    print(f"| new process: `import declaw_wasm` | {ms(median_of(runs, 'import'))} | {ms(median_of(fresh_runs, 'import'))} | |")
+    print(f"| new process: `import declaw_wasm` | {ms(median_of(runs, 'import'))} | "
+          f"{ms(median_of(fresh_runs, 'import'))} | |")
     print(f"| new process: `Sandbox.resume(id)` (runtime load included) | {ms(median_of(runs, 'call'))} | "
           f"{ms(median_of(fresh_runs, 'call'))} (create + pandas + DataFrame) | ≤ 150 ms |")
-    print(f"| new process: its first cell | {ms(median_of(runs, 'first_cell'))} | {ms(median_of(fresh_runs, 'first_cell'))} | |")
+    print(f"| new process: its first cell | {ms(median_of(runs, 'first_cell'))} | "
+          f"{ms(median_of(fresh_runs, 'first_cell'))} | |")
     print(f"| `fork(count=8)` | {ms(med(forks_s))} | {ms(8 * create_s)} (8 × `create`) | ≤ 300 ms |")
     print(f"| `fork(count=8)` + a cell in each fork | {ms(med(forks_cell_s))} | {ms(8 * fresh_s)} "
           "(8 × create + pandas + DataFrame) | |")
