@@ -172,6 +172,16 @@ class Piece:
     raw: Optional[bytes] = None
     packed: Optional[Any] = None  # bytes, or a view of an encoded image
     codec: str = "none"
+    at: Optional[tuple[bytes, int]] = None  # (the encoded image, offset) of `packed`, when decoded
+
+    def source(self) -> Optional[int]:
+        """The address of the piece's bytes as they are, if they need no decompressing or copy
+        (raw, or stored uncompressed in an image held in memory): memmoved straight from there."""
+        if self.raw is not None:
+            return _bytes_address(self.raw)
+        if self.codec == "none" and self.at is not None:
+            return _bytes_address(self.at[0]) + self.at[1]
+        return None
 
     def data(self) -> bytes:
         if self.raw is not None:
@@ -213,8 +223,11 @@ class GuestImage:
         address = _address(memory, store)
 
         def write(piece: Piece) -> None:
-            data = piece.data()
-            ctypes.memmove(address + piece.offset, data, piece.length)
+            source = piece.source()
+            if source is not None:
+                ctypes.memmove(address + piece.offset, source, piece.length)
+            else:
+                ctypes.memmove(address + piece.offset, piece.data(), piece.length)
 
         _each(write, self.pieces)
         exports = instance.exports(store)
@@ -338,6 +351,11 @@ def _each(work: Callable[[Piece], None], pieces: list[Piece]) -> None:
         return
     for _ in _threads().map(work, pieces):
         pass
+
+
+def _bytes_address(data: bytes) -> int:
+    """Where a bytes object's bytes are (valid while it lives; bytes never move)."""
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
 
 
 def _globals(store: wasmtime.Store, instance: wasmtime.Instance) -> dict[str, tuple[str, Any]]:
@@ -550,7 +568,8 @@ def decode(blob: Any) -> GuestImage:
     """An encoded image, every field checked (a damaged or hostile image is an ImageError). The
     pieces stay compressed until applied (and are checked then: each must give exactly its
     declared length)."""
-    blob = memoryview(blob)  # pieces are views of it: no copies
+    whole = blob if isinstance(blob, bytes) else bytes(blob)
+    blob = memoryview(whole)  # pieces are views of it: no copies
     tail = len(END) + 4
     if (len(blob) < len(MAGIC) + tail or bytes(blob[:len(MAGIC)]) != MAGIC
             or bytes(blob[len(blob) - len(END):]) != END):
@@ -578,7 +597,7 @@ def decode(blob: Any) -> GuestImage:
         raise ImageError("guest image truncated, or its pieces do not add up")
     pieces = []
     for (offset, length, packed), piece_codec in zip(layout, codecs, strict=True):
-        pieces.append(Piece(offset, length, packed=blob[at:at + packed], codec=piece_codec))
+        pieces.append(Piece(offset, length, packed=blob[at:at + packed], codec=piece_codec, at=(whole, at)))
         at += packed
     return GuestImage(base, memory_size, pieces, clock_ns, globals_)
 
