@@ -12,14 +12,15 @@ from .exceptions import (AuthenticationException, BuildException, CommandExitExc
                          ConflictException, FileNotFoundException, InvalidArgumentException,
                          NotEnoughSpaceException, NotFoundException, RateLimitException,
                          SandboxError, SandboxException, SandboxNotFoundException,
-                         TemplateException, TimeoutException, VersionMismatchException)
+                         SnapshotException, TemplateException, TimeoutException,
+                         VersionMismatchException)
 from .commands import CommandHandle
 from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from .files import FileStream, WatchHandle
 from .limits import Limits
 from .models import (CommandResult, EntryInfo, FilesystemEvent, FilesystemEventType, FileType,
                      ProcessInfo, PtySize, SandboxInfo, SandboxLifecycle, SandboxMetrics,
-                     SandboxQuery, SandboxState, WriteEntry, WriteInfo)
+                     SandboxQuery, SandboxState, Snapshot, SnapshotInfo, WriteEntry, WriteInfo)
 from .sandbox import Sandbox, SandboxPaginator
 from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig, ContentGateConfig,
                        CustomPolicyConfig, EnvSecurityConfig, InjectionAction, InjectionDefenseConfig,
@@ -61,11 +62,12 @@ __all__ = [
     "WatchHandle", "AsyncWatchHandle", "FilesystemEvent", "FilesystemEventType",
     "Context", "Execution", "ExecutionError", "Logs", "OutputMessage", "Result",
     "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "SandboxQuery",
-    "SandboxMetrics", "SandboxLifecycle", "WriteEntry", "WriteInfo",
+    "SandboxMetrics", "SandboxLifecycle", "Snapshot", "SnapshotInfo", "WriteEntry", "WriteInfo",
     "SandboxError", "SandboxException", "AuthenticationException", "BuildException",
     "CommandExitException", "ConflictException", "FileNotFoundException",
     "InvalidArgumentException", "NotEnoughSpaceException", "NotFoundException",
-    "RateLimitException", "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "RateLimitException", "SandboxNotFoundException", "SnapshotException", "TemplateException",
+    "TimeoutException",
     "VersionMismatchException",
     # declaw's security configs (declaw_wasm.security)
     "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",

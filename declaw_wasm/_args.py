@@ -55,7 +55,25 @@ def lifecycle(value: Any) -> Optional[dict[str, Any]]:
     if found and found.get("checkpoint"):
         raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
                                        "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
+    if found and found.get("on_timeout", "kill") not in ("kill", "pause"):
+        raise InvalidArgumentException(f"lifecycle.on_timeout must be 'kill' or 'pause', got {found['on_timeout']!r}")
     return found
+
+
+def snapshot_id(value: Any, what: str = "snapshot_id") -> str:
+    """A snapshot's (or sandbox's) id, as the state store spells them."""
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", value):
+        raise InvalidArgumentException(f"{what} must be an id such as 'snap_...', got {str(value)[:200]!r}")
+    return value
+
+
+def fork_count(value: Any) -> int:
+    """How many forks (1-64; None: one)."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+        raise InvalidArgumentException(f"count must be a whole number from 1 to 64, got {value!r}")
+    return value
 
 
 def security(value: Any) -> Optional[dict[str, Any]]:

@@ -94,6 +94,12 @@ class ConflictException(SandboxException):
     code = "conflict"
 
 
+class SnapshotException(SandboxException):
+    """A snapshot that cannot be taken, resumed or restored here: damaged or tampered with, made
+    with another runtime or engine, or a sandbox state that cannot be carried (the message says
+    what is needed)."""
+
+
 class AuthenticationException(SandboxException):
     """Bad or missing API key (remote mode), or a call the sandbox's policy refuses."""
 

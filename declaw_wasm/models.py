@@ -151,10 +151,46 @@ class SandboxMetrics(BaseModel):
         return self.model_dump(mode="json")
 
 
+class SnapshotInfo(BaseModel):
+    """declaw's (and E2B's) `SnapshotInfo`: what `create_snapshot()` returns."""
+
+    snapshot_id: str
+    sandbox_id: str
+    created_at: Optional[datetime] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Snapshot(BaseModel):
+    """declaw's `Snapshot`: a stored snapshot of a sandbox (`snapshot()`, `list_snapshots()`).
+    `source`: "pause", "periodic" or "manual". `mem_blob_key` and `vmstate_blob_key` name its first
+    context image and its manifest in the state store; `mem_size_bytes` is the contexts' linear
+    memory; `size_bytes` (ours) what the snapshot takes in the store."""
+
+    snapshot_id: str
+    sandbox_id: str
+    source: str = "manual"
+    mem_blob_key: str = ""
+    vmstate_blob_key: str = ""
+    mem_size_bytes: Optional[int] = None
+    pause_duration_ms: Optional[int] = None
+    created_at: str = ""
+    size_bytes: Optional[int] = None
+
+    def info(self) -> SnapshotInfo:
+        return SnapshotInfo(snapshot_id=self.snapshot_id, sandbox_id=self.sandbox_id,
+                            created_at=datetime.fromisoformat(self.created_at) if self.created_at else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
 @dataclass
 class SandboxLifecycle:
-    """declaw's lifecycle settings, carried and reported; only `on_timeout="kill"` is what
-    happens here (see docs/differences.md)."""
+    """declaw's lifecycle settings: `on_timeout="kill"` (default) or `"pause"` (the sandbox is
+    paused to the state store at the end of its lifetime, docs/state.md); `auto_resume`: a
+    paused sandbox resumes when it is used (in the process that paused it)."""
 
     on_timeout: str = "kill"
     auto_resume: bool = False

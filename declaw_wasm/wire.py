@@ -21,7 +21,7 @@ from .charts import deserialize_chart
 from .exceptions import AuthenticationException, SandboxException, TimeoutException
 from .execution import ExecutionError, Result
 from .limits import Limits
-from .models import SandboxInfo
+from .models import SandboxInfo, Snapshot
 
 API_KEY_HEADER = "X-API-Key"
 # What only our own clients use (our NDJSON streams of commands and cells, code contexts, the
@@ -42,7 +42,7 @@ STATUS = {
     "InvalidArgumentException": 400, "TemplateException": 400, "BuildException": 400,
     "CommandExitException": 400, "AuthenticationException": 401,
     "NotFoundException": 404, "FileNotFoundException": 404, "SandboxNotFoundException": 404,
-    "TimeoutException": 408, "ConflictException": 409, "NotEnoughSpaceException": 413,
+    "TimeoutException": 408, "ConflictException": 409, "SnapshotException": 409, "NotEnoughSpaceException": 413,
     "RateLimitException": 429, "SandboxException": 500,
 }
 
@@ -83,6 +83,8 @@ class CreateSandbox(_Body):
     secrets: Optional[dict[str, SecretValue]] = Field(
         None, description="ours: {ENV_NAME: {value, hosts}}; the guest sees a placeholder, the server "
                           "injects the value for `hosts` only (docs/egress.md). Send only over TLS or loopback.")
+    snapshot: Optional[str] = Field(None, description="a snapshot id: the new sandbox starts as that "
+                                    "snapshot (its files and code contexts; docs/state.md)")
     # In-process arguments that never travel as such (`Secret` objects, a Vault object, the
     # security policy object): the faces put them here for the backend. The remote backend sends
     # secret values in `secrets` above (only over TLS or to loopback); the server turns them
@@ -93,6 +95,38 @@ class CreateSandbox(_Body):
 
 class SetTimeout(_Body):
     timeout: float
+
+
+class ResumeSandbox(_Body):
+    """Resume a paused sandbox (`POST /sandboxes/{id}/resume`, or a `connect`): `timeout` is its
+    new lifetime (default: the one it was made with). Secrets never travel (in-process only,
+    `_host_only`: a sandbox made with secrets resumes in another process only in-process)."""
+
+    timeout: Optional[float] = None
+    _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+
+class ForkSandbox(_Body):
+    """`POST /declaw-wasm/sandboxes/{id}/fork`: `count` copies of the sandbox."""
+
+    count: int = Field(1, ge=1, le=64)
+
+
+class Forked(BaseModel):
+    sandboxes: list[SandboxInfo]
+
+
+class Paused(BaseModel):
+    """A pause's answer: False if the sandbox was paused already."""
+
+    paused: bool
+
+
+class SnapshotList(BaseModel):
+    """`GET /sandboxes/{id}/snapshots` and `GET /snapshots` (declaw's shape), newest first."""
+
+    snapshots: list[Snapshot]
+    next_token: Optional[str] = None
 
 
 class Killed(BaseModel):

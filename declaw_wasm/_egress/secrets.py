@@ -125,6 +125,14 @@ class SecretBook:
     def guest_env(self) -> dict[str, str]:
         return {i.name: i.placeholder for i in self.injections}
 
+    def use_placeholders(self, placeholders: dict[str, str]) -> None:
+        """Give the secrets named in `placeholders` those placeholders (a restored sandbox: its
+        guests' memory holds the old ones). Before the book is used."""
+        for inj in self.injections:
+            if inj.scope is None and inj.name in placeholders:
+                inj.placeholder = placeholders[inj.name]
+        self._needles = None
+
     def values(self) -> list[str]:
         return [i.value for i in self.injections]
 

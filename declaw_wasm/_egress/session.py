@@ -494,6 +494,17 @@ class EgressSession:
         return None
 
     # -- lifetime ------------------------------------------------------------------------------------
+    def next_connection_id(self) -> int:
+        """The id the next connection gets (a snapshot records it: see reserve_connection_ids)."""
+        with self._lock:
+            return self._next_id
+
+    def reserve_connection_ids(self, first: int) -> None:
+        """A restored sandbox's guests may hold ids of connections that are gone: number new ones
+        from `first` on, so a stale socket fails as closed instead of reaching a new connection."""
+        with self._lock:
+            self._next_id = max(self._next_id, int(first))
+
     def release(self, guest: object) -> None:
         """The guest ended: close its connections."""
         with self._lock:

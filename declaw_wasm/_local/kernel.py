@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._wasm.boot import cell_turn, kernel_spec
 from .._wasm.guest import Guest, OutputSink
 from .._packages.pip import install_for_guest
-from ..exceptions import InvalidArgumentException, TimeoutException
+from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .doors import Handler, dispatch, net_handlers
 from .tools import ToolDoor, Tools
@@ -77,13 +78,19 @@ class _Cell:
 class Kernel:
     """One context's guest and the cell it is running."""
 
-    def __init__(self, sandbox: "LocalSandbox", context: Context) -> None:
+    def __init__(self, sandbox: "LocalSandbox", context: Context, image: Any = None, count: int = 0,
+                 first_turn: Optional[str] = None) -> None:
+        """`image`: a restored context's (GuestImage, BaseImage) (snapshots.py), applied when its
+        guest starts (on first use), with its execution `count`; `first_turn` runs before its
+        first cell (a fork's new random seeds)."""
         self.sandbox = sandbox
         self.context = context
         self.guest: Optional[Guest] = None
         self._run_lock = threading.Lock()  # one cell at a time
         self._current: Optional[_Cell] = None  # the cell whose turn is running
-        self._count = 0  # cells run by this guest (execution_count)
+        self._count = count  # cells run by this guest (execution_count)
+        self._image = image
+        self._first_turn = first_turn
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
@@ -130,12 +137,42 @@ class Kernel:
         spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
                            profile=sandbox.profile, mounts=sandbox.fs.mounts,
                            memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        first_turn = None
+        if self._image is not None:  # a restored context: its state instead of the setup turn, once
+            spec.turns, spec.image, self._image = [], self._image, None
+            first_turn, self._first_turn = self._first_turn, None
+        else:
+            self._count = 0
         guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()
-        self._count = 0
+        if first_turn:
+            guest.run_turn(first_turn, lambda: None, lambda _code: None)
         return guest
+
+    @contextmanager
+    def held(self, wait: float) -> Iterator[None]:
+        """No cell runs in this context while held (snapshots): a cell in flight is waited for up
+        to `wait` s, then ConflictException."""
+        if not self._run_lock.acquire(timeout=wait):
+            raise ConflictException(f"code context {self.context.id!r}: a cell is still running after "
+                                    f"{wait:g} s; snapshot once it is done")
+        try:
+            yield
+        finally:
+            self._run_lock.release()
+
+    def state(self, capture: Callable[[Guest], Any]) -> tuple[Any, int]:
+        """For a snapshot, while `held`: `capture(guest)` and the execution count. A restored
+        context not started yet gives its pending image; one without a guest gives None (it
+        starts afresh)."""
+        if self._image is not None:
+            return self._image[0], self._count
+        guest = self.guest
+        if guest is None or guest.done:
+            return None, 0
+        return capture(guest), self._count
 
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
             callbacks: dict[str, Optional[Callable[[Any], Any]]], tools: Optional[Tools] = None) -> Execution:
@@ -201,13 +238,17 @@ class Kernel:
             self._quota_message = message
             guest.kill("quota")
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True, lost: Optional[str] = None) -> None:
+        """Stop the context's guest (`lost`: why, told to its next cell)."""
         guest = self.guest
         self.guest = None
+        if lost is not None and guest is not None:
+            self._lost = lost
         if guest is not None:
             guest.kill("killed")
-            guest.wait(5.0)
-            self.sandbox.egress.release(guest)
+            if wait:
+                guest.wait(5.0)
+                self.sandbox.egress.release(guest)
 
 
 class CodeInterpreter:
@@ -261,6 +302,16 @@ class CodeInterpreter:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
 
+    def kernels(self) -> list[Kernel]:
+        """Every context's kernel (snapshots), the default one first."""
+        with self._lock:
+            return sorted(self._kernels.values(), key=lambda k: k.context.id != DEFAULT_CONTEXT)
+
+    def install(self, kernel: Kernel) -> None:
+        """A restored context (snapshots), before the sandbox is used."""
+        with self._lock:
+            self._kernels[kernel.context.id] = kernel
+
     def live_guests(self) -> list[Any]:
         with self._lock:
             return [k.guest for k in self._kernels.values()]
@@ -276,8 +327,9 @@ class CodeInterpreter:
         for kernel in kernels:
             kernel.stop_for_quota(message)
 
-    def stop_all(self) -> None:
+    def stop_all(self, wait: bool = True) -> None:
+        """Stop every context's guest (`wait`: until each has ended)."""
         with self._lock:
             kernels = list(self._kernels.values())
         for kernel in kernels:
-            kernel.stop()
+            kernel.stop(wait)

@@ -14,8 +14,9 @@ from .._backend import Callback, EventLog, ToolSpec, WriteData
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                      SandboxMetrics, WriteInfo)
-from ..wire import CreateContext, CreatePty, EndLine, ErrorBody, RunCode, RunCommand, exception_from
+                      SandboxMetrics, Snapshot, WriteInfo)
+from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox, RunCode, RunCommand,
+                    exception_from)
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
 
@@ -36,6 +37,8 @@ class Link(Protocol):
         """Make host tools callable from the host: `[token, {name: description}]`, which the
         host's stand-in sends back with each call (a link that cannot call back raises)."""
     def return_tools(self, token: str) -> None: ...
+    def adopt(self, host_id: str) -> "HostedSandbox":
+        """A sandbox this host made by itself (a fork, a resume), as its owner knows it."""
 
 
 def raised(body: ErrorBody) -> Exception:
@@ -168,6 +171,15 @@ def create_arguments(request: Any) -> tuple[Any, Any]:
     return plain, secrets
 
 
+def refuse_host_only(request: Any, where: str) -> None:
+    """A resume's or restore's secrets do not cross to a worker yet (a create's do, as
+    `create_arguments`): refuse them rather than resume the sandbox without them."""
+    held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault"))
+    if held:
+        raise InvalidArgumentException(f"{', '.join(held)} on resume: not supported on {where} yet; resume "
+                                       "the sandbox in-process (docs/state.md)")
+
+
 class HostedSandbox:
     """A sandbox on a host (the `SandboxBackend` of the pool and of Ray). `sandbox_id` is the
     id callers see; `host_id`, the host's own (they differ on Ray, where the id names its actor)."""
@@ -221,6 +233,29 @@ class HostedSandbox:
     def metrics(self) -> SandboxMetrics:
         metrics: SandboxMetrics = self._call("metrics")
         return metrics
+
+    # -- state ------------------------------------------------------------------------------------
+    def create_snapshot(self) -> Snapshot:
+        snapshot: Snapshot = self._call("create_snapshot")
+        return snapshot
+
+    def list_snapshots(self) -> List[Snapshot]:
+        found: List[Snapshot] = self._call("list_snapshots")
+        return found
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        return bool(self._call("delete_snapshot", snapshot_id))
+
+    def pause(self) -> bool:
+        return bool(self._call("pause"))
+
+    def resume(self, request: ResumeSandbox) -> None:
+        refuse_host_only(request, "a process pool or Ray")
+        self._host_call("resume", self.host_id, request)
+        self.link.adopt(self.host_id)
+
+    def fork(self, count: int) -> List["HostedSandbox"]:
+        return [self.link.adopt(str(local)) for local in self._host_call("fork", self.host_id, count)]
 
     # -- files ------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> HostedChunks:

@@ -39,10 +39,11 @@ SANDBOX_CALLS = frozenset({
     "info", "is_running", "set_timeout", "kill", "write", "list", "get_info", "exists", "remove",
     "rename", "make_dir", "processes", "kill_process", "send_stdin", "close_stdin", "resize_pty",
     "run_code", "create_context", "list_contexts", "restart_context", "remove_context",
-    "audit_events", "metrics"})
+    "audit_events", "metrics", "create_snapshot", "list_snapshots", "delete_snapshot", "pause"})
 HOST_CALLS = frozenset({"create", "connect", "list_sandboxes", "load", "read_open", "read_next",
                         "read_close", "write_open", "write_chunk", "write_close", "write_abort",
-                        "watch_open", "watch_events", "watch_stop"})
+                        "watch_open", "watch_events", "watch_stop", "resume", "restore", "fork",
+                        "snapshots", "drop_snapshot"})
 
 
 class _Failed(SandboxException):
@@ -215,6 +216,29 @@ class Host:
     def _list_sandboxes(self) -> list[Any]:
         return self.sandboxes.list()
 
+    # -- state (the store is shared: a sandbox paused by one host resumes on another) -------------------
+    def _keep(self, sandbox: LocalSandbox) -> str:
+        with self._lock:
+            self._mine[sandbox.sandbox_id] = sandbox
+            self._reported.discard(sandbox.sandbox_id)
+        return sandbox.sandbox_id
+
+    def _resume(self, sandbox_id: str, request: Any) -> str:
+        husk = self.sandbox(sandbox_id)
+        return self._keep(self.sandboxes.resume(sandbox_id, request, into=husk if husk.paused else None))
+
+    def _restore(self, sandbox_id: str, snapshot_id: Optional[str], request: Any) -> str:
+        return self._keep(self.sandboxes.restore(sandbox_id, snapshot_id, request))
+
+    def _fork(self, sandbox_id: str, count: int) -> list[str]:
+        return [self._keep(fork) for fork in self.sandbox(sandbox_id).fork(count)]
+
+    def _snapshots(self, sandbox_id: Optional[str]) -> list[Any]:
+        return self.sandboxes.list_snapshots(sandbox_id)
+
+    def _drop_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        return self.sandboxes.delete_snapshot(sandbox_id, snapshot_id)
+
     def _load(self) -> int:
         """How many sandboxes live here (placement's measure)."""
         with self._lock:
@@ -223,7 +247,7 @@ class Host:
     def ended(self) -> list[str]:
         """Sandboxes made here that ended since the last call (timed out, or killed)."""
         with self._lock:
-            gone = [i for i, s in self._mine.items() if not s.running and i not in self._reported]
+            gone = [i for i, s in self._mine.items() if not s.running and not s.paused and i not in self._reported]
             self._reported.update(gone)
         return gone
 

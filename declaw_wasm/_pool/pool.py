@@ -42,9 +42,9 @@ from .._backend import ToolSpec
 from .._local.tools import LIMIT as TOOL_LIMIT
 from .._local.tools import HostTools, ToolCall, error_reply
 from ..exceptions import SandboxException, SandboxNotFoundException
-from ..models import SandboxInfo
-from ..wire import CreateSandbox
-from .client import HostedSandbox, HostLost, create_arguments, raised
+from ..models import SandboxInfo, Snapshot
+from ..wire import CreateSandbox, ResumeSandbox
+from .client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
 from .codec import pack, unpack
 
 MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
@@ -105,6 +105,9 @@ class Worker:
         if kind == "error":
             raise raised(payload)
         raise HostLost(payload)
+
+    def adopt(self, host_id: str) -> HostedSandbox:
+        return self.pool.adopt(self, host_id)
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         inbox = self._request("stream", sandbox_id, op, args)
@@ -348,11 +351,57 @@ class ProcessPool:
             lost = self._lost.get(sandbox_id)
         if lost is not None:
             raise HostLost(f"sandbox {sandbox_id} is lost: {lost}")
-        if worker is None:
-            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
-                                           "or never created in this process's pool)")
+        if worker is None:  # paused in the state store, maybe by another process: any worker resumes it
+            worker = self._pick()
+            try:
+                worker.call(None, "connect", sandbox_id, timeout)
+            except SandboxNotFoundException:
+                raise SandboxNotFoundException(
+                    f"sandbox {sandbox_id!r} not found (killed, timed out, or never created in this "
+                    "process's pool nor paused in the state store)") from None
+            finally:
+                with self._lock:
+                    worker.pending -= 1
+            return self.adopt(worker, sandbox_id)
         worker.call(None, "connect", sandbox_id, timeout)
         return HostedSandbox(worker, sandbox_id)
+
+    def adopt(self, worker: Worker, sandbox_id: str) -> HostedSandbox:
+        """A sandbox a worker made by itself (fork, resume, restore): placed there from now on."""
+        with self._lock:
+            self._homes[sandbox_id] = worker
+            worker.sandboxes.add(sandbox_id)
+        return HostedSandbox(worker, sandbox_id)
+
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> HostedSandbox:
+        refuse_host_only(request, "a process pool")
+        with self._lock:
+            home = self._homes.get(sandbox_id)
+        worker = home or self._pick()
+        try:
+            local = str(worker.call(None, "restore", sandbox_id, snapshot_id, request))
+        finally:
+            if home is None:
+                with self._lock:
+                    worker.pending -= 1
+        return self.adopt(worker, local)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        worker = self._pick()
+        try:
+            found: List[Snapshot] = worker.call(None, "snapshots", sandbox_id)
+        finally:
+            with self._lock:
+                worker.pending -= 1
+        return found
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        worker = self._pick()
+        try:
+            return bool(worker.call(None, "drop_snapshot", sandbox_id, snapshot_id))
+        finally:
+            with self._lock:
+                worker.pending -= 1
 
     def list(self) -> List[SandboxInfo]:
         infos: List[SandboxInfo] = []

@@ -31,11 +31,11 @@ from collections import OrderedDict
 from typing import Any, Iterator, List, Optional
 
 from .._backend import tools_unreachable
-from .._pool.client import HostedSandbox, HostLost, create_arguments, raised
+from .._pool.client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
-from ..models import SandboxInfo
-from ..wire import CreateSandbox
+from ..models import SandboxInfo, Snapshot
+from ..wire import CreateSandbox, ResumeSandbox
 from .actor import CHUNK, SandboxHost
 
 NAMESPACE = "declaw-wasm"
@@ -117,6 +117,11 @@ class RayLink:
         if self.ip is None:
             self.ip = str(ray.get(self.handle.ready.remote(), timeout=HOST_START).get("ip", ""))
         return self.ip
+
+    def adopt(self, host_id: str) -> HostedSandbox:
+        if self.owner is None:
+            return HostedSandbox(self, f"{host_id}.{self.name}", host_id)
+        return self.owner._met(self, host_id)
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         import ray
@@ -390,6 +395,36 @@ class RaySandboxes:
             if kind == "ok":
                 infos += [i.model_copy(update={"sandbox_id": f"{i.sandbox_id}.{link.name}"}) for i in payload]
         return sorted(infos, key=lambda i: i.started_at, reverse=True)
+
+    # -- state: the store must be one every host reaches (DECLAW_WASM_STATE: s3://..., a shared folder)
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> HostedSandbox:
+        refuse_host_only(request, "Ray")
+        parts = parse_id(sandbox_id)
+        local = parts[0] if parts is not None else sandbox_id
+        link = self._pick()
+        try:
+            made = str(link.call(None, "restore", local, snapshot_id, request))
+        finally:
+            with self._lock:
+                if link.name in self._pending:
+                    self._pending[link.name] -= 1
+        return self._met(link, made)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        parts = parse_id(sandbox_id) if sandbox_id else None
+        found: List[Snapshot] = self._any().call(None, "snapshots", parts[0] if parts else sandbox_id)
+        return found
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        parts = parse_id(sandbox_id)
+        return bool(self._any().call(None, "drop_snapshot", parts[0] if parts else sandbox_id, snapshot_id))
+
+    def _any(self) -> RayLink:
+        link = self._pick()
+        with self._lock:
+            if link.name in self._pending:
+                self._pending[link.name] -= 1
+        return link
 
     def _met(self, link: RayLink, local: str) -> HostedSandbox:
         sandbox_id = f"{local}.{link.name}"

@@ -25,11 +25,11 @@ from .._egress.create import secrets_of
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                      SandboxMetrics, WriteInfo)
+                      SandboxMetrics, Snapshot, WriteInfo)
 from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
                     CreateContext, CreatePty, CreateSandbox, EndLine, EndOfExecutionLine,
-                    ExceptionLine, ExecutionCountLine, OutputLine, PtyLine, RunCode, RunCommand,
-                    SandboxList, StartLine, exception_from)
+                    ExceptionLine, ExecutionCountLine, Forked, OutputLine, PtyLine, ResumeSandbox, RunCode,
+                    RunCommand, SandboxList, SnapshotList, StartLine, exception_from)
 from .connection import CONNECT_TIMEOUT, Connection, lines, segment
 
 CHUNK = 1 << 20
@@ -71,6 +71,27 @@ class RemoteSandboxes:
 
     def list(self) -> List[SandboxInfo]:
         return SandboxList.model_validate(self.conn.request("GET", "/sandboxes")).sandboxes
+
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> "RemoteSandbox":
+        _refuse_secrets(request)
+        params = {} if snapshot_id is None else {"snapshot_id": snapshot_id}
+        self.conn.request("POST", f"/sandboxes/{segment(sandbox_id)}/restore", params=params,
+                          json=request.model_dump(mode="json", exclude_none=True))
+        return RemoteSandbox(self.conn, sandbox_id)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        params = {} if sandbox_id is None else {"sandbox_id": sandbox_id}
+        return SnapshotList.model_validate(self.conn.request("GET", "/snapshots", params=params)).snapshots
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        path = f"/sandboxes/{segment(sandbox_id)}/snapshots/{segment(snapshot_id)}"
+        return bool(self.conn.request("DELETE", path)["deleted"])
+
+
+def _refuse_secrets(request: ResumeSandbox) -> None:
+    if request._host_only:
+        raise InvalidArgumentException(f"{', '.join(sorted(request._host_only))}: secrets never travel to a "
+                                       "declaw-wasm server (served mode); resume the sandbox in-process")
 
 
 class RemoteChunks:
@@ -264,6 +285,27 @@ class RemoteSandbox:
 
     def metrics(self) -> SandboxMetrics:
         return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])
+
+    # -- state ---------------------------------------------------------------------------------------
+    def create_snapshot(self) -> Snapshot:
+        return Snapshot.model_validate(self.conn.request("POST", self._path("/snapshot"), json={}))
+
+    def list_snapshots(self) -> List[Snapshot]:
+        return SnapshotList.model_validate(self.conn.request("GET", self._path("/snapshots"))).snapshots
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        return bool(self.conn.request("DELETE", self._path(f"/snapshots/{segment(snapshot_id)}"))["deleted"])
+
+    def pause(self) -> bool:
+        return bool(self.conn.request("POST", self._path("/pause"))["paused"])
+
+    def resume(self, request: ResumeSandbox) -> None:
+        _refuse_secrets(request)
+        self.conn.request("POST", self._path("/resume"), json=request.model_dump(mode="json", exclude_none=True))
+
+    def fork(self, count: int) -> List["RemoteSandbox"]:
+        forked = Forked.model_validate(self.conn.request("POST", self._ours("/fork"), json={"count": count}))
+        return [RemoteSandbox(self.conn, info.sandbox_id) for info in forked.sandboxes]
 
     # -- files -----------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> RemoteChunks:

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import wasmtime
 
@@ -67,6 +67,7 @@ class Runtime:
         self.engine = engine
         self.module = module
         self.warm = warm
+        self.source: Optional[Path] = None  # the compiled module's file in the cache, if any
         if ticker:
             threading.Thread(target=self._tick, name="declaw-epoch", daemon=True).start()
 
@@ -116,4 +117,6 @@ def load_plain_runtime(flags: EngineFlags, progress: Progress) -> Runtime:
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
                                 "compiling the Python runtime", EXPECTED_COMPILE_S)
-    return Runtime(files, flags, module, engine)
+    runtime = Runtime(files, flags, module, engine)
+    runtime.source = path if path.exists() else None
+    return runtime

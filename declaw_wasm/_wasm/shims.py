@@ -351,3 +351,34 @@ def wait_for_wasmtime_output_threads() -> None:
 
 
 atexit.register(wait_for_wasmtime_output_threads)
+
+
+class ClockTimeGet:
+    """WASI `clock_time_get` for a guest restored from an image: its monotonic clock continues
+    from the reading the image carries (wasmtime's would restart near 0 with the new WASI
+    context, and `time.monotonic()` would go backwards). Monotonic readings are
+    `time.monotonic_ns() - clock_base_ns`, the base set back by the image's reading, which is the
+    same base `PollOneoff` counts absolute sleeps from; realtime is the host's wall clock. Only
+    restored guests get it (a Python call per reading)."""
+
+    EINVAL, EFAULT = 28, 21
+
+    def __init__(self, clock_base_ns: int) -> None:
+        self.clock_base_ns = clock_base_ns
+
+    def __call__(self, caller: wasmtime.Caller, clock_id: int, precision: int, out_ptr: int) -> int:
+        try:
+            if clock_id == 0:
+                now = time.time_ns()
+            elif clock_id == 1:
+                now = time.monotonic_ns() - self.clock_base_ns
+            else:
+                return self.EINVAL  # CPU-time clocks: wasmtime has none either
+            memory = caller["memory"]
+            assert isinstance(memory, wasmtime.Memory)
+            if not _fits(out_ptr, 8, memory.data_len(caller)):
+                return self.EFAULT
+            memory.write(caller, struct.pack("<Q", now), out_ptr)
+            return 0
+        except BaseException:  # never into wasmtime (see the module docstring)
+            return self.EFAULT

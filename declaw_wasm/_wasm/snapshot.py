@@ -183,7 +183,9 @@ def load_warm_runtime(cold: Runtime, progress: Progress) -> Runtime:
     path = cache_dir() / "compiled" / f"python-warm-{key}.cwasm"
     module = compile_cached(cold.engine, path, build, progress, "compiling the warm snapshot",
                             EXPECTED_COMPILE_S, supersedes="python-warm-*")
-    return Runtime(cold.files, cold.flags, module, cold.engine, warm=True, ticker=False)
+    runtime = Runtime(cold.files, cold.flags, module, cold.engine, warm=True, ticker=False)
+    runtime.source = path
+    return runtime
 
 
 def self_check(runtime: Runtime) -> Optional[str]:

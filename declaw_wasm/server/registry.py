@@ -52,6 +52,11 @@ class Registry:
         with self._lock:
             return self._mounts.get(sandbox_id, {}).get(volume_id)
 
+    def adopt(self, backend: SandboxBackend) -> None:
+        """A sandbox made by a resume, restore or fork: known like one this server created."""
+        with self._lock:
+            self._made[backend.sandbox_id] = backend
+
     def get(self, sandbox_id: str) -> SandboxBackend:
         with self._lock:
             backend = self._made.get(sandbox_id)

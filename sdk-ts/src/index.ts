@@ -8,7 +8,8 @@
  */
 
 export { Sandbox } from "./sandbox.js";
-export type { SandboxInfo, SandboxOpts, RunCodeOpts, SandboxNetworkOpts, SandboxLifecycle, SecretOpts } from "./sandbox.js";
+export type { SandboxInfo, SandboxOpts, RunCodeOpts, SandboxNetworkOpts, SandboxLifecycle, SecretOpts,
+              Snapshot, SnapshotInfo } from "./sandbox.js";
 export { Volumes, VolumeFiles, VolumeLocks, volumeAttachmentToJSON } from "./volumes.js";
 export type { FileEntry, FileInfo, LockLease, LockStatus, VolumeAttachMode, VolumeAttachment, VolumeData,
               VolumeInfo } from "./volumes.js";

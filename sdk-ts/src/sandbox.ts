@@ -52,6 +52,24 @@ export interface SandboxLifecycle {
   autoResume?: boolean;
 }
 
+/** declaw's `SnapshotInfo` (what `createSnapshot` gives). */
+export interface SnapshotInfo {
+  snapshotId: string;
+  sandboxId: string;
+  createdAt?: Date;
+}
+
+/** declaw's `Snapshot`: a stored snapshot ("pause", "periodic" or "manual"). */
+export interface Snapshot extends SnapshotInfo {
+  source: string;
+  memBlobKey: string;
+  vmstateBlobKey: string;
+  memSizeBytes?: number;
+  pauseDurationMs?: number;
+  /** What the snapshot takes in the server's state store. */
+  sizeBytes?: number;
+}
+
 export interface SandboxOpts extends ConnectionOpts {
   /** "code-interpreter" (default) or "base". */
   template?: string;
@@ -132,6 +150,16 @@ function sandboxInfo(raw: Raw): SandboxInfo {
   };
 }
 
+function snapshotOf(raw: wire.Snapshot): Snapshot {
+  return {
+    snapshotId: raw.snapshot_id, sandboxId: raw.sandbox_id,
+    createdAt: raw.created_at ? new Date(raw.created_at) : undefined, source: raw.source ?? "manual",
+    memBlobKey: raw.mem_blob_key ?? "", vmstateBlobKey: raw.vmstate_blob_key ?? "",
+    memSizeBytes: raw.mem_size_bytes ?? undefined, pauseDurationMs: raw.pause_duration_ms ?? undefined,
+    sizeBytes: raw.size_bytes ?? undefined,
+  };
+}
+
 function seconds(timeout?: number, timeoutMs?: number): number | undefined {
   return timeout ?? (timeoutMs !== undefined ? timeoutMs / 1000 : undefined);
 }
@@ -170,11 +198,39 @@ export class Sandbox {
     return new Sandbox(raw.sandbox_id, conn);
   }
 
-  /** The live sandbox with this id; `timeout` can only extend its lifetime. */
+  /** The live sandbox with this id; `timeout` can only extend its lifetime. A paused one is
+   *  resumed (E2B's rule), from the server's state store. */
   static async connect(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
     const conn = new Connection(opts);
-    await conn.json("GET", `/sandboxes/${encodeURIComponent(sandboxId)}`, { query: { timeout: opts.timeout } });
+    const info = await conn.json<Raw>("GET", `/sandboxes/${encodeURIComponent(sandboxId)}`,
+                                      { query: { timeout: opts.timeout } });
+    const sandbox = new Sandbox(sandboxId, conn);
+    if (info.state === "paused") await sandbox.resume({ timeout: opts.timeout });
+    return sandbox;
+  }
+
+  /** Resume a paused sandbox by id (declaw's `resume`). */
+  static async resume(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
+    const sandbox = new Sandbox(sandboxId, new Connection(opts));
+    return sandbox.resume({ timeout: opts.timeout });
+  }
+
+  /** declaw's `restore`: the sandbox (same id) as one of its snapshots was (default: the latest,
+   *  preferring pause > periodic > manual). */
+  static async restore(sandboxId: string,
+                       opts: ConnectionOpts & { snapshotId?: string; timeout?: number } = {}): Promise<Sandbox> {
+    const conn = new Connection(opts);
+    await conn.json("POST", `/sandboxes/${encodeURIComponent(sandboxId)}/restore`, {
+      query: { snapshot_id: opts.snapshotId }, json: { timeout: opts.timeout } satisfies wire.ResumeSandbox,
+    });
     return new Sandbox(sandboxId, conn);
+  }
+
+  /** Every snapshot in the server's state store (or one sandbox's), newest first. */
+  static async listSnapshots(opts: ConnectionOpts & { sandboxId?: string } = {}): Promise<Snapshot[]> {
+    const found = await new Connection(opts).json<wire.SnapshotList>("GET", "/snapshots",
+                                                                     { query: { sandbox_id: opts.sandboxId } });
+    return found.snapshots.map(snapshotOf);
   }
 
   /** The server's live sandboxes, newest first. */
@@ -205,6 +261,45 @@ export class Sandbox {
    *  the policy's decision, bytes, duration and the names (never values) of secrets injected. */
   async auditEvents(): Promise<wire.AuditEvent[]> {
     return this.conn.json<wire.AuditEvent[]>("GET", `${this.ours}/audit`);
+  }
+
+  /** Snapshot the sandbox into the server's state store and free it; false if paused already. */
+  async pause(): Promise<boolean> {
+    return (await this.conn.json<wire.Paused>("POST", `${this.base}/pause`)).paused;
+  }
+
+  /** Bring the paused sandbox back (its files and code contexts); `timeout`: its new lifetime. */
+  async resume(opts: { timeout?: number } = {}): Promise<Sandbox> {
+    await this.conn.json("POST", `${this.base}/resume`, { json: { timeout: opts.timeout } satisfies wire.ResumeSandbox });
+    return this;
+  }
+
+  /** Snapshot files and code contexts; the sandbox goes on. */
+  async createSnapshot(): Promise<SnapshotInfo> {
+    const { snapshotId, sandboxId, createdAt } = await this.snapshot();
+    return { snapshotId, sandboxId, createdAt };
+  }
+
+  /** declaw's `snapshot()`: `createSnapshot`, answered as a `Snapshot`. */
+  async snapshot(): Promise<Snapshot> {
+    return snapshotOf(await this.conn.json<wire.Snapshot>("POST", `${this.base}/snapshot`, { json: {} }));
+  }
+
+  async listSnapshots(): Promise<Snapshot[]> {
+    return (await this.conn.json<wire.SnapshotList>("GET", `${this.base}/snapshots`)).snapshots.map(snapshotOf);
+  }
+
+  /** Delete one of the sandbox's snapshots (true, also if it was gone). */
+  async deleteSnapshot(snapshotId: string): Promise<boolean> {
+    await this.conn.json("DELETE", `${this.base}/snapshots/${encodeURIComponent(snapshotId)}`);
+    return true;
+  }
+
+  /** `count` new sandboxes with this one's files and code contexts, diverging from here. */
+  async fork(count = 1): Promise<Sandbox[]> {
+    const forked = await this.conn.json<wire.Forked>("POST", `${this.ours}/fork`,
+                                                     { json: { count } satisfies wire.ForkSandbox });
+    return forked.sandboxes.map((info) => new Sandbox(info.sandbox_id, this.conn));
   }
 
   async isRunning(): Promise<boolean> {

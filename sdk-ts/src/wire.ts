@@ -117,6 +117,7 @@ export interface CreateSandbox {
   volumes?: Record<string, unknown>[] | null;
   vault_refs?: Record<string, string> | null;
   secrets?: Record<string, SecretValue> | null;
+  snapshot?: string | null;
 }
 
 export interface Created {
@@ -215,6 +216,15 @@ export interface FilesystemEvent {
 
 export type FilesystemEventType = "chmod" | "create" | "remove" | "rename" | "write";
 
+/** `POST /declaw-wasm/sandboxes/{id}/fork`: `count` copies of the sandbox. */
+export interface ForkSandbox {
+  count?: number;
+}
+
+export interface Forked {
+  sandboxes: SandboxInfo[];
+}
+
 export interface KillMany {
   sandbox_ids: string[];
 }
@@ -294,6 +304,11 @@ export interface OutputLine {
   data: string;
 }
 
+/** A pause's answer: False if the sandbox was paused already. */
+export interface Paused {
+  paused: boolean;
+}
+
 export interface Pid {
   pid: number;
 }
@@ -352,6 +367,11 @@ export interface ResizeMessage {
   type: "resize";
   rows: number;
   cols: number;
+}
+
+/** Resume a paused sandbox (`POST /sandboxes/{id}/resume`, or a `connect`): `timeout` is its new lifetime (default: the one it was made with). Secrets never travel (in-process only, `_host_only`: a sandbox made with secrets resumes in another process only in-process). */
+export interface ResumeSandbox {
+  timeout?: number | null;
 }
 
 export interface RotateVaultSecret {
@@ -425,6 +445,25 @@ export interface SecretValue {
 
 export interface SetTimeout {
   timeout: number;
+}
+
+/** declaw's `Snapshot`: a stored snapshot of a sandbox (`snapshot()`, `list_snapshots()`). `source`: "pause", "periodic" or "manual". `mem_blob_key` and `vmstate_blob_key` name its first context image and its manifest in the state store; `mem_size_bytes` is the contexts' linear memory; `size_bytes` (ours) what the snapshot takes in the store. */
+export interface Snapshot {
+  snapshot_id: string;
+  sandbox_id: string;
+  source?: string;
+  mem_blob_key?: string;
+  vmstate_blob_key?: string;
+  mem_size_bytes?: number | null;
+  pause_duration_ms?: number | null;
+  created_at?: string;
+  size_bytes?: number | null;
+}
+
+/** `GET /sandboxes/{id}/snapshots` and `GET /snapshots` (declaw's shape), newest first. */
+export interface SnapshotList {
+  snapshots: Snapshot[];
+  next_token?: string | null;
 }
 
 /** First line of a command's stream. */

@@ -6,11 +6,11 @@ import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
-import { fileURLToPath } from "node:url";
-import { createInterface } from "node:readline";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 
 import {
@@ -451,6 +451,34 @@ describe("volumes", () => {
     }
     await Volumes.delete(vol.volumeId);
   });
+});
+
+test("snapshots, pause and resume, restore, fork (docs/state.md)", async () => {
+  const box = await Sandbox.create();
+  try {
+    await box.runCode("x = 41");
+    await box.files.write("/home/user/state.txt", "kept");
+    const info = await box.createSnapshot();
+    assert.equal(info.sandboxId, box.sandboxId);
+    await box.runCode("x += 1");
+    assert.equal(await box.pause(), true);
+    assert.equal((await box.getInfo()).state, "paused");
+    const again = await Sandbox.connect(box.sandboxId);  // connecting resumes
+    assert.equal((await again.runCode("print(x)")).logs.stdout.join(""), "42\n");
+    const [fork] = await again.fork(1);
+    await fork.runCode("x = 0");
+    assert.equal((await again.runCode("print(x)")).logs.stdout.join(""), "42\n");
+    assert.equal(await fork.files.read("/home/user/state.txt"), "kept");
+    await fork.kill();
+    const sources = (await again.listSnapshots()).map((s) => s.source).sort();
+    assert.deepEqual(sources, ["manual", "pause"]);
+    const back = await Sandbox.restore(box.sandboxId, { snapshotId: info.snapshotId });
+    assert.equal((await back.runCode("print(x)")).logs.stdout.join(""), "41\n");
+    assert.ok((await Sandbox.listSnapshots({ sandboxId: box.sandboxId })).length >= 2);
+    assert.equal(await back.deleteSnapshot(info.snapshotId), true);
+  } finally {
+    await Sandbox.kill(box.sandboxId);
+  }
 });
 
 test("examples/code_interpreter.ts prints what the Python example prints", async () => {
