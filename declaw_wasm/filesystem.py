@@ -7,12 +7,14 @@ custom template's files are laid over it first):
     /                                                  <sandbox>/root  (wasi-fs/ copy)   read-only
     /home/user                                         <sandbox>/root/home/user          read-write
     /tmp                                               <sandbox>/root/tmp                read-write
+    /workspace                                         <sandbox>/root/workspace          read-write
     /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
     /usr/local/lib/declaw                              the package's runtime/ folder     read-only
     /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
     /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
     /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
     /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
+    /usr/bin, /bin                                     <cache>/runtime/guest-site-*/bin  read-only
 
 A host folder (rather than an in-memory store) because wasmtime-py's WASI can only preopen host
 directories: an in-memory tree would mean re-implementing every WASI file call in Python, slower
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from .limits import Limits
 
 HOME = "/home/user"
+WORKSPACE = "/workspace"  # declaw's and OpenAI Agents' default root; writable, in the disk quota
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -195,6 +198,7 @@ def runtime_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
         Mount("/usr/local/lib/declaw", guest_runtime, writable=False),
         Mount(GUEST_SITE, guest_site, writable=False),
         Mount("/usr/local/lib/python315.zip/matplotlib/mpl-data", mpl_data_dir, writable=False),
+        *(Mount(folder, guest_site / "bin", writable=False) for folder in ("/usr/bin", "/bin")),
     ]
 
 
@@ -211,12 +215,14 @@ class SandboxFS:
         shutil.copytree(skeleton, self.root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"))
         if overlay is not None and overlay.is_dir():
             shutil.copytree(overlay, self.root, symlinks=True, dirs_exist_ok=True)
-        for folder in ("home/user/.config/matplotlib", "tmp", "usr/local/lib", "usr/local/bin"):
+        for folder in ("home/user/.config/matplotlib", "tmp", "workspace", "root", "usr/local/lib",
+                       "usr/local/bin", "usr/bin", "bin"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         self.mounts = [
             Mount("/", self.root, writable=False),
             Mount(HOME, self.root / "home" / "user", writable=True),
             Mount("/tmp", self.root / "tmp", writable=True),
+            Mount(WORKSPACE, self.root / "workspace", writable=True),
             *shared_mounts,
         ]
         # Longest guest prefix first: the same rule wasi-libc uses to pick a preopen.
@@ -381,7 +387,7 @@ class SandboxFS:
 
     def _writable(self, loc: _Located, path: str) -> None:
         if not loc.mount.writable:
-            raise SandboxException(f"{path}: read-only file system (writable: {HOME}, /tmp)")
+            raise SandboxException(f"{path}: read-only file system (writable: {HOME}, /tmp, {WORKSPACE})")
 
     # -- the files API -----------------------------------------------------------------------------
     def read_bytes(self, path: str) -> bytes:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .runtime import Runtime
 
 GUEST_SITE = "/usr/local/lib/declaw-site"
+BIN_STUBS = GUEST_SITE + "/bin"  # mounted at /usr/bin and /bin (runtime/declaw_shell/binstubs.py)
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
 OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "pip")  # from runtime/
@@ -121,6 +122,8 @@ def site_dir(runtime: "Runtime") -> Path:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
             compile_in_guest(runtime, staging)
+            _python_in_guest(runtime, staging, GUEST_SITE, ["-m", "declaw_shell.binstubs", BIN_STUBS],
+                             "writing the shell's /usr/bin")
             publish(staging, target, key, "guest-site-*")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -132,6 +135,13 @@ def compile_in_guest(runtime: "Runtime", folder: Path, guest_path: str = GUEST_S
     """Byte-compile `folder` (seen at `guest_path`) inside a guest: the .pyc files must be the
     guest CPython's, which the host's may not be. Unchecked-hash pycs: the folder is read-only
     once made, so no stat per import."""
+    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
+    _python_in_guest(runtime, folder, guest_path, args, f"byte-compiling {guest_path}")
+
+
+def _python_in_guest(runtime: "Runtime", folder: Path, guest_path: str, args: list[str],
+                     what: str) -> None:
+    """`python3 ARGS` in a guest that sees `folder` (writable) at `guest_path`."""
     from .guest import Guest, Mount
     from .process import python_spec
 
@@ -139,11 +149,10 @@ def compile_in_guest(runtime: "Runtime", folder: Path, guest_path: str = GUEST_S
     mounts = [Mount("/usr/local/lib", files.lib_dir, False),
               Mount("/usr/local/lib/declaw", guest_runtime_dir(), False),
               Mount(guest_path, folder, True)]
-    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
     guest = Guest(runtime, python_spec(runtime.warm, "/usr/local/lib", args, {}, mounts=mounts,
                                        timeout=900))
     guest.start()
     outcome = guest.wait()
     if outcome is None or outcome.exit_code != 0:
-        raise SandboxException(f"byte-compiling {guest_path} in a guest failed: "
+        raise SandboxException(f"{what} in a guest failed: "
                                f"{outcome and (outcome.error or outcome.stderr[-1000:])}")

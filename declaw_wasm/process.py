@@ -94,9 +94,13 @@ class StdinPipe:
             self._closed = True
             self._cond.notify_all()
 
-    def read(self, guest: Guest, size: int) -> bytes:
-        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained."""
+    def read(self, guest: Guest, size: int, wait: Any = None) -> Optional[bytes]:
+        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained. `wait`
+        (seconds, from the guest's `timeout`): None if nothing came in that time."""
         size = max(1, min(int(size), 1 << 20))
+        until = None
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+            until = time.monotonic() + min(max(float(wait), 0.0), 60.0)
         while True:
             with self._cond:
                 if self._buffer:
@@ -105,6 +109,8 @@ class StdinPipe:
                     return data
                 if self._closed:
                     return b""
+                if until is not None and time.monotonic() >= until:
+                    return None
                 self._cond.wait(0.05)
             guest.check_stopped()
 
@@ -221,7 +227,7 @@ class Process(EventLog):
     def _door(self, guest: Guest, request: Any) -> Any:
         op = request.get("op") if isinstance(request, dict) else None
         if op == "stdin":
-            return self.stdin.read(guest, request.get("n", 65536))
+            return self.stdin.read(guest, request.get("n", 65536), request.get("wait"))
         if op == "winsize":
             size = self.pty_size or PtySize(rows=24, cols=80)
             return [size.rows, size.cols]

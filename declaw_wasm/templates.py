@@ -17,7 +17,7 @@ Custom templates are built locally with E2B's builder vocabulary and kept in
 
 A build resolves and installs the extra pure-Python packages once (byte-compiled for the guest),
 then runs the commands in a throw-away sandbox; what that sandbox's writable folders hold
-afterwards (/home/user, /tmp) is what every sandbox of the template starts with.
+afterwards (/home/user, /tmp, /workspace) is what every sandbox of the template starts with.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ BUILTIN_TEMPLATES = ("code-interpreter", "base")
 TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter"}
 GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
 USER_SITE = "/home/user/.local/lib/python3.15/site-packages"
-CAPTURED = ("home/user", "tmp")  # the folders a build's result is taken from
+CAPTURED = ("home/user", "tmp", "workspace")  # the folders a build's result is taken from
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 BUILD_COMMAND_TIMEOUT_S = 600.0
 

@@ -7,10 +7,13 @@ input). `Terminal` adds what a tty's line discipline would do for a PTY: echo, l
 ^C, ^D.
 """
 
+import _pyio
 import io
 
 import _host
 import msgpack
+
+from . import deadlines
 
 ETX, EOT, BS, DEL, CR, LF = 0x03, 0x04, 0x08, 0x7F, 0x0D, 0x0A
 
@@ -22,19 +25,56 @@ def call(op, **args):
 
 
 class DoorStdin(io.RawIOBase):
-    """Raw bytes of the command's stdin, read from the host as they arrive."""
+    """Raw bytes of the command's stdin, read from the host as they arrive. Under a `timeout`
+    (deadlines.py) the wait is bounded: the host answers None when nothing came in `wait`
+    seconds, and the read ends the timed command once its deadline passes."""
 
     def readable(self):
         return True
 
     def readinto(self, buffer):
-        data = call("stdin", n=len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
+        while True:
+            left = deadlines.remaining()
+            if left is None:
+                data = call("stdin", n=len(buffer))
+            else:
+                if left <= 0:
+                    raise deadlines.DeadlineReached()
+                data = call("stdin", n=len(buffer), wait=min(left, 1.0))
+                if data is None:
+                    continue
+            buffer[: len(data)] = data
+            return len(data)
+
+
+class LiveStdin(_pyio.TextIOWrapper):
+    """The command's stdin as text, shared by the shell (`cat`, `read`, ...) and `python3`.
+
+    The pure-Python TextIOWrapper rather than the C one because the shell must also take
+    *whatever has arrived* without waiting for a newline or a full buffer (`cat` echoing
+    `send_stdin("Hello")` at once), and only this implementation lets us reach the text it has
+    already decoded (`read_chunk`); reading around it would lose that text. Its `read(n)`,
+    `readline()` and iteration behave as the C class's do. Lines end at "\\n" and nothing is
+    translated, as CPython's own stdin on POSIX (`newline="\\n"`), so `cat` passes CRLF through;
+    broken UTF-8 becomes replacement characters."""
+
+    def read_chunk(self):
+        """The text available now: what is decoded already, else one read from the host
+        (waiting for it); '' at end of input."""
+        self._checkReadable()
+        if self._decoder is None:
+            self._get_decoder()
+        text = self._get_decoded_chars()
+        while not text:
+            eof = not self._read_chunk()
+            text = self._get_decoded_chars()
+            if eof:
+                break
+        return text
 
 
 def door_stdin_text():
-    return io.TextIOWrapper(io.BufferedReader(DoorStdin()), encoding="utf-8", errors="replace")
+    return LiveStdin(io.BufferedReader(DoorStdin()), encoding="utf-8", errors="replace", newline="\n")
 
 
 class Interrupted(Exception):

@@ -13,6 +13,8 @@ from bash_purepython.command.command import Command, CommandResult, InputKind, O
 from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
+from . import coreutils
+
 PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
@@ -27,6 +29,7 @@ def registry(session):
         commands.register(PythonCommand(name, session, ["-m", "pip"]))
     for command in (AwkCommand(session), LnCommand(), TputCommand(session), GnuLsCommand(session)):
         commands.register(command)
+    coreutils.register(commands)  # readlink, realpath, cmp, printenv, which, grep, streaming cat
     return commands
 
 
