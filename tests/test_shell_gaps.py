@@ -13,7 +13,13 @@ from typing import Callable
 import anyio
 import pytest
 
-from declaw_wasm import AsyncSandbox, Limits, NotEnoughSpaceException, Sandbox, TimeoutException
+from declaw_wasm import (
+    AsyncSandbox,
+    Limits,
+    NotEnoughSpaceException,
+    Sandbox,
+    TimeoutException,
+)
 
 
 def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> float:
@@ -120,6 +126,7 @@ def test_sudo_runs_the_command_as_is(local_sbx: Sandbox) -> None:
     assert run("sudo -u root -- echo hi").stdout == "hi\n"
     assert run("sudo whoami; whoami").stdout == "user\nuser\n"  # one user in a sandbox
     assert run("sudo -E bash -c 'echo $FOO'", envs={"FOO": "bar"}).stdout == "bar\n"
+    assert (run('sudo echo "$FOO"').stdout, run('sudo echo "$FOO"').exit_code) == ("\n", 0)  # E2B's envs test
     assert run("sudo -u user -- sh -lc 'echo \"$1\"' sh arg").stdout == "arg\n"  # OpenAI Agents' shape
     assert run("sudo VAR=3 bash -c 'echo $VAR'; sudo -i echo login; sudo -D /tmp pwd").stdout \
         == "3\nlogin\n/tmp\n"

@@ -1,5 +1,6 @@
 """Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
-`cmp`, `printenv`, `which`, and `cat`/`tee`/`head -c` passing live input on as it arrives.
+`cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `echo -e` with GNU's escapes
+(\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
 
 The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
 command's stdin without a newline (`send_stdin("Hello")`) waits for one that may never come;
@@ -10,7 +11,10 @@ cut lines).
 import codecs
 import os
 import posixpath
+import random
+import re
 
+from bash_purepython.command import echo as library_echo
 from bash_purepython.command import head as library_head
 from bash_purepython.command import tee as library_tee
 from bash_purepython.command.cat import CatCommand
@@ -35,7 +39,7 @@ def register(commands):
 
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
-                    GrepCommand("fgrep", "F")):
+                    GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand()):
         commands.register(command)
 
 
@@ -64,6 +68,37 @@ def _head_limit(lines, line_limit, character_limit):
     return _library_head_limit(lines, line_limit, character_limit)
 
 
+ECHO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\",
+                "e": "\x1b", "E": "\x1b"}
+ECHO_NUMERIC = {"0": (r"[0-7]{0,3}", 8), "x": (r"[0-9A-Fa-f]{1,2}", 16), "u": (r"[0-9A-Fa-f]{1,4}", 16),
+                "U": (r"[0-9A-Fa-f]{1,8}", 16)}
+
+
+def _echo_escapes(text):
+    """`echo -e`'s escapes as bash's echo reads them; (text, whether \\c stopped it)."""
+    pieces, index = [], 0
+    while index < len(text):
+        character = text[index]
+        if character != "\\" or index + 1 >= len(text):
+            pieces.append(character)
+            index += 1
+            continue
+        escaped = text[index + 1]
+        if escaped == "c":
+            return "".join(pieces), True
+        if escaped in ECHO_NUMERIC:
+            pattern, base = ECHO_NUMERIC[escaped]
+            digits = re.match(pattern, text[index + 2:]).group(0) if re.match(pattern, text[index + 2:]) else ""
+            if digits or escaped == "0":
+                pieces.append(chr(int(digits or "0", base)))
+                index += 2 + len(digits)
+                continue
+        pieces.append(ECHO_ESCAPES.get(escaped, "\\" + escaped))
+        index += 2
+    return "".join(pieces), False
+
+
+library_echo.interpret_escapes = _echo_escapes
 _library_head_source, _library_head_limit = library_head.source_lines, library_head.limit_source
 library_head.source_lines, library_head.limit_source = _head_source, _head_limit
 library_tee.stdin_lines = _tee_chunks
@@ -400,3 +435,175 @@ class WhichCommand(Command):
                 status = 1
             out.extend(c + "\n" for c in (found if every else found[:1]))
         return CommandResult(stdout="".join(out), exit_code=status)
+
+
+def _input_text(invocation, paths, program):
+    """The text of the named files (or stdin), and whether one could not be read."""
+    state, texts, failed = invocation.state, [], False
+    for path_text in paths or ["-"]:
+        if path_text in STDIN_NAMES:
+            texts.append(invocation.stdin if invocation.stdin_kind == InputKind.TEXT else "")
+            continue
+        try:
+            with open(state.resolve_path(path_text), "rb") as handle:
+                texts.append(handle.read().decode("utf-8", "replace"))
+        except OSError as exc:
+            state.write_error("%s: %s: %s\n" % (program, path_text, exc.strerror))
+            failed = True
+    return texts, failed
+
+
+TEXT_AND_ARGS = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
+
+
+class TacCommand(Command):
+    """tac [-s SEP] [FILE]...: lines (records) last first."""
+
+    name = "tac"
+    input_kinds = TEXT_AND_ARGS
+    output_kinds = TEXT_OUT
+    summary = "concatenate and print files in reverse"
+
+    def run(self, invocation):
+        flags, values, paths = _options(invocation.arguments, "s")
+        separator = values.get("s", values.get("--separator")) or "\n"
+        texts, failed = _input_text(invocation, paths, "tac")
+        out = []
+        for text in texts:
+            records = text.split(separator)
+            tail = records.pop()
+            records = [record + separator for record in records]
+            if tail:
+                records.append(tail)
+            out.extend(reversed(records))
+        return CommandResult(stdout="".join(out), exit_code=1 if failed else 0)
+
+
+class CommCommand(Command):
+    """comm [-123] [--output-delimiter=STR] [-z] FILE1 FILE2: lines only in one, only in the
+    other, in both, of two sorted files."""
+
+    name = "comm"
+    input_kinds = TEXT_AND_ARGS
+    output_kinds = TEXT_OUT
+    summary = "compare two sorted files line by line"
+
+    def run(self, invocation):
+        state = invocation.state
+        flags, values, paths = _options(invocation.arguments)
+        if len(paths) != 2:
+            message = "missing operand" if len(paths) < 2 else "extra operand '%s'" % paths[2]
+            if len(paths) == 1:
+                message = "missing operand after '%s'" % paths[0]
+            state.write_error("comm: %s\nTry 'comm --help' for more information.\n" % message)
+            return CommandResult(stdout="", exit_code=1)
+        end = "\0" if "z" in flags or "--zero-terminated" in flags else "\n"
+        texts, failed = _input_text(invocation, paths, "comm")
+        if failed:
+            return CommandResult(stdout="", exit_code=1)
+        lines = []
+        for text in texts:
+            records = text.split(end)
+            if records and records[-1] == "":
+                records.pop()
+            lines.append(records)
+        delimiter = values.get("--output-delimiter", "\t")
+        shown = [str(column) not in "".join(f for f in flags if f in "123") for column in (1, 2, 3)]
+        prefix = {1: "", 2: delimiter if shown[0] else "", 3: delimiter * (shown[0] + shown[1])}
+        check = "--nocheck-order" not in flags
+        out, unsorted = [], [False, False]
+        first, second = lines
+        i = j = 0
+
+        def note_order(which, records, index):
+            if check and index and records[index] < records[index - 1] and not unsorted[which]:
+                unsorted[which] = True
+                state.write_error("comm: file %d is not in sorted order\n" % (which + 1))
+
+        while i < len(first) or j < len(second):
+            if j >= len(second) or (i < len(first) and first[i] < second[j]):
+                note_order(0, first, i)
+                if shown[0]:
+                    out.append(prefix[1] + first[i] + end)
+                i += 1
+            elif i >= len(first) or second[j] < first[i]:
+                note_order(1, second, j)
+                if shown[1]:
+                    out.append(prefix[2] + second[j] + end)
+                j += 1
+            else:
+                note_order(0, first, i)
+                note_order(1, second, j)
+                if shown[2]:
+                    out.append(prefix[3] + first[i] + end)
+                i += 1
+                j += 1
+        if any(unsorted):
+            state.write_error("comm: input is not in sorted order\n")
+        return CommandResult(stdout="".join(out), exit_code=1 if any(unsorted) else 0)
+
+
+class NprocCommand(Command):
+    """nproc: 1 — a guest has one thread (WASI has none of its own)."""
+
+    name = "nproc"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print the number of processing units available"
+
+    def run(self, invocation):
+        return CommandResult(stdout="1\n", exit_code=0)
+
+
+class ShufCommand(Command):
+    """shuf [-n COUNT] [-r] [-e ARG... | -i LO-HI | FILE]: a random permutation of the lines."""
+
+    name = "shuf"
+    input_kinds = TEXT_AND_ARGS
+    output_kinds = TEXT_OUT
+    summary = "generate random permutations"
+
+    def run(self, invocation):
+        state = invocation.state
+        args = list(invocation.arguments)
+        count, repeat, echo_mode, span, operands = None, False, False, None, []
+        while args:
+            arg = args.pop(0)
+            if arg in ("-n", "--head-count") and args:
+                count = args.pop(0)
+            elif arg.startswith("--head-count="):
+                count = arg.split("=", 1)[1]
+            elif arg.startswith("-n") and len(arg) > 2:
+                count = arg[2:]
+            elif arg in ("-r", "--repeat"):
+                repeat = True
+            elif arg in ("-e", "--echo"):
+                echo_mode = True
+            elif arg in ("-i", "--input-range") and args:
+                span = args.pop(0)
+            elif arg.startswith("-i") and len(arg) > 2:
+                span = arg[2:]
+            else:
+                operands.append(arg)
+        try:
+            count = None if count is None else int(count)
+        except ValueError:
+            state.write_error("shuf: invalid line count: '%s'\n" % count)
+            return CommandResult(stdout="", exit_code=1)
+        if span is not None:
+            low, _, high = span.partition("-")
+            items = [str(n) for n in range(int(low), int(high) + 1)]
+        elif echo_mode:
+            items = operands
+        else:
+            texts, failed = _input_text(invocation, operands[:1], "shuf")
+            if failed:
+                return CommandResult(stdout="", exit_code=1)
+            items = texts[0].splitlines() if texts else []
+        if repeat:
+            picked = [random.choice(items) for _ in range(count if count is not None else 0)] if items else []
+        else:
+            picked = random.sample(items, len(items))
+            if count is not None:
+                picked = picked[:count]
+        return CommandResult(stdout="".join(item + "\n" for item in picked), exit_code=0)

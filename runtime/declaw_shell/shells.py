@@ -17,6 +17,7 @@ user: runs the command as is), `nohup`, `nice`, `stdbuf`, `time`, and `timeout` 
 `GuestState` carries `$0` and the traps of each scope.
 """
 
+import contextvars
 import posixpath
 import shlex
 import sys
@@ -40,6 +41,8 @@ from bash_purepython.shell_state import (
 from bash_purepython.streams import materialise_text
 from bash_purepython.workflow import Redirection, RedirectionKind
 
+from . import find as find_command
+from . import morebuiltins as more_builtins
 from . import timeout as timeout_command
 
 SHELL_NAMES = frozenset({"bash", "sh"})
@@ -58,12 +61,14 @@ class GuestState(ShellState):
 
     script_name: str = "bash"
     traps: dict = field(default_factory=dict)
+    shopts: set = None  # `shopt` settings (morebuiltins.py); None: bash's defaults
 
     def copy(self):
         copied = super().copy()
         copied.__class__ = GuestState  # same fields plus ours; the library builds a ShellState
         copied.script_name = self.script_name
         copied.traps = {}
+        copied.shopts = set(self.shopts) if self.shopts is not None else None
         return copied
 
 
@@ -194,6 +199,7 @@ def new_scope(state, script_name, positional):
     inner.last_exit_code = 0
     inner.script_name = script_name
     inner.traps = {}
+    inner.shopts = None
     return inner
 
 
@@ -273,7 +279,8 @@ class ShellFeatures:
         self.script_command_names = frozenset({"source", "."})
         self.programs = {"bash": self.run_shell, "sh": self.run_shell, "sudo": self.run_sudo,
                          "nohup": self.run_nohup, "nice": self.run_nice, "stdbuf": self.run_stdbuf,
-                         "time": self.run_time, "timeout": self.run_timeout}
+                         "time": self.run_time, "timeout": self.run_timeout, "find": self.run_find}
+        self.builtins.update(more_builtins.table(self))
         describe = self.shell_builtins.describe
 
         def describe_programs(name, state):
@@ -522,9 +529,15 @@ class ShellFeatures:
         return status
 
     async def drain_to_sink(self, result, state):
+        """After each command of a script: PIPESTATUS, and the ERR trap."""
         await super().drain_to_sink(result, state)
+        if sys._getframe(1).f_code is not _RUN_SCRIPT:
+            return
+        stages = getattr(result, "pipe_stages", None) or [result]
+        state.variables.pop("PIPESTATUS", None)
+        state.arrays["PIPESTATUS"] = {i: str(stage.exit_code) for i, stage in enumerate(stages)}
         traps = getattr(state, "traps", None)
-        if traps and traps.get("ERR") and sys._getframe(1).f_code is _RUN_SCRIPT:
+        if traps and traps.get("ERR"):
             status = result.exit_code
             if status != 0 and state.condition_depth == 0 and not result.exempt_from_errexit:
                 action = traps.pop("ERR")
@@ -539,6 +552,23 @@ class ShellFeatures:
         """`( … )` and `$( … )`: a subshell's EXIT trap runs when it ends."""
         status = await super().run_subshell_script(script, state)
         return await self.finish_scope(state, status)
+
+    async def execute_pipeline(self, node, state, stdin):
+        stages = []
+        token = _PIPE_STAGES.set(stages)
+        try:
+            result = await super().execute_pipeline(node, state, stdin)
+        finally:
+            _PIPE_STAGES.reset(token)
+        result.pipe_stages = stages  # for PIPESTATUS, read once the stages have finished
+        return result
+
+    async def execute_stage(self, stage, state, stdin, merge_stderr):
+        result = await super().execute_stage(stage, state, stdin, merge_stderr)
+        stages = _PIPE_STAGES.get(None)
+        if stages is not None:
+            stages.append(result)
+        return result
 
     async def capture_script(self, script, state):
         """`$( )` runs in a subshell: its assignments, `cd` and traps stay inside."""
@@ -745,6 +775,9 @@ class ShellFeatures:
             write_error("\nreal\t%s\nuser\t%s\nsys\t0m0.000s\n" % (_minutes(real), _minutes(user)))
         return self.empty(status)
 
+    async def run_find(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        return await find_command.run(self, arguments, stdin, error_destination, state, in_pipeline, attached)
+
     async def run_timeout(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
         return await timeout_command.run(self, arguments, stdin, error_destination, state, in_pipeline,
                                          attached)
@@ -755,3 +788,4 @@ def _minutes(seconds):
 
 
 _RUN_SCRIPT = Executor.run_script.__code__
+_PIPE_STAGES = contextvars.ContextVar("declaw_pipe_stages")  # the pipeline being built, per task
