@@ -48,7 +48,8 @@ class DoorStdin(io.RawIOBase):
 
 
 class LiveStdin(_pyio.TextIOWrapper):
-    """The command's stdin as text, shared by the shell (`cat`, `read`, ...) and `python3`.
+    """The command's stdin as text, as the shell reads it (`cat`, `read`, ...; `python3` reads
+    through `program_stdin`).
 
     The pure-Python TextIOWrapper rather than the C one because the shell must also take
     *whatever has arrived* without waiting for a newline or a full buffer (`cat` echoing
@@ -71,6 +72,50 @@ class LiveStdin(_pyio.TextIOWrapper):
             if eof:
                 break
         return text
+
+
+    def take_pending(self):
+        """The input this reader holds but has not handed out (decoded text, bytes the decoder
+        keeps), as bytes; it then holds none. For a program's own reader (`program_stdin`)."""
+        if self._decoder is None:
+            return b""
+        data = self._get_decoded_chars().encode("utf-8", "surrogatepass")
+        held, _ = self._decoder.getstate()
+        self._decoder.reset()
+        return data + held
+
+
+class ProgramStdin(io.RawIOBase):
+    """The command's stdin as one `python3` stage reads it: first what the shell's reader holds,
+    then the door. Like a process on Linux, the stage buffers on its own (CPython's C reader,
+    fast line by line), and what it read but did not use is gone when it ends."""
+
+    def __init__(self, live):
+        self.live = live
+        self.pending = None
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.pending is None:
+            self.pending = self.live.take_pending()
+        if self.pending:
+            count = min(len(buffer), len(self.pending))
+            buffer[:count] = self.pending[:count]
+            self.pending = self.pending[count:]
+            return count
+        data = self.live.buffer.read1(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def program_stdin(stdin):
+    """A program's own text reader over the shell's stdin (a PTY's terminal is shared as is)."""
+    if not isinstance(stdin, LiveStdin):
+        return stdin
+    return io.TextIOWrapper(io.BufferedReader(ProgramStdin(stdin)), encoding="utf-8", errors="replace",
+                            newline="\n")
 
 
 def door_stdin_text():

@@ -78,6 +78,9 @@ _lookup_parameter = words.lookup_parameter
 def _lookup_with_script_name(name, state):
     if name == "0":
         return getattr(state, "script_name", words.SHELL_NAME)
+    if name == "HOME" and name not in state.variables and name not in state.arrays \
+            and sys._getframe(1).f_code.co_name != "expand_tilde":
+        return ""  # unset (`env -i bash -c 'echo $HOME'`); the library falls back to the host's
     return _lookup_parameter(name, state)
 
 

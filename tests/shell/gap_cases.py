@@ -25,7 +25,7 @@ GAP_CASES: list[str] = [
     "/bin/bash -c 'echo slash2'",
     "/usr/bin/env bash -c 'echo envbash $0'",
     "env FOO=2 bash -c 'echo $FOO'",
-    "env -i FOO=1 bash -c 'echo [$FOO] [$USER]'",
+    "env -i FOO=1 bash -c 'echo [$FOO] [$USER] [$HOME]'",
     "echo 'echo script $1 $0' > s.sh; bash s.sh arg1; sh s.sh q",
     "echo 'echo run $0 $1' > r.sh; chmod +x r.sh; ./r.sh z",
     "printf '#!/usr/bin/env python3\\nimport sys\\nprint(\"py\", sys.argv[1:])\\n' > p.py; chmod +x p.py; ./p.py 1 2",
