@@ -26,7 +26,7 @@ from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShe
 from . import door, programs, shells
 
 EXIT_INTERRUPTED = 130
-WRITABLE = ("/home/user", "/tmp", "/workspace")  # the sandbox's writable mounts; the rest of / is read-only
+WRITABLE = ("/home/user", "/tmp", "/workspace")  # the sandbox's writable mounts; / is read-only
 _DENIED = {errno.EPERM, errno.EACCES, getattr(errno, "ENOTCAPABLE", errno.EPERM)}
 
 
@@ -59,9 +59,10 @@ def _redirection_errors():
 
 
 class GuestExecutor(shells.ShellFeatures, Executor):
-    """The library's executor, with one change: a command that reads standard input and was
-    given none (no pipe, no redirection) reads the command's own stdin, as a process inherits
-    fd 0. Only streaming readers get it, so nothing waits for an end of input it never needed."""
+    """The library's executor, with shells.ShellFeatures (bash/sh as programs, paths, traps,
+    timeout, find, ...) and one change: a command that reads standard input and was given none
+    (no pipe, no redirection) reads the command's own stdin, as a process inherits fd 0. Only
+    streaming readers get it, so nothing waits for an end of input it never needed."""
 
     def __init__(self, registry, session):
         super().__init__(registry)

@@ -453,9 +453,4 @@ async def run(executor, arguments, stdin, error_destination, state, in_pipeline,
             scope.write_error("%s\n" % exc)
             return 1
 
-    stdin = executor.take_pending_stdin(stdin, state)
-    if in_pipeline:
-        return await executor.stream_compound(body, state.copy(), stdin, [], merge_stderr=False,
-                                              error_destination=error_destination)
-    return await executor.execute_compound(body, state, stdin, [], direct_output=attached,
-                                           error_destination=error_destination)
+    return await executor.run_compound(body, stdin, error_destination, state, in_pipeline, attached)

@@ -427,10 +427,17 @@ class ShellFeatures:
                 status = scope.last_exit_code
             return await self.finish_scope(scope, status)
 
+        return await self.run_compound(body, stdin, error_destination, inner, in_pipeline, attached, copy=False)
+
+    async def run_compound(self, body, stdin, error_destination, state, in_pipeline, attached, copy=True):
+        """Run `body(scope)` as one program's work: as a pipeline stage it streams from a task of
+        its own (on a copy of the state), else it runs inline, straight to the terminal when
+        nothing is redirected (so `bash -c`, `timeout`, `find -exec` output streams)."""
+        stdin = self.take_pending_stdin(stdin, state)
         if in_pipeline:
-            return await self.stream_compound(body, inner, stdin, [], merge_stderr=False,
-                                              error_destination=error_destination)
-        return await self.execute_compound(body, inner, stdin, [], direct_output=attached,
+            return await self.stream_compound(body, state.copy() if copy else state, stdin, [],
+                                              merge_stderr=False, error_destination=error_destination)
+        return await self.execute_compound(body, state, stdin, [], direct_output=attached,
                                            error_destination=error_destination)
 
     async def interact(self, scope):
@@ -763,20 +770,23 @@ class ShellFeatures:
         posix = False
         while args and args[0] in ("-p", "--"):
             posix |= args.pop(0) == "-p"
-        write_error = self.error_sink(error_destination, state, state.output_sink.write_sync)
-        started, cpu = time.monotonic(), time.process_time()
-        status = 0
-        if args:
-            result = await self.dispatch(args[0], args[1:], stdin, error_destination, state,
-                                         attached_to_terminal=attached)
-            await self.drain_to_sink(result, state)
-            status = result.exit_code
-        real, user = time.monotonic() - started, time.process_time() - cpu
-        if posix:
-            write_error("real %.2f\nuser %.2f\nsys %.2f\n" % (real, user, 0.0))
-        else:
-            write_error("\nreal\t%s\nuser\t%s\nsys\t0m0.000s\n" % (_minutes(real), _minutes(user)))
-        return self.empty(status)
+
+        async def body(scope):
+            started, cpu = time.monotonic(), time.process_time()
+            status = 0
+            if args:
+                result = await self.dispatch(args[0], args[1:], None, ErrorDestination.STDERR, scope,
+                                             attached_to_terminal=scope.is_attached_to_terminal())
+                await self.drain_to_sink(result, scope)
+                status = result.exit_code
+            real, user = time.monotonic() - started, time.process_time() - cpu
+            if posix:
+                scope.write_error("real %.2f\nuser %.2f\nsys %.2f\n" % (real, user, 0.0))
+            else:
+                scope.write_error("\nreal\t%s\nuser\t%s\nsys\t0m0.000s\n" % (_minutes(real), _minutes(user)))
+            return status
+
+        return await self.run_compound(body, stdin, error_destination, state, in_pipeline, attached)
 
     async def run_find(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
         return await find_command.run(self, arguments, stdin, error_destination, state, in_pipeline, attached)

@@ -126,9 +126,4 @@ async def run(executor, arguments, stdin, error_destination, state, in_pipeline,
             return 128 + number
         return EXIT_KILLED if number == 9 else EXIT_TIMED_OUT
 
-    stdin = executor.take_pending_stdin(stdin, state)
-    if in_pipeline:
-        return await executor.stream_compound(body, state.copy(), stdin, [], merge_stderr=False,
-                                              error_destination=error_destination)
-    return await executor.execute_compound(body, state, stdin, [], direct_output=attached,
-                                           error_destination=error_destination)
+    return await executor.run_compound(body, stdin, error_destination, state, in_pipeline, attached)
