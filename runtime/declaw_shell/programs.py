@@ -13,6 +13,8 @@ from bash_purepython.command.command import Command, CommandResult, InputKind, O
 from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
+from . import coreutils, door
+
 PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
@@ -31,6 +33,7 @@ def registry(session):
 
     for net_command in NET_COMMANDS:
         commands.register(net_command())
+    coreutils.register(commands)  # readlink, realpath, cmp, printenv, which, grep, streaming cat
     return commands
 
 
@@ -72,7 +75,7 @@ def _stdin_of(invocation, session, newline=None):
     if invocation.stdin_kind == InputKind.TEXT:
         return io.TextIOWrapper(io.BytesIO(invocation.stdin.encode("utf-8", "surrogateescape")),
                                 encoding="utf-8", errors="replace", newline=newline)
-    return session.stdin
+    return door.program_stdin(session.stdin)
 
 
 class PythonCommand(Command):
