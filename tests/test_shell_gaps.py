@@ -31,6 +31,30 @@ def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> float:
     return time.monotonic() - start
 
 
+# -- bytes that are not UTF-8 -------------------------------------------------------------------
+def test_printf_writes_bytes(local_sbx: Sandbox) -> None:
+    """`printf '\\377'` writes the byte 0xFF (to stdout, stderr and files), as bash does; the
+    streams' text has U+FFFD for it, as for any output that is not UTF-8."""
+    result = local_sbx.commands.run("printf '\\377'; printf '\\376' >&2")
+    assert (result.stdout, result.stderr) == ("\ufffd", "\ufffd")
+    local_sbx.commands.run("printf '\\x89PNG\\r\\n\\032\\n' > /tmp/img.bin; echo -ne '\\xff\\xd8' >> /tmp/img.bin")
+    assert local_sbx.files.read("/tmp/img.bin", format="bytes") == b"\x89PNG\r\n\x1a\n\xff\xd8"
+    result = local_sbx.commands.run("printf '\\377\\303\\251' | "
+                                    "python3 -c 'import sys; print(sys.stdin.buffer.read())'")
+    assert result.stdout == "b'\\xff\\xc3\\xa9'\n"
+
+
+def test_python3_in_a_pipeline_passes_bytes_on(local_sbx: Sandbox) -> None:
+    """A `python3` stage reads and writes bytes that are not UTF-8 as CPython 3.15 does on Linux
+    (surrogateescape), so they pass through the pipe unchanged."""
+    result = local_sbx.commands.run(
+        "python3 -c 'import sys; sys.stdout.buffer.write(b\"\\xff\\n\")' | od -An -tx1; "
+        "printf '\\377' | python3 -c 'import sys; print(ascii(sys.stdin.read()))'; "
+        "printf 'a\\376' | python3 -c 'import sys; sys.stdout.write(sys.stdin.read())' > /tmp/py.bin")
+    assert result.stdout == " ff 0a\n'\\udcff'\n"
+    assert local_sbx.files.read("/tmp/py.bin", format="bytes") == b"a\xfe"
+
+
 # -- live stdin, chunk by chunk ------------------------------------------------------------------
 @pytest.mark.parametrize("cmd", ["cat", "cat -", "tee /tmp/tee-copy", "head -c 100"])
 def test_partial_stdin_is_passed_on_at_once(local_sbx: Sandbox, cmd: str) -> None:

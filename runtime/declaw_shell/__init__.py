@@ -23,7 +23,9 @@ from bash_purepython.continuation import script_needs_more_lines
 from bash_purepython.execute_command import ExecutionResult, Executor, StdinValue
 from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError
 
-from . import door, programs, shells
+from . import door, programs, rawbytes, shells
+
+rawbytes.install()  # bytes that are not UTF-8 (`printf '\\377'`) reach files and streams as bytes
 
 EXIT_INTERRUPTED = 130
 WRITABLE = ("/home/user", "/tmp", "/workspace")  # the sandbox's writable mounts; / is read-only
@@ -135,12 +137,10 @@ class Session:
         self.executor = GuestExecutor(programs.registry(self), self)
 
     def write_out(self, text):
-        self.stdout.write(text)
-        self.stdout.flush()
+        rawbytes.write(self.stdout, text)
 
     def write_err(self, text):
-        self.stderr.write(text)
-        self.stderr.flush()
+        rawbytes.write(self.stderr, text)
 
     def read_line(self):
         line = self.stdin.readline()

@@ -12,7 +12,6 @@ import codecs
 import os
 import posixpath
 import random
-import re
 
 from bash_purepython.command import echo as library_echo
 from bash_purepython.command import head as library_head
@@ -26,6 +25,8 @@ from bash_purepython.command.command import (
 )
 from bash_purepython.command.lines import iterate_lines, stdin_lines
 from bash_purepython.streams import as_async_iterator
+
+from . import rawbytes
 
 ARGS_ONLY = frozenset({InputKind.ARGUMENTS})
 TEXT_OUT = frozenset({OutputKind.TEXT})
@@ -70,32 +71,12 @@ def _head_limit(lines, line_limit, character_limit):
 
 ECHO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\",
                 "e": "\x1b", "E": "\x1b"}
-ECHO_NUMERIC = {"0": (r"[0-7]{0,3}", 8), "x": (r"[0-9A-Fa-f]{1,2}", 16), "u": (r"[0-9A-Fa-f]{1,4}", 16),
-                "U": (r"[0-9A-Fa-f]{1,8}", 16)}
 
 
 def _echo_escapes(text):
-    """`echo -e`'s escapes as bash's echo reads them; (text, whether \\c stopped it)."""
-    pieces, index = [], 0
-    while index < len(text):
-        character = text[index]
-        if character != "\\" or index + 1 >= len(text):
-            pieces.append(character)
-            index += 1
-            continue
-        escaped = text[index + 1]
-        if escaped == "c":
-            return "".join(pieces), True
-        if escaped in ECHO_NUMERIC:
-            pattern, base = ECHO_NUMERIC[escaped]
-            digits = re.match(pattern, text[index + 2:]).group(0) if re.match(pattern, text[index + 2:]) else ""
-            if digits or escaped == "0":
-                pieces.append(chr(int(digits or "0", base)))
-                index += 2 + len(digits)
-                continue
-        pieces.append(ECHO_ESCAPES.get(escaped, "\\" + escaped))
-        index += 2
-    return "".join(pieces), False
+    """`echo -e`'s escapes as bash's echo reads them (\\0NNN and \\xHH are bytes: rawbytes.py);
+    (text, whether \\c stopped it)."""
+    return rawbytes.interpret(text, rawbytes.ECHO_ESCAPE, ECHO_ESCAPES, stop="c")
 
 
 library_echo.interpret_escapes = _echo_escapes

@@ -111,11 +111,12 @@ class ProgramStdin(io.RawIOBase):
 
 
 def program_stdin(stdin):
-    """A program's own text reader over the shell's stdin (a PTY's terminal is shared as is)."""
+    """A program's own text reader over the shell's stdin (a PTY's terminal is shared as is);
+    bytes that are not UTF-8 read as CPython's stdin on Linux reads them (`surrogateescape`)."""
     if not isinstance(stdin, LiveStdin):
         return stdin
-    return io.TextIOWrapper(io.BufferedReader(ProgramStdin(stdin)), encoding="utf-8", errors="replace",
-                            newline="\n")
+    return io.TextIOWrapper(io.BufferedReader(ProgramStdin(stdin)), encoding="utf-8",
+                            errors="surrogateescape", newline="\n")
 
 
 def door_stdin_text():

@@ -23,10 +23,11 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bash_purepython import words
 from bash_purepython.block_parser import build_plan
-from bash_purepython.execute_command import ErrorDestination, Executor
+from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, OutputKind
 from bash_purepython.parse_script import split_script_into_connected_commands
 from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
 from bash_purepython.shell_state import (
@@ -43,6 +44,7 @@ from bash_purepython.workflow import Redirection, RedirectionKind
 
 from . import find as find_command
 from . import morebuiltins as more_builtins
+from . import rawbytes
 from . import timeout as timeout_command
 
 SHELL_NAMES = frozenset({"bash", "sh"})
@@ -327,8 +329,6 @@ class ShellFeatures:
 
     @staticmethod
     def empty(status):
-        from bash_purepython.execute_command import ExecutionResult
-
         return ExecutionResult.empty(status)
 
     def program_at(self, name, arguments, state):
@@ -378,8 +378,6 @@ class ShellFeatures:
         if call.version:
             if stdin is not None:
                 await self.discard_stdin(stdin)
-            from bash_purepython.execute_command import ExecutionResult, OutputKind
-
             return ExecutionResult(stdout=BASH_VERSION_LINE, kind=OutputKind.TEXT, exit_code=0)
         text = call.text
         if call.path is not None:
@@ -513,8 +511,22 @@ class ShellFeatures:
 
     async def apply_output_redirections(self, result, redirections, state, error_destination=None,
                                         merge_stderr=False):
-        return await super().apply_output_redirections(result, device_redirections(redirections), state,
-                                                       error_destination, merge_stderr)
+        """The library's, writing a file as bytes (rawbytes.py) and appending by O_APPEND rather
+        than reading the file back and rewriting it."""
+        redirections = device_redirections(redirections)
+        target, append, redirected = await self.trace_stdout_target(redirections, state, merge_stderr)
+        if not redirected:
+            return result
+        text = await materialise_text(result.stdout, result.kind)
+        if target is None:
+            return ExecutionResult(stdout=text, kind=OutputKind.TEXT, exit_code=result.exit_code)
+        if target == ErrorDestination.STDERR:
+            if text:
+                state.write_error(text)
+        elif isinstance(target, Path):
+            errors_there = isinstance(error_destination, Path) and error_destination == target
+            rawbytes.write_file(target, text, append=append or errors_there)
+        return ExecutionResult.empty(result.exit_code)
 
     # -- scopes and traps ----------------------------------------------------------------------------
     async def run_line(self, script, state):
@@ -745,8 +757,6 @@ class ShellFeatures:
         if args[:1] == ["--"]:
             args = args[1:]
         if not args:
-            from bash_purepython.execute_command import ExecutionResult, OutputKind
-
             return ExecutionResult(stdout="0\n", kind=OutputKind.TEXT, exit_code=0)
         return await self.run_wrapped("nice", args, stdin, error_destination, state, in_pipeline, attached)
 

@@ -166,4 +166,12 @@ GAP_CASES: list[str] = [
     "nohup echo hi 2>/dev/null; nice echo n; stdbuf -oL echo s",
     "time true 2>/dev/null; echo timed",
     "ls -d /root",
+    # bytes that are not UTF-8 (printf's and echo -e's \\NNN and \\xHH are bytes)
+    "printf '\\x89PNG\\r\\n\\032\\n' > img.bin; od -An -tx1 img.bin; wc -c img.bin",
+    "printf 'a\\377b\\n' | od -c | head -n 1; printf '\\303\\251\\n'; printf '\\303\\251' | wc -c",
+    "echo -e '\\xff\\xfe\\x00' | base64; echo -ne '\\0377' | od -An -to1",
+    "printf '\\377' > f.bin; printf '\\376' >> f.bin; od -An -tx1 f.bin; printf 'x\\200' | sha256sum",
+    "x=$(printf '\\303\\251'); echo ${#x} $x; printf '%b' 'q\\xffq\\n' | od -c | head -n 1",
+    "printf '\\377' | tee t.bin | od -An -tx1; od -An -tx1 t.bin; printf '\\u00e9 \\U0001F600\\n'",
+    "(printf '\\375' >&2) 2> e.bin; (printf '\\374' >&2) 2>> e.bin; od -An -tx1 e.bin",
 ]
