@@ -33,8 +33,9 @@ OPS: dict[str, Op] = {op.name: op for op in [
     Op("exit", ("code",), "nil",
        "the exit status before os._exit (WASI's proc_exit carries 0..125 only); answered by "
        "the transport itself (_wasm/shims.py), for every guest"),
-    Op("stdin", ("n",), "bytes", "up to n bytes of the command's live stdin, waiting for some; "
-                                 "b'' at end of input"),
+    Op("stdin", ("n", "wait"), "bytes | nil",
+       "up to n bytes of the command's live stdin, waiting for some (at most `wait` seconds if "
+       "given: nil when none came); b'' at end of input"),
     Op("winsize", (), "[rows, cols]", "the terminal's size"),
     Op("pip_install", ("requirements", "wheels", "find_links", "present", "no_index", "no_deps"),
        "{status, stdout, stderr}", "`pip install` in the sandbox, resolved and fetched by the host"),

@@ -48,9 +48,14 @@ class StdinPipe:
             self._closed = True
             self._cond.notify_all()
 
-    def read(self, guest: Guest, size: int) -> bytes:
-        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained."""
+    def read(self, guest: Guest, size: Any, wait: Any = None) -> Optional[bytes]:
+        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained. `wait`
+        (seconds, at most 60: a guest's `timeout` bounding its read): None if nothing came in
+        that time."""
         size = max(1, min(int(size), 1 << 20))
+        until = None
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+            until = time.monotonic() + min(max(float(wait), 0.0), 60.0)
         while True:
             with self._cond:
                 if self._buffer:
@@ -59,6 +64,8 @@ class StdinPipe:
                     return data
                 if self._closed:
                     return b""
+                if until is not None and time.monotonic() >= until:
+                    return None
                 self._cond.wait(0.05)
             guest.check_stopped()
 
@@ -84,7 +91,7 @@ class Process(EventLog):
         self.killed = False
         self.quota_message = ""
         self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
-            "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536)),
+            "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait")),
             "winsize": lambda guest, r: list(self._winsize()),
             "pip_install": lambda guest, r: install_for_guest(sandbox.fs, r, guest.stop_requested,
                                                               sandbox.egress),

@@ -23,8 +23,8 @@ What the SDK gets, and how (all through declaw-wasm's public `AsyncSandbox`):
 - `persist_workspace`/`hydrate_workspace`: a portable tar of the workspace (root-relative
   names; the SDK's skip paths left out), built and unpacked on the host, so a run can resume
   in a new sandbox, another process or another backend.
-- The SDK's default manifest root, `/workspace`, is used when the sandbox can write it; a
-  sandbox that cannot (today's runtime: only /home/user and /tmp are writable) gets
+- The SDK's default manifest root, `/workspace`, is used when the sandbox can write it (it can
+  since issue 16); a sandbox that cannot (a server older than that) gets
   `/home/user/workspace` instead, as the SDK's own UnixLocal backend relocates it. The
   manifest records the root actually used, so the agent's instructions name it.
 - One sandbox user: `user=` arguments are accepted and ignored (as `sudo -u X --` is dropped).
