@@ -1,9 +1,14 @@
-"""MCP `run_python_code` round trips over stdio, against the same work without MCP.
+"""Host tool round trips from guest code, and MCP `run_python_code` round trips over stdio.
 
-    python benchmarks/integrations.py [--calls N]
+    python benchmarks/integrations.py [--calls N] [--only tools|mcp]
 
-Needs `pip install -e '.[mcp]'`. A real `declaw-wasm mcp` process is driven by the `mcp` SDK's
-own stdio client (what an MCP host does); the same tool call is timed through the SDK's
+Host tools: guest code times its own calls of a host function that returns at once
+(`from declaw_tools import noop; noop()`), sync and awaited, in-process and in a process pool,
+beside the floor of any door request (`declaw_tools.available()`, answered on the guest's
+thread with no executor hop) and a plain Python call in the guest.
+
+MCP (needs `pip install -e '.[mcp]'`): a real `declaw-wasm mcp` process is driven by the `mcp`
+SDK's own stdio client (what an MCP host does); the same tool call is timed through the SDK's
 in-memory transport (the SDK's cost without a pipe), and its guest work as a plain
 `run_code` of the same cell in this process (the floor: no MCP at all).
 """
@@ -21,16 +26,62 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import anyio
-from mcp import Client, StdioServerParameters
 
-from declaw_wasm import AsyncSandbox
-from declaw_wasm.integrations.mcp import DeclawMcpServer, runner_cell
+from declaw_wasm import AsyncSandbox, Sandbox
 
 CODE = "1 + 1"
 ARGS = {"python_code": CODE}
 
 
-async def timed_calls(client: Client, calls: int, tool: str = "run_python_code",
+TOOL_CELL = """
+import time, statistics, asyncio, declaw_tools
+from declaw_tools import noop
+def plain():
+    return None
+def median_us(fn, n):
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+async def awaited(n):
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await noop()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+async def gathered(n):
+    start = time.perf_counter()
+    await asyncio.gather(*(noop() for _ in range(n)))
+    return (time.perf_counter() - start) / n * 1e6
+median_us(noop, 1); declaw_tools.available()
+{"sync": median_us(noop, CALLS), "await": await awaited(CALLS), "gather": await gathered(min(CALLS, 64)),
+ "door": median_us(declaw_tools.available, CALLS), "plain": median_us(plain, CALLS)}
+"""
+
+
+def tool_round_trips(calls: int) -> None:
+    """Medians, in µs, measured by the guest's own clock."""
+    cell = TOOL_CELL.replace("CALLS", str(calls))
+    rows = {}
+    for where, kwargs in (("in-process", {}), ("process pool", {"backend": "processes:1"})):
+        with Sandbox.create(tools={"noop": lambda: None}, **kwargs) as sbx:
+            sbx.run_code("1")
+            execution = sbx.run_code(cell, timeout=600)
+            assert execution.error is None, execution.error
+            rows[where] = eval(execution.text or "{}")
+    local = rows["in-process"]
+    print(f"| host tool, guest-timed (median of {calls}) | in-process | process pool |\n|---|---|---|")
+    for key, label in (("sync", "`noop()` round trip"), ("await", "`await noop()` (start + wait)"),
+                       ("gather", "`asyncio.gather` of 64, per call"),
+                       ("door", "floor: a door request answered on the guest thread (`available()`)"),
+                       ("plain", "for scale: a plain Python call in the guest")):
+        print(f"| {label} | {local[key]:.1f} µs | {rows['process pool'][key]:.1f} µs |")
+
+
+async def timed_calls(client: Any, calls: int, tool: str = "run_python_code",
                       args: dict[str, Any] = ARGS) -> list[float]:
     times = []
     for _ in range(calls):
@@ -47,7 +98,11 @@ def stats(times: list[float]) -> str:
             f"(p90 {ordered[int(len(ordered) * 0.9)] * 1000:.2f} ms)")
 
 
-async def main(calls: int) -> None:
+async def mcp_round_trips(calls: int) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from declaw_wasm.integrations.mcp import DeclawMcpServer, runner_cell
+
     # 1. stdio: a real `declaw-wasm mcp` process
     params = StdioServerParameters(command=sys.executable,
                                    args=["-m", "declaw_wasm.cli", "mcp"], env=dict(os.environ))
@@ -98,4 +153,10 @@ async def main(calls: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200)
-    anyio.run(main, parser.parse_args().calls)
+    parser.add_argument("--only", choices=["tools", "mcp"], default=None)
+    args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if args.only in (None, "tools"):
+        tool_round_trips(args.calls)
+    if args.only in (None, "mcp"):
+        anyio.run(mcp_round_trips, args.calls)

@@ -9,19 +9,22 @@ times the same calls in-process and through the remote SDK (medians of N):
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import secrets
 import socket
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import httpx
 
-from declaw_wasm import Sandbox
+from declaw_wasm import Sandbox, Secret, Volumes
 
 
 def median_ms(call: Callable[[], object], n: int) -> float:
@@ -48,12 +51,33 @@ def first_chunk(sbx: Sandbox) -> tuple[float, float]:
     return (seen[0] - start) * 1000, (end - start) * 1000
 
 
+def tar_gz(size: int) -> bytes:
+    """A tar.gz holding one file of `size` random (incompressible) bytes."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        info = tarfile.TarInfo("data.bin")
+        info.size = size
+        tar.addfile(info, io.BytesIO(os.urandom(size)))
+    return out.getvalue()
+
+
+def volume_round(where: dict[str, Any], archive: bytes) -> None:
+    Volumes.delete(Volumes.create("bench", archive, **where).volume_id, **where)
+
+
+def volume_file(where: dict[str, Any], volume_id: str, data: bytes) -> None:
+    files = Volumes.files(volume_id, **where)
+    files.write("/f.bin", data)
+    assert len(files.read("/f.bin")) == len(data)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=30)
     args = parser.parse_args()
     key = secrets.token_hex(16)
     port = free_port()
+    os.environ["DECLAW_WASM_STATE"] = tempfile.mkdtemp(prefix="bench-state-")  # volumes: both sides, one store
     env = {**os.environ, "DECLAW_API_KEY": key}
     env.pop("DECLAW_DOMAIN", None)
     server = subprocess.Popen([sys.executable, "-m", "declaw_wasm.cli", "serve", "--port", str(port)], env=env)
@@ -75,9 +99,18 @@ def main() -> None:
             sbx.commands.run("echo hi")
             sbx.run_code("x = 1")
         blob = os.urandom(10 << 20)
+        archive = tar_gz(10 << 20)
+        mib = os.urandom(1 << 20)
+        secret = {"OPENAI_API_KEY": Secret("sk-bench", hosts=["api.openai.com"])}
         rows = []
         for name, sbx in (("in-process", local), ("served", remote)):
+            where: dict[str, Any] = {"domain": url, "api_key": key} if sbx is remote else {}
+            vol = Volumes.create("bench-files", **where)
             rows.append((name, {
+                "create+kill with a secret": median_ms(lambda: Sandbox.create(secrets=secret, **where).kill(),
+                                                       max(5, args.n // 3)),
+                "volume from 10 MiB tar.gz (+delete)": median_ms(lambda: volume_round(where, archive), 5),
+                "volume file write+read 1 MiB": median_ms(lambda: volume_file(where, vol.volume_id, mib), 5),
                 "create+kill": median_ms(lambda: (Sandbox.create(domain=url, api_key=key) if sbx is remote
                                                   else Sandbox.create()).kill(), max(5, args.n // 3)),
                 "echo hi": median_ms(lambda: sbx.commands.run("echo hi"), args.n),
@@ -87,6 +120,7 @@ def main() -> None:
                 "read 10 MiB": median_ms(lambda: sbx.files.read("/tmp/blob", format="bytes"), 5),
                 "first chunk / end": "%.0f / %.0f" % first_chunk(sbx),
             }))
+            Volumes.delete(vol.volume_id, **where)
         errors: list[BaseException] = []
 
         def client() -> None:

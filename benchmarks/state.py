@@ -1,17 +1,19 @@
-"""State that outlives a sandbox (issue 17), started with volumes: side by side with native.
+"""State that outlives a sandbox (issue 17): snapshots, pause/resume (also in a new process),
+fork, and volumes, side by side with a fresh create (and native where there is one).
 
-    python benchmarks/state.py [--repeat N] [--files 10000] [--mb 10]
+    python benchmarks/state.py [--repeat N] [--files 10000] [--mb 10] [--only snapshots|volumes]
 
 Prints Markdown tables of medians (paste them into benchmarks/README.md). The state store is a
-fresh temp folder (DECLAW_WASM_STATE), deleted at the end. To come with the snapshot work:
-pause/resume, resume in a new process, fork.
+fresh temp folder (DECLAW_WASM_STATE), deleted at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import subprocess
 import shutil
 import sys
 import tarfile
@@ -135,19 +137,147 @@ def create_from_archive(mb: int, repeat: int) -> None:
     print(f"| `Sandbox.create` with it attached `copy` (+ kill) vs without | {ms(plain_create)} | {ms(copy_create)} | {copy_create / plain_create:.2f}× |")
 
 
+# A context that imported pandas and holds a 10 MiB DataFrame (random floats: incompressible).
+PANDAS_10MB = ("import pandas as pd, numpy as np\n"
+               "df = pd.DataFrame(np.random.default_rng(1).random((131072, 10)))\n")
+CHECK = "int(df.shape[0])"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def in_new_process(code: str) -> dict[str, float]:
+    """`code` in a new Python process (this checkout, the same cache and state store); it prints
+    one JSON object of timings."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+NEW_PROCESS = """
+import json, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from declaw_wasm import Sandbox
+t1, c1 = time.perf_counter(), time.process_time()
+{action}
+t2, c2 = time.perf_counter(), time.process_time()
+assert sbx.run_code({check!r}).text == "131072"
+t3, c3 = time.perf_counter(), time.process_time()
+{after}
+print(json.dumps({{"import": [t1 - t0, c1 - c0], "call": [t2 - t1, c2 - c1], "first_cell": [t3 - t2, c3 - c2]}}))
+"""
+
+
+class Timings:
+    """Wall time and this process's CPU time (every thread: the guests', the compression pool's)
+    of repeated runs; `str()` gives both medians. CPU time is what the work costs; wall time,
+    on a loaded machine, also what it waited for a core (or the disk)."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def run(self, fn: object) -> object:
+        start, cpu = time.perf_counter(), time.process_time()
+        out = fn()  # type: ignore[operator]
+        self.wall.append(time.perf_counter() - start)
+        self.cpu.append(time.process_time() - cpu)
+        return out
+
+    def add(self, wall: float, cpu: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+
+    @property
+    def median(self) -> float:
+        return sorted(self.wall)[len(self.wall) // 2]
+
+    def __str__(self) -> str:
+        cpu = sorted(self.cpu)[len(self.cpu) // 2]
+        return f"{ms(self.median)} (CPU {ms(cpu)})"
+
+
+def snapshots(repeat: int) -> None:
+    made: list[Sandbox] = []
+    fresh, create = Timings(), Timings()
+    for _ in range(repeat):
+        fresh.run(lambda: made.append(Sandbox.create()) or made[-1].run_code(PANDAS_10MB + CHECK))
+        create.run(lambda: made.append(Sandbox.create()))  # kills are not timed
+    for sandbox in made:
+        sandbox.kill()
+    sbx = Sandbox.create(timeout=3600)
+    sbx.run_code(PANDAS_10MB)
+    data = 131072 * 10 * 8
+    snap, pauses, resumes, cells = Timings(), Timings(), Timings(), Timings()
+    for _ in range(repeat):
+        snap.run(sbx.create_snapshot)
+    for _ in range(repeat):
+        pauses.run(sbx.pause)
+        resumes.run(sbx.resume)
+        assert cells.run(lambda: sbx.run_code(CHECK).text) == "131072"
+    size = next(s for s in sbx.list_snapshots() if s.source == "pause").size_bytes or 0
+    image = next(s for s in sbx.list_snapshots() if s.source == "pause").mem_size_bytes or 0
+    sbx.pause()
+    runs = {key: Timings() for key in ("import", "call", "first_cell")}
+    fresh_runs = {key: Timings() for key in ("import", "call", "first_cell")}
+    fresh_action = f"sbx = Sandbox.create(); sbx.run_code({PANDAS_10MB!r})"
+    for _ in range(repeat):
+        for into, action, after in ((runs, f"sbx = Sandbox.resume({sbx.sandbox_id!r})", "sbx.pause()"),
+                                    (fresh_runs, fresh_action, "sbx.kill()")):
+            found = in_new_process(NEW_PROCESS.format(action=action, check=CHECK, after=after))
+            for key, (wall, cpu) in found.items():  # type: ignore[misc]
+                into[key].add(wall, cpu)
+    sbx.resume()
+    forks, forks_cell = Timings(), Timings()
+    for _ in range(repeat):
+        start, cpu = time.perf_counter(), time.process_time()
+        made = forks.run(lambda: sbx.fork(count=8))  # type: ignore[assignment]
+        for fork in made:
+            assert fork.run_code(CHECK).text == "131072"
+        forks_cell.add(time.perf_counter() - start, time.process_time() - cpu)
+        for fork in made:
+            fork.kill()
+    sbx.kill()
+
+    print("\n### Snapshots, pause/resume and fork of a context holding a 10 MiB DataFrame\n")
+    print("The context imported pandas and made `pd.DataFrame` of 131072 × 10 random floats (10 MiB, "
+          "incompressible). Baseline: a fresh sandbox doing the same work. Medians of wall time, and of "
+          "the process's CPU time (all threads) in brackets.\n")
+    print("| work | declaw-wasm | fresh create instead | target |\n|---|---|---|---|")
+    print(f"| `pause()` (snapshot to the store, guests freed) | {pauses} | | ≤ 100 ms |")
+    print(f"| `resume()` (same process) | {resumes} | {create} (`create`) | ≤ 100 ms |")
+    print(f"| first cell after `resume()` (its guest starts from the image) | {cells} | | |")
+    print(f"| resume + first cell, same process | {ms(resumes.median + cells.median)} | {fresh} "
+          "(create + import pandas + make the DataFrame) | |")
+    print(f"| `create_snapshot()` (the sandbox goes on) | {snap} | | |")
+    print(f"| pause snapshot in the store (data {data / 1e6:.1f} MB; context memory {image / 1e6:.0f} MB) | "
+          f"{size / 1e6:.1f} MB | | ≤ data + 10 MB = {(data / 1e6) + 10:.1f} MB |")
+    print(f"| new process: `import declaw_wasm` | {runs['import']} | {fresh_runs['import']} | |")
+    print(f"| new process: `Sandbox.resume(id)` (runtime load included) | {runs['call']} | "
+          f"{fresh_runs['call']} (create + pandas + DataFrame) | ≤ 150 ms |")
+    print(f"| new process: its first cell | {runs['first_cell']} | {fresh_runs['first_cell']} | |")
+    print(f"| `fork(count=8)` | {forks} | {ms(8 * create.median)} (8 × `create`) | ≤ 300 ms |")
+    print(f"| `fork(count=8)` + a cell in each fork | {forks_cell} | {ms(8 * fresh.median)} "
+          "(8 × create + pandas + DataFrame) | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--mb", type=int, default=10)
+    parser.add_argument("--only", choices=["snapshots", "volumes"])
     args = parser.parse_args()
     try:
         Sandbox.create().kill()  # load the runtime first
         guest = "warm" if os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0" else "cold"
         print(f"state store: local folder; guest path: {guest}; load average at start: "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        mount_ro_listing(args.files, args.repeat)
-        create_from_archive(args.mb, args.repeat)
+        if args.only != "volumes":
+            snapshots(args.repeat)
+        if args.only != "snapshots":
+            mount_ro_listing(args.files, args.repeat)
+            create_from_archive(args.mb, args.repeat)
         print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(STATE, ignore_errors=True)

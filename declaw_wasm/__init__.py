@@ -33,12 +33,13 @@ _WHERE = {
     **{name: "models" for name in (
         "CommandResult", "EntryInfo", "FilesystemEvent", "FilesystemEventType", "FileType", "ProcessInfo",
         "PtySize", "SandboxInfo", "SandboxLifecycle", "SandboxMetrics", "SandboxQuery", "SandboxState",
-        "WriteEntry", "WriteInfo")},
+        "Snapshot", "SnapshotInfo", "WriteEntry", "WriteInfo")},
     **{name: "exceptions" for name in (
         "AuthenticationException", "BuildException", "CommandExitException", "ConflictException",
         "FileNotFoundException", "InvalidArgumentException", "NotEnoughSpaceException",
         "NotFoundException", "RateLimitException", "SandboxError", "SandboxException",
-        "SandboxNotFoundException", "TemplateException", "TimeoutException", "VersionMismatchException")},
+        "SandboxNotFoundException", "SnapshotException", "TemplateException", "TimeoutException",
+        "VersionMismatchException")},
     # declaw's security configs
     **{name: "security" for name in (
         "ALL_TRAFFIC", "AuditConfig", "AuditEntry", "CodeSecurityConfig", "ContentGateConfig",
@@ -49,8 +50,9 @@ _WHERE = {
     # declaw's volumes bring the state store and fsspec along
     **{name: "volumes" for name in ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")},
     # the network's names bring TLS and HTTP parsing
-    **{name: "_egress" for name in ("AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset",
-                                    "VaultScope", "VaultSecret")},
+    **{name: "_egress" for name in ("AuditEvent", "Secret", "Vault", "VaultPreset", "VaultScope",
+                                    "VaultSecret")},
+    "VaultClient": "vault",  # this process's vault, or a server's
 }
 
 __all__ = [
@@ -60,11 +62,12 @@ __all__ = [
     "WatchHandle", "AsyncWatchHandle", "FilesystemEvent", "FilesystemEventType",
     "Context", "Execution", "ExecutionError", "Logs", "OutputMessage", "Result",
     "CommandResult", "EntryInfo", "FileType", "SandboxInfo", "SandboxState", "SandboxQuery",
-    "SandboxMetrics", "SandboxLifecycle", "WriteEntry", "WriteInfo",
+    "SandboxMetrics", "SandboxLifecycle", "Snapshot", "SnapshotInfo", "WriteEntry", "WriteInfo",
     "SandboxError", "SandboxException", "AuthenticationException", "BuildException",
     "CommandExitException", "ConflictException", "FileNotFoundException",
     "InvalidArgumentException", "NotEnoughSpaceException", "NotFoundException",
-    "RateLimitException", "SandboxNotFoundException", "TemplateException", "TimeoutException",
+    "RateLimitException", "SandboxNotFoundException", "SnapshotException", "TemplateException",
+    "TimeoutException",
     "VersionMismatchException",
     # declaw's security configs (declaw_wasm.security)
     "SecurityPolicy", "PIIConfig", "PIIType", "RedactionAction", "InjectionDefenseConfig",
@@ -93,20 +96,21 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ._egress import AuditEvent, Secret, Vault, VaultClient, VaultPreset, VaultScope, VaultSecret
+    from ._egress import AuditEvent, Secret, Vault, VaultPreset, VaultScope, VaultSecret
     from .async_sandbox import AsyncCommandHandle, AsyncSandbox, AsyncSandboxPaginator, AsyncWatchHandle
     from .commands import CommandHandle
     from .exceptions import (AuthenticationException, BuildException, CommandExitException,
                              ConflictException, FileNotFoundException, InvalidArgumentException,
                              NotEnoughSpaceException, NotFoundException, RateLimitException,
                              SandboxError, SandboxException, SandboxNotFoundException,
-                             TemplateException, TimeoutException, VersionMismatchException)
+                             SnapshotException, TemplateException, TimeoutException,
+                             VersionMismatchException)
     from .execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
     from .files import FileStream, WatchHandle
     from .limits import Limits
     from .models import (CommandResult, EntryInfo, FilesystemEvent, FilesystemEventType, FileType,
                          ProcessInfo, PtySize, SandboxInfo, SandboxLifecycle, SandboxMetrics,
-                         SandboxQuery, SandboxState, WriteEntry, WriteInfo)
+                         SandboxQuery, SandboxState, Snapshot, SnapshotInfo, WriteEntry, WriteInfo)
     from .sandbox import Sandbox, SandboxPaginator
     from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig, ContentGateConfig,
                            CustomPolicyConfig, EnvSecurityConfig, InjectionAction, InjectionDefenseConfig,
@@ -116,4 +120,5 @@ if TYPE_CHECKING:
                            TransformDirection)
     from .stdio import StdioProcess, StdioResult
     from .templates import Template, TemplateBase, TemplateInfo, delete_template, list_templates
+    from .vault import VaultClient
     from .volumes import AsyncVolumes, Volume, VolumeAttachment, Volumes

@@ -5,7 +5,9 @@ them for clients that are not ours."""
 from __future__ import annotations
 
 import json
+import keyword
 import re
+from datetime import datetime
 from typing import Any, Optional
 
 from .exceptions import InvalidArgumentException
@@ -53,7 +55,25 @@ def lifecycle(value: Any) -> Optional[dict[str, Any]]:
     if found and found.get("checkpoint"):
         raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
                                        "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
+    if found and found.get("on_timeout", "kill") not in ("kill", "pause"):
+        raise InvalidArgumentException(f"lifecycle.on_timeout must be 'kill' or 'pause', got {found['on_timeout']!r}")
     return found
+
+
+def snapshot_id(value: Any, what: str = "snapshot_id") -> str:
+    """A snapshot's (or sandbox's) id, as the state store spells them."""
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", value):
+        raise InvalidArgumentException(f"{what} must be an id such as 'snap_...', got {str(value)[:200]!r}")
+    return value
+
+
+def fork_count(value: Any) -> int:
+    """How many forks (1-64; None: one)."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+        raise InvalidArgumentException(f"count must be a whole number from 1 to 64, got {value!r}")
+    return value
 
 
 def security(value: Any) -> Optional[dict[str, Any]]:
@@ -110,6 +130,13 @@ def lifetime(timeout: Any) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise InvalidArgumentException(f"timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
+
+
+def moment(value: Any, what: str) -> datetime:
+    """A point in time, aware (a naive datetime is local time, as `datetime.now()` gives)."""
+    if not isinstance(value, datetime):
+        raise InvalidArgumentException(f"{what} must be a datetime, got {type(value).__name__}")
+    return value if value.tzinfo is not None else value.astimezone()
 
 
 def timeout(value: Any) -> Optional[float]:
@@ -248,3 +275,36 @@ def context_id(context: Any) -> Optional[str]:
     if found is not None and (not isinstance(found, str) or not found):
         raise InvalidArgumentException(f"context must be a Context or its id, got {context!r}")
     return found
+
+
+MAX_TOOLS = 256
+RESERVED_TOOL_NAMES = frozenset({"ToolError", "available"})  # declaw_tools' own names
+
+
+def tools(value: Any) -> Optional[dict[str, Any]]:
+    """Host tools (`tools=`): a mapping of name to callable, or a list of callables named by
+    their `__name__`. Names are Python identifiers the guest imports (`from declaw_tools import
+    name`); None or empty: no tools."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = [(getattr(fn, "__name__", None), fn) for fn in value]
+    else:
+        raise InvalidArgumentException("tools must be a dict of name -> callable or a list of "
+                                       f"functions, got {type(value).__name__}")
+    found: dict[str, Any] = {}
+    for name, fn in items:
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or len(name) > 100 or \
+                name in RESERVED_TOOL_NAMES or (name.startswith("__") and name.endswith("__")):
+            raise InvalidArgumentException(f"tool name {name!r}: must be a Python identifier (not a keyword, at "
+                                           "most 100 characters, not a dunder name, ToolError or available)")
+        if not callable(fn):
+            raise InvalidArgumentException(f"tool {name!r} is not callable ({type(fn).__name__})")
+        if name in found:
+            raise InvalidArgumentException(f"tool {name!r} is given twice")
+        found[name] = fn
+    if len(found) > MAX_TOOLS:
+        raise InvalidArgumentException(f"{len(found)} tools: at most {MAX_TOOLS}")
+    return found or None

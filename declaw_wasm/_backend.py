@@ -17,16 +17,38 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, IO, Iterator, List, Literal, Optional, Protocol, Union
+from typing import Any, Callable, IO, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Union
 
+from .exceptions import InvalidArgumentException
 from .execution import Context, Execution
 from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                     SandboxMetrics, WriteInfo)
-from .wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
+                     SandboxMetrics, Snapshot, WriteInfo)
+from .wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 
 Stream = Literal["stdout", "stderr", "pty"]
 Callback = Optional[Callable[[Any], Any]]
 WriteData = Union[str, bytes, bytearray, memoryview, IO[str], IO[bytes]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """Host tools given to `create(tools=)` or `run_code(tools=)` (checked by `_args.tools`):
+    callables of this process that the sandbox's code calls through `declaw_tools`. They travel
+    in a request's `_host_only["tools"]`; `loop` is the anyio event-loop token of the async face
+    that took them (coroutine functions run there), None for the sync face. Only a backend in
+    this process (and a process pool, which calls back here) can call them."""
+
+    functions: Mapping[str, Callable[..., Any]]
+    loop: Any = None
+
+
+def tools_unreachable(where: str) -> Exception:
+    """The error for `tools=` given to a backend whose sandboxes run where this process's
+    callables cannot be called."""
+    return InvalidArgumentException(
+        f"tools= (host callables) cannot reach a sandbox on {where}: the sandbox's code would "
+        "call functions that live in this process; create the sandbox in-process (backend='local') "
+        "or in a process pool (backend='processes')")
 
 
 @dataclass
@@ -183,6 +205,18 @@ class SandboxBackend(Protocol):
     def restart_context(self, context_id: str) -> None: ...
     def remove_context(self, context_id: str) -> None: ...
 
+    # state (docs/state.md): snapshots in the state store, pause and resume, fork
+    def create_snapshot(self) -> Snapshot:
+        """Snapshot files and code contexts into the state store (source "manual")."""
+    def list_snapshots(self) -> List[Snapshot]: ...
+    def delete_snapshot(self, snapshot_id: str) -> bool: ...
+    def pause(self) -> bool:
+        """Snapshot (source "pause") and free the sandbox; False if it was paused already."""
+    def resume(self, request: ResumeSandbox) -> None:
+        """Bring the paused sandbox back, in place."""
+    def fork(self, count: int) -> Sequence["SandboxBackend"]:
+        """`count` new sandboxes with this one's files and code contexts."""
+
 
 class Sandboxes(Protocol):
     """Where sandboxes live: this process, or a server."""
@@ -190,6 +224,14 @@ class Sandboxes(Protocol):
     def create(self, request: CreateSandbox) -> SandboxBackend: ...
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> SandboxBackend:
         """The live sandbox `sandbox_id` (`SandboxNotFoundException` if none); a `timeout`
-        longer than what it has left extends its lifetime, a shorter one changes nothing."""
+        longer than what it has left extends its lifetime, a shorter one changes nothing. A
+        paused one is answered as it is (`info().state` paused; `resume()` brings it back)."""
     def list(self) -> List[SandboxInfo]:
-        """The live sandboxes, newest first."""
+        """The live sandboxes, newest first (and the paused ones of the state store)."""
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> SandboxBackend:
+        """declaw's `restore`: the sandbox remade (same id) from one of its snapshots (None: the
+        latest, preferring pause > periodic > manual)."""
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        """Snapshots in the state store (of one sandbox, or all), newest first."""
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        """Delete a snapshot of a sandbox, running or not (False: there was none)."""

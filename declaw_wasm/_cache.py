@@ -83,12 +83,16 @@ def ensure_folder(target: Path, build: Callable[[Path], None], supersedes: str =
 
 def prune_superseded(keep: Path, pattern: str) -> None:
     """Delete `keep`'s siblings matching `pattern` (builds for older keys: a warm module is
-    ~350 MB), but not those of `keep`'s own key (its name up to the first dot: `x-KEY.cwasm`
-    keeps `x-KEY.wasm`, `x-KEY.cwasm.lock`...). Best effort; a process still using one keeps
-    its mapping (unlink frees the file only once it is unmapped)."""
+    ~350 MB), except those of `keep`'s own key (its name up to the first dot: `x-KEY.cwasm`
+    keeps `x-KEY.wasm`, `x-KEY.cwasm.lock`...) and pinned ones (`pin`) and their companions.
+    Best effort; a process still using one keeps its mapping (unlink frees the file only once it
+    is unmapped)."""
     stem = keep.name.split(".", 1)[0]
+    pinned = {p.name[:-len(PINS)] for p in keep.parent.glob("*" + PINS) if _holders(p)}
     for old in keep.parent.glob(pattern):
         if old.name.split(".", 1)[0] == stem:
+            continue
+        if any(old.name == name or old.name.startswith(name + ".") for name in pinned):
             continue
         try:
             if old.is_dir():
@@ -97,3 +101,55 @@ def prune_superseded(keep: Path, pattern: str) -> None:
                 old.unlink()
         except OSError:
             pass
+
+
+# -- pins: a cache entry that something outside the cache still needs ---------------------------------
+PINS = ".pins"
+
+
+def _holders(folder: Path) -> list[str]:
+    """The live pins in `folder`; a pin whose witness (a local file) is gone is dropped."""
+    found = []
+    try:
+        entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            witness = entry.read_text().strip()
+        except OSError:
+            continue
+        if witness.startswith("/") and not os.path.exists(witness):
+            try:
+                entry.unlink()
+            except OSError:
+                pass
+            continue
+        found.append(entry.name)
+    return found
+
+
+def pin(path: Path, holder: str, witness: str = "") -> None:
+    """Keep `path` (and its companions `path.*`) through `prune_superseded` while `holder` (a
+    name: a stored snapshot's, say) needs it: a file `<path>.pins/<holder>` holding `witness`,
+    a local file whose removal ends the pin by itself (a snapshot's manifest in a local store;
+    "" for none: then only `unpin` ends it). Best effort: a read-only cache is never pruned."""
+    folder = path.with_name(path.name + PINS)
+    try:
+        folder.mkdir(exist_ok=True)
+        (folder / holder).write_text(witness)
+    except OSError:
+        pass
+
+
+def unpin(path: Path, holder: str) -> None:
+    folder = path.with_name(path.name + PINS)
+    try:
+        (folder / holder).unlink()
+    except OSError:
+        pass
+
+
+def pins(path: Path) -> list[str]:
+    """Who holds `path` (see `pin`)."""
+    return _holders(path.with_name(path.name + PINS))

@@ -44,3 +44,8 @@ def from_loop(handler: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any
         anyio.from_thread.run_sync(sync_handler, value, token=token)
 
     return call_sync
+
+
+def loop_token() -> Any:
+    """The calling event loop's anyio token (what `anyio.from_thread.run` takes)."""
+    return anyio.lowlevel.current_token()

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Dict
 
 from ._backend import WriteData
-from ._threads import from_loop, in_thread
+from ._threads import from_loop, in_thread, loop_token
 from .commands import DEFAULT_TIMEOUT as COMMAND_TIMEOUT
 from .commands import CommandHandle, Commands, StdinArg
 from .exceptions import CommandExitException
@@ -23,11 +23,12 @@ from .execution import Context, Execution
 from .files import FileStream, Filesystem, WatchHandle
 from .limits import Limits
 from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                     SandboxMetrics, SandboxQuery, WriteInfo)
+                     SandboxMetrics, SandboxQuery, Snapshot, SnapshotInfo, WriteInfo)
 from .pty import DEFAULT_SIZE as PTY_SIZE
 from .pty import DEFAULT_TIMEOUT as PTY_TIMEOUT
 from .pty import Pty
-from .sandbox import RUN_CODE_TIMEOUT, Sandbox, SandboxPaginator, backend_for, create_request, instance_or_id
+from .sandbox import (RUN_CODE_TIMEOUT, Sandbox, SandboxPaginator, backend_for, create_request, instance_or_id,
+                      tool_spec)
 from .stdio import Stdio, StdioProcess, StdioResult
 
 OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
@@ -439,7 +440,8 @@ class _async_instance_or_id(instance_or_id):
         sync_by_id = getattr(Sandbox, self.method.__name__)
 
         async def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
-            return await in_thread(sync_by_id, sandbox_id, *args, **kwargs)
+            found = await in_thread(sync_by_id, sandbox_id, *args, **kwargs)
+            return AsyncSandbox(found) if isinstance(found, Sandbox) else found  # `resume` gives the sandbox
 
         return by_id
 
@@ -466,18 +468,23 @@ class AsyncSandbox:
                      api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                      secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                     guard_plugins: Any = None, tools: Any = None, snapshot: Optional[str] = None,
                      **e2b_params: Any) -> "AsyncSandbox":
+        """`Sandbox.create`, awaited; coroutine functions among `tools` run on this event loop."""
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
-                   "limits": limits, "secrets": secrets, "vault": vault}
+                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
+                   "tools": tool_spec(tools, loop_token()), "snapshot": snapshot}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))
 
     @classmethod
-    async def connect(cls, sandbox_id: str, timeout: Optional[float] = None,
+    async def connect(cls, sandbox_id: str, timeout: Optional[float] = None, *,
+                      secrets: Optional[dict[str, Any]] = None, vault: Any = None,
                       **e2b_params: Any) -> "AsyncSandbox":
-        return cls(await in_thread(Sandbox.connect, sandbox_id, timeout, **e2b_params))
+        return cls(await in_thread(Sandbox.connect, sandbox_id, timeout, secrets=secrets, vault=vault,
+                                   **e2b_params))
 
     @classmethod
     def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
@@ -584,6 +591,52 @@ class AsyncSandbox:
     async def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return await in_thread(self._sync.is_running, request_timeout)
 
+    # -- state: snapshots, pause and resume, fork (docs/state.md) ---------------------------------
+    @_async_instance_or_id
+    async def pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+        return await in_thread(self._sync.pause, request_timeout, **e2b_params)
+
+    @_async_instance_or_id
+    async def beta_pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+        return await in_thread(self._sync.beta_pause, request_timeout, **e2b_params)
+
+    @_async_instance_or_id
+    async def resume(self, request_timeout: Optional[float] = None, *, timeout: Optional[float] = None,
+                     secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                     **e2b_params: Any) -> "AsyncSandbox":
+        await in_thread(self._sync.resume, request_timeout, timeout=timeout, secrets=secrets, vault=vault,
+                        **e2b_params)
+        return self
+
+    @_async_instance_or_id
+    async def create_snapshot(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> SnapshotInfo:
+        return await in_thread(self._sync.create_snapshot, request_timeout, **e2b_params)
+
+    async def snapshot(self, request_timeout: Optional[float] = None) -> Snapshot:
+        return await in_thread(self._sync.snapshot, request_timeout)
+
+    @_async_instance_or_id
+    async def list_snapshots(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
+        return await in_thread(self._sync.list_snapshots, request_timeout, **e2b_params)
+
+    async def delete_snapshot(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
+        return await in_thread(self._sync.delete_snapshot, snapshot_id, request_timeout)
+
+    @classmethod
+    async def restore(cls, sandbox_id: str, *, snapshot_id: Optional[str] = None, api_key: Optional[str] = None,
+                      domain: Optional[str] = None, request_timeout: Optional[float] = None,
+                      timeout: Optional[float] = None, secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                      **e2b_params: Any) -> "AsyncSandbox":
+        return cls(await in_thread(Sandbox.restore, sandbox_id, snapshot_id=snapshot_id, api_key=api_key,
+                                   domain=domain, request_timeout=request_timeout, timeout=timeout,
+                                   secrets=secrets, vault=vault, **e2b_params))
+
+    async def fork(self, timeout: Optional[float] = None, count: Optional[int] = None,
+                   request_timeout: Optional[float] = None, **e2b_params: Any) -> Any:
+        """`AsyncSandbox`s (a list with `count`, else one), as `Sandbox.fork`."""
+        forks = await in_thread(self._sync.fork, timeout, count, request_timeout, **e2b_params)
+        return [AsyncSandbox(f) for f in forks] if count is not None else AsyncSandbox(forks)
+
     async def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
         return await in_thread(self._sync.audit_events, request_timeout)
 
@@ -595,11 +648,12 @@ class AsyncSandbox:
                        on_error: Optional[Callable[[Any], Any]] = None,
                        envs: Optional[dict[str, str]] = None,
                        timeout: Optional[float] = RUN_CODE_TIMEOUT,
-                       request_timeout: Optional[float] = None) -> Execution:
-        """`Sandbox.run_code`, awaited; callbacks may be coroutine functions."""
+                       request_timeout: Optional[float] = None, *, tools: Any = None) -> Execution:
+        """`Sandbox.run_code`, awaited; callbacks may be coroutine functions, and so may
+        `tools` (they run on this event loop)."""
         return await in_thread(self._sync.run_code, code, language, context, from_loop(on_stdout),
                                from_loop(on_stderr), from_loop(on_result), from_loop(on_error),
-                               envs, timeout, request_timeout)
+                               envs, timeout, request_timeout, tools=tool_spec(tools, loop_token()))
 
     async def create_code_context(self, cwd: Optional[str] = None, language: Optional[str] = None,
                                   request_timeout: Optional[float] = None) -> Context:

@@ -40,6 +40,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--backend", default=None, metavar="BACKEND",
                        help="where the served sandboxes run: local (default), processes[:N], "
                             "ray[:address] (e.g. ray:auto to front a Ray cluster)")
+    serve.add_argument("--tls-cert", default=None, metavar="PEM",
+                       help="serve HTTPS with this certificate (chain) file; needs --tls-key")
+    serve.add_argument("--tls-key", default=None, metavar="PEM", help="the certificate's private key file")
+    serve.add_argument("--vault-file", default=None, metavar="PATH",
+                       help="keep the vault's secrets in this file (mode 0600); default: in memory")
     _template_parser(sub)
     sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
                                "'declaw-wasm[mcp]'; declaw-wasm mcp --help)")
@@ -70,10 +75,21 @@ def _serve(args: argparse.Namespace) -> int:
         choice = parse_backend(args.backend, "--backend") if args.backend else backend()
     except InvalidArgumentException as exc:
         raise SystemExit(f"declaw-wasm serve: {exc}") from None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("declaw-wasm serve: --tls-cert and --tls-key go together")
+    vault = None
+    if args.vault_file:
+        from ._egress.vault import Vault
+
+        try:
+            vault = Vault(path=args.vault_file)
+        except InvalidArgumentException as exc:
+            raise SystemExit(f"declaw-wasm serve: {exc}") from None
     sandboxes = sandboxes_for(choice) if choice is not None and choice.kind != "local" else None
     server.serve(args.host, args.port, api_key(),
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
-                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes)
+                 max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes,
+                 tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, vault=vault)
     return 0
 
 

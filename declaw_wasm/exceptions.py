@@ -28,7 +28,8 @@ class SandboxException(Exception):
 
 class TimeoutException(SandboxException):
     """A command, cell or sandbox ran past its timeout, or the sandbox was killed while a call
-    was in flight (E2B's rule: "the sandbox was killed or reached its end of life").
+    was in flight (E2B's messages: "the sandbox was killed or reached its end of life" for a
+    command, "the sandbox was killed while the request was in progress" for a cell).
 
     For a command, `stdout` and `stderr` hold what the guest wrote before it was stopped.
     """
@@ -91,6 +92,12 @@ class ConflictException(SandboxException):
     a volume file changed since the `if_version` read, a volume lock is held by someone else."""
 
     code = "conflict"
+
+
+class SnapshotException(SandboxException):
+    """A snapshot that cannot be taken, resumed or restored here: damaged or tampered with, made
+    with another runtime or engine, or a sandbox state that cannot be carried (the message says
+    what is needed)."""
 
 
 class AuthenticationException(SandboxException):

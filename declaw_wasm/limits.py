@@ -39,7 +39,12 @@ class Limits(Model):
     net_connect_timeout: float = Field(10.0, gt=0, description="seconds to resolve and connect")
     net_idle_timeout: float = Field(300.0, gt=0, description="seconds a waiting read may see no traffic")
     net_header_bytes: int = Field(64 << 10, ge=1024, description="bytes of one HTTP request or response head")
-    net_guard_body_bytes: int = Field(16 << 20, gt=0, description="request body bytes a content guard may hold")
+    net_guard_body_bytes: int = Field(16 << 20, gt=0, description="request body bytes a content guard may hold "
+                                      "(raw, and again decoded)")
+    net_guard_response_bytes: int = Field(256 << 20, gt=0, description="decoded response bytes a content "
+                                          "guard reads (past it the response is cut)")
+    net_guard_scan_bytes: int = Field(4 << 20, gt=0, description="response bytes held back for a blocking "
+                                      "injection scan (past it: released window by window)")
 
     def over_disk_quota(self, used_bytes: int, used_files: int) -> str:
         """What is over the disk quota ("" if nothing)."""

@@ -107,7 +107,8 @@ class SandboxInfo(Model):
 
 class SandboxQuery(Model):
     """Filters for `Sandbox.list(query=...)` (E2B's field names; declaw's are the first two):
-    every `metadata` pair must match, the state must be one of `state`."""
+    every `metadata` pair must match, the state must be one of `state`, the sandbox started at
+    or after `started_after` (E2B's: a sandbox's own `started_at` finds it)."""
 
     metadata: Optional[dict[str, str]] = None
     state: Optional[list[SandboxState]] = None
@@ -126,7 +127,7 @@ class SandboxQuery(Model):
             return False
         if self.state is not None and info.state not in self.state:
             return False
-        if self.started_after is not None and info.started_at <= self.started_after:
+        if self.started_after is not None and info.started_at < self.started_after:
             return False
         return self.template is None or self.template in (info.template_id, info.name)
 
@@ -136,7 +137,9 @@ class SandboxMetrics(Model):
     since the previous sample, their linear memory now, its disk use; plus the guests' CPU time
     since the sandbox started (`cpu_time_seconds`) and, with `Limits(cpu_instructions=...)`, the
     instructions its finished command lines and cells ran (`cpu_instructions_used`, Wasmtime
-    fuel)."""
+    fuel). E2B's names follow: the host's CPUs (the guests' threads may use all of them) and the
+    share of them used, bytes of memory and disk in use and allowed (one guest's
+    `Limits.memory_limit`, `Limits.disk_bytes`)."""
 
     timestamp: datetime
     cpu_usage_percent: float = 0.0
@@ -144,6 +147,47 @@ class SandboxMetrics(Model):
     disk_usage_mb: float = 0.0
     cpu_time_seconds: float = 0.0
     cpu_instructions_used: Optional[int] = Field(None, exclude_if=lambda v: v is None)  # absent without a limit
+    cpu_count: int = 1
+    cpu_used_pct: float = 0.0
+    mem_used: int = 0
+    mem_total: int = 0
+    disk_used: int = 0
+    disk_total: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class SnapshotInfo(Model):
+    """declaw's (and E2B's) `SnapshotInfo`: what `create_snapshot()` returns."""
+
+    snapshot_id: str
+    sandbox_id: str
+    created_at: Optional[datetime] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Snapshot(Model):
+    """declaw's `Snapshot`: a stored snapshot of a sandbox (`snapshot()`, `list_snapshots()`).
+    `source`: "pause", "periodic" or "manual". `mem_blob_key` and `vmstate_blob_key` name its first
+    context image and its manifest in the state store; `mem_size_bytes` is the contexts' linear
+    memory; `size_bytes` (ours) what the snapshot takes in the store."""
+
+    snapshot_id: str
+    sandbox_id: str
+    source: str = "manual"
+    mem_blob_key: str = ""
+    vmstate_blob_key: str = ""
+    mem_size_bytes: Optional[int] = None
+    pause_duration_ms: Optional[int] = None
+    created_at: str = ""
+    size_bytes: Optional[int] = None
+
+    def info(self) -> SnapshotInfo:
+        return SnapshotInfo(snapshot_id=self.snapshot_id, sandbox_id=self.sandbox_id,
+                            created_at=datetime.fromisoformat(self.created_at) if self.created_at else None)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -151,8 +195,9 @@ class SandboxMetrics(Model):
 
 @dataclass
 class SandboxLifecycle:
-    """declaw's lifecycle settings, carried and reported; only `on_timeout="kill"` is what
-    happens here (see docs/differences.md)."""
+    """declaw's lifecycle settings: `on_timeout="kill"` (default) or `"pause"` (the sandbox is
+    paused to the state store at the end of its lifetime, docs/state.md); `auto_resume`: a
+    paused sandbox resumes when it is used (in the process that paused it)."""
 
     on_timeout: str = "kill"
     auto_resume: bool = False

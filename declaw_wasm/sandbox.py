@@ -16,18 +16,18 @@ from datetime import datetime
 from typing import Dict
 
 from . import _args
-from ._backend import SandboxBackend, Sandboxes
+from ._backend import SandboxBackend, Sandboxes, ToolSpec
 from .commands import Commands
 from .exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException
 from .execution import Context, Execution
 from .files import Filesystem
 from .limits import Limits
-from .models import SandboxInfo, SandboxMetrics, SandboxQuery
+from .models import SandboxInfo, SandboxMetrics, SandboxQuery, SandboxState, Snapshot, SnapshotInfo
 from .pty import Pty
 from .settings import BackendChoice, api_key, parse_backend, remote_domain
 from .settings import backend as backend_setting
 from .stdio import Stdio
-from .wire import CreateContext, CreateSandbox, RunCode
+from .wire import CreateContext, CreateSandbox, ResumeSandbox, RunCode
 
 RUN_CODE_TIMEOUT = 300.0
 
@@ -100,8 +100,8 @@ def create_request(template: Optional[str], timeout: Optional[float],
                    options: dict[str, Any], extra: dict[str, Any]) -> CreateSandbox:
     """`create`'s arguments, checked, as the wire's request (shared with AsyncSandbox).
     `options` holds the keyword-only parameters; config objects become declaw's JSON shapes. The
-    network's arguments are checked here too, once (docs/egress.md); secret values, a vault and
-    the policy object stay in this process (`_host_only`)."""
+    network's arguments are checked here too, once (docs/egress.md); `Secret`s, a vault and
+    the policy object ride in `_host_only` (each backend sends what it may: docs/egress.md)."""
     from ._egress.create import plan_from_create, security_policy
 
     _args.create_params(extra)
@@ -119,10 +119,17 @@ def create_request(template: Optional[str], timeout: Optional[float],
         network=_args.network(options.get("network"), allow, security),
         lifecycle=_args.lifecycle(options.get("lifecycle")), volumes=_args.volumes(options.get("volumes")),
         vault_refs=None if vault_refs is None else _args.string_map(vault_refs, "vault_refs"))
-    host_only = {k: options.get(k) for k in ("secrets", "vault", "security") if options.get(k) is not None}
-    plan_from_create({"network": options.get("network"), "allow_internet_access": allow,  # refuses a bad
-                      "secrets": options.get("secrets"), "vault_refs": vault_refs,       # policy or
-                      "vault": options.get("vault")}, security_policy(options.get("security")))  # secret now
+    if extra.get("auto_pause"):  # E2B's beta: pause at the end of the lifetime
+        request.lifecycle = {**(request.lifecycle or {}), "on_timeout": "pause"}
+    if options.get("snapshot") is not None:
+        request.snapshot = _args.snapshot_id(options["snapshot"], "snapshot")
+    host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins", "tools")
+                 if options.get(k) is not None}
+    # a bad policy, guard or secret is refused now; vault refs are resolved by the backend, where
+    # the vault is (this process's, or a server's)
+    plan_from_create({"network": options.get("network"), "allow_internet_access": allow,
+                      "secrets": options.get("secrets"), "guard_plugins": options.get("guard_plugins")},
+                     security_policy(options.get("security")))
     request._host_only = host_only
     return request
 
@@ -134,20 +141,30 @@ class instance_or_id:
 
     _RAISE: ClassVar[object] = object()
 
-    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE) -> None:
+    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE,
+                 of_store: Optional[Callable[..., Any]] = None) -> None:
         self.method = method
         self.if_missing = if_missing
+        self.of_store = of_store
         functools.update_wrapper(self, method)  # type: ignore[arg-type]
 
     @classmethod
     def returning(cls, if_missing: Any) -> Callable[[Callable[..., Any]], "instance_or_id"]:
         return lambda method: cls(method, if_missing)
 
+    @classmethod
+    def by_store(cls, of_store: Callable[..., Any]) -> Callable[[Callable[..., Any]], "instance_or_id"]:
+        """By id, `of_store(sandboxes, sandbox_id, ...)` answers: no live sandbox needed (what the
+        state store knows of a sandbox outlives it)."""
+        return lambda method: cls(method, of_store=of_store)
+
     def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
         if obj is not None:
             return functools.partial(self.method, obj)
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
+            if self.of_store is not None:
+                return self.of_store(backend_for(kwargs, sandbox_id), sandbox_id, *args, **kwargs)
             try:
                 backend = backend_for(kwargs, sandbox_id).connect(sandbox_id)
             except SandboxNotFoundException:
@@ -181,6 +198,7 @@ class Sandbox:
                api_key: Optional[str] = None, domain: Optional[str] = None,
                request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+               guard_plugins: Any = None, tools: Any = None, snapshot: Optional[str] = None,
                **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
@@ -193,18 +211,38 @@ class Sandbox:
         (docs/egress.md): `network={"allow_out": [...], "deny_out": [...]}`,
         `allow_internet_access=False`, `secrets={"NAME": Secret(value, hosts=[...])}` and
         `vault_refs={"NAME": "vault secret name"}` (from `vault=`, default the process's Vault):
-        the guest sees placeholders, the host injects the values for the secrets' hosts only."""
+        the guest sees placeholders, the host injects the values for the secrets' hosts only.
+        `security` is enforced on every outbound HTTP request and answer (docs/guardrails.md);
+        `guard_plugins=GuardPlugins(...)` (in-process only) gives engines for the guards
+        declaw-wasm does not ship (named entities, toxicity, judges, Rego).
+
+        `tools={"search": search, ...}` (or a list of functions): host tools ("code mode",
+        docs/integrations.md), functions of this process that the sandbox's code calls as
+        `from declaw_tools import search; search(q="...")`; in-process and process-pool
+        sandboxes only.
+
+        `snapshot=` (a snapshot id): the new sandbox starts as that snapshot was, files and code
+        contexts (docs/state.md); `lifecycle={"on_timeout": "pause"}` pauses it at the end of
+        its lifetime instead of killing it."""
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
-                   "limits": limits, "secrets": secrets, "vault": vault}
+                   "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
+                   "tools": tool_spec(tools), "snapshot": snapshot}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 
     @classmethod
-    def connect(cls, sandbox_id: str, timeout: Optional[float] = None, **e2b_params: Any) -> "Sandbox":
-        """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B)."""
+    def connect(cls, sandbox_id: str, timeout: Optional[float] = None, *,
+                secrets: Optional[dict[str, Any]] = None, vault: Any = None, **e2b_params: Any) -> "Sandbox":
+        """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B). A
+        paused one is resumed (E2B's rule), in this process, from the state store; `secrets=`
+        (and `vault=`) again if it was made with them in another process (docs/state.md)."""
         sandboxes = backend_for(e2b_params, sandbox_id)
-        return cls(sandboxes.connect(sandbox_id, None if timeout is None else _args.lifetime(timeout)))
+        lifetime = None if timeout is None else _args.lifetime(timeout)
+        backend = sandboxes.connect(sandbox_id, lifetime)
+        if not backend.is_running() and backend.info().state == SandboxState.PAUSED:
+            backend.resume(resume_request(lifetime, secrets, vault))
+        return cls(backend)
 
     @classmethod
     def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
@@ -260,8 +298,16 @@ class Sandbox:
 
     def get_metrics(self, start: Optional[datetime] = None, end: Optional[datetime] = None,
                     request_timeout: Optional[float] = None) -> List[SandboxMetrics]:
-        """declaw's metrics: one sample, now (memory of the live guests, disk use, CPU)."""
-        return [self._backend.metrics()]
+        """declaw's metrics: one sample, now (memory of the live guests, disk use, CPU); none
+        when `start`..`end` lies wholly before the sandbox started or after now (E2B's range)."""
+        sample = self._backend.metrics()
+        if start is None and end is None:
+            return [sample]
+        started = self._backend.info().started_at
+        if (end is not None and _args.moment(end, "end") < started) or \
+                (start is not None and _args.moment(start, "start") > sample.timestamp):
+            return []
+        return [sample]
 
     @instance_or_id
     def set_timeout(self, timeout: float, request_timeout: Optional[float] = None,
@@ -274,6 +320,76 @@ class Sandbox:
 
     def is_running(self, request_timeout: Optional[float] = None) -> bool:
         return self._backend.is_running()
+
+    # -- state: snapshots, pause and resume, fork (docs/state.md) ---------------------------------
+    @instance_or_id
+    def pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+        """Write the sandbox (files and code contexts) to the state store (DECLAW_WASM_STATE)
+        and free it; `resume()`, `Sandbox.resume(id)` or `Sandbox.connect(id)` bring it back, in
+        this process or another. False if it was paused already. Refused (ConflictException)
+        while a command runs or a context holds a file open across cells."""
+        return self._backend.pause()
+
+    @instance_or_id
+    def beta_pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+        """E2B's name for `pause`."""
+        return self._backend.pause()
+
+    @instance_or_id
+    def resume(self, request_timeout: Optional[float] = None, *, timeout: Optional[float] = None,
+               secrets: Optional[dict[str, Any]] = None, vault: Any = None, **e2b_params: Any) -> "Sandbox":
+        """Bring a paused sandbox back (declaw's `resume`; also `Sandbox.resume(sandbox_id)`):
+        its files and code contexts as they were. `timeout`: its new lifetime. A sandbox made
+        with `secrets=` resumed in another process needs them again (they are never stored)."""
+        self._backend.resume(resume_request(None if timeout is None else _args.lifetime(timeout), secrets, vault))
+        return self
+
+    @instance_or_id
+    def create_snapshot(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> SnapshotInfo:
+        """Snapshot the sandbox into the state store (files, and every code context's state
+        between cells); it keeps running. Snapshots outlive `kill()`."""
+        return self._backend.create_snapshot().info()
+
+    def snapshot(self, request_timeout: Optional[float] = None) -> Snapshot:
+        """declaw's `snapshot()`: `create_snapshot`, answered as a `Snapshot` (source "manual")."""
+        return self._backend.create_snapshot()
+
+    @instance_or_id.by_store(lambda sandboxes, sandbox_id, *args, **kwargs: sandboxes.list_snapshots(
+        _args.snapshot_id(sandbox_id, "sandbox_id")))
+    def list_snapshots(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
+        """The sandbox's snapshots (pause and manual), newest first."""
+        return self._backend.list_snapshots()
+
+    def delete_snapshot(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
+        """Delete one of the sandbox's snapshots (True, also if it was gone; ConflictException
+        for the one a paused sandbox resumes from)."""
+        self._backend.delete_snapshot(_args.snapshot_id(snapshot_id))
+        return True
+
+    @classmethod
+    def restore(cls, sandbox_id: str, *, snapshot_id: Optional[str] = None, api_key: Optional[str] = None,
+                domain: Optional[str] = None, request_timeout: Optional[float] = None,
+                timeout: Optional[float] = None, secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                **e2b_params: Any) -> "Sandbox":
+        """declaw's `restore`: the sandbox `sandbox_id` (same id) as it was in one of its
+        snapshots; by default the latest, preferring pause > periodic > manual. A copy of it
+        running in this process is replaced; one running in another process is refused."""
+        where = {"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)}
+        sandboxes = backend_for(where, sandbox_id)
+        request = resume_request(None if timeout is None else _args.lifetime(timeout), secrets, vault)
+        return cls(sandboxes.restore(_args.snapshot_id(sandbox_id, "sandbox_id"),
+                                     None if snapshot_id is None else _args.snapshot_id(snapshot_id), request))
+
+    def fork(self, timeout: Optional[float] = None, count: Optional[int] = None,
+             request_timeout: Optional[float] = None, **e2b_params: Any) -> Any:
+        """New sandboxes with this one's files and code contexts, each diverging on its own from
+        here (E2B's `fork`): a list of `count` sandboxes, or one `Sandbox` without `count`.
+        `timeout`: their lifetime (default: this sandbox's)."""
+        forks = [Sandbox(backend) for backend in self._backend.fork(_args.fork_count(count))]
+        if timeout is not None:
+            for fork in forks:
+                fork.set_timeout(timeout)
+        return forks if count is not None else forks[0]
 
     def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
         """The sandbox's outbound events (`AuditEvent`s), oldest first: every name lookup,
@@ -291,11 +407,13 @@ class Sandbox:
                  on_error: Optional[Callable[[Any], Any]] = None,
                  envs: Optional[dict[str, str]] = None,
                  timeout: Optional[float] = RUN_CODE_TIMEOUT,
-                 request_timeout: Optional[float] = None) -> Execution:
+                 request_timeout: Optional[float] = None, *, tools: Any = None) -> Execution:
         """Run a cell in a stateful context (the default one unless `context` is given): the
         `Execution` with results, logs and the error. Code errors do not raise; a cell past
-        `timeout` seconds raises `TimeoutException` and the context starts afresh."""
-        return self._backend.run_code(run_code_request(code, language, context, envs, timeout),
+        `timeout` seconds raises `TimeoutException` and the context starts afresh. A cell may
+        `await` at the top level. `tools`: host tools for this cell only (as `create`'s, and
+        before them); a tool call counts against `timeout`."""
+        return self._backend.run_code(run_code_request(code, language, context, envs, timeout, tools),
                                       on_stdout=on_stdout, on_stderr=on_stderr,
                                       on_result=on_result, on_error=on_error)
 
@@ -324,14 +442,38 @@ class Sandbox:
         return f"<Sandbox {self.sandbox_id} {state}>"
 
 
+def resume_request(timeout: Optional[float], secrets: Optional[dict[str, Any]], vault: Any) -> ResumeSandbox:
+    """A resume's (or restore's) arguments: a lifetime, and secrets that stay in this process."""
+    request = ResumeSandbox(timeout=timeout)
+    request._host_only = {k: v for k, v in (("secrets", secrets), ("vault", vault)) if v is not None}
+    if secrets is not None:
+        from ._egress.create import plan_from_create
+
+        plan_from_create({"secrets": secrets})  # refuses a bad secret now
+    return request
+
+
 def run_code_request(code: str, language: Optional[str], context: Any,
-                     envs: Optional[dict[str, str]], timeout: Optional[float]) -> RunCode:
+                     envs: Optional[dict[str, str]], timeout: Optional[float], tools: Any = None) -> RunCode:
     """`run_code`'s arguments, checked, as the wire's request (shared with AsyncSandbox)."""
     if language is not None and context is not None:
         raise InvalidArgumentException("pass either language or context, not both")
-    return RunCode(code=_args.code(code), language=_args.language(language),
-                   context_id=_args.context_id(context), envs=_args.envs(envs),
-                   timeout=_args.timeout(timeout))
+    request = RunCode(code=_args.code(code), language=_args.language(language),
+                      context_id=_args.context_id(context), envs=_args.envs(envs),
+                      timeout=_args.timeout(timeout))
+    spec = tool_spec(tools)
+    if spec is not None:
+        request._host_only["tools"] = spec
+    return request
+
+
+def tool_spec(tools: Any, loop: Any = None) -> Optional[ToolSpec]:
+    """`tools=` as the backends take it: checked callables, and the event loop coroutine
+    functions run on (the async face's; None: the backend's own). A ToolSpec passes through."""
+    if tools is None or isinstance(tools, ToolSpec):
+        return tools
+    functions = _args.tools(tools)
+    return ToolSpec(functions, loop) if functions else None
 
 
 def _context_id(context: Any) -> str:

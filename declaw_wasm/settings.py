@@ -172,3 +172,9 @@ def backend() -> Optional[BackendChoice]:
     """`DECLAW_WASM_BACKEND`, parsed (None when unset)."""
     value = os.environ.get("DECLAW_WASM_BACKEND", "").strip()
     return parse_backend(value, "DECLAW_WASM_BACKEND") if value else None
+
+
+def remote_for(domain: Optional[str]) -> Optional[str]:
+    """The server a vault or volumes call goes to, as `Sandbox.create` would choose: `domain=`,
+    else `DECLAW_DOMAIN` unless `DECLAW_WASM_BACKEND` keeps sandboxes on this side; None: here."""
+    return domain or (remote_domain() if backend() is None else None)

@@ -17,7 +17,7 @@ Custom templates are built locally with E2B's builder vocabulary and kept in
 
 A build resolves and installs the extra pure-Python packages once (byte-compiled for the guest),
 then runs the commands in a throw-away sandbox; what that sandbox's writable folders hold
-afterwards (/home/user, /tmp) is what every sandbox of the template starts with.
+afterwards (/home/user, /tmp, /workspace) is what every sandbox of the template starts with.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ._packages.bundle import base_distributions, bundle_distributions
 from ._packages.catalog import (BUILTIN_TEMPLATES, NAME_RE, TEMPLATE_ALIASES, GuestTemplate,
                                 builtin, list_templates, templates_dir)
 from ._packages.pip import PackageError, fetch, install, resolve
-from ._wasm.layout import GUEST_TEMPLATE_SITE
+from ._wasm.layout import GUEST_TEMPLATE_SITE, WRITABLE
 from ._wasm.site import compile_in_guest
 from ._wasm.snapshot import get_runtime
 from .exceptions import InvalidArgumentException, TemplateException
@@ -43,7 +43,7 @@ from .limits import Limits
 from .models import TemplateInfo
 from .sandbox import Sandbox
 
-CAPTURED = ("home/user", "tmp")  # the folders a build's result is taken from
+CAPTURED = tuple(folder.lstrip("/") for folder in WRITABLE)  # a build's result is taken from these
 BUILD_COMMAND_TIMEOUT_S = 600.0
 
 __all__ = ["Template", "TemplateInfo", "list_templates", "delete_template"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, TypeAdapter
 
 from ._model import Model
 
@@ -23,7 +23,7 @@ from .charts import deserialize_chart
 from .exceptions import AuthenticationException, SandboxException, TimeoutException
 from .execution import ExecutionError, Result
 from .limits import Limits
-from .models import SandboxInfo
+from .models import SandboxInfo, Snapshot
 
 API_KEY_HEADER = "X-API-Key"
 # What only our own clients use (our NDJSON streams of commands and cells, code contexts, the
@@ -44,7 +44,7 @@ STATUS = {
     "InvalidArgumentException": 400, "TemplateException": 400, "BuildException": 400,
     "CommandExitException": 400, "AuthenticationException": 401,
     "NotFoundException": 404, "FileNotFoundException": 404, "SandboxNotFoundException": 404,
-    "TimeoutException": 408, "ConflictException": 409, "NotEnoughSpaceException": 413,
+    "TimeoutException": 408, "ConflictException": 409, "SnapshotException": 409, "NotEnoughSpaceException": 413,
     "RateLimitException": 429, "SandboxException": 500,
 }
 
@@ -54,6 +54,14 @@ class _Body(Model):
     fields such as `user` and `secure` that mean nothing here)."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+class SecretValue(_Body):
+    """One secret of `CreateSandbox.secrets`: the value (write-only: never sent back, never
+    logged) and where it may be sent (entries as in `allow_out`)."""
+
+    value: SecretStr
+    hosts: list[str] = Field(min_length=1, max_length=256)
 
 
 class CreateSandbox(_Body):
@@ -74,14 +82,53 @@ class CreateSandbox(_Body):
     lifecycle: Optional[dict[str, Any]] = Field(None, description="{on_timeout, auto_resume}")
     volumes: Optional[list[dict[str, Any]]] = None
     vault_refs: Optional[dict[str, str]] = None
-    # In-process arguments that never travel (secret values, a Vault object, the security policy
-    # object): the faces put them here for the local backend; a remote backend refuses secret
-    # values and vaults (docs/egress.md) and sends the rest as the JSON fields above.
+    secrets: Optional[dict[str, SecretValue]] = Field(
+        None, description="ours: {ENV_NAME: {value, hosts}}; the guest sees a placeholder, the server "
+                          "injects the value for `hosts` only (docs/egress.md). Send only over TLS or loopback.")
+    snapshot: Optional[str] = Field(None, description="a snapshot id: the new sandbox starts as that "
+                                    "snapshot (its files and code contexts; docs/state.md)")
+    # In-process arguments that never travel as such (`Secret` objects, a Vault object, the
+    # security policy object): the faces put them here for the backend. The remote backend sends
+    # secret values in `secrets` above (only over TLS or to loopback); the server turns them
+    # back into `Secret`s here and clears `secrets`; a pool or Ray sends them beside the request
+    # as a call argument (_egress/create.py). The policy object travels as `security`'s JSON.
     _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
 
 class SetTimeout(_Body):
     timeout: float
+
+
+class ResumeSandbox(_Body):
+    """Resume a paused sandbox (`POST /sandboxes/{id}/resume`, or a `connect`): `timeout` is its
+    new lifetime (default: the one it was made with). Secrets never travel (in-process only,
+    `_host_only`: a sandbox made with secrets resumes in another process only in-process)."""
+
+    timeout: Optional[float] = None
+    _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+
+class ForkSandbox(_Body):
+    """`POST /declaw-wasm/sandboxes/{id}/fork`: `count` copies of the sandbox."""
+
+    count: int = Field(1, ge=1, le=64)
+
+
+class Forked(Model):
+    sandboxes: list[SandboxInfo]
+
+
+class Paused(Model):
+    """A pause's answer: False if the sandbox was paused already."""
+
+    paused: bool
+
+
+class SnapshotList(Model):
+    """`GET /sandboxes/{id}/snapshots` and `GET /snapshots` (declaw's shape), newest first."""
+
+    snapshots: list[Snapshot]
+    next_token: Optional[str] = None
 
 
 class Killed(Model):
@@ -231,6 +278,8 @@ class RunCode(_Body):
     context_id: Optional[str] = None
     envs: Optional[dict[str, str]] = None
     timeout: Optional[float] = Field(300.0, description="seconds; 0 or null: none")
+    # In-process arguments that never travel: the cell's host tools (`tools=`, a ToolSpec).
+    _host_only: dict[str, Any] = PrivateAttr(default_factory=dict)
 
 
 class CreateContext(_Body):
@@ -248,6 +297,96 @@ class ErrorBody(Model):
     code: str = ""
     stdout: Optional[str] = None
     stderr: Optional[str] = None
+
+
+# -- the vault (declaw's `VaultClient` routes: /teams/..., /vault/presets) --------------------------
+class Team(Model):
+    """declaw's hidden tenancy: a server has one team, "default" (its id is "default" too)."""
+
+    team_id: str
+    name: str
+    created_at: str
+
+
+class TeamList(Model):
+    teams: list[Team]
+
+
+class NewTeam(_Body):
+    name: str
+
+
+class Environment(Model):
+    """One environment, "prod" (declaw's only one)."""
+
+    env_id: str
+    name: str
+
+
+class EnvironmentList(Model):
+    environments: list[Environment]
+
+
+class NewVaultSecret(_Body):
+    """`POST /teams/{team_id}/vault/secrets`: the value is write-only (never returned, never
+    logged); `provider` (a preset's key) or `scopes` say where it may be sent. `name` defaults
+    to the provider's key."""
+
+    value: SecretStr
+    environment: str = "prod"
+    name: Optional[str] = Field(None, max_length=255)
+    provider: Optional[str] = None
+    scopes: Optional[list[dict[str, Any]]] = Field(None, max_length=64)
+    rotation_interval_days: int = Field(0, ge=0)
+
+
+class RotateVaultSecret(_Body):
+    value: SecretStr
+
+
+class VaultScopes(_Body):
+    scopes: list[dict[str, Any]] = Field(min_length=1, max_length=64)
+
+
+# -- volumes (declaw's `Volumes` routes: /volumes/..., /sandboxes/{id}/volumes/...) ------------------
+# (the lists of `Volume`s and `FileEntry`s are server/routes/volumes.py's: the models live in _volumes)
+class VolumePath(Model):
+    """A path written or made in a volume."""
+
+    path: str
+
+
+class Renamed(Model):
+    old_path: str
+    new_path: str
+
+
+class LockAcquire(_Body):
+    path: str
+    ttl_seconds: Optional[Union[int, float]] = None
+
+
+class LockToken(_Body):
+    path: str
+    token: str
+    ttl_seconds: Optional[Union[int, float]] = None
+
+
+class LockHeld(Model):
+    """An acquired or renewed lock."""
+
+    token: str
+    ttl_seconds: Union[int, float]
+    expires_at: str
+
+
+class LockStatus(Model):
+    held: bool
+    expires_in_ms: int
+
+
+class Released(Model):
+    released: bool
 
 
 # -- streamed messages ---------------------------------------------------------------------------
@@ -407,7 +546,8 @@ def exception_line(exc: BaseException) -> ExceptionLine:
 
 
 def error_body(exc: BaseException) -> ErrorBody:
-    name = type(exc).__name__ if type(exc).__name__ in EXCEPTIONS else "SandboxException"
+    # the nearest class the SDKs know (a subclass such as the egress's PolicyError reads as its base)
+    name = next((c.__name__ for c in type(exc).__mro__ if EXCEPTIONS.get(c.__name__) is c), "SandboxException")
     code = getattr(exc, "code", "") if isinstance(exc, SandboxException) else ""
     body = ErrorBody(error=name, message=str(exc), code=code or "sandbox_error")
     if isinstance(exc, TimeoutException):

@@ -257,7 +257,11 @@ def run_process(cwd, args, env, stdin, stdout, stderr):
             status = _status_of(main, cwd, list(args))
             atexit._run_exitfuncs()
         except _ProcessExit as exc:
+            atexit._clear()  # os._exit: its handlers never run, not even later
             status = int(exc.code) & 0xFF
+        except BaseException:  # stopped by `timeout` (declaw_shell/deadlines.py)
+            atexit._clear()
+            raise
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -458,6 +462,8 @@ def _run_user(run):
     except (SystemExit, _ProcessExit):
         raise
     except BaseException as exc:
+        if getattr(exc, "passes_through_programs", False):  # `timeout` stopping the program
+            raise
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
             tb = tb.tb_next

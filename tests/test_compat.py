@@ -40,7 +40,8 @@ def test_create_takes_declaws_options_as_data() -> None:
         Sandbox.create("base", 60, None, None, {"vault": "ref"})  # keyword-only after envs
     from declaw_wasm import VaultClient, Volumes
 
-    VaultClient().create_secret("sk-test", name="openai-compat-test", provider="openai")
+    vault = VaultClient()
+    vault.create_secret("sk-test", name="openai-compat-test", provider="openai")
     volume = Volumes.create("compat-options")
     sbx = Sandbox.create(template="python", timeout=60, security=Policy(),
                          lifecycle=SandboxLifecycle(), volumes=[{"volume_id": volume.volume_id, "mount_path": "/data"}],
@@ -56,6 +57,7 @@ def test_create_takes_declaws_options_as_data() -> None:
     finally:
         sbx.kill()
         Volumes.delete(volume.volume_id)
+        vault.delete_secret("openai-compat-test")  # the process's vault outlives the test
     closed = Sandbox.create(template="ai-agent", allow_internet_access=False, network={"allow_out": ["x.com"]})
     try:  # declaw's rule: allow_internet_access=False wins
         assert closed.get_info().network == {"deny_out": ["0.0.0.0/0"]}

@@ -115,6 +115,9 @@ def test_the_guest_code_uses_the_hosts_paths() -> None:
     assert f'GUEST_SITE = "{layout.GUEST_SITE}"' in boot
     pip = (GUEST / "declaw_shell" / "pip.py").read_text()
     assert f'USER_SITE = "{layout.USER_SITE}"' in pip
+    shell = (GUEST / "declaw_shell" / "__init__.py").read_text()
+    writable = re.search(r"^WRITABLE = (\(.*?\))", shell, re.M)
+    assert writable and ast.literal_eval(writable.group(1)) == layout.WRITABLE
 
 
 def test_every_subpackage_is_in_the_wheel() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from declaw_wasm import InvalidArgumentException, Sandbox, SandboxException  # noqa: E402
+from declaw_wasm import InvalidArgumentException, Sandbox, SandboxException, Secret, Vault  # noqa: E402
 from declaw_wasm._ray.sandboxes import RaySandboxes, ray_sandboxes  # noqa: E402
 
 
@@ -76,6 +76,29 @@ def test_secrets_travel_inline_never_through_the_object_store(backend: RaySandbo
         with pytest.raises(InvalidArgumentException, match="object store"):
             sbx.commands.run("true", envs={"BIG": "x" * (65 << 10)})
     assert put == []
+
+
+def test_secret_values_go_as_the_creates_argument_and_stay_on_this_machine(
+        backend: RaySandboxes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`secrets=` and vault refs (resolved here, where the vault is) reach the host actor as an
+    argument of the create call: never `ray.put`, never an environment variable. Without Ray's
+    TLS they go only to a host on this machine."""
+    put: list[Any] = []
+    real_put = ray.put
+    monkeypatch.setattr(ray, "put", lambda value, **kw: put.append(value) or real_put(value, **kw))
+    vault = Vault()
+    vault.create_secret("sk-ray-vaulted", name="rv", provider="openai")
+    with Sandbox.create(backend="ray", vault=vault, vault_refs={"OPENAI_API_KEY": "rv"},
+                        secrets={"TOKEN": Secret("sk-ray-value", hosts=["example.com"])}) as sbx:
+        env = sbx.commands.run("echo $OPENAI_API_KEY $TOKEN; env").stdout
+        assert env.split()[0] == "declaw:vault-managed" and env.split()[1].startswith("declaw-secret-")
+        assert "sk-ray" not in env
+    assert put == []
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "192.0.2.1")  # "another machine"
+    with pytest.raises(InvalidArgumentException, match="RAY_USE_TLS"):
+        Sandbox.create(backend="ray", secrets={"TOKEN": Secret("sk-ray-value", hosts=["example.com"])})
+    monkeypatch.setenv("RAY_USE_TLS", "1")  # encrypted connections: any host will do
+    Sandbox.create(backend="ray", secrets={"TOKEN": Secret("sk-ray-value", hosts=["example.com"])}).kill()
 
 
 def test_large_files_cross_in_inline_chunks(backend: RaySandboxes) -> None:

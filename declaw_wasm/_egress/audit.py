@@ -1,9 +1,12 @@
-"""The audit log: every name lookup, connection and HTTP request a sandbox makes, as events.
+"""The audit log: every name lookup, connection and HTTP request a sandbox makes, and every
+host tool its code calls (kind "tool", method "TOOL", url "tool:<name>"), as events.
 
 Fields are declaw's `AuditEntry` (timestamp, method, url, status_code, pii_redactions,
 injection_blocks, transformations_applied, direction) plus what declaw keeps server-side only:
 the decision (allowed/denied and the rule that decided), the destination, bytes each way and
-the duration. `Sandbox.audit_events()` returns them (declaw has no client API for this).
+the duration; with `security=`, what each content guard found and did (counts, the guard that
+blocked, notes), and `kind="guard"` events for guards the policy names but nothing enforces.
+`Sandbox.audit_events()` returns them (declaw has no client API for this).
 
 Nothing secret is recorded: URLs are the guest's (placeholders, never injected values), secret
 values are scrubbed from every text field, and values of the sandbox's environment variables
@@ -39,7 +42,7 @@ class AuditEvent(Model):
     injection_blocks: int = 0
     transformations_applied: int = 0
     direction: Literal["outbound"] = "outbound"
-    kind: Literal["dns", "connection", "request"] = "request"
+    kind: Literal["dns", "connection", "request", "guard", "tool"] = "request"  # "tool": a host tool call
     decision: Literal["allowed", "denied"] = "allowed"
     rule: str = ""  # the policy entry (or check) that decided
     reason: str = ""
@@ -52,6 +55,13 @@ class AuditEvent(Model):
     duration_ms: float = 0.0
     secrets_injected: list[str] = Field(default_factory=list)  # variable names, never values
     error: str = ""
+    # content guards (security=): what was found whatever the action, and what was done
+    pii_detections: int = 0
+    pii_rehydrations: int = 0
+    injection_detections: int = 0
+    invisible_chars: int = 0
+    guard: str = ""  # the guard that blocked the request or response, or cut the response
+    guard_notes: list[str] = Field(default_factory=list)
 
 
 def now() -> datetime:
@@ -85,6 +95,8 @@ class AuditLog:
             value = getattr(event, name)
             if value:
                 setattr(event, name, self.mask(value))
+        if event.guard_notes:
+            event.guard_notes = [self.mask(n) for n in event.guard_notes]
         with self._lock:
             if len(self._events) == self._events.maxlen:
                 self.dropped += 1

@@ -1,10 +1,19 @@
 """`Sandbox.create`'s network arguments, checked once, turned into each sandbox's session.
 
 `network=` (E2B's dict or declaw's NetworkPolicy/SandboxNetworkOpts), `allow_internet_access=`,
-`secrets=` ({name: Secret}), `vault_refs=` ({name: vault secret name}) and `vault=` (a Vault;
-default: the process's) are taken out of create's keyword arguments here; from `security=`
-(declaw's SecurityPolicy, when given) this reads `network` (used if `network=` is not),
-`audit` and `env_security.mask_patterns`.
+`secrets=` ({name: Secret}), `vault_refs=` ({name: vault secret name}), `vault=` (a Vault;
+default: the process's) and `guard_plugins=` (engines for guards declaw-wasm does not ship) are
+taken out of create's keyword arguments here. From `security=` (declaw's SecurityPolicy, when
+given) this reads `network` (used if `network=` is not: declaw's rule, see Policy.from_create),
+`audit`, `env_security.mask_patterns`, and the content guards, built into the sandbox's
+`PipelineGuard` (guardrails.py) with its own PII token map. A guard switched on explicitly
+without an engine is refused here, at create; one declaw's defaults switch on implicitly is
+accepted, warned about once, and recorded in the audit as "not enforced".
+
+Secrets beyond this process: a served client sends `secrets` as values on the wire (the server
+reads them with `secrets_of`); a pool worker or Ray actor gets them, with the vault refs
+resolved where the vault is, as a call argument of the create (`hosted_secrets`, then
+`host_only_of` in the worker). Never through an environment variable or a file.
 """
 
 from __future__ import annotations
@@ -15,13 +24,14 @@ from typing import Any, Optional
 
 from ..exceptions import InvalidArgumentException
 from ..limits import Limits
-from .audit import DEFAULT_MASK_PATTERNS
+from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, now
 from .guard import ContentGuard
+from .guardrails import PipelineGuard, enforces_anything
 from .policy import Policy, PolicyError
-from .secrets import SecretBook
+from .secrets import Secret, SecretBook
 from .session import EgressSession
 
-EGRESS_PARAMS = ("network", "allow_internet_access", "secrets", "vault_refs", "vault")
+EGRESS_PARAMS = ("network", "allow_internet_access", "secrets", "vault_refs", "vault", "guard_plugins")
 
 
 @dataclass
@@ -33,14 +43,22 @@ class EgressPlan:
     audit_enabled: bool = True
     mask_patterns: tuple[str, ...] = DEFAULT_MASK_PATTERNS
     guard: Optional[ContentGuard] = None
+    guard_notes: list[str] = field(default_factory=list)  # guards named but not enforced
 
     def guest_env(self) -> dict[str, str]:
         """Variables the guest gets for the secrets (placeholders, never values)."""
         return self.secrets.guest_env()
 
     def session(self, limits: Limits, env: dict[str, str]) -> EgressSession:
-        return EgressSession(self.policy, limits, self.secrets, self.guard, env,
-                             self.audit_enabled, self.mask_patterns)
+        if isinstance(self.guard, PipelineGuard):
+            self.guard.apply_limits(limits)
+        session = EgressSession(self.policy, limits, self.secrets, self.guard, env,
+                                self.audit_enabled, self.mask_patterns)
+        for note in self.guard_notes:
+            session.audit.record(AuditEvent(timestamp=now(), kind="guard", method="GUARD",
+                                            guard=note.split(":", 1)[0], reason=note,
+                                            guard_notes=[note]))
+        return session
 
 
 def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan:
@@ -55,7 +73,17 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     enabled = bool(getattr(audit, "enabled", audit))
     env_security = getattr(security, "env_security", None)
     patterns = tuple(getattr(env_security, "mask_patterns", None) or DEFAULT_MASK_PATTERNS)
-    return EgressPlan(policy, book, enabled, patterns)
+    plan = EgressPlan(policy, book, enabled, patterns)
+    plugins = params.get("guard_plugins")
+    if security is not None:
+        placeholders = frozenset(i.placeholder for i in book.injections)
+        guard = PipelineGuard.build(security, placeholders, plugins)
+        plan.guard_notes = guard.create_notes
+        if enforces_anything(guard.pipeline.policy):
+            plan.guard = guard
+    elif plugins is not None:
+        raise InvalidArgumentException("guard_plugins: given without security= (nothing to enforce)")
+    return plan
 
 
 def security_policy(value: Any) -> Any:
@@ -82,13 +110,65 @@ def network_dict(network: Any) -> Optional[dict[str, list[str]]]:
     return {key: value for key, value in found.items() if value}
 
 
-HOST_ONLY = ("secrets", "vault_refs", "vault", "security")
+
+# -- secrets beyond this process --------------------------------------------------------------------
+MAX_HOSTED = 64 << 10  # bytes of secret values and scopes sent to one worker or actor
 
 
-def refuse_served(params: dict[str, Any]) -> None:
-    """Served mode does not carry the network arguments yet: refuse them rather than run the
-    sandbox with a policy other than the one asked for."""
-    given = [k for k in HOST_ONLY if params.get(k) is not None]
-    if given:
-        raise InvalidArgumentException(f"{', '.join(given)}: not supported on a declaw-wasm server yet "
-                                       "(served mode); create the sandbox in-process")
+def secrets_of(request: Any) -> Optional[dict[str, Secret]]:
+    """A create request's secrets as `Secret`s: the face's (`_host_only["secrets"]`) or the
+    wire's (`request.secrets`, values as `SecretStr`: a served client's). Both at once is refused."""
+    given = getattr(request, "_host_only", {}).get("secrets")
+    wired = getattr(request, "secrets", None)
+    if given is not None and wired:
+        raise InvalidArgumentException("secrets given twice (as Secret objects and on the wire)")
+    if not wired:
+        return given
+    return {name: Secret(item.value.get_secret_value(), item.hosts) for name, item in wired.items()}
+
+
+def hosted_secrets(request: Any) -> Optional[dict[str, Any]]:
+    """What a worker process or Ray actor needs to give the sandbox its secrets, as plain data
+    sent as a call argument (never through the environment or a file): each secret's value and
+    hosts, and each vault ref resolved here, in the process that holds the vault (the worker has
+    none). None when there are none."""
+    secrets = secrets_of(request)
+    refs = getattr(request, "vault_refs", None) or {}
+    if not secrets and not refs:
+        return None
+    from .vault import Vault
+
+    vault = getattr(request, "_host_only", {}).get("vault")
+    store = vault if isinstance(vault, Vault) else Vault.default()
+    vaulted: dict[str, Any] = {}
+    for ref in refs.values():  # a missing name: PolicyError (an InvalidArgumentException)
+        value, scopes = store.resolve(ref)
+        vaulted[ref] = {"value": value, "scopes": [s.model_dump() for s in scopes]}
+    payload = {"secrets": {name: {"value": s.reveal(), "hosts": list(s.hosts)} for name, s in (secrets or {}).items()},
+               "vault": vaulted}
+    size = len(json.dumps(payload))
+    if size > MAX_HOSTED:
+        raise InvalidArgumentException(f"secrets and vault refs of {size} bytes: at most {MAX_HOSTED} "
+                                       "may go to a worker with one sandbox")
+    return payload
+
+
+def host_only_of(payload: Any) -> dict[str, Any]:
+    """The worker's side of `hosted_secrets`: the `Secret`s, and a private in-memory vault
+    holding just the resolved refs (the request's `vault_refs` name them)."""
+    from .vault import VAULT_URI, Vault
+
+    if not isinstance(payload, dict):
+        raise InvalidArgumentException("bad secrets argument")
+    try:
+        secrets = {str(name): Secret(str(item["value"]), [str(h) for h in item["hosts"]])
+                   for name, item in dict(payload.get("secrets") or {}).items()}
+        vault = Vault()
+        for ref, item in dict(payload.get("vault") or {}).items():
+            match = VAULT_URI.match(ref)
+            name = match.group(1) if match else ref
+            if name not in {s.name for s in vault.list_secrets()}:
+                vault.create_secret(str(item["value"]), name=name, scopes=list(item["scopes"]))
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgumentException(f"bad secrets argument: {exc}") from None
+    return {"secrets": secrets, "vault": vault}

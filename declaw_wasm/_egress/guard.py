@@ -14,10 +14,16 @@ connection of the sandbox, plaintext or TLS:
   `feed(chunk) -> bytes to pass on`, then `end() -> the rest` (a filter may hold back the tail
   of a chunk, e.g. half a redaction token). `filter.headers` replaces the response's headers.
   If False, the body streams through untouched.
+* A filter may hold the response back (`head_ready` False: nothing goes to the guest yet) and
+  then answer with another `status` and `headers` (a block answer, which `feed`/`end` return as
+  the body; `blocked` names the guard). Raising `GuardCut` from `feed`/`end` aborts the guest's
+  connection mid-body (what was released stays released; the message never ends cleanly).
+  An encoding the relay cannot undo reaches `response()` with its Content-Encoding header and
+  raw bytes: the filter decides (refuse, or pass unfiltered with a note).
 
-Headers are lists of (name, value) str pairs, in order, as sent. Counts (`pii_redactions`,
-`injection_blocks`, `transformations_applied`) go into the audit event of the request.
-`IdentityGuard` is the default: it wants nothing, so untouched traffic pays nothing.
+Headers are lists of (name, value) str pairs, in order, as sent. Counts (`COUNT_NAMES`) and
+notes go into the audit event of the request. `IdentityGuard` is the default: it wants nothing,
+so untouched traffic pays nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +32,17 @@ from dataclasses import dataclass, field
 from typing import Optional, Protocol, runtime_checkable
 
 Headers = list[tuple[str, str]]
-COUNT_NAMES = ("pii_redactions", "injection_blocks", "transformations_applied")
+COUNT_NAMES = ("pii_redactions", "pii_detections", "pii_rehydrations", "injection_blocks",
+               "injection_detections", "transformations_applied", "invisible_chars")
+
+
+class GuardCut(Exception):
+    """A response must be aborted part-way (a guard found something after part of it was
+    released, or the body could not be decoded within its limit)."""
+
+    def __init__(self, message: str, guard: str = "") -> None:
+        super().__init__(message)
+        self.guard = guard
 
 
 @dataclass
@@ -36,6 +52,7 @@ class BlockResponse:
     status: int = 403
     headers: Headers = field(default_factory=lambda: [("content-type", "text/plain; charset=utf-8")])
     body: bytes = b"blocked by the sandbox's content guard\n"
+    guard: str = ""  # the guard that blocked
 
 
 @dataclass
@@ -46,14 +63,22 @@ class RequestOutcome:
     body: bytes
     block: Optional[BlockResponse] = None
     counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @runtime_checkable
 class ResponseFilter(Protocol):
-    """Rewrites one response: its headers at once, its decoded body as it streams."""
+    """Rewrites one response: its headers, its decoded body as it streams.
 
-    headers: Headers
-    counts: dict[str, int]
+    Optional attributes, read with these defaults when absent: `status` (the upstream's),
+    `head_ready` (True: the head goes to the guest at once), `blocked` ("": the guard whose own
+    answer replaced the response) and `notes` ([]: text for the audit event)."""
+
+    @property
+    def headers(self) -> Headers: ...
+
+    @property
+    def counts(self) -> dict[str, int]: ...
 
     def feed(self, chunk: bytes) -> bytes: ...
 
@@ -75,9 +100,13 @@ class ContentGuard(Protocol):
 
 
 class IdentityFilter:
-    def __init__(self, headers: Headers) -> None:
+    def __init__(self, status: int, headers: Headers) -> None:
+        self.status = status
         self.headers = headers
+        self.head_ready = True
+        self.blocked = ""
         self.counts: dict[str, int] = {}
+        self.notes: list[str] = []
 
     def feed(self, chunk: bytes) -> bytes:
         return chunk
@@ -102,4 +131,4 @@ class IdentityGuard:
 
     def response(self, host: str, method: str, url: str, status: int,
                  headers: Headers) -> ResponseFilter:
-        return IdentityFilter(headers)
+        return IdentityFilter(status, headers)

@@ -11,9 +11,12 @@ the guest.
 
 On the way: secret injection (secrets.py) into the guest's request after the content guard
 (guard.py) saw it; response headers and decoded bodies scrubbed of secret values; guard filters
-on bodies; one audit event per exchange. A refused request gets a short plain-text response
-(400 malformed or smuggling, 405 CONNECT, 421 wrong Host, 431 head too large, 413 body too large
-for a guard, 501 Upgrade, 502 bad upstream) and the connection closes.
+on bodies (a filter may hold the response's head back until it has scanned the body, answer
+with its own block response, or cut the response: the guest's connection is then aborted
+mid-body, never ended cleanly); one audit event per exchange, with the guards' counts. A
+refused request gets a short plain-text response (400 malformed or smuggling, 405 CONNECT, 421
+wrong Host, 431 head too large, 413 body too large for a guard, 501 Upgrade, 502 bad upstream)
+and the connection closes.
 
 Why h11: a small, strict, well-kept HTTP/1.1 state machine with no I/O of its own (httpcore and
 uvicorn's h11 mode use it), so the relay decides every byte that moves.
@@ -29,7 +32,8 @@ from typing import Callable, Optional
 import h11
 
 from .audit import AuditEvent, now
-from .guard import COUNT_NAMES, BlockResponse, ContentGuard, Headers, IdentityGuard, ResponseFilter
+from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
+                    ResponseFilter)
 from .policy import PolicyError, normalize_name, parse_address
 from .secrets import Decoder, Scrubber, SecretBook, decodable, decoder_for
 
@@ -73,6 +77,13 @@ class _Exchange:
     headers: Headers = field(default_factory=list)
     target: str = ""
     note: str = ""
+    guard: str = ""  # the guard that blocked or cut
+    notes: list[str] = field(default_factory=list)  # the guards' notes
+
+    def add(self, counts: dict[str, int], notes: list[str]) -> None:
+        for key in COUNT_NAMES:
+            self.counts[key] = self.counts.get(key, 0) + int(counts.get(key, 0))
+        self.notes += notes
 
 
 class Refused(Exception):
@@ -143,6 +154,7 @@ class HttpRelay:
         self._decoder: Optional[Decoder] = None
         self._scrubber: Optional[Scrubber] = None
         self._filter: Optional[ResponseFilter] = None
+        self._held: Optional[tuple[int, Headers, bytes]] = None  # a head the filter holds back
         self._end_pending = False
         self._stopped = False
         self._upstream_eof = False
@@ -232,7 +244,11 @@ class HttpRelay:
         if self.ctx.secrets or self._guard_active:
             headers = self._accept_encoding(headers)
         if self._guard_active and self.ctx.guard.wants_request_body(self.ctx.name, method, ex.url, headers):
-            ex.body, ex.headers = bytearray(), headers
+            ex.body, ex.headers = bytearray(), _without(headers, "expect")
+            if any(v.strip().lower() == "100-continue" for v in _get(headers, "expect")):
+                # the body must reach the guard before anything goes upstream: we say go on
+                self.to_guest += self.guest.send(h11.InformationalResponse(status_code=100, headers=[],
+                                                                           reason=b"Continue"))
             return
         self._send_request(method, target, headers)
 
@@ -322,8 +338,7 @@ class HttpRelay:
             self.to_upstream += self.upstream.send(h11.EndOfMessage())
         else:
             outcome = self.ctx.guard.request(self.ctx.name, ex.method, ex.url, ex.headers, bytes(ex.body))
-            for key in COUNT_NAMES:
-                ex.counts[key] = ex.counts.get(key, 0) + int(outcome.counts.get(key, 0))
+            ex.add(outcome.counts, list(getattr(outcome, "notes", [])))
             if outcome.block is not None:
                 self._block(outcome.block)
                 return
@@ -360,6 +375,12 @@ class HttpRelay:
             self._process_upstream()
 
     def _process_upstream(self) -> None:
+        try:
+            self._upstream_events()
+        except GuardCut as exc:
+            self._cut(exc)
+
+    def _upstream_events(self) -> None:
         while not self._stopped:
             if self._decoder is not None and (self._decoder.pending or self._end_pending):
                 self._drain()
@@ -413,20 +434,42 @@ class HttpRelay:
         if has_body and (secrets or guard_wants):
             encodings = ",".join(_get(headers, "content-encoding")).split(",")
             decoder = decoder_for(encodings)
-            if decoder is None:
-                ex.note = f"body not scrubbed or filtered: unknown Content-Encoding {','.join(encodings)!r}"
-            else:
-                self._decoder = decoder
+            if decoder is not None:
                 headers = _without(headers, "content-encoding", "content-length", "transfer-encoding")
-                if guard_wants:
-                    self._filter = self.ctx.guard.response(self.ctx.name, ex.method, ex.url,
-                                                           event.status_code, headers)
-                    headers = list(self._filter.headers)
                 if secrets:
                     self._scrubber = secrets.scrubber()
+            elif guard_wants:  # the guard gets the raw bytes and their coding, and decides
+                decoder = decoder_for([])
+                headers = _without(headers, "content-length", "transfer-encoding")
+            else:
+                ex.note = f"body not scrubbed or filtered: unknown Content-Encoding {','.join(encodings)!r}"
+            self._decoder = decoder
+            if guard_wants:
+                self._filter = self.ctx.guard.response(self.ctx.name, ex.method, ex.url,
+                                                       event.status_code, headers)
+        self._held = (event.status_code, headers, event.reason)
+        self._send_head()
+        if self._filter is not None and getattr(self._filter, "done", False):
+            self._pass_on(b"")  # the guard answered before any body
+
+    def _send_head(self, force: bool = False) -> None:
+        """The response's head to the guest, once the filter (if any) lets it go."""
+        if self._held is None:
+            return
+        status, headers, reason = self._held
+        f = self._filter
+        if f is not None:
+            if not (force or getattr(f, "head_ready", True)):
+                return
+            status = int(getattr(f, "status", status))
+            headers = list(f.headers)
+            if status != self._held[0]:
+                reason = REASONS.get(status, "Error").encode()
+        self._held = None
         self._response_started = True
-        self.to_guest += self.guest.send(h11.Response(status_code=event.status_code, headers=headers,
-                                                      reason=event.reason))
+        if self._ex is not None:
+            self._ex.status = status
+        self.to_guest += self.guest.send(h11.Response(status_code=status, headers=headers, reason=reason))
 
     def _on_response_body(self, data: bytes) -> None:
         ex = self._ex
@@ -435,6 +478,8 @@ class HttpRelay:
         if self._decoder is None:
             self.to_guest += self.guest.send(h11.Data(data=data))
             return
+        if self._filter is not None and getattr(self._filter, "done", False):
+            return  # the guard answered already: the rest is dropped
         self._decoder.feed(data)
         self._drain()
 
@@ -442,21 +487,36 @@ class HttpRelay:
         """Decode, scrub and filter what is pending, while the guest's buffer has room."""
         decoder = self._decoder
         assert decoder is not None
-        while decoder.pending and len(self.to_guest) < self.ctx.out_room:
-            chunk = decoder.take(DECODE_CHUNK)
+        while decoder.pending and len(self.to_guest) < self.ctx.out_room and not self._stopped:
+            try:
+                chunk = decoder.take(DECODE_CHUNK)
+            except Exception as exc:  # zlib.error, brotli.error, ZstdError: a corrupt body
+                raise GuardCut(f"the server's response body could not be decoded: {exc}",
+                               "content-encoding") from None
             if not chunk and decoder.pending:
                 continue
             self._pass_on(chunk)
-        if self._end_pending and not decoder.pending:
+        if self._end_pending and not decoder.pending and not self._stopped:
             self._finish_response()
 
     def _pass_on(self, chunk: bytes) -> None:
         if self._scrubber is not None:
             chunk = self._scrubber.feed(chunk)
-        if self._filter is not None and chunk:
-            chunk = self._filter.feed(chunk)
+        f = self._filter
+        if f is not None and (chunk or getattr(f, "done", False)):
+            chunk = f.feed(chunk)
+            self._send_head(force=bool(chunk))
         if chunk:
             self.to_guest += self.guest.send(h11.Data(data=chunk))
+        if f is not None and getattr(f, "done", False):
+            self._finish_early()
+
+    def _finish_early(self) -> None:
+        """The guard's own answer went out whole: end the guest's message, drop the upstream's."""
+        self._send_head(force=True)
+        self.to_guest += self.guest.send(h11.EndOfMessage())
+        self._audit_exchange("denied")
+        self._stop()
 
     def _finish_response(self) -> None:
         if self._decoder is not None:
@@ -465,15 +525,14 @@ class HttpRelay:
             tail = self._scrubber.end() if self._scrubber is not None else b""
             if self._filter is not None:
                 tail = (self._filter.feed(tail) if tail else b"") + self._filter.end()
-                ex = self._ex
-                if ex is not None:
-                    for key in COUNT_NAMES:
-                        ex.counts[key] = ex.counts.get(key, 0) + int(self._filter.counts.get(key, 0))
+                self._send_head(force=True)
             if tail:
                 self.to_guest += self.guest.send(h11.Data(data=tail))
         self._end_pending = False
+        self._send_head(force=True)
         self.to_guest += self.guest.send(h11.EndOfMessage())
-        self._audit_exchange()
+        blocked = self._filter is not None and bool(getattr(self._filter, "blocked", ""))
+        self._audit_exchange("denied" if blocked else "allowed")
         self._decoder = self._scrubber = self._filter = None
         self._maybe_next_cycle()
 
@@ -487,6 +546,7 @@ class HttpRelay:
             self.guest.start_next_cycle()
             self.upstream.start_next_cycle()
             self._ex, self._sent_request, self._response_started = None, False, False
+            self._held = None
             self._collecting = True
             self._head = bytearray(self.guest.trailing_data[0])
             self._process_guest()
@@ -502,16 +562,24 @@ class HttpRelay:
             return
         ex.audited = True
         self.exchanges += 1
+        f = self._filter
+        if f is not None:
+            ex.add(f.counts, list(getattr(f, "notes", [])))
+            ex.guard = ex.guard or getattr(f, "blocked", "")
+            if ex.guard and decision == "allowed":
+                decision = "denied"
+        if ex.guard and not reason and not ex.note:
+            reason = f"blocked by the {ex.guard} guard"
         event = AuditEvent(timestamp=now(), method=ex.method, url=ex.url or f"(refused) {ex.method}",
                            status_code=status or ex.status, kind="request", decision=decision,
-                           rule=self.ctx.rule if decision == "allowed" else "http", reason=reason or ex.note,
+                           rule=self.ctx.rule if decision == "allowed" else
+                           (f"guard:{ex.guard}" if ex.guard else "http"), reason=reason or ex.note,
                            host=self.ctx.name, address=self.ctx.address, port=self.ctx.port,
                            tls=self.ctx.tls, bytes_out=ex.bytes_out, bytes_in=ex.bytes_in,
                            duration_ms=round((time.monotonic() - ex.started) * 1000, 3),
                            secrets_injected=ex.injected,
-                           pii_redactions=ex.counts.get("pii_redactions", 0),
-                           injection_blocks=ex.counts.get("injection_blocks", 0),
-                           transformations_applied=ex.counts.get("transformations_applied", 0))
+                           guard=ex.guard, guard_notes=ex.notes,
+                           **{key: ex.counts.get(key, 0) for key in COUNT_NAMES})
         self.ctx.record(event)
 
     def _raw_response(self, status: int, body: bytes, headers: Headers) -> None:
@@ -537,8 +605,25 @@ class HttpRelay:
         ex = self._ex
         assert ex is not None
         ex.status = block.status
-        ex.note = "blocked by the content guard"
+        ex.guard = getattr(block, "guard", "")
+        ex.note = f"blocked by the {ex.guard} guard" if ex.guard else "blocked by the content guard"
         self._audit_exchange("denied", ex.note, block.status)
+        self._stop()
+
+    def _cut(self, exc: GuardCut) -> None:
+        """A guard (or the decoder) cut the response: a 502 if nothing went to the guest yet,
+        else the guest's connection is aborted mid-body."""
+        ex = self._ex
+        if ex is None or self._stopped:
+            return
+        ex.guard = exc.guard or "guard"
+        message = f"response cut by the {ex.guard} guard: {exc}"
+        if not self._response_started:
+            self._held = None
+            self._refuse(502, message)
+            return
+        ex.note = message
+        self._audit_exchange("denied", message)
         self._stop()
 
     def _bad_upstream(self, message: str) -> None:
@@ -561,6 +646,8 @@ class HttpRelay:
         self._stopped = True
         self._ex = None
         self._decoder = None
+        self._filter = None
+        self._held = None
         self.guest_done = True
         self.upstream_done = True
         self.to_upstream.clear()

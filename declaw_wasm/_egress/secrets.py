@@ -20,11 +20,13 @@ events or logs).
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import secrets as _random
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Protocol
 from urllib.parse import quote
 
 from .policy import PolicyError, Rule, parse_rule
@@ -122,6 +124,14 @@ class SecretBook:
 
     def guest_env(self) -> dict[str, str]:
         return {i.name: i.placeholder for i in self.injections}
+
+    def use_placeholders(self, placeholders: dict[str, str]) -> None:
+        """Give the secrets named in `placeholders` those placeholders (a restored sandbox: its
+        guests' memory holds the old ones). Before the book is used."""
+        for inj in self.injections:
+            if inj.scope is None and inj.name in placeholders:
+                inj.placeholder = placeholders[inj.name]
+        self._needles = None
 
     def values(self) -> list[str]:
         return [i.value for i in self.injections]
@@ -302,6 +312,50 @@ class _Brotli:
         return self.more or bool(self.data)
 
 
+@dataclass
+class _Zstd:
+    """zstd (the standard library's `compression.zstd` from Python 3.14, else its official
+    backport `backports.zstd`, from the `guards` extra), bounded per call like the others;
+    concatenated frames are decoded in turn."""
+
+    data: bytes = b""
+    d: Any = None
+
+    def feed(self, data: bytes) -> None:
+        self.data += data
+
+    def take(self, limit: int) -> bytes:
+        d = self.d
+        if d is not None and d.eof:
+            rest, self.data = (d.unused_data + self.data).lstrip(b"\x00"), b""
+            if not rest:
+                return b""
+            self.data, d = rest, None
+        if d is None:
+            d = self.d = _zstd_module().ZstdDecompressor()
+        if self.data:
+            data, self.data = self.data, b""
+            return bytes(d.decompress(data, limit))
+        return b"" if d.needs_input or d.eof else bytes(d.decompress(b"", limit))
+
+    @property
+    def pending(self) -> bool:
+        d = self.d
+        if d is not None and d.eof:
+            return bool((d.unused_data + self.data).strip(b"\x00"))
+        return bool(self.data) or (d is not None and not d.needs_input)
+
+
+@functools.lru_cache(maxsize=1)
+def _zstd_module() -> Any:
+    for name in ("compression.zstd", "backports.zstd"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 def brotli_available() -> bool:
     try:
         import brotli
@@ -312,7 +366,8 @@ def brotli_available() -> bool:
 
 def decodable() -> list[str]:
     """The content codings the host can undo."""
-    return ["gzip", "deflate", *(["br"] if brotli_available() else [])]
+    return ["gzip", "deflate", *(["br"] if brotli_available() else []),
+            *(["zstd"] if _zstd_module() is not None else [])]
 
 
 @dataclass
@@ -351,6 +406,8 @@ def decoder_for(encodings: list[str]) -> Optional[Decoder]:
             stages.append(_Zlib("deflate"))
         elif coding == "br" and brotli_available():
             stages.append(_Brotli())
+        elif coding == "zstd" and _zstd_module() is not None:
+            stages.append(_Zstd())
         else:
             return None
     if not stages:

@@ -66,6 +66,12 @@ class EgressSession:
             "net.poll": self._poll, "net.shutdown": self._shutdown, "net.close": self._close}
         assert set(self._ops) == set(OPS)
 
+    @property
+    def token_map(self) -> Any:
+        """The sandbox's PII token map (a `security.TokenMap`, owned by its content guard), or
+        None without PII guards: one token per value for all its connections and guests."""
+        return getattr(self.guard, "tokens", None)
+
     # -- the door ------------------------------------------------------------------------------
     def handle(self, guest: Guest, request: Any) -> dict[str, Any]:
         op = request.get("op") if isinstance(request, dict) else None
@@ -488,6 +494,17 @@ class EgressSession:
         return None
 
     # -- lifetime ------------------------------------------------------------------------------------
+    def next_connection_id(self) -> int:
+        """The id the next connection gets (a snapshot records it: see reserve_connection_ids)."""
+        with self._lock:
+            return self._next_id
+
+    def reserve_connection_ids(self, first: int) -> None:
+        """A restored sandbox's guests may hold ids of connections that are gone: number new ones
+        from `first` on, so a stale socket fails as closed instead of reaching a new connection."""
+        with self._lock:
+            self._next_id = max(self._next_id, int(first))
+
     def release(self, guest: object) -> None:
         """The guest ended: close its connections."""
         with self._lock:

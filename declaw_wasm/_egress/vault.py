@@ -1,8 +1,9 @@
 """The host-side vault: named secrets with scopes, for `Sandbox.create(vault_refs=...)`.
 
 declaw's names and shapes (`VaultClient`, `VaultSecret`, `VaultScope`, `VaultPreset`, provider
-presets), kept in this process: `VaultClient().create_secret("sk-...", name="fintech-openai",
-provider="openai")`, then `Sandbox.create(vault_refs={"OPENAI_API_KEY": "fintech-openai"})`.
+presets), kept in this process (declaw_wasm/vault.py's `VaultClient` reaches this one, or a
+server's): `VaultClient().create_secret("sk-...", name="fintech-openai", provider="openai")`,
+then `Sandbox.create(vault_refs={"OPENAI_API_KEY": "fintech-openai"})`.
 The guest's variable holds `declaw:vault-managed`; the host adds the provider's auth to requests
 to the scoped hosts, over TLS it verified (secrets.py). Values are write-only through the API.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Optional, Union
 from urllib.parse import quote
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .._model import Model  # built on first use (a cold start pays for what it uses)
 
@@ -35,6 +36,7 @@ from .policy import PolicyError, Rule, parse_rule
 
 SUPPORTED_TYPES = ("bearer", "header", "basic", "query")
 VAULT_URI = re.compile(r"^vault://[^/]+/[^/]+/(.+)$")
+MAX_SECRET_BYTES = 16 << 10  # a value's size, as a `Secret`'s (secrets.py imports this module)
 
 
 class VaultScope(Model):
@@ -87,6 +89,14 @@ class VaultScope(Model):
         present = {k.lower() for k, _ in out}
         out += [(k, v) for k, v in self.extra_headers.items() if k.lower() not in present]
         return target, out
+
+
+def _check_value(value: object, where: str) -> None:
+    """A value goes into HTTP headers: no CR, LF, NUL or other control characters."""
+    if not isinstance(value, str) or not value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise PolicyError(f"{where}: the value must be a non-empty string without control characters")
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_SECRET_BYTES:
+        raise PolicyError(f"{where}: the value is longer than {MAX_SECRET_BYTES} bytes")
 
 
 class VaultSecret(Model):
@@ -176,11 +186,10 @@ class Vault:
     def create_secret(self, value: str, *, name: Optional[str] = None, provider: Optional[str] = None,
                       scopes: Optional[list[Union[VaultScope, dict[str, Any]]]] = None,
                       rotation_interval_days: int = 0) -> VaultSecret:
-        if not isinstance(value, str) or not value or any(ord(c) < 0x20 for c in value):
-            raise PolicyError("create_secret: the value must be a non-empty string without control characters")
+        _check_value(value, "create_secret")
         checked = self._scopes(provider, scopes)
         now = datetime.now(timezone.utc)
-        name = name or f"secret-{_random.token_hex(4)}"
+        name = name or provider or f"secret-{_random.token_hex(4)}"  # declaw: the provider's key
         with self._lock:
             if name in self._meta:
                 raise PolicyError(f"a vault secret named {name!r} exists (rotate_secret changes its value)")
@@ -196,6 +205,7 @@ class Vault:
             return list(self._meta.values())
 
     def rotate_secret(self, name: str, value: str) -> VaultSecret:
+        _check_value(value, "rotate_secret")
         with self._lock:
             meta = self._get(name)
             now = datetime.now(timezone.utc)
@@ -252,7 +262,11 @@ class Vault:
                 raise PolicyError(f"unknown vault provider {provider!r} (known: {', '.join(presets())})")
             found += [s.model_copy() for s in preset.scopes]
         for scope in scopes or []:
-            found.append(scope if isinstance(scope, VaultScope) else VaultScope(**scope))
+            try:
+                found.append(scope if isinstance(scope, VaultScope) else VaultScope.model_validate(scope))
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+                raise PolicyError(f"bad vault scope: {problems}") from None
         if not found:
             raise PolicyError("a vault secret needs a provider or scopes (where it may be sent)")
         return [s.checked() for s in found]
@@ -279,13 +293,3 @@ class Vault:
         for name, item in data.items():
             self._values[name] = item["value"]
             self._meta[name] = VaultSecret.model_validate(item["meta"])
-
-
-class VaultClient(Vault):
-    """declaw's `VaultClient(api_key=None, domain=None, request_timeout=None)`: here, a view of
-    the process's default vault (the arguments are accepted and ignored)."""
-
-    def __init__(self, api_key: Optional[str] = None, domain: Optional[str] = None,
-                 request_timeout: Optional[float] = None) -> None:
-        default = Vault.default()
-        self.__dict__ = default.__dict__  # the same store, locks and all

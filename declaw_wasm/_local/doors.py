@@ -33,8 +33,9 @@ OPS: dict[str, Op] = {op.name: op for op in [
     Op("exit", ("code",), "nil",
        "the exit status before os._exit (WASI's proc_exit carries 0..125 only); answered by "
        "the transport itself (_wasm/shims.py), for every guest"),
-    Op("stdin", ("n",), "bytes", "up to n bytes of the command's live stdin, waiting for some; "
-                                 "b'' at end of input"),
+    Op("stdin", ("n", "wait"), "bytes | nil",
+       "up to n bytes of the command's live stdin, waiting for some (at most `wait` seconds if "
+       "given: nil when none came); b'' at end of input"),
     Op("winsize", (), "[rows, cols]", "the terminal's size"),
     Op("pip_install", ("requirements", "wheels", "find_links", "present", "no_index", "no_deps"),
        "{status, stdout, stderr}", "`pip install` in the sandbox, resolved and fetched by the host"),
@@ -42,6 +43,18 @@ OPS: dict[str, Op] = {op.name: op for op in [
     Op("stderr", ("text",), "nil", "a cell's error output"),
     Op("result", ("data", "main"), "nil", "a cell's rich result (MIME bundle; main: the cell's value)"),
     Op("error", ("name", "value", "traceback"), "nil", "a cell's uncaught exception"),
+    # host tools ("code mode", runtime/declaw_tools): functions of the program that made the
+    # sandbox, answered by _local/tools.py. `payload` is msgpack bytes of [args, kwargs]; a call's
+    # reply is {"result": value} or {"error": {"type", "message", "builtin"}}.
+    Op("tools.list", (), "{tools: [{name, doc}], limit}",
+       "the host tools this guest may call now (the cell's and the sandbox's) and the door's "
+       "size limit for arguments and results"),
+    Op("tools.call", ("name", "payload"), "{result} | {error}",
+       "call a host tool and wait for it (on an executor: the wait honours the cell's timeout "
+       "and kill())"),
+    Op("tools.start", ("name", "payload"), "{id} | {error}",
+       "start a host tool call without waiting (async code: asyncio.gather runs calls at once)"),
+    Op("tools.wait", ("id",), "{result} | {error}", "wait for a call `tools.start` began"),
     # the guest's network: sockets and TLS through the host (_egress/ops.py declares each)
     *(Op(op.name, op.request, "{" + ", ".join(op.reply) + "}", op.doc) for op in NET_OPS.values()),
 ]}

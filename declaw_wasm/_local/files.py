@@ -34,7 +34,7 @@ from typing import Any, IO, Iterator, List, Optional
 from .._args import path as check_path
 from .._backend import WriteData
 from .._hostdirs import DIR_FLAGS, Walk, remove_tree, usage
-from .._wasm.layout import HOME, Mount, make_root, root_mounts
+from .._wasm.layout import HOME, WRITABLE, Mount, make_root, root_mounts
 from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
                           NotEnoughSpaceException, SandboxException)
@@ -325,7 +325,7 @@ class SandboxFS:
 
     def _writable(self, loc: _Located, path: str) -> None:
         if not loc.mount.writable:
-            raise SandboxException(f"{path}: read-only file system (writable: {HOME}, /tmp)")
+            raise SandboxException(f"{path}: read-only file system (writable: {', '.join(WRITABLE)})")
 
     # -- the files API -----------------------------------------------------------------------------
     def read_bytes(self, path: str) -> bytes:

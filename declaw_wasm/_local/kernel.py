@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import secrets
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._wasm.boot import cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
-from ..exceptions import InvalidArgumentException, TimeoutException
+from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from .doors import Handler, dispatch, net_handlers
 from .parking import parking
+from .tools import ToolDoor, Tools
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -37,8 +39,10 @@ class _Cell:
     """One `run_code` in flight: what the guest has reported so far."""
 
     def __init__(self, code: str, envs: dict[str, str], timeout: Optional[float],
-                 output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> None:
+                 output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]],
+                 tools: Optional[Tools] = None) -> None:
         self.timeout = timeout
+        self.tools = tools  # the cell's own host tools (run_code(tools=)), before the sandbox's
         self.callbacks = callbacks
         self.execution = Execution()
         self.finished = threading.Event()
@@ -74,13 +78,19 @@ class _Cell:
 class Kernel:
     """One context's guest and the cell it is running."""
 
-    def __init__(self, sandbox: "LocalSandbox", context: Context) -> None:
+    def __init__(self, sandbox: "LocalSandbox", context: Context, image: Any = None, count: int = 0,
+                 first_turn: Optional[str] = None) -> None:
+        """`image`: a restored context's (GuestImage, BaseImage) (snapshots.py), applied when its
+        guest starts (on first use), with its execution `count`; `first_turn` runs before its
+        first cell (a fork's new random seeds)."""
         self.sandbox = sandbox
         self.context = context
         self.guest: Optional[Guest] = None
         self._run_lock = threading.Lock()  # one cell at a time
         self._current: Optional[_Cell] = None  # the cell whose turn is running
-        self._count = 0  # cells run by this guest (execution_count)
+        self._count = count  # cells run by this guest (execution_count)
+        self._image = image
+        self._first_turn = first_turn
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
@@ -97,6 +107,10 @@ class Kernel:
             "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
             **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
+        # host tools (tools.py): the running cell's, then the sandbox's
+        self._tools = ToolDoor(lambda: (self._current.tools if self._current else None, sandbox.tools),
+                               sandbox.egress.audit.record)
+        self._handlers.update(self._tools.handlers())
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
@@ -119,9 +133,9 @@ class Kernel:
     # -- the caller's side -------------------------------------------------------------------------
     def _start(self) -> Guest:
         sandbox, limits = self.sandbox, self.sandbox.limits
-        self._count = 0
-        parked = parking.take(sandbox)
+        parked = parking.take(sandbox) if self._image is None else None  # a restored context: its image
         if parked is not None:  # booted already: the kernel's set-up is its next turn
+            self._count = 0
             parked.stdout.rebind(self._fd_output("stdout"))
             parked.stderr.rebind(self._fd_output("stderr"))
             parked.door = self._door
@@ -138,20 +152,51 @@ class Kernel:
         spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
                            profile=sandbox.profile, mounts=sandbox.fs.mounts,
                            memory_limit=limits.memory_limit, output_limit=limits.output_limit)
+        first_turn = None
+        if self._image is not None:  # a restored context: its state instead of the setup turn, once
+            spec.turns, spec.image, self._image = [], self._image, None
+            first_turn, self._first_turn = self._first_turn, None
+        else:
+            self._count = 0
         guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()
+        if first_turn:
+            guest.run_turn(first_turn, lambda: None, lambda _code: None)
         return guest
 
+    @contextmanager
+    def held(self, wait: float) -> Iterator[None]:
+        """No cell runs in this context while held (snapshots): a cell in flight is waited for up
+        to `wait` s, then ConflictException."""
+        if not self._run_lock.acquire(timeout=wait):
+            raise ConflictException(f"code context {self.context.id!r}: a cell is still running after "
+                                    f"{wait:g} s; snapshot once it is done")
+        try:
+            yield
+        finally:
+            self._run_lock.release()
+
+    def state(self, capture: Callable[[Guest], Any]) -> tuple[Any, int]:
+        """For a snapshot, while `held`: `capture(guest)` and the execution count. A restored
+        context not started yet gives its pending image; one without a guest gives None (it
+        starts afresh)."""
+        if self._image is not None:
+            return self._image[0], self._count
+        guest = self.guest
+        if guest is None or guest.done:
+            return None, 0
+        return capture(guest), self._count
+
     def run(self, code: str, envs: dict[str, str], timeout: Optional[float],
-            callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
+            callbacks: dict[str, Optional[Callable[[Any], Any]]], tools: Optional[Tools] = None) -> Execution:
         with self._run_lock:
             self.sandbox.ensure_running()
             if self.guest is None or self.guest.done:
                 self.guest = self._start()
             guest = self.guest
-            cell = _Cell(code, envs, timeout, self.sandbox.limits.output_limit, callbacks)
+            cell = _Cell(code, envs, timeout, self.sandbox.limits.output_limit, callbacks, tools)
             if self._lost:
                 cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
                                    "its variables and imports are gone\n")
@@ -165,6 +210,7 @@ class Kernel:
 
             def done(_code: int) -> None:  # the turn returned (an exception in it was printed)
                 guest.set_deadline(None)
+                self._tools.reset()
                 self._current = None
                 self._count_fuel(guest, cell)
                 cell.finished.set()
@@ -173,12 +219,15 @@ class Kernel:
             while not cell.finished.wait(0.02):
                 if guest.done:
                     return self._ended(guest, cell, timeout)
+            if not self.sandbox.running:  # killed meanwhile: the kill may end a cell's wait first
+                return self._ended(guest, cell, timeout)
             return cell.execution
 
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
         outcome = guest.wait()
         assert outcome is not None
         self.sandbox.egress.release(guest)
+        self._tools.reset()
         self.guest, self._current = None, None
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
@@ -195,8 +244,8 @@ class Kernel:
                        "(Limits.cpu_instructions) and was stopped", "")
             return cell.execution
         if not self.sandbox.running or outcome.stopped == "killed":
-            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed or reached its "
-                                   "end of life while the cell ran")
+            raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed while the request "
+                                   "was in progress (killed or reached its end of life while the cell ran)")
         # the cell ended the process (os._exit, a crash): report it, start afresh next time
         self._lost = f"the previous cell ended the interpreter (exit {outcome.exit_code})"
         cell.error("KernelExit", f"the interpreter exited with status {outcome.exit_code}"
@@ -217,13 +266,17 @@ class Kernel:
             self._quota_message = message
             guest.kill("quota")
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True, lost: Optional[str] = None) -> None:
+        """Stop the context's guest (`lost`: why, told to its next cell)."""
         guest = self.guest
         self.guest = None
+        if lost is not None and guest is not None:
+            self._lost = lost
         if guest is not None:
             guest.kill("killed")
-            guest.wait(5.0)
-            self.sandbox.egress.release(guest)
+            if wait:
+                guest.wait(5.0)
+                self.sandbox.egress.release(guest)
 
 
 class CodeInterpreter:
@@ -247,8 +300,9 @@ class CodeInterpreter:
         return kernel
 
     def run_code(self, code: str, context_id: Optional[str], envs: dict[str, str],
-                 timeout: Optional[float], callbacks: dict[str, Optional[Callable[[Any], Any]]]) -> Execution:
-        return self._kernel(context_id).run(code, envs, timeout, callbacks)
+                 timeout: Optional[float], callbacks: dict[str, Optional[Callable[[Any], Any]]],
+                 tools: Optional[Tools] = None) -> Execution:
+        return self._kernel(context_id).run(code, envs, timeout, callbacks, tools)
 
     def create_context(self, cwd: Optional[str], language: str) -> Context:
         where = self.sandbox.fs.absolute(cwd) if cwd else "/home/user"
@@ -276,6 +330,16 @@ class CodeInterpreter:
             self._kernels.pop(kernel.context.id, None)
         kernel.stop()
 
+    def kernels(self) -> list[Kernel]:
+        """Every context's kernel (snapshots), the default one first."""
+        with self._lock:
+            return sorted(self._kernels.values(), key=lambda k: k.context.id != DEFAULT_CONTEXT)
+
+    def install(self, kernel: Kernel) -> None:
+        """A restored context (snapshots), before the sandbox is used."""
+        with self._lock:
+            self._kernels[kernel.context.id] = kernel
+
     def live_guests(self) -> list[Any]:
         with self._lock:
             return [k.guest for k in self._kernels.values()]
@@ -291,11 +355,12 @@ class CodeInterpreter:
         for kernel in kernels:
             kernel.stop_for_quota(message)
 
-    def stop_all(self) -> None:
+    def stop_all(self, wait: bool = True) -> None:
+        """Stop every context's guest (`wait`: until each has ended)."""
         with self._lock:
             kernels = list(self._kernels.values())
         for kernel in kernels:
-            kernel.stop()
+            kernel.stop(wait)
 
 
 def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:

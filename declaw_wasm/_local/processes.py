@@ -18,6 +18,7 @@ from .._wasm.guest import Guest, GuestOutcome, OutputSink
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
 from .doors import Handler, dispatch, net_handlers
+from .tools import ToolDoor
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -47,9 +48,14 @@ class StdinPipe:
             self._closed = True
             self._cond.notify_all()
 
-    def read(self, guest: Guest, size: int) -> bytes:
-        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained."""
+    def read(self, guest: Guest, size: Any, wait: Any = None) -> Optional[bytes]:
+        """Up to `size` bytes, waiting until some arrive; b"" once closed and drained. `wait`
+        (seconds, at most 60: a guest's `timeout` bounding its read): None if nothing came in
+        that time."""
         size = max(1, min(int(size), 1 << 20))
+        until = None
+        if isinstance(wait, (int, float)) and not isinstance(wait, bool):
+            until = time.monotonic() + min(max(float(wait), 0.0), 60.0)
         while True:
             with self._cond:
                 if self._buffer:
@@ -58,6 +64,8 @@ class StdinPipe:
                     return data
                 if self._closed:
                     return b""
+                if until is not None and time.monotonic() >= until:
+                    return None
                 self._cond.wait(0.05)
             guest.check_stopped()
 
@@ -85,11 +93,13 @@ class Process(EventLog):
         self.killed = False
         self.quota_message = ""
         self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
-            "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536)),
+            "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait")),
             "winsize": lambda guest, r: list(self._winsize()),
             "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
             **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
+        self._tools = ToolDoor(lambda: (sandbox.tools,), sandbox.egress.audit.record)  # create(tools=)
+        self._handlers.update(self._tools.handlers())
         self.timeout = timeout or None
         self._env = env
         self.outcome: Optional[GuestOutcome] = None
@@ -156,6 +166,7 @@ class Process(EventLog):
         """The guest ended (on its thread): publish the outcome."""
         outcome = guest.wait()
         self.sandbox.egress.release(guest)  # its connections close with it
+        self._tools.reset()
         if self._parked is not None and not self._began and outcome is not None and outcome.stopped is None \
                 and self.sandbox.running:
             # the parked guest ended before the line's turn began (it failed to park, or was

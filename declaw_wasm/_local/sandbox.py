@@ -8,39 +8,51 @@ backends' workers use; arguments arrive checked (`_args.py`).
 from __future__ import annotations
 
 import atexit
+import logging
+import os
 import secrets
+import socket
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, List, Optional, Sequence, Union
 
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
 from .._egress.audit import AuditEvent
-from .._egress.create import EgressPlan, plan_from_create, security_policy
+from .._egress.create import EgressPlan, plan_from_create, secrets_of, security_policy
 from .._packages.catalog import GuestTemplate, lookup
-from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
+from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
-from ..exceptions import (InvalidArgumentException, NotFoundException, RateLimitException,
-                          SandboxException, SandboxNotFoundException, TimeoutException)
+from .._state import STATE_ENV, RecordNotFound, StateError
+from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
+                          SandboxException, SandboxNotFoundException, SnapshotException, TimeoutException)
 from ..execution import Context, Execution
 from ..limits import Limits
-from ..models import EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, WriteInfo
-from ..settings import max_sandboxes
-from ..wire import CreateContext, CreatePty, CreateSandbox, RunCode, RunCommand
+from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
+                      WriteInfo)
+from ..settings import max_sandboxes, state_url
+from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .lifetimes import Alarm, lifetimes
 from .parking import parking
-from .standby import Standby, standby_key
 from .processes import Process
+from .standby import Standby, standby_key
+from .tools import Tools, close_tools, host_tools
 from .watch import LocalWatcher, Watches
+
+if TYPE_CHECKING:
+    from .snapshots import Restoring
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_LIMITS = Limits.model_construct()  # the defaults, without a first validation (~20 ms)
 PARK_AFTER_S = 0.05
+log = logging.getLogger("declaw_wasm")
 
 
 def runtime_for(limits: Limits) -> Runtime:
@@ -57,12 +69,26 @@ class LocalSandbox:
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                  envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
-                 egress: Optional[EgressPlan] = None, begin: bool = True) -> None:
-        """`begin=False`: made ahead of time (standby.py); `begin()` starts its life when it is
-        handed out. `volumes` are attached now (their mounts are fixed before any guest starts);
-        `egress`: the network's plan (default: declaw's, all traffic allowed)."""
+                 egress: Optional[EgressPlan] = None, tools: Optional[Tools] = None,
+                 restoring: Optional["Restoring"] = None, begin: bool = True) -> None:
+        """A new sandbox, or (with `restoring`, snapshots.py) one remade from a snapshot or a
+        fork's source. `begin=False`: made ahead of time (standby.py); `begin()` starts its life
+        when it is handed out."""
         self.runtime = runtime_for(limits)
-        self.sandbox_id = "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
+        self.tools = tools  # host tools every guest of the sandbox may call (tools.py)
+        own_id = restoring.sandbox_id if restoring is not None else None
+        self.sandbox_id = own_id or "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
+        self._lock = threading.Lock()
+        self._open(template, timeout, metadata, envs, limits, volumes, egress, restoring, begin)
+
+    def _open(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
+              envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
+              egress: Optional[EgressPlan] = None, restoring: Optional["Restoring"] = None,
+              begin: bool = True) -> None:
+        """Everything a running sandbox holds (made again when a paused one resumes in place).
+        `volumes` are attached now (their mounts are fixed before any guest starts)."""
+        if getattr(self, "runtime", None) is None:  # a paused husk (connect) resuming
+            self.runtime = runtime_for(limits)
         self.template = template.name
         self.profile = template.profile(self.runtime)  # what each guest's start-up applies
         self.metadata = metadata
@@ -76,29 +102,29 @@ class LocalSandbox:
                             kind="sbx" if begin else "standby")
         self.volumes: Optional[Any] = None  # declaw's volumes (_volumes/attach.py): mounts added to fs
         if volumes:
-            self.volumes = _attach(self.sandbox_id, volumes, self.fs)
+            self.volumes = _attach(self.sandbox_id, volumes, self.fs, restoring=restoring is not None)
         self.started_at = datetime.now(timezone.utc)
         self.started_monotonic = time.monotonic()
         self.end_at = self.started_at
-        self._lock = threading.Lock()
         self._processes: dict[int, Process] = {}
         self._next_pid = 1
         self._alarm: Optional[Alarm] = None
-        self._ended: Optional[str] = None  # None while running; "killed" or "timeout"
+        self._ended: Optional[str] = None  # None while running; "killed", "timeout" or "paused"
         self._timeout = timeout
+        self._frozen = 0  # snapshots in progress: no command may start
         self.code = CodeInterpreter(self)
         self.watches = Watches()
         self.cpu_seconds_ended = 0.0  # CPU time of the guests that have ended (metrics)
         self.fuel_used = 0  # instructions of finished command lines and cells (cpu_instructions)
         self._last_sample: Optional[tuple[float, float]] = None  # (wall clock, cpu seconds)
         if begin:
-            self.begin(timeout, metadata, envs)
+            self.begin(timeout, metadata, envs, restoring=restoring)
 
     def begin(self, timeout: float, metadata: dict[str, str], envs: dict[str, str],
-              egress: Optional[EgressPlan] = None) -> None:
-        """Start the sandbox's life: its lifetime, metadata and envs, the disk watcher; for a
-        standby sandbox, its network (`egress`: the session sees the envs, whose values its audit
-        log masks)."""
+              egress: Optional[EgressPlan] = None, restoring: Optional["Restoring"] = None) -> None:
+        """Start the sandbox's life: its lifetime, metadata and envs, a snapshot's files and
+        contexts (`restoring`), the disk watcher; for a standby sandbox, its network (`egress`:
+        the session sees the envs, whose values its audit log masks)."""
         self.metadata = metadata
         self.envs = {**self._template_envs, **envs}
         if egress is not None:
@@ -107,10 +133,14 @@ class LocalSandbox:
         self.started_at = datetime.now(timezone.utc)
         self.started_monotonic = time.monotonic()
         try:
+            if restoring is not None:
+                restoring.fill(self.fs)
+                restoring.install(self)
             self.set_timeout(timeout)
-        except BaseException:  # a bad timeout: leave no folder behind
+        except BaseException:  # a bad timeout or snapshot: leave no folder behind
             self._ended = "killed"
             parking.drop(self)
+            self.code.stop_all()
             self._release_volumes()
             self.fs.destroy()
             raise
@@ -139,7 +169,17 @@ class LocalSandbox:
         return self._end("killed")
 
     def _end(self, reason: str) -> bool:
+        if reason == "timeout" and (self.options.lifecycle or {}).get("on_timeout") == "pause":
+            try:
+                if self.pause(stop_running=True):
+                    return True
+            except Exception as exc:  # noqa: BLE001 -- the lifetime is over: kill it instead
+                log.error("sandbox %s: pausing at the end of its lifetime failed, killed instead: %s",
+                          self.sandbox_id, exc)
         with self._lock:
+            if self._ended == "paused" and reason == "killed":
+                self._ended = "killed"
+                return _forget_paused(self)
             if self._ended is not None:
                 return False
             self._ended = reason
@@ -151,12 +191,24 @@ class LocalSandbox:
             process.guest.kill("killed")
         for process in processes:
             process.guest.wait(5.0)
-        self.code.stop_all()
+        paused = reason == "paused"  # its contexts are at rest and its files are in the store
+        self.code.stop_all(wait=not paused)
+        close_tools(getattr(self, "tools", None))  # host callables are not kept across a pause
+        self.tools = None
         self.watches.stop_all()
         self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
-        self.fs.destroy()
+        if paused:  # nothing reads the folder any more: freed in the background, not in pause()
+            _in_background(self.fs.destroy)
+        else:
+            self.fs.destroy()
         LocalSandboxes.forget(self)
+        if reason != "paused" and "declaw_wasm._local.snapshots" in sys.modules:
+            from .snapshots import held
+
+            if held.holds(self.sandbox_id):  # a sandbox in the store ends: its state goes, not its snapshots
+                _clear_state(self.sandbox_id)
+                held.release(self.sandbox_id)
         return True
 
     def _release_volumes(self) -> None:
@@ -179,6 +231,9 @@ class LocalSandbox:
             raise TimeoutException(
                 f"sandbox {self.sandbox_id} reached its timeout of {self._timeout:g} s and was "
                 "killed; create a new sandbox (or give a longer timeout)")
+        if self._ended == "paused":
+            raise SandboxException(f"sandbox {self.sandbox_id} is paused: resume it first "
+                                   "(sbx.resume(), Sandbox.resume(id) or Sandbox.connect(id))")
         if self._ended is not None:
             raise SandboxException(f"sandbox {self.sandbox_id} was killed")
 
@@ -188,10 +243,13 @@ class LocalSandbox:
         return self.egress.audit_events()
 
     def info(self) -> SandboxInfo:
-        self.ensure_running()
+        with self._lock:
+            paused = self._ended == "paused"
+            if not paused:
+                self._require_running()
         return SandboxInfo(sandbox_id=self.sandbox_id, template_id=self.template, name=self.template,
                            metadata=dict(self.metadata), started_at=self.started_at,
-                           end_at=self.end_at, state=SandboxState.RUNNING,
+                           end_at=self.end_at, state=SandboxState.PAUSED if paused else SandboxState.RUNNING,
                            memory_mb=self.limits.memory_limit >> 20,
                            allow_internet_access=self.options.allow_internet_access,
                            network=self.options.network, lifecycle=self.options.lifecycle)
@@ -227,9 +285,13 @@ class LocalSandbox:
         since, before = self._last_sample or (self.started_monotonic, 0.0)
         self._last_sample = (now, cpu)
         percent = 100.0 * max(0.0, cpu - before) / max(now - since, 1e-6)
+        cpus = os.cpu_count() or 1
         return SandboxMetrics(timestamp=datetime.now(timezone.utc), cpu_usage_percent=round(percent, 2),
                               memory_usage_mb=round(memory / (1 << 20), 2),
                               disk_usage_mb=round(disk / (1 << 20), 3), cpu_time_seconds=round(cpu, 4),
+                              cpu_count=cpus, cpu_used_pct=round(percent / cpus, 2), mem_used=memory,
+                              mem_total=self.limits.memory_limit, disk_used=disk,
+                              disk_total=self.limits.disk_bytes,
                               cpu_instructions_used=self.fuel_used if self.limits.cpu_instructions else None)
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
@@ -267,6 +329,9 @@ class LocalSandbox:
             (request.cmd, request.stdin, request.tag)  # type: ignore[union-attr]
         with self._lock:
             self._require_running()
+            if self._frozen:
+                raise ConflictException(f"sandbox {self.sandbox_id} is being snapshotted; start the command "
+                                        "once the snapshot is done")
             running = sum(1 for p in self._processes.values() if not p.done)
             if running >= self.limits.max_processes:
                 raise RateLimitException(f"sandbox {self.sandbox_id} already runs {running} commands "
@@ -291,15 +356,15 @@ class LocalSandbox:
             self.cpu_seconds_ended += process.guest.cpu_seconds()
         self.park_later()
 
-    def count_fuel(self, used: Optional[int]) -> None:
-        """A command line or cell with a CPU limit ended, having run `used` instructions."""
-        with self._lock:
-            self.fuel_used += used or 0
-
     def park_later(self) -> None:
         """Park a guest for the next command once the sandbox has been quiet for a moment (a
         tight loop of commands would only wait behind the parking)."""
         lifetimes.schedule(PARK_AFTER_S, lambda: parking.park(self), inline=True)
+
+    def count_fuel(self, used: Optional[int]) -> None:
+        """A command line or cell with a CPU limit ended, having run `used` instructions."""
+        with self._lock:
+            self.fuel_used += used or 0
 
     def _live_processes(self) -> List[Process]:
         with self._lock:
@@ -352,8 +417,12 @@ class LocalSandbox:
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
-        return self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
-                                  request.timeout or None, callbacks)
+        tools = host_tools(request._host_only.get("tools"))  # this cell's own, if any
+        try:
+            return self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
+                                      request.timeout or None, callbacks, tools)
+        finally:
+            close_tools(tools)
 
     def create_context(self, request: CreateContext) -> Context:
         return self.code.create_context(request.cwd, request.language or "python")
@@ -367,35 +436,157 @@ class LocalSandbox:
     def remove_context(self, context_id: str) -> None:
         self.code.remove_context(context_id)
 
+    # -- snapshots, pause, fork (snapshots.py) ----------------------------------------------------------
+    @contextmanager
+    def commands_frozen(self) -> Iterator[None]:
+        """No command runs or starts while held (a snapshot: a command's guest is mid-flight)."""
+        with self._lock:
+            self._require_running()
+            running = sorted(p.pid for p in self._processes.values() if not p.done)
+            if running:
+                raise ConflictException(
+                    f"sandbox {self.sandbox_id} has commands running (pids {', '.join(map(str, running))}): a "
+                    "running command cannot be captured; wait for it or kill it, then snapshot or pause")
+            self._frozen += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._frozen -= 1
+
+    def create_snapshot(self, source: str = "manual") -> Snapshot:
+        """Write the sandbox's files and code contexts to the state store (docs/state.md)."""
+        from .snapshots import held, quiet, snapshot_model, snapshot_store, take_snapshot
+
+        store = snapshot_store()
+        held.take(store.store, self.sandbox_id)  # in the store now: one process runs it
+        with quiet(self) as kernels:
+            record = take_snapshot(self, source, store, kernels)
+        return snapshot_model(record)
+
+    def list_snapshots(self) -> List[Snapshot]:
+        from .snapshots import snapshot_model, snapshot_store
+
+        return [snapshot_model(r) for r in snapshot_store().list(self.sandbox_id)]
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        from .snapshots import delete_snapshot, snapshot_store
+
+        return delete_snapshot(snapshot_store(), self.sandbox_id, snapshot_id, self.runtime)
+
+    def pause(self, stop_running: bool = False) -> bool:
+        """Snapshot the sandbox to the state store (source "pause") and free everything it holds;
+        False if it is paused already. `stop_running`: first stop what runs (the lifetime's end)."""
+        from .snapshots import held, quiet, snapshot_store, take_snapshot
+
+        with self._lock:
+            if self._ended == "paused":
+                return False
+            self._require_running()
+        if stop_running:
+            running = self._live_processes()
+            for process in running:
+                process.kill()
+            for process in running:
+                process.wait(5.0)
+            for kernel in self.code.kernels():
+                if kernel.busy():
+                    kernel.stop()
+        store = snapshot_store()
+        held.take(store.store, self.sandbox_id)
+        with quiet(self) as kernels:
+            record = take_snapshot(self, "pause", store, kernels)
+            info = self.info().model_copy(update={"state": SandboxState.PAUSED})
+            store.put_state(self.sandbox_id, {"state": "paused", "snapshot_id": record.snapshot_id,
+                                              "paused_at": datetime.now(timezone.utc).isoformat(),
+                                              "info": info.model_dump(mode="json")})
+            self._end("paused")
+        _in_background(lambda: _drop_older_pauses(store, self.sandbox_id, record.snapshot_id))
+        with LocalSandboxes._lock:
+            LocalSandboxes._paused[self.sandbox_id] = self
+        held.release(self.sandbox_id)
+        return True
+
+    def resume(self, request: Optional[ResumeSandbox] = None) -> None:
+        """Bring a paused sandbox back in place (its files and contexts, from the store)."""
+        LocalSandboxes().resume(self.sandbox_id, request, into=self)
+
+    @property
+    def paused(self) -> bool:
+        return self._ended == "paused"
+
+    def fork(self, count: int) -> List["LocalSandbox"]:
+        """`count` new sandboxes with this one's files and code contexts, diverging from here."""
+        from .snapshots import fork_source, quiet
+
+        forks: List[LocalSandbox] = []
+        with quiet(self) as kernels:
+            source = fork_source(self, kernels)
+            try:
+                for _ in range(count):
+                    forks.append(LocalSandboxes().build(source.request.model_copy(), source))
+            except BaseException:
+                for fork in forks:
+                    fork.kill()
+                raise
+        return forks
+
 
 class LocalSandboxes:
-    """The sandboxes of this process (the `Sandboxes` of the in-process backend)."""
+    """The sandboxes of this process (the `Sandboxes` of the in-process backend), and the paused
+    ones of the state store (resumed here on demand)."""
 
     _registry: ClassVar[dict[str, LocalSandbox]] = {}
+    _paused: ClassVar[dict[str, LocalSandbox]] = {}  # paused here: kept to resume in place
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def create(self, request: CreateSandbox) -> LocalSandbox:
+        if request.snapshot:
+            return self._from_snapshot(request)
+        return self.build(request)
+
+    def build(self, request: CreateSandbox, restoring: Optional["Restoring"] = None,
+              into: Optional[LocalSandbox] = None) -> LocalSandbox:
+        """A sandbox for `request` (remade from `restoring` if given, in place of the paused
+        `into` if given)."""
         template = lookup(request.template)
         host_only = request._host_only
         egress = plan_from_create({"network": request.network,
                                    "allow_internet_access": request.allow_internet_access is not False,
-                                   "secrets": host_only.get("secrets"), "vault_refs": request.vault_refs,
-                                   "vault": host_only.get("vault")},
+                                   "secrets": secrets_of(request), "vault_refs": request.vault_refs,
+                                   "vault": host_only.get("vault"),
+                                   "guard_plugins": host_only.get("guard_plugins")},
                                   security_policy(host_only.get("security") or request.security))
+        if restoring is not None:
+            egress.secrets.use_placeholders(restoring.placeholders)
         envs = dict(request.envs or {})
         clash = set(envs) & set(egress.guest_env())
         if clash:
             raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
                                            "secret or vault_ref")
-        sandbox = self.create_from(template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
-                                   dict(request.metadata or {}), {**envs, **egress.guest_env()},
-                                   request.limits or DEFAULT_LIMITS, request.volumes or (), egress)
-        sandbox.options = request
+        tools = host_tools(host_only.get("tools"))
+        args = (template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
+                dict(request.metadata or {}), {**envs, **egress.guest_env()}, request.limits or DEFAULT_LIMITS,
+                request.volumes or (), egress, tools)
+        try:
+            if into is not None:
+                into.tools = tools
+                into._open(*args[:-1], restoring=restoring)
+                into.options = request.model_copy(update={"secrets": None})
+                with self._lock:
+                    self._registry[into.sandbox_id] = into
+                return into
+            sandbox = self.create_from(*args, restoring=restoring)
+        except BaseException:
+            close_tools(tools)
+            raise
+        sandbox.options = request.model_copy(update={"secrets": None})  # the values stay in the egress plan
         return sandbox
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                     envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
-                    egress: Optional[EgressPlan] = None) -> LocalSandbox:
+                    egress: Optional[EgressPlan] = None, tools: Optional[Tools] = None,
+                    restoring: Optional["Restoring"] = None) -> LocalSandbox:
         """A sandbox of `template`, which need not be in the catalog (a template build's own)."""
         with self._lock:
             live = len(self._registry)
@@ -403,20 +594,29 @@ class LocalSandboxes:
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
         sandbox = None
-        if not volumes:  # a standby sandbox's guest is parked already: no volume mounts can join it
+        if not volumes and restoring is None:  # a standby sandbox's guest is parked already: no volume
+            # mounts can join it; a snapshot's sandbox has its own id and files
             sandbox = standby.take(standby_key(template, limits, runtime_for(limits)), template, limits)
         if sandbox is not None:
+            sandbox.tools = tools
             sandbox.begin(timeout, metadata, envs, egress or EgressPlan())
         else:
-            sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress)
+            sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress, tools, restoring)
         with self._lock:
             self._registry[sandbox.sandbox_id] = sandbox
         return sandbox
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> LocalSandbox:
+        """The live sandbox; or, paused (here or in the state store), its paused husk, which
+        `resume()` brings back (the faces' `connect` does)."""
         with self._lock:
-            sandbox = self._registry.get(sandbox_id)
+            sandbox = self._registry.get(sandbox_id) or self._paused.get(sandbox_id)
+        if sandbox is not None and sandbox.paused:
+            return sandbox
         if sandbox is None or not sandbox.running:
+            husk = _paused_in_store(sandbox_id)
+            if husk is not None:
+                return husk
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
                                            "or never created in this process)")
         if timeout is not None:
@@ -424,6 +624,7 @@ class LocalSandboxes:
         return sandbox
 
     def list(self) -> List[SandboxInfo]:
+        """The live sandboxes of this process and the paused ones of the state store."""
         with self._lock:
             sandboxes = list(self._registry.values())
         infos = []
@@ -432,7 +633,117 @@ class LocalSandboxes:
                 infos.append(sandbox.info())
             except SandboxException:  # ended while we looked
                 continue
+        live = {i.sandbox_id for i in infos}
+        infos += [i for i in _paused_infos() if i.sandbox_id not in live]
         return sorted(infos, key=lambda i: i.started_at, reverse=True)
+
+    # -- state (snapshots.py) ----------------------------------------------------------------------------
+    def resume(self, sandbox_id: str, request: Optional[ResumeSandbox] = None,
+               into: Optional[LocalSandbox] = None) -> LocalSandbox:
+        """Bring a paused sandbox back (in place of `into`, its paused husk, if given): take its
+        lease (one process runs it), restore its last pause snapshot."""
+        from .snapshots import held, load, snapshot_store
+
+        with self._lock:
+            live = self._registry.get(sandbox_id)
+            into = into or self._paused.get(sandbox_id)
+        if live is not None and live.running:
+            return live
+        store = snapshot_store()
+        held.take(store.store, sandbox_id)
+        try:
+            state = store.get_state(sandbox_id)
+            if state is None or not state.get("snapshot_id"):
+                raise SandboxNotFoundException(f"sandbox {sandbox_id!r} is not paused (it was killed, or never "
+                                               "paused into this state store)")
+            if state.get("state") != "paused":
+                log.warning("sandbox %s: its last runner (%s) ended without pausing it; resuming its last pause",
+                            sandbox_id, state.get("owner"))
+            record = _read_snapshot(store, sandbox_id, str(state["snapshot_id"]))
+            restoring = load(record, store, get_runtime(), sandbox_id)
+            sandbox = self._restore(restoring, request, into)
+            store.put_state(sandbox_id, {**state, "state": "running", "owner": _owner()})
+        except BaseException:
+            held.release(sandbox_id)
+            raise
+        with self._lock:
+            self._paused.pop(sandbox_id, None)
+        return sandbox
+
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str] = None,
+                request: Optional[ResumeSandbox] = None) -> LocalSandbox:
+        """declaw's `restore`: the sandbox `sandbox_id` remade from one of its snapshots (default:
+        the latest, preferring pause > periodic > manual); a running copy of it here is replaced."""
+        from .snapshots import held, load, snapshot_store
+
+        store = snapshot_store()
+        record = _read_snapshot(store, sandbox_id, snapshot_id) if snapshot_id else _latest(store, sandbox_id)
+        with self._lock:
+            live = self._registry.get(sandbox_id)
+            into = self._paused.get(sandbox_id)
+        if live is not None and live.running:
+            live.kill()
+        held.take(store.store, sandbox_id)
+        try:
+            restoring = load(record, store, get_runtime(), sandbox_id)
+            sandbox = self._restore(restoring, request, into)
+            store.put_state(sandbox_id, {"state": "running", "snapshot_id": record.snapshot_id, "owner": _owner()})
+        except BaseException:
+            held.release(sandbox_id)
+            raise
+        with self._lock:
+            self._paused.pop(sandbox_id, None)
+        return sandbox
+
+    def _restore(self, restoring: "Restoring", request: Optional[ResumeSandbox],
+                 into: Optional[LocalSandbox]) -> LocalSandbox:
+        from .snapshots import check_resume_secrets
+
+        host_only = dict(request._host_only) if request is not None and request._host_only else \
+            dict(into.options._host_only) if into is not None else {}
+        check_resume_secrets(restoring, host_only)
+        made = restoring.request.model_copy()
+        if request is not None and request.timeout is not None:
+            made.timeout = request.timeout
+        made._host_only = host_only
+        return self.build(made, restoring, into)
+
+    def _from_snapshot(self, request: CreateSandbox) -> LocalSandbox:
+        """`create(snapshot=...)`: a new sandbox (new id) as the snapshot was."""
+        from .snapshots import check_resume_secrets, load, snapshot_store
+
+        from .snapshots import reading
+
+        store = snapshot_store()
+        try:
+            with reading(str(request.snapshot)):
+                record = store.find(str(request.snapshot))
+        except RecordNotFound:
+            raise NotFoundException(f"no snapshot {request.snapshot!r} in the state store") from None
+        restoring = load(record, store, get_runtime(), None)
+        made = restoring.request.model_copy()
+        if request.template not in (None, made.template):
+            raise InvalidArgumentException(f"snapshot {request.snapshot} is of template {made.template!r}, "
+                                           f"not {request.template!r}")
+        for name in ("timeout", "metadata"):
+            if getattr(request, name) is not None:
+                setattr(made, name, getattr(request, name))
+        made._host_only = dict(request._host_only)
+        check_resume_secrets(restoring, made._host_only)
+        return self.build(made, restoring)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        """The state store's snapshots (of one sandbox, or all), newest first."""
+        from .snapshots import snapshot_model, snapshot_store
+
+        if not _store_in_use():
+            return []
+        return [snapshot_model(r) for r in snapshot_store().list(sandbox_id)]
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        from .snapshots import delete_snapshot, snapshot_store
+
+        return delete_snapshot(snapshot_store(), sandbox_id, snapshot_id, get_runtime())
 
     @classmethod
     def forget(cls, sandbox: LocalSandbox) -> None:
@@ -451,16 +762,167 @@ class LocalSandboxes:
                 pass
 
 
-def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS) -> Any:
-    """Attach declaw's volumes (imported on first use: they bring the state store and fsspec)."""
+def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS, restoring: bool = False) -> Any:
+    """Attach declaw's volumes (imported on first use: they bring the state store and fsspec).
+    `restoring`: copies are not made (the snapshot's files are their content)."""
     from .._volumes.attach import attach_volumes, before_exit
 
     before_exit(LocalSandboxes.kill_all)
     try:
-        return attach_volumes(sandbox_id, volumes, fs)
+        return attach_volumes(sandbox_id, volumes, fs, restoring=restoring)
     except BaseException:
         fs.destroy()
         raise
+
+
+# -- paused sandboxes in the state store ----------------------------------------------------------------------
+def _read_snapshot(store: Any, sandbox_id: str, snapshot_id: str) -> Any:
+    try:
+        return store.read(sandbox_id, snapshot_id)
+    except RecordNotFound:
+        raise NotFoundException(f"sandbox {sandbox_id} has no snapshot {snapshot_id!r}") from None
+    except StateError as exc:
+        raise SnapshotException(f"snapshot {snapshot_id} of sandbox {sandbox_id} cannot be read: {exc}") from None
+
+
+def _latest(store: Any, sandbox_id: str) -> Any:
+    try:
+        return store.latest(sandbox_id)
+    except RecordNotFound:
+        raise NotFoundException(f"sandbox {sandbox_id!r} has no snapshots in the state store") from None
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _store_in_use() -> bool:
+    """Whether this process may look in the state store (set explicitly, or the default folder
+    exists already): listing sandboxes must not create the user's state folder."""
+    return bool(os.environ.get(STATE_ENV)) or os.path.isdir(state_url())
+
+
+def _paused_infos() -> List[SandboxInfo]:
+    """The paused sandboxes of the state store (not those paused here and resumed since)."""
+    if not _store_in_use():
+        return []
+    from .snapshots import snapshot_store
+
+    infos = []
+    try:
+        states = snapshot_store().states()
+    except (StateError, OSError) as exc:
+        log.warning("listing paused sandboxes: %s", exc)
+        return []
+    for state in states.values():
+        if state.get("state") != "paused":
+            continue
+        try:
+            infos.append(SandboxInfo.model_validate(state.get("info") or {}))
+        except ValueError:
+            continue
+    return infos
+
+
+def _paused_in_store(sandbox_id: str) -> Optional[LocalSandbox]:
+    """A husk for a sandbox paused in the state store (by this process or another), or None."""
+    if not _store_in_use():
+        return None
+    from .._state import check_id
+    from .._state.snapshots import lease_name
+    from .snapshots import snapshot_store
+
+    try:
+        check_id(sandbox_id, "sandbox id")
+        store = snapshot_store()
+        state = store.get_state(sandbox_id)
+        if state is None:
+            return None
+        running = state.get("state") != "paused" and store.store.leases.status(lease_name(sandbox_id))
+    except (SandboxException, OSError):
+        return None
+    if running and running.held:
+        raise ConflictException(f"sandbox {sandbox_id} is running in another process ({running.owner}); "
+                                "use it there, or pause it there first")
+    # a paused sandbox, or one whose runner ended without pausing it (its lease lapsed): the last
+    # pause is what it resumes from
+    try:
+        info = SandboxInfo.model_validate(state.get("info") or {})
+    except ValueError:
+        return None
+    husk = LocalSandbox.__new__(LocalSandbox)
+    husk.sandbox_id = sandbox_id
+    husk._lock = threading.Lock()
+    husk._ended = "paused"
+    husk.template, husk.metadata = info.template_id, dict(info.metadata)
+    husk.started_at, husk.end_at = info.started_at, info.end_at
+    husk.limits = Limits()
+    husk.options = CreateSandbox(lifecycle=info.lifecycle, network=info.network,
+                                 allow_internet_access=info.allow_internet_access)
+    with LocalSandboxes._lock:
+        return LocalSandboxes._paused.setdefault(sandbox_id, husk)
+
+
+_background: set[threading.Thread] = set()
+_background_lock = threading.Lock()
+_waits_at_exit = False
+
+
+def _in_background(work: Any) -> None:
+    """Clean-up a pause need not wait for (freeing its folder, deleting older pause snapshots),
+    on a thread of its own; the process waits for them at exit (a serverless function that
+    pauses and returns must not leave a folder behind)."""
+    def run() -> None:
+        try:
+            work()
+        finally:
+            with _background_lock:
+                _background.discard(threading.current_thread())
+
+    global _waits_at_exit
+    thread = threading.Thread(target=run, name="declaw-reap", daemon=True)
+    with _background_lock:
+        _background.add(thread)
+        if not _waits_at_exit:  # registered now, so it runs before the exit handlers of what the
+            _waits_at_exit = True  # store loaded (fsspec's event loop, for an object store)
+            atexit.register(_finish_background)
+    thread.start()
+
+
+def _finish_background(timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    with _background_lock:
+        pending = list(_background)
+    for thread in pending:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _drop_older_pauses(store: Any, sandbox_id: str, latest: str) -> None:
+    """The latest pause is what a sandbox resumes from: older pause snapshots go (in the
+    background: a pause returns once its own snapshot is stored)."""
+    try:
+        for older in store.list(sandbox_id):
+            if older.source == "pause" and older.snapshot_id != latest:
+                store.delete(sandbox_id, older.snapshot_id)
+    except (StateError, OSError) as exc:
+        log.warning("sandbox %s: deleting older pause snapshots: %s", sandbox_id, exc)
+
+
+def _forget_paused(sandbox: LocalSandbox) -> bool:
+    """Kill a paused sandbox: it is no longer resumable (its snapshots stay)."""
+    with LocalSandboxes._lock:
+        LocalSandboxes._paused.pop(sandbox.sandbox_id, None)
+    return _clear_state(sandbox.sandbox_id)
+
+
+def _clear_state(sandbox_id: str) -> bool:
+    from .snapshots import snapshot_store
+
+    try:
+        return snapshot_store().clear_state(sandbox_id)
+    except (StateError, OSError) as exc:
+        log.warning("sandbox %s: clearing its state in the store: %s", sandbox_id, exc)
+        return False
 
 
 standby = Standby(lambda template, limits: LocalSandbox(template, 0, {}, {}, limits, begin=False))

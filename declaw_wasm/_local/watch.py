@@ -75,11 +75,13 @@ class LocalWatcher:
             raise
 
     # -- watches -------------------------------------------------------------------------------
-    def _add(self, guest: str, parts: tuple[str, ...], walk: bool) -> list[str]:
+    def _add(self, guest: str, parts: tuple[str, ...], walk: bool) -> list[tuple[str, bool]]:
         """Watch the folder `parts` below the mount (reached without following any link) and,
-        with `walk`, its subfolders; the guest paths of what is already in the new folders (a
-        folder made and filled before its watch was added: reported as created)."""
-        found: list[str] = []
+        with `walk`, its subfolders; the guest paths of what is already in the new folders, each
+        with whether it is a file with content (a folder made and filled before its watch was
+        added: reported as created, and its files with content as written, which is what a
+        watch that was there in time would have seen)."""
+        found: list[tuple[str, bool]] = []
         todo = [(guest, parts)]
         while todo:
             folder, below = todo.pop()
@@ -100,12 +102,13 @@ class LocalWatcher:
                 self._folders[wd] = folder
                 if walk:
                     for name in sorted(os.listdir(fd)):
-                        found.append(posixpath.join(folder, name))
                         try:
-                            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                                todo.append((posixpath.join(folder, name), below + (name,)))
+                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                         except OSError:
                             continue
+                        found.append((posixpath.join(folder, name), stat.S_ISREG(st.st_mode) and st.st_size > 0))
+                        if stat.S_ISDIR(st.st_mode):
+                            todo.append((posixpath.join(folder, name), below + (name,)))
             finally:
                 os.close(fd)
         return found
@@ -150,8 +153,10 @@ class LocalWatcher:
                 is_dir = bool(event.mask & self._lib.flags.ISDIR)
                 out.append(self._event(path, kind))
                 if self.recursive and is_dir and event.mask & (self._lib.flags.CREATE | self._lib.flags.MOVED_TO):
-                    inside = self._add(path, self._below(path), walk=True)
-                    out += [self._event(p, FilesystemEventType.CREATE) for p in inside]
+                    for inner, written in self._add(path, self._below(path), walk=True):
+                        out.append(self._event(inner, FilesystemEventType.CREATE))
+                        if written:
+                            out.append(self._event(inner, FilesystemEventType.WRITE))
             return out
 
     def _kind(self, mask: int) -> Optional[FilesystemEventType]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator, List, Optional, Protocol, Union
 
-from .._backend import Callback, EventLog, WriteData
+from .._backend import Callback, EventLog, ToolSpec, WriteData
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                      SandboxMetrics, WriteInfo)
-from ..wire import CreateContext, CreatePty, EndLine, ErrorBody, RunCode, RunCommand, exception_from
+                      SandboxMetrics, Snapshot, WriteInfo)
+from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox, RunCode, RunCommand,
+                    exception_from)
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
 
@@ -32,6 +33,12 @@ class Link(Protocol):
 
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any: ...
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]: ...
+    def lend_tools(self, spec: ToolSpec) -> list[Any]:
+        """Make host tools callable from the host: `[token, {name: description}]`, which the
+        host's stand-in sends back with each call (a link that cannot call back raises)."""
+    def return_tools(self, token: str) -> None: ...
+    def adopt(self, host_id: str) -> "HostedSandbox":
+        """A sandbox this host made by itself (a fork, a resume), as its owner knows it."""
 
 
 def raised(body: ErrorBody) -> Exception:
@@ -147,13 +154,30 @@ def _call(callback: Callback, value: Any) -> None:
             pass
 
 
+def create_arguments(request: Any) -> tuple[Any, Any]:
+    """A create request as it crosses to a host: the request without secret values (a policy
+    object travels as its JSON, `security`), and its secrets beside it as a call argument
+    (values, hosts, vault refs resolved here: `hosted_secrets`), or None. A `Vault` object of
+    the caller's stays here: only the refs it resolves cross. Host tools are lent apart
+    (`lend_tools`), where the host can call back."""
+    from .._egress.create import hosted_secrets
+
+    if getattr(request, "_host_only", {}).get("guard_plugins"):
+        raise InvalidArgumentException("guard_plugins: callables of this process cannot run in a worker; "
+                                       "create the sandbox in-process (docs/guardrails.md)")
+    secrets = hosted_secrets(request)
+    plain = request.model_copy(update={"secrets": None})
+    plain._host_only = {}  # Secrets, a Vault, a policy object: never pickled or packed
+    return plain, secrets
+
+
 def refuse_host_only(request: Any, where: str) -> None:
-    """Secret values and a vault object do not cross to a worker yet: refuse them rather than run
-    the sandbox without them (the policy object travels as its JSON, `security`)."""
+    """A resume's or restore's secrets do not cross to a worker yet (a create's do, as
+    `create_arguments`): refuse them rather than resume the sandbox without them."""
     held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault"))
     if held:
-        raise InvalidArgumentException(f"{', '.join(held)}: not supported on {where} yet; create the "
-                                       "sandbox in-process (docs/egress.md)")
+        raise InvalidArgumentException(f"{', '.join(held)} on resume: not supported on {where} yet; resume "
+                                       "the sandbox in-process (docs/state.md)")
 
 
 class HostedSandbox:
@@ -209,6 +233,29 @@ class HostedSandbox:
     def metrics(self) -> SandboxMetrics:
         metrics: SandboxMetrics = self._call("metrics")
         return metrics
+
+    # -- state ------------------------------------------------------------------------------------
+    def create_snapshot(self) -> Snapshot:
+        snapshot: Snapshot = self._call("create_snapshot")
+        return snapshot
+
+    def list_snapshots(self) -> List[Snapshot]:
+        found: List[Snapshot] = self._call("list_snapshots")
+        return found
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        return bool(self._call("delete_snapshot", snapshot_id))
+
+    def pause(self) -> bool:
+        return bool(self._call("pause"))
+
+    def resume(self, request: ResumeSandbox) -> None:
+        refuse_host_only(request, "a process pool or Ray")
+        self._host_call("resume", self.host_id, request)
+        self.link.adopt(self.host_id)
+
+    def fork(self, count: int) -> List["HostedSandbox"]:
+        return [self.link.adopt(str(local)) for local in self._host_call("fork", self.host_id, count)]
 
     # -- files ------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> HostedChunks:
@@ -308,13 +355,24 @@ class HostedSandbox:
     # -- code contexts ------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
+        spec = request._host_only.get("tools")
+        if spec is None:
+            return self._run_code(request, on_stdout, on_stderr, on_result, on_error)
+        lent = self.link.lend_tools(spec)  # the cell's host tools, called back for its duration
+        try:
+            return self._run_code(request, on_stdout, on_stderr, on_result, on_error, lent)
+        finally:
+            self.link.return_tools(lent[0])
+
+    def _run_code(self, request: RunCode, on_stdout: Callback, on_stderr: Callback, on_result: Callback,
+                  on_error: Callback, *tools: Any) -> Execution:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
         if not any(callbacks.values()):  # one call, no stream
-            execution: Execution = self._call("run_code", request)
+            execution: Execution = self._call("run_code", request, *tools)
             return execution
         try:
-            for message in self._stream("run_code", request):
+            for message in self._stream("run_code", request, *tools):
                 if message[0] in callbacks:
                     _call(callbacks[message[0]], message[1])
                 elif message[0] == "done":

@@ -20,15 +20,15 @@ from ..execution import Context, Execution, ExecutionError, Logs, OutputMessage,
 from ..limits import Limits
 from .._egress.audit import AuditEvent
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                     SandboxMetrics, WriteInfo)
+                     SandboxMetrics, Snapshot, WriteInfo)
 from ..wire import (CellResultLine, CreateContext, CreatePty, CreateSandbox, EndLine, ErrorBody,
-                    RunCode, RunCommand)
+                    ResumeSandbox, RunCode, RunCommand)
 
 MODEL = 1  # the one extension type: [name, fields]
 MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in (
     CreateSandbox, RunCommand, CreatePty, RunCode, CreateContext, Limits, SandboxInfo, EntryInfo,
     WriteInfo, ProcessInfo, Context, CommandResult, OutputMessage, ExecutionError, ErrorBody,
-    EndLine, AuditEvent, SandboxMetrics, FilesystemEvent)}
+    EndLine, AuditEvent, SandboxMetrics, FilesystemEvent, Snapshot, ResumeSandbox)}
 
 
 def _result(fields: Any) -> Result:

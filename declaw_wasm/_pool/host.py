@@ -21,8 +21,9 @@ import queue
 import secrets
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, Optional, cast
+from typing import Any, Callable, Iterator, Optional, cast
 
+from .._backend import tools_unreachable
 from .._local.files import FileChunks
 from .._local.sandbox import LocalSandbox, LocalSandboxes
 from ..exceptions import NotFoundException, RateLimitException, SandboxException
@@ -38,10 +39,11 @@ SANDBOX_CALLS = frozenset({
     "info", "is_running", "set_timeout", "kill", "write", "list", "get_info", "exists", "remove",
     "rename", "make_dir", "processes", "kill_process", "send_stdin", "close_stdin", "resize_pty",
     "run_code", "create_context", "list_contexts", "restart_context", "remove_context",
-    "audit_events", "metrics"})
+    "audit_events", "metrics", "create_snapshot", "list_snapshots", "delete_snapshot", "pause"})
 HOST_CALLS = frozenset({"create", "connect", "list_sandboxes", "load", "read_open", "read_next",
                         "read_close", "write_open", "write_chunk", "write_close", "write_abort",
-                        "watch_open", "watch_events", "watch_stop"})
+                        "watch_open", "watch_events", "watch_stop", "resume", "restore", "fork",
+                        "snapshots", "drop_snapshot"})
 
 
 class _Failed(SandboxException):
@@ -149,10 +151,13 @@ class _Upload:
 
 
 class Host:
-    """The sandboxes of one worker or actor."""
+    """The sandboxes of one worker or actor. `tools` makes the stand-in for host tools lent by
+    the client (`[token, {name: description}]`), whose calls go back to it; None: this host
+    cannot call back (Ray), and tools are refused."""
 
-    def __init__(self, label: str = "") -> None:
+    def __init__(self, label: str = "", tools: Optional[Callable[[str, dict[str, str]], Any]] = None) -> None:
         self.label = label or f"pid {os.getpid()}"
+        self._tools = tools
         self.sandboxes = LocalSandboxes()
         self._lock = threading.Lock()
         self._mine: "OrderedDict[str, LocalSandbox]" = OrderedDict()  # made here, ended ones too
@@ -168,6 +173,8 @@ class Host:
                 return ("ok", getattr(self, "_" + method)(*args))
             if method not in SANDBOX_CALLS:
                 raise SandboxException(f"unknown sandbox call {method!r}")
+            if method == "run_code":
+                args = [self._with_tools(*args)]
             return ("ok", getattr(self.sandbox(sandbox_id), method)(*args))
         except BaseException as exc:
             return error(exc)
@@ -178,8 +185,23 @@ class Host:
             sandbox = self._mine.get(sandbox_id)
         return sandbox if sandbox is not None else self.sandboxes.connect(sandbox_id)
 
-    def _create(self, request: Any) -> str:
-        sandbox = self.sandboxes.create(request)
+    def _with_tools(self, request: Any, lent: Optional[list[Any]] = None) -> Any:
+        """`request` with the stand-in for the host tools the client lent (`lent`), if any."""
+        if lent is not None:
+            if self._tools is None:
+                raise tools_unreachable(self.label)
+            token, descriptions = lent
+            request._host_only["tools"] = self._tools(str(token), dict(descriptions))
+        return request
+
+    def _create(self, request: Any, secrets: Any = None, tools: Optional[list[Any]] = None) -> str:
+        """A sandbox; `secrets` (the client's `create_arguments`) and the lent `tools` arrive
+        beside the request."""
+        if secrets is not None:
+            from .._egress.create import host_only_of
+
+            request._host_only = host_only_of(secrets)
+        sandbox = self.sandboxes.create(self._with_tools(request, tools))
         with self._lock:
             self._mine[sandbox.sandbox_id] = sandbox
             ended = [i for i, s in self._mine.items() if not s.running]
@@ -194,6 +216,29 @@ class Host:
     def _list_sandboxes(self) -> list[Any]:
         return self.sandboxes.list()
 
+    # -- state (the store is shared: a sandbox paused by one host resumes on another) -------------------
+    def _keep(self, sandbox: LocalSandbox) -> str:
+        with self._lock:
+            self._mine[sandbox.sandbox_id] = sandbox
+            self._reported.discard(sandbox.sandbox_id)
+        return sandbox.sandbox_id
+
+    def _resume(self, sandbox_id: str, request: Any) -> str:
+        husk = self.sandbox(sandbox_id)
+        return self._keep(self.sandboxes.resume(sandbox_id, request, into=husk if husk.paused else None))
+
+    def _restore(self, sandbox_id: str, snapshot_id: Optional[str], request: Any) -> str:
+        return self._keep(self.sandboxes.restore(sandbox_id, snapshot_id, request))
+
+    def _fork(self, sandbox_id: str, count: int) -> list[str]:
+        return [self._keep(fork) for fork in self.sandbox(sandbox_id).fork(count)]
+
+    def _snapshots(self, sandbox_id: Optional[str]) -> list[Any]:
+        return self.sandboxes.list_snapshots(sandbox_id)
+
+    def _drop_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        return self.sandboxes.delete_snapshot(sandbox_id, snapshot_id)
+
     def _load(self) -> int:
         """How many sandboxes live here (placement's measure)."""
         with self._lock:
@@ -202,7 +247,7 @@ class Host:
     def ended(self) -> list[str]:
         """Sandboxes made here that ended since the last call (timed out, or killed)."""
         with self._lock:
-            gone = [i for i, s in self._mine.items() if not s.running and i not in self._reported]
+            gone = [i for i, s in self._mine.items() if not s.running and not s.paused and i not in self._reported]
             self._reported.update(gone)
         return gone
 
@@ -306,7 +351,7 @@ class Host:
             elif op == "attach":
                 process = sandbox.process(int(args[0]), bool(args[1]))
             elif op == "run_code":
-                yield from self._cell(sandbox, args[0])
+                yield from self._cell(sandbox, self._with_tools(*args))
                 return
             else:
                 raise SandboxException(f"unknown stream {op!r}")

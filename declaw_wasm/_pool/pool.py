@@ -10,6 +10,11 @@ so a worker's death is seen the moment the kernel closes its end. Then every cal
 it, and every later call on its sandboxes, raises `SandboxException` saying the worker died,
 and a fresh worker takes its slot; the other workers never notice.
 
+Host tools (`tools=`, docs/integrations.md) stay in this process: the pool lends them to a
+worker under a random token, the worker's guests call back over the same socket (`tool`
+notices, answered by `tool_reply` messages, worker.py), and the tools go back when the cell or
+the sandbox ends. A worker can call only the tools lent to it.
+
 Workers are started with `subprocess` (`python -m declaw_wasm._pool.worker`), not
 `multiprocessing.Process`: spawn and forkserver re-import the agent's `__main__` (a script
 without an `if __name__ == "__main__"` guard would start pools recursively), and fork is unsafe
@@ -22,6 +27,7 @@ import atexit
 import itertools
 import os
 import queue
+import secrets
 import signal
 import socket
 import subprocess
@@ -32,13 +38,17 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
+from .._backend import ToolSpec
+from .._local.tools import LIMIT as TOOL_LIMIT
+from .._local.tools import HostTools, ToolCall, error_reply
 from ..exceptions import SandboxException, SandboxNotFoundException
-from ..models import SandboxInfo
-from ..wire import CreateSandbox
-from .client import HostedSandbox, HostLost, raised, refuse_host_only
+from ..models import SandboxInfo, Snapshot
+from ..wire import CreateSandbox, ResumeSandbox
+from .client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
 from .codec import pack, unpack
 
 MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
+MAX_TOOL_CALLS = 4096  # host tool calls one worker may have running here at once
 KEEP_LOST = 10_000  # ids of sandboxes lost with their worker, remembered to say so
 STOP_GRACE = 5.0  # seconds a worker gets to kill its sandboxes at shutdown
 
@@ -70,6 +80,9 @@ class Worker:
         self._send_lock = threading.Lock()
         self._inboxes: dict[int, "queue.SimpleQueue[tuple[str, Any]]"] = {}
         self._ids = itertools.count(1)
+        self._tools: dict[str, HostTools] = {}  # token -> host tools lent to this worker
+        self.sandbox_tools: dict[str, str] = {}  # sandbox id -> the token of its create(tools=)
+        self._tool_calls: dict[int, ToolCall] = {}  # the worker's call id -> the call running here
         ours, theirs = socket.socketpair()
         with theirs:
             self.process = subprocess.Popen(
@@ -92,6 +105,9 @@ class Worker:
         if kind == "error":
             raise raised(payload)
         raise HostLost(payload)
+
+    def adopt(self, host_id: str) -> HostedSandbox:
+        return self.pool.adopt(self, host_id)
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         inbox = self._request("stream", sandbox_id, op, args)
@@ -153,8 +169,84 @@ class Worker:
             self.process.kill()
         self._die(reason)
 
+    # -- host tools: the callables stay here; the worker calls back ----------------------------------
+    def lend_tools(self, spec: ToolSpec) -> list[Any]:
+        tools = HostTools(spec)
+        token = secrets.token_hex(16)
+        with self._lock:
+            if self.dead is not None:
+                raise HostLost(self.dead)
+            self._tools[token] = tools
+        return [token, dict(tools.describe())]
+
+    def return_tools(self, token: str) -> None:
+        with self._lock:
+            tools = self._tools.pop(token, None)
+        if tools is not None:
+            tools.close()
+
+    def _tool_call(self, payload: Any) -> None:
+        """A guest's call (on the reader thread: only started here). The worker is not trusted:
+        the token must be one lent to it, and the call is refused past MAX_TOOL_CALLS."""
+        try:
+            call_id, token, name, data = payload
+            call_id, token, name, data = int(call_id), str(token), str(name), bytes(data)
+        except (TypeError, ValueError):
+            raise ValueError("a malformed tool call") from None
+        with self._lock:
+            tools = self._tools.get(token)
+            busy = len(self._tool_calls) >= MAX_TOOL_CALLS
+        if tools is None or busy or len(data) > TOOL_LIMIT:
+            reason = "these host tools are no longer lent" if tools is None else \
+                "too many host tool calls at once" if busy else "arguments over the door's limit"
+            self._send_tool_reply(call_id, error_reply("RuntimeError", reason), reason)
+            return
+        call = tools.start(name, data)
+        with self._lock:
+            self._tool_calls[call_id] = call
+
+        def answer(done: ToolCall) -> None:
+            with self._lock:
+                self._tool_calls.pop(call_id, None)
+            self._send_tool_reply(call_id, done.reply(), done.error)
+
+        call.then(answer)
+
+    def _send_tool_reply(self, call_id: int, reply: bytes, error: str) -> None:
+        try:
+            with self._send_lock:
+                self.conn.send_bytes(pack([0, "tool_reply", None, "", [call_id, reply, error]]))
+        except OSError:  # the worker is gone: the reader sees it
+            pass
+
+    def _tool_cancel(self, call_id: Any) -> None:
+        with self._lock:
+            call = self._tool_calls.pop(call_id, None) if isinstance(call_id, int) else None
+        if call is not None:
+            call.cancel()
+
+    def release_tools_of(self, sandbox_ids: List[str]) -> None:
+        """Sandboxes that ended: their create(tools=) go back."""
+        with self._lock:
+            tokens = [self.sandbox_tools.pop(i) for i in sandbox_ids if i in self.sandbox_tools]
+        for token in tokens:
+            self.return_tools(token)
+
+    def _close_tools(self) -> None:
+        with self._lock:
+            tools, self._tools, self.sandbox_tools = list(self._tools.values()), {}, {}
+            calls, self._tool_calls = list(self._tool_calls.values()), {}
+        for call in calls:
+            call.cancel()
+        for tool_set in tools:
+            tool_set.close()
+
     def _notice(self, kind: str, payload: Any) -> None:
-        if kind == "ready":
+        if kind == "tool":
+            self._tool_call(payload)
+        elif kind == "tool_cancel":
+            self._tool_cancel(payload)
+        elif kind == "ready":
             self.ready.set()
         elif kind == "ended":
             self.pool.forget(self, payload)
@@ -173,6 +265,7 @@ class Worker:
             inboxes, self._inboxes = list(self._inboxes.values()), {}
         for inbox in inboxes:
             inbox.put(("dead", message))
+        self._close_tools()
         self.conn.close()
         self.pool.replace(self)
 
@@ -231,16 +324,25 @@ class ProcessPool:
         return worker
 
     def create(self, request: CreateSandbox) -> HostedSandbox:
-        refuse_host_only(request, "a process pool")
+        plain, secrets = create_arguments(request)
         worker = self._pick()
+        spec = request._host_only.get("tools")
+        lent = None
         try:
-            sandbox_id = str(worker.call(None, "create", request))
+            lent = worker.lend_tools(spec) if spec is not None else None
+            sandbox_id = str(worker.call(None, "create", plain, secrets, *([lent] if lent else [])))
+        except BaseException:
+            if lent is not None:
+                worker.return_tools(lent[0])
+            raise
         finally:
             with self._lock:
                 worker.pending -= 1
         with self._lock:
             self._homes[sandbox_id] = worker
             worker.sandboxes.add(sandbox_id)
+            if lent is not None:
+                worker.sandbox_tools[sandbox_id] = lent[0]
         return HostedSandbox(worker, sandbox_id)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
@@ -249,11 +351,57 @@ class ProcessPool:
             lost = self._lost.get(sandbox_id)
         if lost is not None:
             raise HostLost(f"sandbox {sandbox_id} is lost: {lost}")
-        if worker is None:
-            raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
-                                           "or never created in this process's pool)")
+        if worker is None:  # paused in the state store, maybe by another process: any worker resumes it
+            worker = self._pick()
+            try:
+                worker.call(None, "connect", sandbox_id, timeout)
+            except SandboxNotFoundException:
+                raise SandboxNotFoundException(
+                    f"sandbox {sandbox_id!r} not found (killed, timed out, or never created in this "
+                    "process's pool nor paused in the state store)") from None
+            finally:
+                with self._lock:
+                    worker.pending -= 1
+            return self.adopt(worker, sandbox_id)
         worker.call(None, "connect", sandbox_id, timeout)
         return HostedSandbox(worker, sandbox_id)
+
+    def adopt(self, worker: Worker, sandbox_id: str) -> HostedSandbox:
+        """A sandbox a worker made by itself (fork, resume, restore): placed there from now on."""
+        with self._lock:
+            self._homes[sandbox_id] = worker
+            worker.sandboxes.add(sandbox_id)
+        return HostedSandbox(worker, sandbox_id)
+
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> HostedSandbox:
+        refuse_host_only(request, "a process pool")
+        with self._lock:
+            home = self._homes.get(sandbox_id)
+        worker = home or self._pick()
+        try:
+            local = str(worker.call(None, "restore", sandbox_id, snapshot_id, request))
+        finally:
+            if home is None:
+                with self._lock:
+                    worker.pending -= 1
+        return self.adopt(worker, local)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        worker = self._pick()
+        try:
+            found: List[Snapshot] = worker.call(None, "snapshots", sandbox_id)
+        finally:
+            with self._lock:
+                worker.pending -= 1
+        return found
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        worker = self._pick()
+        try:
+            return bool(worker.call(None, "drop_snapshot", sandbox_id, snapshot_id))
+        finally:
+            with self._lock:
+                worker.pending -= 1
 
     def list(self) -> List[SandboxInfo]:
         infos: List[SandboxInfo] = []
@@ -283,6 +431,7 @@ class ProcessPool:
                 worker.sandboxes.discard(sandbox_id)
                 if self._homes.get(sandbox_id) is worker:
                     del self._homes[sandbox_id]
+        worker.release_tools_of(sandbox_ids)
 
     def replace(self, worker: Worker) -> None:
         """A worker died: its sandboxes are lost; a fresh worker takes its slot (unless it died

@@ -10,10 +10,15 @@ its own, so a Ctrl-C meant for the agent does not reach it; the agent's pool sto
 
 Framing is `multiprocessing.connection.Connection` (length-prefixed messages on the socket,
 `recv_bytes` with a size cap); the messages are msgpack (codec.py).
+
+Host tools (`tools=`) live in the pool's process: a guest's call becomes a `tool` message to
+the pool (`[call id, token, name, msgpack arguments]`), answered by a `tool_reply` (`[call id,
+encoded reply, error]`); a guest that stops waiting sends `tool_cancel`.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import signal
@@ -22,6 +27,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .._local.tools import ToolCall, error_reply
 from .codec import pack, unpack
 from .host import Host
 
@@ -64,13 +70,56 @@ class Threads:
                 self._idle += 1
 
 
+class RemoteTools:
+    """Host tools the pool's process lent (`lend_tools`): a call goes back over the pipe, where
+    the callables live, and its reply comes back as a `tool_reply` (already encoded for the
+    guest)."""
+
+    def __init__(self, worker: "Worker", token: str, descriptions: dict[str, str]) -> None:
+        self.worker = worker
+        self.token = token
+        self.descriptions = descriptions
+
+    def describe(self) -> dict[str, str]:
+        return self.descriptions
+
+    def start(self, name: str, payload: bytes) -> ToolCall:
+        return self.worker.tool_call(self.token, name, payload)
+
+
 class Worker:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.host = Host(f"worker process {os.getpid()}")
+        self.host = Host(f"worker process {os.getpid()}",
+                         tools=lambda token, descriptions: RemoteTools(self, token, descriptions))
         self._send_lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = Threads()
+        self._tool_lock = threading.Lock()
+        self._tool_calls: dict[int, ToolCall] = {}  # host tool calls waiting for the pool's reply
+        self._tool_ids = itertools.count(1)
+
+    # -- host tools: calls back to the pool's process ------------------------------------------
+    def tool_call(self, token: str, name: str, payload: bytes) -> ToolCall:
+        call = ToolCall()
+        with self._tool_lock:
+            call_id = next(self._tool_ids)
+            self._tool_calls[call_id] = call
+
+        def cancel() -> None:
+            with self._tool_lock:
+                self._tool_calls.pop(call_id, None)
+            self.send([0, "tool_cancel", call_id])
+
+        call.on_cancel = cancel
+        self.send([0, "tool", [call_id, token, name, payload]])
+        return call
+
+    def _tool_reply(self, call_id: int, reply: bytes, error: str) -> None:
+        with self._tool_lock:
+            call = self._tool_calls.pop(call_id, None)
+        if call is not None:
+            call.finish(bytes(reply), str(error))
 
     def send(self, message: Any) -> None:
         data = pack(message)
@@ -98,10 +147,17 @@ class Worker:
                     break
                 if message[1] == "shutdown":
                     break
+                if message[1] == "tool_reply":  # a host tool's answer: no thread needed
+                    self._tool_reply(*message[4])
+                    continue
                 self._threads.run(self._handle, message)
         finally:
             self._stop.set()
             self.host.sandboxes.kill_all()
+            with self._tool_lock:
+                calls, self._tool_calls = list(self._tool_calls.values()), {}
+            for call in calls:
+                call.finish(error_reply("RuntimeError", "the pool's process is gone"), "pool gone")
         return 0
 
     def _handle(self, message: Any) -> None:

@@ -3,8 +3,8 @@
 The actor is threaded (`max_concurrency`): every call and stream runs on a thread of the actor's
 process, and guests run on threads of their own that release the GIL, as in-process. Streams
 are Ray streaming generators; every value crosses Ray as an argument or a return (no side
-channel of ours). A sandbox's secrets (its `envs` and a command's or cell's) arrive as an
-argument of their own, kept under Ray's inline size, so Ray never stores them in its object
+channel of ours). A sandbox's secrets (its `envs` and a command's or cell's, and a create's
+secret values) arrive as arguments of their own, kept under Ray's inline size, so Ray never stores them in its object
 store (client side: sandboxes.py).
 """
 
@@ -48,14 +48,18 @@ class SandboxHost:
         self.host = Host(f"Ray actor {name} on node {self.node[:12]}")
 
     def ready(self) -> dict[str, Any]:
-        return {"name": self.name, "node": self.node, "pid": os.getpid()}
+        import ray
+
+        return {"name": self.name, "node": self.node, "pid": os.getpid(), "ip": ray.util.get_node_ip_address()}
 
     def load(self) -> int:
         return int(self.host.call(None, "load", [])[1])
 
     def call(self, sandbox_id: Optional[str], method: str, args: list[Any],
-             envs: Optional[dict[str, str]] = None) -> Reply:
-        return self.host.call(sandbox_id, method, with_envs(args, envs))
+             envs: Optional[dict[str, str]] = None, secrets: Any = None) -> Reply:
+        """One call; a create's `secrets` (values: see sandboxes.py) arrive as their own argument."""
+        extra = [] if secrets is None else [secrets]
+        return self.host.call(sandbox_id, method, with_envs(args, envs) + extra)
 
     def stream(self, sandbox_id: str, op: str, args: list[Any],
                envs: Optional[dict[str, str]] = None) -> Iterator[Reply]:

@@ -12,10 +12,12 @@ find room) but replaced by a fresh one, which Ray places wherever there is room.
 A sandbox's id names its host actor (`sbx_<128 bits>.declaw-host-<name>`), so any driver of the
 cluster can reach it by id with `backend="ray"`, while the driver that made the hosts lives.
 
-Secrets: a sandbox's `envs` (and a command's or cell's) travel as an argument of their own,
-refused above 64 KiB, under Ray's 100 KiB limit for arguments inlined in the call: Ray never
-puts them in its object store, and nothing of ours calls `ray.put`. Files move in 64 KiB
-chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
+Secrets: a sandbox's `envs` (and a command's or cell's), and a create's secret values and
+resolved vault refs, travel as arguments of their own, refused above 64 KiB, under Ray's
+100 KiB limit for arguments inlined in the call: Ray never puts them in its object store, and
+nothing of ours calls `ray.put`. Secret values cross to another machine only when Ray's
+connections are TLS (`RAY_USE_TLS`); otherwise such a sandbox goes to a host on this machine.
+Files move in 64 KiB chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
 shared cluster token and does not encrypt: a cluster belongs on a trusted network
 (docs/scale.md).
 """
@@ -28,11 +30,12 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional
 
-from .._pool.client import HostedSandbox, HostLost, raised, refuse_host_only
+from .._backend import tools_unreachable
+from .._pool.client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
-from ..models import SandboxInfo
-from ..wire import CreateSandbox
+from ..models import SandboxInfo, Snapshot
+from ..wire import CreateSandbox, ResumeSandbox
 from .actor import CHUNK, SandboxHost
 
 NAMESPACE = "declaw-wasm"
@@ -73,6 +76,7 @@ class RayLink:
         self.handle = handle
         self.name = name
         self.owner = owner
+        self.ip: Optional[str] = None
 
     def _lost(self, exc: Exception) -> HostLost:
         if self.owner is not None:
@@ -80,13 +84,24 @@ class RayLink:
         return HostLost(f"the Ray actor {self.name} hosting it died ({type(exc).__name__}: its node "
                         "or process failed)")
 
-    def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any:
+    def lend_tools(self, spec: Any) -> list[Any]:
+        """Host tools cannot be called back from a Ray actor (another process, maybe another
+        machine): refused."""
+        raise tools_unreachable("Ray")
+
+    def return_tools(self, token: str) -> None:
+        pass
+
+    def call(self, sandbox_id: Optional[str], method: str, *args: Any, secrets: Any = None) -> Any:
+        """One call; `secrets` (a create's, `create_arguments`) travel as an argument of their
+        own, as `envs` do."""
         import ray
         from ray.exceptions import RayActorError, RayError
 
         plain, envs = _split_envs(args)
+        extra = () if secrets is None else (secrets,)
         try:
-            kind, payload = ray.get(self.handle.call.remote(sandbox_id, method, plain, envs))
+            kind, payload = ray.get(self.handle.call.remote(sandbox_id, method, plain, envs, *extra))
         except RayActorError as exc:
             raise self._lost(exc) from None
         except RayError as exc:
@@ -94,6 +109,19 @@ class RayLink:
         if kind == "error":
             raise raised(payload)
         return payload
+
+    def machine(self) -> str:
+        """The IP address of the node this host runs on (asked once)."""
+        import ray
+
+        if self.ip is None:
+            self.ip = str(ray.get(self.handle.ready.remote(), timeout=HOST_START).get("ip", ""))
+        return self.ip
+
+    def adopt(self, host_id: str) -> HostedSandbox:
+        if self.owner is None:
+            return HostedSandbox(self, f"{host_id}.{self.name}", host_id)
+        return self.owner._met(self, host_id)
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         import ray
@@ -111,6 +139,31 @@ class RayLink:
             except RayError as exc:
                 raise SandboxException(f"Ray failed the stream {op}: {exc}") from None
         return items()
+
+
+def _machine_of(link: RayLink) -> Optional[str]:
+    try:
+        return link.machine()
+    except Exception:  # a host that does not answer is no place for a sandbox now
+        return None
+
+
+def secrets_may_cross() -> bool:
+    """Whether secret values may go to a host on another machine: only when Ray's own
+    connections are TLS (`RAY_USE_TLS`). Otherwise a sandbox with secrets is placed on a host of
+    this machine, and a Ray Client driver (whose every call crosses the network) is refused."""
+    import os
+
+    import ray
+
+    if os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes"):
+        return True
+    if ray.util.client.ray.is_connected():
+        raise InvalidArgumentException(
+            "secrets: this driver reaches Ray through Ray Client, whose connection is not encrypted "
+            "(RAY_USE_TLS is off): secret values would cross the network in the clear "
+            "(docs/scale.md, \"Secrets on Ray\")")
+    return False
 
 
 def _cancel(refs: List[Any]) -> None:
@@ -245,7 +298,7 @@ class RaySandboxes:
             raise SandboxNotFoundException(f"no Ray actor {name!r}: its sandboxes are gone (its node "
                                            "died, or the driver that made it exited)") from None
 
-    def _pick(self) -> RayLink:
+    def _pick(self, here_only: bool = False) -> RayLink:
         """The least loaded host among those that answer within `PLACE_WAIT` (or, when none
         does yet — the hosts are still loading the runtime — the first that answers). With more
         than `PLACE_SAMPLE` hosts, among a random sample of that many: a create then costs the
@@ -255,6 +308,15 @@ class RaySandboxes:
         from ray.exceptions import RayActorError, RayError
 
         links = self._own()
+        if here_only:
+            here = ray.util.get_node_ip_address()
+            links = [link for link in links if _machine_of(link) == here]
+            if not links:
+                raise InvalidArgumentException(
+                    "secrets: no Ray sandbox host runs on this machine, and Ray's connections are "
+                    "not encrypted (RAY_USE_TLS is off): secret values would cross the network in "
+                    "the clear. Turn on Ray's TLS, or create the sandbox in-process "
+                    "(docs/scale.md, \"Secrets on Ray\")")
         if len(links) > PLACE_SAMPLE:
             links = random.sample(links, PLACE_SAMPLE)
         refs = {link.handle.load.remote(): link for link in links}
@@ -283,10 +345,12 @@ class RaySandboxes:
 
     # -- Sandboxes ----------------------------------------------------------------------------------
     def create(self, request: CreateSandbox) -> HostedSandbox:
-        refuse_host_only(request, "Ray")
-        link = self._pick()
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable("Ray")
+        plain, secrets = create_arguments(request)
+        link = self._pick(here_only=secrets is not None and not secrets_may_cross())
         try:
-            local = str(link.call(None, "create", request))
+            local = str(link.call(None, "create", plain, secrets=secrets))
         finally:
             with self._lock:
                 if link.name in self._pending:
@@ -331,6 +395,36 @@ class RaySandboxes:
             if kind == "ok":
                 infos += [i.model_copy(update={"sandbox_id": f"{i.sandbox_id}.{link.name}"}) for i in payload]
         return sorted(infos, key=lambda i: i.started_at, reverse=True)
+
+    # -- state: the store must be one every host reaches (DECLAW_WASM_STATE: s3://..., a shared folder)
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> HostedSandbox:
+        refuse_host_only(request, "Ray")
+        parts = parse_id(sandbox_id)
+        local = parts[0] if parts is not None else sandbox_id
+        link = self._pick()
+        try:
+            made = str(link.call(None, "restore", local, snapshot_id, request))
+        finally:
+            with self._lock:
+                if link.name in self._pending:
+                    self._pending[link.name] -= 1
+        return self._met(link, made)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        parts = parse_id(sandbox_id) if sandbox_id else None
+        found: List[Snapshot] = self._any().call(None, "snapshots", parts[0] if parts else sandbox_id)
+        return found
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        parts = parse_id(sandbox_id)
+        return bool(self._any().call(None, "drop_snapshot", parts[0] if parts else sandbox_id, snapshot_id))
+
+    def _any(self) -> RayLink:
+        link = self._pick()
+        with self._lock:
+            if link.name in self._pending:
+                self._pending[link.name] -= 1
+        return link
 
     def _met(self, link: RayLink, local: str) -> HostedSandbox:
         sandbox_id = f"{local}.{link.name}"

@@ -73,6 +73,16 @@ class Connection:
                 conn = cls._cache[key] = Connection(*key)
             return conn
 
+    def check_private(self, what: str) -> None:
+        """Refuse to send secret values (`what`) to this server unless the connection is TLS or
+        stays on this machine (loopback): a plain-HTTP hop elsewhere would carry them in clear."""
+        parts = urlsplit(self.url)
+        if parts.scheme != "https" and not _loopback(parts.hostname or ""):
+            raise InvalidArgumentException(
+                f"{what}: refusing to send secret values to {self.url} over plain HTTP (anyone on the "
+                "way could read them); use an https:// server URL (declaw-wasm serve --tls-cert/"
+                "--tls-key, or a TLS proxy in front), or a server on loopback")
+
     def _check(self, response: httpx.Response) -> httpx.Response:
         if response.status_code >= 400:
             response.read()
@@ -83,16 +93,23 @@ class Connection:
             raise exception_from(body, response.status_code)
         return response
 
-    def request(self, method: str, path: str, **kw: Any) -> Any:
-        """One call; its JSON answer (None when empty)."""
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             response = self.client.request(method, path, **kw)
         except httpx.TimeoutException as exc:
             raise TimeoutException(f"request to the declaw server timed out: {exc}") from None
         except httpx.TransportError as exc:
             raise SandboxException(f"cannot reach the declaw server at {self.url}: {exc}") from None
-        self._check(response)
+        return self._check(response)
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        """One call; its JSON answer (None when empty)."""
+        response = self._send(method, path, **kw)
         return response.json() if response.content else None
+
+    def raw(self, method: str, path: str, **kw: Any) -> bytes:
+        """One call; its body's bytes."""
+        return self._send(method, path, **kw).content
 
     def open(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """A streamed response (checked); the caller closes it."""

@@ -20,18 +20,20 @@ from typing import Any, Iterator, List, Optional, Union
 import httpx
 from pydantic import ValidationError
 
-from .._backend import Callback, EventLog, WriteData
+from .._backend import Callback, EventLog, WriteData, tools_unreachable
+from .._egress.create import secrets_of
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution, OutputMessage
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
-                      SandboxMetrics, WriteInfo)
+                      SandboxMetrics, Snapshot, WriteInfo)
 from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
                     CreateContext, CreatePty, CreateSandbox, EndLine, EndOfExecutionLine,
-                    ExceptionLine, ExecutionCountLine, OutputLine, PtyLine, RunCode, RunCommand,
-                    SandboxList, StartLine, exception_from)
+                    ExceptionLine, ExecutionCountLine, Forked, OutputLine, PtyLine, ResumeSandbox, RunCode,
+                    RunCommand, SandboxList, SnapshotList, StartLine, exception_from)
 from .connection import CONNECT_TIMEOUT, Connection, lines, segment
 
 CHUNK = 1 << 20
+SERVED = "a declaw-wasm server (served mode)"
 
 
 class RemoteSandboxes:
@@ -41,12 +43,25 @@ class RemoteSandboxes:
         self.conn = Connection.get(domain, api_key)
 
     def create(self, request: CreateSandbox) -> "RemoteSandbox":
-        if request._host_only:  # secret values, the vault, policy objects never leave the process
+        """POST /sandboxes. The policy object travels as its JSON (`security`); secret values in
+        `secrets`, only to a server on loopback or over TLS; `vault_refs` name secrets in the
+        server's vault (a `Vault` object of this process cannot be used there)."""
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable(SERVED)
+        if request._host_only.get("guard_plugins"):
             raise InvalidArgumentException(
-                f"{', '.join(sorted(request._host_only))}: not supported on a declaw-wasm server yet "
-                "(served mode); create the sandbox in-process")
-        info = SandboxInfo.model_validate(self.conn.request(
-            "POST", "/sandboxes", json=request.model_dump(mode="json", exclude_none=True)))
+                "guard_plugins: callables of this process cannot run on a declaw-wasm server; create "
+                "the sandbox in-process (docs/guardrails.md)")
+        if request._host_only.get("vault") is not None:
+            raise InvalidArgumentException(
+                "vault=: a Vault object stays in its process; a server resolves vault_refs in its own "
+                "vault (create secrets there with VaultClient(domain=...))")
+        body = request.model_dump(mode="json", exclude_none=True, exclude={"secrets"})
+        secrets = secrets_of(request)
+        if secrets:
+            self.conn.check_private("secrets")
+            body["secrets"] = {name: {"value": s.reveal(), "hosts": list(s.hosts)} for name, s in secrets.items()}
+        info = SandboxInfo.model_validate(self.conn.request("POST", "/sandboxes", json=body))
         return RemoteSandbox(self.conn, info.sandbox_id)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> "RemoteSandbox":
@@ -56,6 +71,27 @@ class RemoteSandboxes:
 
     def list(self) -> List[SandboxInfo]:
         return SandboxList.model_validate(self.conn.request("GET", "/sandboxes")).sandboxes
+
+    def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> "RemoteSandbox":
+        _refuse_secrets(request)
+        params = {} if snapshot_id is None else {"snapshot_id": snapshot_id}
+        self.conn.request("POST", f"/sandboxes/{segment(sandbox_id)}/restore", params=params,
+                          json=request.model_dump(mode="json", exclude_none=True))
+        return RemoteSandbox(self.conn, sandbox_id)
+
+    def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
+        params = {} if sandbox_id is None else {"sandbox_id": sandbox_id}
+        return SnapshotList.model_validate(self.conn.request("GET", "/snapshots", params=params)).snapshots
+
+    def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
+        path = f"/sandboxes/{segment(sandbox_id)}/snapshots/{segment(snapshot_id)}"
+        return bool(self.conn.request("DELETE", path)["deleted"])
+
+
+def _refuse_secrets(request: ResumeSandbox) -> None:
+    if request._host_only:
+        raise InvalidArgumentException(f"{', '.join(sorted(request._host_only))}: secrets never travel to a "
+                                       "declaw-wasm server (served mode); resume the sandbox in-process")
 
 
 class RemoteChunks:
@@ -251,6 +287,27 @@ class RemoteSandbox:
     def metrics(self) -> SandboxMetrics:
         return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])
 
+    # -- state ---------------------------------------------------------------------------------------
+    def create_snapshot(self) -> Snapshot:
+        return Snapshot.model_validate(self.conn.request("POST", self._path("/snapshot"), json={}))
+
+    def list_snapshots(self) -> List[Snapshot]:
+        return SnapshotList.model_validate(self.conn.request("GET", self._path("/snapshots"))).snapshots
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        return bool(self.conn.request("DELETE", self._path(f"/snapshots/{segment(snapshot_id)}"))["deleted"])
+
+    def pause(self) -> bool:
+        return bool(self.conn.request("POST", self._path("/pause"))["paused"])
+
+    def resume(self, request: ResumeSandbox) -> None:
+        _refuse_secrets(request)
+        self.conn.request("POST", self._path("/resume"), json=request.model_dump(mode="json", exclude_none=True))
+
+    def fork(self, count: int) -> List["RemoteSandbox"]:
+        forked = Forked.model_validate(self.conn.request("POST", self._ours("/fork"), json={"count": count}))
+        return [RemoteSandbox(self.conn, info.sandbox_id) for info in forked.sandboxes]
+
     # -- files -----------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> RemoteChunks:
         """The bytes as they arrive (gzip on the wire if asked; httpx decodes it)."""
@@ -385,6 +442,8 @@ class RemoteSandbox:
     # -- code contexts ------------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
+        if request._host_only.get("tools") is not None:
+            raise tools_unreachable(SERVED)
         execution = Execution()
         response = self.conn.open("POST", self._ours("/execute"), json=request.model_dump(mode="json"))
         try:

@@ -233,16 +233,21 @@ class StateStore:
     """One state store (a root folder or URL prefix), over fsspec."""
 
     def __init__(self, url: Union[str, "os.PathLike[str]", None] = None, **storage_options: Any) -> None:
-        import fsspec
-        from fsspec.implementations.local import LocalFileSystem
-
         self.url = str(url) if url is not None else default_state_url()
-        fs, root = fsspec.core.url_to_fs(self.url, **storage_options)
-        self.fs: "AbstractFileSystem" = fs
-        self.local = isinstance(fs, LocalFileSystem)
+        self._fs: Optional["AbstractFileSystem"] = None
+        if "://" not in self.url and not storage_options:
+            # a plain folder: everything local goes through os, so fsspec is not even imported
+            # (it costs tens of ms, on the path of a resume in a new process)
+            self.local, self.protocol, root = True, "file", self.url
+        else:
+            import fsspec
+            from fsspec.implementations.local import LocalFileSystem
+
+            fs, root = fsspec.core.url_to_fs(self.url, **storage_options)
+            self._fs = fs
+            self.local = isinstance(fs, LocalFileSystem)
+            self.protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.root: str = root.rstrip("/") or "/"
-        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-        self.protocol: str = protocol
         if self.local:
             self.root = str(Path(self.root).expanduser().resolve())
             self._refuse_cache()
@@ -252,6 +257,15 @@ class StateStore:
 
     def __repr__(self) -> str:
         return f"<StateStore {self.url!r} leases={'safe' if self.lease_safe else 'unsafe'}>"
+
+    @property
+    def fs(self) -> "AbstractFileSystem":
+        """The fsspec file system (made on first use for a plain folder)."""
+        if self._fs is None:
+            from fsspec.implementations.local import LocalFileSystem
+
+            self._fs = LocalFileSystem()
+        return self._fs
 
     # -- where things are ----------------------------------------------------------------------------
     def _refuse_cache(self) -> None:

@@ -439,17 +439,18 @@ def _check_paths(atts: list[tuple[VolumeAttachment, str]], mounts: Sequence[Moun
 
 
 def attach_volumes(sandbox_id: str, volumes: Iterable[AttachmentArg], fs: Any,
-                   store: Optional[StateStore] = None) -> VolumeMounts:
+                   store: Optional[StateStore] = None, restoring: bool = False) -> VolumeMounts:
     """Prepare `volumes` for a new sandbox whose files are `fs` (a SandboxFS) and add the mounts
-    to it. Call `release()` on the result when the sandbox ends."""
-    result = prepare_volumes(sandbox_id, volumes, fs, store)
+    to it. Call `release()` on the result when the sandbox ends. `restoring`: the sandbox is
+    remade from a snapshot, whose files are the copies' content (copies are not made again)."""
+    result = prepare_volumes(sandbox_id, volumes, fs, store, restoring)
     if result.mounts:
         fs.add_mounts(result.mounts)
     return result
 
 
 def prepare_volumes(sandbox_id: str, volumes: Iterable[AttachmentArg], layout: SandboxLayout,
-                    store: Optional[StateStore] = None) -> VolumeMounts:
+                    store: Optional[StateStore] = None, restoring: bool = False) -> VolumeMounts:
     """Materialise what each attachment needs and return the mounts to give the sandbox's
     guests (mount points are laid down in `layout`). Nothing is held if it raises."""
     atts = [(a, _guest_path(a.mount_path)) for a in map(_attachment, volumes)]
@@ -467,7 +468,9 @@ def prepare_volumes(sandbox_id: str, volumes: Iterable[AttachmentArg], layout: S
             if subpath and mode == "copy":
                 raise InvalidArgumentException("subpath is for live mounts (mode='mount' or 'mount-ro'), not copies")
             container = _container(existing, path)
-            if mode == "copy":
+            if mode == "copy" and restoring:
+                mount = _copy_folder(path, container, layout, index)
+            elif mode == "copy":
                 mount = _attach_copy(vs, att.volume_id, path, container, layout, index)
             elif mode == "mount-ro":
                 mount = _attach_ro(vs, att.volume_id, subpath, path, holds)
@@ -511,6 +514,15 @@ def _attach_copy(vs: VolumeStore, volume_id: str, path: str, container: Mount, l
         return Mount(path, folder, writable=True)
     finally:
         _cache.unref_revision(rev)
+
+
+def _copy_folder(path: str, container: Mount, layout: SandboxLayout, index: int) -> Optional[Mount]:
+    """Where a copy goes, left empty (a restored sandbox: the snapshot holds the copy's files)."""
+    if container.writable:
+        return None
+    folder = layout.base / "volumes" / str(index)
+    folder.mkdir(parents=True, mode=0o755)
+    return Mount(path, folder, writable=True)
 
 
 def _check_disk_quota(layout: SandboxLayout, rev: _Revision, path: str) -> None:

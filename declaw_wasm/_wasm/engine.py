@@ -68,13 +68,13 @@ class Runtime:
     """
 
     def __init__(self, files: Artifacts, flags: EngineFlags, module: wasmtime.Module,
-                 engine: wasmtime.Engine, warm: bool = False, path: Optional[Path] = None) -> None:
+                 engine: wasmtime.Engine, warm: bool = False, source: Optional[Path] = None) -> None:
         self.files = files
         self.flags = flags
         self.engine = engine
         self.module = module
         self.warm = warm
-        self.path = path  # the compiled module's file, if it came from the cache
+        self.source = source  # the compiled module's file in the cache, if any
 
 
 _engines: dict[EngineFlags, wasmtime.Engine] = {}
@@ -150,4 +150,4 @@ def load_plain_runtime(flags: EngineFlags, progress: Progress, build: bool = Tru
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
                                 "compiling the Python runtime", EXPECTED_COMPILE_S)
-    return Runtime(files, flags, module, engine, path=path if path.exists() else None)
+    return Runtime(files, flags, module, engine, source=path if path.exists() else None)

@@ -36,7 +36,8 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Optional
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional
 
 import wasmtime
 from wasmtime import _bindings as _ffi
@@ -44,7 +45,10 @@ from wasmtime import _bindings as _ffi
 from .engine import Runtime
 from .layout import Mount
 from .paths import shadow_path_calls
-from .shims import DoorHandler, DoorTransport, FdReaddir, PollOneoff
+from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff
+
+if TYPE_CHECKING:
+    from .image import BaseImage, GuestImage
 
 GUEST_THREAD_STACK = 64 << 20
 TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
@@ -69,6 +73,9 @@ class GuestSpec:
     memory_limit: int = 1 << 30
     output_limit: int = 16 << 20
     fuel: Optional[int] = None  # instructions per command or cell (on a fuel runtime only)
+    # A guest at rest to start as (image.py): applied to the fresh instance before its turns; its
+    # monotonic clock continues from the image's reading. With its base (the module's initial memory).
+    image: Optional[tuple["GuestImage", "BaseImage"]] = None
 
 
 @dataclass
@@ -172,13 +179,15 @@ class Guest:
         self.ready = threading.Event()  # the spec's turns ran: waiting for `run_turn` (more_turns)
         self._thread: Optional[threading.Thread] = None
         self._declared_exit: Optional[int] = None
-        self._more: Optional["queue.Queue[Optional[tuple[str, Callable[[], None], TurnDone, Optional[int], bool]]]"] = \
+        # queued turns: (source or work between turns, starting, done, fuel, last)
+        self._more: Optional["queue.Queue[Optional[tuple[Any, Callable[[], None], TurnDone, Optional[int], bool]]]"] = \
             queue.Queue() if more_turns else None
         self._store: Optional[wasmtime.Store] = None
         self._keepalive: object = None
         self._memory: Callable[[], int] = lambda: 0  # the linear memory's size, once instantiated
         self._native_id: Optional[int] = None
         self._cpu_at_end: Optional[float] = None
+        self.clock_base_ns = 0  # the guest's monotonic clock reads time.monotonic_ns() minus this
 
     # -- measures, from any thread (metrics) --------------------------------------------------
     def memory_bytes(self) -> int:
@@ -252,6 +261,30 @@ class Guest:
         assert self._more is not None, "this guest runs its spec's turns only"
         self._more.put((source, starting, done, fuel, last))
 
+    def between_turns(self, work: Callable[[wasmtime.Store, wasmtime.Instance], Any]) -> Any:
+        """Run `work(store, instance)` on the guest's thread once no turn is running (after the
+        queued ones) and return what it returns: the guest is at rest, no wasm frame is live
+        (snapshots, image.py). For a guest made with `more_turns`; raises GuestStopping if the
+        guest ends first."""
+        assert self._more is not None, "this guest runs its spec's turns only"
+        future: "Future[Any]" = Future()
+
+        def task(store: wasmtime.Store, instance: wasmtime.Instance) -> None:
+            try:
+                future.set_result(work(store, instance))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._more.put((task, lambda: None, lambda _code: None, None, False))
+        while not self.done:
+            try:
+                return future.result(0.05)
+            except TimeoutError:
+                continue
+        if future.done():
+            return future.result()
+        raise GuestStopping()
+
     def wait_stopping(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a kill; whether the guest is to stop now."""
         self._cancel.wait(timeout)
@@ -321,7 +354,9 @@ class Guest:
 
     def _run(self) -> tuple[int, Optional[str]]:
         engine = self.runtime.engine
-        clock_base = time.monotonic_ns()  # the WASI context's monotonic clock starts about here
+        image = self.spec.image
+        # the WASI context's monotonic clock starts about here (a restored guest's goes on from its image's)
+        clock_base = self.clock_base_ns = time.monotonic_ns() - (image[0].clock_ns if image else 0)
         wasi = wasmtime.WasiConfig()
         wasi.argv = self.spec.argv
         wasi.env = list(self.spec.env.items())
@@ -353,10 +388,16 @@ class Guest:
         linker.define_func("wasi_snapshot_preview1", "fd_readdir",
                            wasmtime.FuncType([i32, i32, i32, wasmtime.ValType.i64(), i32], [i32]),
                            FdReaddir(engine, readdir), access_caller=True)
+        if image is not None:
+            linker.define_func("wasi_snapshot_preview1", "clock_time_get",
+                               wasmtime.FuncType([i32, wasmtime.ValType.i64(), i32], [i32]),
+                               ClockTimeGet(clock_base), access_caller=True)
         shadow_path_calls(engine, linker, store)
         if self._should_stop():
             return -1, None
         instance = linker.instantiate(store, self.runtime.module)
+        if image is not None:
+            image[0].apply(store, instance, image[1])
         memory = instance.exports(store)["memory"]
         if isinstance(memory, wasmtime.Memory):
             self._memory = lambda: memory.data_len(store)
@@ -378,7 +419,7 @@ class Guest:
     def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
         """Run the program in the fresh instance; return its exit code."""
         with self._counting_fuel(store, self.spec.fuel):
-            if not self.spec.turns:
+            if not self.spec.turns and self.spec.image is None:
                 return int(_export(store, instance, "run")(store))
             for source in self.spec.turns:
                 code = self.turn(store, instance, source)
@@ -395,6 +436,9 @@ class Guest:
                     return 0
                 continue
             source, starting, done, fuel, last = item
+            if callable(source):  # work between turns (between_turns)
+                source(store, instance)
+                continue
             with self._counting_fuel(store, fuel, reset=True):
                 starting()
                 code = self.turn(store, instance, source)

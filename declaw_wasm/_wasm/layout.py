@@ -4,16 +4,19 @@ environment every guest starts from.
 
     guest path                                         host                             access
     /                                                  <sandbox>/root  (wasi-fs/ copy)  read-only
-    /home/user, /tmp                                   <sandbox>/root/home/user, .../tmp read-write
+    /home/user, /tmp, /workspace                       <sandbox>/root/home/user, ...     read-write
+    /root                                              <sandbox>/root/root (empty)       read-only
     /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
     /usr/local/lib/declaw                              the package's runtime/ folder     read-only
     /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
     /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
     /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
     /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
+    /usr/bin, /bin                                     <cache>/runtime/guest-site-*/bin  read-only
 
-The guest-side code repeats three of these paths (runtime/_declaw_boot.py's GUEST_SITE,
-runtime/declaw_shell/pip.py's USER_SITE); tests/test_layers.py checks they agree.
+The guest-side code repeats some of these paths (runtime/_declaw_boot.py's GUEST_SITE,
+runtime/declaw_shell/pip.py's USER_SITE, runtime/declaw_shell's WRITABLE); tests/test_layers.py
+checks they agree.
 """
 
 from __future__ import annotations
@@ -27,17 +30,20 @@ from typing import Iterator
 from .._owners import make_folder
 
 HOME = "/home/user"
+WORKSPACE = "/workspace"  # declaw's and OpenAI Agents' default root; writable, in the disk quota
 GUEST_LIB = "/usr/local/lib"
 GUEST_PYTHON = "/usr/local/bin/python3"
 GUEST_DECLAW = "/usr/local/lib/declaw"  # runtime/: start-up, shell and kernel sources
 BOOT_SCRIPT = f"{GUEST_DECLAW}/_declaw_boot.py"
 GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and runtime/'s packages, compiled
+BIN_STUBS = f"{GUEST_SITE}/bin"  # one script per shell program (runtime/declaw_shell/binstubs.py)
+BIN_FOLDERS = ("/usr/bin", "/bin")  # where BIN_STUBS is mounted
 GUEST_BUNDLE = "/usr/local/lib/declaw-bundle"
 GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
 MPL_DATA = "/usr/local/lib/python315.zip/matplotlib/mpl-data"
 USER_SITE = "/home/user/.local/lib/python3.15/site-packages"  # `pip install` in a sandbox
 USER_BIN = "/home/user/.local/bin"
-WRITABLE = (HOME, "/tmp")  # the folders a guest (and the files API) may write
+WRITABLE = (HOME, "/tmp", WORKSPACE)  # the folders a guest (and the files API) may write
 PTY_ENV = {"TERM": "xterm-256color", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
 
@@ -63,27 +69,28 @@ def base_env() -> dict[str, str]:
 def shared_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
                   site: Path) -> list[Mount]:
     """The read-only mounts every guest shares: stdlib + packages, boot and shell code, the
-    guest's own site-packages, matplotlib data."""
+    guest's own site-packages (its bin/ also at /usr/bin and /bin), matplotlib data."""
     return [
         Mount(GUEST_LIB, lib_dir, writable=False),
         Mount(GUEST_DECLAW, guest_runtime, writable=False),
         Mount(GUEST_SITE, site, writable=False),
         Mount(MPL_DATA, mpl_data_dir, writable=False),
+        *(Mount(folder, site / "bin", writable=False) for folder in BIN_FOLDERS),  # BIN_STUBS
     ]
 
 
 def root_mounts(root: Path) -> list[Mount]:
-    """A sandbox's own folder as the guest sees it: `/` read-only, /home/user and /tmp writable."""
+    """A sandbox's own folder as the guest sees it: `/` read-only, WRITABLE writable."""
     return [Mount("/", root, writable=False),
-            Mount(HOME, root / HOME.lstrip("/"), writable=True),
-            Mount("/tmp", root / "tmp", writable=True)]
+            *(Mount(folder, root / folder.lstrip("/"), writable=True) for folder in WRITABLE)]
 
 
 def make_root(root: Path, skeleton: Path) -> None:
     """Lay out a sandbox's root folder from the skeleton (wasi-fs/) and the folders guests need."""
     shutil.copytree(skeleton, root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
                     dirs_exist_ok=True)
-    for folder in ("home/user/.config/matplotlib", "tmp", "usr/local/lib", "usr/local/bin"):
+    for folder in ("home/user/.config/matplotlib", "tmp", "workspace", "root", "usr/local/lib",
+                   "usr/local/bin", "usr/bin", "bin"):
         (root / folder).mkdir(parents=True, exist_ok=True)
 
 

@@ -5,9 +5,10 @@ msgpack (its pure-Python fallback runs in the guest). Both are dependencies of t
 pip has already fetched and hash-checked them; here their `.py` files are copied from the host's
 installed distributions into `<cache>/runtime/guest-site-<key>/`, each checked against the
 distribution's RECORD hashes, with our `runtime/declaw_shell` beside them; then a guest
-byte-compiles the folder (for the guest's CPython, which the host's may not be), and it is
-mounted read-only at /usr/local/lib/declaw-site. Compiled parts (msgpack's C extension) are left
-out: they are host binaries.
+byte-compiles the folder (for the guest's CPython, which the host's may not be) and writes its
+bin/ (a stub script per shell program: runtime/declaw_shell/binstubs.py), and it is mounted
+read-only at /usr/local/lib/declaw-site (bin/ also at /usr/bin and /bin). Compiled parts
+(msgpack's C extension) are left out: they are host binaries.
 
 Copying (rather than mounting the host's site-packages) keeps everything else installed on the
 host out of the guest's sight; the key covers every file's hash, so an upgrade makes a new
@@ -30,11 +31,11 @@ from . import distinfo
 from .boot import python_spec
 from .engine import Runtime
 from .guest import Guest
-from .layout import GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
+from .layout import BIN_STUBS, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "pip")  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip")  # from runtime/
 
 
 def guest_site_distributions() -> dict[str, str]:
@@ -113,6 +114,8 @@ def ensure_site(runtime: Runtime) -> Path:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
             compile_in_guest(runtime, staging)
+            _python_in_guest(runtime, staging, GUEST_SITE, ["-m", "declaw_shell.binstubs", BIN_STUBS],
+                             "writing the shell's /usr/bin")
 
         target = cache_dir() / "runtime" / f"guest-site-{key}"
         _made[key] = ensure_folder(target, build, "guest-site-*",
@@ -124,15 +127,21 @@ def compile_in_guest(runtime: Runtime, folder: Path, guest_path: str = GUEST_SIT
     """Byte-compile `folder` (seen at `guest_path`) inside a guest: the .pyc files must be the
     guest CPython's, which the host's may not be. Unchecked-hash pycs: the folder is read-only
     once made, so no stat per import."""
+    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
+    _python_in_guest(runtime, folder, guest_path, args, f"byte-compiling {guest_path}")
+
+
+def _python_in_guest(runtime: Runtime, folder: Path, guest_path: str, args: list[str],
+                     what: str) -> None:
+    """`python3 ARGS` in a guest that sees `folder` (writable) at `guest_path`."""
     files = runtime.files
     mounts = [Mount(GUEST_LIB, files.lib_dir, False),
               Mount(GUEST_DECLAW, guest_runtime_dir(), False),
               Mount(guest_path, folder, True)]
-    args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
     guest = Guest(runtime, python_spec(runtime.warm, GUEST_LIB, args, {}, mounts=mounts,
                                        timeout=900))
     guest.start()
     outcome = guest.wait()
     if outcome is None or outcome.exit_code != 0:
-        raise SandboxException(f"byte-compiling {guest_path} in a guest failed: "
+        raise SandboxException(f"{what} in a guest failed: "
                                f"{outcome and (outcome.error or outcome.stderr[-1000:])}")

@@ -227,7 +227,7 @@ def load_warm_runtime(cold: Runtime, progress: Progress, flags: Optional[EngineF
                             f"compiling the warm snapshot{' with fuel' if flags.consume_fuel else ''}",
                             EXPECTED_FUEL_COMPILE_S if flags.consume_fuel else EXPECTED_COMPILE_S,
                             supersedes=f"{_warm_prefix(flags)}-*")
-    return Runtime(cold.files, flags, module, engine, warm=True, path=path)
+    return Runtime(cold.files, flags, module, engine, warm=True, source=path)
 
 
 def load_built_warm_runtime(flags: EngineFlags, progress: Progress) -> tuple[Optional[Runtime], Path]:
@@ -242,13 +242,13 @@ def load_built_warm_runtime(flags: EngineFlags, progress: Progress) -> tuple[Opt
         return None, path
     engine = engine_for(flags)
     module = wasmtime.Module.deserialize_file(engine, str(path))
-    return Runtime(files, flags, module, engine, warm=True, path=path), path
+    return Runtime(files, flags, module, engine, warm=True, source=path), path
 
 
 def checked(runtime: Runtime) -> Optional[str]:
     """`self_check`, once per compiled module and machine: a pass is recorded beside the module
     (warmup records it, so a relocated read-only cache starts without the ~20 ms check)."""
-    mark = runtime.path.with_name(runtime.path.name + ".checked") if runtime.path else None
+    mark = runtime.source.with_name(runtime.source.name + ".checked") if runtime.source else None
     if mark is not None and mark.exists():
         return None
     problem = self_check(runtime)

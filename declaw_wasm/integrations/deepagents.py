@@ -7,10 +7,10 @@
 
 `BaseSandbox` builds `ls`, `read`, `write`, `edit` and `glob` from `execute` (small `python3`
 scripts, which run in the sandbox's CPython) and `upload_files`/`download_files` (our files API).
-`grep` is ours: deepagents' default pipes `grep -rHnFZ` through `2>/dev/null || true`, and the
-sandbox shell's grep has no `-Z` yet (issue 16), so the default would silently find nothing. Ours
-is a short `python3` script emitting the same `path\\0line:text` records, parsed by deepagents'
-own parser. Globs containing `/` keep deepagents' own (Python) route.
+`grep` is ours: deepagents' default (`grep -rHnFZ ... 2>/dev/null || true`) works in the sandbox
+too, but hides grep's errors, so a missing path is silently "no match"; ours reports it. Ours is
+a short `python3` script emitting the same `path\\0line:text` records, parsed by deepagents' own
+parser. Globs containing `/` keep deepagents' own (Python) route.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ from typing import Annotated, Any, Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from .. import AsyncSandbox, Execution, SandboxException, TimeoutException
+from .. import AsyncSandbox, Execution, InvalidArgumentException, SandboxException, TimeoutException
 from .. import Context as CodeContext
+from ..sandbox import create_request
 from ._common import missing_extra
 
 try:
@@ -150,6 +151,20 @@ class ServerOptions(BaseModel):
     """longest single tool call, seconds"""
     return_mode: Literal["xml", "json"] = "xml"
     """run_python_code's output format"""
+    allow_internet_access: bool = True
+    """False: sandboxes reach no network at all"""
+    network: dict[str, Any] | None = None
+    """declaw's network policy for every sandbox (`{"allow_out": [...], "deny_out": [...]}`)"""
+    security: dict[str, Any] | None = None
+    """declaw's SecurityPolicy as JSON (PII redaction, injection defense, audit...)"""
+    volumes: list[dict[str, Any]] | None = None
+    """declaw's volumes to attach to every sandbox"""
+
+    def create_options(self) -> dict[str, Any]:
+        """The `AsyncSandbox.create` keywords for a session's sandbox."""
+        given = {"network": self.network, "security": self.security, "volumes": self.volumes}
+        return {"allow_internet_access": self.allow_internet_access,
+                **{k: v for k, v in given.items() if v is not None}}
 
 
 class _Session:
@@ -198,8 +213,8 @@ class DeclawMcpServer:
                 log.debug("killing sandbox %s: %s", sbx.sandbox_id, exc)
 
     async def _new_session(self) -> _Session:
-        sbx = await AsyncSandbox.create(template=self.options.template,
-                                        timeout=self.options.timeout)
+        sbx = await AsyncSandbox.create(template=self.options.template, timeout=self.options.timeout,
+                                        **self.options.create_options())
         self._live.add(sbx)
         return _Session(sbx)
 
@@ -458,13 +473,35 @@ def parser() -> argparse.ArgumentParser:
                    help="longest single tool call in seconds (default 60)")
     p.add_argument("--return-mode", choices=["xml", "json"], default="xml",
                    help="run_python_code's output format, as mcp-run-python's (default xml)")
+    p.add_argument("--network", type=_json_object, default=None, metavar="JSON",
+                   help='network policy for every sandbox, e.g. \'{"allow_out": ["pypi.org"]}\'')
+    p.add_argument("--security", type=_json_object, default=None, metavar="JSON",
+                   help="declaw SecurityPolicy (as JSON) for every sandbox")
+    p.add_argument("--no-internet", action="store_true", help="sandboxes reach no network")
     return p
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     options = ServerOptions(template=args.template, timeout=args.timeout,
-                            call_timeout=args.call_timeout, return_mode=args.return_mode)
+                            call_timeout=args.call_timeout, return_mode=args.return_mode,
+                            network=args.network, security=args.security,
+                            allow_internet_access=not args.no_internet)
+    try:  # a bad policy is refused now, not at the first tool call
+        create_request(options.template, options.timeout, None, None, options.create_options(), {})
+    except (InvalidArgumentException, TypeError, ValueError) as exc:
+        print(f"declaw-wasm mcp: bad sandbox options: {exc}", file=sys.stderr)
+        return 2
     if args.transport == "stdio":
         DeclawMcpServer(options, shared=True).mcp.run("stdio")
         return 0

@@ -23,8 +23,8 @@ What the SDK gets, and how (all through declaw-wasm's public `AsyncSandbox`):
 - `persist_workspace`/`hydrate_workspace`: a portable tar of the workspace (root-relative
   names; the SDK's skip paths left out), built and unpacked on the host, so a run can resume
   in a new sandbox, another process or another backend.
-- The SDK's default manifest root, `/workspace`, is used when the sandbox can write it; a
-  sandbox that cannot (today's runtime: only /home/user and /tmp are writable) gets
+- The SDK's default manifest root, `/workspace`, is used when the sandbox can write it (it can
+  since issue 16); a sandbox that cannot (a server older than that) gets
   `/home/user/workspace` instead, as the SDK's own UnixLocal backend relocates it. The
   manifest records the root actually used, so the agent's instructions name it.
 - One sandbox user: `user=` arguments are accepted and ignored (as `sudo -u X --` is dropped).
@@ -55,6 +55,7 @@ from .. import (
     PtySize,
     SandboxException,
     TimeoutException,
+    _args,
 )
 from ._common import (
     command_line,
@@ -107,8 +108,11 @@ _ECHO_SLACK = 4096  # the prompt before the echoed launch line is far shorter th
 
 
 class DeclawWasmSandboxClientOptions(BaseSandboxClientOptions):
-    """How to make the sandbox. `security`, `network` and `volumes` are handed to
-    `AsyncSandbox.create` as given (they take effect as declaw-wasm gains them)."""
+    """How to make the sandbox. `security`, `network`, `volumes` and `secrets` are handed to
+    `AsyncSandbox.create` as given; the session's state keeps the first three (as declaw's
+    JSON) so that a sandbox made again on resume has them too. Secret values never enter the
+    state: a session resumed in another process gets them from the client
+    (`DeclawWasmSandboxClient(secrets=...)`)."""
 
     type: Literal["declaw-wasm"] = "declaw-wasm"
     template: str | None = None
@@ -118,6 +122,7 @@ class DeclawWasmSandboxClientOptions(BaseSandboxClientOptions):
     security: Any = None
     network: Any = None
     volumes: Any = None
+    secrets: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
 class DeclawWasmSandboxSessionState(SandboxSessionState):
@@ -130,6 +135,13 @@ class DeclawWasmSandboxSessionState(SandboxSessionState):
     timeout: float = 300
     envs: dict[str, str] = Field(default_factory=dict)
     metadata: dict[str, str] = Field(default_factory=dict)
+    security: dict[str, Any] | None = None  # declaw's JSON forms (`{"policy_json": ...}`, ...)
+    network: dict[str, Any] | None = None
+    volumes: list[dict[str, Any]] | None = None
+
+    def create_options(self) -> dict[str, Any]:
+        return {k: v for k, v in (("security", self.security), ("network", self.network),
+                                  ("volumes", self.volumes)) if v is not None}
 
 
 @dataclass
@@ -170,9 +182,10 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
     state: DeclawWasmSandboxSessionState
 
     def __init__(self, *, state: DeclawWasmSandboxSessionState,
-                 sandbox: AsyncSandbox | None = None) -> None:
+                 sandbox: AsyncSandbox | None = None, secrets: dict[str, Any] | None = None) -> None:
         self.state = state
         self._sandbox = sandbox
+        self.secrets = secrets  # for a sandbox made again (never in the state)
         self._root_ready = False
         self._pty: dict[int, _PtyProcess] = {}
         self._pty_lock = asyncio.Lock()
@@ -197,9 +210,12 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
             except SandboxException:
                 self._sandbox = None
         if not preserved:
+            extra = self.state.create_options()
+            if self.secrets:
+                extra["secrets"] = self.secrets
             self._sandbox = await _create_sandbox(self.state.template, self.state.timeout,
                                                   self.state.envs, self.state.metadata,
-                                                  self.state.manifest, {})
+                                                  self.state.manifest, extra)
             self.state.sandbox_id = self._sandbox.sandbox_id
         self._set_start_state_preserved(preserved)
 
@@ -460,13 +476,23 @@ class DeclawWasmSandboxClient(BaseSandboxClient[DeclawWasmSandboxClientOptions])
     backend_id = BACKEND_ID
     supports_default_options = True
 
+    def __init__(self, *args: Any, secrets: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """`secrets`: secret values (declaw-wasm `Secret`s) for sandboxes this client makes again
+        when it resumes a session whose sandbox is gone (they never enter the state)."""
+        super().__init__(*args, **kwargs)
+        self.secrets = secrets
+
     async def create(self, *, snapshot: SnapshotSpec | SnapshotBase | None = None,
                      manifest: Manifest | None = None,
                      options: DeclawWasmSandboxClientOptions | None = None) -> SandboxSession:
         options = options or DeclawWasmSandboxClientOptions()
         manifest = self._validate_manifest_for_create(manifest or Manifest())
+        saved = {"security": _args.security(options.security),
+                 "network": _args.config(options.network, "network"),
+                 "volumes": _args.volumes(options.volumes)}
+        secrets = options.secrets or self.secrets
         extra = {k: v for k, v in (("security", options.security), ("network", options.network),
-                                   ("volumes", options.volumes)) if v is not None}
+                                   ("volumes", options.volumes), ("secrets", secrets)) if v is not None}
         sandbox = await _create_sandbox(options.template, options.timeout, options.envs or {},
                                         options.metadata or {}, manifest, extra)
         if manifest.root == DEFAULT_ROOT and not await _writable(sandbox, DEFAULT_ROOT):
@@ -478,8 +504,8 @@ class DeclawWasmSandboxClient(BaseSandboxClient[DeclawWasmSandboxClientOptions])
             session_id=session_id, manifest=manifest,
             snapshot=resolve_snapshot(snapshot, str(session_id)),
             sandbox_id=sandbox.sandbox_id, template=options.template, timeout=options.timeout,
-            envs=dict(options.envs or {}), metadata=dict(options.metadata or {}))
-        return self._wrap_session(DeclawWasmSandboxSession(state=state, sandbox=sandbox))
+            envs=dict(options.envs or {}), metadata=dict(options.metadata or {}), **saved)
+        return self._wrap_session(DeclawWasmSandboxSession(state=state, sandbox=sandbox, secrets=secrets))
 
     async def delete(self, session: SandboxSession) -> SandboxSession:
         inner = session._inner
@@ -498,7 +524,7 @@ class DeclawWasmSandboxClient(BaseSandboxClient[DeclawWasmSandboxClientOptions])
         if not isinstance(state, DeclawWasmSandboxSessionState):
             raise TypeError("DeclawWasmSandboxClient.resume expects a declaw-wasm session state")
         state.assert_path_grants_rebound()
-        return self._wrap_session(DeclawWasmSandboxSession(state=state))
+        return self._wrap_session(DeclawWasmSandboxSession(state=state, secrets=self.secrets))
 
     def deserialize_session_state(self, payload: dict[str, object]) -> SandboxSessionState:
         return self._deserialize_session_state_payload(payload, DeclawWasmSandboxSessionState)

@@ -6,9 +6,13 @@
     agent = CodeAgent(tools=[...], model=..., executor=DeclawWasmExecutor([], logger))
 
 The agent's code steps run as cells of one stateful context (variables carry over, as in
-smolagents' E2B executor); its tools are sent to the sandbox as source (smolagents' own
-`send_tools`) and its `final_answer` ends a step with smolagents' `FinalAnswerException`, which
-`run_code` reports as the cell's error. A step's output is its last expression's value, or, when
+smolagents' E2B executor). Its tools (and managed agents) stay on the host: each is a host tool
+of the steps' cells (`run_code(tools=)`, declaw_tools), bound to its name in the context, so
+the code calls `web_search(query=...)` as usual while the tool runs here, with this process's
+network, credentials and packages (`host_tools=False`: smolagents' own `send_tools`, which
+re-creates each tool from its source inside the sandbox). `final_answer` always runs in the
+sandbox, where it ends a step with smolagents' `FinalAnswerException`, which `run_code` reports
+as the cell's error. A step's output is its last expression's value, or, when
 it has none, its last image or chart (so `plt.show()` comes back as a `PIL.Image`).
 `install_packages` runs the sandbox's own `pip install` (pure-Python wheels, resolved by the
 host); names the sandbox already imports are skipped.
@@ -46,25 +50,44 @@ class DeclawWasmExecutor(RemotePythonExecutor):
         logger: smolagents' `AgentLogger`.
         allow_pickle: smolagents' switch for pickled final answers (off: JSON only).
         sandbox: an existing `Sandbox` to use (not killed by `cleanup`); else one is made with
-            `template`, `timeout` and `create_kwargs`.
-        code_timeout: seconds one code step may run (a longer one raises `AgentError`).
+            `template`, `timeout` and `create_kwargs` (any `Sandbox.create` keyword: `security`,
+            `network`, `volumes`, `secrets`, `envs`, `backend`...).
+        code_timeout: seconds one code step may run, tool calls included (a longer one raises
+            `AgentError`).
+        host_tools: call the agent's tools on the host (default); False sends their source
+            into the sandbox, as smolagents' other remote executors do.
     """
 
     def __init__(self, additional_imports: list[str], logger: Any, allow_pickle: bool = False,
                  *, sandbox: Sandbox | None = None, template: str | None = None,
-                 timeout: float = 600, code_timeout: float = 120,
+                 timeout: float = 600, code_timeout: float = 120, host_tools: bool = True,
                  **create_kwargs: Any) -> None:
         super().__init__(additional_imports, logger, allow_pickle)
         self._owns_sandbox = sandbox is None
         self.sandbox = sandbox or Sandbox.create(template=template, timeout=timeout,
                                                  **create_kwargs)
         self.code_timeout = code_timeout
+        self.host_tools = host_tools
+        self.tools: dict[str, Any] = {}  # the host tools every step's cell gets
         self.installed_packages = self.install_packages(additional_imports)
         self.logger.log("declaw-wasm sandbox is running", level=LogLevel.INFO)
 
+    def send_tools(self, tools: dict[str, Any]) -> None:
+        """Make the agent's tools callable from its code: `final_answer` as source in the sandbox
+        (smolagents' way), the others as host tools bound to their names in the context."""
+        if not self.host_tools:
+            super().send_tools(tools)
+            return
+        inside = {name: tool for name, tool in tools.items() if name == "final_answer"}
+        if inside:
+            super().send_tools(inside)
+        self.tools = {name: _host_tool(tool) for name, tool in tools.items() if name not in inside}
+        if self.tools:
+            self.run_code_raise_errors(f"from declaw_tools import {', '.join(self.tools)}")
+
     def run_code_raise_errors(self, code: str) -> CodeOutput:
         try:
-            execution = self.sandbox.run_code(code, timeout=self.code_timeout)
+            execution = self.sandbox.run_code(code, timeout=self.code_timeout, tools=self.tools or None)
         except TimeoutException as exc:
             raise AgentError(f"Code execution timed out after {self.code_timeout:g}s: {exc}",
                              self.logger) from exc
@@ -110,6 +133,19 @@ class DeclawWasmExecutor(RemotePythonExecutor):
             except SandboxException as exc:
                 self.logger.log_error(f"Error killing the sandbox: {exc}")
         self._owns_sandbox = False
+
+
+def _host_tool(tool: Any) -> Any:
+    """A smolagents tool (or managed agent) as a host tool: called as the local executor calls
+    it, its agent-typed output (`AgentText`, ...) as the raw value."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        value = tool(*args, **kwargs)
+        to_raw = getattr(value, "to_raw", None)
+        return to_raw() if callable(to_raw) and not isinstance(value, (str, bytes)) else value
+
+    call.__name__ = str(getattr(tool, "name", None) or getattr(tool, "__name__", "tool"))
+    call.__doc__ = getattr(tool, "description", None) or getattr(tool, "__doc__", None)
+    return call
 
 
 def step_output(execution: Execution) -> Any:

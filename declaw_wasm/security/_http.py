@@ -12,7 +12,11 @@ BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
 
 class ResponseCut(Exception):
     """A response was found to need blocking after part of it was released: abort the guest's
-    connection (do not end the message cleanly)."""
+    connection (do not end the message cleanly). `guard` names the guard that cut it."""
+
+    def __init__(self, message: str, guard: str = "") -> None:
+        super().__init__(message)
+        self.guard = guard
 
 
 def block_body(guard: str, message: str, status: int = 403) -> bytes:

@@ -87,8 +87,10 @@ class RequestOutcome(BaseModel):
     body: bytes
     modified: bool = False
     pii_redactions: int = 0
+    pii_detections: int = 0  # found, whatever the action (redact, block, log_only)
     transformations_applied: int = 0
     injection_blocks: int = 0
+    injection_detections: int = 0  # found, whatever the action
     invisible_chars: int = 0
     notes: list[str] = Field(default_factory=list)
 
@@ -283,6 +285,7 @@ class GuardPipeline:
             return out
         action = self.policy.pii.action
         kinds = sorted({d.type for d in dets})
+        out.pii_detections += len(dets)
         if action == "block":
             return self._block(out, "pii", f"the request body contains PII ({', '.join(kinds)})")
         if action == "log_only":
@@ -343,6 +346,7 @@ class GuardPipeline:
         if self._pii_on(host):
             found = self._pii.find_units(units, parsed.contexts)
             total = sum(map(len, found))
+            out.pii_detections += total
             if total:
                 action = self.policy.pii.action
                 kinds = sorted({d.type for ds in found for d in ds})
@@ -363,6 +367,7 @@ class GuardPipeline:
             text = "\n".join(units)
             hit = self._injection(text, host, "outbound")
             if hit is not None:
+                out.injection_detections += 1
                 if self.policy.injection_config.action == "block":
                     out.injection_blocks += 1
                     return self._block(out, "injection_defense", f"prompt injection ({hit})")

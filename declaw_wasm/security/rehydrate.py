@@ -45,16 +45,25 @@ def partial_start(text: str) -> int:
 
 def rehydrate_text(text: str, tokens: TokenMap, *, escape: Callable[[str], str] | None = None) -> str:
     """`text` with every known rehydratable token replaced (unknown tokens stay)."""
+    return rehydrate_counted(text, tokens, escape=escape)[0]
+
+
+def rehydrate_counted(text: str, tokens: TokenMap, *,
+                      escape: Callable[[str], str] | None = None) -> tuple[str, int]:
+    """`rehydrate_text` and the number of tokens it put back."""
     if "[REDACTED_" not in text:
-        return text
+        return text, 0
+    n = 0
 
     def sub(m: re.Match[str]) -> str:
+        nonlocal n
         v = tokens.lookup(m.group())
         if v is None:
             return m.group()
+        n += 1
         return escape(v) if escape else v
 
-    return TOKEN_RE.sub(sub, text)
+    return TOKEN_RE.sub(sub, text), n
 
 
 def json_escape(value: str) -> str:
@@ -120,9 +129,8 @@ def rehydrate_json_value(obj: Any, tokens: TokenMap) -> tuple[Any, int]:
         nonlocal count
         if isinstance(v, str):
             if "[REDACTED_" in v:
-                new = rehydrate_text(v, tokens)
-                if new != v:
-                    count += len(TOKEN_RE.findall(v))
+                new, n = rehydrate_counted(v, tokens)
+                count += n
                 return new
             return v
         if isinstance(v, list):
@@ -286,7 +294,8 @@ class SSERehydrator:
             obj = json.loads(ev.data)
         except ValueError:
             text = ev.data.decode("utf-8", "replace")
-            new = rehydrate_text(text, self.tokens)
+            new, n = rehydrate_counted(text, self.tokens)
+            self.count += n
             return raw + sep if new == text else raw.replace(ev.data, new.encode()) + sep
         self._raw_has_token = b"[REDACTED_" in ev.data
         prefix, obj, changed = self._rehydrate_event(obj)
@@ -368,9 +377,8 @@ class SSERehydrator:
         if cut < len(text):
             self._held[key] = text[cut:]
         ready = text[:cut]
-        new = rehydrate_text(ready, self.tokens)
-        if new != ready:
-            self.count += len(TOKEN_RE.findall(ready))
+        new, n = rehydrate_counted(ready, self.tokens)
+        self.count += n
         changed = bool(new != holder[field])
         holder[field] = new
         return changed

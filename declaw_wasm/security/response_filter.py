@@ -21,7 +21,7 @@ from ._http import (
 )
 from .bodies import Body, parse_body, parse_content_type
 from .encoding import EncodingError, StreamDecoder, available_codings, parse_codings
-from .rehydrate import ChunkRehydrator, SSERehydrator, rehydrate_text
+from .rehydrate import ChunkRehydrator, SSERehydrator, rehydrate_counted
 from .tokens import TokenMap
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class ResponseFilter:
         self.pii_rehydrations = 0
         self.transformations_applied = 0
         self.injection_blocks = 0
+        self.injection_detections = 0
         self.notes: list[str] = []
         self._windows = 0
         self._decoder: Callable[[bytes], bytes] | None = None
@@ -176,7 +177,7 @@ class ResponseFilter:
             return self._decoder(chunk)
         except EncodingError as e:
             self.notes.append(f"content-encoding: response cut ({e})")
-            raise ResponseCut(str(e)) from e
+            raise ResponseCut(str(e), "content-encoding") from e
 
     def _process(self, data: bytes, final: bool = False) -> bytes:
         if self._proc is None:
@@ -201,6 +202,8 @@ class ResponseFilter:
         scanned = extract_text(text, self._sse)
         hit = self.pipe._injection(self._tail + scanned, self.host, "inbound")
         self._tail = scanned[-512:]
+        if hit is not None:
+            self.injection_detections += 1
         if hit is not None and self._buffer is None:
             self.notes.append(f"injection_defense: detected in response ({hit}), log_only")
         return hit
@@ -229,7 +232,7 @@ class ResponseFilter:
                         return self._block_body
                     self.notes.append(f"injection_defense: response cut at window {self._windows} "
                                       f"({hit})")
-                    raise ResponseCut(f"prompt injection in the response ({hit})")
+                    raise ResponseCut(f"prompt injection in the response ({hit})", "injection_defense")
                 self.notes.append(f"injection_defense: detected in response ({hit}), log_only")
         whole = first and final and not self._sse
         parsed = parse_body(self._ctype_header, data) if whole else None
@@ -249,9 +252,9 @@ class ResponseFilter:
         if self._proc is not None:
             for i, u in enumerate(units):
                 if "[REDACTED_" in u:
-                    new = rehydrate_text(u, self.pipe.tokens)
-                    if new != u:
-                        self.pii_rehydrations += u.count("[REDACTED_")
+                    new, n = rehydrate_counted(u, self.pipe.tokens)
+                    if n:
+                        self.pii_rehydrations += n
                         units[i] = new
             self._proc = None
         if units == parsed.units:

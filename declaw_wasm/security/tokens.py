@@ -95,6 +95,14 @@ class TokenMap:
             tm._counters[label] = max(tm._counters.get(label, 0), n)
         return tm
 
+    def load(self, data: dict[str, Any]) -> None:
+        """Replace this map's entries by those of `to_dict()`'s output (a restored sandbox's
+        guard keeps its own map object; its tokens come back from the snapshot)."""
+        other = TokenMap.from_dict(data)
+        with self._lock:
+            self._by_value, self._by_token = other._by_value, other._by_token
+            self._counters, self.max_entries = other._counters, other.max_entries
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TokenMap) and self.to_dict() == other.to_dict()
 

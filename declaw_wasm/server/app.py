@@ -41,13 +41,15 @@ def _error_response(exc: BaseException, status: Optional[int] = None) -> JSONRes
 
 
 def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
-               max_upload: int = DEFAULT_MAX_UPLOAD, sandboxes: Optional[Sandboxes] = None) -> ASGIApp:
-    """The server as an ASGI app, serving `sandboxes` (default: this process's)."""
+               max_upload: int = DEFAULT_MAX_UPLOAD, sandboxes: Optional[Sandboxes] = None,
+               vault: Any = None) -> ASGIApp:
+    """The server as an ASGI app, serving `sandboxes` (default: this process's), with `vault`
+    (a `Vault`; default this process's) behind declaw's vault routes and `vault_refs`."""
     if sandboxes is None:
         from .._local.sandbox import LocalSandboxes
 
         sandboxes = LocalSandboxes()
-    registry = Registry(sandboxes)
+    registry = Registry(sandboxes, vault)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -24,6 +24,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+VOLUME_UPLOADS = ("/volumes", "/volumes/ingest")  # archives: the upload limit, as file uploads
+
+
 class BodyTooLarge(HTTPException):
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"request body larger than the server's limit of {limit} bytes")
@@ -61,7 +64,8 @@ class Guard:
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
-        upload = scope["method"] == "PUT" and scope["path"].endswith("/files/raw")
+        upload = (scope["method"] == "PUT" and scope["path"].endswith("/files/raw")) or \
+            (scope["method"] == "POST" and scope["path"].rstrip("/") in VOLUME_UPLOADS)
         limit = self.max_upload if upload else self.max_body
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):

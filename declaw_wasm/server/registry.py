@@ -22,22 +22,40 @@ class Registry:
     WATCH_IDLE = 120.0  # seconds an unread watch lives
     MAX_WATCHES = 256  # open watches per server (the backend caps each sandbox too)
 
-    def __init__(self, sandboxes: Sandboxes) -> None:
+    def __init__(self, sandboxes: Sandboxes, vault: Any = None) -> None:
+        from .._egress.vault import Vault
+
         self.sandboxes = sandboxes
+        self.vault: Vault = vault if vault is not None else Vault.default()  # the vault routes' and vault_refs'
         self._lock = threading.Lock()
         self._made: dict[str, SandboxBackend] = {}
+        self._mounts: dict[str, dict[str, str]] = {}  # sandbox id -> volume id -> mount path
         self._processes: "OrderedDict[tuple[str, int], ProcessHandle]" = OrderedDict()
         self._watches: dict[str, tuple[str, Watcher, list[float]]] = {}
 
     # -- sandboxes ---------------------------------------------------------------------------------
     def create(self, request: Any) -> SandboxBackend:
+        request._host_only["vault"] = self.vault  # vault_refs name this server's secrets
         backend = self.sandboxes.create(request)
         with self._lock:
             self._made[backend.sandbox_id] = backend
+            self._mounts[backend.sandbox_id] = {str(v.get("volume_id")): str(v.get("mount_path"))
+                                                for v in request.volumes or ()}
             ended = [i for i, b in self._made.items() if not b.is_running()]
             for sandbox_id in ended[: max(0, len(ended) - self.KEEP_ENDED)]:
                 del self._made[sandbox_id]
+                self._mounts.pop(sandbox_id, None)
         return backend
+
+    def mount_path(self, sandbox_id: str, volume_id: str) -> Optional[str]:
+        """Where a volume is attached in a sandbox this server made (for `Volumes.commit`)."""
+        with self._lock:
+            return self._mounts.get(sandbox_id, {}).get(volume_id)
+
+    def adopt(self, backend: SandboxBackend) -> None:
+        """A sandbox made by a resume, restore or fork: known like one this server created."""
+        with self._lock:
+            self._made[backend.sandbox_id] = backend
 
     def get(self, sandbox_id: str) -> SandboxBackend:
         with self._lock:
@@ -47,6 +65,7 @@ class Registry:
     def forget(self, sandbox_id: str) -> None:
         with self._lock:
             self._made.pop(sandbox_id, None)
+            self._mounts.pop(sandbox_id, None)
             for key in [k for k in self._processes if k[0] == sandbox_id]:
                 del self._processes[key]
             for wid in [w for w, (s, _, _) in self._watches.items() if s == sandbox_id]:

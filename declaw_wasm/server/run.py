@@ -27,9 +27,12 @@ def check_bind(host: str, api_key: Optional[str]) -> None:
 
 def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = None,
           max_body: int = DEFAULT_MAX_BODY, max_upload: int = DEFAULT_MAX_UPLOAD,
-          sandboxes: Optional[Sandboxes] = None) -> None:
+          sandboxes: Optional[Sandboxes] = None, tls: Optional[tuple[str, str]] = None,
+          vault: Any = None) -> None:
     """Run the server until interrupted (what `declaw-wasm serve` does), serving `sandboxes`
-    (default: this process's; `--backend` gives a process pool or a Ray cluster)."""
+    (default: this process's; `--backend` gives a process pool or a Ray cluster); over HTTPS
+    with `tls` (certificate file, key file): what clients need to send secret values from
+    another machine."""
     import uvicorn
 
     from .._wasm.snapshot import get_runtime
@@ -41,17 +44,19 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     if sandboxes is None:
         get_runtime()  # load (or build) the runtime before taking requests
     shown = f"[{host}]" if ":" in host else host
-    print(f"declaw-wasm serve: http://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
+    scheme = "https" if tls else "http"
+    print(f"declaw-wasm serve: {scheme}://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
     # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
-    uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes), host=host, port=port,
-                log_level=log_level(), timeout_graceful_shutdown=GRACE)
+    uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes, vault), host=host, port=port,
+                log_level=log_level(), timeout_graceful_shutdown=GRACE,
+                ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
 
 
 @contextmanager
 def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grace: float = GRACE,
-                    **app_args: Any) -> Iterator[str]:
-    """Run the server on a free port in a thread of this process; yields its URL. Leaving the
-    block stops it (and kills its sandboxes)."""
+                    tls: Optional[tuple[str, str]] = None, **app_args: Any) -> Iterator[str]:
+    """Run the server on a free port in a thread of this process; yields its URL (https with
+    `tls`: certificate file, key file). Leaving the block stops it (and kills its sandboxes)."""
     import uvicorn
 
     check_bind(host, api_key)
@@ -62,7 +67,8 @@ def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grac
     sock.bind((host, 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning",
-                            timeout_graceful_shutdown=grace)  # type: ignore[arg-type]  # a float works
+                            timeout_graceful_shutdown=grace,  # type: ignore[arg-type]  # a float works
+                            ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                               name="declaw-serve")
@@ -73,7 +79,7 @@ def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grac
             raise RuntimeError("the server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://{host}:{port}"
+        yield f"{'https' if tls else 'http'}://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(grace + 10)

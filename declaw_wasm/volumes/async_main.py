@@ -35,7 +35,7 @@ class AsyncVolumeFiles:
     def __init__(self, volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                  request_timeout: Optional[float] = None) -> None:
         self.volume_id = volume_id
-        self._sync = VolumeFiles(volume_id)
+        self._sync = VolumeFiles(volume_id, api_key=api_key, domain=domain)
 
     async def write(self, path: str, data: Union[bytes, BinaryIO, Iterable[bytes]], *,
                     if_version: Optional[str] = None) -> str:
@@ -69,7 +69,7 @@ class AsyncVolumeLocks:
     def __init__(self, volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                  request_timeout: Optional[float] = None) -> None:
         self.volume_id = volume_id
-        self._sync = VolumeLocks(volume_id)
+        self._sync = VolumeLocks(volume_id, api_key=api_key, domain=domain)
 
     async def acquire(self, path: str, *, ttl_seconds: Optional[int] = None) -> Dict[str, Any]:
         return await _in_thread(self._sync.acquire, path, ttl_seconds=ttl_seconds)
@@ -91,56 +91,56 @@ class AsyncVolumes:
     async def create(name: str, data: Optional[Data] = None, *, content_type: str = "application/gzip",
                      api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None) -> Volume:
-        return await _in_thread(Volumes.create, name, data, content_type=content_type)
+        return await _in_thread(Volumes.create, name, data, content_type=content_type, api_key=api_key, domain=domain)
 
     @staticmethod
     async def empty(name: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                     request_timeout: Optional[float] = None) -> Volume:
-        return await _in_thread(Volumes.empty, name)
+        return await _in_thread(Volumes.empty, name, api_key=api_key, domain=domain)
 
     @staticmethod
     async def ingest(name: str, data: Data, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None) -> Volume:
-        return await _in_thread(Volumes.ingest, name, data)
+        return await _in_thread(Volumes.ingest, name, data, api_key=api_key, domain=domain)
 
     @staticmethod
     async def snapshot(sandbox_id: str, path: str, name: Optional[str] = None, *,
                        api_key: Optional[str] = None, domain: Optional[str] = None,
                        request_timeout: Optional[float] = None) -> Volume:
-        return await _in_thread(Volumes.snapshot, sandbox_id, path, name)
+        return await _in_thread(Volumes.snapshot, sandbox_id, path, name, api_key=api_key, domain=domain)
 
     @staticmethod
     async def commit(sandbox_id: str, volume_id: str, name: Optional[str] = None, *,
                      api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None) -> Volume:
-        return await _in_thread(Volumes.commit, sandbox_id, volume_id, name)
+        return await _in_thread(Volumes.commit, sandbox_id, volume_id, name, api_key=api_key, domain=domain)
 
     @staticmethod
     async def get(volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                   request_timeout: Optional[float] = None) -> Volume:
-        return await _in_thread(Volumes.get, volume_id)
+        return await _in_thread(Volumes.get, volume_id, api_key=api_key, domain=domain)
 
     @staticmethod
     async def list(*, api_key: Optional[str] = None, domain: Optional[str] = None,
                    request_timeout: Optional[float] = None) -> List[Volume]:
-        return await _in_thread(Volumes.list)
+        return await _in_thread(Volumes.list, api_key=api_key, domain=domain)
 
     @staticmethod
     async def download(volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                        request_timeout: Optional[float] = None) -> bytes:
-        return await _in_thread(Volumes.download, volume_id)
+        return await _in_thread(Volumes.download, volume_id, api_key=api_key, domain=domain)
 
     @staticmethod
     async def delete(volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
                      request_timeout: Optional[float] = None) -> None:
-        await _in_thread(Volumes.delete, volume_id)
+        await _in_thread(Volumes.delete, volume_id, api_key=api_key, domain=domain)
 
     @staticmethod
     def files(volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
               request_timeout: Optional[float] = None) -> AsyncVolumeFiles:
-        return AsyncVolumeFiles(volume_id)
+        return AsyncVolumeFiles(volume_id, api_key=api_key, domain=domain)
 
     @staticmethod
     def locks(volume_id: str, *, api_key: Optional[str] = None, domain: Optional[str] = None,
               request_timeout: Optional[float] = None) -> AsyncVolumeLocks:
-        return AsyncVolumeLocks(volume_id)
+        return AsyncVolumeLocks(volume_id, api_key=api_key, domain=domain)

@@ -4,8 +4,9 @@ A context is one guest instance. Its first turn (the module's `turn` export) cal
 then the host runs each cell as a turn of its own calling `cell(code, envs)`, which runs it as
 IPython would — the value of a final expression is the main result, `display()` and figures left
 open give display results, `!cmd` runs through the sandbox shell, common indentation is
-removed — and reports what happens as msgpack requests through the door: `stdout`, `stderr`,
-`result` (a MIME bundle), `error`. Nothing is parsed from the guest's stdout.
+removed, a top-level `await` runs on the context's event loop — and reports what happens as
+msgpack requests through the door: `stdout`, `stderr`, `result` (a MIME bundle), `error`.
+Nothing is parsed from the guest's stdout.
 
 A cell is over when its turn returns to the host, which no request can fake: the cell's own code
 runs in this interpreter and can send any request it likes, so none of them ends a cell.
@@ -26,6 +27,11 @@ from declaw_shell import door, tracebacks
 from . import display as displays
 
 CELL_FILE = "<cell-%d>"
+# Cells may `await` at the top level (IPython's autoawait): compiled with this flag, code that
+# awaits is a coroutine (CO_COROUTINE) run on the context's event loop; other code runs as is.
+TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+LAST_VALUE = "_declaw_last_value"  # where an awaiting cell's last expression is kept for display
 
 
 class DoorStream(io.TextIOBase):
@@ -66,6 +72,7 @@ class DoorStream(io.TextIOBase):
 class Kernel:
     def __init__(self, cwd):
         self.count = 0
+        self.loop = None  # the event loop of cells that await, made by the first of them
         module = types.ModuleType("__main__")
         module.__dict__.update(__builtins__=builtins, __name__="__main__")
         sys.modules["__main__"] = module
@@ -128,16 +135,41 @@ class Kernel:
         filename = CELL_FILE % self.count
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         tree = ast.parse(source, filename)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        if tree.body:
-            exec(compile(tree, filename, "exec"), self.namespace)
-        if last is not None:
-            value = eval(compile(last, filename, "eval"), self.namespace)
-            if value is not None:
-                self.namespace["_"] = value
-                displays.display(value, main=True)
+        if _awaits(tree):  # one coroutine for the whole cell, its last expression kept
+            last = tree.body[-1] if isinstance(tree.body[-1], ast.Expr) else None
+            if last is not None:
+                tree.body[-1] = ast.copy_location(
+                    ast.Assign(targets=[ast.Name(LAST_VALUE, ast.Store())], value=last.value), last)
+                ast.fix_missing_locations(tree)
+            self._run(compile(tree, filename, "exec", flags=TOP_LEVEL_AWAIT))
+            value = self.namespace.pop(LAST_VALUE, None) if last is not None else None
+        else:
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            if tree.body:
+                exec(compile(tree, filename, "exec"), self.namespace)
+            value = eval(compile(last, filename, "eval"), self.namespace) if last is not None else None
+        if value is not None:
+            self.namespace["_"] = value
+            displays.display(value, main=True)
+
+    def _run(self, code):
+        """Run a cell that awaits at the top level: compiled with the flag, it is a coroutine,
+        run to its end on the context's event loop (one per context, as IPython keeps one, so
+        tasks a cell starts live on into the next; it is also the thread's current loop)."""
+        if not code.co_flags & CO_COROUTINE:
+            return eval(code, self.namespace)
+        import asyncio
+
+        if self.loop is None or self.loop.is_closed():
+            import warnings
+
+            self.loop = asyncio.new_event_loop()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                asyncio.set_event_loop(self.loop)
+        return self.loop.run_until_complete(eval(code, self.namespace))
 
     def _cell_frames(self, exc):
         """The traceback from the first frame of the user's cell on (none of ours)."""
@@ -145,6 +177,20 @@ class Kernel:
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
             tb = tb.tb_next
         return tb
+
+
+def _awaits(tree):
+    """Whether a cell awaits at its top level (`await`, `async for`/`with`, an async
+    comprehension) rather than only inside the functions it defines."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or \
+                (isinstance(node, ast.comprehension) and node.is_async):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _error(exc, tb):

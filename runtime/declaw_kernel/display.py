@@ -1,6 +1,7 @@
 """Rich results: an object's Jupyter MIME bundle, as IPython's display formatter builds it.
 
-The guest has no IPython (the templates issue adds it), so this is the part of it the
+No IPython shell runs in the guest (the code-interpreter's bundle has IPython as a library:
+`patch_ipython` sends its `display()` here), so this is the part of its formatter the
 code-interpreter needs: `_repr_*_` and `_repr_mimebundle_` hooks, matplotlib figures (PNG plus
 the extracted `e2b/chart`), pandas DataFrames (`e2b/data`: column -> list), Pillow images
 (`Image.show()` too), SymPy's LaTeX; `plt.show()` and figures left open at the end of a cell

@@ -21,12 +21,14 @@ from pathlib import Path
 from bash_purepython.command.command import InputKind, OutputKind
 from bash_purepython.continuation import script_needs_more_lines
 from bash_purepython.execute_command import ExecutionResult, Executor, StdinValue
-from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError, ShellState
+from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError
 
-from . import door, programs
+from . import door, programs, rawbytes, shells
+
+rawbytes.install()  # bytes that are not UTF-8 (`printf '\\377'`) reach files and streams as bytes
 
 EXIT_INTERRUPTED = 130
-WRITABLE = ("/home/user", "/tmp")  # the sandbox's writable mounts; the rest of / is read-only
+WRITABLE = ("/home/user", "/tmp", "/workspace")  # the sandbox's writable mounts; / is read-only
 _DENIED = {errno.EPERM, errno.EACCES, getattr(errno, "ENOTCAPABLE", errno.EPERM)}
 
 
@@ -58,10 +60,11 @@ def _redirection_errors():
         raise RedirectionFailed(os_error_text(exc)) from None
 
 
-class GuestExecutor(Executor):
-    """The library's executor, with one change: a command that reads standard input and was
-    given none (no pipe, no redirection) reads the command's own stdin, as a process inherits
-    fd 0. Only streaming readers get it, so nothing waits for an end of input it never needed."""
+class GuestExecutor(shells.ShellFeatures, Executor):
+    """The library's executor, with shells.ShellFeatures (bash/sh as programs, paths, traps,
+    timeout, find, ...) and one change: a command that reads standard input and was given none
+    (no pipe, no redirection) reads the command's own stdin, as a process inherits fd 0. Only
+    streaming readers get it, so nothing waits for an end of input it never needed."""
 
     def __init__(self, registry, session):
         super().__init__(registry)
@@ -82,7 +85,7 @@ class GuestExecutor(Executor):
                                      attached_to_terminal=False):
         if stdin is None and state.pending_stdin is None \
                 and InputKind.STREAM_TEXT in command.input_kinds:
-            stdin = StdinValue(value=self.session.stdin_lines(), kind=OutputKind.STREAM_TEXT)
+            stdin = StdinValue(value=self.session.stdin_chunks(), kind=OutputKind.STREAM_TEXT)
         try:
             return await super().run_registered_command(command, arguments, stdin, error_destination,
                                                         state, attached_to_terminal)
@@ -120,8 +123,8 @@ class Session:
         self.stdin = terminal if terminal is not None else door.door_stdin_text()
         self.stdout = sys.stdout
         self.stderr = sys.stdout if terminal is not None else sys.stderr  # a PTY has one stream
-        state = ShellState(cwd=Path(cwd), write_output=self.write_out, write_error=self.write_err,
-                           variables=dict(env))
+        state = shells.GuestState(cwd=Path(cwd), write_output=self.write_out, write_error=self.write_err,
+                                  variables=dict(env))
         state.variables["PWD"] = cwd
         state.exported_names.update(state.variables)
         state.read_line = self.read_line
@@ -134,26 +137,35 @@ class Session:
         self.executor = GuestExecutor(programs.registry(self), self)
 
     def write_out(self, text):
-        self.stdout.write(text)
-        self.stdout.flush()
+        rawbytes.write(self.stdout, text)
 
     def write_err(self, text):
-        self.stderr.write(text)
-        self.stderr.flush()
+        rawbytes.write(self.stderr, text)
 
     def read_line(self):
         line = self.stdin.readline()
         return line or None
 
-    async def stdin_lines(self):
+    async def stdin_chunks(self):
+        """The command's stdin as it arrives (a terminal's: a line at a time, as a tty's)."""
+        read = getattr(self.stdin, "read_chunk", self.stdin.readline)
         while True:
-            line = self.stdin.readline()
-            if not line:
+            chunk = read()
+            if not chunk:
                 return
-            yield line
+            yield chunk
+
+    def finish(self, status):
+        """An interactive shell ends: its EXIT trap runs."""
+        try:
+            return asyncio.run(self.executor.finish_scope(self.state, status))
+        except door.Interrupted:
+            return status
 
     def run(self, script):
         try:
+            if self.terminal is None:
+                return asyncio.run(self.executor.run_line(script, self.state))
             return asyncio.run(self.executor.execute_script(script, self.state))
         except door.Interrupted:
             self.state.last_exit_code = EXIT_INTERRUPTED
@@ -181,7 +193,7 @@ def run_terminal(cwd, env):
             text = terminal.read_line()
             if not text:
                 session.write_out("exit\n")
-                return state.last_exit_code
+                return session.finish(state.last_exit_code)
             while script_needs_more_lines(text):
                 session.write_out("> ")
                 more = terminal.read_line()
@@ -194,7 +206,7 @@ def run_terminal(cwd, env):
         _update_size(session)  # it may have changed while the line was typed
         status = session.run(text)
         if session.executor.exited:
-            return status
+            return session.finish(status)
 
 
 def _update_size(session):

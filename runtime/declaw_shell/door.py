@@ -7,10 +7,13 @@ input). `Terminal` adds what a tty's line discipline would do for a PTY: echo, l
 ^C, ^D.
 """
 
+import _pyio
 import io
 
 import _host
 import msgpack
+
+from . import deadlines
 
 ETX, EOT, BS, DEL, CR, LF = 0x03, 0x04, 0x08, 0x7F, 0x0D, 0x0A
 
@@ -22,19 +25,102 @@ def call(op, **args):
 
 
 class DoorStdin(io.RawIOBase):
-    """Raw bytes of the command's stdin, read from the host as they arrive."""
+    """Raw bytes of the command's stdin, read from the host as they arrive. Under a `timeout`
+    (deadlines.py) the wait is bounded: the host answers None when nothing came in `wait`
+    seconds, and the read ends the timed command once its deadline passes."""
 
     def readable(self):
         return True
 
     def readinto(self, buffer):
-        data = call("stdin", n=len(buffer))
+        while True:
+            left = deadlines.remaining()
+            if left is None:
+                data = call("stdin", n=len(buffer))
+            else:
+                if left <= 0:
+                    raise deadlines.DeadlineReached()
+                data = call("stdin", n=len(buffer), wait=min(left, 1.0))
+                if data is None:
+                    continue
+            buffer[: len(data)] = data
+            return len(data)
+
+
+class LiveStdin(_pyio.TextIOWrapper):
+    """The command's stdin as text, as the shell reads it (`cat`, `read`, ...; `python3` reads
+    through `program_stdin`).
+
+    The pure-Python TextIOWrapper rather than the C one because the shell must also take
+    *whatever has arrived* without waiting for a newline or a full buffer (`cat` echoing
+    `send_stdin("Hello")` at once), and only this implementation lets us reach the text it has
+    already decoded (`read_chunk`); reading around it would lose that text. Its `read(n)`,
+    `readline()` and iteration behave as the C class's do. Lines end at "\\n" and nothing is
+    translated, as CPython's own stdin on POSIX (`newline="\\n"`), so `cat` passes CRLF through;
+    broken UTF-8 becomes replacement characters."""
+
+    def read_chunk(self):
+        """The text available now: what is decoded already, else one read from the host
+        (waiting for it); '' at end of input."""
+        self._checkReadable()
+        if self._decoder is None:
+            self._get_decoder()
+        text = self._get_decoded_chars()
+        while not text:
+            eof = not self._read_chunk()
+            text = self._get_decoded_chars()
+            if eof:
+                break
+        return text
+
+
+    def take_pending(self):
+        """The input this reader holds but has not handed out (decoded text, bytes the decoder
+        keeps), as bytes; it then holds none. For a program's own reader (`program_stdin`)."""
+        if self._decoder is None:
+            return b""
+        data = self._get_decoded_chars().encode("utf-8", "surrogatepass")
+        held, _ = self._decoder.getstate()
+        self._decoder.reset()
+        return data + held
+
+
+class ProgramStdin(io.RawIOBase):
+    """The command's stdin as one `python3` stage reads it: first what the shell's reader holds,
+    then the door. Like a process on Linux, the stage buffers on its own (CPython's C reader,
+    fast line by line), and what it read but did not use is gone when it ends."""
+
+    def __init__(self, live):
+        self.live = live
+        self.pending = None
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.pending is None:
+            self.pending = self.live.take_pending()
+        if self.pending:
+            count = min(len(buffer), len(self.pending))
+            buffer[:count] = self.pending[:count]
+            self.pending = self.pending[count:]
+            return count
+        data = self.live.buffer.read1(len(buffer))
         buffer[: len(data)] = data
         return len(data)
 
 
+def program_stdin(stdin):
+    """A program's own text reader over the shell's stdin (a PTY's terminal is shared as is);
+    bytes that are not UTF-8 read as CPython's stdin on Linux reads them (`surrogateescape`)."""
+    if not isinstance(stdin, LiveStdin):
+        return stdin
+    return io.TextIOWrapper(io.BufferedReader(ProgramStdin(stdin)), encoding="utf-8",
+                            errors="surrogateescape", newline="\n")
+
+
 def door_stdin_text():
-    return io.TextIOWrapper(io.BufferedReader(DoorStdin()), encoding="utf-8", errors="replace")
+    return LiveStdin(io.BufferedReader(DoorStdin()), encoding="utf-8", errors="replace", newline="\n")
 
 
 class Interrupted(Exception):

@@ -13,6 +13,8 @@ from bash_purepython.command.command import Command, CommandResult, InputKind, O
 from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
+from . import coreutils, door, rawbytes
+
 PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
@@ -31,6 +33,7 @@ def registry(session):
 
     for net_command in NET_COMMANDS:
         commands.register(net_command())
+    coreutils.register(commands)  # readlink, realpath, cmp, printenv, which, grep, streaming cat
     return commands
 
 
@@ -68,11 +71,12 @@ class _InDirectory:
 
 def _stdin_of(invocation, session, newline=None):
     """Piped or redirected input if there is any, else the command's own stdin. (`newline`:
-    None translates CRLF as CPython's stdin does; "" keeps it, as awk must.)"""
+    None translates CRLF as CPython's stdin does; "" keeps it, as awk must. Bytes that are not
+    UTF-8 read as CPython's stdin reads them on Linux: `surrogateescape`, see rawbytes.py.)"""
     if invocation.stdin_kind == InputKind.TEXT:
         return io.TextIOWrapper(io.BytesIO(invocation.stdin.encode("utf-8", "surrogateescape")),
-                                encoding="utf-8", errors="replace", newline=newline)
-    return session.stdin
+                                encoding="utf-8", errors="surrogateescape", newline=newline)
+    return door.program_stdin(session.stdin)
 
 
 class PythonCommand(Command):
@@ -94,7 +98,8 @@ class PythonCommand(Command):
             stdout = session.stdout  # straight out: streamed as the program writes
         else:
             captured = io.BytesIO()
-            stdout = io.TextIOWrapper(captured, encoding="utf-8", errors="replace", write_through=True)
+            stdout = io.TextIOWrapper(captured, encoding="utf-8", errors="surrogateescape",
+                                      write_through=True)
         if state.write_error is session.state.terminal_write_error:
             stderr = session.stderr
         else:
@@ -103,7 +108,7 @@ class PythonCommand(Command):
         env["PWD"] = str(state.cwd)
         status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments], env,
                                           _stdin_of(invocation, session), stdout, stderr)
-        output = captured.getvalue().decode("utf-8", "replace") if captured is not None else ""
+        output = rawbytes.from_bytes(captured.getvalue()) if captured is not None else ""
         return CommandResult(stdout=output, exit_code=status)
 
 

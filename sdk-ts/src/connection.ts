@@ -3,7 +3,7 @@
  * Uses Node's built-in fetch (Node >= 20): no runtime dependencies.
  */
 
-import { AuthenticationError, errorFrom, SandboxError, TimeoutError } from "./errors.js";
+import { AuthenticationError, errorFrom, InvalidArgumentError, SandboxError, TimeoutError } from "./errors.js";
 
 export interface ConnectionOpts {
   /** `host:port` or a URL; default `DECLAW_DOMAIN`, then `127.0.0.1:8080`. */
@@ -43,11 +43,23 @@ export class Connection {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? 60_000;
   }
 
+  /** Refuse to send secret values (`what`) unless the connection is TLS or stays on this
+   *  machine (loopback): over plain HTTP to another machine anyone on the way could read them. */
+  checkPrivate(what: string): void {
+    const url = new URL(this.url);
+    if (url.protocol !== "https:" && !LOOPBACK.test(url.hostname)) {
+      throw new InvalidArgumentError(
+        `${what}: refusing to send secret values to ${this.url} over plain HTTP (anyone on the way could ` +
+        "read them); use an https:// server URL, or a server on loopback");
+    }
+  }
+
   /** A checked response (errors thrown as the SDK's classes). `stream`: no request timeout. */
   async fetch(method: string, path: string, init: {
     query?: Record<string, string | number | undefined>;
     json?: unknown;
     body?: BodyInit;
+    contentType?: string;
     stream?: boolean;
     signal?: AbortSignal;
   } = {}): Promise<Response> {
@@ -61,7 +73,7 @@ export class Connection {
       headers["content-type"] = "application/json";
       body = JSON.stringify(init.json);
     } else if (body !== undefined) {
-      headers["content-type"] = "application/octet-stream";
+      headers["content-type"] = init.contentType ?? "application/octet-stream";
     }
     const signals: AbortSignal[] = [];
     if (init.signal) signals.push(init.signal);
@@ -109,6 +121,11 @@ export class Connection {
     const response = await this.fetch(method, path, init);
     const text = await response.text();
     return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  async bytes(method: string, path: string, init: Parameters<Connection["fetch"]>[2] = {}): Promise<Uint8Array> {
+    const response = await this.fetch(method, path, init);
+    return new Uint8Array(await response.arrayBuffer());
   }
 }
 

@@ -23,6 +23,8 @@ export class NotFoundError extends SandboxError {}
 export class FileNotFoundError extends NotFoundError {}
 export class SandboxNotFoundError extends NotFoundError {}
 export class TemplateError extends SandboxError {}
+/** A compare-and-set version that changed, a lock held by another (HTTP 409). */
+export class ConflictError extends SandboxError {}
 export class RateLimitError extends SandboxError {}
 
 /** Bad or missing API key. */
@@ -43,6 +45,7 @@ const BY_NAME: Record<string, new (message: string) => Error> = {
   SandboxNotFoundException: SandboxNotFoundError,
   TemplateException: TemplateError,
   RateLimitException: RateLimitError,
+  ConflictException: ConflictError,
   AuthenticationException: AuthenticationError,
 };
 

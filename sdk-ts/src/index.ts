@@ -8,7 +8,14 @@
  */
 
 export { Sandbox } from "./sandbox.js";
-export type { SandboxInfo, SandboxOpts, RunCodeOpts } from "./sandbox.js";
+export type { SandboxInfo, SandboxOpts, RunCodeOpts, SandboxNetworkOpts, SandboxLifecycle, SecretOpts,
+              Snapshot, SnapshotInfo } from "./sandbox.js";
+export { Volumes, VolumeFiles, VolumeLocks, volumeAttachmentToJSON } from "./volumes.js";
+export type { FileEntry, FileInfo, LockLease, LockStatus, VolumeAttachMode, VolumeAttachment, VolumeData,
+              VolumeInfo } from "./volumes.js";
+export { Vault } from "./vault.js";
+export type { CreateSecretInput, VaultPreset, VaultScope, VaultSecret } from "./vault.js";
+export type { AuditEvent } from "./wire.js";
 export { Filesystem } from "./files.js";
 export type { EntryInfo, FileType, WriteData, WriteInfo } from "./files.js";
 export { CommandHandle, Commands } from "./commands.js";
@@ -20,6 +27,6 @@ export type { Context, ExecutionError, Logs, OutputMessage } from "./execution.j
 export { Connection, baseUrl } from "./connection.js";
 export type { ConnectionOpts } from "./connection.js";
 export {
-  AuthenticationError, FileNotFoundError, InvalidArgumentError, NotEnoughSpaceError, NotFoundError,
+  AuthenticationError, ConflictError, FileNotFoundError, InvalidArgumentError, NotEnoughSpaceError, NotFoundError,
   RateLimitError, SandboxError, SandboxNotFoundError, TemplateError, TimeoutError,
 } from "./errors.js";

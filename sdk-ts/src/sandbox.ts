@@ -6,6 +6,7 @@ import { errorFrom, SandboxError, SandboxNotFoundError } from "./errors.js";
 import { Context, Execution, OutputMessage, Result, ExecutionError } from "./execution.js";
 import { Filesystem } from "./files.js";
 import { Pty } from "./pty.js";
+import { VolumeAttachment, volumeAttachmentToJSON } from "./volumes.js";
 import type * as wire from "./wire.js";
 
 /** Where the server keeps what only our SDKs use (declaw_wasm/wire.py's PREFIX). */
@@ -21,6 +22,52 @@ export interface SandboxInfo {
   state: "running" | "paused";
   cpuCount: number;
   memoryMB: number;
+  /** The network policy in force (`allow_out`/`deny_out`), when one was given. */
+  network?: Record<string, unknown>;
+  allowInternetAccess?: boolean;
+  lifecycle?: Record<string, unknown>;
+}
+
+/** declaw's network options (E2B's `allow_out`/`deny_out` spellings are accepted too): entries
+ *  are IPs, CIDRs or domains (`*.example.com`); allow wins over deny. */
+export interface SandboxNetworkOpts {
+  allowOut?: string[];
+  denyOut?: string[];
+  allow_out?: string[];
+  deny_out?: string[];
+}
+
+/** A secret the guest may use but never see: its environment variable holds a placeholder, and
+ *  the server puts `value` in its place only in requests over TLS it verified to `hosts`. */
+export interface SecretOpts {
+  value: string;
+  /** Where it may be sent: entries as in `allowOut` (domains, `*.domain`, IPs, CIDRs). */
+  hosts: string[];
+}
+
+/** declaw's `SandboxLifecycle`. */
+export interface SandboxLifecycle {
+  /** "kill" (default) or "pause". */
+  onTimeout?: string;
+  autoResume?: boolean;
+}
+
+/** declaw's `SnapshotInfo` (what `createSnapshot` gives). */
+export interface SnapshotInfo {
+  snapshotId: string;
+  sandboxId: string;
+  createdAt?: Date;
+}
+
+/** declaw's `Snapshot`: a stored snapshot ("pause", "periodic" or "manual"). */
+export interface Snapshot extends SnapshotInfo {
+  source: string;
+  memBlobKey: string;
+  vmstateBlobKey: string;
+  memSizeBytes?: number;
+  pauseDurationMs?: number;
+  /** What the snapshot takes in the server's state store. */
+  sizeBytes?: number;
 }
 
 export interface SandboxOpts extends ConnectionOpts {
@@ -31,6 +78,51 @@ export interface SandboxOpts extends ConnectionOpts {
   timeoutMs?: number;
   metadata?: Record<string, string>;
   envs?: Record<string, string>;
+  /** The sandbox's network policy (docs/egress.md): no policy, the public internet. */
+  network?: SandboxNetworkOpts;
+  /** false: no outbound traffic at all (wins over `network`). Default true. */
+  allowInternetAccess?: boolean;
+  /** declaw's security policy as its JSON (an object, or the JSON text): guards, audit,
+   *  `network` (used when `network` is not given). */
+  security?: Record<string, unknown> | string;
+  /** Secret values held by the server, never by the guest. Sent only over TLS or to loopback. */
+  secrets?: Record<string, SecretOpts>;
+  /** ENV_NAME -> the name of a secret in the server's vault (`Vault`): the guest sees
+   *  `declaw:vault-managed`, the server adds the secret to requests to its scoped hosts. */
+  vaultRefs?: Record<string, string>;
+  /** Volumes to attach (`Volumes`; `mode` "copy" by default, "mount", "mount-ro"). */
+  volumes?: VolumeAttachment[];
+  lifecycle?: SandboxLifecycle;
+}
+
+const ALL_TRAFFIC = "0.0.0.0/0";
+
+/** The create request's JSON (declaw's shapes, as its SDKs send them). */
+function createBody(opts: SandboxOpts): wire.CreateSandbox {
+  const body: wire.CreateSandbox = {
+    template: opts.template, timeout: seconds(opts.timeout, opts.timeoutMs), metadata: opts.metadata,
+    envs: opts.envs, vault_refs: opts.vaultRefs,
+  };
+  if (opts.security !== undefined) {
+    body.security = { policy_json: typeof opts.security === "string" ? opts.security : JSON.stringify(opts.security) };
+  }
+  if (opts.allowInternetAccess === false) {
+    body.allow_internet_access = false;
+    body.network = { deny_out: [ALL_TRAFFIC] };
+  } else if (opts.network !== undefined) {
+    const allow = opts.network.allowOut ?? opts.network.allow_out;
+    const deny = opts.network.denyOut ?? opts.network.deny_out;
+    body.network = { ...(allow ? { allow_out: allow } : {}), ...(deny ? { deny_out: deny } : {}) };
+  }
+  if (opts.lifecycle !== undefined) {
+    body.lifecycle = { on_timeout: opts.lifecycle.onTimeout ?? "kill", auto_resume: opts.lifecycle.autoResume ?? false };
+  }
+  if (opts.volumes !== undefined) body.volumes = opts.volumes.map(volumeAttachmentToJSON);
+  if (opts.secrets !== undefined) {
+    body.secrets = Object.fromEntries(Object.entries(opts.secrets).map(
+      ([name, s]) => [name, { value: s.value, hosts: s.hosts }]));
+  }
+  return body;
 }
 
 export interface RunCodeOpts {
@@ -53,6 +145,18 @@ function sandboxInfo(raw: Raw): SandboxInfo {
     sandboxId: raw.sandbox_id, templateId: raw.template_id, name: raw.name ?? undefined,
     metadata: raw.metadata ?? {}, startedAt: new Date(raw.started_at), endAt: new Date(raw.end_at),
     state: raw.state, cpuCount: raw.cpu_count, memoryMB: raw.memory_mb,
+    network: raw.network ?? undefined, allowInternetAccess: raw.allow_internet_access ?? undefined,
+    lifecycle: raw.lifecycle ?? undefined,
+  };
+}
+
+function snapshotOf(raw: wire.Snapshot): Snapshot {
+  return {
+    snapshotId: raw.snapshot_id, sandboxId: raw.sandbox_id,
+    createdAt: raw.created_at ? new Date(raw.created_at) : undefined, source: raw.source ?? "manual",
+    memBlobKey: raw.mem_blob_key ?? "", vmstateBlobKey: raw.vmstate_blob_key ?? "",
+    memSizeBytes: raw.mem_size_bytes ?? undefined, pauseDurationMs: raw.pause_duration_ms ?? undefined,
+    sizeBytes: raw.size_bytes ?? undefined,
   };
 }
 
@@ -89,18 +193,44 @@ export class Sandbox {
   /** A new sandbox on the server (`DECLAW_DOMAIN`, key `DECLAW_API_KEY`, or the options). */
   static async create(opts: SandboxOpts = {}): Promise<Sandbox> {
     const conn = new Connection(opts);
-    const raw = await conn.json<Raw>("POST", "/sandboxes", {
-      json: { template: opts.template, timeout: seconds(opts.timeout, opts.timeoutMs),
-              metadata: opts.metadata, envs: opts.envs } satisfies wire.CreateSandbox,
-    });
+    if (opts.secrets && Object.keys(opts.secrets).length) conn.checkPrivate("secrets");
+    const raw = await conn.json<Raw>("POST", "/sandboxes", { json: createBody(opts) });
     return new Sandbox(raw.sandbox_id, conn);
   }
 
-  /** The live sandbox with this id; `timeout` can only extend its lifetime. */
+  /** The live sandbox with this id; `timeout` can only extend its lifetime. A paused one is
+   *  resumed (E2B's rule), from the server's state store. */
   static async connect(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
     const conn = new Connection(opts);
-    await conn.json("GET", `/sandboxes/${encodeURIComponent(sandboxId)}`, { query: { timeout: opts.timeout } });
+    const info = await conn.json<Raw>("GET", `/sandboxes/${encodeURIComponent(sandboxId)}`,
+                                      { query: { timeout: opts.timeout } });
+    const sandbox = new Sandbox(sandboxId, conn);
+    if (info.state === "paused") await sandbox.resume({ timeout: opts.timeout });
+    return sandbox;
+  }
+
+  /** Resume a paused sandbox by id (declaw's `resume`). */
+  static async resume(sandboxId: string, opts: ConnectionOpts & { timeout?: number } = {}): Promise<Sandbox> {
+    const sandbox = new Sandbox(sandboxId, new Connection(opts));
+    return sandbox.resume({ timeout: opts.timeout });
+  }
+
+  /** declaw's `restore`: the sandbox (same id) as one of its snapshots was (default: the latest,
+   *  preferring pause > periodic > manual). */
+  static async restore(sandboxId: string,
+                       opts: ConnectionOpts & { snapshotId?: string; timeout?: number } = {}): Promise<Sandbox> {
+    const conn = new Connection(opts);
+    await conn.json("POST", `/sandboxes/${encodeURIComponent(sandboxId)}/restore`, {
+      query: { snapshot_id: opts.snapshotId }, json: { timeout: opts.timeout } satisfies wire.ResumeSandbox,
+    });
     return new Sandbox(sandboxId, conn);
+  }
+
+  /** Every snapshot in the server's state store (or one sandbox's), newest first. */
+  static async listSnapshots(opts: ConnectionOpts & { sandboxId?: string } = {}): Promise<Snapshot[]> {
+    const found = await new Connection(opts).json<wire.SnapshotList>("GET", "/snapshots",
+                                                                     { query: { sandbox_id: opts.sandboxId } });
+    return found.snapshots.map(snapshotOf);
   }
 
   /** The server's live sandboxes, newest first. */
@@ -125,6 +255,51 @@ export class Sandbox {
 
   async getInfo(): Promise<SandboxInfo> {
     return sandboxInfo(await this.conn.json<Raw>("GET", this.base));
+  }
+
+  /** The sandbox's outbound network events, oldest first: each connection and request with
+   *  the policy's decision, bytes, duration and the names (never values) of secrets injected. */
+  async auditEvents(): Promise<wire.AuditEvent[]> {
+    return this.conn.json<wire.AuditEvent[]>("GET", `${this.ours}/audit`);
+  }
+
+  /** Snapshot the sandbox into the server's state store and free it; false if paused already. */
+  async pause(): Promise<boolean> {
+    return (await this.conn.json<wire.Paused>("POST", `${this.base}/pause`)).paused;
+  }
+
+  /** Bring the paused sandbox back (its files and code contexts); `timeout`: its new lifetime. */
+  async resume(opts: { timeout?: number } = {}): Promise<Sandbox> {
+    await this.conn.json("POST", `${this.base}/resume`, { json: { timeout: opts.timeout } satisfies wire.ResumeSandbox });
+    return this;
+  }
+
+  /** Snapshot files and code contexts; the sandbox goes on. */
+  async createSnapshot(): Promise<SnapshotInfo> {
+    const { snapshotId, sandboxId, createdAt } = await this.snapshot();
+    return { snapshotId, sandboxId, createdAt };
+  }
+
+  /** declaw's `snapshot()`: `createSnapshot`, answered as a `Snapshot`. */
+  async snapshot(): Promise<Snapshot> {
+    return snapshotOf(await this.conn.json<wire.Snapshot>("POST", `${this.base}/snapshot`, { json: {} }));
+  }
+
+  async listSnapshots(): Promise<Snapshot[]> {
+    return (await this.conn.json<wire.SnapshotList>("GET", `${this.base}/snapshots`)).snapshots.map(snapshotOf);
+  }
+
+  /** Delete one of the sandbox's snapshots (true, also if it was gone). */
+  async deleteSnapshot(snapshotId: string): Promise<boolean> {
+    await this.conn.json("DELETE", `${this.base}/snapshots/${encodeURIComponent(snapshotId)}`);
+    return true;
+  }
+
+  /** `count` new sandboxes with this one's files and code contexts, diverging from here. */
+  async fork(count = 1): Promise<Sandbox[]> {
+    const forked = await this.conn.json<wire.Forked>("POST", `${this.ours}/fork`,
+                                                     { json: { count } satisfies wire.ForkSandbox });
+    return forked.sandboxes.map((info) => new Sandbox(info.sandbox_id, this.conn));
   }
 
   async isRunning(): Promise<boolean> {

@@ -12,7 +12,7 @@ export interface AuditEvent {
   injection_blocks?: number;
   transformations_applied?: number;
   direction?: "outbound";
-  kind?: "dns" | "connection" | "request";
+  kind?: "dns" | "connection" | "request" | "guard" | "tool";
   decision?: "allowed" | "denied";
   rule?: string;
   reason?: string;
@@ -25,6 +25,12 @@ export interface AuditEvent {
   duration_ms?: number;
   secrets_injected?: string[];
   error?: string;
+  pii_detections?: number;
+  pii_rehydrations?: number;
+  injection_detections?: number;
+  invisible_chars?: number;
+  guard?: string;
+  guard_notes?: string[];
 }
 
 export interface BatchEntry {
@@ -111,6 +117,8 @@ export interface CreateSandbox {
   lifecycle?: Record<string, unknown> | null;
   volumes?: Record<string, unknown>[] | null;
   vault_refs?: Record<string, string> | null;
+  secrets?: Record<string, SecretValue> | null;
+  snapshot?: string | null;
 }
 
 export interface Created {
@@ -144,6 +152,16 @@ export interface EntryInfo {
   symlink_target?: string | null;
 }
 
+/** One environment, "prod" (declaw's only one). */
+export interface Environment {
+  env_id: string;
+  name: string;
+}
+
+export interface EnvironmentList {
+  environments: Environment[];
+}
+
 /** Every error response: the SDK exception's class name (`error`, which our SDKs raise), its message and declaw's machine-readable `code` (declaw's SDKs read `message` and `code`); a command's timeout also carries the output so far. */
 export interface ErrorBody {
   error: string;
@@ -172,6 +190,21 @@ export interface Exists {
   exists: boolean;
 }
 
+export interface FileEntries {
+  entries: FileEntry[];
+}
+
+/** An entry of `VolumeFiles.list`/`info`; `version` (from `info`) is the CAS token for `write(if_version=...)`. */
+export interface FileEntry {
+  name: string;
+  path: string;
+  is_dir: boolean;
+  size: number;
+  mod_time: string;
+  mode: number;
+  version?: string;
+}
+
 export type FileType = "file" | "dir" | "symlink";
 
 /** A change in a watched folder: E2B's `name` (relative to the watched folder) and `type`, `entry` with `include_entry=True`; declaw's `path` (absolute, in the sandbox) and `timestamp` (seconds since the epoch). */
@@ -184,6 +217,15 @@ export interface FilesystemEvent {
 }
 
 export type FilesystemEventType = "chmod" | "create" | "remove" | "rename" | "write";
+
+/** `POST /declaw-wasm/sandboxes/{id}/fork`: `count` copies of the sandbox. */
+export interface ForkSandbox {
+  count?: number;
+}
+
+export interface Forked {
+  sandboxes: SandboxInfo[];
+}
 
 export interface KillMany {
   sandbox_ids: string[];
@@ -215,10 +257,49 @@ export interface Limits {
   net_idle_timeout?: number;
   net_header_bytes?: number;
   net_guard_body_bytes?: number;
+  net_guard_response_bytes?: number;
+  net_guard_scan_bytes?: number;
+}
+
+export interface LockAcquire {
+  path: string;
+  ttl_seconds?: number | null;
+}
+
+/** An acquired or renewed lock. */
+export interface LockHeld {
+  token: string;
+  ttl_seconds: number;
+  expires_at: string;
+}
+
+export interface LockStatus {
+  held: boolean;
+  expires_in_ms: number;
+}
+
+export interface LockToken {
+  path: string;
+  token: string;
+  ttl_seconds?: number | null;
 }
 
 export interface MakeDir {
   path: string;
+}
+
+export interface NewTeam {
+  name: string;
+}
+
+/** `POST /teams/{team_id}/vault/secrets`: the value is write-only (never returned, never logged); `provider` (a preset's key) or `scopes` say where it may be sent. `name` defaults to the provider's key. */
+export interface NewVaultSecret {
+  value: string;
+  environment?: string;
+  name?: string | null;
+  provider?: string | null;
+  scopes?: Record<string, unknown>[] | null;
+  rotation_interval_days?: number;
 }
 
 export interface OutputLine {
@@ -226,8 +307,17 @@ export interface OutputLine {
   data: string;
 }
 
+/** A pause's answer: False if the sandbox was paused already. */
+export interface Paused {
+  paused: boolean;
+}
+
 export interface Pid {
   pid: number;
+}
+
+export interface Presets {
+  presets: VaultPreset[];
 }
 
 /** A running command or PTY (E2B's `ProcessInfo`). */
@@ -256,7 +346,16 @@ export interface PtyLine {
   data: string;
 }
 
+export interface Released {
+  released: boolean;
+}
+
 export interface Rename {
+  old_path: string;
+  new_path: string;
+}
+
+export interface Renamed {
   old_path: string;
   new_path: string;
 }
@@ -271,6 +370,15 @@ export interface ResizeMessage {
   type: "resize";
   rows: number;
   cols: number;
+}
+
+/** Resume a paused sandbox (`POST /sandboxes/{id}/resume`, or a `connect`): `timeout` is its new lifetime (default: the one it was made with). Secrets never travel (in-process only, `_host_only`: a sandbox made with secrets resumes in another process only in-process). */
+export interface ResumeSandbox {
+  timeout?: number | null;
+}
+
+export interface RotateVaultSecret {
+  value: string;
 }
 
 export interface RunCode {
@@ -314,7 +422,7 @@ export interface SandboxList {
   next_token?: string | null;
 }
 
-/** declaw's `SandboxMetrics` (one sample): CPU use of the sandbox's guests over the time since the previous sample, their linear memory now, its disk use; plus the guests' CPU time since the sandbox started (`cpu_time_seconds`) and, with `Limits(cpu_instructions=...)`, the instructions its finished command lines and cells ran (`cpu_instructions_used`, Wasmtime fuel). */
+/** declaw's `SandboxMetrics` (one sample): CPU use of the sandbox's guests over the time since the previous sample, their linear memory now, its disk use; plus the guests' CPU time since the sandbox started (`cpu_time_seconds`) and, with `Limits(cpu_instructions=...)`, the instructions its finished command lines and cells ran (`cpu_instructions_used`, Wasmtime fuel). E2B's names follow: the host's CPUs (the guests' threads may use all of them) and the share of them used, bytes of memory and disk in use and allowed (one guest's `Limits.memory_limit`, `Limits.disk_bytes`). */
 export interface SandboxMetrics {
   timestamp: string;
   cpu_usage_percent?: number;
@@ -322,13 +430,44 @@ export interface SandboxMetrics {
   disk_usage_mb?: number;
   cpu_time_seconds?: number;
   cpu_instructions_used?: number | null;
+  cpu_count?: number;
+  cpu_used_pct?: number;
+  mem_used?: number;
+  mem_total?: number;
+  disk_used?: number;
+  disk_total?: number;
 }
 
 /** E2B's states (running, paused) and declaw's (also live, creating, killed). */
 export type SandboxState = "running" | "paused" | "live" | "creating" | "killed";
 
+/** One secret of `CreateSandbox.secrets`: the value (write-only: never sent back, never logged) and where it may be sent (entries as in `allow_out`). */
+export interface SecretValue {
+  value: string;
+  hosts: string[];
+}
+
 export interface SetTimeout {
   timeout: number;
+}
+
+/** declaw's `Snapshot`: a stored snapshot of a sandbox (`snapshot()`, `list_snapshots()`). `source`: "pause", "periodic" or "manual". `mem_blob_key` and `vmstate_blob_key` name its first context image and its manifest in the state store; `mem_size_bytes` is the contexts' linear memory; `size_bytes` (ours) what the snapshot takes in the store. */
+export interface Snapshot {
+  snapshot_id: string;
+  sandbox_id: string;
+  source?: string;
+  mem_blob_key?: string;
+  vmstate_blob_key?: string;
+  mem_size_bytes?: number | null;
+  pause_duration_ms?: number | null;
+  created_at?: string;
+  size_bytes?: number | null;
+}
+
+/** `GET /sandboxes/{id}/snapshots` and `GET /snapshots` (declaw's shape), newest first. */
+export interface SnapshotList {
+  snapshots: Snapshot[];
+  next_token?: string | null;
 }
 
 /** First line of a command's stream. */
@@ -373,6 +512,24 @@ export interface StdioStdin {
   data: string;
 }
 
+/** A vault secret's metadata as declaw's server sends it (never the value). */
+export interface StoredSecret {
+  secret_id: string;
+  name: string;
+  scopes: VaultScope[];
+  created_at: string;
+  updated_at: string;
+  rotated_at?: string | null;
+  rotation_interval_days?: number;
+  rotation_due?: boolean;
+  team_id?: string;
+  env_id?: string;
+}
+
+export interface StoredSecrets {
+  secrets: StoredSecret[];
+}
+
 export interface StreamError {
   error: string;
 }
@@ -387,9 +544,68 @@ export interface StreamOutput {
   data: string;
 }
 
+/** declaw's hidden tenancy: a server has one team, "default" (its id is "default" too). */
+export interface Team {
+  team_id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface TeamList {
+  teams: Team[];
+}
+
 export interface TerminalSize {
   cols?: number;
   rows?: number;
+}
+
+export interface VaultPreset {
+  key: string;
+  name: string;
+  category: string;
+  key_hint: string;
+  docs_url: string;
+  scopes: VaultScope[];
+}
+
+/** Where and how a vault secret is added to requests (declaw's fields). `domain_regex`: a domain, `*.domain`, or `~regex` (searched in the host name). */
+export interface VaultScope {
+  domain_regex: string;
+  injection_type?: string;
+  header_name?: string;
+  value_prefix?: string;
+  basic_username?: string;
+  extra_headers?: Record<string, string>;
+  query_params?: Record<string, string>;
+}
+
+export interface VaultScopes {
+  scopes: Record<string, unknown>[];
+}
+
+/** A volume's metadata (declaw's fields; `blob_key` is the volume's folder in the state store, `backend` is "files": every volume here is file-granular). */
+export interface Volume {
+  volume_id: string;
+  owner_id: string;
+  name: string;
+  blob_key: string;
+  size_bytes: number;
+  content_type: string;
+  created_at: string;
+  metadata?: Record<string, string>;
+  backend?: string;
+  quota_bytes?: number;
+  updated_at?: string;
+}
+
+export interface VolumeList {
+  volumes: Volume[];
+}
+
+/** A path written or made in a volume. */
+export interface VolumePath {
+  path: string;
 }
 
 export interface Watch {

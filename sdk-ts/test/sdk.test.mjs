@@ -6,18 +6,49 @@ import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 
 import {
-  AuthenticationError, CommandHandle, FileNotFoundError, InvalidArgumentError, Sandbox,
-  SandboxNotFoundError, TimeoutError,
+  AuthenticationError, CommandHandle, ConflictError, FileNotFoundError, InvalidArgumentError, NotFoundError,
+  Sandbox, SandboxNotFoundError, TimeoutError, Vault, Volumes,
 } from "../dist/index.js";
 
 const KEY = "ts-test-" + randomBytes(8).toString("hex");
 let server;
 let domain;
 let sbx;
+let upstream;  // test/upstream.py: local HTTP(S) servers standing in for api.openai.com & co.
+let upstreamLines;
+
+/** Start test/upstream.py (the Python that runs `declaw-wasm`, or DECLAW_WASM_PYTHON). */
+async function startUpstream() {
+  const python = process.env.DECLAW_WASM_PYTHON ?? "python3";
+  upstream = spawn(python, [fileURLToPath(new URL("./upstream.py", import.meta.url))],
+                   { stdio: ["pipe", "pipe", "inherit"] });
+  upstreamLines = createInterface({ input: upstream.stdout })[Symbol.asyncIterator]();
+  const first = await upstreamLines.next();
+  if (first.done) throw new Error("test/upstream.py did not start (is trustme installed? pip install -e '.[test]')");
+  return JSON.parse(first.value);
+}
+
+/** What reached the upstreams so far: [{path, server, headers}]. */
+async function upstreamRecords(command = "records") {
+  upstream.stdin.write(command + "\n");
+  return JSON.parse((await upstreamLines.next()).value);
+}
+
+/** Run Python in a sandbox; its last stdout line as JSON. */
+async function outcome(sandbox, code) {
+  await sandbox.files.write("/tmp/probe.py", code);
+  const r = await sandbox.commands.run("python3 /tmp/probe.py", { timeout: 120 });
+  assert.equal(r.exitCode, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1));
+}
 
 function freePort() {
   return new Promise((resolve, reject) => {
@@ -48,7 +79,13 @@ async function waitForHealth(url, child, ms) {
 before(async () => {
   const port = await freePort();
   domain = `127.0.0.1:${port}`;
-  const env = { ...process.env, DECLAW_API_KEY: KEY };
+  const up = await startUpstream();
+  const env = {
+    ...process.env, DECLAW_API_KEY: KEY,
+    // the guest's network goes to the local upstreams only (and the host refuses anything else)
+    DECLAW_WASM_RESOLVE: up.resolve, DECLAW_WASM_CA_BUNDLE: up.ca, DECLAW_WASM_EGRESS_LOOPBACK_ONLY: "1",
+    DECLAW_WASM_STATE: mkdtempSync(join(tmpdir(), "ts-state-")),  // volumes of this run only
+  };
   delete env.DECLAW_DOMAIN;
   server = spawn(process.env.DECLAW_WASM_BIN ?? "declaw-wasm", ["serve", "--port", String(port)],
                  { env, stdio: ["ignore", "inherit", "inherit"] });
@@ -61,6 +98,7 @@ before(async () => {
 after(async () => {
   await sbx?.kill().catch(() => {});
   server?.kill("SIGTERM");
+  upstream?.stdin.end();
 });
 
 describe("files", () => {
@@ -262,6 +300,185 @@ describe("sandboxes", () => {
     assert.equal(r.status, 401);
     assert.equal((await r.json()).error, "AuthenticationException");
   });
+});
+
+describe("network, secrets and the vault", () => {
+  const ASK = `
+import json, os, requests
+key = os.environ["OPENAI_API_KEY"]
+out = {"env": key, "echo": requests.get("https://api.openai.com/v1/models", headers={"Authorization": "Bearer " + key}).text,
+       "other": requests.get("https://example.com/other", headers={"Authorization": "Bearer " + key}).json()["headers"]}
+try:
+    requests.get("https://evil.com/", timeout=10)
+    out["evil"] = "reached"
+except Exception as exc:
+    out["evil"] = str(exc)
+print(json.dumps(out))
+`;
+
+  test("secrets: the guest sees a placeholder, the scoped host gets the value; the audit says so", async () => {
+    await upstreamRecords("clear");
+    const value = "sk-ts/" + randomBytes(6).toString("hex");
+    const s = await Sandbox.create({
+      secrets: { OPENAI_API_KEY: { value, hosts: ["api.openai.com"] } },
+      network: { allowOut: ["api.openai.com", "example.com"] },
+    });
+    try {
+      const got = await outcome(s, ASK);
+      assert.match(got.env, /^declaw-secret-/);
+      assert.ok(!got.echo.includes(value) && got.other.Authorization === "Bearer " + got.env);
+      assert.match(got.evil, /policy/);
+      const seen = Object.fromEntries((await upstreamRecords()).map((r) => [r.path, r]));
+      assert.equal(seen["/v1/models"].headers.authorization, "Bearer " + value);
+      assert.equal(seen["/other"].headers.authorization, "Bearer " + got.env);
+      assert.equal(seen["/"], undefined);
+      const events = await s.auditEvents();
+      assert.deepEqual(events.filter((e) => e.secrets_injected?.length).map((e) => e.secrets_injected), [["OPENAI_API_KEY"]]);
+      assert.ok(events.some((e) => e.decision === "denied" && e.host === "evil.com"));
+      assert.ok(!JSON.stringify(events).includes(value));
+      assert.deepEqual((await s.getInfo()).network, { allow_out: ["api.openai.com", "example.com"] });
+    } finally {
+      await s.kill();
+    }
+  });
+
+  test("allowInternetAccess: false and a security policy's network", async () => {
+    const closed = await Sandbox.create({ allowInternetAccess: false, network: { allowOut: ["example.com"] } });
+    const policed = await Sandbox.create({ security: { network: { allow_out: ["example.com"] } }, lifecycle: { onTimeout: "kill" } });
+    try {
+      const probe = `
+import json, requests
+def attempt(url):
+    try:
+        return requests.get(url, timeout=10).status_code
+    except Exception as exc:
+        return str(exc)
+print(json.dumps([attempt("https://example.com/a"), attempt("https://api.openai.com/b")]))
+`;
+      const [closedA, closedB] = await outcome(closed, probe);
+      assert.match(String(closedA), /policy/);
+      assert.match(String(closedB), /policy/);
+      assert.deepEqual((await closed.getInfo()).network, { deny_out: ["0.0.0.0/0"] });
+      const [okA, deniedB] = await outcome(policed, probe);
+      assert.equal(okA, 200);
+      assert.match(String(deniedB), /policy/);
+      assert.deepEqual((await policed.getInfo()).lifecycle, { on_timeout: "kill", auto_resume: false });
+    } finally {
+      await closed.kill();
+      await policed.kill();
+    }
+  });
+
+  test("vaultRefs name secrets in the server's vault", async () => {
+    await upstreamRecords("clear");
+    const vault = new Vault();
+    const created = await vault.createSecret({ value: "sk-ts-vault-1", provider: "openai" });
+    assert.equal(created.name, "openai");
+    assert.ok(!JSON.stringify(await vault.listSecrets()).includes("sk-ts-vault"));
+    await vault.rotateSecret("openai", "sk-ts-vault-2");
+    assert.ok((await vault.listPresets()).some((p) => p.key === "anthropic"));
+    const s = await Sandbox.create({ vaultRefs: { OPENAI_API_KEY: "openai" } });
+    try {
+      const got = await outcome(s, ASK);
+      assert.equal(got.env, "declaw:vault-managed");
+      const seen = Object.fromEntries((await upstreamRecords()).map((r) => [r.path, r]));
+      assert.equal(seen["/v1/models"].headers.authorization, "Bearer sk-ts-vault-2");
+      assert.equal(seen["/other"].headers.authorization, "Bearer declaw:vault-managed");
+    } finally {
+      await s.kill();
+    }
+    await vault.updateScopes("openai", [{ domain_regex: "example.com" }]);
+    await vault.deleteSecret("openai");
+    assert.deepEqual(await vault.listSecrets(), []);
+    await assert.rejects(Sandbox.create({ vaultRefs: { K: "openai" } }), InvalidArgumentError);
+  });
+
+  test("secret values never go over plain HTTP to another machine", async () => {
+    const far = { domain: "http://192.0.2.10:9", apiKey: KEY };
+    await assert.rejects(Sandbox.create({ ...far, secrets: { K: { value: "v", hosts: ["x.com"] } } }),
+                         (err) => err instanceof InvalidArgumentError && /plain HTTP/.test(err.message));
+    await assert.rejects(new Vault(far).createSecret({ value: "v", provider: "openai" }), InvalidArgumentError);
+  });
+});
+
+describe("volumes", () => {
+  test("files with versions, locks, download and create from the bytes", async () => {
+    const vol = await Volumes.create("ts-vol");
+    const files = Volumes.files(vol.volumeId);
+    assert.equal(await files.write("/data/a.txt", new TextEncoder().encode("one")), "/data/a.txt");
+    const { version } = await files.info("/data/a.txt");
+    await files.write("/data/a.txt", new TextEncoder().encode("two"), { ifVersion: version });
+    await assert.rejects(files.write("/data/a.txt", new Uint8Array([1]), { ifVersion: version }), ConflictError);
+    assert.equal(new TextDecoder().decode(await files.read("/data/a.txt")), "two");
+    assert.deepEqual((await files.list("/")).map((e) => [e.name, e.isDir]), [["data", true]]);
+    assert.equal(await files.exists("/nope"), false);
+    assert.equal(await files.mkdir("/tmpdir"), "/tmpdir");
+    assert.deepEqual(await files.rename("/tmpdir", "/gone"), { oldPath: "/tmpdir", newPath: "/gone" });
+    await files.remove("/gone", { recursive: true });
+    const locks = Volumes.locks(vol.volumeId);
+    const lease = await locks.acquire("/data", 30);
+    await assert.rejects(locks.acquire("/data"), ConflictError);
+    assert.equal((await locks.status("/data")).held, true);
+    assert.equal((await locks.renew("/data", lease.token, 60)).ttlSeconds, 60);
+    assert.equal(await locks.release("/data", lease.token), true);
+    const archive = await Volumes.download(vol.volumeId);
+    assert.deepEqual([...archive.slice(0, 2)], [0x1f, 0x8b]);  // tar.gz
+    const copy = await Volumes.create("ts-copy", archive);
+    assert.equal(new TextDecoder().decode(await Volumes.files(copy.volumeId).read("/data/a.txt")), "two");
+    assert.ok((await Volumes.list()).some((v) => v.volumeId === copy.volumeId));
+    for (const v of [vol, copy]) await Volumes.delete(v.volumeId);
+    await assert.rejects(Volumes.get(vol.volumeId), NotFoundError);
+    await assert.rejects(Volumes.get("bad.id"), InvalidArgumentError);
+  });
+
+  test("attached to sandboxes, then snapshot and commit", async () => {
+    const vol = await Volumes.create("ts-attach");
+    await Volumes.files(vol.volumeId).write("/in.txt", new TextEncoder().encode("input"));
+    const s = await Sandbox.create({ volumes: [{ volumeId: vol.volumeId, mountPath: "/work", mode: "mount" },
+                                                { volumeId: vol.volumeId, mountPath: "/ro", mode: "mount-ro" }] });
+    try {
+      assert.equal((await s.commands.run("cat /work/in.txt")).stdout, "input");
+      assert.notEqual((await s.commands.run("echo x > /ro/x.txt")).exitCode, 0);
+      await s.commands.run("echo out > /work/out.txt && echo snap > /tmp/snap.txt");
+      const committed = await Volumes.commit(s.sandboxId, vol.volumeId);
+      assert.equal(committed.name, "ts-attach-commit");
+      assert.equal(new TextDecoder().decode(await Volumes.files(committed.volumeId).read("/out.txt")), "out\n");
+      const snap = await Volumes.snapshot(s.sandboxId, "/tmp", "ts-snap");
+      assert.equal(new TextDecoder().decode(await Volumes.files(snap.volumeId).read("/snap.txt")), "snap\n");
+      for (const v of [committed, snap]) await Volumes.delete(v.volumeId);
+    } finally {
+      await s.kill();
+    }
+    await Volumes.delete(vol.volumeId);
+  });
+});
+
+test("snapshots, pause and resume, restore, fork (docs/state.md)", async () => {
+  const box = await Sandbox.create();
+  try {
+    await box.runCode("x = 41");
+    await box.files.write("/home/user/state.txt", "kept");
+    const info = await box.createSnapshot();
+    assert.equal(info.sandboxId, box.sandboxId);
+    await box.runCode("x += 1");
+    assert.equal(await box.pause(), true);
+    assert.equal((await box.getInfo()).state, "paused");
+    const again = await Sandbox.connect(box.sandboxId);  // connecting resumes
+    assert.equal((await again.runCode("print(x)")).logs.stdout.join(""), "42\n");
+    const [fork] = await again.fork(1);
+    await fork.runCode("x = 0");
+    assert.equal((await again.runCode("print(x)")).logs.stdout.join(""), "42\n");
+    assert.equal(await fork.files.read("/home/user/state.txt"), "kept");
+    await fork.kill();
+    const sources = (await again.listSnapshots()).map((s) => s.source).sort();
+    assert.deepEqual(sources, ["manual", "pause"]);
+    const back = await Sandbox.restore(box.sandboxId, { snapshotId: info.snapshotId });
+    assert.equal((await back.runCode("print(x)")).logs.stdout.join(""), "41\n");
+    assert.ok((await Sandbox.listSnapshots({ sandboxId: box.sandboxId })).length >= 2);
+    assert.equal(await back.deleteSnapshot(info.snapshotId), true);
+  } finally {
+    await Sandbox.kill(box.sandboxId);
+  }
 });
 
 test("examples/code_interpreter.ts prints what the Python example prints", async () => {

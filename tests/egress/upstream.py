@@ -15,6 +15,8 @@ import socket
 import socketserver
 import ssl
 import threading
+import time
+import urllib.parse
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +97,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/echo-auth-header":
             self._send(200, b"ok\n", "text/plain",
                        extra=(("X-Echo-Auth", record.header("Authorization") or ""),))
+        elif self._guard_route(path, body, echo):
+            pass
         elif path.startswith("/redirect"):
             self._send(302, b"", "text/plain", extra=(("Location", "/final"),))
         elif path == "/close":
@@ -103,7 +107,107 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._send(200, echo)
 
+    def _guard_route(self, path: str, body: bytes, echo: bytes) -> bool:
+        """The routes of the guard tests (test_guardrails.py); False if `path` is none of them."""
+        if path.startswith("/sse/"):
+            self._sse(path.split("/")[2].split("?")[0], _last_message(body))
+        elif path.startswith("/split/"):
+            pieces = _cut(body.decode("utf-8", "replace"), int(path.split("/")[2]))
+            self._chunked([p.encode() for p in pieces], self.headers.get("Content-Type") or "text/plain")
+        elif path.startswith("/say/"):  # the query string, unquoted, as the answer (for guard tests)
+            text = urllib.parse.unquote(path.split("?", 1)[1] if "?" in path else "")
+            kind = path.split("/")[2].split("?")[0]
+            if kind == "json":
+                self._send(200, json.dumps({"choices": [{"message": {"role": "assistant",
+                                                                     "content": text}}]}).encode())
+            else:
+                self._send(200, text.encode(), "text/plain; charset=utf-8")
+        elif path.startswith("/long/"):  # /long/N?text: N KiB of lines, then the text
+            size = int(path.split("/")[2].split("?")[0]) << 10
+            text = urllib.parse.unquote(path.split("?", 1)[1] if "?" in path else "")
+            line = b"all is well with the quarterly figures\n"
+            self._chunked([line * (size // len(line)), text.encode() + b"\n"], "text/plain")
+        elif path.startswith("/bomb/"):  # /bomb/N: N MiB of zeros, gzip-compressed, as text
+            raw = gzip.compress(b"0" * (int(path.split("/")[2]) << 20))
+            self._send(200, raw, "text/plain", extra=(("Content-Encoding", "gzip"),))
+        elif path == "/zstd":
+            self._send(200, zstd_compress(echo), extra=(("Content-Encoding", "zstd"),))
+        else:
+            return False
+        return True
+
+    def _chunked(self, pieces: list[bytes], ctype: str) -> None:
+        """Each piece in its own chunk and its own network write, a moment apart."""
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        for piece in pieces:
+            if piece:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                time.sleep(0.005)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _sse(self, dialect: str, text: str) -> None:
+        """`text` streamed back as an OpenAI or Anthropic SSE answer, in four deltas cut through
+        its first redaction token, each event its own network write."""
+        parts = _cut(text, 4)
+        if dialect == "openai":
+            def chunk(delta: dict[str, Any], finish: Any = None) -> dict[str, Any]:
+                return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4.1",
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            events = [chunk({"role": "assistant", "content": ""})]
+            events += [chunk({"content": p}) for p in parts] + [chunk({}, "stop")]
+            lines = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
+            lines.append(b"data: [DONE]\n\n")
+        else:
+            msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                   "content": [], "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+            events = [("message_start", {"type": "message_start", "message": msg}),
+                      ("content_block_start", {"type": "content_block_start", "index": 0,
+                                               "content_block": {"type": "text", "text": ""}})]
+            events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": p}}) for p in parts]
+            events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                       ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                          "usage": {"output_tokens": 4}}),
+                       ("message_stop", {"type": "message_stop"})]
+            lines = [f"event: {name}\ndata: {json.dumps(e)}\n\n".encode() for name, e in events]
+        self._chunked(lines, "text/event-stream")
+
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
+
+
+def _last_message(body: bytes) -> str:
+    """The content of the last message of an OpenAI- or Anthropic-shaped request body."""
+    try:
+        content = json.loads(body)["messages"][-1]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return body.decode("utf-8", "replace")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _cut(text: str, n: int) -> list[str]:
+    """`text` in n pieces; when it holds a redaction token, the cuts all fall inside the first
+    one (so its bytes arrive in n pieces)."""
+    start = text.find("[REDACTED_")
+    end = text.find("]", start) + 1 if start >= 0 else 0
+    if start < 0 or end - start < n:
+        start, end = 0, len(text)
+    cuts = [start + (end - start) * i // n for i in range(1, n)]
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def zstd_compress(data: bytes) -> bytes:
+    try:
+        from compression import zstd  # type: ignore[import-not-found]
+    except ImportError:
+        from backports import zstd  # type: ignore[no-redef]
+    return bytes(zstd.compress(data))
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

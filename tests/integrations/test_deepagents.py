@@ -89,8 +89,7 @@ def test_upload_and_download_errors(backend: DeclawWasmSandbox) -> None:
     assert [d.error for d in down] == ["file_not_found", "is_directory"]
 
 
-@pytest.mark.xfail(strict=False, reason="needs shell gap grep -Z (issue 16)")
 def test_deepagents_own_grep_route(backend: DeclawWasmSandbox) -> None:
-    """deepagents' default `grep -rHnFZ` pipeline; ours replaces it until the shell has -Z."""
+    """deepagents' default `grep -rHnFZ` pipeline works too (ours replaces it to report errors)."""
     result = BaseSandbox.grep(backend, "hello", path=ROOT)
     assert len(result.matches or []) == 3

@@ -18,6 +18,7 @@ CASES = {  # example -> (module it needs, text its output must contain)
     "deepagents_backend.py": ("deepagents.backends.sandbox", "hello, sandbox"),
     "mcp_client.py": ("mcp", "3628800"),
     "anthropic_tools.py": ("declaw_wasm", "/tmp/job\n42\n"),
+    "code_mode.py": ("declaw_wasm", "3 products, total 23.75\n4 tool calls audited: tool:search, "),
 }
 
 

@@ -20,8 +20,8 @@ pytest.importorskip("mcp", reason="pip install 'declaw-wasm[mcp]'")
 import anyio
 from mcp import Client, StdioServerParameters
 
-from declaw_wasm import Sandbox
-from declaw_wasm.integrations.mcp import DeclawMcpServer, ServerOptions
+from declaw_wasm import AsyncSandbox, Sandbox
+from declaw_wasm.integrations.mcp import DeclawMcpServer, ServerOptions, main
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +173,18 @@ async def test_http_modern_protocol_is_stateless(http_server: str) -> None:
         text = _text(await client.call_tool("run_python_code", {"python_code": "1 + 1"}))
         assert "<return_value>\n2\n</return_value>" in text
     assert not (_live_ids() - before)
+
+
+async def test_server_options_set_every_sandboxs_policy() -> None:
+    """`--network` / `--security` / `--no-internet` (ServerOptions) reach each session's sandbox;
+    a bad policy stops the server at start."""
+    before = _live_ids()
+    server = DeclawMcpServer(ServerOptions(network={"deny_out": ["0.0.0.0/0"]},
+                                           security={"audit": {"enabled": True}}), shared=True)
+    async with Client(server.mcp) as client:
+        await client.call_tool("run_code", {"code": "1"})
+        (mine,) = _live_ids() - before
+        assert (await (await AsyncSandbox.connect(mine)).get_info()).network == {"deny_out": ["0.0.0.0/0"]}
+        text = _text(await client.call_tool("run_command", {"command": "curl -sS https://example.com"}))
+        assert not text.startswith("exit_code: 0")
+    assert main(["--network", '{"allow_out": ["not a host!!"]}']) == 2

@@ -105,3 +105,43 @@ def test_install_packages_uses_pip_in_the_sandbox(tmp_path: Any, monkeypatch: An
         assert executor.run_code_raise_errors("import declawprobe\ndeclawprobe.VALUE").output == "7"
     finally:
         executor.cleanup()
+
+
+def test_tools_run_on_the_host_and_count_against_the_step() -> None:
+    """The agent's tools are host tools: called from the step's code, they run in this process
+    (here: they see this process's pid and record their calls); `final_answer` still ends the
+    step inside the sandbox. With `host_tools=False` they are sent as source instead."""
+    import os
+
+    calls: list[str] = []
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up in the host's table.
+
+        Args:
+            key: the key
+        """
+        calls.append(key)
+        return f"{key}={os.getpid()}"
+
+    model = ScriptedModel([
+        _step("import asyncio\nfound = [lookup(k) for k in ('a', 'b')]\nprint(found)"),
+        _step("final_answer(found)"),
+    ])
+    executor = DeclawWasmExecutor([], AgentLogger(level=LogLevel.OFF))
+    agent = CodeAgent(tools=[lookup], model=model, executor=executor, max_steps=3)
+    try:
+        assert agent.run("look up a and b") == [f"a={os.getpid()}", f"b={os.getpid()}"]
+        assert calls == ["a", "b"]
+        assert [e.url for e in executor.sandbox.audit_events() if e.kind == "tool"] == ["tool:lookup"] * 2
+    finally:
+        agent.cleanup()
+
+    source = DeclawWasmExecutor([], AgentLogger(level=LogLevel.OFF), host_tools=False)
+    try:
+        source.send_tools({"celsius_to_fahrenheit": celsius_to_fahrenheit})
+        assert source.run_code_raise_errors("celsius_to_fahrenheit(100)").output == "212.0"
+        assert source.tools == {}  # nothing lent: the tool's source runs in the sandbox
+    finally:
+        source.cleanup()

@@ -67,8 +67,10 @@ for f in (lambda: subprocess.run(['/bin/sh', '-c', 'touch /tmp/pwned-by-guest'])
                                                 "spawnv", "system", "kill", "killpg")], r
     assert [line.split()[0] for line in lines[9:]] == ["refused"] * 6, r
     r = box.commands.run("python3 -c 'import os; os.system(\"touch /tmp/x\")'; bash -c 'echo nested'; "
-                         "exec /bin/sh; echo after", timeout=20)
-    assert r.stdout == "nested\nafter\n"  # `bash -c` is the in-guest shell again; no exec
+                         "/bin/sh -c 'echo by-path'; echo after; exec /bin/sh; echo not-reached", timeout=20)
+    # `bash`, `/bin/sh` and `exec` run the in-guest shell again (exec then ends the line, as in
+    # bash); nothing runs on the host
+    assert r.stdout == "nested\nby-path\nafter\n"
     assert not os.path.exists("/tmp/pwned-by-guest")
     assert _host_children() <= kids
     assert_host_fine(box)

@@ -62,22 +62,24 @@ for p in ('/proc/self/environ', '/proc/self/maps', '/proc/self/mem', '/proc/1/en
 
 def test_host_home_and_checkout_are_absent(box) -> None:
     """Defends against reading the host's home (/root), its caches, and the /work checkout."""
-    r = box.commands.run("ls /root /work; ls -a ~; cat /root/.bashrc; find / -maxdepth 2 -name '*.md'; "
+    r = box.commands.run("ls /root/.cache /work; ls -a ~; cat /root/.bashrc; find / -maxdepth 2 -name '*.md'; "
                          "cat ~/../../root/.cache/declaw-wasm/*; ls /usr/local/lib/declaw/../../../../work")
     assert "README.md" not in r.stdout and "No such file" in r.stderr
     assert r.stdout.split() == [".", "..", ".config"] or r.stdout.split() == [".config"]
     code = f"""
 import os
 found = []
-for p in ('/root', '/work', {str(CHECKOUT)!r}, '/root/.cache', '/home/root', '/home/user/../../root'):
+for p in ('/root/.bashrc', '/work', {str(CHECKOUT)!r}, '/root/.cache', '/home/root', '/home/user/../../root/.cache'):
     found.append(os.path.exists(p))
-print(found)
+print(found, os.listdir('/root'))
 """
-    assert run_py(box, code).stdout == "[False, False, False, False, False, False]\n"
+    # the guest's /root is its own empty folder (as on Linux), never the host's
+    assert run_py(box, code).stdout == "[False, False, False, False, False, False] []\n"
     ex = box.run_code(f"import os\nos.path.exists({str(CHECKOUT / 'README.md')!r})")
     assert ex.text == "False"
-    for path in ("/root", "/work", str(CHECKOUT), "/root/.cache"):
+    for path in ("/root/.bashrc", "/work", str(CHECKOUT), "/root/.cache"):
         assert not box.files.exists(path)
+    assert box.files.list("/root") == []
     assert_host_fine(box)
 
 

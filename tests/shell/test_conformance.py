@@ -1,4 +1,4 @@
-"""The shell against real bash: each line of cases.py (and awk_cases.py) runs under the host's
+"""The shell against real bash: each line of cases.py (and awk_cases.py, gap_cases.py) runs under the host's
 `bash -c` in a temporary folder and through `commands.run` in a folder of the sandbox, both
 holding the same files; stdout and the exit status must match. Expectations are generated
 here, never typed by hand. Lines in KNOWN_GAPS differ for a reason the README lists.
@@ -20,8 +20,10 @@ from declaw_wasm import Sandbox
 
 from .awk_cases import AWK_CASES
 from .cases import CASES, FIXTURE
+from .gap_cases import GAP_CASES
 
 ALL_CASES = CASES + [case for case in AWK_CASES if case not in CASES]
+ALL_CASES += [case for case in GAP_CASES if case not in ALL_CASES]
 
 # line -> why it differs (README, "The shell: known gaps")
 KNOWN_GAPS: dict[str, str] = {

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Union
 
+from starlette.requests import Request
+
 from ... import _args
 from ..._backend import SandboxBackend
 from ..._threads import in_thread
+from ...exceptions import InvalidArgumentException
 from ...wire import ErrorBody, RunCommand
+from ..guard import is_loopback
 from ..registry import Registry
 
 NDJSON = "application/x-ndjson"
@@ -40,3 +44,18 @@ def sse_response(body: Any) -> Any:
 def streamed(description: str, schema: str, media: str = NDJSON) -> dict[Union[int, str], dict[str, Any]]:
     return {**ERRORS, 200: {"content": {media: {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
                             "description": description}}
+
+
+def check_private(request: Request, what: str, given: object = True) -> None:
+    """Secret values (`what`) are taken only over TLS (uvicorn's own, or a proxy's that uvicorn
+    trusts for X-Forwarded-Proto) or from this machine. Our clients refuse to send them
+    otherwise; a client that did not has put them on the network in clear: refusing tells its
+    operator (the message says to rotate them) and keeps such values out of use. Nothing to
+    check when no value was `given`."""
+    client = request.client.host if request.client else ""
+    if not given or request.url.scheme in ("https", "wss") or is_loopback(client):
+        return
+    raise InvalidArgumentException(
+        f"{what}: secret values reached this server over plain HTTP from {client or 'a remote client'}; "
+        "refused. They crossed the network unencrypted: rotate them. Serve over TLS "
+        "(declaw-wasm serve --tls-cert/--tls-key, or a TLS proxy in front)")

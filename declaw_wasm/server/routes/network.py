@@ -1,5 +1,5 @@
 """The sandbox's network, ours only (declaw has no routes for it): its audit events, under
-`PREFIX`. (The vault's routes for a remote `VaultClient` will go here.)"""
+`PREFIX`. (The vault has declaw's routes: vault.py.)"""
 
 from __future__ import annotations
 

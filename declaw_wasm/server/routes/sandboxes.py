@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Optional
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ... import __version__, _args
@@ -17,7 +17,7 @@ from ...limits import Limits
 from ...models import SandboxInfo, SandboxMetrics, SandboxQuery, SandboxState
 from ...wire import CreateSandbox, Killed, KillMany, KillManyResults, SandboxList, SetTimeout, Status
 from ..registry import Registry
-from .common import ERRORS, finder
+from .common import ERRORS, check_private, finder
 
 
 def check_limits(limits: Optional[Limits]) -> Optional[Limits]:
@@ -76,9 +76,12 @@ def router(registry: Registry) -> APIRouter:
     # The server makes and finds sandboxes on its backend, never `Sandbox.create/connect/list`:
     # those would follow DECLAW_DOMAIN (remote mode) if the server's environment had it set.
     @sandboxes.post("/sandboxes", status_code=201, responses=ERRORS)
-    async def create_sandbox(body: CreateSandbox) -> SandboxInfo:
-        """declaw's create: its body (unknown fields ignored) plus our `limits`."""
+    async def create_sandbox(body: CreateSandbox, http: Request) -> SandboxInfo:
+        """declaw's create: its body (unknown fields ignored) plus our `limits` and `secrets`
+        (values held by the server, never by the guest: docs/egress.md; only over TLS or from
+        loopback). `vault_refs` name secrets of the server's vault (declaw's vault routes)."""
         _args.template(body.template)
+        check_private(http, "secrets", body.secrets)
         request = body.model_copy(update={
             "timeout": None if body.timeout is None else _args.lifetime(body.timeout),
             "envs": _args.envs(body.envs), "metadata": _args.string_map(body.metadata, "metadata"),

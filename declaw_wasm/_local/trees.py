@@ -1,0 +1,270 @@
+"""A sandbox's writable folders as data: written to a tar stream (snapshots), read back from one,
+or copied to another sandbox (fork) — always walking by file descriptor without following a
+link, because guests wrote these folders and can leave symlinks (absolute ones, or ones climbing
+out) anywhere.
+
+What a tree keeps: folders, regular files (bytes, mode, mtime, and the file's E2B metadata held
+in an extended attribute) and symlinks (their target text: a link is the guest's data, resolved
+inside the guest's namespace when the guest uses it; the host never follows one). Hard links are
+kept as separate files. Nothing else can exist in a sandbox's tree (WASI makes no devices or
+FIFOs); if something does, it is left out.
+
+Reading a tar back treats it as hostile input, even though we wrote it (a state store can be
+shared, or damaged): member names must be relative, without `..`, NUL or empty parts, and within
+the size limits; hard links, devices, FIFOs and unknown members are refused; each member is
+created by walking from the destination folder with `O_NOFOLLOW` at every step, so a symlink
+member can never redirect a later one outside. The stdlib's `tarfile` (in stream mode) parses
+the format; it never extracts anything itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tarfile
+from pathlib import Path
+from typing import IO, Iterator, Optional
+
+from .._hostdirs import DIR_FLAGS, Walk
+from .._volumes.hostfs import UnsafePath, copy_fd, create_file, open_dir, open_dir_at
+from ..exceptions import SandboxException
+from .files import META_XATTR
+
+MAX_NAME_BYTES = 1 << 20  # a path in a tree (a guest can nest ~1050 folders of 255 bytes)
+MAX_DEPTH = 4096
+COPY_CHUNK = 1 << 20
+PAX_META = "DECLAW.metadata"
+
+
+class TreeError(SandboxException):
+    """A tree that cannot be read back (damaged, or not one of ours)."""
+
+
+def _entries(top: Path) -> Iterator[tuple[list[str], int, str, os.stat_result]]:
+    """Every entry below `top` as (parts, fd of its folder, name, lstat), folders before what
+    they hold; iterative, links never followed, folder fds bounded by `Walk`."""
+    walk = Walk(lambda: os.open(top, DIR_FLAGS))
+    stack: list[list[str]] = [[]]
+    try:
+        while stack:
+            parts = stack.pop()
+            try:
+                fd = walk.folder(parts)
+                names = sorted(os.listdir(fd))
+            except OSError:
+                continue  # swapped for something else meanwhile: skipped
+            subfolders = []
+            for name in names:
+                try:
+                    fd = walk.folder(parts)
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                yield parts + [name], fd, name, st
+                if stat.S_ISDIR(st.st_mode):
+                    subfolders.append(parts + [name])
+            stack.extend(reversed(subfolders))
+    finally:
+        walk.close()
+
+
+def _metadata(fd: int) -> Optional[bytes]:
+    try:
+        return os.getxattr(fd, META_XATTR)
+    except OSError:
+        return None
+
+
+def write_tar(top: Path, out: IO[bytes]) -> tuple[int, int]:
+    """Write the tree below `top` to `out` as an uncompressed PAX tar stream; (entries, bytes of
+    file content)."""
+    count = size = 0
+    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for parts, dir_fd, name, st in _entries(top):
+            info = tarfile.TarInfo("/".join(parts))
+            info.mode = stat.S_IMODE(st.st_mode)
+            info.mtime = st.st_mtime
+            if stat.S_ISDIR(st.st_mode):
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif stat.S_ISLNK(st.st_mode):
+                info.type = tarfile.SYMTYPE
+                info.linkname = os.readlink(name, dir_fd=dir_fd)
+                tar.addfile(info)
+            elif stat.S_ISREG(st.st_mode):
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                with os.fdopen(fd, "rb") as f:
+                    st = os.fstat(f.fileno())
+                    info.size = st.st_size
+                    meta = _metadata(f.fileno())
+                    if meta is not None:
+                        info.pax_headers = {PAX_META: meta.decode("utf-8", "replace")}
+                    tar.addfile(info, _Exactly(f, st.st_size))
+                size += st.st_size
+            else:
+                continue
+            count += 1
+    return count, size
+
+
+class _Exactly:
+    """A file read as exactly `size` bytes (a file that grew or shrank since its stat cannot
+    break the tar stream: it is cut, or padded with zeros)."""
+
+    def __init__(self, f: IO[bytes], size: int) -> None:
+        self.f = f
+        self.left = size
+
+    def read(self, n: int = -1) -> bytes:
+        want = self.left if n < 0 else min(n, self.left)
+        data = self.f.read(want)[:want] if want else b""
+        if len(data) < want:
+            data += bytes(want - len(data))
+        self.left -= len(data)
+        return data
+
+
+def _member_parts(name: str) -> list[str]:
+    if not name or "\x00" in name or name.startswith("/") or len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
+        raise TreeError(f"tree member {name[:200]!r}: not a relative path")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts or len(parts) > MAX_DEPTH:
+        raise TreeError(f"tree member {name[:200]!r}: climbs out or is too deep")
+    return parts
+
+
+def read_tar(stream: IO[bytes], top: Path) -> int:
+    """Lay out the tree in the tar `stream` below the existing folder `top` (see the module
+    docstring for what is refused); the entries made."""
+    count = 0
+    try:
+        tar = tarfile.open(fileobj=stream, mode="r|")
+    except tarfile.TarError as exc:
+        raise TreeError(f"not a tree: {exc}") from None
+    root = os.open(top, DIR_FLAGS)
+    try:
+        with tar:
+            for member in tar:
+                parts = _member_parts(member.name)
+                try:
+                    _make(tar, member, root, parts)
+                except (UnsafePath, OSError) as exc:
+                    raise TreeError(f"tree member {member.name[:200]!r}: {exc}") from None
+                count += 1
+    except tarfile.TarError as exc:
+        raise TreeError(f"tree damaged or truncated: {exc}") from None
+    finally:
+        os.close(root)
+    return count
+
+
+def _make(tar: tarfile.TarFile, member: tarfile.TarInfo, root: int, parts: list[str]) -> None:
+    mode = member.mode & 0o777
+    parent = open_dir_at(root, parts[:-1], create=True)
+    name = parts[-1]
+    try:
+        if member.isdir():
+            try:
+                os.mkdir(name, mode or 0o755, dir_fd=parent)
+            except FileExistsError:
+                sub = os.open(name, DIR_FLAGS, dir_fd=parent)  # a folder, not a link or file
+                os.close(sub)
+        elif member.issym():
+            os.symlink(member.linkname, name, dir_fd=parent)
+        elif member.isreg():
+            fd = create_file(parent, name, mode or 0o644)
+            with os.fdopen(fd, "wb") as out:
+                source = tar.extractfile(member)
+                assert source is not None
+                while True:
+                    chunk = source.read(COPY_CHUNK)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                meta = member.pax_headers.get(PAX_META)
+                if meta is not None:
+                    try:
+                        os.setxattr(out.fileno(), META_XATTR, meta.encode())
+                    except OSError:
+                        pass
+            os.utime(name, (member.mtime, member.mtime), dir_fd=parent, follow_symlinks=False)
+        else:
+            raise TreeError(f"tree member {member.name[:200]!r}: a {_kind(member)}, which a tree never holds")
+    finally:
+        os.close(parent)
+
+
+def _kind(member: tarfile.TarInfo) -> str:
+    if member.islnk():
+        return "hard link"
+    if member.isdev():
+        return "device or FIFO"
+    return "member of unknown type"
+
+
+def copy_tree(src: Path, dst: Path) -> int:
+    """Copy the tree below `src` into the existing folder `dst` (fork): files by reflink where
+    the file system can, else `copy_file_range`; symlinks as symlinks; never following one. The
+    entries copied."""
+    count = 0
+    root = os.open(dst, DIR_FLAGS)
+    try:
+        for parts, dir_fd, name, st in _entries(src):
+            mode = stat.S_IMODE(st.st_mode)
+            try:
+                parent = open_dir_at(root, parts[:-1], create=True)
+            except (UnsafePath, OSError):
+                continue
+            try:
+                if stat.S_ISDIR(st.st_mode):
+                    try:
+                        os.mkdir(name, mode or 0o755, dir_fd=parent)
+                    except FileExistsError:
+                        pass
+                elif stat.S_ISLNK(st.st_mode):
+                    os.symlink(os.readlink(name, dir_fd=dir_fd), name, dir_fd=parent)
+                elif stat.S_ISREG(st.st_mode):
+                    _copy_file(dir_fd, name, parent, mode)
+                    os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=parent, follow_symlinks=False)
+                else:
+                    continue
+            except FileNotFoundError:
+                continue  # gone meanwhile
+            finally:
+                os.close(parent)
+            count += 1
+    finally:
+        os.close(root)
+    return count
+
+
+def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int) -> None:
+    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
+    try:
+        out = create_file(dst_dir, name, mode or 0o644)
+        try:
+            copy_fd(src, out)
+            meta = _metadata(src)
+            if meta is not None:
+                try:
+                    os.setxattr(out, META_XATTR, meta)
+                except OSError:
+                    pass
+        finally:
+            os.close(out)
+    finally:
+        os.close(src)
+
+
+def ensure_folder(top: Path, guest_parts: list[str]) -> None:
+    """The folder `top/guest_parts` (made if missing, never through a link)."""
+    try:
+        os.close(open_dir(top, guest_parts, create=True))
+    except (UnsafePath, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno == errno.EEXIST:
+            return
+        raise TreeError(f"cannot make {'/'.join(guest_parts)}: {exc}") from None

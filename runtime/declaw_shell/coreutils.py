@@ -1,0 +1,590 @@
+"""Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
+`cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `echo -e` with GNU's escapes
+(\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
+
+The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
+command's stdin without a newline (`send_stdin("Hello")`) waits for one that may never come;
+here what arrives goes out at once (`cat` with options that work on lines, and `head -n`, still
+cut lines).
+"""
+
+import codecs
+import os
+import posixpath
+import random
+
+from bash_purepython.command import echo as library_echo
+from bash_purepython.command import head as library_head
+from bash_purepython.command import tee as library_tee
+from bash_purepython.command.cat import CatCommand
+from bash_purepython.command.command import (
+    Command,
+    CommandResult,
+    InputKind,
+    OutputKind,
+)
+from bash_purepython.command.lines import iterate_lines, stdin_lines
+from bash_purepython.streams import as_async_iterator
+
+from . import rawbytes
+
+ARGS_ONLY = frozenset({InputKind.ARGUMENTS})
+TEXT_OUT = frozenset({OutputKind.TEXT})
+STREAM_OUT = frozenset({OutputKind.STREAM_TEXT})
+STDIN_NAMES = ("-", "/dev/stdin")
+FILE_CHUNK = 1 << 16
+
+
+def register(commands):
+    from .grep import GrepCommand
+
+    for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
+                    PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
+                    GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand()):
+        commands.register(command)
+
+
+def stdin_chunks(stdin, kind):
+    """A command's stdin as the chunks that arrive (not cut into lines)."""
+    if kind == InputKind.STREAM_TEXT:
+        return as_async_iterator(stdin)
+    if kind == InputKind.TEXT:
+        return as_async_iterator([stdin] if stdin else [])
+    return stdin_lines(stdin, kind) if kind != InputKind.ARGUMENTS else as_async_iterator(())
+
+
+def _tee_chunks(stdin, kind):
+    return stdin_chunks(stdin, kind)
+
+
+def _head_source(path_text, invocation):
+    if path_text == library_head.STDIN_PATH and invocation.stdin_kind == InputKind.STREAM_TEXT:
+        return as_async_iterator(invocation.stdin)  # chunks: `head -c` takes them as they come
+    return _library_head_source(path_text, invocation)
+
+
+def _head_limit(lines, line_limit, character_limit):
+    if character_limit is None:
+        lines = iterate_lines(lines)  # `head -n` counts lines: cut the chunks again
+    return _library_head_limit(lines, line_limit, character_limit)
+
+
+ECHO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\",
+                "e": "\x1b", "E": "\x1b"}
+
+
+def _echo_escapes(text):
+    """`echo -e`'s escapes as bash's echo reads them (\\0NNN and \\xHH are bytes: rawbytes.py);
+    (text, whether \\c stopped it)."""
+    return rawbytes.interpret(text, rawbytes.ECHO_ESCAPE, ECHO_ESCAPES, stop="c")
+
+
+library_echo.interpret_escapes = _echo_escapes
+_library_head_source, _library_head_limit = library_head.source_lines, library_head.limit_source
+library_head.source_lines, library_head.limit_source = _head_source, _head_limit
+library_tee.stdin_lines = _tee_chunks
+
+
+def file_chunks(path):
+    """A file's text in chunks, decoded as the library decodes files (broken UTF-8 replaced)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    with open(path, "rb") as handle:
+        while True:
+            data = handle.read(FILE_CHUNK)
+            text = decoder.decode(data, final=not data)
+            if text:
+                yield text
+            if not data:
+                return
+
+
+class StreamingCatCommand(CatCommand):
+    """`cat [-u] [FILE]...` passes its input on as it arrives; with -n, -A, -s… the library's."""
+
+    def run(self, invocation):
+        operands = [a for a in invocation.arguments if a not in ("-u", "--")]
+        if any(a.startswith("-") and a not in STDIN_NAMES for a in operands):
+            return super().run(invocation)
+        return CommandResult(stdout=self.stream(invocation, operands or ["-"]), exit_code=0)
+
+    @staticmethod
+    async def stream(invocation, paths):
+        state = invocation.state
+        for path_text in paths:
+            if path_text in STDIN_NAMES:
+                async for chunk in stdin_chunks(invocation.stdin, invocation.stdin_kind):
+                    yield chunk
+                continue
+            if path_text == "/dev/null":
+                continue
+            path = state.resolve_path(path_text)
+            if path.is_dir():
+                state.write_error("cat: %s: Is a directory\n" % path_text)
+                invocation.exit_status.code = 1
+                continue
+            try:
+                chunks = file_chunks(path)
+                for chunk in chunks:
+                    yield chunk
+            except OSError as exc:
+                state.write_error("cat: %s: %s\n" % (path_text, exc.strerror or exc))
+                invocation.exit_status.code = 1
+
+
+def _options(arguments, letters_with_value=""):
+    """Split GNU-style arguments into option letters/long names and operands (`--` ends options)."""
+    flags, values, operands = [], {}, []
+    args = list(arguments)
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            operands.extend(args)
+            break
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            flags.append(name)
+            if eq:
+                values[name] = value
+        elif arg.startswith("-") and len(arg) > 1:
+            for position, letter in enumerate(arg[1:], 1):
+                if letter in letters_with_value:
+                    values[letter] = arg[position + 1:] or (args.pop(0) if args else None)
+                    flags.append(letter)
+                    break
+                flags.append(letter)
+        else:
+            operands.append(arg)
+    return flags, values, operands
+
+
+def canonical(path, mode):
+    """GNU's canonicalization: mode 'e' (every component exists), 'f' (all but the last), 'm'
+    (none need to); symlinks resolved. None when the mode's condition fails."""
+    try:
+        resolved = os.path.realpath(path, strict=(mode == "e"))
+    except OSError:
+        return None
+    if mode == "f" and not os.path.isdir(posixpath.dirname(resolved) or "/"):
+        return None
+    return resolved
+
+
+class ReadlinkCommand(Command):
+    """readlink [-f|-e|-m] [-n] [-z] [-q|-s] [-v] FILE..."""
+
+    name = "readlink"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print resolved symbolic links or canonical file names"
+
+    def run(self, invocation):
+        state = invocation.state
+        flags, _, operands = _options(invocation.arguments)
+        mode = next((f for f in reversed(flags) if f in ("f", "e", "m")), None)
+        mode = {"--canonicalize": "f", "--canonicalize-existing": "e", "--canonicalize-missing": "m"}.get(
+            next((f for f in reversed(flags) if f.startswith("--canonicalize")), ""), mode)
+        verbose = "v" in flags or "--verbose" in flags
+        end = "\0" if "z" in flags or "--zero" in flags else "\n"
+        if not operands:
+            state.write_error("readlink: missing operand\nTry 'readlink --help' for more information.\n")
+            return CommandResult(stdout="", exit_code=1)
+        if ("n" in flags or "--no-newline" in flags) and len(operands) == 1:
+            end = ""
+        out, status = [], 0
+        for operand in operands:
+            full = str(state.resolve_path(operand))
+            if mode is None:
+                try:
+                    out.append(os.readlink(full) + end)
+                except OSError as exc:
+                    status = 1
+                    if verbose:
+                        state.write_error("readlink: %s: %s\n" % (operand, exc.strerror))
+                continue
+            resolved = canonical(full, mode)
+            if resolved is None:
+                status = 1
+                if verbose:
+                    state.write_error("readlink: %s: No such file or directory\n" % operand)
+                continue
+            out.append(resolved + end)
+        return CommandResult(stdout="".join(out), exit_code=status)
+
+
+class RealpathCommand(Command):
+    """realpath [-e|-m] [-s] [-q] [-z] [--relative-to=DIR] [--relative-base=DIR] FILE..."""
+
+    name = "realpath"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print the resolved path"
+
+    def run(self, invocation):
+        state = invocation.state
+        flags, values, operands = _options(invocation.arguments)
+        mode = "f"
+        for flag in flags:
+            mode = {"e": "e", "--canonicalize-existing": "e", "m": "m", "--canonicalize-missing": "m",
+                    "E": "f"}.get(flag, mode)
+        plain = "s" in flags or "--strip" in flags or "--no-symlinks" in flags
+        quiet = "q" in flags or "--quiet" in flags
+        end = "\0" if "z" in flags or "--zero" in flags else "\n"
+        if not operands:
+            state.write_error("realpath: missing operand\nTry 'realpath --help' for more information.\n")
+            return CommandResult(stdout="", exit_code=1)
+
+        def resolve(text):
+            full = str(state.resolve_path(text))
+            if plain:
+                normal = posixpath.normpath(full)
+                if mode == "e" and not os.path.exists(normal):
+                    return None
+                return normal
+            return canonical(full, mode)
+
+        relative_to = values.get("--relative-to")
+        relative_base = values.get("--relative-base")
+        base_to = resolve(relative_to) if relative_to else None
+        base_base = resolve(relative_base) if relative_base else None
+        out, status = [], 0
+        for operand in operands:
+            resolved = resolve(operand)
+            if resolved is None:
+                status = 1
+                if not quiet:
+                    state.write_error("realpath: %s: No such file or directory\n" % operand)
+                continue
+            if base_base is not None and not _inside(resolved, base_base):
+                out.append(resolved + end)
+                continue
+            if base_to is not None and (base_base is None or _inside(base_to, base_base)):
+                resolved = posixpath.relpath(resolved, base_to)
+            elif base_base is not None:
+                resolved = posixpath.relpath(resolved, base_base)
+            out.append(resolved + end)
+        return CommandResult(stdout="".join(out), exit_code=status)
+
+
+def _inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+class CmpCommand(Command):
+    """cmp [-s] [-l] [-b] [-n LIMIT] [-i SKIP] FILE1 [FILE2]: GNU's messages and statuses (0 same,
+    1 different, 2 trouble)."""
+
+    name = "cmp"
+    input_kinds = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
+    output_kinds = TEXT_OUT
+    summary = "compare two files byte by byte"
+
+    def run(self, invocation):
+        state = invocation.state
+        flags, values, operands = _options(invocation.arguments, "ni")
+        silent = any(f in flags for f in ("s", "--silent", "--quiet"))
+        verbose = "l" in flags or "--verbose" in flags
+        show_bytes = "b" in flags or "--print-bytes" in flags
+        try:
+            limit = _size(values.get("n", values.get("--bytes")))
+            skip = _size(values.get("i", values.get("--ignore-initial"))) or 0
+        except ValueError as exc:
+            state.write_error("cmp: invalid --bytes value '%s'\n" % exc)
+            return CommandResult(stdout="", exit_code=2)
+        if not operands or len(operands) > 2:
+            message = ("missing operand after 'cmp'" if not operands else "extra operand '%s'" % operands[2])
+            state.write_error("cmp: %s\ncmp: Try 'cmp --help' for more information.\n" % message)
+            return CommandResult(stdout="", exit_code=2)
+        names = operands + ["-"] * (2 - len(operands))
+        contents = []
+        for name in names:
+            if name in STDIN_NAMES:
+                text = invocation.stdin if invocation.stdin_kind == InputKind.TEXT else ""
+                contents.append(text.encode("utf-8", "surrogateescape"))
+                continue
+            try:
+                with open(state.resolve_path(name), "rb") as handle:
+                    contents.append(handle.read())
+            except OSError as exc:
+                state.write_error("cmp: %s: %s\n" % (name, exc.strerror))
+                return CommandResult(stdout="", exit_code=2)
+        first, second = (data[skip:] for data in contents)
+        if limit is not None:
+            first, second = first[:limit], second[:limit]
+        out, differ = [], False
+        line = 1
+        for index in range(min(len(first), len(second))):
+            a, b = first[index], second[index]
+            if a != b:
+                differ = True
+                if silent:
+                    break
+                if verbose:
+                    width = len(str(min(len(first), len(second))))
+                    out.append("%*d %3o %3o\n" % (width, index + 1, a, b))
+                    continue
+                extra = " is %3o %s %3o %s" % (a, _shown(a), b, _shown(b)) if show_bytes else ""
+                out.append("%s %s differ: byte %d, line %d%s\n" % (names[0], names[1], index + 1, line, extra))
+                break
+            if a == 0x0A:
+                line += 1
+        if len(first) != len(second) and (verbose or not differ):
+            differ = True
+            shorter, name = (first, names[0]) if len(first) < len(second) else (second, names[1])
+            if not silent and not shorter:
+                state.write_error("cmp: EOF on %s which is empty\n" % name)
+            elif not silent:
+                line_text = "" if verbose else ", line %d" % (shorter[:-1].count(b"\n") + 1)
+                state.write_error("cmp: EOF on %s after byte %d%s\n" % (name, len(shorter), line_text))
+        return CommandResult(stdout="".join(out), exit_code=1 if differ else 0)
+
+
+def _shown(byte):
+    if byte >= 0x80:
+        return "M-" + _shown(byte - 0x80)
+    if byte < 0x20:
+        return "^" + chr(byte + 0x40)
+    return "^?" if byte == 0x7F else chr(byte)
+
+
+SIZE_UNITS = {"": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1 << 20, "MB": 10 ** 6, "MIB": 1 << 20,
+              "G": 1 << 30, "GB": 10 ** 9, "GIB": 1 << 30}
+
+
+def _size(text):
+    if text is None:
+        return None
+    digits = text
+    while digits and not digits[-1].isdigit():
+        digits = digits[:-1]
+    unit = text[len(digits):].upper()
+    if not digits.isdigit() or unit not in SIZE_UNITS:
+        raise ValueError(text)
+    return int(digits) * SIZE_UNITS[unit]
+
+
+class PrintenvCommand(Command):
+    """printenv [-0] [NAME]...: the environment, or the named variables' values (exit 1 if one
+    is not set)."""
+
+    name = "printenv"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print all or part of the environment"
+
+    def run(self, invocation):
+        flags, _, names = _options(invocation.arguments)
+        end = "\0" if "0" in flags or "--null" in flags else "\n"
+        env = invocation.state.exported_variables()
+        if not names:
+            return CommandResult(stdout="".join("%s=%s%s" % (k, v, end) for k, v in env.items()), exit_code=0)
+        found = [env[name] + end for name in names if name in env and "=" not in name]
+        return CommandResult(stdout="".join(found), exit_code=0 if len(found) == len(names) else 1)
+
+
+class WhichCommand(Command):
+    """which [-a] NAME...: the first (-a: every) executable of that name on $PATH, as the guest's
+    file tree holds them (our programs are in /usr/bin and /bin); exit 1 if one is missing."""
+
+    name = "which"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "locate a command"
+
+    def run(self, invocation):
+        state = invocation.state
+        args = list(invocation.arguments)
+        every = False
+        while args and args[0].startswith("-") and len(args[0]) > 1:
+            option = args.pop(0)
+            if option == "--":
+                break
+            if option != "-a":
+                state.write_error("Illegal option %s\n" % option)
+                return CommandResult(stdout="Usage: /usr/bin/which [-a] args\n", exit_code=2)
+            every = True
+        if not args:
+            return CommandResult(stdout="", exit_code=1)
+        folders = [f or "." for f in state.variables.get("PATH", "").split(":")]
+        out, status = [], 0
+        for name in args:
+            if "/" in name:
+                candidates = [name]
+            else:
+                candidates = [posixpath.join(folder, name) for folder in folders]
+            found = [c for c in candidates if os.path.isfile(state.resolve_path(c))]
+            if not found:
+                status = 1
+            out.extend(c + "\n" for c in (found if every else found[:1]))
+        return CommandResult(stdout="".join(out), exit_code=status)
+
+
+def _input_text(invocation, paths, program):
+    """The text of the named files (or stdin), and whether one could not be read."""
+    state, texts, failed = invocation.state, [], False
+    for path_text in paths or ["-"]:
+        if path_text in STDIN_NAMES:
+            texts.append(invocation.stdin if invocation.stdin_kind == InputKind.TEXT else "")
+            continue
+        try:
+            with open(state.resolve_path(path_text), "rb") as handle:
+                texts.append(handle.read().decode("utf-8", "replace"))
+        except OSError as exc:
+            state.write_error("%s: %s: %s\n" % (program, path_text, exc.strerror))
+            failed = True
+    return texts, failed
+
+
+TEXT_AND_ARGS = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
+
+
+class TacCommand(Command):
+    """tac [-s SEP] [FILE]...: lines (records) last first."""
+
+    name = "tac"
+    input_kinds = TEXT_AND_ARGS
+    output_kinds = TEXT_OUT
+    summary = "concatenate and print files in reverse"
+
+    def run(self, invocation):
+        flags, values, paths = _options(invocation.arguments, "s")
+        separator = values.get("s", values.get("--separator")) or "\n"
+        texts, failed = _input_text(invocation, paths, "tac")
+        out = []
+        for text in texts:
+            records = text.split(separator)
+            tail = records.pop()
+            records = [record + separator for record in records]
+            if tail:
+                records.append(tail)
+            out.extend(reversed(records))
+        return CommandResult(stdout="".join(out), exit_code=1 if failed else 0)
+
+
+class CommCommand(Command):
+    """comm [-123] [--output-delimiter=STR] [-z] FILE1 FILE2: lines only in one, only in the
+    other, in both, of two sorted files."""
+
+    name = "comm"
+    input_kinds = TEXT_AND_ARGS
+    output_kinds = TEXT_OUT
+    summary = "compare two sorted files line by line"
+
+    def run(self, invocation):
+        state = invocation.state
+        flags, values, paths = _options(invocation.arguments)
+        if len(paths) != 2:
+            message = "missing operand" if len(paths) < 2 else "extra operand '%s'" % paths[2]
+            if len(paths) == 1:
+                message = "missing operand after '%s'" % paths[0]
+            state.write_error("comm: %s\nTry 'comm --help' for more information.\n" % message)
+            return CommandResult(stdout="", exit_code=1)
+        end = "\0" if "z" in flags or "--zero-terminated" in flags else "\n"
+        texts, failed = _input_text(invocation, paths, "comm")
+        if failed:
+            return CommandResult(stdout="", exit_code=1)
+        lines = []
+        for text in texts:
+            records = text.split(end)
+            if records and records[-1] == "":
+                records.pop()
+            lines.append(records)
+        delimiter = values.get("--output-delimiter", "\t")
+        shown = [str(column) not in "".join(f for f in flags if f in "123") for column in (1, 2, 3)]
+        prefix = {1: "", 2: delimiter if shown[0] else "", 3: delimiter * (shown[0] + shown[1])}
+        check = "--nocheck-order" not in flags
+        out, unsorted = [], [False, False]
+        first, second = lines
+        i = j = 0
+
+        def note_order(which, records, index):
+            if check and index and records[index] < records[index - 1] and not unsorted[which]:
+                unsorted[which] = True
+                state.write_error("comm: file %d is not in sorted order\n" % (which + 1))
+
+        while i < len(first) or j < len(second):
+            if j >= len(second) or (i < len(first) and first[i] < second[j]):
+                note_order(0, first, i)
+                if shown[0]:
+                    out.append(prefix[1] + first[i] + end)
+                i += 1
+            elif i >= len(first) or second[j] < first[i]:
+                note_order(1, second, j)
+                if shown[1]:
+                    out.append(prefix[2] + second[j] + end)
+                j += 1
+            else:
+                note_order(0, first, i)
+                note_order(1, second, j)
+                if shown[2]:
+                    out.append(prefix[3] + first[i] + end)
+                i += 1
+                j += 1
+        if any(unsorted):
+            state.write_error("comm: input is not in sorted order\n")
+        return CommandResult(stdout="".join(out), exit_code=1 if any(unsorted) else 0)
+
+
+class NprocCommand(Command):
+    """nproc: 1 — a guest has one thread (WASI has none of its own)."""
+
+    name = "nproc"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print the number of processing units available"
+
+    def run(self, invocation):
+        return CommandResult(stdout="1\n", exit_code=0)
+
+
+class ShufCommand(Command):
+    """shuf [-n COUNT] [-r] [-e ARG... | -i LO-HI | FILE]: a random permutation of the lines."""
+
+    name = "shuf"
+    input_kinds = TEXT_AND_ARGS
+    output_kinds = TEXT_OUT
+    summary = "generate random permutations"
+
+    def run(self, invocation):
+        state = invocation.state
+        args = list(invocation.arguments)
+        count, repeat, echo_mode, span, operands = None, False, False, None, []
+        while args:
+            arg = args.pop(0)
+            if arg in ("-n", "--head-count") and args:
+                count = args.pop(0)
+            elif arg.startswith("--head-count="):
+                count = arg.split("=", 1)[1]
+            elif arg.startswith("-n") and len(arg) > 2:
+                count = arg[2:]
+            elif arg in ("-r", "--repeat"):
+                repeat = True
+            elif arg in ("-e", "--echo"):
+                echo_mode = True
+            elif arg in ("-i", "--input-range") and args:
+                span = args.pop(0)
+            elif arg.startswith("-i") and len(arg) > 2:
+                span = arg[2:]
+            else:
+                operands.append(arg)
+        try:
+            count = None if count is None else int(count)
+        except ValueError:
+            state.write_error("shuf: invalid line count: '%s'\n" % count)
+            return CommandResult(stdout="", exit_code=1)
+        if span is not None:
+            low, _, high = span.partition("-")
+            items = [str(n) for n in range(int(low), int(high) + 1)]
+        elif echo_mode:
+            items = operands
+        else:
+            texts, failed = _input_text(invocation, operands[:1], "shuf")
+            if failed:
+                return CommandResult(stdout="", exit_code=1)
+            items = texts[0].splitlines() if texts else []
+        if repeat:
+            picked = [random.choice(items) for _ in range(count if count is not None else 0)] if items else []
+        else:
+            picked = random.sample(items, len(items))
+            if count is not None:
+                picked = picked[:count]
+        return CommandResult(stdout="".join(item + "\n" for item in picked), exit_code=0)

@@ -1,0 +1,59 @@
+"""Deadlines of running `timeout` commands, for the places that block outside the event loop.
+
+`timeout` (timeout.py) stops a command that awaits (the shell's own `sleep`, pipes) by
+cancelling it on the shell's event loop. Two things block the guest's only thread instead, and
+check the innermost deadline here: reading live stdin through the door (door.py asks the host to
+wait at most until the deadline) and `time.sleep` in a `python3` program (replaced while a
+deadline is active). Either raises `DeadlineReached`, a BaseException so that a program's
+`except Exception` does not swallow it; `python3` lets it through without a traceback, as a
+process killed by SIGTERM prints none. Code that computes without blocking cannot be stopped
+this way: WASI has no signals (the command's own timeout still ends the whole command line).
+"""
+
+import time
+
+_stack = []  # monotonic deadlines of the `timeout`s running now, innermost last
+_real_sleep = time.sleep
+
+
+class DeadlineReached(BaseException):
+    """The innermost `timeout` ran out while its command was blocked."""
+
+    passes_through_programs = True  # _declaw_boot lets it end a python3 stage silently
+
+
+def remaining():
+    """Seconds left before the earliest active deadline; None when no `timeout` runs."""
+    if not _stack:
+        return None
+    return min(_stack) - time.monotonic()
+
+
+def _sleep(seconds):
+    left = remaining()
+    if left is not None and seconds >= left:
+        _real_sleep(max(left, 0.0))
+        raise DeadlineReached()
+    _real_sleep(seconds)
+
+
+class active:
+    """`with deadlines.active(seconds):` — a deadline for the code inside."""
+
+    def __init__(self, seconds):
+        self.at = time.monotonic() + seconds
+
+    def __enter__(self):
+        if not _stack:
+            time.sleep = _sleep
+        _stack.append(self.at)
+        return self
+
+    def __exit__(self, *exc):
+        _stack.remove(self.at)
+        if not _stack:
+            time.sleep = _real_sleep
+
+    @property
+    def passed(self):
+        return time.monotonic() >= self.at

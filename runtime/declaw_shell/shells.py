@@ -1,0 +1,814 @@
+"""`bash` and `sh` as programs, programs named by path, and the shell features around them.
+
+Agent frameworks wrap every command in a shell of its own (`sh -lc '…'`, `bash -lc '…'`,
+`/bin/sh -c '…' sh "$1"`, `sudo -u user -- …`, `timeout 30 …`). The library runs `bash`/`sh`
+against a copy of the whole shell (non-exported variables and functions leak in), accepts only
+`-c` as its first argument, sets `$0` to "bash" always, and reads `/bin/sh` as a script file.
+Here `bash`/`sh` run their line in the same guest but in a new scope, as a child bash would:
+only exported variables come in, nothing leaks back, `exit` ends only that scope, `$0`/`$1…`
+are set as bash sets them, options (`-e -u -x -o pipefail`), `-l` (profiles sourced) and `-i`
+are accepted. `sh` is bash here (there is no dash). A name with a slash runs as Linux would: a
+/bin, /usr/bin or /usr/local/bin path of a program we have is that program; a file with `#!`
+runs its interpreter; any other file runs as a bash script.
+
+Also here: `trap` (EXIT and ERR run; signals are stored, never delivered: WASI has none),
+`exec CMD` (runs CMD, then the scope ends with its status), the program wrappers `sudo` (one
+user: runs the command as is), `nohup`, `nice`, `stdbuf`, `time`, and `timeout` (timeout.py).
+`GuestState` carries `$0` and the traps of each scope.
+"""
+
+import contextvars
+import posixpath
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bash_purepython import words
+from bash_purepython.block_parser import build_plan
+from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, OutputKind
+from bash_purepython.parse_script import split_script_into_connected_commands
+from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
+from bash_purepython.shell_state import (
+    BreakLoop,
+    ContinueLoop,
+    ControlFlowSignal,
+    ExitShell,
+    JobTable,
+    ShellState,
+    ShellSyntaxError,
+)
+from bash_purepython.streams import materialise_text
+from bash_purepython.workflow import Redirection, RedirectionKind
+
+from . import find as find_command
+from . import morebuiltins as more_builtins
+from . import rawbytes
+from . import timeout as timeout_command
+
+SHELL_NAMES = frozenset({"bash", "sh"})
+BIN_DIRS = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"})
+COMMAND_DIR = "/usr/bin"  # where `which`, `type` and `command -v` say our programs are
+BASH_VERSION_LINE = "GNU bash, version 5.2.0(1)-bash_purepython (wasm32-wasip1)\n"
+# library builtins that are programs on Linux (`type xargs`: /usr/bin/xargs)
+PROGRAM_BUILTINS = frozenset({"xargs"})
+SHEBANG_LIMIT = 256
+
+
+@dataclass
+class GuestState(ShellState):
+    """The library's shell state plus what bash keeps per shell process: `$0` and the traps.
+    A copy is a subshell: it keeps `$0` and starts with no traps, as in bash."""
+
+    script_name: str = "bash"
+    traps: dict = field(default_factory=dict)
+    shopts: set = None  # `shopt` settings (morebuiltins.py); None: bash's defaults
+
+    def copy(self):
+        copied = super().copy()
+        copied.__class__ = GuestState  # same fields plus ours; the library builds a ShellState
+        copied.script_name = self.script_name
+        copied.traps = {}
+        copied.shopts = set(self.shopts) if self.shopts is not None else None
+        return copied
+
+
+_lookup_parameter = words.lookup_parameter
+
+
+def _lookup_with_script_name(name, state):
+    if name == "0":
+        return getattr(state, "script_name", words.SHELL_NAME)
+    if name == "HOME" and name not in state.variables and name not in state.arrays \
+            and sys._getframe(1).f_code.co_name != "expand_tilde":
+        return ""  # unset (`env -i bash -c 'echo $HOME'`); the library falls back to the host's
+    return _lookup_parameter(name, state)
+
+
+words.lookup_parameter = _lookup_with_script_name  # `$0`: the library answers "bash" always
+
+
+@dataclass
+class ShellCall:
+    """What a `bash`/`sh` command line asks for."""
+
+    name: str
+    script_name: str = ""
+    text: str = None  # -c TEXT
+    path: str = None  # a script file
+    from_stdin: bool = False
+    positional: list = field(default_factory=list)
+    options: set = field(default_factory=set)
+    login: bool = False
+    interactive: bool = False
+    no_exec: bool = False
+    version: bool = False
+
+
+class UsageError(Exception):
+    """A `bash`/`sh` command line bash would refuse (exit 2)."""
+
+
+LONG_IGNORED = frozenset({"--norc", "--noprofile", "--posix", "--noediting", "--restricted", "--verbose",
+                          "--debug", "--debugger", "--dump-strings", "--dump-po-strings", "--pretty-print"})
+LONG_WITH_VALUE = frozenset({"--rcfile", "--init-file"})
+
+
+def parse_shell_args(name, args):
+    """bash's command line: options up to the first word that is not one, then `-c TEXT [$0
+    [ARGS]]`, or `SCRIPT [ARGS]`, or commands from stdin (`-s`, or nothing left)."""
+    call = ShellCall(name=name)
+    command_mode = stdin_mode = False
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in ("--", "-"):
+            index += 1
+            break
+        if arg.startswith("--"):
+            key = arg.split("=", 1)[0]
+            if key == "--login":
+                call.login = True
+            elif key == "--version":
+                call.version = True
+            elif key in LONG_WITH_VALUE and "=" not in arg:
+                index += 1
+            elif key not in LONG_IGNORED and key not in LONG_WITH_VALUE:
+                raise UsageError("%s: %s: invalid option" % (name, arg))
+            index += 1
+            continue
+        if len(arg) < 2 or arg[0] not in "-+":
+            break
+        enable = arg[0] == "-"
+        for letter in arg[1:]:
+            if letter == "c":
+                command_mode = True
+            elif letter == "s":
+                stdin_mode = True
+            elif letter == "l":
+                call.login = True
+            elif letter == "i":
+                call.interactive = True
+            elif letter == "n":
+                call.no_exec = enable
+            elif letter in ("o", "O"):
+                index += 1
+                if index >= len(args):
+                    raise UsageError("%s: -%s: option requires an argument" % (name, letter))
+                option = OPTION_NAMES.get(args[index]) if letter == "o" else None
+                if option is not None:
+                    call.options.add((option, enable))
+            elif letter in OPTION_LETTERS:
+                call.options.add((OPTION_LETTERS[letter], enable))
+            elif letter not in "rDabfhkmptvBCEHPT":
+                raise UsageError("%s: -%s: invalid option" % (name, letter))
+        index += 1
+    rest = args[index:]
+    if command_mode:
+        if not rest:
+            raise UsageError("%s: -c: option requires an argument" % name)
+        call.text = rest[0]
+        call.script_name = rest[1] if len(rest) > 1 else name
+        call.positional = rest[2:]
+    elif stdin_mode or not rest:
+        call.from_stdin = True
+        call.script_name = name
+        call.positional = rest
+    else:
+        call.path = rest[0]
+        call.script_name = rest[0]
+        call.positional = rest[1:]
+    return call
+
+
+def new_scope(state, script_name, positional):
+    """The state a child bash starts with: the exported variables (and nothing else of this
+    shell), the same working directory and output, its own jobs."""
+    inner = state.copy()
+    exported = state.exported_variables()
+    inner.variables = dict(exported)
+    inner.variables["PWD"] = str(state.cwd)
+    inner.exported_names = set(exported) | {"PWD"}
+    inner.arrays = {}
+    inner.functions = {}
+    inner.aliases = {}
+    inner.options = set()
+    inner.readonly_names = set()
+    inner.local_scopes = []
+    inner.directory_stack = []
+    inner.positional_arguments = list(positional)
+    inner.loop_depth = inner.function_depth = inner.condition_depth = 0
+    inner.job_table = JobTable()
+    inner.last_background_pid = None
+    inner.last_exit_code = 0
+    inner.script_name = script_name
+    inner.traps = {}
+    inner.shopts = None
+    return inner
+
+
+# -- /dev/std* ------------------------------------------------------------------------------------
+_TO_STDERR = frozenset({"/dev/stderr", "/dev/fd/2"})
+_TO_STDOUT = frozenset({"/dev/stdout", "/dev/fd/1"})
+
+
+def device_redirections(redirections):
+    """`> /dev/stderr` is `>&2`, `2> /dev/stdout` is `2>&1`, `< /dev/stdin` and `> /dev/stdout`
+    change nothing: the guest has no /dev, so the library would open files of those names."""
+    if not any(r.target in _TO_STDERR or r.target in _TO_STDOUT or r.target == "/dev/stdin"
+               for r in redirections):
+        return redirections
+    out = []
+    for redirection in redirections:
+        kind, target = redirection.kind, redirection.target
+        if kind in (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT):
+            if target in _TO_STDERR:
+                out.append(Redirection(RedirectionKind.STDOUT_TO_STDERR, ""))
+                continue
+            if target in _TO_STDOUT:
+                continue
+        elif kind in (RedirectionKind.WRITE_STDERR, RedirectionKind.APPEND_STDERR):
+            if target in _TO_STDOUT:
+                out.append(Redirection(RedirectionKind.STDERR_TO_STDOUT, ""))
+                continue
+            if target in _TO_STDERR:
+                continue
+        elif kind == RedirectionKind.READ_STDIN and target == "/dev/stdin":
+            continue
+        out.append(redirection)
+    return out
+
+
+# -- trap ------------------------------------------------------------------------------------------
+SIGNALS = ("HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+           "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
+           "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS")
+PSEUDO_SIGNALS = ("EXIT", "ERR", "DEBUG", "RETURN")
+
+
+def signal_key(spec):
+    """'EXIT', 'ERR', … or 'SIGINT' for a trap's signal argument (a name, with or without SIG,
+    any case, or a number); None if bash would not know it."""
+    text = spec.upper()
+    if text.isdigit():
+        number = int(text)
+        if number == 0:
+            return "EXIT"
+        return "SIG" + SIGNALS[number - 1] if 0 < number <= len(SIGNALS) else None
+    if text in PSEUDO_SIGNALS:
+        return text
+    if text.startswith("SIG"):
+        text = text[3:]
+    return "SIG" + text if text in SIGNALS else None
+
+
+def _trap_order(key):
+    if key in PSEUDO_SIGNALS:
+        return (0 if key == "EXIT" else 100 + PSEUDO_SIGNALS.index(key), key)
+    return (SIGNALS.index(key[3:]) + 1, key)
+
+
+def _signal_table():
+    cells = ["%2d) SIG%s" % (number, name) for number, name in enumerate(SIGNALS, 1)]
+    return "".join("\t".join(cells[i:i + 5]) + "\n" for i in range(0, len(cells), 5))
+
+
+class ShellFeatures:
+    """Mixed into the guest's executor (declaw_shell.GuestExecutor)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.builtins["trap"] = self.builtin_trap
+        self.builtins["exec"] = self.builtin_exec
+        self.script_command_names = frozenset({"source", "."})
+        self.programs = {"bash": self.run_shell, "sh": self.run_shell, "sudo": self.run_sudo,
+                         "nohup": self.run_nohup, "nice": self.run_nice, "stdbuf": self.run_stdbuf,
+                         "time": self.run_time, "timeout": self.run_timeout, "find": self.run_find}
+        self.builtins.update(more_builtins.table(self))
+        describe = self.shell_builtins.describe
+
+        def describe_programs(name, state):
+            if name in self.programs and name != "time" and name not in state.aliases \
+                    and name not in state.functions or name in PROGRAM_BUILTINS:
+                return "file", "%s is %s/%s" % (name, COMMAND_DIR, name)
+            return describe(name, state)
+
+        self.shell_builtins.describe = describe_programs
+
+    # -- which names are programs ------------------------------------------------------------------
+    def is_program(self, name):
+        """Whether NAME is a program of ours (what `sudo`, `timeout`, `exec` can run)."""
+        return (name in self.programs and name != "time") or self.registry.get(name) is not None \
+            or name in PROGRAM_BUILTINS
+
+    def program_names(self):
+        """Every program name, for /usr/bin (binstubs.py)."""
+        names = set(self.registry.names()) | PROGRAM_BUILTINS | (set(self.programs) - {"time"})
+        return sorted(names - {"help"})
+
+    # -- dispatch ------------------------------------------------------------------------------------
+    async def dispatch(self, name, arguments, stdin, error_destination, state, in_pipeline=False,
+                       attached_to_terminal=False, skip_functions=False):
+        if skip_functions or name not in state.functions:
+            if "/" in name:
+                found = self.program_at(name, arguments, state)
+                if isinstance(found, int):
+                    if stdin is not None:
+                        await self.discard_stdin(stdin)
+                    return self.empty(found)
+                if found[0] not in SHELL_NAMES or posixpath.basename(name) != found[0]:
+                    name = found[0]  # a shell named by its path keeps that path as its `$0`
+                arguments = found[1:]
+            handler = self.programs.get(posixpath.basename(name) if "/" in name else name)
+            if handler is not None:
+                return await handler(name, arguments, stdin, error_destination, state, in_pipeline,
+                                     attached_to_terminal)
+        return await super().dispatch(name, arguments, stdin, error_destination, state, in_pipeline,
+                                      attached_to_terminal, skip_functions)
+
+    @staticmethod
+    def empty(status):
+        return ExecutionResult.empty(status)
+
+    def program_at(self, name, arguments, state):
+        """The command line a path runs, [program, *args], or an exit status after saying why
+        not: a program of ours in a bin folder, a `#!` interpreter, or a bash script."""
+        absolute = posixpath.normpath(posixpath.join(str(state.cwd), name))
+        folder, base = posixpath.split(absolute)
+        if folder in BIN_DIRS and self.is_program(base):
+            return [base, *arguments]
+        path = state.resolve_path(name)
+        if path.is_dir():
+            state.write_error("bash: %s: Is a directory\n" % name)
+            return 126
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(SHEBANG_LIMIT)
+        except FileNotFoundError:
+            state.write_error("bash: %s: No such file or directory\n" % name)
+            return 127
+        except OSError as exc:
+            state.write_error("bash: %s: %s\n" % (name, exc.strerror))
+            return 126
+        if head.startswith(b"\x7fELF"):
+            state.write_error("bash: %s: cannot execute binary file: Exec format error\n" % name)
+            return 126
+        if not head.startswith(b"#!"):
+            return ["bash", name, *arguments]
+        line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+        interpreter, _, option = line.partition(" ")
+        option = option.strip()
+        program = posixpath.basename(interpreter)
+        known = program == "env" or (posixpath.dirname(interpreter) in BIN_DIRS and self.is_program(program))
+        if not interpreter or not known:
+            state.write_error("bash: %s: %s: bad interpreter: No such file or directory\n" % (name, interpreter))
+            return 126
+        return [program, *([option] if option else []), name, *arguments]
+
+    # -- bash / sh -----------------------------------------------------------------------------------
+    async def run_shell(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        write_error = self.error_sink(error_destination, state, state.output_sink.write_sync)
+        stdin = self.take_pending_stdin(stdin, state)
+        try:
+            call = parse_shell_args(name, arguments)
+        except UsageError as exc:
+            write_error("%s\n" % exc)
+            return await self.fail_script_command(stdin, 2)
+        if call.version:
+            if stdin is not None:
+                await self.discard_stdin(stdin)
+            return ExecutionResult(stdout=BASH_VERSION_LINE, kind=OutputKind.TEXT, exit_code=0)
+        text = call.text
+        if call.path is not None:
+            path = state.resolve_path(call.path)
+            try:
+                text = path.read_bytes().decode("utf-8", "replace")
+            except IsADirectoryError:
+                write_error("%s: %s: Is a directory\n" % (name, call.path))
+                return await self.fail_script_command(stdin, 126)
+            except FileNotFoundError:
+                write_error("%s: %s: No such file or directory\n" % (name, call.path))
+                return await self.fail_script_command(stdin, 127)
+            except OSError as exc:
+                write_error("%s: %s: %s\n" % (name, call.path, exc.strerror))
+                return await self.fail_script_command(stdin, 126)
+        elif call.from_stdin:
+            session = getattr(self, "session", None)
+            if stdin is not None:
+                text = await materialise_text(stdin.value, stdin.kind)
+                stdin = None
+            elif session is not None and session.terminal is not None:
+                text = None  # typed at a PTY: an interactive shell of its own
+            else:
+                text = session.stdin.read() if session is not None else ""
+        inner = new_scope(state, call.script_name, call.positional)
+        for option, enable in call.options:
+            (inner.options.add if enable else inner.options.discard)(option)
+
+        async def body(scope):
+            status = 0
+            try:
+                if call.no_exec:
+                    return self.check_syntax(text, scope)
+                if call.login:
+                    await self.source_profiles(scope, name)
+                elif (call.interactive or text is None) and name == "bash":
+                    await self.source_file(scope, "~/.bashrc")
+                if text is None:
+                    status = await self.interact(scope)
+                else:
+                    status = await self.run_script(text, scope)
+            except ExitShell as exit_shell:
+                status = exit_shell.exit_code
+            except (BreakLoop, ContinueLoop):
+                status = scope.last_exit_code
+            return await self.finish_scope(scope, status)
+
+        return await self.run_compound(body, stdin, error_destination, inner, in_pipeline, attached, copy=False)
+
+    async def run_compound(self, body, stdin, error_destination, state, in_pipeline, attached, copy=True):
+        """Run `body(scope)` as one program's work: as a pipeline stage it streams from a task of
+        its own (on a copy of the state), else it runs inline, straight to the terminal when
+        nothing is redirected (so `bash -c`, `timeout`, `find -exec` output streams)."""
+        stdin = self.take_pending_stdin(stdin, state)
+        if in_pipeline:
+            return await self.stream_compound(body, state.copy() if copy else state, stdin, [],
+                                              merge_stderr=False, error_destination=error_destination)
+        return await self.execute_compound(body, state, stdin, [], direct_output=attached,
+                                           error_destination=error_destination)
+
+    async def interact(self, scope):
+        """`bash` typed at a PTY's prompt: prompt, read, run, until `exit` or ^D."""
+        from bash_purepython.continuation import script_needs_more_lines
+
+        import declaw_shell
+
+        from .door import Interrupted
+
+        session = self.session
+        while True:
+            session.write_out(declaw_shell._prompt(scope))
+            try:
+                text = session.terminal.read_line()
+                while text and script_needs_more_lines(text):
+                    session.write_out("> ")
+                    more = session.terminal.read_line()
+                    if not more:
+                        break
+                    text += more
+            except Interrupted:
+                scope.last_exit_code = 130
+                continue
+            if not text:
+                session.write_out("exit\n")
+                return scope.last_exit_code
+            await self.run_script(text, scope)
+
+    @staticmethod
+    def check_syntax(text, state):
+        """`bash -n`: parse only."""
+        try:
+            for block in split_script_into_connected_commands(text):
+                build_plan(block)
+        except ShellSyntaxError as error:
+            state.write_error("bash: %s\n" % error)
+            return 2
+        return 0
+
+    async def source_profiles(self, state, name):
+        """A login shell reads /etc/profile, then bash the first of ~/.bash_profile,
+        ~/.bash_login, ~/.profile (sh: ~/.profile)."""
+        await self.source_file(state, "/etc/profile")
+        for candidate in (("~/.bash_profile", "~/.bash_login", "~/.profile") if name == "bash"
+                          else ("~/.profile",)):
+            if await self.source_file(state, candidate):
+                return
+
+    async def source_file(self, state, path_text):
+        home = state.variables.get("HOME", "/home/user")
+        path = state.resolve_path(home + path_text[1:] if path_text.startswith("~/") else path_text)
+        try:
+            text = path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return False
+        state.function_depth += 1  # `return` works in a sourced file
+        try:
+            await self.run_script(text, state)
+        except ControlFlowSignal as signal:
+            if isinstance(signal, ExitShell):
+                raise
+        finally:
+            state.function_depth -= 1
+        return True
+
+    # -- /dev/stdout, /dev/stderr, /dev/stdin as redirection targets ---------------------------------
+    async def error_destination(self, redirections, state, merge_stderr):
+        return await super().error_destination(device_redirections(redirections), state, merge_stderr)
+
+    async def apply_input_redirections(self, stdin, redirections, state):
+        return await super().apply_input_redirections(stdin, device_redirections(redirections), state)
+
+    async def apply_output_redirections(self, result, redirections, state, error_destination=None,
+                                        merge_stderr=False):
+        """The library's, writing a file as bytes (rawbytes.py) and appending by O_APPEND rather
+        than reading the file back and rewriting it."""
+        redirections = device_redirections(redirections)
+        target, append, redirected = await self.trace_stdout_target(redirections, state, merge_stderr)
+        if not redirected:
+            return result
+        text = await materialise_text(result.stdout, result.kind)
+        if target is None:
+            return ExecutionResult(stdout=text, kind=OutputKind.TEXT, exit_code=result.exit_code)
+        if target == ErrorDestination.STDERR:
+            if text:
+                state.write_error(text)
+        elif isinstance(target, Path):
+            errors_there = isinstance(error_destination, Path) and error_destination == target
+            rawbytes.write_file(target, text, append=append or errors_there)
+        return ExecutionResult.empty(result.exit_code)
+
+    # -- scopes and traps ----------------------------------------------------------------------------
+    async def run_line(self, script, state):
+        """One command line at the top: the script, then its EXIT trap."""
+        status = await self.execute_script(script, state)
+        return await self.finish_scope(state, status)
+
+    async def finish_scope(self, state, status):
+        """A shell scope ends: its EXIT trap runs (with `$?` the status); `exit` there sets the
+        scope's final status."""
+        traps = getattr(state, "traps", None)
+        action = traps.pop("EXIT", None) if traps else None
+        if not action:
+            return status
+        state.last_exit_code = status
+        try:
+            await self.run_script(action, state)
+        except ExitShell as exit_shell:
+            return exit_shell.exit_code
+        except ControlFlowSignal:
+            pass
+        return status
+
+    async def drain_to_sink(self, result, state):
+        """After each command of a script: PIPESTATUS, and the ERR trap."""
+        await super().drain_to_sink(result, state)
+        if sys._getframe(1).f_code is not _RUN_SCRIPT:
+            return
+        stages = getattr(result, "pipe_stages", None) or [result]
+        state.variables.pop("PIPESTATUS", None)
+        state.arrays["PIPESTATUS"] = {i: str(stage.exit_code) for i, stage in enumerate(stages)}
+        traps = getattr(state, "traps", None)
+        if traps and traps.get("ERR"):
+            status = result.exit_code
+            if status != 0 and state.condition_depth == 0 and not result.exempt_from_errexit:
+                action = traps.pop("ERR")
+                state.last_exit_code = status
+                try:
+                    await self.run_script(action, state)
+                finally:
+                    traps.setdefault("ERR", action)
+                    state.last_exit_code = status
+
+    async def run_subshell_script(self, script, state):
+        """`( … )` and `$( … )`: a subshell's EXIT trap runs when it ends."""
+        status = await super().run_subshell_script(script, state)
+        return await self.finish_scope(state, status)
+
+    async def execute_pipeline(self, node, state, stdin):
+        stages = []
+        token = _PIPE_STAGES.set(stages)
+        try:
+            result = await super().execute_pipeline(node, state, stdin)
+        finally:
+            _PIPE_STAGES.reset(token)
+        result.pipe_stages = stages  # for PIPESTATUS, read once the stages have finished
+        return result
+
+    async def execute_stage(self, stage, state, stdin, merge_stderr):
+        result = await super().execute_stage(stage, state, stdin, merge_stderr)
+        stages = _PIPE_STAGES.get(None)
+        if stages is not None:
+            stages.append(result)
+        return result
+
+    async def capture_script(self, script, state):
+        """`$( )` runs in a subshell: its assignments, `cd` and traps stay inside."""
+        inner = state.copy()
+        inner.pending_stdin = state.pending_stdin
+        try:
+            return await super().capture_script(script, inner)
+        finally:
+            state.pending_stdin = inner.pending_stdin
+
+    async def builtin_trap(self, arguments, stdin, state):
+        traps = state.traps if isinstance(getattr(state, "traps", None), dict) else {}
+        args = list(arguments)
+        if args[:1] == ["--"]:
+            args = args[1:]
+        if args[:1] == ["-l"]:
+            await state.output_sink.write(_signal_table())
+            return 0
+        if not args or args[0] == "-p":
+            wanted = args[1:]
+            keys = [signal_key(spec) for spec in wanted] if wanted else sorted(traps, key=_trap_order)
+            lines = ["trap -- %s %s\n" % (shlex.quote(traps[key]), key) for key in keys if key in traps]
+            await state.output_sink.write("".join(lines))
+            return 0
+        if len(args) == 1 or args[0] == "-":
+            action, specs = None, args[1:] if args[0] == "-" else args
+        else:
+            action, specs = args[0], args[1:]
+        status = 0
+        for spec in specs:
+            key = signal_key(spec)
+            if key is None:
+                state.write_error("bash: trap: %s: invalid signal specification\n" % spec)
+                status = 1
+            elif action is None:
+                traps.pop(key, None)
+            else:
+                traps[key] = action
+        return status
+
+    async def builtin_exec(self, arguments, stdin, state):
+        """`exec CMD ARGS`: run CMD, then this shell ends with its status. (`exec` with only
+        redirections, which would redirect the rest of the script, is not supported.)"""
+        args = list(arguments)
+        while args and args[0].startswith("-") and args[0] != "--":
+            option = args.pop(0)
+            if option == "-a" and args:
+                args.pop(0)
+        if args[:1] == ["--"]:
+            args = args[1:]
+        if not args:
+            return 0
+        if "/" not in args[0] and not self.is_program(args[0]):
+            state.write_error("bash: exec: %s: not found\n" % args[0])
+            raise ExitShell(127)
+        result = await self.dispatch(args[0], args[1:], stdin, ErrorDestination.STDERR, state,
+                                     attached_to_terminal=state.is_attached_to_terminal(),
+                                     skip_functions=True)
+        await self.drain_to_sink(result, state)
+        raise ExitShell(result.exit_code)
+
+    # -- program wrappers ----------------------------------------------------------------------------
+    async def run_wrapped(self, wrapper, args, stdin, error_destination, state, in_pipeline, attached,
+                          missing_status=127):
+        """Run ARGS[0] as the program a wrapper names."""
+        name = args[0]
+        if "/" not in name and not self.is_program(name):
+            write_error = self.error_sink(error_destination, state, state.output_sink.write_sync)
+            if wrapper == "sudo":
+                write_error("sudo: %s: command not found\n" % name)
+                missing_status = 1
+            else:
+                write_error("%s: failed to run command '%s': No such file or directory\n" % (wrapper, name))
+            if stdin is not None:
+                await self.discard_stdin(stdin)
+            return self.empty(missing_status)
+        return await self.dispatch(name, args[1:], stdin, error_destination, state, in_pipeline, attached,
+                                   skip_functions=True)
+
+    def usage(self, error_destination, state, stdin, text, status):
+        self.error_sink(error_destination, state, state.output_sink.write_sync)(text)
+        return status
+
+    async def run_sudo(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        """sudo [-u USER] [-g GROUP] [-E] [-H] [-n] [-S] [-i|-s] [-D DIR] [--] [VAR=VALUE]... CMD:
+        one user in a sandbox, so the command runs as is (the user, environment and files are the
+        same); `-i`/`-s` run it through `bash -l -c`/`bash -c`, `-D` in that folder."""
+        args = list(arguments)
+        login = shell = False
+        directory = None
+        while args and args[0].startswith("-") and len(args[0]) > 1:
+            option = args.pop(0)
+            if option == "--":
+                break
+            if option.startswith("--"):
+                key, _, value = option.partition("=")
+                if key in ("--user", "--group", "--chdir", "--prompt", "--host", "--close-from",
+                           "--command-timeout", "--role", "--type", "--other-user") and not value and args:
+                    value = args.pop(0)
+                if key == "--login":
+                    login = True
+                elif key == "--shell":
+                    shell = True
+                elif key == "--chdir":
+                    directory = value
+                elif key in ("--version", "--validate", "--reset-timestamp", "--remove-timestamp"):
+                    return self.empty(0)
+                continue
+            letters = option[1:]
+            for position, letter in enumerate(letters):
+                if letter in "ugpDhCTrtRU":
+                    value = letters[position + 1:] or (args.pop(0) if args else "")
+                    if letter == "D":
+                        directory = value
+                    break
+                if letter == "i":
+                    login = True
+                elif letter == "s":
+                    shell = True
+                elif letter in "vkKV" and not args:
+                    return self.empty(0)
+        assignments = []
+        while args and "=" in args[0] and not args[0].startswith("="):
+            assignments.append(args.pop(0))
+        if not args:
+            if login or shell:
+                args = ["bash"] + (["-l"] if login else [])
+            else:
+                self.usage(error_destination, state, stdin,
+                           "usage: sudo [-u user] [-E] [-i|-s] [-D directory] [--] command [arg ...]\n", 1)
+                if stdin is not None:
+                    await self.discard_stdin(stdin)
+                return self.empty(1)
+        elif login or shell:
+            args = ["bash", *(["-l"] if login else []), "-c", shlex.join(args)]
+        if assignments:
+            args = ["env", *assignments, *args]
+        if directory:
+            inner = state.copy()
+            inner.pending_stdin = state.pending_stdin
+            inner.cwd = state.resolve_path(directory)
+            if not inner.cwd.is_dir():
+                self.usage(error_destination, state, stdin,
+                           "sudo: unable to change directory to %s: No such file or directory\n" % directory, 1)
+                return self.empty(1)
+            state = inner
+        return await self.run_wrapped("sudo", args, stdin, error_destination, state, in_pipeline, attached)
+
+    async def run_nohup(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        args = list(arguments)
+        if args[:1] == ["--"]:
+            args = args[1:]
+        if not args:
+            self.usage(error_destination, state, stdin, "nohup: missing operand\n", 125)
+            return self.empty(125)
+        return await self.run_wrapped("nohup", args, stdin, error_destination, state, in_pipeline, attached)
+
+    async def run_nice(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        args = list(arguments)
+        while args and args[0].startswith("-") and args[0] != "--":
+            option = args.pop(0)
+            if option in ("-n", "--adjustment") and args:
+                args.pop(0)
+        if args[:1] == ["--"]:
+            args = args[1:]
+        if not args:
+            return ExecutionResult(stdout="0\n", kind=OutputKind.TEXT, exit_code=0)
+        return await self.run_wrapped("nice", args, stdin, error_destination, state, in_pipeline, attached)
+
+    async def run_stdbuf(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        args = list(arguments)
+        while args and args[0].startswith("-") and args[0] != "--":
+            option = args.pop(0)
+            if option in ("-i", "-o", "-e") and args:
+                args.pop(0)
+        if args[:1] == ["--"]:
+            args = args[1:]
+        if not args:
+            self.usage(error_destination, state, stdin, "stdbuf: missing operand\n", 125)
+            return self.empty(125)
+        return await self.run_wrapped("stdbuf", args, stdin, error_destination, state, in_pipeline, attached)
+
+    async def run_time(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        """`time CMD`: bash's keyword, for a simple command (a pipeline after `time` times its
+        first command only); the report goes to stderr. User time is the guest's CPU time."""
+        args = list(arguments)
+        posix = False
+        while args and args[0] in ("-p", "--"):
+            posix |= args.pop(0) == "-p"
+
+        async def body(scope):
+            started, cpu = time.monotonic(), time.process_time()
+            status = 0
+            if args:
+                result = await self.dispatch(args[0], args[1:], None, ErrorDestination.STDERR, scope,
+                                             attached_to_terminal=scope.is_attached_to_terminal())
+                await self.drain_to_sink(result, scope)
+                status = result.exit_code
+            real, user = time.monotonic() - started, time.process_time() - cpu
+            if posix:
+                scope.write_error("real %.2f\nuser %.2f\nsys %.2f\n" % (real, user, 0.0))
+            else:
+                scope.write_error("\nreal\t%s\nuser\t%s\nsys\t0m0.000s\n" % (_minutes(real), _minutes(user)))
+            return status
+
+        return await self.run_compound(body, stdin, error_destination, state, in_pipeline, attached)
+
+    async def run_find(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        return await find_command.run(self, arguments, stdin, error_destination, state, in_pipeline, attached)
+
+    async def run_timeout(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        return await timeout_command.run(self, arguments, stdin, error_destination, state, in_pipeline,
+                                         attached)
+
+
+def _minutes(seconds):
+    return "%dm%.3fs" % (seconds // 60, seconds % 60)
+
+
+_RUN_SCRIPT = Executor.run_script.__code__
+_PIPE_STAGES = contextvars.ContextVar("declaw_pipe_stages")  # the pipeline being built, per task

@@ -1,0 +1,129 @@
+"""`timeout [-s SIG] [-k DUR] [--preserve-status] [--foreground] [-v] DURATION CMD [ARG]...`
+
+GNU's exit statuses: 124 when the command timed out (128+9 with `-s KILL`, 128+SIG with
+`--preserve-status`), 125 for a bad duration, option or signal, 126/127 when CMD cannot run,
+else the command's own. DURATION is a number (decimals, exponents, `inf`) with an optional
+s/m/h/d suffix; 0 means no limit.
+
+How the command is stopped: everything the shell runs shares the guest's one thread and its
+event loop, and WASI has no signals. A command that waits on the event loop (the shell's
+`sleep`, pipes, the shell's own utilities between chunks) is cancelled at the deadline; one
+blocked reading live stdin or in `time.sleep` inside `python3` is stopped by deadlines.py. A
+command that computes without waiting (a `python3` busy loop, `awk` over a huge file) cannot be
+interrupted: it runs to its end (or to the command line's own timeout, which stops the whole
+guest), and `timeout` then reports 124 if the deadline passed meanwhile.
+"""
+
+import asyncio
+import getopt
+import math
+import re
+
+from bash_purepython.execute_command import ErrorDestination
+
+from . import deadlines
+
+SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "IOT": 6, "BUS": 7,
+                  "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14,
+                  "TERM": 15, "STKFLT": 16, "CHLD": 17, "CONT": 18, "STOP": 19, "TSTP": 20, "TTIN": 21,
+                  "TTOU": 22, "URG": 23, "XCPU": 24, "XFSZ": 25, "VTALRM": 26, "PROF": 27, "WINCH": 28,
+                  "IO": 29, "POLL": 29, "PWR": 30, "SYS": 31}
+DURATION = re.compile(r"(?i)^((?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|inf(?:inity)?)([smhd]?)$")
+UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+TRY = "Try 'timeout --help' for more information.\n"
+EXIT_TIMED_OUT, EXIT_FAILURE, EXIT_KILLED = 124, 125, 137
+
+
+class Usage(Exception):
+    """A command line GNU timeout refuses (exit 125)."""
+
+
+def parse_duration(text):
+    match = DURATION.match(text)
+    if match is None:
+        raise Usage("timeout: invalid time interval \u2018%s\u2019\n" % text)
+    seconds = float(match.group(1)) * UNIT_SECONDS[match.group(2).lower()]
+    return math.inf if math.isinf(seconds) else seconds
+
+
+def parse_signal(text):
+    name = text.upper()
+    if name.isdigit():
+        number = int(name)
+        if 0 <= number <= 64:
+            return number, next((n for n, v in SIGNAL_NUMBERS.items() if v == number), str(number))
+    name = name[3:] if name.startswith("SIG") else name
+    if name in SIGNAL_NUMBERS:
+        return SIGNAL_NUMBERS[name], name
+    raise Usage("timeout: \u2018%s\u2019: invalid signal\n" % text)
+
+
+def parse(arguments):
+    """(seconds, signal number, signal name, preserve, verbose, command) or Usage."""
+    try:
+        options, rest = getopt.getopt(list(arguments), "+k:s:v", ["kill-after=", "signal=", "preserve-status",
+                                                                  "foreground", "verbose", "help", "version"])
+    except getopt.GetoptError as exc:
+        short = len(exc.opt) == 1
+        if "requires" in exc.msg:
+            message = ("option requires an argument -- '%s'" if short else "option '--%s' requires an argument")
+        else:
+            message = "invalid option -- '%s'" if short else "unrecognized option '--%s'"
+        raise Usage("timeout: %s\n" % (message % exc.opt)) from None
+    number, name, preserve, verbose = 15, "TERM", False, False
+    for option, value in options:
+        if option in ("-s", "--signal"):
+            number, name = parse_signal(value)
+        elif option in ("-k", "--kill-after"):
+            parse_duration(value)
+        elif option == "--preserve-status":
+            preserve = True
+        elif option in ("-v", "--verbose"):
+            verbose = True
+        elif option in ("--help", "--version"):
+            raise Usage("timeout: --help and --version are not available here\n")
+    if len(rest) < 2:
+        raise Usage("")  # GNU says only "Try 'timeout --help'…" here
+    return parse_duration(rest[0]), number, name, preserve, verbose, rest[1:]
+
+
+async def run(executor, arguments, stdin, error_destination, state, in_pipeline, attached):
+    write_error = executor.error_sink(error_destination, state, state.output_sink.write_sync)
+    try:
+        seconds, number, name, preserve, verbose, command = parse(arguments)
+    except Usage as exc:
+        write_error(str(exc) + TRY)
+        if stdin is not None:
+            await executor.discard_stdin(stdin)
+        return executor.empty(EXIT_FAILURE)
+    if seconds == 0 or math.isinf(seconds):
+        return await executor.run_wrapped("timeout", command, stdin, error_destination, state, in_pipeline,
+                                          attached)
+    if "/" not in command[0] and not executor.is_program(command[0]):
+        return await executor.run_wrapped("timeout", command, stdin, error_destination, state, in_pipeline,
+                                          attached)
+
+    async def body(scope):
+        with deadlines.active(seconds) as deadline:
+            try:
+                async with asyncio.timeout(seconds):
+                    result = await executor.dispatch(command[0], command[1:], None, ErrorDestination.STDERR,
+                                                     scope, attached_to_terminal=scope.is_attached_to_terminal(),
+                                                     skip_functions=True)
+                    await executor.drain_to_sink(result, scope)
+                    status = result.exit_code
+            except TimeoutError:
+                pass
+            except deadlines.DeadlineReached:
+                if not deadline.passed:
+                    raise  # an outer timeout's
+            else:
+                if not deadline.passed:
+                    return status
+        if verbose:
+            scope.write_error("timeout: sending signal %s to command \u2018%s\u2019\n" % (name, command[0]))
+        if preserve:
+            return 128 + number
+        return EXIT_KILLED if number == 9 else EXIT_TIMED_OUT
+
+    return await executor.run_compound(body, stdin, error_destination, state, in_pipeline, attached)
