@@ -115,6 +115,15 @@ class Standby:
                         with self._lock:
                             self._wanted.pop(key, None)
                         continue
+                    if standby_key(template, limits, sandbox.runtime) != key:
+                        # made from something else than the key says: the runtime switched meanwhile
+                        # (DECLAW_WASM_SNAPSHOT), or the template was rebuilt. Wanted again by the
+                        # next creates of the key, if they come.
+                        sandbox.kill()
+                        with self._lock:
+                            self._wanted.pop(key, None)
+                            self._creates.pop(key, None)
+                        continue
                     parking.park(sandbox)
                     with self._lock:
                         self._ready.setdefault(key, deque()).append(sandbox)
