@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterator, List, Optional, Protocol, Union
 
-from .._backend import Callback, EventLog, ToolSpec, WriteData
+from .._backend import Callback, EventLog, ToolSpec, WriteData, tools_unreachable
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
@@ -174,6 +174,8 @@ def create_arguments(request: Any) -> tuple[Any, Any]:
 def refuse_host_only(request: Any, where: str) -> None:
     """A resume's or restore's secrets do not cross to a worker yet (a create's do, as
     `create_arguments`): refuse them rather than resume the sandbox without them."""
+    if getattr(request, "_host_only", {}).get("tools") is not None:
+        raise tools_unreachable(where)  # a pool lends a create's tools itself (lend_tools)
     held = sorted(k for k in getattr(request, "_host_only", {}) if k in ("secrets", "vault"))
     if held:
         raise InvalidArgumentException(f"{', '.join(held)} on resume: not supported on {where} yet; resume "

@@ -4,6 +4,7 @@ and an `Agent` using the `DeclawWasmWorkspace` capability with a scripted model.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 

@@ -26,7 +26,8 @@ def test_custom_template_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                 .pip_install(["tplpkg"])
                 .copy(data, "/home/user/data.csv")
                 .set_envs({"MODE": "demo"})
-                .run_cmd("python3 -c \"open('/home/user/made.txt', 'w').write('by the build')\""))
+                .run_cmd("python3 -c \"open('/home/user/made.txt', 'w').write('by the build')\"")
+                .run_cmd("mkdir -p /workspace/app && echo kept > /workspace/app/w.txt"))
     info = Template.build(template, alias="test-round-trip")
     assert info.packages == ["tplpkg==0.3"] and info.base == "code-interpreter"
     assert "test-round-trip" in [t.name for t in list_templates()]
@@ -36,6 +37,7 @@ def test_custom_template_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                                  "print(tplpkg.__version__, os.environ[\"MODE\"])'; cat made.txt")
             assert (r.exit_code, r.stdout) == (0, "0.3 demo\nby the build"), r.stderr
             assert sbx.files.read("/home/user/data.csv") == "a,b\n1,2\n"
+            assert sbx.files.read("/workspace/app/w.txt") == "kept\n"  # /workspace is kept too
             assert sbx.run_code("import tplpkg; tplpkg.NAME").text == "tplpkg"
             assert sbx.get_info().template_id == "test-round-trip"
             # the template's packages are the template's: not the user's to uninstall
