@@ -607,6 +607,13 @@ def _patch_asyncio(asyncio):
     loop_class._declaw_patched = True
     original_init = loop_class.__init__
 
+    import time
+
+    # The loop's own wait, never a `timeout` command's deadline: declaw_shell/deadlines.py
+    # replaces time.sleep while one runs, and `timeout` stops what awaits by cancelling it here.
+    deadlines = sys.modules.get("declaw_shell.deadlines")
+    idle = getattr(deadlines, "_real_sleep", None) or time.sleep
+
     class GuestSelector(selectors.SelectSelector):
         """With nothing registered, a select only waits: skip the call (a trip to the host)
         when there is nothing to wait for, as on every turn of the shell's event loop."""
@@ -614,9 +621,7 @@ def _patch_asyncio(asyncio):
         def select(self, timeout=None):
             if not self._readers and not self._writers and timeout is not None:
                 if timeout > 0:
-                    import time
-
-                    time.sleep(timeout)
+                    idle(timeout)
                 return []
             return super().select(timeout)
 
