@@ -325,6 +325,16 @@ def parse_rule(entry: Any, where: str) -> Rule:
     return Rule("*." + name if wildcard else name, "wildcard" if wildcard else "domain")
 
 
+def _entries(value: Any, where: str) -> list[Any]:
+    """`network`'s `allow_out`/`deny_out`: a list (or tuple, set) of strings, or nothing."""
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise PolicyError(f"network: {where} must be a list of strings, got {type(value).__name__} "
+                          f"{value!r:.80}")
+    return list(value)
+
+
 @dataclass(frozen=True)
 class Decision:
     """The policy's answer for one name or destination."""
@@ -394,7 +404,8 @@ class Policy:
         if get("mask_request_host", None):
             raise PolicyError("network: mask_request_host is not supported (every request's Host "
                               "must be the name its connection was opened for)")
-        return cls.from_lists(list(get("allow_out", None) or []), list(get("deny_out", None) or []))
+        return cls.from_lists(_entries(get("allow_out", None), "allow_out"),
+                              _entries(get("deny_out", None), "deny_out"))
 
     # -- questions ---------------------------------------------------------------------------
     @property

@@ -101,6 +101,10 @@ def test_bad_entries_are_refused_with_clear_errors() -> None:
         Policy.from_create({"allow": ["x.com"]})
     with pytest.raises(PolicyError, match="mask_request_host"):
         Policy.from_create({"allow_out": ["x.com"], "mask_request_host": "y.com"})
+    with pytest.raises(PolicyError, match="allow_out must be a list of strings, got int"):
+        Policy.from_create({"allow_out": 3})
+    with pytest.raises(PolicyError, match="deny_out must be a list of strings, got str"):
+        Policy.from_create({"deny_out": "10.0.0.0/8"})
 
 
 def test_network_as_an_object_with_allow_out() -> None:
