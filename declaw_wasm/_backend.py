@@ -177,6 +177,11 @@ class SandboxBackend(Protocol):
         """Create or overwrite a file; `metadata` (checked) replaces the file's, None clears it.
         `gzip` and `octet_stream` (E2B's `use_octet_stream`) say how the bytes travel, for a
         backend that moves them; the file is the same."""
+    def write_files(self, entries: Sequence[tuple[str, WriteData]],
+                    metadata: Optional[dict[str, str]] = None, gzip: bool = False,
+                    octet_stream: Optional[bool] = None) -> List[WriteInfo]:
+        """`write` for several files, in order, as one call where the backend can (one quota
+        walk in process, one round trip to a worker or a server)."""
     def watch(self, path: str, recursive: bool, include_entry: bool) -> Watcher:
         """Watch a folder (`FileNotFoundException` if missing, `InvalidArgumentException` if a file)."""
     def list(self, path: str, depth: int) -> List[EntryInfo]: ...

@@ -117,9 +117,8 @@ class Filesystem:
         for path, data in entries:
             _args.path(path)
             _args.write_data(data)
-        meta = _args.metadata(metadata)
-        return [self.write(path, data, gzip=gzip, use_octet_stream=use_octet_stream, metadata=meta)
-                for path, data in entries]
+        return self._backend.write_files(entries, _args.metadata(metadata), gzip=bool(gzip),
+                                         octet_stream=use_octet_stream)
 
     def list(self, path: str, depth: Optional[int] = 1, user: Optional[str] = None,
              request_timeout: Optional[float] = None) -> List[EntryInfo]:

@@ -56,6 +56,19 @@ def test_files_api_refuses_writes_over_the_disk_quota() -> None:
         assert sandbox.files.read("/tmp/small", format="bytes") == b"x" * (1 << 20)
 
 
+def test_write_files_keeps_a_running_total_of_the_disk_quota() -> None:
+    from declaw_wasm import NotEnoughSpaceException
+
+    mib = b"x" * (1 << 20)
+    with Sandbox.create(limits=Limits(disk_bytes=4 << 20)) as sandbox:
+        # one path overwritten three times: 1.5 MiB in the end, not 4.5
+        sandbox.files.write_files([{"path": "/tmp/same", "data": mib + mib[:1 << 19]}] * 3)
+        assert sandbox.files.get_info("/tmp/same").size == 3 << 19
+        with pytest.raises(NotEnoughSpaceException, match="disk_bytes"):
+            sandbox.files.write_files([{"path": f"/tmp/f{i}", "data": mib} for i in range(4)])
+        assert [sandbox.files.exists(f"/tmp/f{i}") for i in range(4)] == [True, True, False, False]
+
+
 def test_a_guest_over_the_disk_quota_is_stopped() -> None:
     with Sandbox.create(limits=Limits(disk_bytes=32 << 20, disk_files=2000)) as sandbox:
         sandbox.files.write("/home/user/fill.py", "import time\nf = open('/tmp/fill', 'wb')\n"

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, IO, Iterator, List, Optional
+from typing import Any, IO, Iterator, List, Optional, Sequence
 
 from .._args import path as check_path
 from .._backend import WriteData
@@ -220,12 +220,13 @@ class SandboxFS:
     def writable_folders(self) -> List[Path]:
         return [m.host for m in self.mounts if m.writable]
 
-    def _room(self, new_bytes: int) -> Optional[int]:
+    def _room(self, new_bytes: int, used: Optional[List[int]] = None) -> Optional[int]:
         """Bytes a write may still add under the disk quota (None: no quota); raises
-        NotEnoughSpaceException if even `new_bytes` (the size, when known) or a new file is too much."""
+        NotEnoughSpaceException if even `new_bytes` (the size, when known) or a new file is too
+        much. `used`: [bytes, files] already known (a batch's running total), else walked."""
         if self.limits is None:
             return None
-        used_bytes, used_files = usage(self.writable_folders())
+        used_bytes, used_files = used if used is not None else usage(self.writable_folders())
         message = self.limits.over_disk_quota(used_bytes + new_bytes, used_files + 1)
         if message:
             raise NotEnoughSpaceException(message)
@@ -351,17 +352,36 @@ class SandboxFS:
         with self._call():
             return self._write(path, data, metadata)
 
-    def _write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None) -> WriteInfo:
+    def write_many(self, entries: Sequence[tuple[str, WriteData]],
+                   metadata: Optional[dict[str, str]] = None) -> List[WriteInfo]:
+        """Write several files in order, walking the tree for the disk quota once (a walk per
+        file made a batch of n files cost n walks of a growing tree) and keeping the running
+        total after each file."""
+        with self._call():
+            if self.limits is None:
+                return [self._write(path, data, metadata) for path, data in entries]
+            used = list(usage(self.writable_folders()))
+            return [self._write(path, data, metadata, used) for path, data in entries]
+
+    def _write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
+               used: Optional[List[int]] = None) -> WriteInfo:
+        """`used`: a batch's running [bytes, files] under the quota (walked once), updated here."""
         shown = self.absolute(path)
         loc = self.locate(path)
         self._writable(loc, shown)
         known = len(data) if isinstance(data, (bytes, bytearray, memoryview)) else \
             len(data.encode()) if isinstance(data, str) else 0
-        room = self._room(known)
+        room = self._room(known, used)
+        old_size = -1
         with _errors(shown):
             if not loc.parts:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory")
             with self._parent_fd(loc, create=True) as parent:
+                if used is not None:
+                    try:
+                        old_size = os.stat(loc.name, dir_fd=parent, follow_symlinks=False).st_size
+                    except OSError:
+                        old_size = -1
                 fd = os.open(loc.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                              0o644, dir_fd=parent)
                 try:
@@ -374,6 +394,9 @@ class SandboxFS:
                     if exc.errno == errno.ENOSPC:  # over the quota: leave nothing half-written
                         os.unlink(loc.name, dir_fd=parent)
                     raise
+        if used is not None:
+            used[0] += size - max(old_size, 0)
+            used[1] += 1 if old_size < 0 else 0
         return WriteInfo(name=posixpath.basename(shown), type=FileType.FILE, path=shown, size=size,
                          metadata=metadata)
 

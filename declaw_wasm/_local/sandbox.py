@@ -269,6 +269,11 @@ class LocalSandbox:
               gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
         return self._files().write(path, data, metadata)
 
+    def write_files(self, entries: Sequence[tuple[str, WriteData]],
+                    metadata: Optional[dict[str, str]] = None, gzip: bool = False,
+                    octet_stream: Optional[bool] = None) -> List[WriteInfo]:
+        return self._files().write_many(entries, metadata)
+
     def watch(self, path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
         return self.watches.start(self._files(), path, recursive, include_entry)
 

@@ -8,7 +8,7 @@ a cell's callbacks run on the calling thread; files move in chunks of the link's
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator, List, Optional, Protocol, Union
+from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
 
 from .._backend import Callback, EventLog, ToolSpec, WriteData, tools_unreachable
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
@@ -284,6 +284,19 @@ class HostedSandbox:
             raise
         done: WriteInfo = self._host_call("write_close", token)
         return done
+
+    def write_files(self, entries: Sequence[tuple[str, WriteData]],
+                    metadata: Optional[dict[str, str]] = None, gzip: bool = False,
+                    octet_stream: Optional[bool] = None) -> List[WriteInfo]:
+        """Small files (in all up to one pipe message) in one call; otherwise one `write` each."""
+        sized = [(path, data if isinstance(data, str) else bytes(data)) for path, data in entries
+                 if isinstance(data, (str, bytes, bytearray, memoryview))]
+        if len(sized) == len(entries) and \
+                sum(len(data.encode()) if isinstance(data, str) else len(data) for _, data in sized) \
+                <= min(SMALL_WRITE, self.link.chunk):
+            infos: List[WriteInfo] = self._call("write_files", sized, metadata)
+            return infos
+        return [self.write(path, data, metadata) for path, data in entries]
 
     def watch(self, path: str, recursive: bool, include_entry: bool) -> "HostedWatcher":
         return HostedWatcher(self, self._host_call("watch_open", self.host_id, path, recursive, include_entry))

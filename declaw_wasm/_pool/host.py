@@ -36,7 +36,7 @@ STALLED = 300.0  # seconds an upload waits for its next chunk
 MAX_SESSIONS = 1024  # open file sessions per host; the oldest is closed past that
 
 SANDBOX_CALLS = frozenset({
-    "info", "is_running", "set_timeout", "kill", "write", "list", "get_info", "exists", "remove",
+    "info", "is_running", "set_timeout", "kill", "write", "write_files", "list", "get_info", "exists", "remove",
     "rename", "make_dir", "processes", "kill_process", "send_stdin", "close_stdin", "resize_pty",
     "run_code", "create_context", "list_contexts", "restart_context", "remove_context",
     "audit_events", "metrics", "create_snapshot", "list_snapshots", "delete_snapshot", "pause"})

@@ -119,7 +119,7 @@ def router(registry: Registry) -> APIRouter:
         backend = await sandbox(sandbox_id)
         meta = _args.metadata(body.metadata)
         entries = [(_args.path(e.path), e.data) for e in body.files]
-        return [await in_thread(backend.write, path, data, meta) for path, data in entries]
+        return await in_thread(backend.write_files, entries, meta)
 
     @files.get("/sandboxes/{sandbox_id}/files/list", responses=ERRORS)
     async def list_files(sandbox_id: str, path: str = Query(...), depth: int = 1) -> list[EntryInfo]:
