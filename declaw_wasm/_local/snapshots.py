@@ -258,8 +258,9 @@ def snapshot_store(store: Optional[StateStore] = None) -> SnapshotStore:
 
 
 def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
-                  kernels: list["Kernel"]) -> SnapshotRecord:
-    """Write the (quiet) sandbox to the store as a snapshot of `source`."""
+                  kernels: list["Kernel"], checkpoint: Optional[dict[str, Any]] = None) -> SnapshotRecord:
+    """Write the (quiet) sandbox to the store as a snapshot of `source`; `checkpoint`: what a
+    node-loss checkpoint records of itself (checkpoints.py)."""
     import json
 
     started = time.monotonic()
@@ -304,7 +305,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                         "metadata": dict(sandbox.metadata), "started_at": sandbox.started_at.isoformat(),
                         "next_connection_id": sandbox.egress.next_connection_id()},
             "trees": tree_entries, "contexts": context_entries, "tokens": "tokens" if tokens is not None else None,
-            "pause_duration_ms": None,
+            "pause_duration_ms": None, "checkpoint": checkpoint,
         }
         manifest["duration_ms"] = round((time.monotonic() - started) * 1000)
         record = store.publish(sandbox.sandbox_id, snapshot_id, manifest, parts)
@@ -498,13 +499,14 @@ class Held:
         self._held: dict[str, tuple[StateStore, str]] = {}  # sandbox id -> (store, token)
         self._thread: Optional[threading.Thread] = None
 
-    def take(self, store: StateStore, sandbox_id: str) -> None:
-        """Take the sandbox's lease (ConflictException if another process holds it)."""
+    def take(self, store: StateStore, sandbox_id: str, breaking: str = "") -> None:
+        """Take the sandbox's lease (ConflictException if another process holds it); `breaking`:
+        the owner of a holder known to be dead (checkpoints.py), whose lease is taken over."""
         with self._lock:
             if sandbox_id in self._held:
                 return
         try:
-            info = store.leases.take(lease_name(sandbox_id), LEASE_TTL, owner=_owner())
+            info = store.leases.take(lease_name(sandbox_id), LEASE_TTL, owner=owner(), breaking=breaking)
         except LeaseHeld as exc:
             raise ConflictException(f"sandbox {sandbox_id} is running in another process, or being resumed "
                                     f"there ({exc}); connect to it there, or wait until it is paused") from None
@@ -546,7 +548,8 @@ class Held:
 held = Held()
 
 
-def _owner() -> str:
+def owner() -> str:
+    """Who holds a lease: this host and process (a pool or Ray names a dead host by it)."""
     import os
     import socket
 

@@ -30,8 +30,9 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional
 
+from .._args import checkpoint_policy
 from .._backend import tools_unreachable
-from .._pool.client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
+from .._pool.client import HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
 from ..models import SandboxInfo, Snapshot
@@ -44,6 +45,7 @@ MAX_ENVS = 64 << 10  # bytes of envs per call (names and values): Ray inlines ar
 LIST_WAIT = 5.0  # seconds `list` waits for the hosts' answers
 PLACE_SAMPLE = 8  # hosts asked for their load per create (all of them when there are fewer)
 PLACE_WAIT = 0.5  # seconds placement waits for hosts' loads before choosing among those that answered
+FIRST_WAIT = 0.02  # seconds a restore's placement waits for more hosts once one answered
 HOST_START = 120.0  # seconds a create waits for some host when none has answered yet
 MAX_CALLS = 1000  # calls and streams running at once in one host actor
 KEEP_KNOWN = 100_000  # sandbox ids this process made or met (for calls by id without backend=)
@@ -77,6 +79,7 @@ class RayLink:
         self.name = name
         self.owner = owner
         self.ip: Optional[str] = None
+        self.lease_owner: Optional[str] = None
 
     def _lost(self, exc: Exception) -> HostLost:
         if self.owner is not None:
@@ -117,6 +120,13 @@ class RayLink:
         if self.ip is None:
             self.ip = str(ray.get(self.handle.ready.remote(), timeout=HOST_START).get("ip", ""))
         return self.ip
+
+    def owner_name(self) -> str:
+        """The host's name on the leases it takes (`host:pid`), asked once: after its death
+        another host breaks its leases by it (node-loss checkpoints)."""
+        if self.lease_owner is None:
+            self.lease_owner = str(self.call(None, "owner"))
+        return self.lease_owner
 
     def adopt(self, host_id: str) -> HostedSandbox:
         if self.owner is None:
@@ -240,6 +250,7 @@ class RaySandboxes:
         self._gone: "OrderedDict[str, None]" = OrderedDict()  # hosts that died
         self._pending: dict[str, int] = {}
         self._known: "OrderedDict[str, None]" = OrderedDict()
+        self._recoveries: dict[str, Recovery] = {}  # checkpointed sandboxes (by every id they had)
 
     # -- hosts --------------------------------------------------------------------------------------
     def _own(self) -> List[RayLink]:
@@ -298,7 +309,7 @@ class RaySandboxes:
             raise SandboxNotFoundException(f"no Ray actor {name!r}: its sandboxes are gone (its node "
                                            "died, or the driver that made it exited)") from None
 
-    def _pick(self, here_only: bool = False) -> RayLink:
+    def _pick(self, here_only: bool = False, first: bool = False) -> RayLink:
         """The least loaded host among those that answer within `PLACE_WAIT` (or, when none
         does yet — the hosts are still loading the runtime — the first that answers). With more
         than `PLACE_SAMPLE` hosts, among a random sample of that many: a create then costs the
@@ -320,7 +331,11 @@ class RaySandboxes:
         if len(links) > PLACE_SAMPLE:
             links = random.sample(links, PLACE_SAMPLE)
         refs = {link.handle.load.remote(): link for link in links}
-        ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=PLACE_WAIT)
+        ready, waiting = ray.wait(list(refs), num_returns=1 if first else len(refs),
+                                  timeout=HOST_START if first else PLACE_WAIT)
+        if first and waiting:  # a restore: the hosts that answer at once (one still starting may not)
+            more, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=FIRST_WAIT)
+            ready += more
         if not ready:
             ready, waiting = ray.wait(list(refs), num_returns=1, timeout=HOST_START)
         loads: dict[str, int] = {}
@@ -351,13 +366,46 @@ class RaySandboxes:
         link = self._pick(here_only=secrets is not None and not secrets_may_cross())
         try:
             local = str(link.call(None, "create", plain, secrets=secrets))
+            owner = link.owner_name() if checkpoint_policy(request.lifecycle) else None
         finally:
-            with self._lock:
-                if link.name in self._pending:
-                    self._pending[link.name] -= 1
-        return self._met(link, local)
+            self._placed(link)
+        if owner is None:
+            return self._met(link, local)
+        recovery = Recovery(self._relocate, secrets, owner, link, local, f"{local}.{link.name}")
+        return self._met(link, local, recovery)
+
+    def _placed(self, link: RayLink) -> None:
+        with self._lock:
+            if link.name in self._pending:
+                self._pending[link.name] -= 1
+
+    def _relocate(self, recovery: Recovery) -> tuple[Any, ...]:
+        """Restore a checkpointed sandbox whose host died on the first live host that answers
+        (one of this machine when it has secrets and Ray's connections are not TLS)."""
+        secrets = recovery.secrets
+        link = self._pick(here_only=secrets is not None and not secrets_may_cross(), first=True)
+        try:
+            local, turn, what = link.call(None, "recover", recovery.where[1], recovery.owner, secrets=secrets)
+            owner = link.owner_name()
+        finally:
+            self._placed(link)
+        self._met(link, str(local), recovery)
+        return link, str(local), f"{local}.{link.name}", owner, int(turn), str(what)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
+        with self._lock:
+            recovery = self._recoveries.get(sandbox_id)
+        if recovery is not None:  # checkpointed: wherever it lives now (restored after a loss)
+            hosted = HostedSandbox(recovery.where[0], recovery.where[2], recovery.where[1], recovery)
+            for attempt in range(2):
+                link = hosted.link
+                try:
+                    hosted._host_call("connect", hosted.host_id, timeout)
+                    break
+                except HostLost:  # restored from its checkpoint meanwhile: connect to that one
+                    if attempt or hosted.link is link:
+                        raise
+            return hosted
         parts = parse_id(sandbox_id)
         if parts is None:
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (not a Ray sandbox id)")
@@ -426,14 +474,16 @@ class RaySandboxes:
                 self._pending[link.name] -= 1
         return link
 
-    def _met(self, link: RayLink, local: str) -> HostedSandbox:
+    def _met(self, link: RayLink, local: str, recovery: Optional[Recovery] = None) -> HostedSandbox:
         sandbox_id = f"{local}.{link.name}"
         with self._lock:
             self._known[sandbox_id] = None
             self._known.move_to_end(sandbox_id)
+            if recovery is not None:
+                self._recoveries[sandbox_id] = recovery
             while len(self._known) > KEEP_KNOWN:
-                self._known.popitem(last=False)
-        return HostedSandbox(link, sandbox_id, local)
+                self._recoveries.pop(self._known.popitem(last=False)[0], None)
+        return HostedSandbox(link, sandbox_id, local, recovery)
 
     def knows(self, sandbox_id: str) -> bool:
         with self._lock:
