@@ -113,14 +113,6 @@ class RayLink:
             raise raised(payload)
         return payload
 
-    def machine(self) -> str:
-        """The IP address of the node this host runs on (asked once)."""
-        import ray
-
-        if self.ip is None:
-            self.ip = str(ray.get(self.handle.ready.remote(), timeout=HOST_START).get("ip", ""))
-        return self.ip
-
     def owner_name(self) -> str:
         """The host's name on the leases it takes (`host:pid`), asked once: after its death
         another host breaks its leases by it (node-loss checkpoints)."""
@@ -151,11 +143,22 @@ class RayLink:
         return items()
 
 
-def _machine_of(link: RayLink) -> Optional[str]:
-    try:
-        return link.machine()
-    except Exception:  # a host that does not answer is no place for a sandbox now
-        return None
+def _located(links: List[RayLink]) -> List[RayLink]:
+    """The hosts whose machine is known, asking those not asked yet in one parallel round
+    (`PLACE_WAIT` at most: a host still starting, or not placed, is no place for a sandbox now)."""
+    import ray
+    from ray.exceptions import RayError
+
+    asked = {link.handle.ready.remote(): link for link in links if link.ip is None}
+    if asked:
+        ready, waiting = ray.wait(list(asked), num_returns=len(asked), timeout=PLACE_WAIT)
+        for ref in ready:
+            try:
+                asked[ref].ip = str(ray.get(ref).get("ip", ""))
+            except RayError:
+                continue
+        _cancel(waiting)
+    return [link for link in links if link.ip is not None]
 
 
 def secrets_may_cross() -> bool:
@@ -199,6 +202,21 @@ def parse_id(sandbox_id: str) -> Optional[tuple[str, str]]:
 # would kill it. Ray's switch for that handler, for this driver (when it starts Ray) and for every
 # host actor.
 TRAP_SAFE_ENV = {"RAY_DISABLE_FAILURE_SIGNAL_HANDLER": "1"}
+
+
+def host_env() -> dict[str, str]:
+    """The environment a host actor gets from this driver: Ray's switch for guest traps, and the
+    driver's state store (`DECLAW_WASM_STATE`), so that every host shares the one store
+    snapshots, pauses and node-loss checkpoints live in (it must name a place every node
+    reaches: `s3://...`, a shared folder); unset, each node uses its own default."""
+    import os
+
+    from .._state import STATE_ENV
+
+    env = dict(TRAP_SAFE_ENV)
+    if os.environ.get(STATE_ENV):
+        env[STATE_ENV] = os.environ[STATE_ENV]
+    return env
 
 
 def keep_wasm_traps() -> None:
@@ -276,7 +294,7 @@ class RaySandboxes:
         handle = ray.remote(SandboxHost).options(
             name=name, namespace=NAMESPACE, num_cpus=self.host_cpus, memory=self.host_memory,
             resources=self.host_resources or None, max_concurrency=MAX_CALLS, max_restarts=0,
-            scheduling_strategy="SPREAD", runtime_env={"env_vars": dict(TRAP_SAFE_ENV)}).remote(name)
+            scheduling_strategy="SPREAD", runtime_env={"env_vars": host_env()}).remote(name)
         self._links[name] = RayLink(handle, name, self)
         self._pending[name] = 0
 
@@ -321,7 +339,7 @@ class RaySandboxes:
         links = self._own()
         if here_only:
             here = ray.util.get_node_ip_address()
-            links = [link for link in links if _machine_of(link) == here]
+            links = [link for link in _located(links) if link.ip == here]
             if not links:
                 raise InvalidArgumentException(
                     "secrets: no Ray sandbox host runs on this machine, and Ray's connections are "
