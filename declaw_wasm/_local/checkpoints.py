@@ -51,13 +51,19 @@ def refused_here() -> str:
 
 
 class Checkpoints:
-    """A checkpointed sandbox's latest checkpoint (id, turn) and the fingerprint it was taken at."""
+    """A checkpointed sandbox's latest checkpoint (its record, turn), the fingerprint it was
+    taken at, and each context's cell count then (a context that ran nothing since is copied
+    from it, not captured again). `record`: the checkpoint a restored sandbox was made from."""
 
-    def __init__(self, snapshot_id: Optional[str] = None, turn: int = 0) -> None:
+    def __init__(self, record: Optional["SnapshotRecord"] = None, turn: int = 0) -> None:
         self.lock = threading.Lock()
-        self.snapshot_id = snapshot_id
+        self.record = record
+        self.snapshot_id = record.snapshot_id if record is not None else None
         self.turn = turn
         self.mark: Optional[tuple[Any, ...]] = None
+        # a restored context starts at 0 cells, its image the checkpoint's
+        self.turns_at: dict[str, int] = {str(c.get("id")): 0 for c in (record.manifest.get("contexts") or [])} \
+            if record is not None else {}
         self.ended = False
 
     def after_turn(self, sandbox: "LocalSandbox", what: str) -> None:
@@ -78,7 +84,8 @@ class Checkpoints:
                     held.take(store.store, sandbox.sandbox_id)
                     turn = self.turn + 1 if self.snapshot_id is not None else self.turn  # the create's: 0
                     record = take_snapshot(sandbox, SOURCE, store, kernels,
-                                           {"policy": "cell", "turn": turn, "after": what})
+                                           {"policy": "cell", "turn": turn, "after": what},
+                                           self._unchanged(kernels))
             except ConflictException as exc:  # a command, or another context's cell, is running
                 log.info("sandbox %s: not checkpointed after %s (%s)", sandbox.sandbox_id, what, exc)
                 return
@@ -87,8 +94,15 @@ class Checkpoints:
                             sandbox.sandbox_id, what, exc)
                 return
             previous, self.snapshot_id, self.mark, self.turn = self.snapshot_id, record.snapshot_id, mark, turn
+            self.record, self.turns_at = record, {k.context.id: k.turns for k in kernels}
         if previous is not None:
             _drop_later(store, sandbox, previous)
+
+    def _unchanged(self, kernels: list["Kernel"]) -> dict[str, "SnapshotRecord"]:
+        """The contexts that ran no cell since the last checkpoint (theirs is copied from it)."""
+        if self.record is None:
+            return {}
+        return {k.context.id: self.record for k in kernels if self.turns_at.get(k.context.id) == k.turns}
 
     def end(self, sandbox: "LocalSandbox") -> None:
         """The sandbox ended (killed, timed out, paused): its checkpoint goes (a pause keeps its

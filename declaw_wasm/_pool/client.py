@@ -150,7 +150,9 @@ class HostedProcess(EventLog):
     def done(self) -> bool:
         return self._end is not None
 
-    def pump(self, messages: Iterator[Any]) -> None:
+    def pump(self, messages: Iterator[Any], inline: bool = False) -> None:
+        """Read the command's messages on a thread of its own (`inline`: here, now: they are
+        all there already)."""
         def run() -> None:
             end: Union[EndLine, ErrorBody] = ErrorBody(
                 error="SandboxException", message="the host ended the command's stream early")
@@ -173,7 +175,10 @@ class HostedProcess(EventLog):
                 self._end = end
                 self._cond.notify_all()
 
-        threading.Thread(target=run, name=f"declaw-hosted-{self.pid}", daemon=True).start()
+        if inline:
+            run()
+        else:
+            threading.Thread(target=run, name=f"declaw-hosted-{self.pid}", daemon=True).start()
 
     def result(self) -> CommandResult:
         with self._cond:
@@ -393,8 +398,28 @@ class HostedSandbox:
     def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
               on_stderr: Callback = None, on_pty: Callback = None) -> HostedProcess:
         cmd = request.cmd if isinstance(request, RunCommand) else ""
-        return self._attach(self._stream("start", request), cmd,
-                            {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty})
+        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty}
+        run = getattr(self.link, "run", None)
+        if run is not None and isinstance(request, RunCommand) and not request.background \
+                and not any(callbacks.values()):  # nobody streams it: one call when it is short (Ray)
+            return self._attach(self._run(run, request), cmd, callbacks)
+        return self._attach(self._stream("start", request), cmd, callbacks)
+
+    def _run(self, run: Any, request: RunCommand) -> Union[List[Any], Iterator[Any]]:
+        link = self.link
+        try:
+            messages: Union[List[Any], Iterator[Any]] = run(self.host_id, request)
+        except HostLost as exc:
+            raise self.lost(exc, link) from None
+        if isinstance(messages, list):
+            return messages
+
+        def guarded() -> Iterator[Any]:
+            try:
+                yield from messages
+            except HostLost as exc:
+                raise self.lost(exc, link) from None
+        return guarded()
 
     def _stream(self, op: str, *args: Any) -> Iterator[Any]:
         link = self.link
@@ -410,7 +435,10 @@ class HostedSandbox:
                 raise self.lost(exc, link) from None
         return guarded()
 
-    def _attach(self, messages: Iterator[Any], cmd: str, callbacks: dict[str, Callback]) -> HostedProcess:
+    def _attach(self, messages: Union[List[Any], Iterator[Any]], cmd: str,
+                callbacks: dict[str, Callback]) -> HostedProcess:
+        complete = isinstance(messages, list)  # every message is here (a short command in one call)
+        messages = iter(messages)
         try:
             first = next(messages, None)
         except HostLost as exc:
@@ -420,7 +448,7 @@ class HostedSandbox:
         if first is None or first[0] != "start":
             raise SandboxException(f"unexpected first message from the host: {first!r}")
         process = HostedProcess(self, int(first[1]), cmd, callbacks)
-        process.pump(messages)
+        process.pump(messages, inline=complete)
         return process
 
     def process(self, pid: int, pty: bool = False) -> HostedProcess:

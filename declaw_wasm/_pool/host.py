@@ -20,6 +20,7 @@ import os
 import queue
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Optional, cast
 
@@ -266,7 +267,7 @@ class Host:
             request._host_only = host_only_of(secrets)
         sandbox = self.sandboxes.restore(sandbox_id, record.snapshot_id, request, breaking=breaking)
         turn, what = checkpoints.turn_of(record)
-        sandbox.checkpoints = Checkpoints(record.snapshot_id, turn)
+        sandbox.checkpoints = Checkpoints(record, turn)
         self._keep(sandbox)
         return [sandbox.sandbox_id, turn, what]
 
@@ -395,6 +396,12 @@ class Host:
                 process: Any = sandbox.start(args[0])
             elif op == "attach":
                 process = sandbox.process(int(args[0]), bool(args[1]))
+            elif op == "follow":  # the rest of a `run` that did not end in its call
+                process, index = self._close(str(args[0])) or (None, 0)
+                if process is None:
+                    raise NotFoundException("this command's stream was closed (too many open at once?)")
+                yield from _pump(process, limit, lambda: after_turn(sandbox, "command"), index)
+                return
             elif op == "run_code":
                 yield from self._cell(sandbox, self._with_tools(*args))
                 return
@@ -405,6 +412,34 @@ class Host:
             return
         yield ("start", process.pid)
         yield from _pump(process, limit, lambda: after_turn(sandbox, "command"))
+
+    def run(self, sandbox_id: str, request: Any, wait: float,
+            limit: int = 1 << 20) -> tuple[list[Reply], Optional[str]]:
+        """A foreground command nobody streams (no callbacks) in one call: its messages (start,
+        output, end) if it ends within `wait` seconds and `limit` bytes of output; else those so
+        far and a token whose `follow` stream carries the rest. One call instead of a stream of
+        three messages or more: Ray's streaming calls cost a round trip per message."""
+        try:
+            sandbox = self.sandbox(sandbox_id)
+            process: Any = sandbox.start(request)
+        except BaseException as exc:
+            return [error(exc)], None
+        messages: list[Reply] = [("start", process.pid)]
+
+        def ended() -> None:
+            after_turn(sandbox, "command")
+        deadline = time.monotonic() + wait
+        got: list[Any] = []
+        size = 0
+        while True:
+            events, done = process.events_since(len(got), max(0.0, deadline - time.monotonic()))
+            got += events
+            size += sum(len(e.data) for e in events)
+            if done:
+                return messages + list(_ending(process, got, 0, limit, ended)), None
+            if size >= limit or time.monotonic() >= deadline:
+                messages += [("events", batch) for batch in split([[e.stream, e.data] for e in got], limit)]
+                return messages, self._session((process, len(got)))
 
     def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
         news: "queue.Queue[Reply]" = queue.Queue()
@@ -435,24 +470,29 @@ def after_turn(sandbox: LocalSandbox, what: str) -> None:
         sandbox.checkpoints.after_turn(sandbox, what)
 
 
-def _pump(process: Any, limit: int, ended: Callable[[], None]) -> Iterator[Reply]:
-    index = 0
+def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -> Iterator[Reply]:
+    """A command's messages from its event `index` on, until its end."""
     while True:
         events, done = process.events_since(index, POLL)
         index += len(events)
-        batches = list(split([[e.stream, e.data] for e in events], limit))
-        if not done:
-            for batch in batches:
-                yield ("events", batch)
-            continue
-        for batch in batches[:-1]:
+        if done:
+            yield from _ending(process, events, 0, limit, ended)
+            return
+        for batch in split([[e.stream, e.data] for e in events], limit):
             yield ("events", batch)
-        last = batches[-1] if batches else []
-        ended()
-        try:
-            result = process.result()
-        except SandboxException as exc:
-            yield ("end", last, error(exc)[1])
-        else:
-            yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error))
-        return
+
+
+def _ending(process: Any, events: list[Any], start: int, limit: int, ended: Callable[[], None]) -> Iterator[Reply]:
+    """The last messages of an ended command: its remaining output (`events[start:]`), then its
+    end (after `ended`: a checkpoint, before the reply that says the turn is over)."""
+    batches = list(split([[e.stream, e.data] for e in events[start:]], limit))
+    for batch in batches[:-1]:
+        yield ("events", batch)
+    last = batches[-1] if batches else []
+    ended()
+    try:
+        result = process.result()
+    except SandboxException as exc:
+        yield ("end", last, error(exc)[1])
+    else:
+        yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error))

@@ -24,11 +24,12 @@ shared cluster token and does not encrypt: a cluster belongs on a trusted networ
 
 from __future__ import annotations
 
+import itertools
 import random
 import secrets
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Union
 
 from .._args import checkpoint_policy
 from .._backend import tools_unreachable
@@ -45,6 +46,7 @@ MAX_ENVS = 64 << 10  # bytes of envs per call (names and values): Ray inlines ar
 LIST_WAIT = 5.0  # seconds `list` waits for the hosts' answers
 PLACE_SAMPLE = 8  # hosts asked for their load per create (all of them when there are fewer)
 PLACE_WAIT = 0.5  # seconds placement waits for hosts' loads before choosing among those that answered
+RUN_WAIT = 10.0  # seconds a foreground command without callbacks runs in one call before it streams
 FIRST_WAIT = 0.02  # seconds a restore's placement waits for more hosts once one answered
 HOST_START = 120.0  # seconds a create waits for some host when none has answered yet
 MAX_CALLS = 1000  # calls and streams running at once in one host actor
@@ -124,6 +126,23 @@ class RayLink:
         if self.owner is None:
             return HostedSandbox(self, f"{host_id}.{self.name}", host_id)
         return self.owner._met(self, host_id)
+
+    def run(self, sandbox_id: str, request: Any) -> Union[List[Any], Iterator[Any]]:
+        """A foreground command nobody streams: one call for its start, output and end when it
+        ends within `RUN_WAIT` s (the list of its messages), else those and a stream of the rest."""
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        plain, envs = _split_envs((request,))
+        try:
+            messages, token = ray.get(self.handle.run.remote(sandbox_id, plain, envs, RUN_WAIT))
+        except RayActorError as exc:
+            raise self._lost(exc) from None
+        except RayError as exc:
+            raise SandboxException(f"Ray failed the command: {exc}") from None
+        if token is None:
+            return list(messages)
+        return itertools.chain(messages, self.stream(sandbox_id, "follow", token))
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         import ray
