@@ -223,11 +223,24 @@ def noop(_: object) -> None:
     pass
 
 
-def ray_call_vs_stream(n: int) -> tuple[float, float, float]:
+def _in_actor(actor: Any, host_id: str) -> float:
+    """ms of one `echo hi` run by the host actor itself (`Host.run`), no Ray call around it."""
+    from declaw_wasm.wire import RunCommand
+
+    start = time.perf_counter()
+    actor.host.run(host_id, RunCommand(cmd="echo hi"), 10.0)
+    return (time.perf_counter() - start) * 1000
+
+
+def ray_call_vs_stream(n: int) -> tuple[float, float, float, float]:
     """On the running Ray backend: medians of `echo hi` in one call, streamed (an on_stdout
-    callback), and in-process, alternating."""
+    callback), in-process, and inside the host actor (no Ray call: where the rest goes),
+    alternating."""
+    import ray
+
     sbx = Sandbox.create(backend="ray")
-    times: dict[str, list[float]] = {"call": [], "stream": [], "local": []}
+    hosted: Any = sbx._backend  # noqa: SLF001 -- the benchmark looks under the hood
+    times: dict[str, list[float]] = {"call": [], "stream": [], "local": [], "actor": []}
     with Sandbox.create() as local:
         calls = {"call": lambda: sbx.commands.run("echo hi"),
                  "stream": lambda: sbx.commands.run("echo hi", on_stdout=noop),
@@ -237,9 +250,10 @@ def ray_call_vs_stream(n: int) -> tuple[float, float, float]:
         for _ in range(n):
             for name, call in calls.items():
                 times[name].append(median_ms(call, 1))
+            times["actor"].append(ray.get(hosted.link.handle.__ray_call__.remote(_in_actor, hosted.host_id)))
     sbx.kill()
     m = statistics.median
-    return m(times["call"]), m(times["stream"]), m(times["local"])
+    return m(times["call"]), m(times["stream"]), m(times["local"]), m(times["actor"])
 
 
 def latency_part(n: int) -> None:
@@ -254,7 +268,7 @@ def latency_part(n: int) -> None:
     cluster = ray_cluster()
     try:
         ray_sandboxes(None, hosts=2)
-        call, stream, local = ray_call_vs_stream(n)
+        call, stream, local, actor = ray_call_vs_stream(n)
         with Sandbox.create() as in_process:
             _, cell, _, local_cell = latencies(Sandbox.create(backend="ray"), in_process, n)
         noop_ms = ray_noop_ms(n)
@@ -264,13 +278,16 @@ def latency_part(n: int) -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         module._current = RaySandboxes(hosts=1)  # `backend="ray"` on this one-node Ray
-        call1, stream1, local1 = ray_call_vs_stream(n)
+        call1, stream1, local1, actor1 = ray_call_vs_stream(n)
     finally:
         ray.shutdown()
-    print("\n| Ray | `echo hi` one call | added | streamed (as before) | added | in-process |")
-    print("|---|---:|---:|---:|---:|---:|")
-    print(f"| 2 nodes | {call:.1f} | {call - local:+.1f} | {stream:.1f} | {stream - local:+.1f} | {local:.1f} |")
-    print(f"| 1 node | {call1:.1f} | {call1 - local1:+.1f} | {stream1:.1f} | {stream1 - local1:+.1f} | {local1:.1f} |")
+    print("\n| Ray | `echo hi` one call | added | streamed (as before) | added | in-process | in the actor, "
+          "no Ray call | Ray's part of one call |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, (c, st, lo, ac) in {"2 nodes": (call, stream, local, actor),
+                                  "1 node": (call1, stream1, local1, actor1)}.items():
+        print(f"| {name} | {c:.1f} | {c - lo:+.1f} | {st:.1f} | {st - lo:+.1f} | {lo:.1f} | {ac:.1f} | "
+              f"{c - ac:+.1f} |")
     print(f"2 nodes: run_code(\"x=1\") added {cell - local_cell:+.2f} ms; no-op actor call {noop_ms:.2f} ms")
 
 
