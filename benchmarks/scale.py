@@ -48,6 +48,7 @@ from humaneval import problems, program  # noqa: E402
 
 from declaw_wasm import Sandbox, SandboxException  # noqa: E402
 
+IDLE = 0.2  # s between measured turns of the latency and checkpoint parts (parked guests ready everywhere)
 LOOP = "python3 -c 'import time\nfor i in range({n}):\n    print(i, flush=True); time.sleep(0.01)'"
 
 
@@ -235,7 +236,11 @@ def _in_actor(actor: Any, host_id: str) -> float:
 def ray_call_vs_stream(n: int) -> tuple[float, float, float, float]:
     """On the running Ray backend: medians of `echo hi` in one call, streamed (an on_stdout
     callback), in-process, and inside the host actor (no Ray call: where the rest goes),
-    alternating."""
+    alternating, each after `IDLE` s without a command in any of them: an agent's commands come
+    after its model's turn, and a sandbox's next command finds a parked guest only if it comes
+    50 ms or more after the last one (_local/parking.py) — back to back, the sandbox measured
+    right after another call of its own would start a fresh guest and the comparison would be
+    of parking, not of the backends."""
     import ray
 
     sbx = Sandbox.create(backend="ray")
@@ -249,7 +254,9 @@ def ray_call_vs_stream(n: int) -> tuple[float, float, float, float]:
             call()
         for _ in range(n):
             for name, call in calls.items():
+                time.sleep(IDLE)
                 times[name].append(median_ms(call, 1))
+            time.sleep(IDLE)
             times["actor"].append(ray.get(hosted.link.handle.__ray_call__.remote(_in_actor, hosted.host_id)))
     sbx.kill()
     m = statistics.median
@@ -321,6 +328,7 @@ def _alternate(a: Sandbox, b: Sandbox, turn: Callable[[Sandbox], object], n: int
     times: dict[int, list[float]] = {0: [], 1: []}
     for _ in range(n):
         for i, s in enumerate((a, b)):
+            time.sleep(IDLE)  # parked guests ready in both (see `ray_call_vs_stream`)
             times[i].append(median_ms(lambda s=s: turn(s), 1))
     return statistics.median(times[0]), statistics.median(times[1])
 
