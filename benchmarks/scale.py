@@ -14,6 +14,15 @@ one run on this machine.
 - Coordination: a no-op Ray actor call, and the driver's CPU per command on each backend (what
   one client process spends per command: the ceiling a driver puts on a cluster's throughput).
   The N-node model built from these figures is in benchmarks/README.md.
+- Ray `echo hi` as one call (a foreground command without callbacks) vs streamed (the same with
+  an `on_stdout` callback: start, output and end as a Ray streaming call), alternating.
+- Node-loss checkpoints (`lifecycle={"checkpoint": "cell"}`): what a checkpoint adds to a turn
+  (a cell, a command that changed nothing, one that wrote a file, a cell in a context holding
+  pandas), checkpointed and plain sandboxes alternating on the same pool; and how long after a
+  Ray node's removal (a pool worker's SIGKILL) its checkpointed sandbox is restored and running.
+
+`--part latency` runs only the Ray latency comparison, `--part checkpoint` only the checkpoint
+figures (minutes instead of a quarter of an hour).
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from humaneval import problems, program  # noqa: E402
 
 from declaw_wasm import Sandbox, SandboxException  # noqa: E402
 
+IDLE = 0.2  # s between measured turns of the latency and checkpoint parts (parked guests ready everywhere)
 LOOP = "python3 -c 'import time\nfor i in range({n}):\n    print(i, flush=True); time.sleep(0.01)'"
 
 
@@ -210,12 +220,186 @@ def ray_noop_ms(n: int) -> float:
     return median_ms(lambda: ray.get(link.handle.load.remote()), n * 3)
 
 
+def noop(_: object) -> None:
+    pass
+
+
+def _in_actor(actor: Any, host_id: str) -> float:
+    """ms of one `echo hi` run by the host actor itself (`Host.run`), no Ray call around it."""
+    from declaw_wasm.wire import RunCommand
+
+    start = time.perf_counter()
+    actor.host.run(host_id, RunCommand(cmd="echo hi"), 10.0)
+    return (time.perf_counter() - start) * 1000
+
+
+def ray_call_vs_stream(n: int) -> tuple[float, float, float, float]:
+    """On the running Ray backend: medians of `echo hi` in one call, streamed (an on_stdout
+    callback), in-process, and inside the host actor (no Ray call: where the rest goes),
+    alternating, each after `IDLE` s without a command in any of them: an agent's commands come
+    after its model's turn, and a sandbox's next command finds a parked guest only if it comes
+    50 ms or more after the last one (_local/parking.py) — back to back, the sandbox measured
+    right after another call of its own would start a fresh guest and the comparison would be
+    of parking, not of the backends."""
+    import ray
+
+    sbx = Sandbox.create(backend="ray")
+    hosted: Any = sbx._backend  # noqa: SLF001 -- the benchmark looks under the hood
+    times: dict[str, list[float]] = {"call": [], "stream": [], "local": [], "actor": []}
+    with Sandbox.create() as local:
+        calls = {"call": lambda: sbx.commands.run("echo hi"),
+                 "stream": lambda: sbx.commands.run("echo hi", on_stdout=noop),
+                 "local": lambda: local.commands.run("echo hi")}
+        for call in calls.values():
+            call()
+        for _ in range(n):
+            for name, call in calls.items():
+                time.sleep(IDLE)
+                times[name].append(median_ms(call, 1))
+            time.sleep(IDLE)
+            times["actor"].append(ray.get(hosted.link.handle.__ray_call__.remote(_in_actor, hosted.host_id)))
+    sbx.kill()
+    m = statistics.median
+    return m(times["call"]), m(times["stream"]), m(times["local"]), m(times["actor"])
+
+
+def latency_part(n: int) -> None:
+    """Ray's added latency, one call vs streamed, on a 2-node cluster and on one node."""
+    import ray
+
+    from declaw_wasm._ray.sandboxes import RaySandboxes, ray_sandboxes
+
+    import declaw_wasm._ray.sandboxes as module
+
+    module._current = None  # a backend for this cluster (an earlier part's is gone with its cluster)
+    cluster = ray_cluster()
+    try:
+        ray_sandboxes(None, hosts=2)
+        call, stream, local, actor = ray_call_vs_stream(n)
+        with Sandbox.create() as in_process:
+            _, cell, _, local_cell = latencies(Sandbox.create(backend="ray"), in_process, n)
+        noop_ms = ray_noop_ms(n)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        module._current = RaySandboxes(hosts=1)  # `backend="ray"` on this one-node Ray
+        call1, stream1, local1, actor1 = ray_call_vs_stream(n)
+    finally:
+        ray.shutdown()
+    print("\n| Ray | `echo hi` one call | added | streamed (as before) | added | in-process | in the actor, "
+          "no Ray call | Ray's part of one call |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, (c, st, lo, ac) in {"2 nodes": (call, stream, local, actor),
+                                  "1 node": (call1, stream1, local1, actor1)}.items():
+        print(f"| {name} | {c:.1f} | {c - lo:+.1f} | {st:.1f} | {st - lo:+.1f} | {lo:.1f} | {ac:.1f} | "
+              f"{c - ac:+.1f} |")
+    print(f"2 nodes: run_code(\"x=1\") added {cell - local_cell:+.2f} ms; no-op actor call {noop_ms:.2f} ms")
+
+
+def checkpoint_costs(n: int) -> dict[str, tuple[float, float]]:
+    """Per turn, (plain, checkpointed) medians in ms on `processes:2`, alternating."""
+    plain = Sandbox.create(backend="processes:2", timeout=3600)
+    kept = Sandbox.create(backend="processes:2", timeout=3600, lifecycle={"checkpoint": "cell"})
+    turns: dict[str, Callable[[Sandbox], object]] = {
+        "run_code(\"x=1\")": lambda s: s.run_code("x=1"),
+        "`echo hi` (no file changed)": lambda s: s.commands.run("echo hi"),
+        "`echo hi > f` (a file written)": lambda s: s.commands.run("echo hi > /home/user/f"),
+        "files.write (1 KiB)": lambda s: s.files.write("/home/user/g", "x" * 1024),
+    }
+    heavy = "run_code(\"x=1\"), pandas imported"
+    out: dict[str, tuple[float, float]] = {}
+    for name, turn in turns.items():
+        out[name] = _alternate(plain, kept, turn, n)
+    for s in (plain, kept):
+        s.run_code("import pandas as pd\ndf = pd.DataFrame({'a': range(1000)})")
+    out[heavy] = _alternate(plain, kept, lambda s: s.run_code("x=1"), max(5, n // 3))
+    size = max((snap.size_bytes or 0) for snap in kept.list_snapshots())
+    print(f"  a checkpoint with pandas imported: {size / 1e6:.1f} MB in the store", file=sys.stderr)
+    plain.kill()
+    kept.kill()
+    return out
+
+
+def _alternate(a: Sandbox, b: Sandbox, turn: Callable[[Sandbox], object], n: int) -> tuple[float, float]:
+    turn(a)
+    turn(b)
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for _ in range(n):
+        for i, s in enumerate((a, b)):
+            time.sleep(IDLE)  # parked guests ready in both (see `ray_call_vs_stream`)
+            times[i].append(median_ms(lambda s=s: turn(s), 1))
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def restored_after(kill: Callable[[], None], sbx: Sandbox) -> float:
+    """Seconds from `kill` (the sandbox's host lost mid-cell) until the sandbox, restored from its
+    checkpoint elsewhere, answers a cell with the last completed cell's state."""
+    sbx.run_code("x = 41")
+    thread = threading.Thread(target=lambda: _swallow(lambda: sbx.run_code("import time; time.sleep(60)")))
+    thread.start()
+    time.sleep(0.3)
+    start = time.perf_counter()
+    kill()
+    thread.join(60)
+    assert sbx.run_code("x + 1").text == "42"
+    return time.perf_counter() - start
+
+
+def _swallow(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except SandboxException:
+        pass
+
+
+def checkpoint_part(n: int) -> None:
+    import tempfile
+
+    import ray
+
+    from declaw_wasm._pool.pool import ProcessPool
+    from declaw_wasm._ray.sandboxes import RaySandboxes
+
+    os.environ["DECLAW_WASM_STATE"] = tempfile.mkdtemp(prefix="declaw-bench-state-")  # before any worker
+    costs = checkpoint_costs(n)
+    pool = ProcessPool(2)
+    try:
+        sbx = Sandbox.create(backend=pool, lifecycle={"checkpoint": "cell"}, timeout=600)
+        pool_restore = restored_after(lambda: os.kill(pool.pid_of(sbx.sandbox_id), signal.SIGKILL), sbx)
+    finally:
+        pool.close()
+    cluster = ray_cluster()
+    try:
+        nodes = [cluster.add_node(num_cpus=1, resources={"ckpt": 1}) for _ in range(2)]
+        cluster.wait_for_nodes()
+        backend = RaySandboxes(hosts=2, host_cpus=0.5, host_memory=256 << 20, host_resources={"ckpt": 1})
+        sbx = Sandbox.create(backend=backend, lifecycle={"checkpoint": "cell"}, timeout=600)
+        node = next(x for x in nodes if x.node_id == backend.host_of(sbx.sandbox_id)["node"])
+        ray_restore = restored_after(lambda: cluster.remove_node(node), sbx)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    print("\n| turn (processes:2, local state folder) | plain ms | checkpointed ms | added |")
+    print("|---|---:|---:|---:|")
+    for name, (plain, kept) in costs.items():
+        print(f"| {name} | {plain:.1f} | {kept:.1f} | {kept - plain:+.1f} |")
+    print(f"checkpointed sandbox restored and running after its host died: Ray node removed "
+          f"{ray_restore:.2f} s, pool worker SIGKILLed {pool_restore:.2f} s (target 2 s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("-n", type=int, default=30)
+    parser.add_argument("--part", choices=["all", "latency", "checkpoint"], default="all")
     args = parser.parse_args()
+    if args.part == "latency":
+        return latency_part(args.n)
+    if args.part == "checkpoint":
+        return checkpoint_part(args.n)
     items = problems()[: args.limit]
     print(f"HumanEval: {len(items)} problems, {args.clients} client threads", file=sys.stderr)
     # in-process runs next to each other backend (the machine's load drifts over minutes)
@@ -263,8 +447,8 @@ def main() -> None:
     print(f"Ray Data helper (run_batch, 2 actors, batches of 16, HumanEval x3): first row after "
           f"{batch_first:.1f} s, then {batch_rate:.1f} problems/s "
           f"({batch_rate / rows['in-process, again']['rate']:.2f}× in-process), {batch_failed} failed")
-    print("checkpointed sandbox restored after its node died: not built (needs the state store; "
-          "declaw_wasm/_ray/checkpoint.py)")
+    latency_part(args.n)
+    checkpoint_part(args.n)
 
 
 if __name__ == "__main__":

@@ -48,13 +48,22 @@ def config(value: Any, what: str) -> Optional[dict[str, Any]]:
         raise InvalidArgumentException(f"{what} must be JSON-serialisable") from None
 
 
+CHECKPOINT_POLICIES = ("cell",)  # lifecycle.checkpoint (_local/checkpoints.py)
+
+
+def checkpoint_policy(lifecycle: Any) -> Optional[str]:
+    """The checkpoint policy a create's `lifecycle` asks for (None: none)."""
+    value = lifecycle.get("checkpoint") if isinstance(lifecycle, dict) else getattr(lifecycle, "checkpoint", None)
+    return None if value in (None, "", "none") else str(value)
+
+
 def lifecycle(value: Any) -> Optional[dict[str, Any]]:
-    """declaw's `SandboxLifecycle` (or its dict). `checkpoint` (node-loss checkpointing on Ray)
-    needs snapshots in a shared state store: refused until they exist (_ray/checkpoint.py)."""
+    """declaw's `SandboxLifecycle` (or its dict), with our `checkpoint`: `"cell"` checkpoints a
+    sandbox hosted by a pool or Ray after each turn, to restore it when its host is lost
+    (_local/checkpoints.py; an in-process backend refuses it)."""
     found = config(value, "lifecycle")
-    if found and found.get("checkpoint"):
-        raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
-                                       "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
+    if found and found.get("checkpoint") not in (None, "none", *CHECKPOINT_POLICIES):
+        raise InvalidArgumentException(f"lifecycle.checkpoint must be 'cell' (or None), got {found['checkpoint']!r}")
     if found and found.get("on_timeout", "kill") not in ("kill", "pause"):
         raise InvalidArgumentException(f"lifecycle.on_timeout must be 'kill' or 'pause', got {found['on_timeout']!r}")
     return found

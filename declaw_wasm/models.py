@@ -197,13 +197,19 @@ class Snapshot(Model):
 class SandboxLifecycle:
     """declaw's lifecycle settings: `on_timeout="kill"` (default) or `"pause"` (the sandbox is
     paused to the state store at the end of its lifetime, docs/state.md); `auto_resume`: a
-    paused sandbox resumes when it is used (in the process that paused it)."""
+    paused sandbox resumes when it is used (in the process that paused it). Ours:
+    `checkpoint="cell"`, a sandbox on a process pool or Ray checkpointed after each turn and
+    restored on another host when its own is lost (docs/scale.md)."""
 
     on_timeout: str = "kill"
     auto_resume: bool = False
+    checkpoint: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"on_timeout": self.on_timeout, "auto_resume": self.auto_resume}
+        found: dict[str, Any] = {"on_timeout": self.on_timeout, "auto_resume": self.auto_resume}
+        if self.checkpoint is not None:  # declaw's own fields alone otherwise
+            found["checkpoint"] = self.checkpoint
+        return found
 
 
 class ProcessInfo(Model):

@@ -223,7 +223,9 @@ class Sandbox:
 
         `snapshot=` (a snapshot id): the new sandbox starts as that snapshot was, files and code
         contexts (docs/state.md); `lifecycle={"on_timeout": "pause"}` pauses it at the end of
-        its lifetime instead of killing it."""
+        its lifetime instead of killing it; `lifecycle={"checkpoint": "cell"}` (process pool and
+        Ray) checkpoints it after each turn and restores it on another host when its own is lost
+        (docs/scale.md)."""
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,

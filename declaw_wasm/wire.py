@@ -79,7 +79,7 @@ class CreateSandbox(_Body):
     network: Optional[dict[str, Any]] = Field(None, description="declaw's SandboxNetworkOpts as JSON "
                                               "(allow_out, deny_out, ...)")
     security: Optional[dict[str, Any]] = Field(None, description='{"policy_json": "<SecurityPolicy JSON>"}')
-    lifecycle: Optional[dict[str, Any]] = Field(None, description="{on_timeout, auto_resume}")
+    lifecycle: Optional[dict[str, Any]] = Field(None, description="{on_timeout, auto_resume, checkpoint}")
     volumes: Optional[list[dict[str, Any]]] = None
     vault_refs: Optional[dict[str, str]] = None
     secrets: Optional[dict[str, SecretValue]] = Field(

@@ -200,3 +200,43 @@ def test_the_backend_setting_and_its_precedence(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("DECLAW_WASM_BACKEND", "nonsense")
     with pytest.raises(InvalidArgumentException, match="DECLAW_WASM_BACKEND"):
         Sandbox.create()
+
+
+def test_a_checkpointed_sandbox_comes_back_on_another_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lifecycle={"checkpoint": "cell"}`: the worker killed mid-cell, the cell in flight fails
+    saying the sandbox was restored from its checkpoint, and the restored sandbox (on the other
+    worker) has the last completed cell's variables and files."""
+    monkeypatch.setenv("DECLAW_WASM_STATE", str(tmp_path / "state"))  # the workers inherit it
+    own = ProcessPool(2)
+    try:
+        sbx = Sandbox.create(backend=own, lifecycle={"checkpoint": "cell"}, timeout=600)
+        sbx.run_code("x = 41\nopen('/home/user/kept.txt', 'w').write('kept')")
+        sbx.commands.run("echo more >> /home/user/kept.txt")
+        victim_pid = own.pid_of(sbx.sandbox_id)
+        cell: dict[str, object] = {}
+        thread = threading.Thread(target=lambda: cell.update(error=_raises(
+            lambda: sbx.run_code("x = 0\nimport time; time.sleep(30)"))))
+        thread.start()
+        time.sleep(0.3)
+        killed_at = time.monotonic()
+        os.kill(victim_pid, signal.SIGKILL)
+        thread.join(5.0)
+        error = cell.get("error")
+        assert isinstance(error, SandboxException), error
+        assert "restored on another host from its checkpoint after turn 2 (command)" in str(error)
+        assert time.monotonic() - killed_at < 2.0
+        assert own.pid_of(sbx.sandbox_id) != victim_pid
+        assert sbx.run_code("x + 1").text == "42"  # the last completed cell's state
+        assert sbx.files.read("/home/user/kept.txt") == "keptmore\n"
+        assert sbx.is_running() is True
+        assert Sandbox.connect(sbx.sandbox_id, backend=own).commands.run("echo hi").stdout == "hi\n"
+        assert sbx.kill() is True
+    finally:
+        own.close()
+
+
+def test_checkpoints_are_refused_in_process() -> None:
+    with pytest.raises(InvalidArgumentException, match="process pool or a Ray cluster"):
+        Sandbox.create(lifecycle={"checkpoint": "cell"})
+    with pytest.raises(InvalidArgumentException, match="must be 'cell'"):
+        Sandbox.create(backend=POOL, lifecycle={"checkpoint": "sometimes"})

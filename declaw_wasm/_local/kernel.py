@@ -89,6 +89,7 @@ class Kernel:
         self._run_lock = threading.Lock()  # one cell at a time
         self._current: Optional[_Cell] = None  # the cell whose turn is running
         self._count = count  # cells run by this guest (execution_count)
+        self.turns = 0  # cells started here, never reset (checkpoints.py: has it changed?)
         self._image = image
         self._first_turn = first_turn
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
@@ -201,6 +202,7 @@ class Kernel:
                 cell.log("stderr", f"[declaw-wasm] this context was restarted ({self._lost}): "
                                    "its variables and imports are gone\n")
                 self._lost = None
+            self.turns += 1
             self._count += 1
             cell.execution.execution_count = self._count
 

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, List, Optional, Sequence, Union
 
+from .._args import checkpoint_policy
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
 from .._egress.audit import AuditEvent
@@ -37,6 +38,7 @@ from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetri
 from ..settings import max_sandboxes, state_url
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota
+from .checkpoints import Checkpoints, refused_here as checkpoint_refused_here
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .lifetimes import Alarm, lifetimes
@@ -66,6 +68,8 @@ class LocalSandbox:
     # the create request as made (declaw's network, security, lifecycle, volumes and vault_refs
     # travel here as data for the egress, guardrails and volumes code to read)
     options: CreateSandbox = CreateSandbox.model_construct()
+    # node-loss checkpoints (checkpoints.py), set by the host that hosts it with the policy
+    checkpoints: Optional["Checkpoints"] = None
 
     def __init__(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                  envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
@@ -176,6 +180,8 @@ class LocalSandbox:
             except Exception as exc:  # noqa: BLE001 -- the lifetime is over: kill it instead
                 log.error("sandbox %s: pausing at the end of its lifetime failed, killed instead: %s",
                           self.sandbox_id, exc)
+        if self.checkpoints is not None:  # its checkpoint goes with it (a pause has its own snapshot)
+            self.checkpoints.end(self)
         with self._lock:
             if self._ended == "paused" and reason == "killed":
                 self._ended = "killed"
@@ -545,7 +551,11 @@ class LocalSandboxes:
     _paused: ClassVar[dict[str, LocalSandbox]] = {}  # paused here: kept to resume in place
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
+    hosted = False  # a pool's or Ray's host (_pool/host.py): its sandboxes may be checkpointed
+
     def create(self, request: CreateSandbox) -> LocalSandbox:
+        if not self.hosted and checkpoint_policy(request.lifecycle):
+            raise InvalidArgumentException(checkpoint_refused_here())
         if request.snapshot:
             return self._from_snapshot(request)
         return self.build(request)
@@ -676,9 +686,10 @@ class LocalSandboxes:
         return sandbox
 
     def restore(self, sandbox_id: str, snapshot_id: Optional[str] = None,
-                request: Optional[ResumeSandbox] = None) -> LocalSandbox:
+                request: Optional[ResumeSandbox] = None, breaking: str = "") -> LocalSandbox:
         """declaw's `restore`: the sandbox `sandbox_id` remade from one of its snapshots (default:
-        the latest, preferring pause > periodic > manual); a running copy of it here is replaced."""
+        the latest, preferring pause > periodic > manual); a running copy of it here is replaced.
+        `breaking`: the lease owner of its dead host (a node-loss restore, checkpoints.py)."""
         from .snapshots import held, load, snapshot_store
 
         store = snapshot_store()
@@ -688,7 +699,7 @@ class LocalSandboxes:
             into = self._paused.get(sandbox_id)
         if live is not None and live.running:
             live.kill()
-        held.take(store.store, sandbox_id)
+        held.take(store.store, sandbox_id, breaking=breaking)
         try:
             restoring = load(record, store, get_runtime(), sandbox_id)
             sandbox = self._restore(restoring, request, into)

@@ -258,8 +258,12 @@ def snapshot_store(store: Optional[StateStore] = None) -> SnapshotStore:
 
 
 def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
-                  kernels: list["Kernel"]) -> SnapshotRecord:
-    """Write the (quiet) sandbox to the store as a snapshot of `source`."""
+                  kernels: list["Kernel"], checkpoint: Optional[dict[str, Any]] = None,
+                  unchanged: Optional[dict[str, SnapshotRecord]] = None) -> SnapshotRecord:
+    """Write the (quiet) sandbox to the store as a snapshot of `source`; `checkpoint`: what a
+    node-loss checkpoint records of itself (checkpoints.py); `unchanged`: contexts (by id) that
+    ran nothing since the snapshot given for each, whose image part is copied from it rather
+    than captured again (capturing a context is most of a snapshot's time)."""
     import json
 
     started = time.monotonic()
@@ -267,8 +271,10 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     runtime = sandbox.runtime
     base = base_of(runtime)
     parts: dict[str, Any] = {}
+    unchanged = unchanged or {}
     try:
-        contexts = capture_contexts(sandbox, kernels, lambda: store.part_writer(sandbox.sandbox_id, snapshot_id))
+        captured = iter(capture_contexts(sandbox, [k for k in kernels if k.context.id not in unchanged],
+                                         lambda: store.part_writer(sandbox.sandbox_id, snapshot_id)))
         tree_entries = []
         for index, (guest, host) in enumerate(private_trees(sandbox)):
             writer = store.part_writer(sandbox.sandbox_id, snapshot_id)
@@ -279,7 +285,12 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                 writer.discard()
             tree_entries.append({"guest": guest, "part": f"tree-{index}", "entries": count, "bytes": size})
         context_entries = []
-        for index, state in enumerate(contexts):
+        for index, kernel in enumerate(kernels):
+            if kernel.context.id in unchanged:
+                context_entries.append(_copy_context(store, sandbox.sandbox_id, snapshot_id, kernel.context.id,
+                                                     unchanged[kernel.context.id], f"ctx-{index}", parts))
+                continue
+            state = next(captured)
             entry: dict[str, Any] = {"id": state.context.id, "language": state.context.language,
                                      "cwd": state.context.cwd, "execution_count": state.count, "part": None}
             if state.image is not None:
@@ -304,7 +315,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                         "metadata": dict(sandbox.metadata), "started_at": sandbox.started_at.isoformat(),
                         "next_connection_id": sandbox.egress.next_connection_id()},
             "trees": tree_entries, "contexts": context_entries, "tokens": "tokens" if tokens is not None else None,
-            "pause_duration_ms": None,
+            "pause_duration_ms": None, "checkpoint": checkpoint,
         }
         manifest["duration_ms"] = round((time.monotonic() - started) * 1000)
         record = store.publish(sandbox.sandbox_id, snapshot_id, manifest, parts)
@@ -315,6 +326,18 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
         witness = store.store.path(f"{record.prefix}/manifest.json") if store.store.local else ""
         pin(runtime.source, _pin_holder(store, record), witness)
     return record
+
+
+def _copy_context(store: SnapshotStore, sandbox_id: str, snapshot_id: str, context_id: str,
+                  source: SnapshotRecord, name: str, parts: dict[str, Any]) -> dict[str, Any]:
+    """A context's entry and image part, copied from an earlier snapshot of the sandbox."""
+    entry = next((dict(e) for e in source.manifest.get("contexts") or [] if e.get("id") == context_id), None)
+    if entry is None:
+        raise SnapshotException(f"snapshot {source.snapshot_id} has no code context {context_id!r} to copy")
+    if entry.get("part"):
+        parts[name] = store.put_part(sandbox_id, snapshot_id, store.read_part(source, str(entry["part"])))
+        entry["part"] = name
+    return entry
 
 
 def _pin_holder(store: SnapshotStore, record: SnapshotRecord) -> str:
@@ -498,13 +521,14 @@ class Held:
         self._held: dict[str, tuple[StateStore, str]] = {}  # sandbox id -> (store, token)
         self._thread: Optional[threading.Thread] = None
 
-    def take(self, store: StateStore, sandbox_id: str) -> None:
-        """Take the sandbox's lease (ConflictException if another process holds it)."""
+    def take(self, store: StateStore, sandbox_id: str, breaking: str = "") -> None:
+        """Take the sandbox's lease (ConflictException if another process holds it); `breaking`:
+        the owner of a holder known to be dead (checkpoints.py), whose lease is taken over."""
         with self._lock:
             if sandbox_id in self._held:
                 return
         try:
-            info = store.leases.take(lease_name(sandbox_id), LEASE_TTL, owner=_owner())
+            info = store.leases.take(lease_name(sandbox_id), LEASE_TTL, owner=owner(), breaking=breaking)
         except LeaseHeld as exc:
             raise ConflictException(f"sandbox {sandbox_id} is running in another process, or being resumed "
                                     f"there ({exc}); connect to it there, or wait until it is paused") from None
@@ -546,7 +570,8 @@ class Held:
 held = Held()
 
 
-def _owner() -> str:
+def owner() -> str:
+    """Who holds a lease: this host and process (a pool or Ray names a dead host by it)."""
     import os
     import socket
 

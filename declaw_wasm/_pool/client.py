@@ -22,7 +22,62 @@ SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a p
 
 
 class HostLost(SandboxException):
-    """The worker process or Ray actor that hosted a sandbox is gone (and the sandbox with it)."""
+    """The worker process or Ray actor that hosted a sandbox is gone (and the sandbox with it,
+    unless it was checkpointed: then it was restored on another host, `Recovery`)."""
+
+    named = False  # already says which sandbox, and what became of it
+
+
+# Calls that change nothing: when the host is lost under one of them and the sandbox is restored
+# from its checkpoint, it is asked again of the restored sandbox instead of failing.
+READS = frozenset({"info", "is_running", "list", "get_info", "exists", "processes", "list_contexts",
+                   "metrics", "audit_events", "list_snapshots"})
+
+
+class Recovery:
+    """How a checkpointed hosted sandbox (`lifecycle={"checkpoint": "cell"}`) comes back when its
+    host is lost: the backend's `relocate(recovery)` restores it from its checkpoint on another
+    host (from `where[1]`, the host's id of it, breaking `owner`'s lease, with `secrets`) and
+    answers `(link, host_id, sandbox_id, owner, turn, what)`.
+    `secrets` are the create's (values, this process's memory only), passed again as a call
+    argument; `owner` is the hosting process's name on the sandbox's lease, which the new host
+    breaks (the host is known to be dead). One recovery per loss, however many calls see it.
+
+    The call under which the host was lost fails (HostLost, naming the checkpoint the sandbox
+    came back from): whether it ran, partly or at all, before the host died cannot be known, and
+    running a command or a cell twice is worse than asking the caller to run it again. Calls that
+    change nothing (`READS`) are asked again of the restored sandbox."""
+
+    def __init__(self, relocate: Any, secrets: Any, owner: str, link: "Link", host_id: str,
+                 sandbox_id: str) -> None:
+        self.relocate = relocate
+        self.secrets = secrets
+        self.owner = owner
+        self.lock = threading.Lock()
+        self.where: tuple[Any, str, str] = (link, host_id, sandbox_id)
+        self.note = ""
+
+    def recover(self, sandbox: "HostedSandbox", exc: HostLost, link: "Link") -> HostLost:
+        old = sandbox.sandbox_id
+        with self.lock:
+            if self.where[0] is link:  # lost under this call, not restored yet
+                try:
+                    found = self.relocate(self)
+                except Exception as failure:  # no host, no checkpoint, a damaged one: lost after all
+                    lost = HostLost(f"sandbox {old} is lost: {exc}; restoring it from its checkpoint failed: "
+                                    f"{failure}")
+                    lost.named = True
+                    return lost
+                new_link, host_id, sandbox_id, self.owner, turn, what = found
+                self.where = (new_link, host_id, sandbox_id)
+                moved = f" (its id is now {sandbox_id})" if sandbox_id != old else ""
+                self.note = (f"it was restored on another host from its checkpoint after turn {turn} "
+                             f"({what or 'create'}){moved}")
+            sandbox.link, sandbox.host_id, sandbox.sandbox_id = self.where
+        lost = HostLost(f"sandbox {old}: its host was lost during this call ({exc}); {self.note}. What was "
+                        "in flight is lost: run it again")
+        lost.named = True
+        return lost
 
 
 class Link(Protocol):
@@ -95,7 +150,9 @@ class HostedProcess(EventLog):
     def done(self) -> bool:
         return self._end is not None
 
-    def pump(self, messages: Iterator[Any]) -> None:
+    def pump(self, messages: Iterator[Any], inline: bool = False) -> None:
+        """Read the command's messages on a thread of its own (`inline`: here, now: they are
+        all there already)."""
         def run() -> None:
             end: Union[EndLine, ErrorBody] = ErrorBody(
                 error="SandboxException", message="the host ended the command's stream early")
@@ -118,7 +175,10 @@ class HostedProcess(EventLog):
                 self._end = end
                 self._cond.notify_all()
 
-        threading.Thread(target=run, name=f"declaw-hosted-{self.pid}", daemon=True).start()
+        if inline:
+            run()
+        else:
+            threading.Thread(target=run, name=f"declaw-hosted-{self.pid}", daemon=True).start()
 
     def result(self) -> CommandResult:
         with self._cond:
@@ -186,27 +246,46 @@ class HostedSandbox:
     """A sandbox on a host (the `SandboxBackend` of the pool and of Ray). `sandbox_id` is the
     id callers see; `host_id`, the host's own (they differ on Ray, where the id names its actor)."""
 
-    def __init__(self, link: Link, sandbox_id: str, host_id: Optional[str] = None) -> None:
+    def __init__(self, link: Link, sandbox_id: str, host_id: Optional[str] = None,
+                 recovery: Optional[Recovery] = None) -> None:
         self.link = link
         self.sandbox_id = sandbox_id
         self.host_id = host_id or sandbox_id
+        self.recovery = recovery  # set for a checkpointed sandbox: restored when its host is lost
+        if recovery is not None:
+            self.link, self.host_id, self.sandbox_id = recovery.where
 
     def _call(self, method: str, *args: Any) -> Any:
+        link = self.link
         try:
+            return link.call(self.host_id, method, *args)
+        except HostLost as exc:
+            lost = self.lost(exc, link)
+            if method not in READS or self.link is link:
+                raise lost from None
+        try:  # restored from its checkpoint: a read is asked again
             return self.link.call(self.host_id, method, *args)
         except HostLost as exc:
-            raise self.lost(exc) from None
+            raise self.lost(exc, self.link) from None
 
     def _host_call(self, method: str, *args: Any) -> Any:
+        link = self.link
         try:
-            return self.link.call(None, method, *args)
+            return link.call(None, method, *args)
         except HostLost as exc:
-            raise self.lost(exc) from None
+            raise self.lost(exc, link) from None
 
-    def lost(self, exc: HostLost) -> HostLost:
-        """`exc`, naming this sandbox."""
+    def lost(self, exc: HostLost, link: Optional[Link] = None) -> HostLost:
+        """`exc`, naming this sandbox; a checkpointed one is restored on another host first (once,
+        for the `link` the failed call went to)."""
+        if exc.named:
+            return exc
+        if self.recovery is not None and link is not None:
+            return self.recovery.recover(self, exc, link)
         text = str(exc)
-        return exc if self.sandbox_id in text else HostLost(f"sandbox {self.sandbox_id} is lost: {text}")
+        named = exc if self.sandbox_id in text else HostLost(f"sandbox {self.sandbox_id} is lost: {text}")
+        named.named = True
+        return named
 
     # -- lifetime ------------------------------------------------------------------------------
     def info(self) -> SandboxInfo:
@@ -223,9 +302,15 @@ class HostedSandbox:
         self._call("set_timeout", timeout)
 
     def kill(self) -> bool:
+        link = self.link
         try:
             return bool(self._call("kill"))
         except (HostLost, SandboxNotFoundException):  # gone with its host: nothing left to kill
+            if self.link is link:
+                return False
+        try:  # restored from its checkpoint meanwhile: that one is killed
+            return bool(self._call("kill"))
+        except (HostLost, SandboxNotFoundException):
             return False
 
     def audit_events(self) -> List[Any]:
@@ -326,16 +411,47 @@ class HostedSandbox:
     def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
               on_stderr: Callback = None, on_pty: Callback = None) -> HostedProcess:
         cmd = request.cmd if isinstance(request, RunCommand) else ""
-        return self._attach(self._stream("start", request), cmd,
-                            {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty})
+        callbacks = {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty}
+        run = getattr(self.link, "run", None)
+        if run is not None and isinstance(request, RunCommand) and not request.background \
+                and not any(callbacks.values()):  # nobody streams it: one call when it is short (Ray)
+            return self._attach(self._run(run, request), cmd, callbacks)
+        return self._attach(self._stream("start", request), cmd, callbacks)
+
+    def _run(self, run: Any, request: RunCommand) -> Union[List[Any], Iterator[Any]]:
+        link = self.link
+        try:
+            messages: Union[List[Any], Iterator[Any]] = run(self.host_id, request)
+        except HostLost as exc:
+            raise self.lost(exc, link) from None
+        if isinstance(messages, list):
+            return messages
+
+        def guarded() -> Iterator[Any]:
+            try:
+                yield from messages
+            except HostLost as exc:
+                raise self.lost(exc, link) from None
+        return guarded()
 
     def _stream(self, op: str, *args: Any) -> Iterator[Any]:
+        link = self.link
         try:
-            return self.link.stream(self.host_id, op, *args)
+            messages = link.stream(self.host_id, op, *args)
         except HostLost as exc:
-            raise self.lost(exc) from None
+            raise self.lost(exc, link) from None
 
-    def _attach(self, messages: Iterator[Any], cmd: str, callbacks: dict[str, Callback]) -> HostedProcess:
+        def guarded() -> Iterator[Any]:
+            try:
+                yield from messages
+            except HostLost as exc:
+                raise self.lost(exc, link) from None
+        return guarded()
+
+    def _attach(self, messages: Union[List[Any], Iterator[Any]], cmd: str,
+                callbacks: dict[str, Callback]) -> HostedProcess:
+        complete = isinstance(messages, list)  # every message is here (a short command in one call)
+        messages = iter(messages)
         try:
             first = next(messages, None)
         except HostLost as exc:
@@ -345,7 +461,7 @@ class HostedSandbox:
         if first is None or first[0] != "start":
             raise SandboxException(f"unexpected first message from the host: {first!r}")
         process = HostedProcess(self, int(first[1]), cmd, callbacks)
-        process.pump(messages)
+        process.pump(messages, inline=complete)
         return process
 
     def process(self, pid: int, pty: bool = False) -> HostedProcess:

@@ -20,11 +20,17 @@ import os
 import queue
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Optional, cast
 
+from .._args import checkpoint_policy
 from .._backend import tools_unreachable
+from .._local import checkpoints
+from .._local.checkpoints import Checkpoints
 from .._local.files import FileChunks
+from .._local.snapshots import owner
+from .._state import RecordNotFound
 from .._local.sandbox import LocalSandbox, LocalSandboxes
 from ..exceptions import NotFoundException, RateLimitException, SandboxException
 from ..wire import EndLine, ErrorBody, error_body
@@ -43,7 +49,10 @@ SANDBOX_CALLS = frozenset({
 HOST_CALLS = frozenset({"create", "connect", "list_sandboxes", "load", "read_open", "read_next",
                         "read_close", "write_open", "write_chunk", "write_close", "write_abort",
                         "watch_open", "watch_events", "watch_stop", "resume", "restore", "fork",
-                        "snapshots", "drop_snapshot"})
+                        "snapshots", "drop_snapshot", "recover", "owner"})
+# calls after which a checkpointed sandbox is checkpointed (_local/checkpoints.py), if they changed it
+TURNS = frozenset({"run_code", "write", "remove", "rename", "make_dir", "create_context", "restart_context",
+                   "remove_context"})
 
 
 class _Failed(SandboxException):
@@ -108,6 +117,7 @@ class _Upload:
         self._chunks: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=8)
         self._buffer: Optional[bytes] = b""
         self.outcome: Optional[Reply] = None
+        self.sandbox = sandbox
         self._thread = threading.Thread(target=self._write, args=(sandbox, path, metadata), daemon=True,
                                         name="declaw-host-upload")
         self._thread.start()
@@ -159,6 +169,7 @@ class Host:
         self.label = label or f"pid {os.getpid()}"
         self._tools = tools
         self.sandboxes = LocalSandboxes()
+        self.sandboxes.hosted = True
         self._lock = threading.Lock()
         self._mine: "OrderedDict[str, LocalSandbox]" = OrderedDict()  # made here, ended ones too
         self._reported: set[str] = set()
@@ -175,7 +186,11 @@ class Host:
                 raise SandboxException(f"unknown sandbox call {method!r}")
             if method == "run_code":
                 args = [self._with_tools(*args)]
-            return ("ok", getattr(self.sandbox(sandbox_id), method)(*args))
+            sandbox = self.sandbox(sandbox_id)
+            value = getattr(sandbox, method)(*args)
+            if method in TURNS:
+                after_turn(sandbox, method)
+            return ("ok", value)
         except BaseException as exc:
             return error(exc)
 
@@ -202,6 +217,9 @@ class Host:
 
             request._host_only = host_only_of(secrets)
         sandbox = self.sandboxes.create(self._with_tools(request, tools))
+        if checkpoint_policy(sandbox.options.lifecycle):
+            sandbox.checkpoints = Checkpoints()
+            after_turn(sandbox, "create")  # a lost host's sandbox comes back even before its first turn
         with self._lock:
             self._mine[sandbox.sandbox_id] = sandbox
             ended = [i for i, s in self._mine.items() if not s.running]
@@ -218,6 +236,8 @@ class Host:
 
     # -- state (the store is shared: a sandbox paused by one host resumes on another) -------------------
     def _keep(self, sandbox: LocalSandbox) -> str:
+        if sandbox.checkpoints is None and checkpoint_policy(sandbox.options.lifecycle):
+            sandbox.checkpoints = Checkpoints()
         with self._lock:
             self._mine[sandbox.sandbox_id] = sandbox
             self._reported.discard(sandbox.sandbox_id)
@@ -229,6 +249,31 @@ class Host:
 
     def _restore(self, sandbox_id: str, snapshot_id: Optional[str], request: Any) -> str:
         return self._keep(self.sandboxes.restore(sandbox_id, snapshot_id, request))
+
+    def _recover(self, sandbox_id: str, breaking: str, secrets: Any = None) -> list[Any]:
+        """A checkpointed sandbox whose host died (its lease owner `breaking`), restored here from
+        its latest checkpoint with the create's `secrets` again: [id, turn, what ended the turn]."""
+        from .._egress.create import host_only_of
+        from .._local.snapshots import snapshot_store
+        from ..wire import ResumeSandbox
+
+        try:
+            record = checkpoints.latest(snapshot_store(), sandbox_id)
+        except RecordNotFound:
+            raise NotFoundException(f"sandbox {sandbox_id} has no checkpoint in the state store (DECLAW_WASM_STATE "
+                                    "must be one store every host reaches)") from None
+        request = ResumeSandbox()
+        if secrets is not None:
+            request._host_only = host_only_of(secrets)
+        sandbox = self.sandboxes.restore(sandbox_id, record.snapshot_id, request, breaking=breaking)
+        turn, what = checkpoints.turn_of(record)
+        sandbox.checkpoints = Checkpoints(record, turn)
+        self._keep(sandbox)
+        return [sandbox.sandbox_id, turn, what]
+
+    def _owner(self) -> str:
+        """This host's name on the leases it takes (a driver breaks them when it knows it died)."""
+        return owner()
 
     def _fork(self, sandbox_id: str, count: int) -> list[str]:
         return [self._keep(fork) for fork in self.sandbox(sandbox_id).fork(count)]
@@ -326,6 +371,7 @@ class Host:
         outcome = upload.finish()
         if outcome[0] == "error":
             raise _Failed(outcome[1])
+        after_turn(upload.sandbox, "write")
         return outcome[1]
 
     # -- watches (files.watch_dir): the client polls a watch's events -------------------------------
@@ -350,6 +396,12 @@ class Host:
                 process: Any = sandbox.start(args[0])
             elif op == "attach":
                 process = sandbox.process(int(args[0]), bool(args[1]))
+            elif op == "follow":  # the rest of a `run` that did not end in its call
+                process, index = self._close(str(args[0])) or (None, 0)
+                if process is None:
+                    raise NotFoundException("this command's stream was closed (too many open at once?)")
+                yield from _pump(process, limit, lambda: after_turn(sandbox, "command"), index)
+                return
             elif op == "run_code":
                 yield from self._cell(sandbox, self._with_tools(*args))
                 return
@@ -359,7 +411,35 @@ class Host:
             yield error(exc)
             return
         yield ("start", process.pid)
-        yield from _pump(process, limit)
+        yield from _pump(process, limit, lambda: after_turn(sandbox, "command"))
+
+    def run(self, sandbox_id: str, request: Any, wait: float,
+            limit: int = 1 << 20) -> tuple[list[Reply], Optional[str]]:
+        """A foreground command nobody streams (no callbacks) in one call: its messages (start,
+        output, end) if it ends within `wait` seconds and `limit` bytes of output; else those so
+        far and a token whose `follow` stream carries the rest. One call instead of a stream of
+        three messages or more: Ray's streaming calls cost a round trip per message."""
+        try:
+            sandbox = self.sandbox(sandbox_id)
+            process: Any = sandbox.start(request)
+        except BaseException as exc:
+            return [error(exc)], None
+        messages: list[Reply] = [("start", process.pid)]
+
+        def ended() -> None:
+            after_turn(sandbox, "command")
+        deadline = time.monotonic() + wait
+        got: list[Any] = []
+        size = 0
+        while True:
+            events, done = process.events_since(len(got), max(0.0, deadline - time.monotonic()))
+            got += events
+            size += sum(len(e.data) for e in events)
+            if done:
+                return messages + list(_ending(process, got, 0, limit, ended)), None
+            if size >= limit or time.monotonic() >= deadline:
+                messages += [("events", batch) for batch in split([[e.stream, e.data] for e in got], limit)]
+                return messages, self._session((process, len(got)))
 
     def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
         news: "queue.Queue[Reply]" = queue.Queue()
@@ -377,28 +457,42 @@ class Host:
         threading.Thread(target=work, name="declaw-host-cell", daemon=True).start()
         while True:
             message = news.get()
+            if message[0] == "done":
+                after_turn(sandbox, "run_code")
             yield message
             if message[0] in ("done", "error"):
                 return
 
 
-def _pump(process: Any, limit: int) -> Iterator[Reply]:
-    index = 0
+def after_turn(sandbox: LocalSandbox, what: str) -> None:
+    """Checkpoint a checkpointed sandbox after a turn, before its reply goes (checkpoints.py)."""
+    if sandbox.checkpoints is not None:
+        sandbox.checkpoints.after_turn(sandbox, what)
+
+
+def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -> Iterator[Reply]:
+    """A command's messages from its event `index` on, until its end."""
     while True:
         events, done = process.events_since(index, POLL)
         index += len(events)
-        batches = list(split([[e.stream, e.data] for e in events], limit))
-        if not done:
-            for batch in batches:
-                yield ("events", batch)
-            continue
-        for batch in batches[:-1]:
+        if done:
+            yield from _ending(process, events, 0, limit, ended)
+            return
+        for batch in split([[e.stream, e.data] for e in events], limit):
             yield ("events", batch)
-        last = batches[-1] if batches else []
-        try:
-            result = process.result()
-        except SandboxException as exc:
-            yield ("end", last, error(exc)[1])
-        else:
-            yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error))
-        return
+
+
+def _ending(process: Any, events: list[Any], start: int, limit: int, ended: Callable[[], None]) -> Iterator[Reply]:
+    """The last messages of an ended command: its remaining output (`events[start:]`), then its
+    end (after `ended`: a checkpoint, before the reply that says the turn is over)."""
+    batches = list(split([[e.stream, e.data] for e in events[start:]], limit))
+    for batch in batches[:-1]:
+        yield ("events", batch)
+    last = batches[-1] if batches else []
+    ended()
+    try:
+        result = process.result()
+    except SandboxException as exc:
+        yield ("end", last, error(exc)[1])
+    else:
+        yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error))

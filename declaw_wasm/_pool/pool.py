@@ -41,10 +41,11 @@ from typing import Any, Iterator, List, Optional
 from .._backend import ToolSpec
 from .._local.tools import LIMIT as TOOL_LIMIT
 from .._local.tools import HostTools, ToolCall, error_reply
+from .._args import checkpoint_policy
 from ..exceptions import SandboxException, SandboxNotFoundException
 from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ResumeSandbox
-from .client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
+from .client import HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only
 from .codec import pack, unpack
 
 MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
@@ -282,6 +283,11 @@ class Worker:
             self.process.kill()
 
 
+def lease_owner(worker: Worker) -> str:
+    """A worker's name on the leases it takes (_local/snapshots.py `owner`: this machine, its pid)."""
+    return f"{socket.gethostname()}:{worker.pid}"
+
+
 def _has_fileno(stream: Any) -> bool:
     try:
         stream.fileno()
@@ -311,14 +317,19 @@ class ProcessPool:
         self._closed = False
         self._homes: dict[str, Worker] = {}
         self._lost: "OrderedDict[str, str]" = OrderedDict()
+        self._recoveries: dict[str, Recovery] = {}  # checkpointed sandboxes: restored when their worker dies
         self.workers: List[Worker] = [Worker(self, slot) for slot in range(self.size)]
 
     # -- placement ----------------------------------------------------------------------------------
-    def _pick(self) -> Worker:
+    def _pick(self, ready_first: bool = False) -> Worker:
+        """The least loaded live worker (`ready_first`: among those ready, if any: a restore does
+        not wait for a worker still starting)."""
         with self._lock:
             live = [w for w in self.workers if w.dead is None]
             if not live:
                 raise SandboxException(self.failure or "no worker process is running")
+            if ready_first:
+                live = [w for w in live if w.ready.is_set()] or live
             worker = min(live, key=lambda w: (len(w.sandboxes) + w.pending, not w.ready.is_set()))
             worker.pending += 1
         return worker
@@ -338,17 +349,40 @@ class ProcessPool:
         finally:
             with self._lock:
                 worker.pending -= 1
+        recovery = None
+        if checkpoint_policy(request.lifecycle):
+            recovery = Recovery(self._relocate, secrets, lease_owner(worker), worker, sandbox_id, sandbox_id)
         with self._lock:
             self._homes[sandbox_id] = worker
             worker.sandboxes.add(sandbox_id)
             if lent is not None:
                 worker.sandbox_tools[sandbox_id] = lent[0]
-        return HostedSandbox(worker, sandbox_id)
+            if recovery is not None:
+                self._recoveries[sandbox_id] = recovery
+        return HostedSandbox(worker, sandbox_id, recovery=recovery)
+
+    def _relocate(self, recovery: Recovery) -> tuple[Any, ...]:
+        """Restore a checkpointed sandbox whose worker died on a live worker (a ready one first)."""
+        worker = self._pick(ready_first=True)
+        try:
+            local, turn, what = worker.call(None, "recover", recovery.where[1], recovery.owner, recovery.secrets)
+        finally:
+            with self._lock:
+                worker.pending -= 1
+        with self._lock:
+            self._lost.pop(str(local), None)
+        self.adopt(worker, str(local))
+        return worker, str(local), str(local), lease_owner(worker), int(turn), str(what)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
         with self._lock:
             worker = self._homes.get(sandbox_id)
             lost = self._lost.get(sandbox_id)
+            recovery = self._recoveries.get(sandbox_id)
+        if recovery is not None:  # checkpointed: restored on another worker if its own died
+            hosted = HostedSandbox(worker or recovery.where[0], sandbox_id, recovery=recovery)
+            hosted.info()
+            return hosted
         if lost is not None:
             raise HostLost(f"sandbox {sandbox_id} is lost: {lost}")
         if worker is None:  # paused in the state store, maybe by another process: any worker resumes it
@@ -431,6 +465,7 @@ class ProcessPool:
                 worker.sandboxes.discard(sandbox_id)
                 if self._homes.get(sandbox_id) is worker:
                     del self._homes[sandbox_id]
+                    self._recoveries.pop(sandbox_id, None)
         worker.release_tools_of(sandbox_ids)
 
     def replace(self, worker: Worker) -> None:
@@ -438,6 +473,8 @@ class ProcessPool:
         before it was ever ready: then the pool would only start failing workers)."""
         with self._lock:
             for sandbox_id in worker.sandboxes:
+                if self._homes.get(sandbox_id) not in (None, worker):
+                    continue  # checkpointed, and restored on another worker already
                 self._homes.pop(sandbox_id, None)
                 self._lost[sandbox_id] = worker.dead or "its worker process died"
             while len(self._lost) > KEEP_LOST:

@@ -61,6 +61,11 @@ class SandboxHost:
         extra = [] if secrets is None else [secrets]
         return self.host.call(sandbox_id, method, with_envs(args, envs) + extra)
 
+    def run(self, sandbox_id: str, args: list[Any], envs: Optional[dict[str, str]],
+            wait: float) -> tuple[list[Reply], Optional[str]]:
+        """A foreground command without callbacks in one call (`Host.run`)."""
+        return self.host.run(sandbox_id, with_envs(args, envs)[0], wait, limit=CHUNK)
+
     def stream(self, sandbox_id: str, op: str, args: list[Any],
                envs: Optional[dict[str, str]] = None) -> Iterator[Reply]:
         yield from self.host.stream(sandbox_id, op, with_envs(args, envs), limit=CHUNK)

@@ -24,14 +24,16 @@ shared cluster token and does not encrypt: a cluster belongs on a trusted networ
 
 from __future__ import annotations
 
+import itertools
 import random
 import secrets
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Union
 
+from .._args import checkpoint_policy
 from .._backend import tools_unreachable
-from .._pool.client import HostedSandbox, HostLost, create_arguments, raised, refuse_host_only
+from .._pool.client import HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
 from ..models import SandboxInfo, Snapshot
@@ -44,6 +46,8 @@ MAX_ENVS = 64 << 10  # bytes of envs per call (names and values): Ray inlines ar
 LIST_WAIT = 5.0  # seconds `list` waits for the hosts' answers
 PLACE_SAMPLE = 8  # hosts asked for their load per create (all of them when there are fewer)
 PLACE_WAIT = 0.5  # seconds placement waits for hosts' loads before choosing among those that answered
+RUN_WAIT = 10.0  # seconds a foreground command without callbacks runs in one call before it streams
+FIRST_WAIT = 0.02  # seconds a restore's placement waits for more hosts once one answered
 HOST_START = 120.0  # seconds a create waits for some host when none has answered yet
 MAX_CALLS = 1000  # calls and streams running at once in one host actor
 KEEP_KNOWN = 100_000  # sandbox ids this process made or met (for calls by id without backend=)
@@ -77,6 +81,7 @@ class RayLink:
         self.name = name
         self.owner = owner
         self.ip: Optional[str] = None
+        self.lease_owner: Optional[str] = None
 
     def _lost(self, exc: Exception) -> HostLost:
         if self.owner is not None:
@@ -110,18 +115,34 @@ class RayLink:
             raise raised(payload)
         return payload
 
-    def machine(self) -> str:
-        """The IP address of the node this host runs on (asked once)."""
-        import ray
-
-        if self.ip is None:
-            self.ip = str(ray.get(self.handle.ready.remote(), timeout=HOST_START).get("ip", ""))
-        return self.ip
+    def owner_name(self) -> str:
+        """The host's name on the leases it takes (`host:pid`), asked once: after its death
+        another host breaks its leases by it (node-loss checkpoints)."""
+        if self.lease_owner is None:
+            self.lease_owner = str(self.call(None, "owner"))
+        return self.lease_owner
 
     def adopt(self, host_id: str) -> HostedSandbox:
         if self.owner is None:
             return HostedSandbox(self, f"{host_id}.{self.name}", host_id)
         return self.owner._met(self, host_id)
+
+    def run(self, sandbox_id: str, request: Any) -> Union[List[Any], Iterator[Any]]:
+        """A foreground command nobody streams: one call for its start, output and end when it
+        ends within `RUN_WAIT` s (the list of its messages), else those and a stream of the rest."""
+        import ray
+        from ray.exceptions import RayActorError, RayError
+
+        plain, envs = _split_envs((request,))
+        try:
+            messages, token = ray.get(self.handle.run.remote(sandbox_id, plain, envs, RUN_WAIT))
+        except RayActorError as exc:
+            raise self._lost(exc) from None
+        except RayError as exc:
+            raise SandboxException(f"Ray failed the command: {exc}") from None
+        if token is None:
+            return list(messages)
+        return itertools.chain(messages, self.stream(sandbox_id, "follow", token))
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         import ray
@@ -141,11 +162,22 @@ class RayLink:
         return items()
 
 
-def _machine_of(link: RayLink) -> Optional[str]:
-    try:
-        return link.machine()
-    except Exception:  # a host that does not answer is no place for a sandbox now
-        return None
+def _located(links: List[RayLink]) -> List[RayLink]:
+    """The hosts whose machine is known, asking those not asked yet in one parallel round
+    (`PLACE_WAIT` at most: a host still starting, or not placed, is no place for a sandbox now)."""
+    import ray
+    from ray.exceptions import RayError
+
+    asked = {link.handle.ready.remote(): link for link in links if link.ip is None}
+    if asked:
+        ready, waiting = ray.wait(list(asked), num_returns=len(asked), timeout=PLACE_WAIT)
+        for ref in ready:
+            try:
+                asked[ref].ip = str(ray.get(ref).get("ip", ""))
+            except RayError:
+                continue
+        _cancel(waiting)
+    return [link for link in links if link.ip is not None]
 
 
 def secrets_may_cross() -> bool:
@@ -189,6 +221,21 @@ def parse_id(sandbox_id: str) -> Optional[tuple[str, str]]:
 # would kill it. Ray's switch for that handler, for this driver (when it starts Ray) and for every
 # host actor.
 TRAP_SAFE_ENV = {"RAY_DISABLE_FAILURE_SIGNAL_HANDLER": "1"}
+
+
+def host_env() -> dict[str, str]:
+    """The environment a host actor gets from this driver: Ray's switch for guest traps, and the
+    driver's state store (`DECLAW_WASM_STATE`), so that every host shares the one store
+    snapshots, pauses and node-loss checkpoints live in (it must name a place every node
+    reaches: `s3://...`, a shared folder); unset, each node uses its own default."""
+    import os
+
+    from .._state import STATE_ENV
+
+    env = dict(TRAP_SAFE_ENV)
+    if os.environ.get(STATE_ENV):
+        env[STATE_ENV] = os.environ[STATE_ENV]
+    return env
 
 
 def keep_wasm_traps() -> None:
@@ -240,6 +287,7 @@ class RaySandboxes:
         self._gone: "OrderedDict[str, None]" = OrderedDict()  # hosts that died
         self._pending: dict[str, int] = {}
         self._known: "OrderedDict[str, None]" = OrderedDict()
+        self._recoveries: dict[str, Recovery] = {}  # checkpointed sandboxes (by every id they had)
 
     # -- hosts --------------------------------------------------------------------------------------
     def _own(self) -> List[RayLink]:
@@ -265,7 +313,7 @@ class RaySandboxes:
         handle = ray.remote(SandboxHost).options(
             name=name, namespace=NAMESPACE, num_cpus=self.host_cpus, memory=self.host_memory,
             resources=self.host_resources or None, max_concurrency=MAX_CALLS, max_restarts=0,
-            scheduling_strategy="SPREAD", runtime_env={"env_vars": dict(TRAP_SAFE_ENV)}).remote(name)
+            scheduling_strategy="SPREAD", runtime_env={"env_vars": host_env()}).remote(name)
         self._links[name] = RayLink(handle, name, self)
         self._pending[name] = 0
 
@@ -298,7 +346,7 @@ class RaySandboxes:
             raise SandboxNotFoundException(f"no Ray actor {name!r}: its sandboxes are gone (its node "
                                            "died, or the driver that made it exited)") from None
 
-    def _pick(self, here_only: bool = False) -> RayLink:
+    def _pick(self, here_only: bool = False, first: bool = False) -> RayLink:
         """The least loaded host among those that answer within `PLACE_WAIT` (or, when none
         does yet — the hosts are still loading the runtime — the first that answers). With more
         than `PLACE_SAMPLE` hosts, among a random sample of that many: a create then costs the
@@ -310,7 +358,7 @@ class RaySandboxes:
         links = self._own()
         if here_only:
             here = ray.util.get_node_ip_address()
-            links = [link for link in links if _machine_of(link) == here]
+            links = [link for link in _located(links) if link.ip == here]
             if not links:
                 raise InvalidArgumentException(
                     "secrets: no Ray sandbox host runs on this machine, and Ray's connections are "
@@ -320,7 +368,11 @@ class RaySandboxes:
         if len(links) > PLACE_SAMPLE:
             links = random.sample(links, PLACE_SAMPLE)
         refs = {link.handle.load.remote(): link for link in links}
-        ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=PLACE_WAIT)
+        ready, waiting = ray.wait(list(refs), num_returns=1 if first else len(refs),
+                                  timeout=HOST_START if first else PLACE_WAIT)
+        if first and waiting:  # a restore: the hosts that answer at once (one still starting may not)
+            more, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=FIRST_WAIT)
+            ready += more
         if not ready:
             ready, waiting = ray.wait(list(refs), num_returns=1, timeout=HOST_START)
         loads: dict[str, int] = {}
@@ -351,13 +403,46 @@ class RaySandboxes:
         link = self._pick(here_only=secrets is not None and not secrets_may_cross())
         try:
             local = str(link.call(None, "create", plain, secrets=secrets))
+            owner = link.owner_name() if checkpoint_policy(request.lifecycle) else None
         finally:
-            with self._lock:
-                if link.name in self._pending:
-                    self._pending[link.name] -= 1
-        return self._met(link, local)
+            self._placed(link)
+        if owner is None:
+            return self._met(link, local)
+        recovery = Recovery(self._relocate, secrets, owner, link, local, f"{local}.{link.name}")
+        return self._met(link, local, recovery)
+
+    def _placed(self, link: RayLink) -> None:
+        with self._lock:
+            if link.name in self._pending:
+                self._pending[link.name] -= 1
+
+    def _relocate(self, recovery: Recovery) -> tuple[Any, ...]:
+        """Restore a checkpointed sandbox whose host died on the first live host that answers
+        (one of this machine when it has secrets and Ray's connections are not TLS)."""
+        secrets = recovery.secrets
+        link = self._pick(here_only=secrets is not None and not secrets_may_cross(), first=True)
+        try:
+            local, turn, what = link.call(None, "recover", recovery.where[1], recovery.owner, secrets=secrets)
+            owner = link.owner_name()
+        finally:
+            self._placed(link)
+        self._met(link, str(local), recovery)
+        return link, str(local), f"{local}.{link.name}", owner, int(turn), str(what)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
+        with self._lock:
+            recovery = self._recoveries.get(sandbox_id)
+        if recovery is not None:  # checkpointed: wherever it lives now (restored after a loss)
+            hosted = HostedSandbox(recovery.where[0], recovery.where[2], recovery.where[1], recovery)
+            for attempt in range(2):
+                link = hosted.link
+                try:
+                    hosted._host_call("connect", hosted.host_id, timeout)
+                    break
+                except HostLost:  # restored from its checkpoint meanwhile: connect to that one
+                    if attempt or hosted.link is link:
+                        raise
+            return hosted
         parts = parse_id(sandbox_id)
         if parts is None:
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (not a Ray sandbox id)")
@@ -426,14 +511,16 @@ class RaySandboxes:
                 self._pending[link.name] -= 1
         return link
 
-    def _met(self, link: RayLink, local: str) -> HostedSandbox:
+    def _met(self, link: RayLink, local: str, recovery: Optional[Recovery] = None) -> HostedSandbox:
         sandbox_id = f"{local}.{link.name}"
         with self._lock:
             self._known[sandbox_id] = None
             self._known.move_to_end(sandbox_id)
+            if recovery is not None:
+                self._recoveries[sandbox_id] = recovery
             while len(self._known) > KEEP_KNOWN:
-                self._known.popitem(last=False)
-        return HostedSandbox(link, sandbox_id, local)
+                self._recoveries.pop(self._known.popitem(last=False)[0], None)
+        return HostedSandbox(link, sandbox_id, local, recovery)
 
     def knows(self, sandbox_id: str) -> bool:
         with self._lock:

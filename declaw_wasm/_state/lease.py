@@ -128,8 +128,10 @@ class Leases:
         return record is not None and not record.get("released") and now <= float(record["expires_at"]) + self.grace
 
     # -- the API -------------------------------------------------------------------------------------
-    def take(self, name: str, ttl: float, owner: str = "") -> LeaseInfo:
-        """Take the lease for `ttl` seconds; `LeaseHeld` if someone holds it."""
+    def take(self, name: str, ttl: float, owner: str = "", breaking: str = "") -> LeaseInfo:
+        """Take the lease for `ttl` seconds; `LeaseHeld` if someone holds it. `breaking`: the
+        owner of a holder the caller *knows* is dead (its process or node is gone, as Ray or the
+        pool reported): its lease is taken over without waiting for it to lapse."""
         check_key(name)
         ttl = _check_ttl(ttl)
         for _ in range(_ATTEMPTS):
@@ -137,7 +139,8 @@ class Leases:
             now = time.time()
             if top and record is None:
                 continue  # vanished between list and read: look again
-            if top and self._live(record, now):
+            dead = bool(breaking) and record is not None and record.get("owner") == breaking
+            if top and self._live(record, now) and not dead:
                 assert record is not None
                 left = max(0.0, float(record["expires_at"]) - now)
                 raise LeaseHeld(f"lease {name} is held" + (f" by {record['owner']}" if record.get("owner") else "")

@@ -144,6 +144,18 @@ def test_lease_take_renew_release(store: StateStore, monkeypatch: pytest.MonkeyP
     assert third.generation == second.generation + 1
 
 
+def test_a_lease_of_a_holder_known_dead_is_broken_at_once(store: StateStore) -> None:
+    """Node-loss checkpoints: a driver that knows the holder is dead (Ray or the pool said so)
+    names it, and its live lease is taken over; a live lease of anyone else still is not."""
+    dead = store.leases.take("sandboxes/sbx_y/lease", 30, owner="node-a:4242")
+    with pytest.raises(LeaseHeld):
+        store.leases.take("sandboxes/sbx_y/lease", 30, owner="node-b:7", breaking="node-c:1")
+    taken = store.leases.take("sandboxes/sbx_y/lease", 30, owner="node-b:7", breaking="node-a:4242")
+    assert taken.generation > dead.generation and store.leases.status("sandboxes/sbx_y/lease").owner == "node-b:7"
+    with pytest.raises(LeaseLost):
+        store.leases.renew("sandboxes/sbx_y/lease", dead.token, 30)  # the dead holder, were it not
+
+
 def test_unsafe_store_refuses_leases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A backend with no atomic create-if-absent (here fsspec's `dir::` wrapper) is refused."""
     store = StateStore(f"dir::memory://unsafe-{uuid.uuid4().hex}")
