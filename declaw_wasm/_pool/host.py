@@ -51,8 +51,8 @@ HOST_CALLS = frozenset({"create", "connect", "list_sandboxes", "load", "read_ope
                         "watch_open", "watch_events", "watch_stop", "resume", "restore", "fork",
                         "snapshots", "drop_snapshot", "recover", "owner"})
 # calls after which a checkpointed sandbox is checkpointed (_local/checkpoints.py), if they changed it
-TURNS = frozenset({"run_code", "write", "remove", "rename", "make_dir", "create_context", "restart_context",
-                   "remove_context"})
+TURNS = frozenset({"run_code", "write", "write_files", "remove", "rename", "make_dir", "create_context",
+                   "restart_context", "remove_context"})
 
 
 class _Failed(SandboxException):
