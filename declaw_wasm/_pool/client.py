@@ -237,8 +237,8 @@ class HostedSandbox:
         return metrics
 
     # -- state ------------------------------------------------------------------------------------
-    def create_snapshot(self) -> Snapshot:
-        snapshot: Snapshot = self._call("create_snapshot")
+    def create_snapshot(self, name: Optional[str] = None) -> Snapshot:
+        snapshot: Snapshot = self._call("create_snapshot", name)
         return snapshot
 
     def list_snapshots(self) -> List[Snapshot]:
@@ -248,8 +248,12 @@ class HostedSandbox:
     def delete_snapshot(self, snapshot_id: str) -> bool:
         return bool(self._call("delete_snapshot", snapshot_id))
 
-    def pause(self) -> bool:
-        return bool(self._call("pause"))
+    def file_url(self, path: str, write: bool, user: Optional[str], expires_in: Optional[int]) -> str:
+        """Served by the worker process on loopback: the same machine."""
+        return str(self._call("file_url", path, write, user, expires_in))
+
+    def pause(self, keep_memory: bool = True) -> bool:
+        return bool(self._call("pause", keep_memory))
 
     def resume(self, request: ResumeSandbox) -> None:
         refuse_host_only(request, "a process pool or Ray")
