@@ -58,6 +58,9 @@ def lifecycle(value: Any) -> Optional[dict[str, Any]]:
     found = config(value, "lifecycle")
     if found and "on_timeout" in found:
         found = {**found, **_on_timeout(found["on_timeout"])}
+        if found.get("keep_memory") is False and found.get("auto_resume"):
+            raise InvalidArgumentException("a filesystem-only pause (keep_memory=False) resumes by connect() "
+                                           "only: it cannot be combined with auto_resume")
     if found and found.get("checkpoint"):
         raise InvalidArgumentException("lifecycle={'checkpoint': ...} (node-loss checkpointing) needs sandbox "
                                        "snapshots and a shared state store, not built yet (_ray/checkpoint.py)")
@@ -74,6 +77,8 @@ def _on_timeout(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         found: dict[str, Any] = {"on_timeout": value.get("action") or "kill"}
         if value.get("keep_memory") is not None:
+            if found["on_timeout"] != "pause":
+                raise InvalidArgumentException("lifecycle.on_timeout.keep_memory goes with action 'pause' only")
             found["keep_memory"] = keep_memory(value["keep_memory"])
         return found
     return {"on_timeout": value}

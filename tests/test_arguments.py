@@ -67,6 +67,11 @@ CREATES: dict[str, tuple[dict[str, Any], type[Exception]]] = {
     "an MCP gateway": ({"mcp": {"some_server": {}}}, SandboxException),
     "keep_memory not a bool": ({"lifecycle": {"on_timeout": {"action": "pause", "keep_memory": "x"}}},
                                InvalidArgumentException),
+    "keep_memory with kill": ({"lifecycle": {"on_timeout": {"action": "kill", "keep_memory": False}}},
+                              InvalidArgumentException),
+    "filesystem-only pause with auto_resume": (
+        {"lifecycle": {"on_timeout": {"action": "pause", "keep_memory": False}, "auto_resume": True}},
+        InvalidArgumentException),
 }
 
 
