@@ -9,7 +9,7 @@ from typing import Iterator
 import anyio
 import pytest
 
-from declaw_wasm import AsyncSandbox, Sandbox
+from declaw_wasm import AsyncSandbox, InvalidArgumentException, Sandbox
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,12 @@ def test_async_bash_cell(guest_path: str) -> None:
             await sandbox.kill()
 
     anyio.run(main)
+
+
+@pytest.mark.served
+def test_bash_cells_on_every_backend(sbx: Sandbox) -> None:
+    """Through `declaw-wasm serve`, a process pool and Ray, the language travels with the cell."""
+    assert sbx.run_code("BACKEND_VAR=7; echo $((BACKEND_VAR * 6))", language="bash").logs.stdout == ["42\n"]
+    assert sbx.run_code("echo $BACKEND_VAR", language="bash").logs.stdout == ["7\n"]
+    with pytest.raises(InvalidArgumentException, match="only python and bash"):
+        sbx.run_code("1", language="r")

@@ -106,3 +106,23 @@ def test_async_download_url(guest_path: str) -> None:
             await sandbox.kill()
 
     anyio.run(main)
+
+
+@pytest.mark.served
+def test_file_urls_on_every_backend(sbx: Sandbox, mode: str) -> None:
+    """A pool's (and Ray's) worker serves its sandboxes' URLs on its own loopback; through a
+    server, the URL is declaw's `/files/raw`, which takes the server's API key."""
+    sbx.files.write("/tmp/url-backend.txt", mode)
+    url = sbx.download_url("/tmp/url-backend.txt")
+    if mode == "served":
+        from conftest import API_KEY  # noqa: E402 (tests/ is on sys.path)
+
+        assert "/files/raw?" in url
+        request = urllib.request.Request(url, headers={"X-API-Key": API_KEY})
+        with urllib.request.urlopen(request) as answer:
+            assert answer.read() == mode.encode()
+        with pytest.raises(InvalidArgumentException):
+            sbx.download_url("/tmp/url-backend.txt", use_signature_expiration=60)
+        return
+    with urllib.request.urlopen(url) as answer:
+        assert answer.read() == mode.encode()
