@@ -169,6 +169,11 @@ def run_suite(checkout: Path, suite: Suite, work: Path, args: argparse.Namespace
            *[f"--deselect={test}" for test in suite.deselect]]
     env = {k: v for k, v in os.environ.items() if k != "E2B_DEBUG"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    # E2B's tests pause sandboxes and leave snapshots behind: a state store of the run's own,
+    # never the user's (listing its paused sandboxes would show them)
+    state = work / f"{suite.name}-state"
+    shutil.rmtree(state, ignore_errors=True)
+    env["DECLAW_WASM_STATE"] = str(state)
     print(f"== {suite.name}: {len(targets)} files, pytest in {dest}", flush=True)
     try:
         subprocess.run(cmd, cwd=dest, env=env, timeout=args.suite_timeout)

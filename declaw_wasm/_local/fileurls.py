@@ -13,8 +13,9 @@ server binds 127.0.0.1 only: a URL never reaches beyond this machine.
 Why uvicorn and Starlette: both are already dependencies (the server, server/), and uvicorn is
 the ASGI server that streams bodies both ways; the URL server is a separate small app so that an
 in-process sandbox needs none of the REST server (its API key, its registry). Uploads take the
-raw body, or a multipart form's first file (E2B's clients post `multipart/form-data`), parsed by
-the stdlib's `email` parser from a spooled file bounded by `MAX_UPLOAD`.
+raw body (spooled to disk, at most `MAX_UPLOAD`), or a multipart form's first file (E2B's clients
+post `multipart/form-data`), parsed by the stdlib's `email` parser, in memory, so at most
+`MAX_FORM`.
 """
 
 from __future__ import annotations
@@ -27,15 +28,17 @@ import socket
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from urllib.parse import quote, urlencode
 
+from .. import _args
 from ..exceptions import InvalidArgumentException, SandboxException
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
-MAX_UPLOAD = 512 << 20  # bytes per upload (declaw's upload limit is 500 MiB)
+MAX_UPLOAD = 512 << 20  # bytes per upload (declaw's upload limit is 500 MiB), spooled to disk
+MAX_FORM = 64 << 20  # a multipart form is parsed in memory: smaller
 _KEY = secrets.token_bytes(32)  # this process's: URLs are served by this process only
 
 
@@ -50,9 +53,11 @@ def signature(sandbox_id: str, operation: str, path: str, user: str, expires: Op
 
 
 def file_url(sandbox: "LocalSandbox", path: str, write: bool, user: Optional[str],
-             expires_in: Optional[int]) -> str:
+             expires_in: Optional[int], find: Callable[[str], Optional["LocalSandbox"]]) -> str:
     """The URL that reads (or, `write`, writes) `path` of `sandbox`; signed if the sandbox is
-    secure, valid for `expires_in` seconds if given (E2B's `use_signature_expiration`)."""
+    secure, valid for `expires_in` seconds if given (E2B's `use_signature_expiration`). `find`:
+    the process's running sandbox of an id (the server's lookup)."""
+    _server.find = find
     secure = sandbox.options.secure is not False
     if expires_in is not None and not secure:
         raise InvalidArgumentException("Signature expiration can be used only when sandbox is created as secured.")
@@ -93,6 +98,7 @@ class _Server:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._url: Optional[str] = None
+        self.find: Callable[[str], Optional["LocalSandbox"]] = lambda sandbox_id: None
 
     def url(self) -> str:
         with self._lock:
@@ -136,18 +142,16 @@ def _app(server: _Server) -> Any:
     from starlette.routing import Route
 
     async def files(request: Request) -> Any:
-        from .sandbox import LocalSandboxes
-
         query = dict(request.query_params)
-        sandbox = LocalSandboxes.live(request.path_params["sandbox_id"])
+        sandbox = server.find(request.path_params["sandbox_id"])
         if sandbox is None:
             return _error(404, "sandbox not found")
         operation = "read" if request.method == "GET" else "write"
         refused = check(sandbox, operation, query)
         if refused is not None:
             return _error(401, refused)
-        path = query.get("path", "")
         try:
+            path = _args.path(query.get("path"))
             if operation == "read":
                 chunks = await run_in_threadpool(sandbox.read, path)
                 return StreamingResponse(_iterate(chunks), media_type="application/octet-stream")
@@ -187,6 +191,9 @@ async def _receive(request: Any) -> Any:
     content_type = request.headers.get("content-type", "")
     if not content_type.lower().startswith("multipart/form-data"):
         return spool
+    if size > MAX_FORM:
+        spool.close()
+        raise InvalidArgumentException(f"a multipart upload larger than {MAX_FORM} bytes: send the raw body")
     from email.parser import BytesParser
     from email.policy import HTTP
 

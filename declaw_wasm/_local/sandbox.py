@@ -286,7 +286,7 @@ class LocalSandbox:
         from .fileurls import file_url
 
         self.ensure_running()
-        return file_url(self, path, write, user, expires_in)
+        return file_url(self, path, write, user, expires_in, LocalSandboxes.live)
 
     def watch(self, path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
         return self.watches.start(self._files(), path, recursive, include_entry)

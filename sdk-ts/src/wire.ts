@@ -462,6 +462,7 @@ export interface Snapshot {
   pause_duration_ms?: number | null;
   created_at?: string;
   size_bytes?: number | null;
+  names?: string[];
 }
 
 /** `GET /sandboxes/{id}/snapshots` and `GET /snapshots` (declaw's shape), newest first. */
