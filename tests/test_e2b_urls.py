@@ -110,9 +110,14 @@ def test_async_download_url(guest_path: str) -> None:
 
 @pytest.mark.served
 def test_file_urls_on_every_backend(sbx: Sandbox, mode: str) -> None:
-    """A pool's (and Ray's) worker serves its sandboxes' URLs on its own loopback; through a
-    server, the URL is declaw's `/files/raw`, which takes the server's API key."""
+    """A pool's worker serves its sandboxes' URLs on its own loopback (Ray's actors may be on
+    other machines: refused); through a server, the URL is declaw's `/files/raw`, which takes the
+    server's API key."""
     sbx.files.write("/tmp/url-backend.txt", mode)
+    if mode == "ray":
+        with pytest.raises(InvalidArgumentException, match="Ray"):
+            sbx.download_url("/tmp/url-backend.txt")
+        return
     url = sbx.download_url("/tmp/url-backend.txt")
     if mode == "served":
         from conftest import API_KEY  # noqa: E402 (tests/ is on sys.path)
