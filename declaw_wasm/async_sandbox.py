@@ -506,8 +506,8 @@ class AsyncSandbox:
 
     async def _connect_instance(self, timeout: Optional[float] = None, *, secrets: Optional[dict[str, Any]] = None,
                                 vault: Any = None, **e2b_params: Any) -> "AsyncSandbox":
-        found = await in_thread(self._sync.connect, timeout, secrets=secrets, vault=vault, **e2b_params)
-        return self if found is self._sync else AsyncSandbox(found)
+        await in_thread(self._sync.connect, timeout, secrets=secrets, vault=vault, **e2b_params)
+        return self
 
     connect = _async_instance_or_class(_connect_by_id, _connect_instance)
 

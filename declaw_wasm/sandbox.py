@@ -255,8 +255,8 @@ class Sandbox:
 
     def _connect_instance(self, timeout: Optional[float] = None, *, secrets: Optional[dict[str, Any]] = None,
                           vault: Any = None, **e2b_params: Any) -> "Sandbox":
-        found = type(self).connect(self.sandbox_id, timeout, secrets=secrets, vault=vault, **e2b_params)
-        return self if found._backend is self._backend else found
+        type(self).connect(self.sandbox_id, timeout, secrets=secrets, vault=vault, **e2b_params)
+        return self  # its backend reaches the same sandbox (resumed in place, or a client of it)
 
     connect = instance_or_class(_connect_by_id, _connect_instance)
 

@@ -258,8 +258,8 @@ def snapshot_store(store: Optional[StateStore] = None) -> SnapshotStore:
 
 
 def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
-                  kernels: list["Kernel"], name: Optional[str] = None, keep_memory: bool = True) -> SnapshotRecord:
-    """Write the (quiet) sandbox to the store as a snapshot of `source` (`name`: E2B's). Without
+                  kernels: list["Kernel"], label: Optional[str] = None, keep_memory: bool = True) -> SnapshotRecord:
+    """Write the (quiet) sandbox to the store as a snapshot of `source` (`label`: E2B's name). Without
     `keep_memory` (E2B's filesystem-only pause), no context is kept and the resume is a new boot."""
     import json
 
@@ -307,7 +307,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                         "next_connection_id": sandbox.egress.next_connection_id(),
                         "boot_id": sandbox.boot_id if keep_memory else None},
             "trees": tree_entries, "contexts": context_entries, "tokens": "tokens" if tokens is not None else None,
-            "pause_duration_ms": None, "names": [name] if name else [],
+            "pause_duration_ms": None, "names": [label] if label else [],
         }
         manifest["duration_ms"] = round((time.monotonic() - started) * 1000)
         record = store.publish(sandbox.sandbox_id, snapshot_id, manifest, parts)

@@ -43,6 +43,7 @@ def test_fork_is_a_list_and_by_id(sandbox: Sandbox, state: str) -> None:
 
 def test_snapshot_class_forms_and_names(sandbox: Sandbox, state: str) -> None:
     sandbox.files.write("/home/user/snap.txt", "in the snapshot")
+    sandbox.run_code("w = 1")  # a context in the snapshot too
     named = sandbox.create_snapshot(name="my-snap")
     plain = Sandbox.create_snapshot(sandbox.sandbox_id)
     assert named.names == ["my-snap"] and plain.names == []
@@ -141,3 +142,26 @@ def test_async_forms(state: str) -> None:
             await sbx.kill()
 
     anyio.run(main)
+
+
+def test_e2b_forms_through_the_server(server_url: str, state: str) -> None:
+    """The names, the filesystem-only pause and the class forms travel through `declaw-wasm serve`."""
+    from conftest import API_KEY  # noqa: E402 (tests/ is on sys.path)
+
+    where = {"domain": server_url, "api_key": API_KEY}
+    sbx = Sandbox.create(**where)  # type: ignore[arg-type]
+    try:
+        sbx.run_code("z = 3")
+        snap = sbx.create_snapshot(name="served-name")
+        assert snap.names == ["served-name"]
+        assert [s.snapshot_id for s in Sandbox.list_snapshots(name="served-name", **where).next_items()] == \
+            [snap.snapshot_id]
+        assert sbx.pause(keep_memory=False)
+        assert sbx.connect() is sbx and sbx.is_running()
+        assert sbx.run_code("z").error.name == "NameError"
+        [fork] = Sandbox.fork(sbx.sandbox_id, **where)
+        fork.kill()
+        assert Sandbox.delete_snapshot(snap.snapshot_id, **where) is True
+        assert Sandbox.delete_snapshot(snap.snapshot_id, **where) is False
+    finally:
+        sbx.kill()
