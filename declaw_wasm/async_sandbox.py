@@ -686,8 +686,8 @@ class AsyncSandbox:
 
     def download_url(self, path: str, user: Optional[str] = None,
                      use_signature_expiration: Optional[int] = None) -> str:
-        """`Sandbox.download_url` (not a coroutine, as E2B's: the first call starts the loopback
-        server in a thread, a few ms)."""
+        """`Sandbox.download_url` (not a coroutine, as E2B's: the first call binds the loopback
+        server's socket and starts its thread, without waiting for it)."""
         return self._sync.download_url(path, user, use_signature_expiration)
 
     def upload_url(self, path: Optional[str] = None, user: Optional[str] = None,

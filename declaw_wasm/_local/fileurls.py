@@ -109,19 +109,16 @@ class _Server:
     def _start(self) -> str:
         import uvicorn
 
+        # listening before uvicorn runs: a client that comes early waits in the backlog, so the
+        # URL is answered at once, never after the server's start-up (no stall of an event loop)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
         port = sock.getsockname()[1]
         config = uvicorn.Config(_app(self), log_level="warning", lifespan="off")
         server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                  name="declaw-file-urls")
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise SandboxException("the file URL server did not start")
-            time.sleep(0.01)
+        threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
+                         name="declaw-file-urls").start()
         return f"http://127.0.0.1:{port}"
 
 
