@@ -10,7 +10,7 @@ import re
 from datetime import datetime
 from typing import Any, Optional
 
-from .exceptions import InvalidArgumentException
+from .exceptions import InvalidArgumentException, SandboxException
 from .limits import MAX_COMMAND_LINE
 from .models import PtySize
 
@@ -21,13 +21,17 @@ IGNORED_CREATE_PARAMS = frozenset({
     "debug", "api_url", "sandbox_url", "proxy", "headers", "logger", "mcp", "user", "iam",
     "volume_mounts", "auto_pause"})
 ALL_TRAFFIC = "0.0.0.0/0"  # declaw's `ALL_TRAFFIC`
-LANGUAGES = {"python": "python", "py": "python", "python3": "python"}
+# run_code's languages: Python, and bash (E2B's bash kernel: cells run by the guest's shell)
+LANGUAGES = {"python": "python", "py": "python", "python3": "python", "bash": "bash", "sh": "bash"}
 
 
 def create_params(extra: dict[str, Any]) -> None:
     unknown = set(extra) - IGNORED_CREATE_PARAMS
     if unknown:
         raise InvalidArgumentException(f"unexpected argument(s) to create: {', '.join(sorted(unknown))}")
+    if extra.get("mcp"):  # a sandbox without the gateway it was asked for must not start (E2B's rule)
+        raise SandboxException("Failed to start MCP gateway: declaw-wasm sandboxes have no MCP gateway "
+                               "(E2B's `mcp=`); `declaw-wasm mcp` serves sandboxes over MCP instead")
 
 
 def config(value: Any, what: str) -> Optional[dict[str, Any]]:
@@ -62,11 +66,31 @@ def lifecycle(value: Any) -> Optional[dict[str, Any]]:
     sandbox hosted by a pool or Ray after each turn, to restore it when its host is lost
     (_local/checkpoints.py; an in-process backend refuses it)."""
     found = config(value, "lifecycle")
+    if found and "on_timeout" in found:
+        found = {**found, **_on_timeout(found["on_timeout"])}
+        if found.get("keep_memory") is False and found.get("auto_resume"):
+            raise InvalidArgumentException("a filesystem-only pause (keep_memory=False) resumes by connect() "
+                                           "only: it cannot be combined with auto_resume")
     if found and found.get("checkpoint") not in (None, "none", *CHECKPOINT_POLICIES):
         raise InvalidArgumentException(f"lifecycle.checkpoint must be 'cell' (or None), got {found['checkpoint']!r}")
     if found and found.get("on_timeout", "kill") not in ("kill", "pause"):
         raise InvalidArgumentException(f"lifecycle.on_timeout must be 'kill' or 'pause', got {found['on_timeout']!r}")
     return found
+
+
+def _on_timeout(value: Any) -> dict[str, Any]:
+    """E2B's forms of `on_timeout`: None (untyped: kill, as if missing), a name, or
+    `{"action": "pause", "keep_memory": bool | None}` (False: a filesystem-only pause)."""
+    if value is None:
+        return {"on_timeout": "kill"}
+    if isinstance(value, dict):
+        found: dict[str, Any] = {"on_timeout": value.get("action") or "kill"}
+        if value.get("keep_memory") is not None:
+            if found["on_timeout"] != "pause":
+                raise InvalidArgumentException("lifecycle.on_timeout.keep_memory goes with action 'pause' only")
+            found["keep_memory"] = keep_memory(value["keep_memory"])
+        return found
+    return {"on_timeout": value}
 
 
 def snapshot_id(value: Any, what: str = "snapshot_id") -> str:
@@ -134,11 +158,42 @@ def page_limit(value: Any) -> Optional[int]:
     return value
 
 
-def lifetime(timeout: Any) -> float:
-    """A sandbox's lifetime: a positive number of seconds."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+def lifetime(timeout: Any, now: bool = False) -> float:
+    """A sandbox's lifetime: a positive number of seconds (`now`: 0 too, the end now)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0 \
+            or (timeout == 0 and not now):
         raise InvalidArgumentException(f"timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
+
+
+def keep_memory(value: Any) -> bool:
+    """E2B's `pause(keep_memory=)`: None or True keep the code contexts, False the files alone."""
+    if value is not None and not isinstance(value, bool):
+        raise InvalidArgumentException(f"keep_memory must be True, False or None, got {value!r}")
+    return value is not False
+
+
+def snapshot_name(value: Any) -> Optional[str]:
+    """A snapshot's name (E2B's `create_snapshot(name=)`): up to 128 printable characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= 128 or not value.isprintable():
+        raise InvalidArgumentException(f"a snapshot name must be 1-128 printable characters, got {str(value)[:200]!r}")
+    return value
+
+
+def signature_expiration(value: Any) -> Optional[int]:
+    """E2B's `use_signature_expiration`: whole seconds from now (negative: already expired)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > 10 * 365 * 86400:
+        raise InvalidArgumentException(f"use_signature_expiration must be whole seconds, got {value!r}")
+    return value
+
+
+def is_snapshot_id(value: str) -> bool:
+    """Whether `value` has the form of the state store's snapshot ids (`snap_` + hex)."""
+    return re.fullmatch(r"snap_[0-9a-f]{8,64}", value) is not None
 
 
 def moment(value: Any, what: str) -> datetime:
@@ -274,7 +329,7 @@ def code(value: Any) -> str:
 def language(value: Optional[str]) -> str:
     name = LANGUAGES.get((value or "python").lower()) if isinstance(value, (str, type(None))) else None
     if name is None:
-        raise InvalidArgumentException(f"language {value!r} is not available here; only python")
+        raise InvalidArgumentException(f"language {value!r} is not available here; only python and bash")
     return name
 
 

@@ -182,6 +182,9 @@ class SandboxBackend(Protocol):
                     octet_stream: Optional[bool] = None) -> List[WriteInfo]:
         """`write` for several files, in order, as one call where the backend can (one quota
         walk in process, one round trip to a worker or a server)."""
+    def file_url(self, path: str, write: bool, user: Optional[str], expires_in: Optional[int]) -> str:
+        """A URL that reads (`write`: writes) the file without an API key (E2B's
+        `download_url`/`upload_url`), signed for a secure sandbox, expiring after `expires_in` s."""
     def watch(self, path: str, recursive: bool, include_entry: bool) -> Watcher:
         """Watch a folder (`FileNotFoundException` if missing, `InvalidArgumentException` if a file)."""
     def list(self, path: str, depth: int) -> List[EntryInfo]: ...
@@ -211,12 +214,14 @@ class SandboxBackend(Protocol):
     def remove_context(self, context_id: str) -> None: ...
 
     # state (docs/state.md): snapshots in the state store, pause and resume, fork
-    def create_snapshot(self) -> Snapshot:
-        """Snapshot files and code contexts into the state store (source "manual")."""
+    def create_snapshot(self, name: Optional[str] = None) -> Snapshot:
+        """Snapshot files and code contexts into the state store (source "manual"); `name`
+        listed in its `names`."""
     def list_snapshots(self) -> List[Snapshot]: ...
     def delete_snapshot(self, snapshot_id: str) -> bool: ...
-    def pause(self) -> bool:
-        """Snapshot (source "pause") and free the sandbox; False if it was paused already."""
+    def pause(self, keep_memory: bool = True) -> bool:
+        """Snapshot (source "pause") and free the sandbox; False if it was paused already.
+        Without `keep_memory`, the files alone (its code contexts start afresh)."""
     def resume(self, request: ResumeSandbox) -> None:
         """Bring the paused sandbox back, in place."""
     def fork(self, count: int) -> Sequence["SandboxBackend"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Union, overload
 
 import asyncio
+import functools
 from datetime import datetime
 from typing import Dict
 
@@ -27,8 +28,8 @@ from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, Pty
 from .pty import DEFAULT_SIZE as PTY_SIZE
 from .pty import DEFAULT_TIMEOUT as PTY_TIMEOUT
 from .pty import Pty
-from .sandbox import (RUN_CODE_TIMEOUT, Sandbox, SandboxPaginator, backend_for, create_request, instance_or_id,
-                      tool_spec)
+from .sandbox import (RUN_CODE_TIMEOUT, Sandbox, backend_for, create_request, instance_or_id,
+                      template_or_snapshot, tool_spec)
 from .stdio import Stdio, StdioProcess, StdioResult
 
 OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
@@ -398,11 +399,11 @@ class AsyncSandboxPaginator:
     """`AsyncSandbox.list(...)`: E2B's async paginator (`has_next`, `await next_items()`), and,
     awaited, declaw's answer (`(await AsyncSandbox.list())["sandboxes"]`)."""
 
-    def __init__(self, fetch: Callable[[], SandboxPaginator]) -> None:
-        self._fetch = fetch
-        self._sync: Optional[SandboxPaginator] = None
+    def __init__(self, fetch: Callable[[], Any]) -> None:
+        self._fetch = fetch  # a SandboxPaginator, or a SnapshotPaginator (list_snapshots)
+        self._sync: Optional[Any] = None
 
-    async def _pages(self) -> SandboxPaginator:
+    async def _pages(self) -> Any:
         if self._sync is None:
             self._sync = await in_thread(self._fetch)
         return self._sync
@@ -415,8 +416,9 @@ class AsyncSandboxPaginator:
     def next_token(self) -> Optional[str]:
         return None if self._sync is None else self._sync.next_token
 
-    async def next_items(self, **e2b_params: Any) -> List[SandboxInfo]:
-        return (await self._pages()).next_items()
+    async def next_items(self, **e2b_params: Any) -> List[Any]:
+        found: List[Any] = (await self._pages()).next_items()
+        return found
 
     def __await__(self) -> Any:
         return self._pages().__await__()
@@ -446,6 +448,22 @@ class _async_instance_or_id(instance_or_id):
         return by_id
 
 
+class _async_instance_or_class:
+    """`instance_or_class` (sandbox.py) for the async face: the instance form is a coroutine
+    method; the class form is given as is (a coroutine function, or a plain one returning a
+    paginator, as E2B's `AsyncSandbox.list_snapshots()`)."""
+
+    def __init__(self, on_class: Callable[..., Any], on_instance: Callable[..., Any]) -> None:
+        self.on_class = on_class
+        self.on_instance = on_instance
+        functools.update_wrapper(self, on_instance)  # type: ignore[arg-type]
+
+    def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
+        if obj is None:
+            return functools.partial(self.on_class, cls)
+        return functools.partial(self.on_instance, obj)
+
+
 class AsyncSandbox:
     """The async sandbox: `sbx = await AsyncSandbox.create()`, then `await sbx.commands.run(...)`."""
 
@@ -471,6 +489,7 @@ class AsyncSandbox:
                      guard_plugins: Any = None, tools: Any = None, snapshot: Optional[str] = None,
                      **e2b_params: Any) -> "AsyncSandbox":
         """`Sandbox.create`, awaited; coroutine functions among `tools` run on this event loop."""
+        template, snapshot = template_or_snapshot(template, snapshot)
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
@@ -479,12 +498,18 @@ class AsyncSandbox:
         request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))
 
-    @classmethod
-    async def connect(cls, sandbox_id: str, timeout: Optional[float] = None, *,
-                      secrets: Optional[dict[str, Any]] = None, vault: Any = None,
-                      **e2b_params: Any) -> "AsyncSandbox":
+    async def _connect_by_id(cls: Any, sandbox_id: str, timeout: Optional[float] = None, *,
+                             secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                             **e2b_params: Any) -> "AsyncSandbox":
         return cls(await in_thread(Sandbox.connect, sandbox_id, timeout, secrets=secrets, vault=vault,
                                    **e2b_params))
+
+    async def _connect_instance(self, timeout: Optional[float] = None, *, secrets: Optional[dict[str, Any]] = None,
+                                vault: Any = None, **e2b_params: Any) -> "AsyncSandbox":
+        await in_thread(self._sync.connect, timeout, secrets=secrets, vault=vault, **e2b_params)
+        return self
+
+    connect = _async_instance_or_class(_connect_by_id, _connect_instance)
 
     @classmethod
     def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
@@ -593,12 +618,14 @@ class AsyncSandbox:
 
     # -- state: snapshots, pause and resume, fork (docs/state.md) ---------------------------------
     @_async_instance_or_id
-    async def pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
-        return await in_thread(self._sync.pause, request_timeout, **e2b_params)
+    async def pause(self, request_timeout: Optional[float] = None, *, keep_memory: Optional[bool] = None,
+                    **e2b_params: Any) -> bool:
+        return await in_thread(self._sync.pause, request_timeout, keep_memory=keep_memory, **e2b_params)
 
     @_async_instance_or_id
-    async def beta_pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
-        return await in_thread(self._sync.beta_pause, request_timeout, **e2b_params)
+    async def beta_pause(self, request_timeout: Optional[float] = None, *, keep_memory: Optional[bool] = None,
+                         **e2b_params: Any) -> bool:
+        return await in_thread(self._sync.beta_pause, request_timeout, keep_memory=keep_memory, **e2b_params)
 
     @_async_instance_or_id
     async def resume(self, request_timeout: Optional[float] = None, *, timeout: Optional[float] = None,
@@ -609,18 +636,31 @@ class AsyncSandbox:
         return self
 
     @_async_instance_or_id
-    async def create_snapshot(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> SnapshotInfo:
-        return await in_thread(self._sync.create_snapshot, request_timeout, **e2b_params)
+    async def create_snapshot(self, request_timeout: Optional[float] = None, *, name: Optional[str] = None,
+                              **e2b_params: Any) -> SnapshotInfo:
+        return await in_thread(self._sync.create_snapshot, request_timeout, name=name, **e2b_params)
 
     async def snapshot(self, request_timeout: Optional[float] = None) -> Snapshot:
         return await in_thread(self._sync.snapshot, request_timeout)
 
-    @_async_instance_or_id
-    async def list_snapshots(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
+    async def _list_snapshots_of(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
         return await in_thread(self._sync.list_snapshots, request_timeout, **e2b_params)
 
-    async def delete_snapshot(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
+    def _list_snapshots(cls: Any, sandbox_id: Optional[str] = None, **params: Any) -> AsyncSandboxPaginator:
+        """Not a coroutine (E2B's): a paginator whose `next_items()` is awaited; awaiting the
+        paginator itself gives declaw's list."""
+        return AsyncSandboxPaginator(lambda: Sandbox.list_snapshots(sandbox_id, **params))
+
+    list_snapshots = _async_instance_or_class(_list_snapshots, _list_snapshots_of)
+
+    async def _delete_snapshot_of(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
         return await in_thread(self._sync.delete_snapshot, snapshot_id, request_timeout)
+
+    async def _delete_snapshot(cls: Any, snapshot_id: str, request_timeout: Optional[float] = None,
+                               **e2b_params: Any) -> bool:
+        return await in_thread(Sandbox.delete_snapshot, snapshot_id, request_timeout, **e2b_params)
+
+    delete_snapshot = _async_instance_or_class(_delete_snapshot, _delete_snapshot_of)
 
     @classmethod
     async def restore(cls, sandbox_id: str, *, snapshot_id: Optional[str] = None, api_key: Optional[str] = None,
@@ -631,11 +671,28 @@ class AsyncSandbox:
                                    domain=domain, request_timeout=request_timeout, timeout=timeout,
                                    secrets=secrets, vault=vault, **e2b_params))
 
-    async def fork(self, timeout: Optional[float] = None, count: Optional[int] = None,
-                   request_timeout: Optional[float] = None, **e2b_params: Any) -> Any:
-        """`AsyncSandbox`s (a list with `count`, else one), as `Sandbox.fork`."""
+    async def _fork(self, timeout: Optional[float] = None, count: Optional[int] = None,
+                    request_timeout: Optional[float] = None, **e2b_params: Any) -> List["AsyncSandbox"]:
+        """A list of `count` (default 1) new `AsyncSandbox`es, as `Sandbox.fork`."""
         forks = await in_thread(self._sync.fork, timeout, count, request_timeout, **e2b_params)
-        return [AsyncSandbox(f) for f in forks] if count is not None else AsyncSandbox(forks)
+        return [AsyncSandbox(f) for f in forks]
+
+    async def _fork_by_id(cls: Any, sandbox_id: str, timeout: Optional[float] = None, count: Optional[int] = None,
+                          request_timeout: Optional[float] = None, **e2b_params: Any) -> List["AsyncSandbox"]:
+        forks = await in_thread(Sandbox.fork, sandbox_id, timeout, count, request_timeout, **e2b_params)
+        return [AsyncSandbox(f) for f in forks]
+
+    fork = _async_instance_or_class(_fork_by_id, _fork)
+
+    def download_url(self, path: str, user: Optional[str] = None,
+                     use_signature_expiration: Optional[int] = None) -> str:
+        """`Sandbox.download_url` (not a coroutine, as E2B's: the first call binds the loopback
+        server's socket and starts its thread, without waiting for it)."""
+        return self._sync.download_url(path, user, use_signature_expiration)
+
+    def upload_url(self, path: Optional[str] = None, user: Optional[str] = None,
+                   use_signature_expiration: Optional[int] = None) -> str:
+        return self._sync.upload_url(path, user, use_signature_expiration)
 
     async def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
         return await in_thread(self._sync.audit_events, request_timeout)

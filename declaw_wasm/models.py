@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Iterator, Optional, Union, IO
+from typing import IO, Any, Iterator, List, Optional, Union
 
 from pydantic import ConfigDict, Field
 
@@ -164,6 +164,7 @@ class SnapshotInfo(Model):
     snapshot_id: str
     sandbox_id: str
     created_at: Optional[datetime] = None
+    names: List[str] = Field(default_factory=list)  # E2B's: the names given at create_snapshot(name=)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -184,10 +185,12 @@ class Snapshot(Model):
     pause_duration_ms: Optional[int] = None
     created_at: str = ""
     size_bytes: Optional[int] = None
+    names: List[str] = Field(default_factory=list)
 
     def info(self) -> SnapshotInfo:
         return SnapshotInfo(snapshot_id=self.snapshot_id, sandbox_id=self.sandbox_id,
-                            created_at=datetime.fromisoformat(self.created_at) if self.created_at else None)
+                            created_at=datetime.fromisoformat(self.created_at) if self.created_at else None,
+                            names=list(self.names))
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -141,30 +141,20 @@ class instance_or_id:
 
     _RAISE: ClassVar[object] = object()
 
-    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE,
-                 of_store: Optional[Callable[..., Any]] = None) -> None:
+    def __init__(self, method: Callable[..., Any], if_missing: Any = _RAISE) -> None:
         self.method = method
         self.if_missing = if_missing
-        self.of_store = of_store
         functools.update_wrapper(self, method)  # type: ignore[arg-type]
 
     @classmethod
     def returning(cls, if_missing: Any) -> Callable[[Callable[..., Any]], "instance_or_id"]:
         return lambda method: cls(method, if_missing)
 
-    @classmethod
-    def by_store(cls, of_store: Callable[..., Any]) -> Callable[[Callable[..., Any]], "instance_or_id"]:
-        """By id, `of_store(sandboxes, sandbox_id, ...)` answers: no live sandbox needed (what the
-        state store knows of a sandbox outlives it)."""
-        return lambda method: cls(method, of_store=of_store)
-
     def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
         if obj is not None:
             return functools.partial(self.method, obj)
 
         def by_id(sandbox_id: str, *args: Any, **kwargs: Any) -> Any:
-            if self.of_store is not None:
-                return self.of_store(backend_for(kwargs, sandbox_id), sandbox_id, *args, **kwargs)
             try:
                 backend = backend_for(kwargs, sandbox_id).connect(sandbox_id)
             except SandboxNotFoundException:
@@ -174,6 +164,22 @@ class instance_or_id:
             return self.method(cls(backend), *args, **kwargs)
 
         return by_id
+
+
+class instance_or_class:
+    """A method with two forms, as E2B's `class_method_variant` has, where the class form takes
+    other arguments than an id: `sbx.connect()` / `Sandbox.connect(sandbox_id)`,
+    `sbx.delete_snapshot(id)` (declaw's) / `Sandbox.delete_snapshot(snapshot_id)` (E2B's)."""
+
+    def __init__(self, on_class: Callable[..., Any], on_instance: Callable[..., Any]) -> None:
+        self.on_class = on_class
+        self.on_instance = on_instance
+        functools.update_wrapper(self, on_instance)  # type: ignore[arg-type]
+
+    def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
+        if obj is None:
+            return functools.partial(self.on_class, cls)
+        return functools.partial(self.on_instance, obj)
 
 
 class Sandbox:
@@ -221,11 +227,13 @@ class Sandbox:
         `from declaw_tools import search; search(q="...")`; in-process and process-pool
         sandboxes only.
 
-        `snapshot=` (a snapshot id): the new sandbox starts as that snapshot was, files and code
-        contexts (docs/state.md); `lifecycle={"on_timeout": "pause"}` pauses it at the end of
-        its lifetime instead of killing it; `lifecycle={"checkpoint": "cell"}` (process pool and
-        Ray) checkpoints it after each turn and restores it on another host when its own is lost
-        (docs/scale.md)."""
+        `snapshot=` (a snapshot id, or E2B's way: the id as `template`): the new sandbox starts
+        as that snapshot was, files and code contexts (docs/state.md);
+        `lifecycle={"on_timeout": "pause"}` (or E2B's `{"on_timeout": {"action": "pause",
+        "keep_memory": False}}`) pauses it at the end of its lifetime instead of killing it;
+        `lifecycle={"checkpoint": "cell"}` (process pool and Ray) checkpoints it after each turn
+        and restores it on another host when its own is lost (docs/scale.md)."""
+        template, snapshot = template_or_snapshot(template, snapshot)
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
@@ -233,18 +241,26 @@ class Sandbox:
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 
-    @classmethod
-    def connect(cls, sandbox_id: str, timeout: Optional[float] = None, *,
-                secrets: Optional[dict[str, Any]] = None, vault: Any = None, **e2b_params: Any) -> "Sandbox":
+    def _connect_by_id(cls: Any, sandbox_id: str, timeout: Optional[float] = None, *,
+                       secrets: Optional[dict[str, Any]] = None, vault: Any = None,
+                       **e2b_params: Any) -> "Sandbox":
         """The live sandbox with this id; `timeout` can only extend its lifetime (as in E2B). A
         paused one is resumed (E2B's rule), in this process, from the state store; `secrets=`
-        (and `vault=`) again if it was made with them in another process (docs/state.md)."""
+        (and `vault=`) again if it was made with them in another process (docs/state.md).
+        Also `sbx.connect(timeout=None)` (E2B's): this sandbox, resumed if paused."""
         sandboxes = backend_for(e2b_params, sandbox_id)
         lifetime = None if timeout is None else _args.lifetime(timeout)
         backend = sandboxes.connect(sandbox_id, lifetime)
         if not backend.is_running() and backend.info().state == SandboxState.PAUSED:
             backend.resume(resume_request(lifetime, secrets, vault))
         return cls(backend)
+
+    def _connect_instance(self, timeout: Optional[float] = None, *, secrets: Optional[dict[str, Any]] = None,
+                          vault: Any = None, **e2b_params: Any) -> "Sandbox":
+        type(self).connect(self.sandbox_id, timeout, secrets=secrets, vault=vault, **e2b_params)
+        return self  # its backend reaches the same sandbox (resumed in place, or a client of it)
+
+    connect = instance_or_class(_connect_by_id, _connect_instance)
 
     @classmethod
     def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
@@ -314,7 +330,9 @@ class Sandbox:
     @instance_or_id
     def set_timeout(self, timeout: float, request_timeout: Optional[float] = None,
                     **e2b_params: Any) -> None:
-        self._backend.set_timeout(_args.lifetime(timeout))
+        """A new lifetime from now, in seconds; 0 ends it now (E2B's: a sandbox made with
+        `lifecycle={"on_timeout": "pause"}` pauses)."""
+        self._backend.set_timeout(_args.lifetime(timeout, now=True))
 
     @instance_or_id
     def get_info(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> SandboxInfo:
@@ -325,17 +343,20 @@ class Sandbox:
 
     # -- state: snapshots, pause and resume, fork (docs/state.md) ---------------------------------
     @instance_or_id
-    def pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+    def pause(self, request_timeout: Optional[float] = None, *, keep_memory: Optional[bool] = None,
+              **e2b_params: Any) -> bool:
         """Write the sandbox (files and code contexts) to the state store (DECLAW_WASM_STATE)
         and free it; `resume()`, `Sandbox.resume(id)` or `Sandbox.connect(id)` bring it back, in
         this process or another. False if it was paused already. Refused (ConflictException)
-        while a command runs or a context holds a file open across cells."""
-        return self._backend.pause()
+        while a command runs or a context holds a file open across cells. `keep_memory=False`
+        (E2B's filesystem-only pause): the files alone; the code contexts start afresh."""
+        return self._backend.pause(_args.keep_memory(keep_memory))
 
     @instance_or_id
-    def beta_pause(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> bool:
+    def beta_pause(self, request_timeout: Optional[float] = None, *, keep_memory: Optional[bool] = None,
+                   **e2b_params: Any) -> bool:
         """E2B's name for `pause`."""
-        return self._backend.pause()
+        return self._backend.pause(_args.keep_memory(keep_memory))
 
     @instance_or_id
     def resume(self, request_timeout: Optional[float] = None, *, timeout: Optional[float] = None,
@@ -347,26 +368,50 @@ class Sandbox:
         return self
 
     @instance_or_id
-    def create_snapshot(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> SnapshotInfo:
+    def create_snapshot(self, request_timeout: Optional[float] = None, *, name: Optional[str] = None,
+                        **e2b_params: Any) -> SnapshotInfo:
         """Snapshot the sandbox into the state store (files, and every code context's state
-        between cells); it keeps running. Snapshots outlive `kill()`."""
-        return self._backend.create_snapshot().info()
+        between cells); it keeps running. Snapshots outlive `kill()`. `name` (E2B's): listed in
+        the snapshot's `names`, and `Sandbox.list_snapshots(name=...)` finds it."""
+        return self._backend.create_snapshot(_args.snapshot_name(name)).info()
 
     def snapshot(self, request_timeout: Optional[float] = None) -> Snapshot:
         """declaw's `snapshot()`: `create_snapshot`, answered as a `Snapshot` (source "manual")."""
         return self._backend.create_snapshot()
 
-    @instance_or_id.by_store(lambda sandboxes, sandbox_id, *args, **kwargs: sandboxes.list_snapshots(
-        _args.snapshot_id(sandbox_id, "sandbox_id")))
-    def list_snapshots(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
+    def _list_snapshots_of(self, request_timeout: Optional[float] = None, **e2b_params: Any) -> List[Snapshot]:
         """The sandbox's snapshots (pause and manual), newest first."""
         return self._backend.list_snapshots()
 
-    def delete_snapshot(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
+    def _list_snapshots(cls: Any, sandbox_id: Optional[str] = None, *, name: Optional[str] = None,
+                        limit: Optional[int] = None, next_token: Optional[str] = None,
+                        request_timeout: Optional[float] = None, **e2b_params: Any) -> "SnapshotPaginator":
+        """Every snapshot in the state store, or one sandbox's, or those named `name`, newest
+        first: E2B's paginator (`has_next`, `next_items()`) that is also declaw's list."""
+        sandbox = None if sandbox_id is None else _args.snapshot_id(sandbox_id, "sandbox_id")
+        wanted = None if name is None else _args.snapshot_name(name)
+        found = backend_for(e2b_params, sandbox).list_snapshots(sandbox)
+        if wanted is not None:
+            found = [s for s in found if wanted in s.names]
+        return SnapshotPaginator(found, _args.page_limit(limit), next_token)
+
+    list_snapshots = instance_or_class(_list_snapshots, _list_snapshots_of)
+
+    def _delete_snapshot_of(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
         """Delete one of the sandbox's snapshots (True, also if it was gone; ConflictException
-        for the one a paused sandbox resumes from)."""
+        for the one a paused sandbox resumes from). `Sandbox.delete_snapshot(snapshot_id)`
+        (E2B's): any snapshot of the store, False if there was none."""
         self._backend.delete_snapshot(_args.snapshot_id(snapshot_id))
         return True
+
+    def _delete_snapshot(cls: Any, snapshot_id: str, request_timeout: Optional[float] = None,
+                         **e2b_params: Any) -> bool:
+        checked = _args.snapshot_id(snapshot_id)
+        sandboxes = backend_for(e2b_params)
+        owner = next((s.sandbox_id for s in sandboxes.list_snapshots(None) if s.snapshot_id == checked), None)
+        return owner is not None and sandboxes.delete_snapshot(owner, checked)
+
+    delete_snapshot = instance_or_class(_delete_snapshot, _delete_snapshot_of)
 
     @classmethod
     def restore(cls, sandbox_id: str, *, snapshot_id: Optional[str] = None, api_key: Optional[str] = None,
@@ -382,16 +427,49 @@ class Sandbox:
         return cls(sandboxes.restore(_args.snapshot_id(sandbox_id, "sandbox_id"),
                                      None if snapshot_id is None else _args.snapshot_id(snapshot_id), request))
 
-    def fork(self, timeout: Optional[float] = None, count: Optional[int] = None,
-             request_timeout: Optional[float] = None, **e2b_params: Any) -> Any:
+    def _fork(self, timeout: Optional[float] = None, count: Optional[int] = None,
+              request_timeout: Optional[float] = None, **e2b_params: Any) -> List["Sandbox"]:
         """New sandboxes with this one's files and code contexts, each diverging on its own from
-        here (E2B's `fork`): a list of `count` sandboxes, or one `Sandbox` without `count`.
-        `timeout`: their lifetime (default: this sandbox's)."""
-        forks = [Sandbox(backend) for backend in self._backend.fork(_args.fork_count(count))]
-        if timeout is not None:
+        here (E2B's `fork`): a list of `count` (default 1). `timeout`: their lifetime (default:
+        this sandbox's). Also `Sandbox.fork(sandbox_id, ...)`."""
+        how_many = _args.fork_count(count)
+        lifetime = None if timeout is None else _args.lifetime(timeout)
+        if not self._backend.is_running():
+            try:
+                paused = self._backend.info().state == SandboxState.PAUSED
+            except SandboxException:
+                paused = False
+            if not paused:  # E2B: a killed sandbox is not found
+                raise SandboxNotFoundException(f"sandbox {self.sandbox_id} is not running: it cannot be forked")
+        forks = [Sandbox(backend) for backend in self._backend.fork(how_many)]
+        if lifetime is not None:
             for fork in forks:
-                fork.set_timeout(timeout)
-        return forks if count is not None else forks[0]
+                fork.set_timeout(lifetime)
+        return forks
+
+    def _fork_by_id(cls: Any, sandbox_id: str, timeout: Optional[float] = None, count: Optional[int] = None,
+                    request_timeout: Optional[float] = None, **e2b_params: Any) -> List["Sandbox"]:
+        _args.fork_count(count)  # a bad count is refused before the id is looked up (E2B's order)
+        return cls.connect(sandbox_id, **e2b_params)._fork(timeout, count, request_timeout)
+
+    fork = instance_or_class(_fork_by_id, _fork)
+
+    def download_url(self, path: str, user: Optional[str] = None,
+                     use_signature_expiration: Optional[int] = None) -> str:
+        """E2B's: a URL that downloads the file with no API key (a browser, `urlopen`). In
+        process, this process serves it on loopback; signed when the sandbox is `secure` (the
+        default), valid for `use_signature_expiration` seconds if given."""
+        return self._backend.file_url(_args.path(path), False, user,
+                                      _args.signature_expiration(use_signature_expiration))
+
+    def upload_url(self, path: Optional[str] = None, user: Optional[str] = None,
+                   use_signature_expiration: Optional[int] = None) -> str:
+        """E2B's: a URL that writes the file from a POST or PUT (the raw body, or a multipart
+        form's file), with no API key; signed as `download_url`."""
+        if path is None:
+            raise InvalidArgumentException("upload_url needs the path of the file to write")
+        return self._backend.file_url(_args.path(path), True, user,
+                                      _args.signature_expiration(use_signature_expiration))
 
     def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
         """The sandbox's outbound events (`AuditEvent`s), oldest first: every name lookup,
@@ -442,6 +520,14 @@ class Sandbox:
     def __repr__(self) -> str:
         state = "running" if self._backend.is_running() else "ended"
         return f"<Sandbox {self.sandbox_id} {state}>"
+
+
+def template_or_snapshot(template: Optional[str], snapshot: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """E2B makes a sandbox from a snapshot by passing its id as the template: an id of the state
+    store's form (`snap_` + hex) is a snapshot, never a template name."""
+    if snapshot is None and isinstance(template, str) and _args.is_snapshot_id(template):
+        return None, template
+    return template, snapshot
 
 
 def resume_request(timeout: Optional[float], secrets: Optional[dict[str, Any]], vault: Any) -> ResumeSandbox:
@@ -505,6 +591,27 @@ def _where(connection_config: Any, params: dict[str, Any]) -> dict[str, Any]:
         domain = getattr(connection_config, "api_url", None) or getattr(connection_config, "domain", None)
         where.setdefault("domain", domain)
     return where
+
+
+class SnapshotPaginator(List[Snapshot]):
+    """`Sandbox.list_snapshots(...)`: E2B's `SnapshotPaginator` (`has_next`, `next_items()`)
+    that is also declaw's list of snapshots (all of them, newest first)."""
+
+    def __init__(self, items: List[Snapshot], limit: Optional[int] = None,
+                 next_token: Optional[str] = None) -> None:
+        super().__init__(items)
+        self._pages = SandboxPaginator(items, limit, next_token)  # type: ignore[arg-type]  # same paging
+
+    @property
+    def has_next(self) -> bool:
+        return self._pages.has_next
+
+    @property
+    def next_token(self) -> Optional[str]:
+        return self._pages.next_token
+
+    def next_items(self, **e2b_params: Any) -> List[Snapshot]:
+        return self._pages.next_items()  # type: ignore[return-value]
 
 
 class SandboxPaginator:

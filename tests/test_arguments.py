@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pytest
 
 from declaw_wasm import (FileNotFoundException, InvalidArgumentException, NotFoundException, PtySize,
-                         Sandbox, SandboxNotFoundException)
+                         Sandbox, SandboxException, SandboxNotFoundException)
 
 pytestmark = pytest.mark.served
 
@@ -63,6 +63,15 @@ CREATES: dict[str, tuple[dict[str, Any], type[Exception]]] = {
     "policy_json not an object": ({"security": {"policy_json": "[1]"}}, InvalidArgumentException),
     "allow_internet_access not a bool": ({"allow_internet_access": "no"}, InvalidArgumentException),
     "volumes not a list": ({"volumes": "v"}, InvalidArgumentException),
+    # E2B's `mcp=` asks for its MCP gateway, which declaw-wasm has not: refused, never ignored
+    "an MCP gateway": ({"mcp": {"some_server": {}}}, SandboxException),
+    "keep_memory not a bool": ({"lifecycle": {"on_timeout": {"action": "pause", "keep_memory": "x"}}},
+                               InvalidArgumentException),
+    "keep_memory with kill": ({"lifecycle": {"on_timeout": {"action": "kill", "keep_memory": False}}},
+                              InvalidArgumentException),
+    "filesystem-only pause with auto_resume": (
+        {"lifecycle": {"on_timeout": {"action": "pause", "keep_memory": False}, "auto_resume": True}},
+        InvalidArgumentException),
 }
 
 

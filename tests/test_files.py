@@ -77,7 +77,7 @@ def test_root_listing_is_a_sane_tree(sbx) -> None:
     names = {e.name for e in sbx.files.list("/")}
     assert {"etc", "home", "tmp", "usr"} <= names
     r = sbx.commands.run("python3 -c 'import os; print(sorted(os.listdir(\"/\")))'")
-    assert r.stdout == "['bin', 'etc', 'home', 'root', 'tmp', 'usr', 'workspace']\n"
+    assert r.stdout == "['bin', 'etc', 'home', 'proc', 'root', 'tmp', 'usr', 'workspace']\n"  # /proc: the boot id
 
 
 def test_exists_remove_rename_make_dir(sbx) -> None:

@@ -221,7 +221,7 @@ def test_errors_keep_their_class(served_sbx, make_served) -> None:
     assert info.value.stdout == "partial\n"
     with pytest.raises(TimeoutException):
         served_sbx.run_code("import time; time.sleep(10)", timeout=1)
-    with pytest.raises(InvalidArgumentException, match="only python"):
+    with pytest.raises(InvalidArgumentException, match="only python and bash"):
         served_sbx.run_code("1", language="r")
     with pytest.raises(InvalidArgumentException, match="PtySize"):
         served_sbx.pty.create(None)

@@ -84,8 +84,8 @@ class Checkpoints:
                     held.take(store.store, sandbox.sandbox_id)
                     turn = self.turn + 1 if self.snapshot_id is not None else self.turn  # the create's: 0
                     record = take_snapshot(sandbox, SOURCE, store, kernels,
-                                           {"policy": "cell", "turn": turn, "after": what},
-                                           self._unchanged(kernels))
+                                           checkpoint={"policy": "cell", "turn": turn, "after": what},
+                                           unchanged=self._unchanged(kernels))
             except ConflictException as exc:  # a command, or another context's cell, is running
                 log.info("sandbox %s: not checkpointed after %s (%s)", sandbox.sandbox_id, what, exc)
                 return

@@ -21,7 +21,7 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-from .._wasm.boot import cell_turn, kernel_spec, kernel_turn
+from .._wasm.boot import bash_cell_turn, cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
 from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 DEFAULT_CONTEXT = "default"
+DEFAULT_CONTEXTS = {"python": DEFAULT_CONTEXT, "bash": "default-bash"}  # per language, made on first use
 
 
 class _Cell:
@@ -217,7 +218,8 @@ class Kernel:
                 self._count_fuel(guest, cell)
                 cell.finished.set()
 
-            guest.run_turn(cell_turn(code, envs), starting, done, fuel=self.sandbox.limits.cpu_instructions)
+            turn = bash_cell_turn if self.context.language == "bash" else cell_turn
+            guest.run_turn(turn(code, envs), starting, done, fuel=self.sandbox.limits.cpu_instructions)
             while not cell.finished.wait(0.02):
                 if guest.done:
                     return self._ended(guest, cell, timeout)
@@ -289,13 +291,16 @@ class CodeInterpreter:
         self._lock = threading.Lock()
         self._kernels: dict[str, Kernel] = {}
 
-    def _kernel(self, context_id: Optional[str]) -> Kernel:
+    def _kernel(self, context_id: Optional[str], language: Optional[str] = None) -> Kernel:
+        """The context `context_id`, or the default context of `language` (made on first use:
+        `run_code(language="bash")` without a context runs in the sandbox's default bash one)."""
         self.sandbox.ensure_running()
-        context_id = context_id or DEFAULT_CONTEXT
+        context_id = context_id or DEFAULT_CONTEXTS[language or "python"]
         with self._lock:
             kernel = self._kernels.get(context_id)
-            if kernel is None and context_id == DEFAULT_CONTEXT:
-                kernel = Kernel(self.sandbox, Context(id=DEFAULT_CONTEXT))
+            defaults = {name: lang for lang, name in DEFAULT_CONTEXTS.items()}
+            if kernel is None and context_id in defaults:
+                kernel = Kernel(self.sandbox, Context(id=context_id, language=defaults[context_id]))
                 self._kernels[context_id] = kernel
         if kernel is None:
             raise InvalidArgumentException(f"no code context {context_id!r} in this sandbox")
@@ -303,8 +308,8 @@ class CodeInterpreter:
 
     def run_code(self, code: str, context_id: Optional[str], envs: dict[str, str],
                  timeout: Optional[float], callbacks: dict[str, Optional[Callable[[Any], Any]]],
-                 tools: Optional[Tools] = None) -> Execution:
-        return self._kernel(context_id).run(code, envs, timeout, callbacks, tools)
+                 tools: Optional[Tools] = None, language: Optional[str] = None) -> Execution:
+        return self._kernel(context_id, language).run(code, envs, timeout, callbacks, tools)
 
     def create_context(self, cwd: Optional[str], language: str) -> Context:
         where = self.sandbox.fs.absolute(cwd) if cwd else "/home/user"

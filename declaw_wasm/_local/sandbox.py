@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, List, Optional, Sequence, Union
@@ -140,6 +141,8 @@ class LocalSandbox:
             if restoring is not None:
                 restoring.fill(self.fs)
                 restoring.install(self)
+            same = restoring is not None and restoring.sandbox_id == self.sandbox_id
+            self._boot(restoring.boot_id if same and restoring is not None else None)
             self.set_timeout(timeout)
         except BaseException:  # a bad timeout or snapshot: leave no folder behind
             self._ended = "killed"
@@ -149,6 +152,14 @@ class LocalSandbox:
             self.fs.destroy()
             raise
         quota.watcher.watch(self)
+
+    def _boot(self, boot_id: Optional[str]) -> None:
+        """The sandbox's boot id at /proc/sys/kernel/random/boot_id, as Linux has one: new at
+        each start, kept by a resume that keeps memory, new after a filesystem-only pause (E2B's
+        tests tell a cold boot from a memory restore by it). In the read-only root (its folder
+        is made with the root: layout.make_root)."""
+        self.boot_id = boot_id or str(uuid.uuid4())
+        (self.fs.root / "proc/sys/kernel/random/boot_id").write_text(self.boot_id + "\n")
 
     # -- lifetime ----------------------------------------------------------------------------------
     def set_timeout(self, timeout: float) -> None:
@@ -173,9 +184,10 @@ class LocalSandbox:
         return self._end("killed")
 
     def _end(self, reason: str) -> bool:
-        if reason == "timeout" and (self.options.lifecycle or {}).get("on_timeout") == "pause":
+        lifecycle = self.options.lifecycle or {}
+        if reason == "timeout" and lifecycle.get("on_timeout") == "pause":
             try:
-                if self.pause(stop_running=True):
+                if self.pause(lifecycle.get("keep_memory") is not False, stop_running=True):
                     return True
             except Exception as exc:  # noqa: BLE001 -- the lifetime is over: kill it instead
                 log.error("sandbox %s: pausing at the end of its lifetime failed, killed instead: %s",
@@ -279,6 +291,13 @@ class LocalSandbox:
                     metadata: Optional[dict[str, str]] = None, gzip: bool = False,
                     octet_stream: Optional[bool] = None) -> List[WriteInfo]:
         return self._files().write_many(entries, metadata)
+
+    def file_url(self, path: str, write: bool, user: Optional[str], expires_in: Optional[int]) -> str:
+        """E2B's `download_url`/`upload_url`: served by this process on loopback (fileurls.py)."""
+        from .fileurls import file_url
+
+        self.ensure_running()
+        return file_url(self, path, write, user, expires_in, LocalSandboxes.live)
 
     def watch(self, path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
         return self.watches.start(self._files(), path, recursive, include_entry)
@@ -431,7 +450,7 @@ class LocalSandbox:
         tools = host_tools(request._host_only.get("tools"))  # this cell's own, if any
         try:
             return self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
-                                      request.timeout or None, callbacks, tools)
+                                      request.timeout or None, callbacks, tools, request.language)
         finally:
             close_tools(tools)
 
@@ -465,14 +484,14 @@ class LocalSandbox:
             with self._lock:
                 self._frozen -= 1
 
-    def create_snapshot(self, source: str = "manual") -> Snapshot:
+    def create_snapshot(self, name: Optional[str] = None, source: str = "manual") -> Snapshot:
         """Write the sandbox's files and code contexts to the state store (docs/state.md)."""
         from .snapshots import held, quiet, snapshot_model, snapshot_store, take_snapshot
 
         store = snapshot_store()
         held.take(store.store, self.sandbox_id)  # in the store now: one process runs it
         with quiet(self) as kernels:
-            record = take_snapshot(self, source, store, kernels)
+            record = take_snapshot(self, source, store, kernels, name)
         return snapshot_model(record)
 
     def list_snapshots(self) -> List[Snapshot]:
@@ -485,9 +504,11 @@ class LocalSandbox:
 
         return delete_snapshot(snapshot_store(), self.sandbox_id, snapshot_id, self.runtime)
 
-    def pause(self, stop_running: bool = False) -> bool:
+    def pause(self, keep_memory: bool = True, stop_running: bool = False) -> bool:
         """Snapshot the sandbox to the state store (source "pause") and free everything it holds;
-        False if it is paused already. `stop_running`: first stop what runs (the lifetime's end)."""
+        False if it is paused already. `stop_running`: first stop what runs (the lifetime's end).
+        Without `keep_memory` (E2B's filesystem-only pause), the files alone: the code contexts
+        are not kept and start afresh after the resume."""
         from .snapshots import held, quiet, snapshot_store, take_snapshot
 
         with self._lock:
@@ -506,7 +527,7 @@ class LocalSandbox:
         store = snapshot_store()
         held.take(store.store, self.sandbox_id)
         with quiet(self) as kernels:
-            record = take_snapshot(self, "pause", store, kernels)
+            record = take_snapshot(self, "pause", store, kernels, keep_memory=keep_memory)
             info = self.info().model_copy(update={"state": SandboxState.PAUSED})
             store.put_state(self.sandbox_id, {"state": "paused", "snapshot_id": record.snapshot_id,
                                               "paused_at": datetime.now(timezone.utc).isoformat(),
@@ -760,6 +781,13 @@ class LocalSandboxes:
         from .snapshots import delete_snapshot, snapshot_store
 
         return delete_snapshot(snapshot_store(), sandbox_id, snapshot_id, get_runtime())
+
+    @classmethod
+    def live(cls, sandbox_id: str) -> Optional[LocalSandbox]:
+        """The running sandbox `sandbox_id` of this process, if any (file URLs)."""
+        with cls._lock:
+            sandbox = cls._registry.get(sandbox_id)
+        return sandbox if sandbox is not None and sandbox.running else None
 
     @classmethod
     def forget(cls, sandbox: LocalSandbox) -> None:

@@ -258,12 +258,15 @@ def snapshot_store(store: Optional[StateStore] = None) -> SnapshotStore:
 
 
 def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
-                  kernels: list["Kernel"], checkpoint: Optional[dict[str, Any]] = None,
+                  kernels: list["Kernel"], label: Optional[str] = None, keep_memory: bool = True,
+                  checkpoint: Optional[dict[str, Any]] = None,
                   unchanged: Optional[dict[str, SnapshotRecord]] = None) -> SnapshotRecord:
-    """Write the (quiet) sandbox to the store as a snapshot of `source`; `checkpoint`: what a
-    node-loss checkpoint records of itself (checkpoints.py); `unchanged`: contexts (by id) that
-    ran nothing since the snapshot given for each, whose image part is copied from it rather
-    than captured again (capturing a context is most of a snapshot's time)."""
+    """Write the (quiet) sandbox to the store as a snapshot of `source` (`label`: E2B's name).
+    Without `keep_memory` (E2B's filesystem-only pause), no context is kept and the resume is a
+    new boot. `checkpoint`: what a node-loss checkpoint records of itself (checkpoints.py);
+    `unchanged`: contexts (by id) that ran nothing since the snapshot given for each, whose image
+    part is copied from it rather than captured again (capturing a context is most of a
+    snapshot's time)."""
     import json
 
     started = time.monotonic()
@@ -273,7 +276,8 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     parts: dict[str, Any] = {}
     unchanged = unchanged or {}
     try:
-        captured = iter(capture_contexts(sandbox, [k for k in kernels if k.context.id not in unchanged],
+        captured = iter(capture_contexts(sandbox, [k for k in (kernels if keep_memory else [])
+                                                   if k.context.id not in unchanged],
                                          lambda: store.part_writer(sandbox.sandbox_id, snapshot_id)))
         tree_entries = []
         for index, (guest, host) in enumerate(private_trees(sandbox)):
@@ -313,9 +317,10 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
             "base": base_info(runtime, base), "mounts": layout_of(sandbox.fs),
             "sandbox": {"request": request_of(sandbox), "secrets": placeholders_of(sandbox),
                         "metadata": dict(sandbox.metadata), "started_at": sandbox.started_at.isoformat(),
-                        "next_connection_id": sandbox.egress.next_connection_id()},
+                        "next_connection_id": sandbox.egress.next_connection_id(),
+                        "boot_id": sandbox.boot_id if keep_memory else None},
             "trees": tree_entries, "contexts": context_entries, "tokens": "tokens" if tokens is not None else None,
-            "pause_duration_ms": None, "checkpoint": checkpoint,
+            "pause_duration_ms": None, "checkpoint": checkpoint, "names": [label] if label else [],
         }
         manifest["duration_ms"] = round((time.monotonic() - started) * 1000)
         record = store.publish(sandbox.sandbox_id, snapshot_id, manifest, parts)
@@ -375,7 +380,8 @@ def snapshot_model(record: SnapshotRecord) -> Snapshot:
                     vmstate_blob_key=f"{record.prefix}/manifest.json",
                     mem_size_bytes=memory or None, pause_duration_ms=m.get("pause_duration_ms"),
                     created_at=record.created_at,
-                    size_bytes=sum(int(p.get("size", 0)) for p in parts.values() if isinstance(p, dict)))
+                    size_bytes=sum(int(p.get("size", 0)) for p in parts.values() if isinstance(p, dict)),
+                    names=[str(n) for n in m.get("names") or []])
 
 
 # -- restoring -----------------------------------------------------------------------------------------
@@ -394,6 +400,7 @@ class Restoring:
     next_connection_id: int = 1
     tokens: Optional[dict[str, Any]] = None
     reseed: bool = False  # forks: new random seeds in each context, so they diverge
+    boot_id: Optional[str] = None  # the sandbox's boot id, kept by a resume that keeps memory
 
     def install(self, sandbox: "LocalSandbox") -> None:
         """Check the mount layout and add the contexts (each guest starts from its image on the
@@ -487,7 +494,8 @@ def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbo
 
     tokens = json.loads(store.read_part(record, "tokens")) if m.get("tokens") else None
     return Restoring(request, sandbox_id, [list(x) for x in m.get("mounts") or []], contexts, base, fill,
-                     dict(sandbox.get("secrets") or {}), int(sandbox.get("next_connection_id") or 1), tokens)
+                     dict(sandbox.get("secrets") or {}), int(sandbox.get("next_connection_id") or 1), tokens,
+                     boot_id=str(sandbox["boot_id"]) if sandbox.get("boot_id") else None)
 
 
 def fork_source(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> Restoring:

@@ -85,6 +85,7 @@ class Link(Protocol):
     `HostLost` when the host is gone) and streams of messages (host.py)."""
 
     chunk: int  # the largest file chunk one message carries
+    same_machine: bool  # whether the host runs on this machine (its loopback is ours: file URLs)
 
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any: ...
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]: ...
@@ -322,8 +323,8 @@ class HostedSandbox:
         return metrics
 
     # -- state ------------------------------------------------------------------------------------
-    def create_snapshot(self) -> Snapshot:
-        snapshot: Snapshot = self._call("create_snapshot")
+    def create_snapshot(self, name: Optional[str] = None) -> Snapshot:
+        snapshot: Snapshot = self._call("create_snapshot", name)
         return snapshot
 
     def list_snapshots(self) -> List[Snapshot]:
@@ -333,8 +334,15 @@ class HostedSandbox:
     def delete_snapshot(self, snapshot_id: str) -> bool:
         return bool(self._call("delete_snapshot", snapshot_id))
 
-    def pause(self) -> bool:
-        return bool(self._call("pause"))
+    def file_url(self, path: str, write: bool, user: Optional[str], expires_in: Optional[int]) -> str:
+        """Served by the host process on its loopback: a host of this machine only."""
+        if not self.link.same_machine:
+            raise InvalidArgumentException("file URLs of a sandbox on a Ray cluster are not made: the host serves "
+                                           "them on its own loopback, which may be another machine's")
+        return str(self._call("file_url", path, write, user, expires_in))
+
+    def pause(self, keep_memory: bool = True) -> bool:
+        return bool(self._call("pause", keep_memory))
 
     def resume(self, request: ResumeSandbox) -> None:
         refuse_host_only(request, "a process pool or Ray")

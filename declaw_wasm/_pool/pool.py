@@ -69,6 +69,7 @@ class Worker:
     """One worker process, as a `Link` (client.py)."""
 
     chunk = 1 << 20
+    same_machine = True  # a child process of this one
 
     def __init__(self, pool: "ProcessPool", slot: int) -> None:
         self.pool = pool

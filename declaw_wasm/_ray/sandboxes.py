@@ -75,6 +75,7 @@ class RayLink:
     """One host actor, as a `Link` (_pool/client.py)."""
 
     chunk = CHUNK
+    same_machine = False  # an actor may be on any node
 
     def __init__(self, handle: Any, name: str, owner: Optional["RaySandboxes"] = None) -> None:
         self.handle = handle

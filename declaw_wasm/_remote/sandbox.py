@@ -290,8 +290,9 @@ class RemoteSandbox:
         return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])
 
     # -- state ---------------------------------------------------------------------------------------
-    def create_snapshot(self) -> Snapshot:
-        return Snapshot.model_validate(self.conn.request("POST", self._path("/snapshot"), json={}))
+    def create_snapshot(self, name: Optional[str] = None) -> Snapshot:
+        params = {} if name is None else {"name": name}
+        return Snapshot.model_validate(self.conn.request("POST", self._path("/snapshot"), json={}, params=params))
 
     def list_snapshots(self) -> List[Snapshot]:
         return SnapshotList.model_validate(self.conn.request("GET", self._path("/snapshots"))).snapshots
@@ -299,8 +300,9 @@ class RemoteSandbox:
     def delete_snapshot(self, snapshot_id: str) -> bool:
         return bool(self.conn.request("DELETE", self._path(f"/snapshots/{segment(snapshot_id)}"))["deleted"])
 
-    def pause(self) -> bool:
-        return bool(self.conn.request("POST", self._path("/pause"))["paused"])
+    def pause(self, keep_memory: bool = True) -> bool:
+        params = {} if keep_memory else {"keep_memory": "false"}
+        return bool(self.conn.request("POST", self._path("/pause"), params=params)["paused"])
 
     def resume(self, request: ResumeSandbox) -> None:
         _refuse_secrets(request)
@@ -358,6 +360,17 @@ class RemoteSandbox:
             return WriteInfo.model_validate(response.json())
         finally:
             response.close()
+
+    def file_url(self, path: str, write: bool, user: Optional[str], expires_in: Optional[int]) -> str:
+        """declaw's download/upload URL (`.../files/raw`), which the server serves to its API
+        key: signed keyless URLs are made by in-process sandboxes only."""
+        if expires_in is not None:
+            raise InvalidArgumentException("signed file URLs (use_signature_expiration) are made by in-process "
+                                           "sandboxes; a server's files/raw URL takes its API key")
+        from urllib.parse import urlencode
+
+        query = urlencode({"path": path, "username": user or "user"})
+        return f"{self.conn.url.rstrip('/')}{self._path('/files/raw')}?{query}"
 
     def watch(self, path: str, recursive: bool, include_entry: bool) -> "RemoteWatcher":
         found = self.conn.request("POST", self._path("/files/watch"), json={

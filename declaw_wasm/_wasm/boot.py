@@ -68,6 +68,11 @@ def cell_turn(code: str, envs: dict[str, str]) -> str:
     return f"__import__('declaw_kernel').cell({code!r}, {envs!r})\n"
 
 
+def bash_cell_turn(code: str, envs: dict[str, str]) -> str:
+    """The turn that runs one cell of a bash context (through the guest's shell)."""
+    return f"__import__('declaw_kernel').bash_cell({code!r}, {envs!r})\n"
+
+
 def park_spec(env: dict[str, str], profile: Optional[dict[str, Any]] = None, **spec: Any) -> GuestSpec:
     """A parked guest (warm snapshot only): its first turn applies the template and warms the
     shell's pages (`_declaw_boot.park`); its command line comes later as `shell_turn`."""

@@ -90,7 +90,7 @@ def make_root(root: Path, skeleton: Path) -> None:
     shutil.copytree(skeleton, root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
                     dirs_exist_ok=True)
     for folder in ("home/user/.config/matplotlib", "tmp", "workspace", "root", "usr/local/lib",
-                   "usr/local/bin", "usr/bin", "bin"):
+                   "usr/local/bin", "usr/bin", "bin", "proc/sys/kernel/random"):
         (root / folder).mkdir(parents=True, exist_ok=True)
 
 

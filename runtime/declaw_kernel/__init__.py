@@ -6,7 +6,8 @@ IPython would — the value of a final expression is the main result, `display()
 open give display results, `!cmd` runs through the sandbox shell, common indentation is
 removed, a top-level `await` runs on the context's event loop — and reports what happens as
 msgpack requests through the door: `stdout`, `stderr`, `result` (a MIME bundle), `error`.
-Nothing is parsed from the guest's stdout.
+Nothing is parsed from the guest's stdout. A bash context (E2B's `language="bash"`) runs its
+cells with `bash_cell(code, envs)` instead: one shell session kept across cells.
 
 A cell is over when its turn returns to the host, which no request can fake: the cell's own code
 runs in this interpreter and can send any request it likes, so none of them ends a cell.
@@ -91,6 +92,7 @@ class Kernel:
         sys.path.insert(0, "")
         sys.argv = [""]
         self.stdout, self.stderr = DoorStream("stdout"), DoorStream("stderr")
+        self.bash = None  # a bash context's shell session, made by its first cell
 
     def run_cell(self, cell):
         """Run one cell, reporting through the door."""
@@ -129,6 +131,49 @@ class Kernel:
                     os.environ[key] = value
         if error is not None:
             door.call("error", **error)
+
+    def run_bash(self, code, envs):
+        """One cell of a bash context, through the sandbox shell in one session kept across
+        cells (variables, functions, `cd`), as Jupyter's bash_kernel keeps one bash process;
+        `envs` hold for this cell only. A non-zero status is the cell's error as bash_kernel
+        reports it (no name, the status as the value); `exit` starts the next cell afresh."""
+        import asyncio
+
+        import declaw_shell
+
+        self.count += 1
+        if self.bash is None:
+            self.bash = declaw_shell.Session(os.getcwd(), dict(os.environ))
+            self.bash.stdout, self.bash.stderr = self.stdout, self.stderr
+        session, state = self.bash, self.bash.state
+        saved = {key: (state.variables.get(key), key in state.exported_names) for key in envs}
+        state.variables.update(envs)
+        state.exported_names.update(envs)
+        real = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self.stdout, self.stderr  # python3 in the cell writes here
+        status = 1
+        try:
+            status = asyncio.run(session.executor.execute_script(code, state))
+        except door.Interrupted:
+            status = declaw_shell.EXIT_INTERRUPTED
+        finally:
+            for stream in (self.stdout, self.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            sys.stdout, sys.stderr = real
+            for key, (value, exported) in saved.items():
+                if value is None:
+                    state.variables.pop(key, None)
+                else:
+                    state.variables[key] = value
+                if not exported:
+                    state.exported_names.discard(key)
+            if session.executor.exited:
+                self.bash = None
+        if status:
+            door.call("error", name="", value=str(status), traceback="")
 
     def _execute(self, code):
         source = shell_escapes(textwrap.dedent(code))
@@ -240,3 +285,8 @@ def setup(cwd):
 def cell(code, envs):
     """One cell: a turn of its own, over when this returns."""
     _kernel.run_cell({"code": code, "envs": envs})
+
+
+def bash_cell(code, envs):
+    """One cell of a bash context: a turn of its own, over when this returns."""
+    _kernel.run_bash(code, envs)

@@ -107,11 +107,15 @@ def test_host_paths_outside_tmp_are_not_readable(box) -> None:
                  "/etc/shadow", "/etc/hostname/../../" + str(readme).lstrip("/")):
         with pytest.raises(FileNotFoundException):
             box.files.read(path)
-    for folder in ("/work", "/root/.cache", "/proc", "/sys", "/dev", "/home/user/../../../root/.cache"):
+    for folder in ("/work", "/root/.cache", "/proc/self", "/proc/1", "/sys", "/dev",
+                   "/home/user/../../../root/.cache"):
         assert not box.files.exists(folder)
         with pytest.raises(FileNotFoundException):
             box.files.list(folder)
     assert box.files.list("/root") == []  # the guest's own /root (as on Linux), never the host's
+    # the guest's own /proc: the sandbox's boot id alone, never the host's
+    assert [e.path for e in box.files.list("/proc", depth=4)] == [
+        "/proc/sys", "/proc/sys/kernel", "/proc/sys/kernel/random", "/proc/sys/kernel/random/boot_id"]
     assert box.files.read("/etc/hostname").strip() != Path("/etc/hostname").read_text().strip()
     assert_host_fine(box)
 

@@ -113,7 +113,7 @@ def test_bad_arguments_to_commands_and_run_code(box) -> None:
                  lambda: box.commands.run("pwd", cwd="/tmp\x00"), lambda: box.commands.run("pwd", cwd="/nope"),
                  lambda: box.commands.run("pwd", cwd="/usr/local/lib/declaw/../../../../root/.cache"),
                  lambda: box.create_code_context(cwd="../../../../root/.cache"),
-                 lambda: box.run_code(b"1"), lambda: box.run_code("1", language="bash"),
+                 lambda: box.run_code(b"1"), lambda: box.run_code("1", language="cobol"),
                  lambda: box.run_code("1", timeout=-3), lambda: box.pty.create(PtySize(0, 0)),
                  lambda: box.pty.create(PtySize(10**9, 10**9))):
         with pytest.raises(InvalidArgumentException):

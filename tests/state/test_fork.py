@@ -35,7 +35,7 @@ def test_forks_start_equal_and_diverge_independently(sandbox: Sandbox, state: st
 
 def test_fork_of_a_fork_and_a_single_fork(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("depth = 0")
-    one = sandbox.fork()  # no count: one Sandbox (E2B's)
+    [one] = sandbox.fork()  # no count: a list of one (E2B's)
     assert isinstance(one, Sandbox)
     two = one.fork(count=1)[0]  # before `one` ran a cell: its pending image is what forks
     try:

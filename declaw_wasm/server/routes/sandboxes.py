@@ -118,7 +118,7 @@ def router(registry: Registry) -> APIRouter:
     @sandboxes.patch("/sandboxes/{sandbox_id}/timeout", status_code=204, responses=ERRORS)
     async def set_timeout(sandbox_id: str, body: SetTimeout) -> Response:
         backend = await sandbox(sandbox_id)
-        await in_thread(backend.set_timeout, _args.lifetime(body.timeout))
+        await in_thread(backend.set_timeout, _args.lifetime(body.timeout, now=True))
         return Response(status_code=204)
 
     @sandboxes.get("/sandboxes/{sandbox_id}/status")

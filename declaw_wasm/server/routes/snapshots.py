@@ -29,10 +29,11 @@ def router(registry: Registry) -> APIRouter:
     state = APIRouter(tags=["state"])
 
     @state.post("/sandboxes/{sandbox_id}/pause", responses=ERRORS)
-    async def pause(sandbox_id: str) -> Paused:
-        """Snapshot the sandbox into the state store and free it (False: paused already)."""
+    async def pause(sandbox_id: str, keep_memory: bool = True) -> Paused:
+        """Snapshot the sandbox into the state store and free it (False: paused already);
+        `keep_memory=false` (E2B's filesystem-only pause): its files alone."""
         backend = await sandbox(sandbox_id)
-        return Paused(paused=await in_thread(backend.pause))
+        return Paused(paused=await in_thread(backend.pause, keep_memory))
 
     @state.post("/sandboxes/{sandbox_id}/resume", responses=ERRORS)
     async def resume(sandbox_id: str, body: Optional[ResumeSandbox] = None) -> SandboxInfo:
@@ -44,11 +45,11 @@ def router(registry: Registry) -> APIRouter:
         return await in_thread(backend.info)
 
     @state.post("/sandboxes/{sandbox_id}/snapshot", responses=ERRORS)
-    async def snapshot(sandbox_id: str) -> Snapshot:
+    async def snapshot(sandbox_id: str, name: Optional[str] = None) -> Snapshot:
         """declaw's `create_snapshot` (no body) and `snapshot` (`{}`): the answer carries the
-        fields of both (`SnapshotInfo` and `Snapshot`)."""
+        fields of both (`SnapshotInfo` and `Snapshot`); `name` (E2B's) is listed in `names`."""
         backend = await sandbox(sandbox_id)
-        return await in_thread(backend.create_snapshot)
+        return await in_thread(backend.create_snapshot, _args.snapshot_name(name))
 
     @state.get("/sandboxes/{sandbox_id}/snapshots", responses=ERRORS)
     async def list_snapshots(sandbox_id: str) -> SnapshotList:
