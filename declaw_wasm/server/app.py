@@ -93,6 +93,10 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         if app.openapi_schema is None:
             from fastapi.openapi.utils import get_openapi
 
+            from .._model import build_all
+
+            build_all()
+
             with warnings.catch_warnings():  # FastAPI's body parameter over a model built late
                 warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)  # (wire.py, _model.py)
                 document = get_openapi(title=app.title, version=app.version, description=app.description,
