@@ -7,14 +7,22 @@ through `declaw-wasm serve`, in a process pool and on a Ray cluster (see "backen
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
+import tempfile
 from typing import Any, Callable, Iterator
 
 import pytest
 
-from declaw_wasm import testing
-from declaw_wasm import Sandbox
+if not os.environ.get("DECLAW_WASM_STATE"):  # snapshots, pauses and volumes of a test run stay
+    _STATE = tempfile.mkdtemp(prefix="declaw-wasm-test-state-")  # out of the user's state folder
+    os.environ["DECLAW_WASM_STATE"] = _STATE
+    atexit.register(shutil.rmtree, _STATE, True)
+
+from declaw_wasm import testing  # noqa: E402
+from declaw_wasm import Sandbox  # noqa: E402
 
 
 @pytest.fixture(scope="session", params=["warm", "cold"])
