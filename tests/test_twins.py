@@ -39,6 +39,8 @@ NOT_COROUTINES = {
     "list": "E2B's AsyncSandbox.list returns a paginator (awaiting it gives declaw's answer)",
     "connect_command": "declaw's AsyncSandbox.connect_command is a plain method",
     "__aiter__": "the protocol's",
+    "download_url": "E2B's AsyncSandbox.download_url builds a URL: a plain method",
+    "upload_url": "E2B's AsyncSandbox.upload_url builds a URL: a plain method",
 }
 
 

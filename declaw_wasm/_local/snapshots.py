@@ -275,9 +275,9 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     base = base_of(runtime)
     parts: dict[str, Any] = {}
     unchanged = unchanged or {}
+    kept = kernels if keep_memory else []  # a filesystem-only pause keeps no context
     try:
-        captured = iter(capture_contexts(sandbox, [k for k in (kernels if keep_memory else [])
-                                                   if k.context.id not in unchanged],
+        captured = iter(capture_contexts(sandbox, [k for k in kept if k.context.id not in unchanged],
                                          lambda: store.part_writer(sandbox.sandbox_id, snapshot_id)))
         tree_entries = []
         for index, (guest, host) in enumerate(private_trees(sandbox)):
@@ -289,7 +289,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                 writer.discard()
             tree_entries.append({"guest": guest, "part": f"tree-{index}", "entries": count, "bytes": size})
         context_entries = []
-        for index, kernel in enumerate(kernels):
+        for index, kernel in enumerate(kept):
             if kernel.context.id in unchanged:
                 context_entries.append(_copy_context(store, sandbox.sandbox_id, snapshot_id, kernel.context.id,
                                                      unchanged[kernel.context.id], f"ctx-{index}", parts))
