@@ -353,6 +353,47 @@ class TopCommand(Command):
         return CommandResult(stdout="".join(lines), exit_code=0)
 
 
+class ArchCommand(Command):
+    """arch: `uname -m`'s answer."""
+
+    name = "arch"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print the machine's architecture"
+
+    def run(self, invocation):
+        return CommandResult(stdout="wasm32\n", exit_code=0)
+
+
+LOCALE_NAMES = ("LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES", "LC_PAPER",
+                "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION")
+
+
+class LocaleCommand(Command):
+    """locale [-a]: the locale the environment names (the guest's text is UTF-8 whatever it says);
+    `-a`: C, C.utf8, POSIX."""
+
+    name = "locale"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "show the locale settings"
+
+    def run(self, invocation):
+        args = list(invocation.arguments)
+        if "-a" in args or "--all-locales" in args:
+            return CommandResult(stdout="C\nC.utf8\nPOSIX\n", exit_code=0)
+        variables = invocation.state.variables
+        lang = variables.get("LANG", "")
+        every = variables.get("LC_ALL", "")
+        lines = ["LANG=%s\n" % lang, "LANGUAGE=%s\n" % variables.get("LANGUAGE", "")]
+        for name in LOCALE_NAMES:
+            value = variables.get(name) or every or lang or "POSIX"
+            lines.append("%s=%s\n" % (name, value if name in variables and not every else '"%s"' % value))
+        lines.append("LC_ALL=%s\n" % every)
+        return CommandResult(stdout="".join(lines), exit_code=0)
+
+
 def register(commands):
-    for command in (FreeCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand()):
+    for command in (FreeCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand(), ArchCommand(),
+                    LocaleCommand()):
         commands.register(command)

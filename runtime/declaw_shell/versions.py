@@ -1,11 +1,13 @@
-"""`--version` (and `-V`, `zip -v`...) for the programs that are ours rather than the real ones:
+"""`--version` (and `-V`, `zip -v`...) for the programs that are ours rather than the real ones
+(every registered program that had none: coreutils, grep, sed, find, the archivers, curl, wget):
 agents probe `curl --version` or `tar --version` before using a tool, and an "unknown option"
 there reads as "not installed".
 
 Each banner keeps the first line's usual shape (`curl X.Y.Z (PLATFORM) ...`, `tar (...) X.Y`)
 so scripts that parse it still work, and says plainly that this is declaw-wasm's implementation
 running in the sandbox (wasm32-wasi), not libcurl or GNU's program. The version numbers are those
-of the program whose options ours follow. `--help` is added where the command had none.
+of the program whose options ours follow. `--help` is added where the command had none. Bash's builtins (`echo --version` prints
+"--version") are left alone.
 """
 
 from bash_purepython.command.command import Command, CommandResult, OutputKind
@@ -69,6 +71,55 @@ BANNERS = {
     "gunzip": (("--version", "-V"), "gunzip (gzip) 1.12 (declaw-wasm)\n%s, not GNU gzip.\n" % OURS, (), None),
 }
 
+# GNU's families: every such program of ours answers `NAME --version` in GNU's shape, naming
+# declaw-wasm where GNU's name stands (`ls (declaw-wasm coreutils) 9.1`)
+FAMILIES = {
+    ("coreutils", "9.1"): ("base64", "basename", "cat", "chmod", "comm", "cp", "cut", "date", "df", "dirname",
+                           "du", "env", "expr", "fold", "head", "id", "ln", "ls", "md5sum", "mkdir", "mktemp",
+                           "mv", "nl", "nproc", "od", "paste", "printenv", "readlink", "realpath", "rm", "rmdir",
+                           "seq", "sha1sum", "sha256sum", "sha512sum", "shuf", "sleep", "sort", "stat", "tac",
+                           "tail", "tee", "touch", "tr", "uname", "uniq", "wc", "whoami", "yes", "arch"),
+    ("grep", "3.8"): ("grep", "egrep", "fgrep"),
+    ("sed", "4.9"): ("sed",),
+    ("findutils", "4.9.0"): ("find", "xargs"),  # both are not in the registry: shells.py answers
+    ("diffutils", "3.8"): ("diff", "cmp"),
+    ("util-linux", "2.38.1"): ("column", "rev"),
+}
+OTHERS = {
+    "awk": ((("--version",), ("-W", "version"), ("-Wversion",), ("-V",)),
+            "awk version 20240728 (declaw-wasm: %s, a POSIX awk)\n" % OURS),
+    "file": ((("--version", ), ("-v",)), "file-5.44 (declaw-wasm)\n%s.\n" % OURS),
+    "hostname": ((("--version",), ("-V",)), "hostname 3.23 (declaw-wasm)\n%s.\n" % OURS),
+    "tree": ((("--version",), ("-v", )), "tree v2.1.0 (declaw-wasm) %s.\n" % OURS),
+    "xxd": ((("--version",), ("-v",)), "xxd 2022-01-14 (declaw-wasm) %s.\n" % OURS),
+}
+
+FIND_VERSION = "find (declaw-wasm findutils) 4.9.0\n%s, following GNU findutils' options.\n" % OURS
+XARGS_VERSION = "xargs (declaw-wasm findutils) 4.9.0\n%s, following GNU findutils' options.\n" % OURS
+
+
+def answering_version(builtin, banner):
+    """A library builtin that is a program on Linux (`xargs`), with `--version`."""
+    async def run(arguments, stdin, state):
+        if list(arguments) == ["--version"]:
+            await state.output_sink.write(banner)
+            return 0
+        return await builtin(arguments, stdin, state)
+    return run
+
+
+def _banners():
+    """name -> (argument lists that ask for the version, banner, help flags, help text)."""
+    table = {name: (tuple((flag,) for flag in flags), banner, help_flags, help_text)
+             for name, (flags, banner, help_flags, help_text) in BANNERS.items()}
+    for (family, version), names in FAMILIES.items():
+        for name in names:
+            table.setdefault(name, ((("--version",),), "%s (declaw-wasm %s) %s\n%s, following GNU %s' options.\n"
+                                    % (name, family, version, OURS, family), (), None))
+    for name, (flags, banner) in OTHERS.items():
+        table.setdefault(name, (flags, banner, (), None))
+    return table
+
 
 def _as_output(text, kind):
     """Text in the output kind the shell chose for this command."""
@@ -96,7 +147,7 @@ class Versioned(Command):
 
     def run(self, invocation):
         args = invocation.arguments
-        if len(args) == 1 and args[0] in self.version_flags:
+        if tuple(args) in self.version_flags:
             return CommandResult(stdout=_as_output(self.banner, invocation.stdout_kind), exit_code=0)
         if self.help_text is not None and len(args) == 1 and args[0] in self.help_flags:
             return CommandResult(stdout=_as_output(self.help_text, invocation.stdout_kind), exit_code=0)
@@ -105,7 +156,7 @@ class Versioned(Command):
 
 def install(commands):
     """Wrap the registry's commands that have a banner here."""
-    for name, (version_flags, banner, help_flags, help_text) in BANNERS.items():
+    for name, (version_flags, banner, help_flags, help_text) in _banners().items():
         inner = commands.get(name)
         if inner is not None and not isinstance(inner, Versioned):
             commands.register(Versioned(inner, version_flags, banner, help_flags, help_text))

@@ -46,6 +46,16 @@ BANNERS = [
     ("gzip --version", r"^gzip \d+\.\d+ \(declaw-wasm\)$"),
     ("free --version", r"^free from procps-ng .*declaw-wasm"),
     ("ps --version", r"^ps from procps-ng .*declaw-wasm"),
+    ("ls --version", r"^ls \(declaw-wasm coreutils\) 9\.1$"),
+    ("sort --version", r"^sort \(declaw-wasm coreutils\) "),
+    ("cat --version", r"^cat \(declaw-wasm coreutils\) "),
+    ("grep --version", r"^grep \(declaw-wasm grep\) 3\.8$"),
+    ("sed --version", r"^sed \(declaw-wasm sed\) "),
+    ("find --version", r"^find \(declaw-wasm findutils\) "),
+    ("xargs --version", r"^xargs \(declaw-wasm findutils\) "),
+    ("diff --version", r"^diff \(declaw-wasm diffutils\) "),
+    ("awk -W version", r"^awk version \d+ \(declaw-wasm"),
+    ("awk --version", r"^awk version \d+ \(declaw-wasm"),
     ("curl --help", r"^Usage: curl \[options\.\.\.\] <url>$"),
     ("wget --help", r"^Usage: wget \[OPTION\]\.\.\. \[URL\]\.\.\.$"),
 ]
@@ -57,6 +67,11 @@ def test_version_banners(sbx: Sandbox, line: str, pattern: str) -> None:
     assert code == 0, err
     assert re.search(pattern, out.splitlines()[0]), out
     assert "declaw-wasm" in out
+
+
+def test_builtins_keep_their_arguments(sbx: Sandbox) -> None:
+    out, _, code = run(sbx, "echo --version; printf '%s\\n' --version")
+    assert (out, code) == ("--version\n--version\n", 0)
 
 
 def test_other_options_still_reach_the_tool(sbx: Sandbox) -> None:
@@ -144,6 +159,22 @@ def test_top_uptime_lscpu(sbx: Sandbox) -> None:
     assert (out.split(), code) == (["Architecture:", "wasm32", "CPU(s):", "1"], 0)
     out, _, _ = run(sbx, "nproc; lscpu | awk '/^CPU\\(s\\)/{print $2}'")
     assert out == "1\n1\n"
+
+
+def test_arch_locale_ulimit(sbx: Sandbox) -> None:
+    out, _, code = run(sbx, "arch; uname -m; ulimit -n; ulimit; ulimit -n 4096; ulimit -n; ulimit -c -s")
+    assert (out, code) == ("wasm32\nwasm32\n1024\nunlimited\n4096\n"
+                           "core file size              (blocks, -c) 0\n"
+                           "stack size                  (kbytes, -s) 8192\n", 0)
+    _, err, code = run(sbx, "ulimit -Z")
+    assert code == 2 and "-Z: invalid option" in err
+    out, _, code = run(sbx, "ulimit -a")
+    ours = [line.rsplit(" ", 1)[0] for line in out.splitlines()]
+    host = subprocess.run(["bash", "-c", "ulimit -a"], capture_output=True, text=True).stdout
+    assert code == 0 and ours == [line.rsplit(" ", 1)[0] for line in host.splitlines()]  # bash's layout
+    out, _, code = run(sbx, "locale", envs={"LANG": "C.UTF-8"})
+    assert code == 0 and out.splitlines()[:3] == ["LANG=C.UTF-8", "LANGUAGE=", 'LC_CTYPE="C.UTF-8"']
+    assert out.splitlines()[-1] == "LC_ALL="
 
 
 # (line, expected stdout): an agent's usual virtual-environment steps
