@@ -37,6 +37,10 @@ OPS: dict[str, Op] = {op.name: op for op in [
        "up to n bytes of the command's live stdin, waiting for some (at most `wait` seconds if "
        "given: nil when none came); b'' at end of input"),
     Op("winsize", (), "[rows, cols]", "the terminal's size"),
+    Op("sysinfo", (), "{pid, mem_total, mem_used, uptime, cpus, processes: [{pid, cmd, args, cwd, tty, "
+       "started, cpu, memory}]}",
+       "what `free`, `ps`, `uptime` show: the sandbox's memory limit and its guests' use (as "
+       "get_metrics), its running commands (as commands.list(); `pid` is the asker's)"),
     Op("pip_install", ("requirements", "wheels", "find_links", "present", "no_index", "no_deps"),
        "{status, stdout, stderr}", "`pip install` in the sandbox, resolved and fetched by the host"),
     Op("stdout", ("text",), "nil", "a cell's output"),

@@ -92,9 +92,11 @@ class Process(EventLog):
         self._callbacks = dict(callbacks or {})
         self.killed = False
         self.quota_message = ""
+        self.started = time.time()  # `ps`'s START and TIME (doors.py: sysinfo)
         self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
             "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait")),
             "winsize": lambda guest, r: list(self._winsize()),
+            "sysinfo": lambda guest, r: sandbox.system_view(self.pid),
             "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
             **net_handlers(sandbox.egress),  # the guest's network (_egress)
         }
@@ -131,6 +133,14 @@ class Process(EventLog):
         args = ["-i", "-l"] if self.pty_size is not None else ["-l", "-c", self.cmd]
         return ProcessInfo(pid=self.pid, tag=self.tag, cmd=self.cmd or "/bin/bash", args=args,
                            envs=dict(self.envs), cwd=self.cwd, is_pty=self.pty_size is not None)
+
+    def ps_row(self) -> dict[str, Any]:
+        """This command as `ps` in the guest lists it (doors.py: sysinfo); the command line is
+        cut at 4 KiB (the door's answer stays small)."""
+        info = self.info()
+        return {"pid": self.pid, "cmd": info.cmd[:4096], "args": info.args[:2], "cwd": self.cwd[:4096],
+                "tty": self.pty_size is not None, "started": self.started,
+                "cpu": round(self.guest.cpu_seconds(), 3), "memory": self.guest.memory_bytes()}
 
     # -- output ------------------------------------------------------------------------------
     def _on_output(self, stream: Stream) -> Callable[[str], None]:

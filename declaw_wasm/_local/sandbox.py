@@ -324,6 +324,17 @@ class LocalSandbox:
                               disk_total=self.limits.disk_bytes,
                               cpu_instructions_used=self.fuel_used if self.limits.cpu_instructions else None)
 
+    def system_view(self, pid: int) -> dict[str, Any]:
+        """What a command's `free`, `ps` and `uptime` show (doors.py: sysinfo): the memory
+        limit and the live guests' memory (as `metrics`), the running commands, the uptime.
+        `pid` is the asking command's."""
+        processes = self._live_processes()
+        memory = sum(p.guest.memory_bytes() for p in processes) + sum(
+            g.memory_bytes() for g in self.code.live_guests())
+        return {"pid": pid, "mem_total": self.limits.memory_limit, "mem_used": memory,
+                "uptime": round(time.monotonic() - self.started_monotonic, 3), "cpus": 1,
+                "processes": [p.ps_row() for p in sorted(processes, key=lambda p: p.pid)]}
+
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         return self._files().list(path, depth)
 

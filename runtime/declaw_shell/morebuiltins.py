@@ -1,8 +1,10 @@
-"""bash builtins the library lacks: `getopts`, `mapfile`/`readarray`, `umask`, `shopt`.
+"""bash builtins the library lacks: `getopts`, `mapfile`/`readarray`, `umask`, `shopt`, `ulimit`.
 
 `shopt` keeps bash's option names; `nullglob`, `dotglob` and `globstar` change pathname
 expansion (the library's `expand_pathnames` is wrapped here), the others are accepted and change
 nothing. `umask` reports and accepts a mask, which WASI cannot apply (files have no modes).
+`ulimit` reports a Linux process's usual limits and accepts new ones without applying them: a
+guest has no rlimits (the sandbox's own limits are its memory, time and disk quotas).
 """
 
 import glob
@@ -27,7 +29,7 @@ SHOPT_DEFAULTS = frozenset({"checkwinsize", "cmdhist", "complete_fullquote", "ex
 
 def table(executor):
     return {"getopts": getopts, "mapfile": _reader(executor), "readarray": _reader(executor),
-            "umask": umask, "shopt": shopt}
+            "umask": umask, "shopt": shopt, "ulimit": ulimit}
 
 
 def _shopts(state):
@@ -219,3 +221,65 @@ async def shopt(arguments, stdin, state):
                      else "%-20s\t%s\n" % (name, "on" if on else "off"))
     await state.output_sink.write("".join(lines))
     return 0 if all(name in options for name in args) else 1 if args else 0
+
+
+# flag -> (bash's description, unit, value): a Linux process's usual limits
+ULIMITS = {
+    "R": ("real-time non-blocking time", "microseconds", "unlimited"), "c": ("core file size", "blocks", "0"),
+    "d": ("data seg size", "kbytes", "unlimited"), "e": ("scheduling priority", "", "0"),
+    "f": ("file size", "blocks", "unlimited"), "i": ("pending signals", "", "63448"),
+    "l": ("max locked memory", "kbytes", "8192"), "m": ("max memory size", "kbytes", "unlimited"),
+    "n": ("open files", "", "1024"), "p": ("pipe size", "512 bytes", "8"),
+    "q": ("POSIX message queues", "bytes", "819200"), "r": ("real-time priority", "", "0"),
+    "s": ("stack size", "kbytes", "8192"), "t": ("cpu time", "seconds", "unlimited"),
+    "u": ("max user processes", "", "63448"), "v": ("virtual memory", "kbytes", "unlimited"),
+    "x": ("file locks", "", "unlimited"),
+}
+
+
+def _ulimit_line(flag):
+    text, unit, value = ULIMITS[flag]
+    where = "(%s, -%s)" % (unit, flag) if unit else "(-%s)" % flag
+    return "%-20s%20s %s\n" % (text, where, value)
+
+
+async def ulimit(arguments, stdin, state):
+    """ulimit [-SHa] [-flag [LIMIT]]: bash's report of a process's limits; a new LIMIT is
+    accepted and kept for the shell's later reports, not applied."""
+    kept = getattr(state, "ulimits", None)
+    if not isinstance(kept, dict):
+        kept = state.ulimits = {}
+    flags, value = [], None
+    for arg in arguments:
+        if arg.startswith("-") and len(arg) > 1:
+            for flag in arg[1:]:
+                if flag in "SH":
+                    continue
+                if flag != "a" and flag not in ULIMITS:
+                    state.write_error("bash: ulimit: -%s: invalid option\n"
+                                      "ulimit: usage: ulimit [-SHabcdefiklmnpqrstuvxPRT] [limit]\n" % flag)
+                    return 2
+                flags.append(flag)
+        elif value is None:
+            value = arg
+    if "a" in flags:
+        for flag in ULIMITS:
+            text, unit, default = ULIMITS[flag]
+            line = _ulimit_line(flag)
+            await state.output_sink.write(line[: -len(default) - 1] + kept.get(flag, default) + "\n")
+        return 0
+    flags = flags or ["f"]
+    if value is not None:
+        if value not in ("unlimited", "hard", "soft") and not value.isdigit():
+            state.write_error("bash: ulimit: %s: invalid number\n" % value)
+            return 1
+        for flag in flags:
+            kept[flag] = value if value.isdigit() or value == "unlimited" else kept.get(flag, ULIMITS[flag][2])
+        return 0
+    for flag in flags:
+        shown = kept.get(flag, ULIMITS[flag][2])
+        if len(flags) > 1:
+            await state.output_sink.write(_ulimit_line(flag)[: -len(ULIMITS[flag][2]) - 1] + shown + "\n")
+        else:
+            await state.output_sink.write(shown + "\n")
+    return 0

@@ -13,7 +13,7 @@ from bash_purepython.command.command import Command, CommandResult, InputKind, O
 from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
-from . import coreutils, door, rawbytes
+from . import coreutils, door, rawbytes, sysinfo, versions
 
 PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
@@ -34,6 +34,8 @@ def registry(session):
     for net_command in NET_COMMANDS:
         commands.register(net_command())
     coreutils.register(commands)  # readlink, realpath, cmp, printenv, which, grep, streaming cat
+    sysinfo.register(commands)  # free, ps, uptime, lscpu: the sandbox's, through the door
+    versions.install(commands)  # --version banners for curl, wget, tar, zip...
     return commands
 
 

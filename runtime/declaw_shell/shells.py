@@ -46,6 +46,7 @@ from . import find as find_command
 from . import morebuiltins as more_builtins
 from . import rawbytes
 from . import timeout as timeout_command
+from . import versions
 
 SHELL_NAMES = frozenset({"bash", "sh"})
 BIN_DIRS = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"})
@@ -286,6 +287,7 @@ class ShellFeatures:
                          "nohup": self.run_nohup, "nice": self.run_nice, "stdbuf": self.run_stdbuf,
                          "time": self.run_time, "timeout": self.run_timeout, "find": self.run_find}
         self.builtins.update(more_builtins.table(self))
+        self.builtins["xargs"] = versions.answering_version(self.builtins["xargs"], versions.XARGS_VERSION)
         describe = self.shell_builtins.describe
 
         def describe_programs(name, state):
@@ -799,6 +801,8 @@ class ShellFeatures:
         return await self.run_compound(body, stdin, error_destination, state, in_pipeline, attached)
 
     async def run_find(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+        if list(arguments) == ["--version"]:  # versions.py: GNU's shape, naming declaw-wasm
+            return ExecutionResult(stdout=versions.FIND_VERSION, kind=OutputKind.TEXT, exit_code=0)
         return await find_command.run(self, arguments, stdin, error_destination, state, in_pipeline, attached)
 
     async def run_timeout(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):

@@ -1,0 +1,399 @@
+"""`free`, `ps`, `top -b`, `uptime` and `lscpu`: what agents run to look at the machine, answered from the
+sandbox rather than from a kernel the guest does not have.
+
+The guest has no /proc. The host answers the door's `sysinfo` op (declaw_wasm/_local/doors.py)
+with the sandbox's memory limit and its guests' memory (the figures `get_metrics()` gives), its
+running commands (what `commands.list()` gives) and its uptime; these commands print that in
+the layout of procps-ng's, so scripts that cut columns find them where they expect. The command
+lines of the sandbox are `bash -l -c LINE` (as E2B runs them), so `ps aux | grep server` finds a
+background `python3 server.py`; the asking line's background jobs (`cmd &`) are listed too.
+"""
+
+import time
+
+from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
+
+from . import door
+
+ARGS_ONLY = frozenset({InputKind.ARGUMENTS})
+TEXT_OUT = frozenset({OutputKind.TEXT})
+USER = "user"
+VERSION_NOTE = "(declaw-wasm: the sandbox's own implementation, from the sandbox's limits)"
+
+
+def _usage(state, name, text):
+    state.write_error("%s: %s\nTry '%s --help' for more information.\n" % (name, text, name))
+    return CommandResult(stdout="", exit_code=1)
+
+
+# -- free --------------------------------------------------------------------------------------
+
+FREE_UNITS = {"-b": 1, "--bytes": 1, "-k": 1 << 10, "--kibi": 1 << 10, "-m": 1 << 20, "--mebi": 1 << 20,
+              "-g": 1 << 30, "--gibi": 1 << 30, "--tebi": 1 << 40, "--kilo": 1000, "--mega": 10 ** 6,
+              "--giga": 10 ** 9, "--tera": 10 ** 12}
+FREE_HELP = """
+Usage:
+ free [options]
+
+Options:
+ -b, --bytes         show output in bytes
+ -k, --kibi          show output in kibibytes
+ -m, --mebi          show output in mebibytes
+ -g, --gibi          show output in gibibytes
+ -h, --human         show human-readable output
+     --si            use powers of 1000 not 1024
+ -t, --total         show total for RAM + swap
+ -w, --wide          wide output (accepted)
+     --help     display this help and exit
+ -V, --version  output version information and exit
+
+Memory is the sandbox's: total is its memory limit, used what its running programs take.
+"""
+
+
+def human_size(value, si=False):
+    """procps's short form: `0B`, `8.6Mi`, `23Gi` (`--si`: `8.6M`)."""
+    base = 1000 if si else 1024
+    if value < base:
+        return "%dB" % value
+    scaled = float(value)
+    for unit in "KMGTPE":
+        scaled /= base
+        suffix = unit if si else unit + "i"
+        if scaled < 10:
+            return "%.1f%s" % (scaled, suffix)
+        if scaled < base:
+            return "%d%s" % (int(scaled), suffix)
+    return "%d%s" % (int(scaled), "E" if si else "Ei")
+
+
+class FreeCommand(Command):
+    """free [-b|-k|-m|-g|-h] [--si] [-t] [-w]: the sandbox's memory in procps-ng's layout."""
+
+    name = "free"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "display the sandbox's memory"
+
+    def run(self, invocation):
+        state = invocation.state
+        unit, human, si, total_line = 1 << 10, False, False, False
+        for arg in invocation.arguments:
+            if arg == "--help":
+                return CommandResult(stdout=FREE_HELP, exit_code=0)
+            if arg in ("-V", "--version"):
+                return CommandResult(stdout="free from procps-ng 4.0.2 %s\n" % VERSION_NOTE, exit_code=0)
+            if arg in FREE_UNITS:
+                unit = FREE_UNITS[arg]
+            elif arg in ("-h", "--human"):
+                human = True
+            elif arg == "--si":
+                si = True
+            elif arg in ("-t", "--total"):
+                total_line = True
+            elif arg in ("-w", "--wide", "-l", "--lohi", "-v", "--committed"):
+                pass
+            elif arg.startswith("-") and len(arg) > 2 and not arg.startswith("--") \
+                    and all(c in "bkmghtwlv" for c in arg[1:]):
+                for c in arg[1:]:
+                    unit = FREE_UNITS.get("-" + c, unit)
+                    human = human or c == "h"
+                    total_line = total_line or c == "t"
+            else:
+                return _usage(state, "free", "invalid option -- '%s'" % arg.lstrip("-")[:1]
+                              if arg.startswith("-") else "extra operand '%s'" % arg)
+        if si and unit in (1 << 10, 1 << 20, 1 << 30, 1 << 40):
+            unit = {1 << 10: 1000, 1 << 20: 10 ** 6, 1 << 30: 10 ** 9, 1 << 40: 10 ** 12}[unit]
+        info = door.call("sysinfo")
+        total = int(info["mem_total"])
+        used = min(int(info["mem_used"]), total)
+        free = total - used
+
+        def show(value):
+            return human_size(value, si) if human else str(value // unit)
+
+        head = "%-8s %11s %11s %11s %11s %11s %11s\n" % ("", "total", "used", "free", "shared",
+                                                      "buff/cache", "available")
+        mem = "%-8s %11s %11s %11s %11s %11s %11s\n" % ("Mem:", show(total), show(used), show(free),
+                                                     show(0), show(0), show(free))
+        swap = "%-8s %11s %11s %11s\n" % ("Swap:", show(0), show(0), show(0))
+        lines = head + mem + swap
+        if total_line:
+            lines += "%-8s %11s %11s %11s\n" % ("Total:", show(total), show(used), show(free))
+        return CommandResult(stdout=lines, exit_code=0)
+
+
+# -- ps ----------------------------------------------------------------------------------------
+
+PS_HELP = """
+Usage:
+ ps [options]
+
+ ps, ps -e, ps -A, ps ax   the sandbox's processes (its running commands)
+ ps aux, ps u              user-oriented columns
+ ps -ef, ps -f             full-format columns
+ -p PID[,PID...]           only these pids
+ --help, -V, --version
+
+Processes are the sandbox's command lines (`bash -l -c LINE`, as commands.list() shows them)
+and the background jobs (`cmd &`) of the line that runs ps.
+"""
+
+
+def _clock(seconds, full):
+    seconds = int(seconds)
+    if full:
+        return "%02d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+    return "%d:%02d" % (seconds // 60, seconds % 60)
+
+
+def _rows(info, jobs):
+    """One dict per process: the sandbox's commands, then the asking line's running jobs."""
+    now = time.time()
+    mem_total = max(int(info["mem_total"]), 1)
+    rows = []
+    for proc in info["processes"]:
+        pid = int(proc["pid"])
+        args = [str(a) for a in proc.get("args") or []]
+        if proc.get("tty"):
+            command = "/bin/bash " + " ".join(args)
+        else:
+            command = "/bin/bash -l -c " + str(proc.get("cmd", ""))
+        started = float(proc.get("started") or now)
+        cpu = float(proc.get("cpu") or 0.0)
+        memory = int(proc.get("memory") or 0)
+        rows.append({"pid": pid, "ppid": 0, "tty": "pts/0" if proc.get("tty") else "?",
+                     "stat": "R" if pid == info["pid"] else "S", "started": started, "cpu": cpu,
+                     "memory": memory, "pcpu": 100.0 * cpu / max(now - started, 1e-3),
+                     "pmem": 100.0 * memory / mem_total, "command": command.replace("\n", " "),
+                     "comm": "bash"})
+    for job in jobs:
+        text = str(job.command_text).replace("\n", " ")
+        rows.append({"pid": int(job.pid), "ppid": int(info["pid"]), "tty": "?", "stat": "S",
+                     "started": now, "cpu": 0.0, "memory": 0, "pcpu": 0.0, "pmem": 0.0,
+                     "command": text, "comm": (text.split() or ["-"])[0].rsplit("/", 1)[-1][:15]})
+    return rows
+
+
+class PsCommand(Command):
+    """ps [aux | -ef | -e | -f | -p PID]: the sandbox's processes in procps's columns."""
+
+    name = "ps"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "report the sandbox's processes"
+
+    def run(self, invocation):
+        state = invocation.state
+        args = list(invocation.arguments)
+        user, full, only = False, False, None
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--help":
+                return CommandResult(stdout=PS_HELP, exit_code=0)
+            if arg in ("-V", "V", "--version"):
+                return CommandResult(stdout="ps from procps-ng 4.0.2 %s\n" % VERSION_NOTE, exit_code=0)
+            if arg in ("-p", "p", "--pid") or (arg.startswith("-p") and len(arg) > 2):
+                value = arg[2:] if arg.startswith("-p") and len(arg) > 2 else None
+                if value is None:
+                    i += 1
+                    if i >= len(args):
+                        return _usage(state, "ps", "option requires an argument -- 'p'")
+                    value = args[i]
+                try:
+                    only = {int(p) for p in value.replace(",", " ").split()}
+                except ValueError:
+                    return _usage(state, "ps", "process ID list syntax error")
+            elif arg.startswith("--"):
+                pass  # --sort, --forest...: accepted, the layout stays
+            elif arg.startswith("-"):
+                full = full or "f" in arg or "F" in arg
+            else:  # BSD style: aux, ax, u, ...
+                user = user or "u" in arg
+            i += 1
+        jobs = [job for job in state.job_table.running()] if hasattr(state, "job_table") else []
+        rows = _rows(door.call("sysinfo"), jobs)
+        if only is not None:
+            rows = [row for row in rows if row["pid"] in only]
+        if user:
+            lines = ["%-8s %5s %4s %4s %6s %5s %-8s %-4s %5s %6s %s\n" % (
+                "USER", "PID", "%CPU", "%MEM", "VSZ", "RSS", "TTY", "STAT", "START", "TIME", "COMMAND")]
+            for r in rows:
+                kib = r["memory"] // 1024
+                lines.append("%-8s %5d %4.1f %4.1f %6d %5d %-8s %-4s %5s %6s %s\n" % (
+                    USER, r["pid"], r["pcpu"], r["pmem"], kib, kib, r["tty"], r["stat"],
+                    time.strftime("%H:%M", time.localtime(r["started"])), _clock(r["cpu"], False),
+                    r["command"]))
+        elif full:
+            lines = ["%-8s %5s %5s %2s %5s %-8s %8s %s\n" % ("UID", "PID", "PPID", "C", "STIME", "TTY", "TIME", "CMD")]
+            for r in rows:
+                lines.append("%-8s %5d %5d %2d %5s %-8s %8s %s\n" % (
+                    USER, r["pid"], r["ppid"], min(int(r["pcpu"]), 99),
+                    time.strftime("%H:%M", time.localtime(r["started"])), r["tty"], _clock(r["cpu"], True),
+                    r["command"]))
+        else:
+            lines = ["%5s %-8s %8s %s\n" % ("PID", "TTY", "TIME", "CMD")]
+            for r in rows:
+                lines.append("%5d %-8s %8s %s\n" % (r["pid"], r["tty"], _clock(r["cpu"], True), r["comm"]))
+        return CommandResult(stdout="".join(lines), exit_code=0 if only is None or len(lines) > 1 else 1)
+
+
+# -- uptime, lscpu -----------------------------------------------------------------------------
+
+def _since_text(seconds):
+    minutes = int(seconds) // 60
+    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
+    text = "%d day%s, " % (days, "" if days == 1 else "s") if days else ""
+    return text + ("%2d:%02d" % (hours, minutes) if hours else "%d min" % minutes)
+
+
+def _pretty_since(seconds):
+    minutes = int(seconds) // 60
+    parts = []
+    for size, word in ((1440, "day"), (60, "hour"), (1, "minute")):
+        count, minutes = divmod(minutes, size)
+        if count or (word == "minute" and not parts):
+            parts.append("%d %s%s" % (count, word, "" if count == 1 else "s"))
+    return "up " + ", ".join(parts)
+
+
+class UptimeCommand(Command):
+    """uptime [-p|-s]: how long the sandbox has run (load: its running commands)."""
+
+    name = "uptime"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "tell how long the sandbox has been running"
+
+    def run(self, invocation):
+        args = list(invocation.arguments)
+        if "--help" in args or "-h" in args:
+            return CommandResult(stdout="Usage:\n uptime [-p|--pretty] [-s|--since] [-V]\n", exit_code=0)
+        if "-V" in args or "--version" in args:
+            return CommandResult(stdout="uptime from procps-ng 4.0.2 %s\n" % VERSION_NOTE, exit_code=0)
+        for arg in args:
+            if arg not in ("-p", "--pretty", "-s", "--since"):
+                return _usage(invocation.state, "uptime", "invalid option -- '%s'" % arg.lstrip("-")[:1])
+        info = door.call("sysinfo")
+        up = float(info["uptime"])
+        now = time.time()
+        if "-s" in args or "--since" in args:
+            return CommandResult(stdout=time.strftime("%Y-%m-%d %H:%M:%S\n", time.localtime(now - up)),
+                                 exit_code=0)
+        if "-p" in args or "--pretty" in args:
+            return CommandResult(stdout=_pretty_since(up) + "\n", exit_code=0)
+        load = "%.2f" % float(len(info["processes"]))
+        return CommandResult(stdout=" %s up %s,  1 user,  load average: %s, %s, %s\n" % (
+            time.strftime("%H:%M:%S", time.localtime(now)), _since_text(up), load, load, load), exit_code=0)
+
+
+LSCPU = [("Architecture:", "wasm32"), ("CPU op-mode(s):", "32-bit"), ("Byte Order:", "Little Endian"),
+         ("CPU(s):", "1"), ("On-line CPU(s) list:", "0"), ("Vendor ID:", "declaw-wasm"),
+         ("Model name:", "WebAssembly (wasm32-wasi, one thread per command)"), ("Thread(s) per core:", "1"),
+         ("Core(s) per socket:", "1"), ("Socket(s):", "1")]
+
+
+class LscpuCommand(Command):
+    """lscpu: the guest's processor as a program sees it (wasm32, one thread)."""
+
+    name = "lscpu"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "display the sandbox's processor"
+
+    def run(self, invocation):
+        if "-V" in invocation.arguments or "--version" in invocation.arguments:
+            return CommandResult(stdout="lscpu from util-linux 2.38.1 %s\n" % VERSION_NOTE, exit_code=0)
+        return CommandResult(stdout="".join("%-33s %s\n" % row for row in LSCPU), exit_code=0)
+
+
+class TopCommand(Command):
+    """top -b -n 1: one batch-mode screen (the header lines and the process table). Without a
+    terminal to redraw, every call prints one screen and ends, whatever `-n` says."""
+
+    name = "top"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "display the sandbox's processes once"
+
+    def run(self, invocation):
+        args = list(invocation.arguments)
+        if "-h" in args or "--help" in args:
+            return CommandResult(stdout="Usage:\n  top -b -n 1   one screen of the sandbox's processes\n", exit_code=0)
+        if "-v" in args or "-V" in args or "--version" in args:
+            return CommandResult(stdout="top from procps-ng 4.0.2 %s\n" % VERSION_NOTE, exit_code=0)
+        info = door.call("sysinfo")
+        rows = _rows(info, [job for job in invocation.state.job_table.running()])
+        now = time.time()
+        mib = 1024.0 * 1024.0
+        total = int(info["mem_total"])
+        used = min(int(info["mem_used"]), total)
+        running = sum(1 for r in rows if r["stat"] == "R")
+        load = "%.2f" % float(len(info["processes"]))
+        lines = [
+            "top - %s up %s,  1 user,  load average: %s, %s, %s\n" % (
+                time.strftime("%H:%M:%S", time.localtime(now)), _since_text(float(info["uptime"])), load, load, load),
+            "Tasks: %3d total, %3d running, %3d sleeping,   0 stopped,   0 zombie\n" % (
+                len(rows), running, len(rows) - running),
+            "%Cpu(s):  0.0 us,  0.0 sy,  0.0 ni,100.0 id,  0.0 wa,  0.0 hi,  0.0 si,  0.0 st\n",
+            "MiB Mem : %8.1f total, %8.1f free, %8.1f used, %8.1f buff/cache\n" % (
+                total / mib, (total - used) / mib, used / mib, 0.0),
+            "MiB Swap: %8.1f total, %8.1f free, %8.1f used. %8.1f avail Mem\n" % (0.0, 0.0, 0.0, (total - used) / mib),
+            "\n",
+            "%5s %-9s%3s %3s %7s %6s %6s %s %5s %5s %9s %s\n" % (
+                "PID", "USER", "PR", "NI", "VIRT", "RES", "SHR", "S", "%CPU", "%MEM", "TIME+", "COMMAND"),
+        ]
+        for r in rows:
+            kib = r["memory"] // 1024
+            cpu = r["cpu"]
+            lines.append("%5d %-9s%3d %3d %7d %6d %6d %s %5.1f %5.1f %9s %s\n" % (
+                r["pid"], USER, 20, 0, kib, kib, 0, r["stat"], r["pcpu"], r["pmem"],
+                "%d:%05.2f" % (int(cpu) // 60, cpu % 60), r["comm"]))
+        return CommandResult(stdout="".join(lines), exit_code=0)
+
+
+class ArchCommand(Command):
+    """arch: `uname -m`'s answer."""
+
+    name = "arch"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "print the machine's architecture"
+
+    def run(self, invocation):
+        return CommandResult(stdout="wasm32\n", exit_code=0)
+
+
+LOCALE_NAMES = ("LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES", "LC_PAPER",
+                "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION")
+
+
+class LocaleCommand(Command):
+    """locale [-a]: the locale the environment names (the guest's text is UTF-8 whatever it says);
+    `-a`: C, C.utf8, POSIX."""
+
+    name = "locale"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "show the locale settings"
+
+    def run(self, invocation):
+        args = list(invocation.arguments)
+        if "-a" in args or "--all-locales" in args:
+            return CommandResult(stdout="C\nC.utf8\nPOSIX\n", exit_code=0)
+        variables = invocation.state.variables
+        lang = variables.get("LANG", "")
+        every = variables.get("LC_ALL", "")
+        lines = ["LANG=%s\n" % lang, "LANGUAGE=%s\n" % variables.get("LANGUAGE", "")]
+        for name in LOCALE_NAMES:
+            value = variables.get(name) or every or lang or "POSIX"
+            lines.append("%s=%s\n" % (name, value if name in variables and not every else '"%s"' % value))
+        lines.append("LC_ALL=%s\n" % every)
+        return CommandResult(stdout="".join(lines), exit_code=0)
+
+
+def register(commands):
+    for command in (FreeCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand(), ArchCommand(),
+                    LocaleCommand()):
+        commands.register(command)
