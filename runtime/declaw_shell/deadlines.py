@@ -32,7 +32,9 @@ def remaining():
 def _sleep(seconds):
     left = remaining()
     if left is not None and seconds >= left:
-        _real_sleep(max(left, 0.0))
+        while left > 0:  # a sleep may end a hair early by the guest's clock: `timeout` would
+            _real_sleep(left)  # then take the deadline for an outer one's and end the line
+            left = remaining()
         raise DeadlineReached()
     _real_sleep(seconds)
 
