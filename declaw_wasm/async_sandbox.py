@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, AsyncIterator, Awaitable, Callable, List, Literal, Optional, Union, overload
 
 import asyncio
-import functools
 from datetime import datetime
 from typing import Dict
 
@@ -28,8 +27,8 @@ from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, Pty
 from .pty import DEFAULT_SIZE as PTY_SIZE
 from .pty import DEFAULT_TIMEOUT as PTY_TIMEOUT
 from .pty import Pty
-from .sandbox import (RUN_CODE_TIMEOUT, Sandbox, backend_for, create_request, instance_or_id,
-                      template_or_snapshot, tool_spec)
+from .sandbox import (RUN_CODE_TIMEOUT, Sandbox, backend_for, create_request, instance_or_class,
+                      instance_or_id, template_or_snapshot, tool_spec)
 from .stdio import Stdio, StdioProcess, StdioResult
 
 OutputHandler = Union[Callable[[str], None], Callable[[str], Awaitable[None]]]
@@ -448,22 +447,6 @@ class _async_instance_or_id(instance_or_id):
         return by_id
 
 
-class _async_instance_or_class:
-    """`instance_or_class` (sandbox.py) for the async face: the instance form is a coroutine
-    method; the class form is given as is (a coroutine function, or a plain one returning a
-    paginator, as E2B's `AsyncSandbox.list_snapshots()`)."""
-
-    def __init__(self, on_class: Callable[..., Any], on_instance: Callable[..., Any]) -> None:
-        self.on_class = on_class
-        self.on_instance = on_instance
-        functools.update_wrapper(self, on_instance)  # type: ignore[arg-type]
-
-    def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
-        if obj is None:
-            return functools.partial(self.on_class, cls)
-        return functools.partial(self.on_instance, obj)
-
-
 class AsyncSandbox:
     """The async sandbox: `sbx = await AsyncSandbox.create()`, then `await sbx.commands.run(...)`."""
 
@@ -509,7 +492,7 @@ class AsyncSandbox:
         await in_thread(self._sync.connect, timeout, secrets=secrets, vault=vault, **e2b_params)
         return self
 
-    connect = _async_instance_or_class(_connect_by_id, _connect_instance)
+    connect = instance_or_class(_connect_by_id, _connect_instance)
 
     @classmethod
     def list(cls, query: Optional[SandboxQuery] = None, limit: Optional[int] = None,
@@ -651,7 +634,7 @@ class AsyncSandbox:
         paginator itself gives declaw's list."""
         return AsyncSandboxPaginator(lambda: Sandbox.list_snapshots(sandbox_id, **params))
 
-    list_snapshots = _async_instance_or_class(_list_snapshots, _list_snapshots_of)
+    list_snapshots = instance_or_class(_list_snapshots, _list_snapshots_of)
 
     async def _delete_snapshot_of(self, snapshot_id: str, request_timeout: Optional[float] = None) -> bool:
         return await in_thread(self._sync.delete_snapshot, snapshot_id, request_timeout)
@@ -660,7 +643,7 @@ class AsyncSandbox:
                                **e2b_params: Any) -> bool:
         return await in_thread(Sandbox.delete_snapshot, snapshot_id, request_timeout, **e2b_params)
 
-    delete_snapshot = _async_instance_or_class(_delete_snapshot, _delete_snapshot_of)
+    delete_snapshot = instance_or_class(_delete_snapshot, _delete_snapshot_of)
 
     @classmethod
     async def restore(cls, sandbox_id: str, *, snapshot_id: Optional[str] = None, api_key: Optional[str] = None,
@@ -682,7 +665,7 @@ class AsyncSandbox:
         forks = await in_thread(Sandbox.fork, sandbox_id, timeout, count, request_timeout, **e2b_params)
         return [AsyncSandbox(f) for f in forks]
 
-    fork = _async_instance_or_class(_fork_by_id, _fork)
+    fork = instance_or_class(_fork_by_id, _fork)
 
     def download_url(self, path: str, user: Optional[str] = None,
                      use_signature_expiration: Optional[int] = None) -> str:

@@ -434,13 +434,7 @@ class HostedSandbox:
             raise self.lost(exc, link) from None
         if isinstance(messages, list):
             return messages
-
-        def guarded() -> Iterator[Any]:
-            try:
-                yield from messages
-            except HostLost as exc:
-                raise self.lost(exc, link) from None
-        return guarded()
+        return self._guarded(messages, link)
 
     def _stream(self, op: str, *args: Any) -> Iterator[Any]:
         link = self.link
@@ -448,13 +442,14 @@ class HostedSandbox:
             messages = link.stream(self.host_id, op, *args)
         except HostLost as exc:
             raise self.lost(exc, link) from None
+        return self._guarded(messages, link)
 
-        def guarded() -> Iterator[Any]:
-            try:
-                yield from messages
-            except HostLost as exc:
-                raise self.lost(exc, link) from None
-        return guarded()
+    def _guarded(self, messages: Iterator[Any], link: Link) -> Iterator[Any]:
+        """A host's streamed messages, a lost host raised as `lost` says."""
+        try:
+            yield from messages
+        except HostLost as exc:
+            raise self.lost(exc, link) from None
 
     def _attach(self, messages: Union[List[Any], Iterator[Any]], cmd: str,
                 callbacks: dict[str, Callback]) -> HostedProcess:
