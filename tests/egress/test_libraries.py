@@ -141,6 +141,13 @@ sel = selectors.DefaultSelector(); sel.register(s, selectors.EVENT_READ)
 out["selector"] = len(sel.select(1)) == 1
 data = s.recv(65536)
 out["partial"] = data.startswith(b"HTTP/1.1 200")
+# the server writes headers and body apart: read the whole answer before calling it drained
+while b"\\r\\n\\r\\n" not in data:
+    data += s.recv(65536)
+head, _, body = data.partition(b"\\r\\n\\r\\n")
+length = int([l for l in head.split(b"\\r\\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
+while len(body) < length:
+    body += s.recv(65536)
 time.sleep(0.2)
 out["drained"] = select.select([s], [], [], 0)[0] == []
 s.close()
