@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .image import BaseImage, GuestImage
 
 GUEST_THREAD_STACK = 64 << 20
+CLOSE_AFTER_S = 0.005  # a guest's store is freed this long after its outcome is out (_main)
 TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
 UNLIMITED_FUEL = (1 << 63) - 1
 
@@ -333,6 +334,11 @@ class Guest:
             self._memory = lambda: 0
             store, self._store = self._store, None
             if store is not None:
+                # First let the caller woken by the outcome take the GIL: freeing the store calls
+                # back into Python many times (finalizers of the host functions and streams), and
+                # a thread that takes and drops the GIL that often keeps a waiting one out for up
+                # to the switch interval (2-3 ms of every command's latency here).
+                time.sleep(CLOSE_AFTER_S)
                 store.close()
             self._keepalive = None
 

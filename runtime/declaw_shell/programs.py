@@ -11,6 +11,7 @@ import os
 
 from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
 from bash_purepython.command.ls import LsCommand
+from bash_purepython.command.help import HelpCommand
 from bash_purepython.command.registry import CommandRegistry
 
 from . import coreutils, door, rawbytes, sysinfo, versions
@@ -22,21 +23,43 @@ TEXT_OUT = frozenset({OutputKind.TEXT})
 
 
 def registry(session):
-    commands = CommandRegistry()
+    """The commands of one shell session: the shared ones (made once per guest process) and
+    those bound to the session. Every command line makes a session, so this must be cheap: making
+    the ~100 shared commands and their `--version` wrappers each time cost ~1 ms of every line."""
+    commands = CommandRegistry(commands=[])
+    commands.commands = dict(_shared())
     for name in PYTHON_NAMES:
         commands.register(PythonCommand(name, session))
     for name in PIP_NAMES:
         commands.register(PythonCommand(name, session, ["-m", "pip"]))
     for command in (AwkCommand(session), LnCommand(), TputCommand(session), GnuLsCommand(session)):
         commands.register(command)
-    from .net_commands import NET_COMMANDS  # curl, wget (over the sandbox's network)
-
-    for net_command in NET_COMMANDS:
-        commands.register(net_command())
-    coreutils.register(commands)  # readlink, realpath, cmp, printenv, which, grep, streaming cat
-    sysinfo.register(commands)  # free, ps, uptime, lscpu: the sandbox's, through the door
-    versions.install(commands)  # --version banners for curl, wget, tar, zip...
+    commands.register(HelpCommand(commands.names, commands.summaries))  # lists this registry's names
+    versions.install(commands, SESSION_NAMES)
     return commands
+
+
+PER_SESSION = PYTHON_NAMES + PIP_NAMES + ("awk", "ln", "tput", "ls", "help")
+SESSION_NAMES = frozenset(PER_SESSION)
+_SHARED = {}
+
+
+def _shared():
+    """name -> command for the commands that hold no session: bash_purepython's own, curl and
+    wget, our coreutils and probes, each wrapped with its `--version` banner. Commands are
+    reentrant (one instance already serves every stage of a pipeline), so sessions share them."""
+    if not _SHARED:
+        commands = CommandRegistry()
+        from .net_commands import NET_COMMANDS  # curl, wget (over the sandbox's network)
+
+        for net_command in NET_COMMANDS:
+            commands.register(net_command())
+        coreutils.register(commands)  # readlink, realpath, cmp, printenv, which, grep, streaming cat
+        sysinfo.register(commands)  # free, ps, uptime, lscpu: the sandbox's, through the door
+        versions.install(commands)  # --version banners for curl, wget, tar, zip...
+        _SHARED.update((name, command) for name, command in commands.commands.items()
+                       if name not in SESSION_NAMES)
+    return _SHARED
 
 
 class _ErrorStream(io.TextIOBase):

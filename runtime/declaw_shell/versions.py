@@ -154,9 +154,20 @@ class Versioned(Command):
         return self.inner.run(invocation)
 
 
-def install(commands):
-    """Wrap the registry's commands that have a banner here."""
-    for name, (version_flags, banner, help_flags, help_text) in _banners().items():
+def install(commands, names=None):
+    """Wrap the registry's commands that have a banner here (`names`: only these)."""
+    table = _table()
+    for name in table if names is None else names:
         inner = commands.get(name)
-        if inner is not None and not isinstance(inner, Versioned):
-            commands.register(Versioned(inner, version_flags, banner, help_flags, help_text))
+        if inner is not None and name in table and not isinstance(inner, Versioned):
+            commands.register(Versioned(inner, *table[name]))
+
+
+_TABLE = {}
+
+
+def _table():
+    """_banners(), made once."""
+    if not _TABLE:
+        _TABLE.update(_banners())
+    return _TABLE
