@@ -10,8 +10,8 @@ import io
 import os
 
 from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
-from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.help import HelpCommand
+from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
 from . import coreutils, door, rawbytes, sysinfo, versions
@@ -39,8 +39,7 @@ def registry(session):
     return commands
 
 
-PER_SESSION = PYTHON_NAMES + PIP_NAMES + ("awk", "ln", "tput", "ls", "help")
-SESSION_NAMES = frozenset(PER_SESSION)
+SESSION_NAMES = frozenset(PYTHON_NAMES + PIP_NAMES + ("awk", "ln", "tput", "ls", "help"))  # made per session
 _SHARED = {}
 
 
