@@ -237,8 +237,8 @@ ULIMITS = {
 }
 
 
-def _ulimit_line(flag):
-    text, unit, value = ULIMITS[flag]
+def _ulimit_line(flag, value):
+    text, unit, _ = ULIMITS[flag]
     where = "(%s, -%s)" % (unit, flag) if unit else "(-%s)" % flag
     return "%-20s%20s %s\n" % (text, where, value)
 
@@ -264,9 +264,7 @@ async def ulimit(arguments, stdin, state):
             value = arg
     if "a" in flags:
         for flag in ULIMITS:
-            text, unit, default = ULIMITS[flag]
-            line = _ulimit_line(flag)
-            await state.output_sink.write(line[: -len(default) - 1] + kept.get(flag, default) + "\n")
+            await state.output_sink.write(_ulimit_line(flag, kept.get(flag, ULIMITS[flag][2])))
         return 0
     flags = flags or ["f"]
     if value is not None:
@@ -278,8 +276,5 @@ async def ulimit(arguments, stdin, state):
         return 0
     for flag in flags:
         shown = kept.get(flag, ULIMITS[flag][2])
-        if len(flags) > 1:
-            await state.output_sink.write(_ulimit_line(flag)[: -len(ULIMITS[flag][2]) - 1] + shown + "\n")
-        else:
-            await state.output_sink.write(shown + "\n")
+        await state.output_sink.write(_ulimit_line(flag, shown) if len(flags) > 1 else shown + "\n")
     return 0
