@@ -1,17 +1,24 @@
 """Fixtures: the real runtime, real sandboxes. One shared sandbox where isolation allows.
 
-Every test runs on both guest paths: "warm" (the snapshot, the default) and "cold" (the plain
-module, DECLAW_WASM_SNAPSHOT=0), which must behave the same. Tests marked `served` also run
-through `declaw-wasm serve`, in a process pool and on a Ray cluster (see "backends" below).
+Two tiers. A test that starts a guest is a `guest` test: marked `guest` by hand, or found to be
+one because it uses a fixture that makes sandboxes (`GUEST_FIXTURES`). It runs on both guest
+paths: "warm" (the warm image, the default) and "cold" (the plain module,
+DECLAW_WASM_SNAPSHOT=0), which must behave the same, unless its folder's conftest pins the path.
+Every other test is pure host code: it runs once and needs no runtime, so `pytest -m "not guest"`
+runs without a warmup. A test not marked `guest` that starts a guest fails, saying so, so the
+marker stays true. Tests marked `served` also run through `declaw-wasm serve`, in a process
+pool and on a Ray cluster (see "backends" below).
 """
 
 from __future__ import annotations
 
 import atexit
 import importlib.util
+import inspect
 import os
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -25,14 +32,37 @@ from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox  # noqa: E402
 
 
-@pytest.fixture(scope="session", params=["warm", "cold"])
+# -- tiers: which tests start guests -------------------------------------------------------------
+GUEST_PATHS = ["warm", "cold"]
+# Fixtures that make sandboxes (or clusters of them): a test using one starts guests.
+GUEST_FIXTURES = frozenset({"local_sbx", "fresh", "sbx", "make", "make_served", "served_sbx", "pool_sbx",
+                            "ray_sbx", "ray_cluster", "box"})
+
+
+def is_guest_test(item: Any) -> bool:
+    """A test that starts guests: marked `guest`, asking for `guest_path` itself, or using a
+    fixture that makes sandboxes."""
+    if item.get_closest_marker("guest") is not None:
+        return True
+    function = getattr(item, "function", None)
+    if function is not None and "guest_path" in inspect.signature(function).parameters:
+        return True
+    return not GUEST_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session")
 def guest_path(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+    """The test's guest path: parametrised (warm, cold) for guest tests by
+    `pytest_generate_tests`; "warm" for the rest. Folders that run one path override this."""
+    return str(getattr(request, "param", "warm"))
 
 
 @pytest.fixture(autouse=True)
-def _on_guest_path(guest_path: str) -> Iterator[None]:
-    """Sandboxes created during the test use the test's guest path."""
+def _on_guest_path(request: pytest.FixtureRequest, guest_path: str) -> Iterator[None]:
+    """Sandboxes created during a guest test use the test's guest path."""
+    if not is_guest_test(request.node):
+        yield
+        return
     before = os.environ.get("DECLAW_WASM_SNAPSHOT")
     os.environ["DECLAW_WASM_SNAPSHOT"] = "1" if guest_path == "warm" else "0"
     yield
@@ -40,6 +70,43 @@ def _on_guest_path(guest_path: str) -> Iterator[None]:
         os.environ.pop("DECLAW_WASM_SNAPSHOT", None)
     else:
         os.environ["DECLAW_WASM_SNAPSHOT"] = before
+
+
+class GuestInPureTest(RuntimeError):
+    pass
+
+
+class _PureRun:
+    """A run of pure tests only (`-m "not guest"`) proves they need no runtime: it gets an empty
+    cache with no way to fetch the runtime (in worker processes too), and starting a guest in this
+    process fails naming the test that should be marked `guest`."""
+
+    current = "this test"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if any(is_guest_test(item) for item in items):
+            return
+        empty = tempfile.mkdtemp(prefix="declaw-wasm-test-nocache-")
+        atexit.register(shutil.rmtree, empty, True)
+        os.environ["DECLAW_WASM_CACHE"] = empty
+        os.environ["DECLAW_WASM_WHEEL"] = os.path.join(empty, "no-runtime-in-the-fast-tier.whl")
+        from declaw_wasm._wasm import artifacts, engine, guest, snapshot
+
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            raise GuestInPureTest(f"{self.current} starts a guest (or loads the runtime) but is not a guest "
+                                  "test: mark it `@pytest.mark.guest` (tests/conftest.py)")
+
+        for module in (artifacts, engine, snapshot):
+            module.ensure_artifacts = refused
+        guest.Guest.__init__ = refused
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.current = nodeid
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_PureRun(), "declaw-pure-run")
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +134,25 @@ UPLOAD_LIMIT = 8 << 20  # the test server's upload limit (tests/test_server.py g
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mode" in metafunc.fixturenames and metafunc.definition.get_closest_marker("served"):
         metafunc.parametrize("mode", MODES, indirect=True)
+    if is_guest_test(metafunc.definition):
+        # both paths, where this file's `guest_path` is the one in effect (folders and modules
+        # that pin one path override the fixture)
+        defs = metafunc._arg2fixturedefs.get("guest_path", ())
+        if defs and defs[-1].baseid == _root_baseid(metafunc.config):
+            metafunc.parametrize("guest_path", GUEST_PATHS, indirect=True, scope="session")
+
+
+def _root_baseid(config: pytest.Config) -> str:
+    """The node id prefix of this conftest's folder (what its fixtures' `baseid` is)."""
+    return Path(__file__).parent.relative_to(config.rootpath).as_posix()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Runs on other backends on the cold path are deselected (see above)."""
+    """Guest tests carry the `guest` marker (`-m "not guest"` is the fast tier); runs on other
+    backends on the cold path are deselected (see above)."""
+    for item in items:
+        if is_guest_test(item) and item.get_closest_marker("guest") is None:
+            item.add_marker(pytest.mark.guest)
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})

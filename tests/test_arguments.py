@@ -82,6 +82,7 @@ def test_the_same_bad_create_raises_the_same_exception(make: Any, case: str) -> 
         make(**arguments).kill()
 
 
+@pytest.mark.guest
 def test_an_unknown_sandbox_is_not_found_both_ways(mode: str, where: Any) -> None:
     with pytest.raises(SandboxNotFoundException):
         Sandbox.connect("sbx_" + "0" * 32, **where(mode))

@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from declaw_wasm import testing
 from declaw_wasm import Sandbox
 from declaw_wasm._packages.bundle import TABLE_END, TABLE_START, ensure_bundle, package_table, read_lock
@@ -63,6 +65,7 @@ def test_plotly_and_ipython_display_in_run_code(sbx: Sandbox) -> None:
     assert "plotly" in (e.results[2].html or "") and e.results[2].is_main_result
 
 
+@pytest.mark.guest
 def test_base_template_is_stdlib_only() -> None:
     with Sandbox.create(template="base", timeout=120) as base:
         r = base.commands.run("python3 -c 'import numpy'")

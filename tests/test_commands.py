@@ -8,7 +8,7 @@ import pytest
 
 from declaw_wasm import Sandbox, TimeoutException
 
-pytestmark = pytest.mark.served  # every test on `sbx` runs in-process and served
+pytestmark = [pytest.mark.guest, pytest.mark.served]  # every test on `sbx` runs in-process and served
 
 
 def test_exit_code_is_returned_not_raised(sbx) -> None:

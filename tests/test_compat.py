@@ -35,6 +35,7 @@ class Policy:
         return {"pii": {"enabled": True}, "network": {"allow_out": ["pypi.org"]}}
 
 
+@pytest.mark.guest
 def test_create_takes_declaws_options_as_data() -> None:
     with pytest.raises(TypeError):
         Sandbox.create("base", 60, None, None, {"vault": "ref"})  # keyword-only after envs
@@ -80,6 +81,7 @@ def test_exceptions_have_declaws_names_codes_and_ids() -> None:
     assert NotFoundException("x").code == "not_found" and SandboxException("x").code == ""
 
 
+@pytest.mark.guest
 def test_list_is_a_paginator_and_declaws_dict() -> None:
     tagged = [Sandbox.create(template="base", metadata={"suite": "list", "n": str(i)}) for i in range(3)]
     try:
@@ -173,6 +175,7 @@ def test_broken_utf8_is_decoded_as_e2b_does(sbx: Sandbox) -> None:
     assert result.stderr == "\ufffd\n"
 
 
+@pytest.mark.guest
 def test_a_killed_sandbox_ends_its_calls_with_timeout(fresh_pair: Any) -> None:
     sandbox = fresh_pair
     handle = sandbox.commands.run("sleep 30", background=True)
@@ -328,6 +331,7 @@ def test_watches_per_sandbox_are_capped(fresh: Sandbox) -> None:
 
 
 # -- AsyncSandbox ------------------------------------------------------------------------------------
+@pytest.mark.guest
 def test_async_flat_methods_class_calls_and_streams() -> None:
     async def main() -> None:
         sbx = await AsyncSandbox.create(template="base", metadata={"suite": "async-flat"})

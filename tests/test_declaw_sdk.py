@@ -14,6 +14,8 @@ declaw = pytest.importorskip("declaw")  # the test extra installs it
 
 from conftest import API_KEY  # noqa: E402 (tests/ is on sys.path)
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def guest_path() -> str:

@@ -3,6 +3,9 @@
 import subprocess
 import sys
 from pathlib import Path
+import pytest
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 

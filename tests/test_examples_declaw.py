@@ -14,6 +14,8 @@ import pytest
 
 from conftest import API_KEY  # noqa: E402 (tests/ is on sys.path)
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 HERE = Path(__file__).resolve().parent.parent / "examples" / "declaw-sdk"
 EXPECTED = ["--- snippet 0: exit 0", "solution: {x: 13/7, y: 11/7}", "--- snippet 1: exit 0",
             "{'APAC': 150, 'EU': 80}", "--- snippet 2: exit 0", "wrote /tmp/chart.png"]

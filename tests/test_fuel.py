@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ from declaw_wasm._wasm.engine import FUEL_FLAGS
 from declaw_wasm._wasm.snapshot import get_runtime
 from declaw_wasm.settings import cache_dir
 
-pytestmark = pytest.mark.fuel
+pytestmark = [pytest.mark.fuel, pytest.mark.timeout(900)]  # the first test may compile the fuel build
 LOOP = "python3 -c 'n = 0\nwhile True:\n    n += 1'"
 
 
@@ -38,6 +39,7 @@ def budget_sbx(fuel_runtime: None) -> Sandbox:
     sandbox.kill()
 
 
+@pytest.mark.guest
 def test_a_busy_command_is_stopped_at_its_budget_whatever_its_timeout(budget_sbx: Sandbox) -> None:
     result = budget_sbx.commands.run(LOOP, timeout=0)  # no wall-clock limit at all
     assert result.exit_code == 152  # bash's status for a child past its CPU limit (SIGXCPU)
@@ -49,12 +51,14 @@ def test_a_busy_command_is_stopped_at_its_budget_whatever_its_timeout(budget_sbx
     assert 0 < (again.cpu_instructions_used or 0) < 2_000_000_000
 
 
+@pytest.mark.guest
 def test_the_use_is_reported_and_grows_with_the_work(budget_sbx: Sandbox) -> None:
     small = budget_sbx.commands.run("python3 -c 'sum(range(10**4))'").cpu_instructions_used
     big = budget_sbx.commands.run("python3 -c 'sum(range(10**6))'").cpu_instructions_used
     assert small and big and big > small + 10**7  # ~tens of instructions per step
 
 
+@pytest.mark.guest
 def test_a_cell_has_its_budget_and_the_context_restarts_after_it(budget_sbx: Sandbox) -> None:
     ok = budget_sbx.run_code("x = sum(range(1000)); x")
     assert ok.text == "499500" and ok.error is None
@@ -67,6 +71,7 @@ def test_a_cell_has_its_budget_and_the_context_restarts_after_it(budget_sbx: San
     assert any("CPU budget" in line for line in after.logs.stderr)
 
 
+@pytest.mark.guest
 def test_the_metrics_add_up_the_use(budget_sbx: Sandbox) -> None:
     before = budget_sbx.get_metrics()[-1].cpu_instructions_used or 0
     command = budget_sbx.commands.run("python3 -c 'sum(range(10**5))'").cpu_instructions_used or 0
@@ -75,11 +80,27 @@ def test_the_metrics_add_up_the_use(budget_sbx: Sandbox) -> None:
     assert command > 0 and cell > 0 and after - before == command + cell
 
 
+@pytest.mark.served
+def test_the_use_reaches_the_caller_on_every_backend(fuel_runtime: None, make: Any) -> None:
+    """A command's instruction count crosses every backend's stream (the pool's and Ray's end
+    line once dropped it)."""
+    sandbox = make(timeout=300, limits=Limits(cpu_instructions=2_000_000_000))
+    try:
+        result = sandbox.commands.run("python3 -c 'print(sum(range(1000)))'")
+        assert (result.exit_code, result.stdout) == (0, "499500\n")
+        assert 0 < (result.cpu_instructions_used or 0) < 2_000_000_000
+        handle = sandbox.commands.run("python3 -c 'print(2)'", background=True)
+        assert 0 < (handle.wait().cpu_instructions_used or 0) < 2_000_000_000
+    finally:
+        sandbox.kill()
+
+
 def test_sandboxes_without_a_cpu_limit_report_no_use(local_sbx: Sandbox) -> None:
     assert local_sbx.commands.run("true").cpu_instructions_used is None
     assert local_sbx.get_metrics()[-1].cpu_instructions_used is None
 
 
+@pytest.mark.guest
 def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -> None:
     testing.park(budget_sbx)  # the park turn's own work is not counted against the line
     hits = testing.parked_hits()
@@ -88,6 +109,7 @@ def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -
     assert result.exit_code == 0 and 0 < (result.cpu_instructions_used or 0) < 10**9
 
 
+@pytest.mark.guest
 def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path) -> None:
     """A cache without the fuel build: creating a CPU-limited sandbox fails at once."""
     copy = tmp_path / "cache"

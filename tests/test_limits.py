@@ -6,6 +6,8 @@ import pytest
 
 from declaw_wasm import CommandExitException, Limits, RateLimitException, Sandbox
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def test_memory_limit_is_a_memory_error_in_the_guest() -> None:
     with Sandbox.create(limits=Limits(memory_limit=256 << 20)) as sandbox:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from declaw_wasm import Sandbox, testing
 from declaw_wasm._owners import owner_tag, reap
 
@@ -33,6 +35,7 @@ def _holder() -> tuple[subprocess.Popen[str], list[Path]]:
     return child, folders
 
 
+@pytest.mark.guest
 def test_a_killed_programs_folders_are_reaped_at_the_next_start_and_a_live_ones_are_not() -> None:
     mine = Sandbox.create(timeout=300)
     killed, leftovers = _holder()

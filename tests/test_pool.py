@@ -53,6 +53,7 @@ def _until(condition, seconds: float = 10.0) -> None:  # type: ignore[no-untyped
         time.sleep(0.02)
 
 
+@pytest.mark.guest
 def test_sandboxes_spread_over_the_workers(pool: ProcessPool) -> None:
     first, second = Sandbox.create(backend=pool), Sandbox.create(backend=pool)
     try:
@@ -64,6 +65,7 @@ def test_sandboxes_spread_over_the_workers(pool: ProcessPool) -> None:
         second.kill()
 
 
+@pytest.mark.guest
 def test_a_worker_killed_mid_command_fails_only_its_sandboxes_fast(pool: ProcessPool) -> None:
     victim, bystander = Sandbox.create(backend=pool), Sandbox.create(backend=pool)
     victim_pid, bystander_pid = pool.pid_of(victim.sandbox_id), pool.pid_of(bystander.sandbox_id)
@@ -111,6 +113,7 @@ def _raises(call) -> object:  # type: ignore[no-untyped-def]
     return None
 
 
+@pytest.mark.guest
 def test_calls_by_id_find_the_pool_that_made_the_sandbox() -> None:
     sbx = Sandbox.create(backend=POOL, metadata={"where": "pool"})
     again = Sandbox.connect(sbx.sandbox_id)  # no backend=: the id's home is this process's pool
@@ -124,6 +127,7 @@ def test_calls_by_id_find_the_pool_that_made_the_sandbox() -> None:
         Sandbox.connect(sbx.sandbox_id)
 
 
+@pytest.mark.guest
 def test_large_files_move_in_chunks_both_ways() -> None:
     with Sandbox.create(backend=POOL) as sbx:
         data = os.urandom(3 << 20) + b"tail"
@@ -135,6 +139,7 @@ def test_large_files_move_in_chunks_both_ways() -> None:
         assert sbx.commands.run("wc -c /tmp/big.txt").stdout.split()[0] == str(10 << 20)
 
 
+@pytest.mark.guest
 def test_a_pty_and_stdin_cross_the_pipe() -> None:
     from declaw_wasm import PtySize
 
@@ -150,6 +155,7 @@ def test_a_pty_and_stdin_cross_the_pipe() -> None:
         assert pty.wait().exit_code == 0
 
 
+@pytest.mark.guest
 def test_workers_share_the_compiled_cache() -> None:
     """A new pool's workers load the machine's compiled module: no worker compiles its own."""
     compiled = cache_dir() / "compiled"
@@ -164,6 +170,7 @@ def test_workers_share_the_compiled_cache() -> None:
         fresh.close()
 
 
+@pytest.mark.guest
 def test_the_workers_go_when_their_agent_dies(tmp_path: Path) -> None:
     agent = subprocess.Popen(
         [sys.executable, "-c",
@@ -187,6 +194,7 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+@pytest.mark.guest
 def test_the_backend_setting_and_its_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_DOMAIN", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("DECLAW_WASM_BACKEND", POOL)  # wins over DECLAW_DOMAIN
@@ -202,6 +210,7 @@ def test_the_backend_setting_and_its_precedence(monkeypatch: pytest.MonkeyPatch)
         Sandbox.create()
 
 
+@pytest.mark.guest
 def test_a_checkpointed_sandbox_comes_back_on_another_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`lifecycle={"checkpoint": "cell"}`: the worker killed mid-cell, the cell in flight fails
     saying the sandbox was restored from its checkpoint, and the restored sandbox (on the other

@@ -23,6 +23,8 @@ ray = pytest.importorskip("ray")
 from declaw_wasm import InvalidArgumentException, Sandbox, SandboxException, Secret, Vault  # noqa: E402
 from declaw_wasm._ray.sandboxes import RaySandboxes, ray_sandboxes  # noqa: E402
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def guest_path() -> str:

@@ -18,6 +18,8 @@ from declaw_wasm._assets import examples_dir
 
 from kernel_chart_cases import CHART_CASES  # noqa: E402 (tests/ is on sys.path)
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHART_CLASSES = {"line": LineChart, "scatter": ScatterChart, "bar": BarChart, "pie": PieChart,
                  "box_and_whisker": BoxAndWhiskerChart, "superchart": SuperChart}

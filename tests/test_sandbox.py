@@ -10,6 +10,7 @@ from declaw_wasm import (AsyncSandbox, InvalidArgumentException, Sandbox, Sandbo
                          SandboxNotFoundException, TimeoutException)
 
 
+@pytest.mark.guest
 def test_kill_is_idempotent_and_static() -> None:
     s = Sandbox.create()
     assert s.is_running()
@@ -23,6 +24,7 @@ def test_kill_is_idempotent_and_static() -> None:
     assert Sandbox.kill(t.sandbox_id) is False
 
 
+@pytest.mark.guest
 def test_connect_list_and_info() -> None:
     s = Sandbox.create(metadata={"owner": "tests"})
     try:
@@ -40,6 +42,7 @@ def test_connect_list_and_info() -> None:
         Sandbox.connect(s.sandbox_id)
 
 
+@pytest.mark.guest
 def test_lifetime_timeout_kills_and_says_so() -> None:
     s = Sandbox.create(timeout=1)
     s.set_timeout(1.5)  # extending works
@@ -49,6 +52,7 @@ def test_lifetime_timeout_kills_and_says_so() -> None:
         s.files.read("/etc/hostname")
 
 
+@pytest.mark.guest
 def test_with_block_kills() -> None:
     with Sandbox.create() as s:
         pass
@@ -69,11 +73,13 @@ def test_bad_create_arguments() -> None:
     assert set(Path(tempfile.gettempdir()).glob("declaw-wasm-sbx-*")) == before  # no folder left
 
 
+@pytest.mark.guest
 def test_e2b_only_parameters_are_accepted() -> None:
     with Sandbox.create(api_key="unused", request_timeout=5) as s:
         assert s.commands.run("python3 -c 'print(1)'", timeout=30, request_timeout=5).stdout == "1\n"
 
 
+@pytest.mark.guest
 def test_kill_stops_a_running_command() -> None:
     import threading
 
@@ -96,6 +102,7 @@ def test_kill_stops_a_running_command() -> None:
     assert isinstance(errors[0], SandboxException)
 
 
+@pytest.mark.guest
 def test_async_sandbox() -> None:
     async def main() -> tuple[str, list[str], str]:
         seen: list[str] = []

@@ -9,6 +9,8 @@ import pytest
 from declaw_wasm import testing
 from declaw_wasm import FileNotFoundException, Sandbox, SandboxException
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def _host_home(s: Sandbox) -> Path:
     return testing.host_root(s) / "home" / "user"

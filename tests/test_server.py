@@ -68,6 +68,7 @@ def test_every_request_needs_the_key(server_url: str, monkeypatch) -> None:
     assert ok.status_code == 200
 
 
+@pytest.mark.guest
 def test_the_key_comes_from_the_environment(server_url: str, monkeypatch) -> None:
     monkeypatch.setenv("DECLAW_DOMAIN", server_url)
     monkeypatch.setenv("DECLAW_API_KEY", API_KEY)
@@ -229,6 +230,7 @@ def test_errors_keep_their_class(served_sbx, make_served) -> None:
         served_sbx.pty.connect(99999)
 
 
+@pytest.mark.guest
 def test_async_sandbox_through_the_server(server_url: str) -> None:
     async def main() -> None:
         sbx = await AsyncSandbox.create(domain=server_url, api_key=API_KEY)
@@ -261,6 +263,7 @@ def test_async_sandbox_through_the_server(server_url: str) -> None:
     anyio.run(main)
 
 
+@pytest.mark.guest
 def test_the_seed_example_prints_the_same_when_served(server_url: str) -> None:
     """examples/code_interpreter.py, run as a user would with DECLAW_DOMAIN set: a separate
     process that only talks HTTP (it never loads the runtime)."""
@@ -311,6 +314,7 @@ def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
         connect(ws_url).__enter__()
 
 
+@pytest.mark.guest
 def test_stopping_the_server_kills_its_sandboxes() -> None:
     from declaw_wasm.server import serve_in_thread
 
@@ -328,6 +332,7 @@ def test_stopping_the_server_kills_its_sandboxes() -> None:
 
 
 # -- declaw's wire, as its SDKs speak it (the SDKs themselves: tests/test_declaw_sdk.py) ----------
+@pytest.mark.guest
 def test_declaw_shapes_at_declaws_paths(api) -> None:
     made = api.post("/sandboxes", json={"template": "base", "timeout": 60, "secure": True, "user": "x",
                                         "network": {"allow_out": ["pypi.org"]}, "unknown": 1})

@@ -13,6 +13,8 @@ import pytest
 from declaw_wasm import (AsyncSandbox, CommandExitException, CommandHandle, NotFoundException, PtySize, Sandbox,
                          SandboxException, TimeoutException)
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def _until(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout

@@ -21,6 +21,8 @@ from declaw_wasm import (
     TimeoutException,
 )
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> float:
     """Seconds until `predicate()` held; fails after `timeout`."""

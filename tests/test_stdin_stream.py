@@ -9,7 +9,11 @@ import time
 
 import anyio
 
+import pytest
+
 from declaw_wasm import AsyncSandbox
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 READ_ONE_AT_A_TIME = ("python3 -c 'import sys\nfor _ in range(3):\n"
                       "    print(repr(sys.stdin.read(1)), flush=True)\nprint(repr(sys.stdin.read()))'")

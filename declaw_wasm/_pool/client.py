@@ -192,7 +192,8 @@ class HostedProcess(EventLog):
                 exc.stdout, exc.stderr = self.text("stdout"), self.text("stderr")
             raise exc
         return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
-                             exit_code=end.exit_code, error=end.error)
+                             exit_code=end.exit_code, error=end.error,
+                             cpu_instructions_used=end.cpu_instructions_used)
 
     def kill(self) -> bool:
         return self.sandbox.kill_process(self.pid)

@@ -496,4 +496,5 @@ def _ending(process: Any, events: list[Any], start: int, limit: int, ended: Call
     except SandboxException as exc:
         yield ("end", last, error(exc)[1])
     else:
-        yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error))
+        yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error,
+                                     cpu_instructions_used=result.cpu_instructions_used))

@@ -21,6 +21,8 @@ from declaw_wasm.security import (GuardPlugins, InjectionDefenseConfig, PIIConfi
 
 from .upstream import Upstreams
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 declaw = pytest.importorskip("declaw")  # the test extra installs it
 
 KEY = "guard-key-" + os.urandom(6).hex()

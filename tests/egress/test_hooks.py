@@ -7,12 +7,16 @@ import asyncio
 import json
 from typing import Any, Callable
 
+import pytest
+
 from declaw_wasm import testing
 from declaw_wasm import AsyncSandbox
 from declaw_wasm._egress.guard import BlockResponse, ContentGuard, Headers, RequestOutcome
 
 from .conftest import outcome
 from .upstream import Upstreams
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 class _Filter:

@@ -57,6 +57,7 @@ def _no_trace(sbx: Any, value: str, caplog: pytest.LogCaptureFixture) -> None:
     assert value not in caplog.text
 
 
+@pytest.mark.guest
 def test_served_secrets_reach_only_their_host(server: str, up: Upstreams,
                                               caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
@@ -82,6 +83,7 @@ def test_served_secrets_reach_only_their_host(server: str, up: Upstreams,
         sbx.kill()
 
 
+@pytest.mark.guest
 def test_declaws_vault_client_and_vault_refs_against_the_server(server: str, up: Upstreams,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """declaw's own SDK, unchanged: `VaultClient().create_secret(..., provider="openai")`, then
@@ -132,6 +134,7 @@ print(json.dumps(out))
                                                       "injection_type": "sigv4"}])
 
 
+@pytest.mark.guest
 def test_our_vault_client_and_sdk_in_remote_mode(server: str, up: Upstreams) -> None:
     vault = VaultClient(api_key=KEY, domain=server)
     vault.create_secret("sk-ours-1", name="ours", scopes=[VaultScope(domain_regex="api.openai.com")])
@@ -177,6 +180,7 @@ def test_secret_values_never_cross_plain_http_to_another_machine(server: str) ->
         assert "v-in-clear" not in response.text
 
 
+@pytest.mark.guest
 def test_a_process_pool_gets_secrets_as_call_arguments(upstreams: Upstreams, up: Upstreams) -> None:
     """The worker gets the values as arguments of its create call (never in its environment: a
     worker's environment is the agent's, checked below), and vault refs resolved here."""
@@ -203,6 +207,7 @@ print(json.dumps({"other_env": os.environ["OTHER"], "echo2": out2}))
         pool.close()
 
 
+@pytest.mark.guest
 def test_a_server_over_tls_takes_secrets(up: Upstreams, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """`declaw-wasm serve --tls-cert/--tls-key`: HTTPS, which clients on other machines need to
     send secret values (ours refuse plain HTTP to anything but loopback)."""

@@ -49,6 +49,7 @@ def _tar(*members: tuple[str, bytes | None, str | None]) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.guest
 @pytest.mark.anyio
 async def test_tar_round_trip_and_hostile_archives() -> None:
     sbx = await AsyncSandbox.create()

@@ -13,6 +13,8 @@ from deepagents.backends.sandbox import BaseSandbox
 
 from declaw_wasm.integrations.deepagents import DeclawWasmSandbox
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 ROOT = "/home/user/proj"
 
 

@@ -28,6 +28,7 @@ def test_every_example_is_covered() -> None:
         assert len(path.read_text().splitlines()) <= 40, path.name
 
 
+@pytest.mark.guest
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_runs(name: str) -> None:
     module, expected = CASES[name]

@@ -68,6 +68,7 @@ def test_a_sync_call_returns_the_hosts_value(sbx: Sandbox) -> None:
     assert "Search the index." in _value(sbx, "import declaw_tools\ndeclaw_tools.search.__doc__")
 
 
+@pytest.mark.guest
 def test_await_and_gather_run_calls_at_once() -> None:
     def slow(x: int) -> int:
         time.sleep(0.5)
@@ -89,6 +90,7 @@ def test_await_and_gather_run_calls_at_once() -> None:
         assert "coroutine 'double' was never awaited" in "".join(execution.logs.stderr)
 
 
+@pytest.mark.guest
 def test_async_host_functions() -> None:
     async def fetch(url: str) -> str:
         await asyncio.sleep(0.01)
@@ -99,6 +101,7 @@ def test_async_host_functions() -> None:
         assert _value(sbx, "from declaw_tools import fetch\nawait fetch('b')") == "page b"
 
 
+@pytest.mark.guest
 @pytest.mark.anyio
 async def test_async_face_runs_coroutine_tools_on_its_own_loop() -> None:
     loops: list[Any] = []
@@ -133,6 +136,7 @@ def test_exceptions_come_back_with_their_message_only(sbx: Sandbox) -> None:
     assert __file__ not in error.traceback and "declaw_wasm" not in error.traceback  # no host frames
 
 
+@pytest.mark.guest
 def test_a_blocking_tool_counts_against_the_cells_timeout() -> None:
     release = threading.Event()
     with Sandbox.create(tools={"block": lambda: release.wait(60)}) as sbx:
@@ -144,6 +148,7 @@ def test_a_blocking_tool_counts_against_the_cells_timeout() -> None:
         assert sbx.run_code("1 + 1").text == "2"  # the context starts afresh
 
 
+@pytest.mark.guest
 def test_kill_stops_a_cell_waiting_for_a_tool() -> None:
     started, release = threading.Event(), threading.Event()
 
@@ -173,6 +178,7 @@ def _outcome(sbx: Sandbox, code: str, tools: Any = None) -> Any:
         return exc
 
 
+@pytest.mark.guest
 def test_the_doors_size_limit_holds_both_ways() -> None:
     with Sandbox.create(tools={"echo": lambda data: len(data), "big": lambda: b"x" * (17 << 20)}) as sbx:
         code = ("from declaw_tools import echo, big, ToolError\nout = []\n"
@@ -186,6 +192,7 @@ def test_the_doors_size_limit_holds_both_ways() -> None:
         assert fine == 1 << 20
 
 
+@pytest.mark.guest
 def test_values_that_cannot_cross_raise_in_the_guest() -> None:
     with Sandbox.create(tools={"opaque": lambda: threading.Lock()}) as sbx:
         error = sbx.run_code("from declaw_tools import opaque\nopaque()").error
@@ -222,6 +229,7 @@ def test_tools_are_checked() -> None:
             Sandbox.create(tools=bad)
 
 
+@pytest.mark.guest
 def test_top_level_await_in_cells() -> None:
     with Sandbox.create() as sbx:
         assert _value(sbx, "import asyncio\nawait asyncio.sleep(0.01)\nx = await asyncio.sleep(0, result=5)\nx") == "5"
@@ -232,6 +240,7 @@ def test_top_level_await_in_cells() -> None:
         assert _value(sbx, "sum(i for i in range(4))") == "6"  # plain cells stay plain
 
 
+@pytest.mark.guest
 def test_in_a_process_pool_the_calls_come_back_here() -> None:
     seen: list[tuple[str, int]] = []
     release = threading.Event()
@@ -272,6 +281,7 @@ def test_in_a_process_pool_the_calls_come_back_here() -> None:
 
 
 
+@pytest.mark.guest
 def test_served_mode_and_ray_refuse_tools(server_url: str) -> None:
     with pytest.raises(InvalidArgumentException, match="cannot reach a sandbox on a declaw-wasm server"):
         Sandbox.create(domain=server_url, api_key=API_KEY, tools={"search": search})

@@ -44,6 +44,7 @@ async def test_tools_and_run_python_code_schema() -> None:
         assert schema["properties"]["global_variables"]["default"] == {}
 
 
+@pytest.mark.guest
 async def test_run_python_code_output_format() -> None:
     async with Client(DeclawMcpServer(shared=True).mcp) as client:
         text = _text(await client.call_tool("run_python_code", {
@@ -70,6 +71,7 @@ async def test_run_python_code_output_format() -> None:
         assert "&lt;/output&gt;" in text
 
 
+@pytest.mark.guest
 async def test_run_python_code_json_mode() -> None:
     server = DeclawMcpServer(ServerOptions(return_mode="json"), shared=True)
     async with Client(server.mcp) as client:
@@ -77,6 +79,7 @@ async def test_run_python_code_json_mode() -> None:
         assert text == '{"status": "success", "output": ["1"], "return_value": "x"}'
 
 
+@pytest.mark.guest
 async def test_run_code_is_stateful_and_returns_charts() -> None:
     async with Client(DeclawMcpServer(shared=True).mcp) as client:
         result = await client.call_tool("run_code", {"code": (
@@ -96,6 +99,7 @@ async def test_run_code_is_stateful_and_returns_charts() -> None:
         assert bad.is_error and "no code context" in bad.content[0].text
 
 
+@pytest.mark.guest
 async def test_commands_and_files() -> None:
     async with Client(DeclawMcpServer(shared=True).mcp) as client:
         assert _text(await client.call_tool("run_command", {"command": "echo hi; exit 3"})) == \
@@ -109,6 +113,7 @@ async def test_commands_and_files() -> None:
         assert "cat: " in _text(await client.call_tool("run_command", {"command": "cat /nope"}))
 
 
+@pytest.mark.guest
 async def test_stdio_transport_runs_the_cli() -> None:
     """A real `declaw-wasm mcp` process, spoken to by the SDK's stdio client."""
     params = StdioServerParameters(
@@ -150,6 +155,7 @@ def _live_ids() -> set[str]:
     return {info.sandbox_id for info in Sandbox.list().next_items()}
 
 
+@pytest.mark.guest
 async def test_http_session_owns_a_sandbox_killed_at_the_end(http_server: str) -> None:
     before = _live_ids()
     async with Client(http_server, mode="legacy") as client:
@@ -166,6 +172,7 @@ async def test_http_session_owns_a_sandbox_killed_at_the_end(http_server: str) -
             await anyio.sleep(0.05)
 
 
+@pytest.mark.guest
 async def test_http_modern_protocol_is_stateless(http_server: str) -> None:
     """2026-07-28 clients have no session: each call gets a sandbox of its own, gone after."""
     before = _live_ids()
@@ -175,6 +182,7 @@ async def test_http_modern_protocol_is_stateless(http_server: str) -> None:
     assert not (_live_ids() - before)
 
 
+@pytest.mark.guest
 async def test_server_options_set_every_sandboxs_policy() -> None:
     """`--network` / `--security` / `--no-internet` (ServerOptions) reach each session's sandbox;
     a bad policy stops the server at start."""

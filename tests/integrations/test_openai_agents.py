@@ -42,7 +42,7 @@ from declaw_wasm.integrations.openai_agents import (
     DeclawWasmSandboxClientOptions,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.guest, pytest.mark.anyio]
 
 
 class ScriptedModel(Model):

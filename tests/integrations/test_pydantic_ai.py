@@ -25,6 +25,7 @@ from declaw_wasm.integrations.pydantic_ai import (
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.guest
 class TestDeclawWasmWorkspaceBackend(WorkspaceBackendSuite):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[WorkspaceBackend]:
@@ -53,6 +54,7 @@ class TestDeclawWasmWorkspaceBackend(WorkspaceBackendSuite):
         return False  # WASI keeps no permission bits: `chmod 000` cannot make a file unreadable
 
 
+@pytest.mark.guest
 async def test_agent_uses_the_capability_and_continues_by_ref() -> None:
     script = [[ToolCallPart("execute", {"command": "echo kept > note.txt; python3 -c 'print(6*7)'"})],
               [TextPart("first done")],
@@ -81,6 +83,7 @@ async def test_agent_uses_the_capability_and_continues_by_ref() -> None:
 
 
 
+@pytest.mark.guest
 async def test_code_mode_folds_the_tools_into_run_code() -> None:
     """`DeclawWasmCodeMode`: the model sees one `run_code` tool listing the agent's tools as
     Python functions; its code calls them (awaited at once with gather) on the host, through
@@ -122,6 +125,7 @@ async def test_code_mode_folds_the_tools_into_run_code() -> None:
     assert "{'Paris': 22.2, 'Tokyo': 15.0}" in str(answer.content)
 
 
+@pytest.mark.guest
 async def test_sandbox_options_reach_a_new_sandbox() -> None:
     """The capability's declaw options (`network` here) go to `AsyncSandbox.create`."""
     capability = DeclawWasmWorkspace(network={"deny_out": ["0.0.0.0/0"]}, timeout=120)

@@ -13,6 +13,8 @@ from conftest import API_KEY  # tests/ is on sys.path
 from declaw_wasm import testing
 from declaw_wasm.integrations.anthropic import PersistentShell
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def _need(module: str) -> None:
     try:

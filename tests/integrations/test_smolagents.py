@@ -19,6 +19,8 @@ from smolagents.utils import AgentError
 from declaw_wasm import Sandbox
 from declaw_wasm.integrations.smolagents import DeclawWasmExecutor
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 class ScriptedModel(Model):
     def __init__(self, replies: list[str]) -> None:

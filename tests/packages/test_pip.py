@@ -17,6 +17,8 @@ from declaw_wasm._packages.pip import wheel_cache
 
 from wheels import make_wheel
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:

@@ -14,6 +14,8 @@ from declaw_wasm.templates import Template, delete_template, list_templates
 
 from wheels import make_wheel
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def test_custom_template_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     house = tmp_path / "house"

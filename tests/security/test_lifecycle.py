@@ -19,6 +19,8 @@ from declaw_wasm import AsyncSandbox, PtySize, Sandbox, SandboxException, Timeou
 
 from .support import Bounded, assert_host_fine, deep_tree, guest_threads, run_py, wait_guest_threads
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 SECRET = "tenant-b-secret-4242"
 
 

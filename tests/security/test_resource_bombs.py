@@ -20,6 +20,8 @@ from declaw_wasm import CommandResult, Limits, Sandbox, SandboxException, Timeou
 from .support import (Bounded, PeakRSS, assert_host_fine, deep_tree, guest_threads, run_py,
                       wait_guest_threads)
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 MiB = 1 << 20
 
 

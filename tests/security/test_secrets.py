@@ -15,6 +15,8 @@ from declaw_wasm import FileNotFoundException, PtySize, Sandbox, SandboxExceptio
 
 from .support import assert_host_fine, run_py
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 FAKE_KEY = "sk-test-declaw-security-0123456789abcdef"
 CHECKOUT = Path(__file__).resolve().parents[2]
 

@@ -9,18 +9,19 @@ Runs on the warm path only (tests/shell/conftest.py).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from declaw_wasm import Sandbox
+from hostbash import HOST_BASH, host_bash  # tests/ is on sys.path
 
 from .awk_cases import AWK_CASES
 from .cases import CASES, FIXTURE
 from .gap_cases import GAP_CASES
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 ALL_CASES = CASES + [case for case in AWK_CASES if case not in CASES]
 ALL_CASES += [case for case in GAP_CASES if case not in ALL_CASES]
@@ -31,7 +32,6 @@ KNOWN_GAPS: dict[str, str] = {
         "awk and python3 read a pipe's input whole before they start: an endless producer never ends",
 }
 
-HOST_BASH = shutil.which("bash")
 
 
 def _case_id(index: int) -> str:
@@ -58,8 +58,7 @@ def _host_bash(line: str, folder: Path) -> tuple[str, int]:
         (folder / name).write_text(content)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/home/user", "LANG": "C.UTF-8",
            "USER": "user"}
-    done = subprocess.run([HOST_BASH or "bash", "-c", line], cwd=folder, env=env,
-                          capture_output=True, timeout=60)
+    done = host_bash(["-c", line], cwd=folder, env=env, capture_output=True, timeout=60)
     return done.stdout.decode("utf-8", "replace"), done.returncode
 
 

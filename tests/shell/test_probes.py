@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from typing import Iterator
 
 import pytest
 
 from declaw_wasm import Sandbox
+from hostbash import host_bash  # tests/ is on sys.path
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_other_options_still_reach_the_tool(sbx: Sandbox) -> None:
 def _host_first_line(line: str) -> str | None:
     if shutil.which(line.split()[0]) is None:
         return None
-    done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=30)
+    done = host_bash(["-c", line], capture_output=True, text=True, timeout=30)
     return done.stdout.splitlines()[0] if done.returncode == 0 and done.stdout else None
 
 
@@ -170,7 +170,7 @@ def test_arch_locale_ulimit(sbx: Sandbox) -> None:
     assert code == 2 and "-Z: invalid option" in err
     out, _, code = run(sbx, "ulimit -a")
     ours = [line.rsplit(" ", 1)[0] for line in out.splitlines()]
-    host = subprocess.run(["bash", "-c", "ulimit -a"], capture_output=True, text=True).stdout
+    host = host_bash(["-c", "ulimit -a"], capture_output=True, text=True).stdout
     assert code == 0 and ours == [line.rsplit(" ", 1)[0] for line in host.splitlines()]  # bash's layout
     out, _, code = run(sbx, "locale", envs={"LANG": "C.UTF-8"})
     assert code == 0 and out.splitlines()[:3] == ["LANG=C.UTF-8", "LANGUAGE=", 'LC_CTYPE="C.UTF-8"']

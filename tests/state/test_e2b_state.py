@@ -14,6 +14,8 @@ import pytest
 from declaw_wasm import AsyncSandbox, InvalidArgumentException, Sandbox, SandboxNotFoundException
 from declaw_wasm.models import SandboxState
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def test_instance_connect_resumes_in_place(sandbox: Sandbox, state: str) -> None:
     sandbox.files.write("/home/user/kept.txt", "kept")

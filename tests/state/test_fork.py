@@ -7,6 +7,8 @@ import pytest
 
 from declaw_wasm import ConflictException, InvalidArgumentException, Sandbox
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def test_forks_start_equal_and_diverge_independently(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("import random, tempfile; items = [1, 2]; seed_probe = None")

@@ -17,6 +17,8 @@ from declaw_wasm import (AsyncSandbox, InvalidArgumentException, Sandbox, Sandbo
 
 from .conftest import run_python
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def test_pause_and_resume_in_process(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("import numpy as np; data = np.arange(10) * 2")

@@ -13,6 +13,8 @@ from declaw_wasm import ConflictException, Sandbox, SandboxState
 
 from conftest import API_KEY  # noqa: E402 (tests/ is on sys.path)
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 
 def test_our_sdk_through_the_server(server_url: str, state: str) -> None:
     where: dict[str, Any] = {"domain": server_url, "api_key": API_KEY}

@@ -40,6 +40,7 @@ def store_files(state: str) -> list[Path]:
     return [p for p in Path(state).rglob("*") if p.is_file()]
 
 
+@pytest.mark.guest
 def test_state_survives_a_snapshot_and_restore(sandbox: Sandbox, state: str) -> None:
     assert sandbox.run_code(STATE_SETUP).error is None
     sandbox.files.write("/home/user/notes.txt", "before")
@@ -65,6 +66,7 @@ def test_state_survives_a_snapshot_and_restore(sandbox: Sandbox, state: str) -> 
         restored.kill()
 
 
+@pytest.mark.guest
 def test_create_from_a_snapshot_is_a_new_sandbox_and_snapshots_outlive_kill(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("x = 7")
     snap = sandbox.snapshot()
@@ -86,6 +88,7 @@ def test_create_from_a_snapshot_is_a_new_sandbox_and_snapshots_outlive_kill(sand
         Sandbox.create(snapshot="snap_missing")
 
 
+@pytest.mark.guest
 def test_list_delete_and_restore_preference(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("x = 'manual'")
     manual = sandbox.create_snapshot()
@@ -103,6 +106,7 @@ def test_list_delete_and_restore_preference(sandbox: Sandbox, state: str) -> Non
     restored.kill()
 
 
+@pytest.mark.guest
 def test_every_context_and_its_cwd_are_kept(sandbox: Sandbox, state: str) -> None:
     sandbox.files.make_dir("/tmp/work")
     ctx = sandbox.create_code_context(cwd="/tmp/work")
@@ -122,6 +126,7 @@ def test_every_context_and_its_cwd_are_kept(sandbox: Sandbox, state: str) -> Non
         twin.kill()
 
 
+@pytest.mark.guest
 def test_a_file_left_open_across_cells_is_refused_never_aliased(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("f = open('/tmp/log.txt', 'w'); f.write('a')")
     with pytest.raises(ConflictException, match="open files across cells") as caught:
@@ -140,6 +145,7 @@ def test_a_file_left_open_across_cells_is_refused_never_aliased(sandbox: Sandbox
     assert "".join(out.logs.stdout) == "a (0,)\n"
 
 
+@pytest.mark.guest
 def test_a_running_command_is_refused_and_a_running_cell_waited_for(sandbox: Sandbox, state: str) -> None:
     handle = sandbox.commands.run("sleep 30", background=True)
     with pytest.raises(ConflictException, match="commands running"):
@@ -157,6 +163,7 @@ def test_a_running_command_is_refused_and_a_running_cell_waited_for(sandbox: San
     twin.kill()
 
 
+@pytest.mark.guest
 def test_the_monotonic_clock_never_goes_backwards(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("import time; time.sleep(0.3); t0 = time.monotonic(); p0 = time.process_time()")
     sandbox.pause()
@@ -167,6 +174,7 @@ def test_the_monotonic_clock_never_goes_backwards(sandbox: Sandbox, state: str) 
     assert "".join(out.logs.stdout) == "True True True True\n", out
 
 
+@pytest.mark.guest
 def test_a_tampered_or_truncated_snapshot_is_refused(sandbox: Sandbox, state: str) -> None:
     sandbox.run_code("x = 1")
     sandbox.files.write("/home/user/a.txt", "a")
@@ -210,6 +218,7 @@ def _rewrite_manifest(folder: Path, change: dict[str, dict[str, str]]) -> None:
     (folder / "manifest.json").write_text(json.dumps(doc))
 
 
+@pytest.mark.guest
 def test_another_base_image_or_engine_is_refused_naming_what_is_needed(sandbox: Sandbox, state: str) -> None:
     info = sandbox.create_snapshot()
     folder = Path(state) / "sandboxes" / sandbox.sandbox_id / "snapshots" / info.snapshot_id
@@ -221,6 +230,7 @@ def test_another_base_image_or_engine_is_refused_naming_what_is_needed(sandbox: 
         Sandbox.create(snapshot=info.snapshot_id)
 
 
+@pytest.mark.guest
 def test_the_cache_keeps_the_warm_image_a_snapshot_pins(sandbox: Sandbox, state: str) -> None:
     runtime = testing.runtime_of(sandbox)
     assert runtime.source is not None
@@ -250,6 +260,7 @@ def test_the_cache_keeps_the_warm_image_a_snapshot_pins(sandbox: Sandbox, state:
     assert not mine & set(pins(runtime.source))
 
 
+@pytest.mark.guest
 def test_the_cold_path_snapshots_too(state: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "0")
     sbx = Sandbox.create()
@@ -280,6 +291,7 @@ def test_ids_are_checked_before_they_name_a_store_path(state: str) -> None:
     assert not os.listdir(state) or set(os.listdir(state)) <= {"sandboxes", "snapshot-index"}
 
 
+@pytest.mark.guest
 def test_info_and_list_show_a_paused_sandbox(sandbox: Sandbox, state: str) -> None:
     sandbox.pause()
     assert sandbox.get_info().state == SandboxState.PAUSED
@@ -290,6 +302,7 @@ def test_info_and_list_show_a_paused_sandbox(sandbox: Sandbox, state: str) -> No
     assert sandbox.get_info().state == SandboxState.RUNNING
 
 
+@pytest.mark.guest
 def test_a_context_that_will_not_come_to_rest_is_refused_in_bounded_time(sandbox: Sandbox, state: str) -> None:
     # hostile code in the context: the turn before a capture calls into matplotlib's font cache
     sandbox.run_code("import sys, types\n"
@@ -305,6 +318,7 @@ def test_a_context_that_will_not_come_to_rest_is_refused_in_bounded_time(sandbox
     assert "".join(fresh.logs.stdout) == "fresh\n" and "restarted" in "".join(fresh.logs.stderr)
 
 
+@pytest.mark.guest
 def test_volumes_are_attached_again_and_copies_come_from_the_snapshot(state: str) -> None:
     from declaw_wasm.volumes import VolumeAttachment, Volumes
 
@@ -328,6 +342,7 @@ def test_volumes_are_attached_again_and_copies_come_from_the_snapshot(state: str
         Volumes.delete(vol.volume_id)
 
 
+@pytest.mark.guest
 def test_the_pii_token_map_is_persisted(state: str) -> None:
     from declaw_wasm import PIIConfig, SecurityPolicy
 

@@ -19,6 +19,8 @@ from declaw_wasm.volumes import VolumeAttachment, Volumes, sync_volume
 
 from .conftest import make_tar
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 CORPUS = {"x": b"hello corpus\n", "docs/readme.md": b"# readme\n", "docs/data.csv": b"a,b\n1,2\n"}
 
 

@@ -131,6 +131,7 @@ def test_uploads_are_bounded_by_the_servers_limit(where: dict[str, str]) -> None
     assert "too-big" not in {v.name for v in declaw.Volumes.list(**where)}
 
 
+@pytest.mark.guest
 def test_sandboxes_attach_snapshot_and_commit_through_the_server(where: dict[str, str]) -> None:
     vol = declaw.Volumes.create("shared", _tar_gz({"data/in.txt": b"input"}), **where)
     sbx = declaw.Sandbox.create(template="code-interpreter", volumes=[vol.attach("/work", mode="mount")], **where)
@@ -156,6 +157,7 @@ def test_sandboxes_attach_snapshot_and_commit_through_the_server(where: dict[str
         declaw.Volumes.delete(volume.volume_id, **where)
 
 
+@pytest.mark.guest
 def test_our_volumes_in_remote_mode(server: str, tmp_path: Path) -> None:
     folder = tmp_path / "src"
     (folder / "sub").mkdir(parents=True)
