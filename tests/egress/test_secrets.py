@@ -47,7 +47,8 @@ out["other_host"] = requests.get("https://other.example.com/other", headers=auth
 # a connection opened to other.example.com, asking for api.openai.com: refused
 s = socket.create_connection(("other.example.com", 443))
 t = ssl.create_default_context().wrap_socket(s, server_hostname="other.example.com")
-t.sendall(("GET /fronted HTTP/1.1\\r\\nHost: api.openai.com\\r\\nAuthorization: Bearer " + key + "\\r\\n\\r\\n").encode())
+t.sendall(("GET /fronted HTTP/1.1\\r\\nHost: api.openai.com\\r\\nAuthorization: Bearer " + key
+           + "\\r\\n\\r\\n").encode())
 out["fronting"] = t.recv(65536).decode().split("\\r\\n", 1)[0]
 # TLS for api.openai.com on that connection is refused too (SNI must be its name)
 s2 = socket.create_connection(("other.example.com", 443))
