@@ -200,7 +200,8 @@ import json, socket, ssl, errno
 def attempt(fn):
     try:
         value = fn()
-        return {"ok": True, "value": value if isinstance(value, (str, int, float, list, dict, type(None))) else repr(value)}
+        plain = isinstance(value, (str, int, float, list, dict, type(None)))
+        return {"ok": True, "value": value if plain else repr(value)}
     except BaseException as exc:
         return {"ok": False, "type": type(exc).__name__, "msg": str(exc),
                 "oserror": isinstance(exc, OSError)}
