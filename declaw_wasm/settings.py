@@ -21,6 +21,7 @@ environment.
 | `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
 | `DECLAW_WASM_BACKEND` | where sandboxes run: `local`, `processes[:N]`, `ray[:address]` (docs/scale.md) |
 | `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
+| `DECLAW_WASM_DNS_ANSWERS` | testing hook: fixed answers judged like the host DNS's (`_egress/resolve.py`) |
 """
 
 from __future__ import annotations
@@ -103,6 +104,11 @@ def api_key() -> Optional[str]:
 
 def log_level() -> str:
     return os.environ.get("DECLAW_LOG_LEVEL", "warning")
+
+
+def dns_answers() -> str:
+    """`DECLAW_WASM_DNS_ANSWERS` (a testing hook, _egress/resolve.py): "" when unset."""
+    return os.environ.get("DECLAW_WASM_DNS_ANSWERS", "")
 
 
 def state_url() -> str:

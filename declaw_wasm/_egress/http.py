@@ -10,7 +10,11 @@ request can hide inside another's body. Responses are parsed the same way and wr
 the guest.
 
 On the way: secret injection (secrets.py) into the guest's request after the content guard
-(guard.py) saw it; response headers and decoded bodies scrubbed of secret values; guard filters
+(guard.py) saw it; with secrets on the sandbox, every response head (1xx ones too: reason, header
+names and values) and every decoded body scrubbed of secret values, a body the host cannot
+decode refused (502, or the connection aborted if its head went out already: a coded body's head
+waits for its first decoded bytes, so that a body that does not decode at all gets the 502),
+trailers dropped (always), upgrades refused (always); guard filters
 on bodies (a filter may hold the response's head back until it has scanned the body, answer
 with its own block response, or cut the response: the guest's connection is then aborted
 mid-body, never ended cleanly); one audit event per exchange, with the guards' counts. A
@@ -35,7 +39,8 @@ from .audit import AuditEvent, now
 from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
                     ResponseFilter)
 from .policy import PolicyError, normalize_name, parse_address
-from .secrets import Decoder, Scrubber, SecretBook, decodable, decoder_for
+from .secrets import (Decoder, Refusing, Scrubber, SecretBook, UndecodableBody, decodable,
+                      decoder_for, undecodable)
 
 DECODE_CHUNK = 64 << 10
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
@@ -155,6 +160,8 @@ class HttpRelay:
         self._scrubber: Optional[Scrubber] = None
         self._filter: Optional[ResponseFilter] = None
         self._held: Optional[tuple[int, Headers, bytes]] = None  # a head the filter holds back
+        self._await_body = False  # the head waits for the first decoded bytes (or the end)
+        self._coding = ""  # the response's Content-Encoding, for messages
         self._end_pending = False
         self._stopped = False
         self._upstream_eof = False
@@ -398,7 +405,7 @@ class HttpRelay:
                     if event.status_code == 101:
                         self._bad_upstream("the server switched protocols")
                         return
-                    self.to_guest += self.guest.send(event)
+                    self.to_guest += self.guest.send(self._informational(event))
                 elif isinstance(event, h11.Response):
                     self._on_response(event)
                 elif isinstance(event, h11.Data):
@@ -424,37 +431,54 @@ class HttpRelay:
         if sum(len(n) + len(v) + 4 for n, v in event.headers.raw_items()) > self.ctx.header_bytes:
             raise h11.LocalProtocolError(f"response head larger than {self.ctx.header_bytes} bytes "
                                          "(Limits.net_header_bytes)")
-        headers = _text(list(event.headers.raw_items()))
+        raw, reason = self._scrubbed(list(event.headers.raw_items()), event.reason)
+        headers = _text(raw)
         secrets = self.ctx.secrets
-        if secrets:
-            headers = [(k, secrets.scrub_text(v)) for k, v in headers]
         has_body = ex.method != "HEAD" and event.status_code not in (204, 304)
         guard_wants = self._guard_active and has_body and self.ctx.guard.wants_response_body(
             self.ctx.name, ex.method, ex.url, event.status_code, headers)
         if has_body and (secrets or guard_wants):
             encodings = ",".join(_get(headers, "content-encoding")).split(",")
+            self._coding = ", ".join(e.strip() for e in encodings if e.strip())[:200]
             decoder = decoder_for(encodings)
+            if decoder is None and secrets:  # passed on raw, it would pass the values on too
+                decoder = Refusing(undecodable(encodings) or "")
             if decoder is not None:
                 headers = _without(headers, "content-encoding", "content-length", "transfer-encoding")
                 if secrets:
                     self._scrubber = secrets.scrubber()
+                    self._await_body = any(e.strip().lower() not in ("", "identity") for e in encodings)
             elif guard_wants:  # the guard gets the raw bytes and their coding, and decides
                 decoder = decoder_for([])
                 headers = _without(headers, "content-length", "transfer-encoding")
-            else:
-                ex.note = f"body not scrubbed or filtered: unknown Content-Encoding {','.join(encodings)!r}"
             self._decoder = decoder
             if guard_wants:
                 self._filter = self.ctx.guard.response(self.ctx.name, ex.method, ex.url,
                                                        event.status_code, headers)
-        self._held = (event.status_code, headers, event.reason)
+        self._held = (event.status_code, headers, reason)
         self._send_head()
         if self._filter is not None and getattr(self._filter, "done", False):
             self._pass_on(b"")  # the guard answered before any body
 
+    def _scrubbed(self, raw: list[tuple[bytes, bytes]], reason: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
+        """A response head's headers and reason with the sandbox's secret values replaced by
+        their placeholders; a header whose name holds a value is dropped (no real header is
+        named so, and the placeholder may not be a valid name)."""
+        secrets = self.ctx.secrets
+        if not secrets:
+            return raw, reason
+        kept = [(n, secrets.scrub_bytes(v)) for n, v in raw if not secrets.holds_value(n)]
+        return kept, secrets.scrub_bytes(reason)
+
+    def _informational(self, event: h11.InformationalResponse) -> h11.InformationalResponse:
+        """A 1xx head from the upstream, scrubbed like a final one, for the guest."""
+        raw, reason = self._scrubbed(list(event.headers.raw_items()), event.reason)
+        return h11.InformationalResponse(status_code=event.status_code, headers=raw, reason=reason)
+
     def _send_head(self, force: bool = False) -> None:
-        """The response's head to the guest, once the filter (if any) lets it go."""
-        if self._held is None:
+        """The response's head to the guest, once the filter (if any) lets it go, and (for a
+        coded body scrubbed of secrets) once the body's first bytes have decoded."""
+        if self._held is None or (self._await_body and not force):
             return
         status, headers, reason = self._held
         f = self._filter
@@ -469,7 +493,8 @@ class HttpRelay:
         self._response_started = True
         if self._ex is not None:
             self._ex.status = status
-        self.to_guest += self.guest.send(h11.Response(status_code=status, headers=headers, reason=reason))
+        wire = [(k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in headers]
+        self.to_guest += self.guest.send(h11.Response(status_code=status, headers=wire, reason=reason))
 
     def _on_response_body(self, data: bytes) -> None:
         ex = self._ex
@@ -491,7 +516,12 @@ class HttpRelay:
             try:
                 chunk = decoder.take(DECODE_CHUNK)
             except Exception as exc:  # zlib.error, brotli.error, ZstdError: a corrupt body
-                raise GuardCut(f"the server's response body could not be decoded: {exc}",
+                why = str(exc) if isinstance(exc, UndecodableBody) else \
+                    f"Content-Encoding {self._coding!r}: {exc}"
+                if self.ctx.secrets:
+                    why += ("; with secrets on this sandbox, a body the host cannot check for "
+                            "their values is not passed on")
+                raise GuardCut(f"the server's response body could not be decoded ({why})",
                                "content-encoding") from None
             if not chunk and decoder.pending:
                 continue
@@ -506,6 +536,8 @@ class HttpRelay:
         if f is not None and (chunk or getattr(f, "done", False)):
             chunk = f.feed(chunk)
             self._send_head(force=bool(chunk))
+        elif chunk:
+            self._send_head(force=True)  # a head awaiting the body's first decoded bytes
         if chunk:
             self.to_guest += self.guest.send(h11.Data(data=chunk))
         if f is not None and getattr(f, "done", False):
@@ -534,6 +566,7 @@ class HttpRelay:
         blocked = self._filter is not None and bool(getattr(self._filter, "blocked", ""))
         self._audit_exchange("denied" if blocked else "allowed")
         self._decoder = self._scrubber = self._filter = None
+        self._await_body = False
         self._maybe_next_cycle()
 
     def _response_done(self) -> bool:
@@ -617,7 +650,8 @@ class HttpRelay:
         if ex is None or self._stopped:
             return
         ex.guard = exc.guard or "guard"
-        message = f"response cut by the {ex.guard} guard: {exc}"
+        message = str(exc) if ex.guard == "content-encoding" else \
+            f"response cut by the {ex.guard} guard: {exc}"
         if not self._response_started:
             self._held = None
             self._refuse(502, message)
@@ -646,6 +680,7 @@ class HttpRelay:
         self._stopped = True
         self._ex = None
         self._decoder = None
+        self._await_body = False
         self._filter = None
         self._held = None
         self.guest_done = True

@@ -59,7 +59,9 @@ _NON_GLOBAL_V4 = _nets(
 _NON_GLOBAL_V6 = _nets(
     "::/128", "::1/128", "::/96", "100::/64", "2001::/23", "2001:db8::/32", "64:ff9b:1::/48",
     "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: for local use, any length
+_SIIT = ipaddress.ip_network("::ffff:0:0:0/96")  # IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765)
 _SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 _TEREDO = ipaddress.ip_network("2001::/32")
 _COMPAT = ipaddress.ip_network("::/96")  # IPv4-compatible `::a.b.c.d` (deprecated)
@@ -153,23 +155,43 @@ def unwrap(ip: IPAddress) -> IPAddress:
     return ip
 
 
-def embedded_v4(ip: IPAddress) -> Optional[ipaddress.IPv4Address]:
-    """The IPv4 address an IPv6 transition form carries (NAT64, 6to4, Teredo, compatible)."""
+def carried_v4(ip: IPAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address an IPv6 transition form carries (none for any other address): what
+    the packets may really reach, through a translator, a tunnel or a dual-stack socket.
+
+    * mapped `::ffff:a.b.c.d` and translated (SIIT) `::ffff:0:a.b.c.d`: the last 32 bits;
+    * compatible `::a.b.c.d` (not `::` and `::1`): the last 32 bits;
+    * NAT64, the well-known `64:ff9b::/96` (RFC 6052): the last 32 bits;
+    * NAT64, the local-use `64:ff9b:1::/48` (RFC 8215): a network may carve out of it a prefix
+      of any of RFC 6052's lengths from /48 down (/48, /56, /64 or /96), and the host cannot
+      know which, so the address is read at each of those positions (RFC 6052 section 2.2,
+      skipping bits 64-71) and every reading counts;
+    * 6to4 `2002::/16`: bits 16-47;
+    * Teredo `2001::/32`: the server (bits 32-63) and the client (the last 32 bits, inverted).
+    """
     if not isinstance(ip, ipaddress.IPv6Address):
-        return None
-    if ip in _NAT64 or ip in _COMPAT:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        return ()
+    last = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.ipv4_mapped is not None or ip in _SIIT or ip in _NAT64:
+        return (last,)
+    if ip in _COMPAT:
+        return (last,) if int(ip) > 1 else ()
+    if ip in _NAT64_LOCAL:
+        b = ip.packed
+        readings = (b[6:8] + b[9:11], b[7:8] + b[9:12], b[9:13], b[12:16])  # /48 /56 /64 /96
+        return tuple(dict.fromkeys(ipaddress.IPv4Address(r) for r in readings))
     if ip in _SIX_TO_FOUR:
-        return ip.sixtofour
-    if ip in _TEREDO and ip.teredo is not None:
-        return ip.teredo[1]
-    return None
+        return (ipaddress.IPv4Address(ip.packed[2:6]),)
+    if ip in _TEREDO:
+        server = ipaddress.IPv4Address(ip.packed[4:8])
+        client = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF ^ 0xFFFFFFFF)
+        return (server, client)
+    return ()
 
 
 def is_metadata(ip: IPAddress) -> bool:
     ip = unwrap(ip)
-    inner = embedded_v4(ip)
-    return ip in METADATA_ADDRESSES or (inner is not None and inner in METADATA_ADDRESSES)
+    return ip in METADATA_ADDRESSES or any(v4 in METADATA_ADDRESSES for v4 in carried_v4(ip))
 
 
 class _HostAddresses:
@@ -226,13 +248,17 @@ def non_global_reason(ip: IPAddress) -> Optional[str]:
             return _kind(ip)
     elif ip.is_loopback or ip.is_unspecified:
         return _kind(ip)
+    elif ip in _NAT64_LOCAL:  # never public, and which reading is meant is unknown (carried_v4)
+        return "local-use NAT64 (64:ff9b:1::/48)"
     else:
+        carried = carried_v4(ip)
+        for inner in carried:
+            reason = non_global_reason(inner)
+            if reason:
+                return f"IPv6 form of a {reason}"
         if ip in _COMPAT or ip in _TEREDO:
             return "IPv4-compatible or Teredo"
-        inner = embedded_v4(ip)
-        if inner is not None and non_global_reason(inner):
-            return f"IPv6 form of a {non_global_reason(inner)}"
-        if any(ip in net for net in _NON_GLOBAL_V6) or (inner is None and not ip.is_global):
+        if any(ip in net for net in _NON_GLOBAL_V6) or (not carried and not ip.is_global):
             return _kind(ip)
     if ip in host_addresses.get():
         return "the host's own"
@@ -448,11 +474,11 @@ class Policy:
             return _deny("metadata", f"{ip} is a cloud metadata address (always denied)")
         if not self.internet:
             return _deny("allow_internet_access=False", "the sandbox has no internet access")
-        narrow = next((r for r in self.allow if r.kind == "cidr" and r.matches_address(ip)
-                       and r.network is not None and r.network.prefixlen > 0), None)
+        narrow = self._narrow(ip)
         reason = non_global_reason(ip)
         if reason and narrow is None and not mapped:
-            return _deny("non-global", f"{ip} is a {reason} address (allowed only by an "
+            article = "an" if reason[0] in "aeiouIU" else "a"
+            return _deny("non-global", f"{ip} is {article} {reason} address (allowed only by an "
                          "allow_out CIDR that names it)")
         rule = self._name_rule(name) if name else None
         if rule is None:
@@ -461,11 +487,24 @@ class Policy:
             return _allow(rule.text, f"allow_out entry {rule.text!r} allows {name or ip}", True)
         if self.allow_list:
             return _deny("not in allow_out", f"{name or ip} matches no allow_out entry")
-        inner = embedded_v4(ip)
+        carried = carried_v4(ip)
         for deny in self.deny:
-            if deny.matches_address(ip) or (inner is not None and deny.matches_address(inner)):
+            if deny.matches_address(ip) or any(deny.matches_address(v4) for v4 in carried):
                 return _deny(deny.text, f"deny_out entry {deny.text!r} denies {ip}")
         return _allow("default", "public addresses are allowed")
+
+    def _narrow(self, ip: IPAddress) -> Optional[Rule]:
+        """The allow_out CIDR (narrower than everything) that names `ip`: one that contains it,
+        or, for an IPv6 form carrying IPv4 addresses, one that contains each of them (as a
+        mapped address is judged as its IPv4 address, so is every form by what it carries)."""
+        narrow = [r for r in self.allow if r.kind == "cidr" and r.network is not None
+                  and r.network.prefixlen > 0]
+        found = next((r for r in narrow if r.matches_address(ip)), None)
+        carried = carried_v4(ip)
+        if found is not None or not carried:
+            return found
+        rules = [next((r for r in narrow if r.matches_address(v4)), None) for v4 in carried]
+        return rules[0] if all(rules) else None
 
     def describe(self) -> dict[str, Any]:
         """The policy as plain data (for the audit log and served mode)."""

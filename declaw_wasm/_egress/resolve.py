@@ -13,6 +13,12 @@ another port. A mapped address counts as explicitly allowed even when private (t
 applies to the name, and a metadata address is refused when the variable is read). It is a
 testing hook: the first sandbox that uses it logs a warning.
 
+`DECLAW_WASM_DNS_ANSWERS="name:address[,address][ name:address...]"` (IPv6 in brackets) stands
+in for the host's DNS for those names: unlike DECLAW_WASM_RESOLVE's, its answers are judged
+exactly as real DNS answers are (a private or metadata answer is refused), which is what it is
+for: testing how answers are judged, on any backend (a process pool's workers read it too). It
+makes no real query; the first sandbox that uses it logs a warning.
+
 `DECLAW_WASM_EGRESS_LOOPBACK_ONLY=1` (tests only) refuses every real DNS query and every
 connection to a non-loopback address, whatever the policy says: a second fence for test runs
 that cannot use a network namespace.
@@ -30,11 +36,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .. import settings
 from .policy import IPAddress, PolicyError, is_metadata, parse_address
 
 log = logging.getLogger("declaw_wasm.egress")
 
 RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
+DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
 LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
 MAX_ANSWERS = 16
 
@@ -83,7 +91,38 @@ def parse_overrides(text: str) -> dict[tuple[str, Optional[int]], list[Mapped]]:
     return table
 
 
+def parse_dns_answers(text: str) -> dict[str, list[IPAddress]]:
+    """DECLAW_WASM_DNS_ANSWERS's entries: name -> its answers (any address, metadata included:
+    they are judged, not trusted)."""
+    table: dict[str, list[IPAddress]] = {}
+    for item in filter(None, re.split(r"[\s;]+", text.strip())):
+        name, sep, rest = item.partition(":")
+        if not sep or not name or not rest:
+            raise PolicyError(f"{DNS_ANSWERS_ENV}: {item!r} is not name:address[,address]")
+        answers = table.setdefault(name.lower().rstrip("."), [])
+        for address in rest.split(","):
+            try:
+                ip = parse_address(address) if _ADDRESS.match(address) else None
+            except PolicyError:
+                ip = None
+            if ip is None or (":" in address and not address.startswith("[")):
+                raise PolicyError(f"{DNS_ANSWERS_ENV}: {address!r} in {item!r} is not an address "
+                                  "(IPv6 goes in brackets)")
+            answers.append(ip)
+    return table
+
+
 _warned = threading.Event()
+_warned_dns = threading.Event()
+
+
+def dns_answers_from_env() -> dict[str, list[IPAddress]]:
+    table = parse_dns_answers(settings.dns_answers())
+    if table and not _warned_dns.is_set():
+        _warned_dns.set()
+        log.warning("%s is set: sandboxes get fixed DNS answers for %s. This is a testing hook; do "
+                    "not ship it.", DNS_ANSWERS_ENV, ", ".join(sorted(table)))
+    return table
 
 
 def overrides_from_env() -> dict[tuple[str, Optional[int]], list[Mapped]]:
@@ -122,8 +161,10 @@ class Resolver:
     """Resolves names for one sandbox."""
 
     def __init__(self, overrides: Optional[dict[tuple[str, Optional[int]], list[Mapped]]] = None,
-                 max_answers: int = MAX_ANSWERS) -> None:
+                 max_answers: int = MAX_ANSWERS,
+                 dns_answers: Optional[dict[str, list[IPAddress]]] = None) -> None:
         self.overrides = overrides or {}
+        self.dns_answers = dns_answers or {}
         self.max_answers = max_answers
         self.queries = 0  # real DNS queries made (the tests check some are never made)
         self.system_lookup: Callable[[str], list[Any]] = system_lookup
@@ -154,6 +195,12 @@ class Resolver:
         result: dict[str, Any] = {}
         done = threading.Event()
         system_lookup = self.system_lookup
+        if name in self.dns_answers:  # as the host's DNS would answer (DECLAW_WASM_DNS_ANSWERS)
+            fixed = self.dns_answers[name]
+
+            def system_lookup(_name: str) -> list[Any]:
+                return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM,
+                         6, "", (str(ip), 0)) for ip in fixed]
 
         def lookup() -> None:
             try:

@@ -11,10 +11,15 @@ placeholder by the value in request headers and the request target only when
 Anywhere else the placeholder goes out unchanged. Vault references (vault.py) use the same
 path: the guest sees `declaw:vault-managed` and the host sets the provider's auth header.
 
-Responses: the host replaces every secret value by its placeholder in response headers and in
-bodies it can decode (identity, gzip, deflate, br), also in JSON-escaped and URL-encoded
-spellings, so that an echo does not hand the value to the guest. That is a backstop: the real
-protection is where the value is sent. Values live only in memory (never in snapshots, audit
+Responses: the host replaces every secret value by its placeholder in every response head
+(the final one and every 1xx: status line's reason, header names and values, `Location`
+included) and in bodies it decodes (identity, gzip, deflate, br, zstd), also in JSON-escaped and
+URL-encoded spellings, so that an echo does not hand the value to the guest; trailers are
+dropped. A body the host cannot decode (an unknown or too deeply stacked Content-Encoding, a
+corrupt body, a zstd window over RFC 9659's 8 MiB) is refused with a 502 (http.py): passing it
+on raw would pass the value too. That is a backstop: the real protection is where the value is
+sent, and an echo the host cannot recognise (base64, encrypted, split...) still gets through
+(docs/security.md lists the limits). Values live only in memory (never in snapshots, audit
 events or logs).
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import re
 import secrets as _random
 import zlib
 from dataclasses import dataclass, field
@@ -175,10 +181,17 @@ class SecretBook:
             self._needles = sorted(pairs.items(), key=lambda kv: -len(kv[0]))
         return self._needles
 
-    def scrub_text(self, text: str) -> str:
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """`data` (a header name or value, a reason phrase) with every spelling of every value
+        replaced by its placeholder: on the bytes as they came, so a value in any encoding of
+        its UTF-8 form the needles cover is found."""
         for needle, mark in self.needles():
-            text = text.replace(needle.decode("utf-8", "replace"), mark.decode())
-        return text
+            if needle in data:
+                data = data.replace(needle, mark)
+        return data
+
+    def holds_value(self, data: bytes) -> bool:
+        return any(needle in data for needle, _ in self.needles())
 
     def scrubber(self) -> "Scrubber":
         return Scrubber(self.needles())
@@ -191,11 +204,15 @@ def _check_env_name(name: object, where: str) -> None:
 
 def _spellings(value: str) -> list[str]:
     """How a value may come back in a body: as is, JSON-escaped (with and without `\\/`, ASCII
-    escapes), URL-encoded."""
+    escapes), URL-encoded (with upper- and lower-case hex)."""
     forms = [value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
              quote(value, safe=""), quote(value)]
     forms.append(forms[1].replace("/", "\\/"))
+    forms += [_PERCENT.sub(lambda m: m.group(0).lower(), f) for f in forms[3:5]]
     return [f for i, f in enumerate(forms) if f and f not in forms[:i]]
+
+
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
 
 
 class Scrubber:
@@ -312,11 +329,16 @@ class _Brotli:
         return self.more or bool(self.data)
 
 
+ZSTD_WINDOW_LOG = 23  # RFC 9659: the `zstd` content coding's window is at most 8 MiB
+
+
 @dataclass
 class _Zstd:
     """zstd (the standard library's `compression.zstd` from Python 3.14, else its official
     backport `backports.zstd`, from the `guards` extra), bounded per call like the others;
-    concatenated frames are decoded in turn."""
+    concatenated frames are decoded in turn. A frame asking for a window over 8 MiB (RFC 9659's
+    limit for HTTP; the library's own default is 128 MiB) is an error, not 128 MiB of host
+    memory per connection."""
 
     data: bytes = b""
     d: Any = None
@@ -332,11 +354,19 @@ class _Zstd:
                 return b""
             self.data, d = rest, None
         if d is None:
-            d = self.d = _zstd_module().ZstdDecompressor()
-        if self.data:
-            data, self.data = self.data, b""
-            return bytes(d.decompress(data, limit))
-        return b"" if d.needs_input or d.eof else bytes(d.decompress(b"", limit))
+            zstd = _zstd_module()
+            d = self.d = zstd.ZstdDecompressor(
+                options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG})
+        try:
+            if self.data:
+                data, self.data = self.data, b""
+                return bytes(d.decompress(data, limit))
+            return b"" if d.needs_input or d.eof else bytes(d.decompress(b"", limit))
+        except _zstd_module().ZstdError as exc:
+            if "memory" in str(exc):  # the frame's window is over window_log_max
+                raise UndecodableBody(f"a zstd frame that needs a window over {1 << ZSTD_WINDOW_LOG >> 20} "
+                                      "MiB (RFC 9659's limit for HTTP)") from None
+            raise
 
     @property
     def pending(self) -> bool:
@@ -356,6 +386,7 @@ def _zstd_module() -> Any:
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def brotli_available() -> bool:
     try:
         import brotli
@@ -394,8 +425,53 @@ class Chain:
         return any(stage.pending for stage in self.stages)
 
 
+MAX_CODINGS = 4  # stacked content codings the host undoes (curl stops at 5); real servers use 1
+
+
+def undecodable(encodings: list[str]) -> Optional[str]:
+    """Why the host cannot decode a body with this Content-Encoding list (None: it can)."""
+    codings = [e.strip().lower() for e in encodings if e.strip().lower() not in ("", "identity")]
+    can = decodable() + ["x-gzip"]
+    unknown = [c for c in codings if c not in can]
+    if unknown:
+        return (f"Content-Encoding {unknown[0][:100]!r} is not one the host can decode "
+                f"(it decodes {', '.join(decodable())})")
+    if len(codings) > MAX_CODINGS:
+        return (f"{len(codings)} Content-Encodings are stacked (the host undoes at most "
+                f"{MAX_CODINGS})")
+    return None
+
+
+@dataclass
+class Refusing:
+    """The decoder of a body the host cannot decode (`undecodable`'s reason): an empty body
+    passes, the first byte is an error."""
+
+    reason: str
+    data: bool = False
+
+    def feed(self, data: bytes) -> None:
+        self.data = self.data or bool(data)
+
+    def take(self, limit: int) -> bytes:
+        if self.data:
+            raise UndecodableBody(self.reason)
+        return b""
+
+    @property
+    def pending(self) -> bool:
+        return self.data
+
+
+class UndecodableBody(ValueError):
+    """A body the host cannot decode (the message says why)."""
+
+
 def decoder_for(encodings: list[str]) -> Optional[Decoder]:
-    """A decoder for a Content-Encoding list (outermost last), or None if one is unknown."""
+    """A decoder for a Content-Encoding list (outermost last), or None if the host cannot decode
+    it (`undecodable` says why)."""
+    if undecodable(encodings) is not None:
+        return None
     stages: list[Decoder] = []
     for coding in reversed([e.strip().lower() for e in encodings if e.strip()]):
         if coding in ("identity", ""):

@@ -30,7 +30,7 @@ from .connection import Connection, Destination, NetError
 from .guard import ContentGuard, IdentityGuard
 from .ops import MAX_RECV, MAX_SEND, OPS
 from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, parse_address
-from .resolve import Answer, ResolveError, Resolver, overrides_from_env
+from .resolve import Answer, ResolveError, Resolver, dns_answers_from_env, overrides_from_env
 from .secrets import SecretBook
 
 log = logging.getLogger("declaw_wasm.egress")
@@ -51,7 +51,7 @@ class EgressSession:
         self.limits = limits
         self.secrets = secrets or SecretBook()
         self.guard: ContentGuard = guard or IdentityGuard()
-        self.resolver = Resolver(overrides_from_env())
+        self.resolver = Resolver(overrides_from_env(), dns_answers=dns_answers_from_env())
         self.audit = AuditLog(self.secrets.values(), env or {}, mask_patterns, audit_enabled)
         self._lock = threading.Lock()
         self._conns: dict[int, Connection] = {}

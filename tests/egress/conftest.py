@@ -15,6 +15,13 @@ No test here ever sends a packet off this machine, by two fences:
 
 Public names (api.openai.com, evil.com...) are mapped to the local servers with
 DECLAW_WASM_RESOLVE; the servers' certificates come from a CA made here (DECLAW_WASM_CA_BUNDLE).
+Names with fixed DNS answers (DECLAW_WASM_DNS_ANSWERS, judged like real answers): every IPv6
+form of addresses.py's table, as `<case>.forms.example`.
+
+Tests that take `mode` run on the process-pool backend too (`mode="processes"`): a pool of two
+workers started inside the namespace, with the environment above (the session-wide test pool
+may predate the switch, so it is not used here).
+
 Egress tests make their own sandboxes: a guest started before the namespace switch (a shared
 session sandbox's code context) would still be outside it. For the same reason no guest is
 parked and no standby sandbox is made here (DECLAW_WASM_PARKED=0, DECLAW_WASM_STANDBY=0): both
@@ -39,6 +46,7 @@ import pytest
 
 from declaw_wasm import Sandbox
 
+from . import addresses
 from . import upstream as upstream_module
 
 CLONE_NEWNET = 0x40000000
@@ -104,7 +112,8 @@ def loopback_only_network(request: pytest.FixtureRequest,
         warnings.warn(f"egress tests run without a network namespace ({why}); only the "
                       "DECLAW_WASM_EGRESS_LOOPBACK_ONLY fence applies", stacklevel=1)
     saved = {k: os.environ.get(k) for k in ("DECLAW_WASM_EGRESS_LOOPBACK_ONLY", "DECLAW_WASM_RESOLVE",
-                                            "DECLAW_WASM_CA_BUNDLE", "DECLAW_WASM_OFFLINE")}
+                                            "DECLAW_WASM_CA_BUNDLE", "DECLAW_WASM_OFFLINE",
+                                            "DECLAW_WASM_DNS_ANSWERS")}
     saved.update(background)
     os.environ["DECLAW_WASM_EGRESS_LOOPBACK_ONLY"] = "1"
     try:
@@ -128,6 +137,7 @@ def upstreams(loopback_only_network: bool,
     servers = upstream_module.start(NAMES, tmp_path_factory.mktemp("egress-ca"))
     os.environ["DECLAW_WASM_RESOLVE"] = servers.resolve_env()
     os.environ["DECLAW_WASM_CA_BUNDLE"] = str(servers.ca_path)
+    os.environ["DECLAW_WASM_DNS_ANSWERS"] = addresses.dns_answers()
     yield servers
     servers.stop()
 
@@ -139,13 +149,29 @@ def up(upstreams: upstream_module.Upstreams) -> upstream_module.Upstreams:
     return upstreams
 
 
+@pytest.fixture(scope="package")
+def egress_pool(upstreams: upstream_module.Upstreams) -> Iterator[Any]:
+    """A process pool whose workers start inside the namespace, with this folder's environment."""
+    from declaw_wasm._pool.pool import ProcessPool
+
+    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    pool = ProcessPool(2)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
-def make(upstreams: upstream_module.Upstreams) -> Iterator[Callable[..., Sandbox]]:
-    """`make(**create)`: a sandbox of the test's own (killed after it)."""
+def make(upstreams: upstream_module.Upstreams, mode: str,
+         request: pytest.FixtureRequest) -> Iterator[Callable[..., Sandbox]]:
+    """`make(**create)`: a sandbox of the test's own (killed after it), on the test's backend
+    (`mode`: "in-process", or "processes" for the pool above)."""
     made: list[Sandbox] = []
+    if mode not in ("in-process", "processes"):
+        raise ValueError(f"egress tests run in-process or in a process pool, not {mode!r}")
+    where = {"backend": request.getfixturevalue("egress_pool")} if mode == "processes" else {}
 
     def create(**kwargs: Any) -> Sandbox:
-        sandbox = Sandbox.create(timeout=600, **kwargs)
+        sandbox = Sandbox.create(timeout=600, **where, **kwargs)
         made.append(sandbox)
         return sandbox
 
@@ -176,7 +202,8 @@ import json, socket, ssl, errno
 def attempt(fn):
     try:
         value = fn()
-        return {"ok": True, "value": value if isinstance(value, (str, int, float, list, dict, type(None))) else repr(value)}
+        plain = isinstance(value, (str, int, float, list, dict, type(None)))
+        return {"ok": True, "value": value if plain else repr(value)}
     except BaseException as exc:
         return {"ok": False, "type": type(exc).__name__, "msg": str(exc),
                 "oserror": isinstance(exc, OSError)}

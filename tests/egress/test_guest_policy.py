@@ -10,9 +10,12 @@ from __future__ import annotations
 import socket
 from typing import Any, Callable
 
+import pytest
+
 from declaw_wasm import testing
 from declaw_wasm import ALL_TRAFFIC
 
+from . import addresses
 from .conftest import PROBE, outcome
 from .upstream import Upstreams
 
@@ -160,3 +163,34 @@ def test_declaw_bug_04_and_verify_security_primitives(make: Callable[..., Any], 
     assert {r.path for r in up.records()} == {"/v1/models"}
     kinds = [(e.kind, e.decision) for e in sbx.audit_events()]
     assert ("dns", "denied") in kinds and ("request", "allowed") in kinds
+
+
+@pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+def test_ipv6_forms_are_judged_by_the_ipv4_address_they_carry(make: Callable[..., Any], up: Upstreams,
+                                                             mode: str) -> None:
+    """Every IPv6 form that carries an IPv4 address (mapped, translated, compatible, NAT64 and
+    local-use NAT64 at each prefix length, 6to4, Teredo server and client), with a loopback,
+    private, link-local or metadata address inside: refused by the default policy, as a literal
+    destination and as a DNS answer (DECLAW_WASM_DNS_ANSWERS: judged like the host's DNS); the
+    metadata ones as metadata. The same forms around a public address resolve."""
+    cases = addresses.table()
+    calls = {}
+    for case, (address, _, _) in cases.items():
+        calls["literal " + case] = f"connect_addr({address!r}, 80)"
+        calls["dns " + case] = f"socket.getaddrinfo({addresses.dns_name(case)!r}, 80)[0][4][0]"
+    for case in addresses.PUBLIC_FORMS:
+        calls["public " + case] = f"socket.getaddrinfo({addresses.dns_name(case)!r}, 80)[0][4][0]"
+    sbx = make()
+    got = probe(sbx, calls)
+    for name, result in got.items():
+        how, case = name.split(" ", 1)
+        if how == "public":
+            assert result == {"ok": True, "value": addresses.PUBLIC_FORMS[case]}, (name, result)
+            continue
+        assert refused_by_policy(result, "gaierror" if how == "dns" else "ConnectionRefusedError"), (name, result)
+        metadata = cases[case][2] == "metadata"
+        assert ("cloud metadata address" in result["msg"]) == metadata, (name, result)
+    denied = [e for e in sbx.audit_events() if e.decision == "denied"]
+    assert len(denied) == 2 * len(cases)
+    assert sum(e.rule == "metadata" for e in denied) == 2 * len(addresses.FORMS)
+    assert up.records() == []

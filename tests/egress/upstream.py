@@ -3,6 +3,11 @@ trustme), HTTPS with a certificate for another name, HTTP on ::1, and a raw TCP 
 
 Every HTTP request is recorded (method, path, headers, body, and the client's port, which
 tells connections apart), so tests can see exactly what reached the upstream.
+
+`/leak/<place>` routes are a hostile server echoing a secret back in every part of a response
+(test_secret_echoes.py): the value of the request's `X-Echo` header (the secret itself, where
+the host injected it), or the value the test planted in the server (`Upstreams.plant`: a server
+that learnt the value elsewhere, for plain HTTP, where nothing is injected).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 import time
 import urllib.parse
 import zlib
+from urllib.parse import quote
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,9 +103,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/echo-auth-header":
             self._send(200, b"ok\n", "text/plain",
                        extra=(("X-Echo-Auth", record.header("Authorization") or ""),))
-        elif self._guard_route(path, body, echo):
-            pass
-        elif path.startswith("/redirect"):
+        elif path.startswith("/leak/"):
+            self._leak(path.split("/", 2)[2], self.server.planted or record.header("X-Echo") or "")
+        elif not self._guard_route(path, body, echo):
+            self._other_route(path, echo)
+
+    def _other_route(self, path: str, echo: bytes) -> None:
+        if path.startswith("/redirect"):
             self._send(302, b"", "text/plain", extra=(("Location", "/final"),))
         elif path == "/close":
             self._send(200, echo, extra=(("Connection", "close"),))
@@ -135,6 +145,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             return False
         return True
+
+    def _leak(self, place: str, secret: str) -> None:
+        """The secret in one `place` of the response (raw bytes: http.server would not write
+        most of these)."""
+        v, q = secret.encode(), quote(secret, safe="").encode()
+        self.close_connection = True
+        self.wfile.write(_leaked_head(place, v, q) or _leaked_body(place, v))
+        self.wfile.flush()
 
     def _chunked(self, pieces: list[bytes], ctype: str) -> None:
         """Each piece in its own chunk and its own network write, a moment apart."""
@@ -181,6 +199,60 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
 
 
+def _head(status: bytes, reason: bytes, *lines: bytes) -> bytes:
+    return b"HTTP/1.1 " + status + b" " + reason + b"\r\n" + b"".join(x + b"\r\n" for x in lines) + b"\r\n"
+
+
+def _leaked_head(place: str, v: bytes, q: bytes) -> bytes:
+    """The secret `v` (`q` URL-encoded) in a response head, a 1xx one or a trailer."""
+    if place == "head":  # the reason phrase, a header's value, a header's name, the body
+        body = b"body " + v
+        return _head(b"200", b"OK " + v, b"X-Leak: " + v, b"Set-Cookie: k=" + q, v + b": as-a-name",
+                     b"Content-Length: %d" % len(body), b"Connection: close") + body
+    if place == "info":  # every 1xx head, then a plain answer
+        out = b""
+        for status, reason in ((b"100", b"Continue"), (b"102", b"Processing"), (b"103", b"Early Hints")):
+            out += _head(status, reason + b" " + v, b"X-Leak: " + v,
+                         b"Link: </style.css?k=" + q + b">; rel=preload", v + b": as-a-name")
+        return out + _head(b"200", b"OK", b"Content-Length: 2", b"Connection: close") + b"ok"
+    if place == "trailer":  # chunked trailers
+        out = _head(b"200", b"OK", b"Transfer-Encoding: chunked", b"Trailer: X-Leak", b"Connection: close")
+        return out + b"2\r\nok\r\n0\r\nX-Leak: " + v + b"\r\n" + v + b": as-a-name\r\n\r\n"
+    if place == "switch":  # an upgrade nobody asked for, then the raw stream
+        return _head(b"101", b"Switching Protocols " + v, b"Upgrade: websocket", b"Connection: Upgrade",
+                     b"X-Leak: " + v) + b"raw stream " + v
+    if place == "redirect":
+        return _head(b"302", b"Found", b"Location: https://api.openai.com/cb?key=" + q + b"&raw=" + v,
+                     b"Content-Location: /x/" + v, b"Content-Length: 0", b"Connection: close")
+    return b""
+
+
+def _leaked_body(place: str, v: bytes) -> bytes:
+    """The secret `v` in a body the host cannot decode."""
+    def coded(coding: bytes, body: bytes) -> bytes:
+        return _head(b"200", b"OK", b"Content-Type: text/plain", b"Content-Encoding: " + coding,
+                     b"Content-Length: %d" % len(body), b"Connection: close") + body
+
+    if place == "unknown":  # a coding nobody decodes, the value raw inside
+        return coded(b"xyz", b"body " + v)
+    if place == "stacked-unknown":
+        return coded(b"gzip, xyz", gzip.compress(b"body " + v))
+    if place == "too-deep":  # five gzip layers: real, but past the host's bound
+        body = b"body " + v
+        for _ in range(5):
+            body = gzip.compress(body)
+        return coded(b"gzip, gzip, gzip, gzip, gzip", body)
+    if place.startswith("corrupt-") and place != "corrupt-late":
+        return coded(place.split("-")[1].encode(), b"\x00body " + v)
+    if place == "zstd-window":  # a frame that needs a 16 MiB window (RFC 9659: 8 MiB at most)
+        return coded(b"zstd", zstd_compress(v + b"\0" * (16 << 20) + v, window_log=24))
+    if place == "corrupt-late":  # 256 KiB that decode, then a broken block, the value after it
+        z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        body = z.compress(b"all is well\n" * 21846) + z.flush(zlib.Z_FULL_FLUSH)
+        return coded(b"gzip", body + b"\xff\xff\xff\xff" + v + b"\xff" * 64)
+    return _head(b"404", b"Not Found", b"Content-Length: 0", b"Connection: close")
+
+
 def _last_message(body: bytes) -> str:
     """The content of the last message of an OpenAI- or Anthropic-shaped request body."""
     try:
@@ -202,11 +274,13 @@ def _cut(text: str, n: int) -> list[str]:
     return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def zstd_compress(data: bytes) -> bytes:
+def zstd_compress(data: bytes, window_log: int = 0) -> bytes:
     try:
         from compression import zstd  # type: ignore[import-not-found]
     except ImportError:
         from backports import zstd  # type: ignore[no-redef]
+    if window_log:
+        return bytes(zstd.compress(data, options={zstd.CompressionParameter.window_log: window_log}))
     return bytes(zstd.compress(data))
 
 
@@ -223,6 +297,7 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.records: list[Record] = []
         self.lock = threading.Lock()
         self.tls: ssl.SSLContext | None = None
+        self.planted = ""  # a secret value this server knows (the /leak/ routes echo it)
         super().__init__(address, Handler)
 
     def get_request(self) -> tuple[Any, Any]:
@@ -279,6 +354,11 @@ class Upstreams:
         for server in (self.http, self.https, self.wrong_cert, self.http6):
             with server.lock:
                 server.records.clear()
+                server.planted = ""
+
+    def plant(self, server: Server, value: str) -> None:
+        """Make `server` know a secret value (as one that received it elsewhere would)."""
+        server.planted = value
 
     def resolve_env(self) -> str:
         """DECLAW_WASM_RESOLVE mapping every test name to these servers."""
