@@ -211,3 +211,46 @@ def test_guest_bytes_held_for_a_stalled_upstream_are_bounded(
                           requests=(UNFINISHED.replace(b"/early", b"/sink"),))
     assert got["sent"] < 64 * MiB, got
     assert growth < 32 * MiB, growth
+
+
+# N answers of SIZE bytes at once (more than the sandbox's budget together), read to the end one
+# connection after another, each only once select says it is readable.
+IN_TURN = """
+import json, select, socket, time
+PORT, N, SIZE = {port}, {n}, {size}
+socks = [socket.create_connection(("127.0.0.1", PORT), timeout=30) for _ in range(N)]
+for s in socks:
+    s.sendall(b"GET /body HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\n\\r\\n" % PORT)
+for _ in range(50):  # the answers fill their windows meanwhile
+    select.select(socks, [], [], 0.01)
+out = []
+for s in socks:
+    ready = select.select([s], [], [], 10)[0] == [s]
+    data = b""
+    while b"\\r\\n\\r\\n" not in data:
+        data += s.recv(65536)
+    head, _, body = data.partition(b"\\r\\n\\r\\n")
+    size = len(body)
+    while size < SIZE:
+        chunk = s.recv(1 << 20)
+        assert chunk.count(b"z") == len(chunk)
+        size += len(chunk)
+    out.append([ready, head.startswith(b"HTTP/1.1 200"), size, select.select([s], [], [], 0)[0] == []])
+print(json.dumps(out))
+"""
+
+
+def test_connections_read_in_turn_all_complete_when_the_budget_is_spent(
+        relay: Relay, flood_factory: Callable[..., Flood]) -> None:
+    """Twelve 8 MiB answers at once spend the sandbox's budget; a guest reading them one after
+    another still gets each whole (a connection it reads keeps its floor), and select stays
+    truthful: readable before each, not readable once each answer is read."""
+    flood = flood_factory(size=8 * MiB)
+    flood.release()
+    sbx = relay.make()
+    sbx.files.write("/tmp/turn.py", IN_TURN.format(port=flood.port, n=12, size=8 * MiB))
+    result = sbx.commands.run("python3 /tmp/turn.py", timeout=120)
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == [[True, True, 8 * MiB, True]] * 12
+    if relay.pool is None:
+        assert testing.egress_of(sbx).budget.held == 0
