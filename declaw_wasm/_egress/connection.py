@@ -4,9 +4,17 @@ Everything here is driven by the guest's own door calls, on the guest's thread: 
 whatever can move without blocking (finish connecting, the TLS handshake, send what the relay
 queued for the upstream, read what the upstream sent while the guest's buffer has room), and the
 session's waits (session.py) block in `poll` on the real sockets between pumps. No thread per
-connection, and backpressure is natural: the host stops reading from the upstream while the
-guest has not read what it holds (4 MiB), and stops taking the guest's bytes while 1 MiB waits
-to go out.
+connection, and backpressure is natural: a socket is read only while the bytes it gave are being
+consumed. Two windows per connection bound every byte the host holds for it, in every parser
+state: towards the guest, 4 MiB (`IN_ROOM`: bytes for the guest, parsed or not: the relay's
+buffer for the guest plus its parser's unparsed upstream bytes, such as an answer that came
+before the guest's request was done); towards the upstream, 1 MiB (`OUT_ROOM`: the guest's bytes
+not yet sent, parsed or not). Past a window the host stops reading that socket (`recv` on the
+upstream, taking the guest's `send`) until the other side drains it; reads are sized to the room
+left, so a window is never overshot. A sandbox's connections share a budget (`SANDBOX_ROOM`),
+and so do all of the process's (`PROCESS_ROOM`): once one is spent, each connection keeps only
+`MIN_ROOM` of each window, so no connection stalls for another's sake and the totals stay
+bounded (docs/security.md, "Upstream servers and the relay").
 
 Until the first bytes show what the traffic is, a connection has no relay; then it gets the HTTP
 relay (http.py; always for TLS) or, for non-HTTP bytes to a destination an `allow_out` entry
@@ -36,6 +44,33 @@ if TYPE_CHECKING:
 RECV_CHUNK = 256 << 10
 OUT_ROOM = 1 << 20  # bytes queued for the upstream before the guest's send waits
 IN_ROOM = 4 << 20  # bytes held for the guest before the host stops reading the upstream
+MIN_ROOM = 64 << 10  # what a connection keeps of each window while a shared budget is spent
+SANDBOX_ROOM = 32 << 20  # bytes one sandbox's connections hold together before they shrink
+PROCESS_ROOM = 1 << 30  # bytes all the process's connections hold together before they shrink
+
+
+class Budget:
+    """Bytes held by many connections together (a sandbox's, or the whole process's), against a
+    soft cap: once `spent`, each connection keeps only MIN_ROOM of its windows (module docstring).
+    Connections report what they hold after each move (`add` takes the change)."""
+
+    def __init__(self, cap: int, parent: Optional["Budget"] = None) -> None:
+        self.cap = cap
+        self.parent = parent
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.held += n
+        if self.parent is not None:
+            self.parent.add(n)
+
+    def spent(self) -> bool:
+        return self.held >= self.cap or (self.parent is not None and self.parent.spent())
+
+
+PROCESS_BUDGET = Budget(PROCESS_ROOM)
 
 
 class NetError(Exception):
@@ -99,6 +134,9 @@ class Connection:
         self.connect_deadline = self.opened + session.limits.net_connect_timeout
         self.lock = threading.RLock()
         self.event: Optional[AuditEvent] = None
+        self.held = 0  # the bytes this connection holds, as last counted in the budgets
+        # the smallest windows: a whole head (Limits.net_header_bytes) must always fit
+        self._floor = max(MIN_ROOM, session.limits.net_header_bytes + 1)
 
     # -- setting up ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -161,7 +199,7 @@ class Connection:
             return True
         if self.state != "open":
             return False
-        return self._queued() < OUT_ROOM
+        return self._queued() < self._window(OUT_ROOM)
 
     def _queued(self) -> int:
         """Guest bytes the host holds for this connection (not yet sent upstream)."""
@@ -169,12 +207,26 @@ class Connection:
             return len(self.pre)
         return len(self.relay.to_upstream) + self.relay.backlog()
 
+    def _window(self, full: int) -> int:
+        """A window's size now: `full`, or the floor while the sandbox's or the process's budget
+        is spent."""
+        return self._floor if self.session.budget.spent() else max(full, self._floor)
+
+    def _account(self) -> None:
+        """Count what this connection holds now in the budgets (call after bytes moved)."""
+        relay = self.relay
+        held = 0 if self.state == "closed" else \
+            len(self.pre) + (relay.held_in() + self._queued() if relay is not None else 0)
+        if held != self.held:
+            self.session.budget.add(held - self.held)
+            self.held = held
+
     def take(self, data: bytes) -> int:
         """Accept up to all of `data` from the guest (what fits); the count."""
         self.check()
         if self.state != "open" or not self.writable():
             return 0
-        chunk = data[:max(OUT_ROOM - self._queued(), 0)]
+        chunk = data[:max(self._window(OUT_ROOM) - self._queued(), 0)]
         if not chunk:
             return 0
         self.last_activity = time.monotonic()
@@ -278,6 +330,7 @@ class Connection:
                 name = errno.errorcode.get(exc.errno or 0, "")
                 self.fail(NetError("reset", f"connection to {self.dest.label()}: {exc.strerror or exc}",
                                    name or "ECONNRESET"))
+            self._account()
 
     def _pump(self) -> None:
         sock = self.sock
@@ -332,10 +385,15 @@ class Connection:
                     pass
 
     def _read(self, sock: socket.socket, relay: Union[HttpRelay, RawRelay]) -> None:
+        window = self._window(IN_ROOM)
+        relay.set_room(window)
         relay.resume()
         while not self.upstream_eof and relay.can_take_upstream():
+            room = window - relay.held_in()
+            if room <= 0:
+                return  # the window is full: the upstream waits (its kernel buffers fill)
             try:
-                data = sock.recv(RECV_CHUNK)
+                data = sock.recv(min(RECV_CHUNK, room))
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
             except ssl.SSLEOFError:
@@ -376,11 +434,17 @@ class Connection:
             return select.POLLIN | select.POLLOUT
         if relay is not None and relay.to_upstream:
             events |= select.POLLOUT
-        if want_read and not self.upstream_eof and (relay is None or relay.can_take_upstream()):
+        if want_read and not self.upstream_eof and self._can_read(relay):
             if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
                 return -1  # decrypted bytes wait already: pump at once
             events |= select.POLLIN
         return events
+
+    def _can_read(self, relay: Optional[Union[HttpRelay, RawRelay]]) -> bool:
+        """Would a pump read the upstream now (so a wait should wake when it is readable)?"""
+        if relay is None:  # only to see a raw protocol's server speak first (_pump)
+            return not self.tls and self.dest.decision.explicit
+        return relay.can_take_upstream() and relay.held_in() < self._window(IN_ROOM)
 
     # -- the end -----------------------------------------------------------------------------------
     def fail(self, error: NetError) -> None:
@@ -397,6 +461,7 @@ class Connection:
                 self.relay.close_audit()
             self.state = "closed"
             self._close_socket()
+            self._account()  # holds nothing now
 
     def _close_socket(self) -> None:
         sock, self.sock = self.sock, None

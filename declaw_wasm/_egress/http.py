@@ -171,8 +171,17 @@ class HttpRelay:
     def backlog(self) -> int:
         """Guest bytes taken but not yet parsed (pipelined requests wait here): the connection
         counts them against its room, so a guest cannot make the host hold more."""
-        buffer = getattr(self.guest, "_receive_buffer", None)
-        return len(buffer) if buffer is not None else 0
+        return _unparsed(self.guest)
+
+    def held_in(self) -> int:
+        """Upstream bytes held: for the guest, and not yet parsed (an answer that came before
+        the guest's request was done waits here, h11 PAUSED): the connection's window towards
+        the guest bounds both, in every parser state."""
+        return len(self.to_guest) + _unparsed(self.upstream)
+
+    def set_room(self, room: int) -> None:
+        """The window towards the guest now (decoding a body stops there too)."""
+        self.ctx.out_room = room
 
     def feed_guest(self, data: bytes) -> None:
         if self._stopped:
@@ -376,9 +385,13 @@ class HttpRelay:
         self._process_upstream()
 
     def resume(self) -> None:
-        """Go on decoding a body that was held back for room."""
-        if not self._stopped and self._decoder is not None and \
-                (self._decoder.pending or self._end_pending):
+        """Go on with what was held back: decoding a body (for room), or the upstream's unparsed
+        bytes (the host reads no more while they fill its window: once the guest's request is
+        done, they are the next answer, or a protocol error)."""
+        if self._stopped:
+            return
+        if (self._decoder is not None and (self._decoder.pending or self._end_pending)) or \
+                _unparsed(self.upstream):
             self._process_upstream()
 
     def _process_upstream(self) -> None:
@@ -695,6 +708,12 @@ class HttpRelay:
             self._ex = None
 
 
+def _unparsed(conn: h11.Connection) -> int:
+    """Bytes h11 holds that it has not turned into events yet."""
+    buffer = getattr(conn, "_receive_buffer", None)
+    return len(buffer) if buffer is not None else 0
+
+
 class RawRelay:
     """Bytes as they are, both ways (non-HTTP traffic to destinations an allow_out entry names)."""
 
@@ -707,6 +726,12 @@ class RawRelay:
 
     def backlog(self) -> int:
         return 0
+
+    def held_in(self) -> int:
+        return len(self.to_guest)
+
+    def set_room(self, room: int) -> None:
+        self.out_room = room
 
     def feed_guest(self, data: bytes) -> None:
         if data:

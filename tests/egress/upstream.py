@@ -332,6 +332,115 @@ class RawEcho(socketserver.ThreadingMixIn, socketserver.TCPServer):
         super().__init__(("127.0.0.1", 0), H)
 
 
+class Flood:
+    """A hostile upstream: it answers at once, without reading a request's body, and then sends
+    as fast as the peer takes bytes (a memoryview of one block: it holds nothing itself).
+
+    The request's path picks what it sends (after reading only the head): `/early...` a whole
+    small answer, then `size` bytes more on the connection (bytes the relay may not pass on
+    until the guest's request is done); `/body...` one answer with a `size`-byte body; `/sink...`
+    nothing, and it never reads again (the guest's bytes pile up in front of it). With
+    `raw=True` it reads nothing and sends `size` bytes from the start (a non-HTTP protocol).
+    With `tls`, it is a TLS server with that context.
+
+    `sent` counts the bytes it managed to hand to its kernel, over all connections; it stops
+    sending past `total` (a safety net: a relay that stops holding back fails the test's bound
+    instead of exhausting the machine's memory). `seen` counts requests (connections for raw);
+    nothing is sent before `release()` (so a test can measure from a quiet start).
+    """
+
+    BLOCK = memoryview(b"z" * (1 << 20))
+
+    def __init__(self, size: int = 400 << 20, total: int = 1 << 30, raw: bool = False,
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.size = size
+        self.total = total
+        self.raw = raw
+        self.tls = tls
+        self.sent = 0
+        self.seen = 0
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._go = threading.Event()
+        self._conns: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True, name="flood-accept").start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="flood").start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(10)
+            sock: socket.socket = conn
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(conn, server_side=True)
+            path = b"/raw"
+            if not self.raw:
+                head = b""
+                while b"\r\n\r\n" not in head and len(head) < 65536:
+                    data = sock.recv(4096)
+                    if not data:
+                        return
+                    head += data
+                path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
+            with self.lock:
+                self.seen += 1
+            while not self._go.wait(0.1):
+                if self._stop.is_set():
+                    return
+            if path.startswith(b"/sink"):
+                self._stop.wait()
+                return
+            if path.startswith(b"/early"):
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            elif path.startswith(b"/body"):
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                             b"Content-Length: %d\r\n\r\n" % self.size)
+            self._flood(sock)
+            self._stop.wait()  # the connection stays open: the end of the stream is no way out
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def _flood(self, sock: socket.socket) -> None:
+        sock.settimeout(0.1)
+        left = self.size
+        while left > 0 and not self._stop.is_set() and self.sent < self.total:
+            try:
+                n = sock.send(self.BLOCK[:min(left, len(self.BLOCK))])
+            except (TimeoutError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                continue
+            left -= n
+            with self.lock:
+                self.sent += n
+
+    def release(self) -> None:
+        """Let every connection's answer (and flood) go."""
+        self._go.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.listener.close()
+        with self.lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+
 @dataclass
 class Upstreams:
     http: Server

@@ -86,9 +86,9 @@ class Bounded:
         return self._done.wait(seconds)
 
 
-def rss() -> int:
-    """This process's resident memory, bytes."""
-    with open("/proc/self/status") as f:
+def rss(pid: Optional[int] = None) -> int:
+    """This process's resident memory (or process `pid`'s: a pool worker's), bytes."""
+    with open(f"/proc/{pid or 'self'}/status") as f:
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
@@ -96,10 +96,14 @@ def rss() -> int:
 
 
 class PeakRSS:
-    """`with PeakRSS() as m:` ... `m.growth`: how far this process's RSS rose above the start."""
+    """`with PeakRSS() as m:` ... `m.growth`: how far this process's RSS (or process `pid`'s)
+    rose above the start."""
+
+    def __init__(self, pid: Optional[int] = None) -> None:
+        self.pid = pid
 
     def __enter__(self) -> "PeakRSS":
-        self.start = rss()
+        self.start = rss(self.pid)
         self.peak = self.start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="security-rss")
@@ -108,13 +112,13 @@ class PeakRSS:
 
     def _sample(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, rss())
+            self.peak = max(self.peak, rss(self.pid))
             time.sleep(0.005)
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, rss())
+        self.peak = max(self.peak, rss(self.pid))
 
     @property
     def growth(self) -> int:
