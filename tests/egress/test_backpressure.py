@@ -23,7 +23,6 @@ import pytest
 from declaw_wasm import Sandbox, testing
 from declaw_wasm._pool.pool import ProcessPool
 
-from security.conftest import no_background_guests  # noqa: F401  (a fixture: tests/ is on sys.path)
 from security.support import PeakRSS
 from .upstream import Flood, Upstreams
 
@@ -31,7 +30,7 @@ MiB = 1 << 20
 SECONDS = 3.0  # how long the guest keeps its connections busy: at loopback speed, time for the
 # upstream to send hundreds of MiB (all of its 400 MiB, to a relay that does not hold back)
 
-pytestmark = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+pytestmark = [pytest.mark.guest, pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)]
 
 # The guest: opens N connections to the flood server (TLS if asked), sends each one's first
 # bytes (REQUESTS[i % len]), then for SECONDS does, on every connection in turn, what BEHAVIOUR
@@ -116,7 +115,7 @@ class Relay:
 
 
 @pytest.fixture
-def relay(mode: str, request: pytest.FixtureRequest, no_background_guests: None) -> Iterator[Relay]:  # noqa: F811
+def relay(mode: str, request: pytest.FixtureRequest, no_background_guests: None) -> Iterator[Relay]:
     where = Relay(mode, request.getfixturevalue("pool") if mode == "processes" else None)
     yield where
     for sandbox in where.made:
