@@ -1,7 +1,12 @@
 """Host folders walked by file descriptor, never following a symlink: the removal and the
 disk-usage count every sandbox folder and every volume folder uses. A guest can build ~1050 levels
 of folders and swap folders for symlinks while the host works, so nothing here recurses or
-follows a link."""
+follows a link.
+
+**What a file counts toward a disk quota is its apparent size** (`max(st_size, st_blocks * 512)`
+for a regular file): a sparse file costs the guest one block, but every export reads it in full
+(a snapshot, a fork, `files.read`, a volume snapshot), so a 20 MiB quota must not hold a 512 MiB
+sparse file."""
 
 from __future__ import annotations
 
@@ -124,8 +129,17 @@ def remove_tree(parent: int, name: str) -> None:
         raise first
 
 
+def counted_bytes(st: os.stat_result) -> int:
+    """What an entry counts toward a disk quota: a regular file its apparent size or its allocated
+    blocks, whichever is larger (a sparse file counts at its size); anything else its blocks."""
+    blocks = getattr(st, "st_blocks", None)
+    allocated = blocks * 512 if blocks is not None else st.st_size
+    return max(st.st_size, allocated) if stat.S_ISREG(st.st_mode) else allocated
+
+
 def usage(folders: Iterable[Path]) -> tuple[int, int]:
-    """(bytes on disk, entries) under `folders`, never following links."""
+    """(bytes counted toward the disk quota, entries) under `folders`, never following links;
+    regular files count at their apparent size (`counted_bytes`)."""
     total, count = 0, 0
     stack = [str(f) for f in folders]
     while stack:
@@ -139,7 +153,8 @@ def usage(folders: Iterable[Path]) -> tuple[int, int]:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+            total += counted_bytes(st)
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
     return total, count
+
