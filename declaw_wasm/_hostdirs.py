@@ -1,14 +1,23 @@
 """Host folders walked by file descriptor, never following a symlink: the removal and the
-disk-usage count every sandbox folder and every volume folder uses. A guest can build ~1050 levels
-of folders and swap folders for symlinks while the host works, so nothing here recurses or
-follows a link."""
+disk-usage count every sandbox folder and every volume folder uses, and the budget every export of
+a sandbox's files keeps to. A guest can build ~1050 levels of folders and swap folders for
+symlinks while the host works, so nothing here recurses or follows a link.
+
+**What a file counts toward a disk quota is its apparent size** (`max(st_size, st_blocks * 512)`
+for a regular file): a sparse file costs the guest one block, but every export reads it in full
+(a snapshot, a fork, `files.read`, a volume snapshot), so a 20 MiB quota must not hold a 512 MiB
+sparse file. **Exports count as they read** (`ExportBudget`, `Exactly`): the guest can grow a file
+between a check and the read (the quota watcher stops it only after the fact), so an exporter
+reserves a file's size from the descriptor it opened and reads no more than that from it."""
 
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Sequence
+from typing import IO, Callable, Iterable, List, Optional, Sequence
+
+from .exceptions import NotEnoughSpaceException
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -124,8 +133,17 @@ def remove_tree(parent: int, name: str) -> None:
         raise first
 
 
+def counted_bytes(st: os.stat_result) -> int:
+    """What an entry counts toward a disk quota: a regular file its apparent size or its allocated
+    blocks, whichever is larger (a sparse file counts at its size); anything else its blocks."""
+    blocks = getattr(st, "st_blocks", None)
+    allocated = blocks * 512 if blocks is not None else st.st_size
+    return max(st.st_size, allocated) if stat.S_ISREG(st.st_mode) else allocated
+
+
 def usage(folders: Iterable[Path]) -> tuple[int, int]:
-    """(bytes on disk, entries) under `folders`, never following links."""
+    """(bytes counted toward the disk quota, entries) under `folders`, never following links;
+    regular files count at their apparent size (`counted_bytes`)."""
     total, count = 0, 0
     stack = [str(f) for f in folders]
     while stack:
@@ -139,7 +157,56 @@ def usage(folders: Iterable[Path]) -> tuple[int, int]:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            total += st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+            total += counted_bytes(st)
             if entry.is_dir(follow_symlinks=False):
                 stack.append(entry.path)
     return total, count
+
+
+# What one export may carry past the quota: the quota watcher looks at most every 0.25 s, so a
+# sandbox can briefly hold a little more than its quota (a write in flight when it looked).
+EXPORT_SLACK = 1 << 20
+
+
+class ExportBudget:
+    """The file content one export (a snapshot, pause, checkpoint, fork, `files.read`, volume
+    snapshot, restore) may carry: the quota it is bounded by plus `EXPORT_SLACK`. An exporter
+    `take`s each file's size, read from the descriptor it then reads (`fstat`), before reading
+    any of it, and reads no more than that (`Exactly`); past the budget the export fails with
+    `NotEnoughSpaceException` naming the quota and the offending size, before the file is read."""
+
+    def __init__(self, quota: int, what: str, setting: str = "Limits.disk_bytes") -> None:
+        self.quota = quota
+        self.limit = quota + EXPORT_SLACK
+        self.used = 0
+        self.what = what  # "snapshot of sandbox <id>": what is refused
+        self.setting = setting  # how the quota is set
+
+    def take(self, size: int, name: str, file_size: Optional[int] = None) -> None:
+        """Count `size` more bytes of file content (`name`: the guest path, for the message;
+        `file_size`: the file's size read so far, when `size` is one piece of it)."""
+        if self.used + size > self.limit:
+            shown = size if file_size is None else file_size
+            raise NotEnoughSpaceException(
+                f"{self.what} refused: {name} is {'at least ' if file_size is not None else ''}{shown} bytes "
+                f"({self.used + size} bytes of file content in all), more than the disk quota of {self.quota} "
+                f"bytes + 1 MiB allows ({self.setting}; sparse files count at their apparent size)")
+        self.used += size
+
+
+class Exactly:
+    """A file read as exactly `size` bytes (the size its exporter checked and counted): a file
+    that grew since is cut there, one that shrank is padded with zeros, so no more than `size`
+    bytes are ever read from it and a tar header written before stays true."""
+
+    def __init__(self, f: IO[bytes], size: int) -> None:
+        self.f = f
+        self.left = size
+
+    def read(self, n: int = -1) -> bytes:
+        want = self.left if n is None or n < 0 else min(n, self.left)
+        data = self.f.read(want)[:want] if want else b""
+        if len(data) < want:
+            data += bytes(want - len(data))
+        self.left -= len(data)
+        return data

@@ -33,7 +33,7 @@ from typing import Any, IO, Iterator, List, Optional, Sequence
 
 from .._args import path as check_path
 from .._backend import WriteData
-from .._hostdirs import DIR_FLAGS, Walk, remove_tree, usage
+from .._hostdirs import DIR_FLAGS, EXPORT_SLACK, Walk, remove_tree, usage
 from .._wasm.layout import HOME, WRITABLE, Mount, make_root, root_mounts
 from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
@@ -220,6 +220,11 @@ class SandboxFS:
     def writable_folders(self) -> List[Path]:
         return [m.host for m in self.mounts if m.writable]
 
+    def quota_bytes(self) -> int:
+        """The disk quota every export of this tree is bounded by (a tree made without limits:
+        the default quota, `Limits().disk_bytes`, so that no export is ever unbounded)."""
+        return (self.limits or Limits()).disk_bytes
+
     def _room(self, new_bytes: int, used: Optional[List[int]] = None) -> Optional[int]:
         """Bytes a write may still add under the disk quota (None: no quota); raises
         NotEnoughSpaceException if even `new_bytes` (the size, when known) or a new file is too
@@ -334,7 +339,11 @@ class SandboxFS:
             return f.read()
 
     @contextmanager
-    def open_read(self, path: str) -> Iterator[IO[bytes]]:
+    def open_read(self, path: str) -> Iterator["CappedReader"]:
+        """The file at `path`, to read: at most the disk quota + 1 MiB of it (a read is an export,
+        bounded like a snapshot: docs/security.md). A larger file is refused before any of it is
+        read, one that grows past that while it is read fails the read there
+        (`NotEnoughSpaceException` naming the quota and the size)."""
         with self._call():
             loc = self.locate(path)
             with _errors(path):
@@ -344,9 +353,12 @@ class SandboxFS:
                     fd = os.open(loc.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
                 f = os.fdopen(fd, "rb")
         with f:
-            if stat.S_ISDIR(os.fstat(f.fileno()).st_mode):
+            st = os.fstat(f.fileno())
+            if stat.S_ISDIR(st.st_mode):
                 raise InvalidArgumentException(f"{path}: is a directory")
-            yield f
+            reader = CappedReader(f, self.quota_bytes(), self.absolute(path))
+            reader.check(st.st_size)
+            yield reader
 
     def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None) -> WriteInfo:
         with self._call():
@@ -673,7 +685,50 @@ def _copy_into(data: WriteData, out: IO[bytes], room: Optional[int] = None) -> N
             f"data must be str, bytes or a file-like object, got {type(data).__name__}")
 
 
-def stream_chunks(f: IO[bytes]) -> Iterator[bytes]:
+class CappedReader:
+    """A sandbox file being read by the host (`files.read` in every form): at most `quota` + 1
+    MiB of it. Each read asks the file for no more than what is left of that (plus one byte, to
+    tell a file that grew past it), so the host never holds more, however large the guest makes
+    the file while it is read."""
+
+    def __init__(self, f: IO[bytes], quota: int, shown: str) -> None:
+        self.f = f
+        self.quota = quota
+        self.limit = quota + EXPORT_SLACK
+        self.shown = shown
+        self.count = 0
+
+    def check(self, size: int, grew: bool = False) -> None:
+        if size > self.limit:
+            raise NotEnoughSpaceException(
+                f"reading {self.shown} refused: it {'grew past' if grew else 'is'} {size} bytes, more than the "
+                f"disk quota of {self.quota} bytes + 1 MiB allows (Limits.disk_bytes; sparse files count at "
+                "their apparent size)")
+
+    def read(self, n: Optional[int] = -1) -> bytes:
+        if n is not None and n >= 0:
+            return self._read(n)
+        # all of it: one buffer of the size the file has now (as a plain read() allocates), then
+        # whatever it grew by meanwhile
+        first = self._read(max(os.fstat(self.f.fileno()).st_size - self.count, 0) + 1)
+        rest: list[bytes] = []
+        while True:
+            chunk = self._read(CHUNK)
+            if not chunk:
+                return first + b"".join(rest) if rest else first
+            rest.append(chunk)
+
+    def _read(self, n: int) -> bytes:
+        data = self.f.read(min(n, self.limit - self.count + 1))
+        self.count += len(data)
+        self.check(self.count, grew=True)
+        return data
+
+    def fileno(self) -> int:
+        return self.f.fileno()
+
+
+def stream_chunks(f: "IO[bytes] | CappedReader") -> Iterator[bytes]:
     while True:
         chunk = f.read(CHUNK)
         if not chunk:

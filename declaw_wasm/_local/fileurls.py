@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from urllib.parse import quote, urlencode
 
 from .. import _args
-from ..exceptions import InvalidArgumentException, SandboxException
+from ..exceptions import InvalidArgumentException, NotEnoughSpaceException, SandboxException
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -161,7 +161,8 @@ def _app(server: _Server) -> Any:
         except InvalidArgumentException as exc:
             return _error(400, str(exc))
         except SandboxException as exc:
-            status = 404 if type(exc).__name__.endswith("NotFoundException") else 400
+            status = 404 if type(exc).__name__.endswith("NotFoundException") else \
+                413 if isinstance(exc, NotEnoughSpaceException) else 400  # a file past the disk quota
             return _error(status, str(exc))
 
     return Starlette(routes=[Route("/sandboxes/{sandbox_id}/files", files, methods=["GET", "POST", "PUT"])])

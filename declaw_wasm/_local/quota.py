@@ -7,7 +7,8 @@ sandbox that has guests running and stops those guests once the sandbox is over 
 still growing from one look to the next (the command ends with exit 137 and `error` naming the
 quota; a cell with `DiskQuotaExceeded`); a command that deletes files to get back under it runs.
 The walk costs time in proportion to the files, so the watcher waits at least five walks' time
-between two looks at a sandbox.
+between two looks at a sandbox. A file counts at its apparent size (`_hostdirs.counted_bytes`): a
+sparse file costs the guest one block but counts as what every export of it would carry.
 """
 
 from __future__ import annotations

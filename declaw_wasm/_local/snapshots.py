@@ -27,6 +27,9 @@ name nothing, or a file opened later, and writes would go astray).
   sandbox's `state.json` says it is paused. **Resume** takes the sandbox's lease first
   (`Held`: one process runs a sandbox at a time; the lease is renewed while it runs and released
   on pause or kill), so two processes racing to resume get one winner and a clear error.
+* Every one of them carries at most the sandbox's disk quota + 1 MiB of file content, counted as
+  it is read (trees.py, `_hostdirs.ExportBudget`): past that it fails with
+  `NotEnoughSpaceException` naming the quota and the file, and leaves nothing in the store.
 
 Secrets never reach the store: a resume in another process takes `secrets=` (and `vault=`)
 again; their placeholders are kept, so the guest's environment (in memory) still matches.
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._cache import pin, unpin
+from .._hostdirs import ExportBudget
 from .._state import LeaseHeld, LeaseLost, RecordNotFound, StateError, StateStore, default_store
 from .._state.snapshots import SnapshotRecord, SnapshotStore, lease_name, new_snapshot_id
 from .._wasm import image as wimage
@@ -71,6 +75,7 @@ SNAPSHOT_FORMAT = 1
 
 
 RestoreError = SnapshotException
+EXPORTS = {"pause": "pause", "periodic": "checkpoint", "manual": "snapshot"}  # what a source's refusal says
 
 
 # -- what a snapshot says about where it was made ----------------------------------------------------
@@ -276,18 +281,25 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     parts: dict[str, Any] = {}
     unchanged = unchanged or {}
     kept = kernels if keep_memory else []  # a filesystem-only pause keeps no context
+    states: list[ContextState] = []
+    # the files are bounded by the disk quota: a guest's sparse or growing file cannot make a
+    # snapshot carry more (trees.py)
+    budget = ExportBudget(sandbox.limits.disk_bytes, f"{EXPORTS.get(source, 'snapshot')} of sandbox "
+                                                     f"{sandbox.sandbox_id}")
     try:
-        captured = iter(capture_contexts(sandbox, [k for k in kept if k.context.id not in unchanged],
-                                         lambda: store.part_writer(sandbox.sandbox_id, snapshot_id)))
+        # the files first: a sandbox over its disk quota is refused before any context is captured
         tree_entries = []
         for index, (guest, host) in enumerate(private_trees(sandbox)):
             writer = store.part_writer(sandbox.sandbox_id, snapshot_id)
             try:
-                count, size = trees.write_tar(host, writer)  # type: ignore[arg-type]  # a write-only file
+                count, size = trees.write_tar(host, writer, budget, guest)  # type: ignore[arg-type]  # a write-only file
                 parts[f"tree-{index}"] = writer.commit()
             finally:
                 writer.discard()
             tree_entries.append({"guest": guest, "part": f"tree-{index}", "entries": count, "bytes": size})
+        states = capture_contexts(sandbox, [k for k in kept if k.context.id not in unchanged],
+                                  lambda: store.part_writer(sandbox.sandbox_id, snapshot_id))
+        captured = iter(states)
         context_entries = []
         for index, kernel in enumerate(kept):
             if kernel.context.id in unchanged:
@@ -325,6 +337,9 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
         manifest["duration_ms"] = round((time.monotonic() - started) * 1000)
         record = store.publish(sandbox.sandbox_id, snapshot_id, manifest, parts)
     except BaseException:
+        for state in states:  # images encoded but not stored yet (their temp files)
+            if state.written is not None:
+                state.written.discard()
         store.discard(sandbox.sandbox_id, snapshot_id)
         raise
     if runtime.warm and runtime.source is not None:
@@ -483,13 +498,14 @@ def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbo
 
     def fill_trees(fs: "SandboxFS") -> None:
         hosts = {mount.guest: mount.host for mount in fs.mounts}
+        budget = ExportBudget(fs.quota_bytes(), f"restore of snapshot {record.snapshot_id}")
         for guest, part in tree_parts:
             host = hosts.get(guest)
             if host is None:
                 raise RestoreError(f"the snapshot has files for {guest}, which the restored sandbox does not "
                                    "mount (attach the same volumes at the same paths)")
             with store.open_part(record, part) as reader:
-                trees.read_tar(reader, host)
+                trees.read_tar(reader, host, budget, guest)
                 reader.finish()  # the digest is checked at the end: a damaged tree fails here
 
     tokens = json.loads(store.read_part(record, "tokens")) if m.get("tokens") else None
@@ -500,17 +516,21 @@ def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbo
 
 def fork_source(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> Restoring:
     """A restoring plan that copies this (quiet) sandbox: files from its folders, contexts from
-    raw images shared by every fork."""
-    contexts = capture_contexts(sandbox, kernels)
+    raw images shared by every fork. A sandbox whose files are over its disk quota is refused
+    first, before its contexts are captured (and each fork's copy counts again as it copies)."""
     sources = private_trees(sandbox)
+    what = f"fork of sandbox {sandbox.sandbox_id}"
+    trees.count_files(sources, ExportBudget(sandbox.limits.disk_bytes, what))
+    contexts = capture_contexts(sandbox, kernels)
 
     def fill(fs: "SandboxFS") -> None:
         hosts = {mount.guest: mount.host for mount in fs.mounts}
+        budget = ExportBudget(sandbox.limits.disk_bytes, what)
         for guest, host in sources:
             target = hosts.get(guest)
             if target is None:
                 raise RestoreError(f"the fork does not mount {guest}")
-            trees.copy_tree(host, target)
+            trees.copy_tree(host, target, budget, guest)
 
     request = CreateSandbox.model_validate(request_of(sandbox))
     request._host_only = dict(sandbox.options._host_only)

@@ -9,6 +9,12 @@ inside the guest's namespace when the guest uses it; the host never follows one)
 kept as separate files. Nothing else can exist in a sandbox's tree (WASI makes no devices or
 FIFOs); if something does, it is left out.
 
+Every export is bounded by the sandbox's disk quota (`_hostdirs.ExportBudget`): each regular
+file's size is counted, from the descriptor that is then read, before any of it is read, and no
+more than that is read from it (`Exactly`); a tree whose files add up to more than the quota
++ 1 MiB fails the export with `NotEnoughSpaceException`. Reading a tree back counts its members
+the same way, against the restored sandbox's quota.
+
 Reading a tar back treats it as hostile input, even though we wrote it (a state store can be
 shared, or damaged): member names must be relative, without `..`, NUL or empty parts, and within
 the size limits; hard links, devices, FIFOs and unknown members are refused; each member is
@@ -26,7 +32,7 @@ import tarfile
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
-from .._hostdirs import DIR_FLAGS, Walk
+from .._hostdirs import DIR_FLAGS, Exactly, ExportBudget, Walk
 from .._volumes.hostfs import UnsafePath, copy_fd, create_file, open_dir, open_dir_at
 from ..exceptions import SandboxException
 from .files import META_XATTR
@@ -76,9 +82,13 @@ def _metadata(fd: int) -> Optional[bytes]:
         return None
 
 
-def write_tar(top: Path, out: IO[bytes]) -> tuple[int, int]:
-    """Write the tree below `top` to `out` as an uncompressed PAX tar stream; (entries, bytes of
-    file content)."""
+def _shown(guest: str, parts: list[str]) -> str:
+    return f"{guest.rstrip('/')}/{'/'.join(parts)}"
+
+
+def write_tar(top: Path, out: IO[bytes], budget: ExportBudget, guest: str) -> tuple[int, int]:
+    """Write the tree below `top` (the guest's folder `guest`) to `out` as an uncompressed PAX
+    tar stream, its file content counted in `budget`; (entries, bytes of file content)."""
     count = size = 0
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
         for parts, dir_fd, name, st in _entries(top):
@@ -99,11 +109,12 @@ def write_tar(top: Path, out: IO[bytes]) -> tuple[int, int]:
                     continue
                 with os.fdopen(fd, "rb") as f:
                     st = os.fstat(f.fileno())
+                    budget.take(st.st_size, _shown(guest, parts))
                     info.size = st.st_size
                     meta = _metadata(f.fileno())
                     if meta is not None:
                         info.pax_headers = {PAX_META: meta.decode("utf-8", "replace")}
-                    tar.addfile(info, _Exactly(f, st.st_size))
+                    tar.addfile(info, Exactly(f, st.st_size))
                 size += st.st_size
             else:
                 continue
@@ -111,21 +122,14 @@ def write_tar(top: Path, out: IO[bytes]) -> tuple[int, int]:
     return count, size
 
 
-class _Exactly:
-    """A file read as exactly `size` bytes (a file that grew or shrank since its stat cannot
-    break the tar stream: it is cut, or padded with zeros)."""
-
-    def __init__(self, f: IO[bytes], size: int) -> None:
-        self.f = f
-        self.left = size
-
-    def read(self, n: int = -1) -> bytes:
-        want = self.left if n < 0 else min(n, self.left)
-        data = self.f.read(want)[:want] if want else b""
-        if len(data) < want:
-            data += bytes(want - len(data))
-        self.left -= len(data)
-        return data
+def count_files(sources: list[tuple[str, Path]], budget: ExportBudget) -> None:
+    """Count the regular files of the trees `(guest folder, host folder)` in `budget` by their
+    sizes now, so that an export over it is refused before anything else is done (the export
+    itself counts again, from each descriptor it reads)."""
+    for guest, top in sources:
+        for parts, _, _, st in _entries(top):
+            if stat.S_ISREG(st.st_mode):
+                budget.take(st.st_size, _shown(guest, parts))
 
 
 def _member_parts(name: str) -> list[str]:
@@ -137,9 +141,10 @@ def _member_parts(name: str) -> list[str]:
     return parts
 
 
-def read_tar(stream: IO[bytes], top: Path) -> int:
-    """Lay out the tree in the tar `stream` below the existing folder `top` (see the module
-    docstring for what is refused); the entries made."""
+def read_tar(stream: IO[bytes], top: Path, budget: ExportBudget, guest: str) -> int:
+    """Lay out the tree in the tar `stream` below the existing folder `top` (the guest's folder
+    `guest`), its file content counted in `budget` (see the module docstring for what is
+    refused); the entries made."""
     count = 0
     try:
         tar = tarfile.open(fileobj=stream, mode="r|")
@@ -150,6 +155,8 @@ def read_tar(stream: IO[bytes], top: Path) -> int:
         with tar:
             for member in tar:
                 parts = _member_parts(member.name)
+                if member.isreg():
+                    budget.take(member.size, _shown(guest, parts))
                 try:
                     _make(tar, member, root, parts)
                 except (UnsafePath, OSError) as exc:
@@ -206,10 +213,10 @@ def _kind(member: tarfile.TarInfo) -> str:
     return "member of unknown type"
 
 
-def copy_tree(src: Path, dst: Path) -> int:
-    """Copy the tree below `src` into the existing folder `dst` (fork): files by reflink where
-    the file system can, else `copy_file_range`; symlinks as symlinks; never following one. The
-    entries copied."""
+def copy_tree(src: Path, dst: Path, budget: ExportBudget, guest: str) -> int:
+    """Copy the tree below `src` (the guest's folder `guest`) into the existing folder `dst`
+    (fork): files by reflink where the file system can, else `copy_file_range`, each at most the
+    size counted in `budget`; symlinks as symlinks; never following one. The entries copied."""
     count = 0
     root = os.open(dst, DIR_FLAGS)
     try:
@@ -228,7 +235,7 @@ def copy_tree(src: Path, dst: Path) -> int:
                 elif stat.S_ISLNK(st.st_mode):
                     os.symlink(os.readlink(name, dir_fd=dir_fd), name, dir_fd=parent)
                 elif stat.S_ISREG(st.st_mode):
-                    _copy_file(dir_fd, name, parent, mode)
+                    _copy_file(dir_fd, name, parent, mode, budget, _shown(guest, parts))
                     os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=parent, follow_symlinks=False)
                 else:
                     continue
@@ -242,12 +249,14 @@ def copy_tree(src: Path, dst: Path) -> int:
     return count
 
 
-def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int) -> None:
+def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, budget: ExportBudget, shown: str) -> None:
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
     try:
+        size = os.fstat(src).st_size
+        budget.take(size, shown)
         out = create_file(dst_dir, name, mode or 0o644)
         try:
-            copy_fd(src, out)
+            copy_fd(src, out, size)
             meta = _metadata(src)
             if meta is not None:
                 try:

@@ -254,6 +254,7 @@ def sync(live: _Live) -> bool:  # noqa: C901 (each way a file can have changed)
                     continue  # changed kind or vanished since the scan: the next sync sees it
                 with os.fdopen(fd, "rb") as f:
                     spool = _Spool(f, room, f"/{live.key(key)}")
+                room -= spool.ref.size  # what is written back together fits in the quota together
                 base = live.base.get(key)
                 if base is not None and base.kind == "f" and base.sha == spool.ref.sha256:
                     spool.close()  # touched, not changed

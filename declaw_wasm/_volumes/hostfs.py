@@ -74,19 +74,24 @@ def _open_sub(fd: int, part: str) -> int:
         raise UnsafePath(errno.ENOTDIR, f"{part}: not a plain folder") from None
 
 
-def copy_fd(src: int, dst: int) -> None:
-    """Copy file `src` into empty file `dst`: reflink, else copy_file_range, else read/write."""
+def copy_fd(src: int, dst: int, limit: Optional[int] = None) -> None:
+    """Copy file `src` into empty file `dst`: reflink, else copy_file_range, else read/write. At
+    most `limit` bytes (None: the size `src` has now): a file that grows meanwhile is cut there
+    (a guest may be growing it; a reflink of it is truncated back)."""
     global _reflink_works
+    size = os.fstat(src).st_size if limit is None else limit
     if _reflink_works is not False:
         try:
             import fcntl
 
             fcntl.ioctl(dst, FICLONE, src)
             _reflink_works = True
-            return
         except (OSError, ImportError):
             _reflink_works = False if _reflink_works is None else _reflink_works
-    size = os.fstat(src).st_size
+        else:
+            if os.fstat(dst).st_size > size:
+                os.ftruncate(dst, size)
+            return
     copied = 0
     if hasattr(os, "copy_file_range"):
         try:
@@ -101,10 +106,11 @@ def copy_fd(src: int, dst: int) -> None:
             pass
     os.lseek(src, copied, os.SEEK_SET)
     os.lseek(dst, copied, os.SEEK_SET)
-    while True:
-        chunk = os.read(src, CHUNK)
+    while copied < size:
+        chunk = os.read(src, min(CHUNK, size - copied))
         if not chunk:
             return
+        copied += len(chunk)
         view = memoryview(chunk)
         while view:
             view = view[os.write(dst, view):]

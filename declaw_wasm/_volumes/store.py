@@ -332,7 +332,9 @@ class VolumeStore:
     def materialise(self, state: VolumeState, dest: Path, prefix: str = "") -> None:
         """Write the volume's files (those below folder `prefix`, relative to it) into `dest`, a
         new empty folder of ours: nothing in it can be a link, and every path was validated
-        when the tree was loaded."""
+        when the tree was loaded; never more than the volume's quota (a tree over it is refused)."""
+        state.check_quota()
+
         def rel(path: str) -> Optional[str]:
             if not prefix:
                 return path
@@ -359,6 +361,7 @@ class VolumeStore:
 
     def export(self, volume_id: str) -> bytes:
         state = self.load(volume_id)
+        state.check_quota()  # the archive is built in memory: never more than the quota's content
         out = io.BytesIO()
 
         def items() -> Iterator[tuple[str, Entry, Optional[IO[bytes]]]]:

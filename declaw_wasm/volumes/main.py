@@ -16,11 +16,14 @@ import os
 import posixpath
 import tarfile
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, List, Optional, Protocol, Union
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Protocol, Union
 
 from .._backend import SandboxBackend
+from .._hostdirs import Exactly, ExportBudget
 from ..exceptions import InvalidArgumentException, NotFoundException
+from ..limits import Limits
 from .._volumes.archive import Source
 from ..settings import api_key as api_key_setting
 from ..settings import remote_for
@@ -60,8 +63,9 @@ def _local_tree(sandbox_id: str, path: str) -> IO[bytes]:
 
     fs = LocalSandboxes().connect(sandbox_id).fs
     info = fs.get_info(path)
-    out = tempfile.SpooledTemporaryFile(max_size=32 << 20)  # noqa: SIM115 -- returned; bounded by the disk quota
-    with tarfile.open(fileobj=out, mode="w|") as tar:
+    budget = ExportBudget(fs.quota_bytes(), f"volume snapshot of {info.path} in sandbox {sandbox_id}")
+    out = tempfile.SpooledTemporaryFile(max_size=32 << 20)  # noqa: SIM115 -- returned; bounded by `budget`
+    with _closed_on_error(out), tarfile.open(fileobj=out, mode="w|") as tar:
         if info.type == FileType.FILE:
             entries = [info]
             top = posixpath.dirname(info.path)
@@ -79,9 +83,20 @@ def _local_tree(sandbox_id: str, path: str) -> IO[bytes]:
             elif entry.type == FileType.FILE and entry.symlink_target is None:
                 with fs.open_read(entry.path) as f:
                     member.size = os.fstat(f.fileno()).st_size
-                    tar.addfile(member, f)
+                    budget.take(member.size, entry.path)
+                    tar.addfile(member, Exactly(f, member.size))  # type: ignore[arg-type]  # read() is all it needs
     out.seek(0)
     return out
+
+
+@contextmanager
+def _closed_on_error(spool: IO[bytes]) -> Iterator[None]:
+    """A refused export frees what it spooled at once (not when the traceback is collected)."""
+    try:
+        yield
+    except BaseException:
+        spool.close()
+        raise
 
 
 def _guest_tree(sandbox_id: str, path: str) -> IO[bytes]:
@@ -92,12 +107,15 @@ def backend_tree(backend: SandboxBackend, path: str) -> IO[bytes]:
     """A sandbox's folder (or file) `path` as a tar stream, through any backend's files API (a
     server's sandboxes may live in a process pool or on Ray): regular files and folders, links
     not followed; a file gone meanwhile is left out. Each file is spooled before it is added,
-    so the size in its header is what was read."""
+    so the size in its header is what was read. At most the sandbox's disk quota + 1 MiB of
+    file content, counted as it arrives (NotEnoughSpaceException past it)."""
     from ..models import FileType
 
     info = backend.get_info(path)
-    out = tempfile.SpooledTemporaryFile(max_size=32 << 20)  # noqa: SIM115 -- returned; bounded by the disk quota
-    with tarfile.open(fileobj=out, mode="w|") as tar:
+    budget = ExportBudget(backend.metrics().disk_total or Limits().disk_bytes,
+                          f"volume snapshot of {info.path} in sandbox {backend.sandbox_id}")
+    out = tempfile.SpooledTemporaryFile(max_size=32 << 20)  # noqa: SIM115 -- returned; bounded by `budget`
+    with _closed_on_error(out), tarfile.open(fileobj=out, mode="w|") as tar:
         if info.type == FileType.FILE:
             entries, top = [info], posixpath.dirname(info.path)
         else:
@@ -119,6 +137,7 @@ def backend_tree(backend: SandboxBackend, path: str) -> IO[bytes]:
                         continue
                     try:
                         for chunk in chunks:
+                            budget.take(len(chunk), entry.path, body.tell() + len(chunk))
                             body.write(chunk)
                     finally:
                         chunks.close()

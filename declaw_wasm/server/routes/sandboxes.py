@@ -26,7 +26,8 @@ def check_limits(limits: Optional[Limits]) -> Optional[Limits]:
         return None
     defaults = Limits.model_validate({})
     for name in Limits.model_fields:
-        if getattr(limits, name) > getattr(defaults, name):
+        mine, default = getattr(limits, name), getattr(defaults, name)
+        if mine is not None and default is not None and mine > default:  # None: no limit (cpu_instructions)
             raise InvalidArgumentException(f"limits.{name} may not exceed the server's "
                                            f"{getattr(defaults, name)}")
     return limits
