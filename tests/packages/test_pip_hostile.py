@@ -229,8 +229,8 @@ def test_what_a_request_copies_out_of_a_sandbox_is_bounded(
     sbx = make_sbx(limits=Limits(disk_bytes=20 << 20))
     before = cache_state()
     # a wheel that is mostly a hole: 250 MiB apparent, a few KiB on disk
-    made = sbx.commands.run("mkdir -p /home/user/w && python3 -c \"f = open('/home/user/w/big-1.0-py3-none-any.whl', 'wb'); "
-                            "f.seek(250 << 20); f.write(b'x')\"")
+    made = sbx.commands.run("mkdir -p /home/user/w && python3 -c \"f = open('/home/user/w/big-1.0-py3-none-any.whl', "
+                            "'wb'); f.seek(250 << 20); f.write(b'x')\"")
     assert made.exit_code == 0, made.stderr
     assert sbx.files.get_info("/home/user/w/big-1.0-py3-none-any.whl").size == (250 << 20) + 1
     r = sbx.commands.run("pip install /home/user/w/big-1.0-py3-none-any.whl", timeout=120)
