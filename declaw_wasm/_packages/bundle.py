@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -78,10 +79,11 @@ def ensure_bundle(runtime: Runtime, progress: Optional[Progress] = None) -> Path
             shown = progress or Progress(quiet=True)
             pins = read_lock()
             shown.say(f"fetching the packages bundle ({len(pins)} pure-Python wheels, hash-checked)")
-            wheels = fetch(pins)
-            with shown.timed("installing and byte-compiling the packages bundle", EXPECTED_BUILD_S):
-                install(wheels, staging, staging / "bin")
-                compile_in_guest(runtime, staging, GUEST_BUNDLE)
+            with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
+                wheels = fetch(pins, Path(tmp))
+                with shown.timed("installing and byte-compiling the packages bundle", EXPECTED_BUILD_S):
+                    install(wheels, staging, staging / "bin")
+                    compile_in_guest(runtime, staging, GUEST_BUNDLE)
 
         try:
             _made[key] = ensure_folder(cache_dir() / "runtime" / f"bundle-{key}", build, "bundle-*",

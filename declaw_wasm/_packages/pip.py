@@ -12,9 +12,19 @@ binaries), so every package it gets is a pure-Python wheel chosen and downloaded
   pip follows the host's own configuration (index URL, proxies, pip.conf), plus
   `DECLAW_WASM_WHEELHOUSE` (folders of wheels, `os.pathsep`-separated) and
   `DECLAW_WASM_OFFLINE=1` (no index at all).
-- **Wheels** are kept in `<cache>/wheels/`, checked against the hash pip reported or the lock
-  gives on every use; the folder is also one of pip's `--find-links`, so a second sandbox
-  installing the same wheel neither downloads it again nor needs the index.
+- **pip never starts a process**: it runs under pip_guard.py, an audit hook that refuses
+  every process start, so even if pip's inputs asked for a source build, none would run.
+- **What the guest sends is parsed, and only re-serialised values go on**: names, versions and
+  requirements through `packaging` (`project_name`, `version_text`, `guest_requirement`), paths
+  checked before the confined files API sees them, and a name becomes a file name only through
+  `wheel_file` (a fixed alphabet, in a folder the host made).
+- **Wheels** the host downloaded (from the index or the wheelhouse) are kept in the wheel cache
+  (`<cache>/wheel-cache/`): each with a record of its SHA-256 written before the wheel is
+  published (hard-linked, never replacing a file), checked on every use, and evicted least
+  recently used past `DECLAW_WASM_WHEEL_CACHE_BYTES`. The cache is also one of pip's
+  `--find-links`, so a second sandbox installing the same wheel neither downloads it again nor
+  needs the index. A wheel a guest supplies is used for that one request, from the request's
+  temporary folder, and never cached: content from one sandbox never reaches another.
 - **Installation** is pypa's `installer` (the reference wheel installer, small and kept by the
   packaging authority) into a host folder; callers copy that into a sandbox through its
   confined files API.
@@ -26,8 +36,10 @@ are exactly pip's job, and pip is on every host that has Python.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
@@ -35,27 +47,36 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Protocol
+from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
+from .._cache import publish_new, writable
 from .._wasm.artifacts import file_sha256
 from .._wasm.layout import USER_BIN, USER_SITE
 from .._wasm.site import guest_site_distributions
-from ..exceptions import SandboxException
+from ..exceptions import InvalidArgumentException, SandboxException
+from ..limits import Limits
 from ..models import EntryInfo, FileType
-from ..settings import cache_dir, offline, wheelhouses
+from ..settings import cache_dir, offline, wheel_cache_max_bytes, wheelhouses
+from .pip_guard import MARK as GUARD_MARK
 
 
 class GuestFiles(Protocol):
-    """What `pip install` in a sandbox needs of its files: read the wheels the guest names,
-    write the installed tree (the sandbox's confined files API)."""
+    """What `pip install` in a sandbox needs of its files: read the wheels the guest names (at
+    most `limit` bytes each), write the installed tree (the sandbox's confined files API), and
+    the sandbox's disk quota (`limits`), which bounds what one request copies out."""
+
+    limits: Optional[Limits]
 
     def list(self, path: str, depth: int = 1) -> list[EntryInfo]: ...
-    def get_info(self, path: str) -> EntryInfo: ...
-    def read_bytes(self, path: str) -> bytes: ...
+    def read_bytes(self, path: str, limit: Optional[int] = None) -> bytes: ...
     def write_tree(self, source: Path, dest: str) -> int: ...
 
 
@@ -99,34 +120,135 @@ class Pin:
 
 def canonical(name: str) -> str:
     """PEP 503's normalised project name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
 
 
-def requirement(text: str) -> Requirement:
-    """A requirement the guest may ask for: a name with optional extras, version range and
-    markers. URLs and paths are refused: the host would fetch whatever the guest names."""
+# -- what crosses from the guest (or an index): parsed, and re-serialised by us ---------------------
+
+NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")  # PEP 508's name
+VERSION_RE = re.compile(r"[A-Za-z0-9.+!_-]{1,64}")  # what PEP 440 versions are written with
+# a requirement as we write it: name, [extras], specifiers, "; " markers (quoted values)
+REQUIREMENT_RE = re.compile(r"[a-z0-9][a-z0-9 ._\-\[\],<>=!~*+;()'\"]{0,999}")
+TAG_RE = re.compile(r"[a-z0-9_]{1,32}")
+SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def _bad(field: str, value: object, why: str) -> PackageError:
+    return PackageError(f"bad install request: {field} {_shown(value)}: {why}")
+
+
+def project_name(text: object, field: str = "name") -> str:
+    """A project name (PEP 508's alphabet), canonical (PEP 503): lower case, runs of `-_.` as
+    one `-`. Anything else is refused."""
+    if not isinstance(text, str) or not NAME_RE.fullmatch(text):
+        raise _bad(field, text, "not a package name (letters, digits, '.', '_', '-')")
+    return canonicalize_name(text)
+
+
+def version_text(text: object, field: str = "version") -> str:
+    """A PEP 440 version, as `packaging` writes it back."""
+    if not isinstance(text, str) or not VERSION_RE.fullmatch(text):
+        raise _bad(field, text, "not a version (PEP 440)")
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise _bad(field, text, "not a version (PEP 440)") from None
+
+
+def guest_requirement(text: object, field: str = "requirement") -> str:
+    """A requirement the guest may ask for, as we write it back: a name with optional extras,
+    version specifiers and markers. URLs and paths are refused (the host would fetch whatever
+    the guest names), and so is `===` (arbitrary strings)."""
+    if not isinstance(text, str) or not 0 < len(text) <= 1000:
+        raise _bad(field, text, "not a requirement")
+    if not all(" " <= char <= "~" for char in text):
+        raise _bad(field, text, "not a requirement (control characters or non-ASCII)")
     try:
         req = Requirement(text)
-    except InvalidRequirement as exc:
-        raise PackageError(f"invalid requirement {text!r}: {exc}") from None
+    except (InvalidRequirement, SyntaxError, ValueError) as exc:  # markers go through literal_eval
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise _bad(field, text, f"not a valid requirement ({why})") from None
     if req.url:
-        raise PackageError(f"{text!r}: installing from a URL is not supported (give a name and "
-                           "version; the host's index or wheelhouse provides the file)")
-    return req
+        raise _bad(field, text, "installing from a URL is not supported (give a name and version; "
+                   "the host's index or wheelhouse provides the file)")
+    if any(spec.operator == "===" for spec in req.specifier):
+        raise _bad(field, text, "arbitrary equality (===) is not supported")
+    name = project_name(req.name, field)
+    extras = sorted(project_name(extra, field) for extra in req.extras)
+    out = name + (f"[{','.join(extras)}]" if extras else "") + \
+        ",".join(sorted(str(spec) for spec in req.specifier)) + (f"; {req.marker}" if req.marker else "")
+    if not REQUIREMENT_RE.fullmatch(out):
+        raise _bad(field, text, "only names, extras, version specifiers and markers are accepted")
+    return out
+
+
+def guest_path(text: object, field: str) -> str:
+    """A guest path for the sandbox's files API: absolute, normalised, printable."""
+    if not isinstance(text, str) or not 0 < len(text) <= 4096 or not text.isprintable() \
+            or not text.startswith("/") or posixpath.normpath(text) != text:
+        raise _bad(field, text, "not an absolute, normalised path (no '..', no control characters)")
+    return text
+
+
+def _pure_interpreters(tags: Iterable[Tag]) -> Optional[list[str]]:
+    """The Python tags of a pure-Python wheel's tag set (`py3`, `py2.py3`...), or None if it
+    names an ABI or a platform (compiled code) or is not a product of them."""
+    found = sorted({tag.interpreter for tag in tags})
+    if not found or any(tag.abi != "none" or tag.platform != "any" for tag in tags) \
+            or not all(TAG_RE.fullmatch(t) for t in found):
+        return None
+    return found
+
+
+def wheel_file(folder: Path, name: str, version: str, interpreters: Iterable[str] = ("py3",)) -> Path:
+    """The one place a package name becomes a path: `folder` (one the host made) / the wheel's
+    file name, written by us from the canonical name and the parsed version in a fixed alphabet
+    (`[a-z0-9_]-[a-z0-9.+!]-TAGS-none-any.whl`)."""
+    stem = canonicalize_name(name).replace("-", "_")
+    try:
+        ver = str(Version(version))
+    except InvalidVersion:
+        raise PackageError(f"{name}: not a version: {_shown(version)}") from None
+    tags = sorted(set(interpreters))
+    if not re.fullmatch(r"[a-z0-9_]{1,128}", stem) or not re.fullmatch(r"[a-z0-9.+!]{1,64}", ver) \
+            or not tags or not all(TAG_RE.fullmatch(t) for t in tags):
+        raise PackageError(f"not a wheel file name: {_shown((name, version, tags))}")
+    return folder / f"{stem}-{ver}-{'.'.join(tags)}-none-any.whl"
 
 
 # -- the host's pip ------------------------------------------------------------------------------
 
 StopCheck = Callable[[], bool]
+# `python -c BOOT pip_guard.py ARGS`: run the guard as a file (not `-m`, which would import
+# declaw_wasm, and not as a script, which would put this folder, with its pip.py, on sys.path)
+BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
+GUARD_REFUSAL = ("pip tried to start a program on the host (to build a package from source or run "
+                 "its setup code), which is never allowed: only pure-Python wheels are installed, "
+                 "and nothing is built or run on the host")
 
 
-def _pip(args: list[str], should_stop: Optional[StopCheck] = None,
+def pip_command(args: list[str]) -> list[str]:
+    """The command line that runs the host's pip under the guard (pip_guard.py)."""
+    return [sys.executable, "-c", BOOT, str(Path(__file__).with_name("pip_guard.py")),
+            "--disable-pip-version-check", "--no-input", *args]
+
+
+def run_pip(args: list[str], should_stop: Optional[StopCheck] = None,
          timeout: float = PIP_TIMEOUT_S) -> tuple[int, str]:
-    """Run the host's pip; (exit status, stderr). Stops early when `should_stop()` says so."""
-    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+    """Run the host's pip (under the guard); (exit status, stderr). Stops early when
+    `should_stop()` says so. A failure the guard caused raises PackageError saying so."""
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err)
+        proc = subprocess.Popen(pip_command(args), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -138,14 +260,17 @@ def _pip(args: list[str], should_stop: Optional[StopCheck] = None,
                     proc.wait()
                     raise PackageError("pip was stopped before it finished") from None
         err.seek(0)
-        return status, err.read().decode("utf-8", "replace")
+        text = err.read().decode("utf-8", "replace")
+    if status != 0 and GUARD_MARK in text:
+        raise PackageError(GUARD_REFUSAL)
+    return status, text
 
 
-def index_args(find_links: Iterable[Path] = (), no_index: bool = False) -> list[str]:
+def index_args(find_links: Iterable[Path] = (), no_index: bool = False, cache: bool = True) -> list[str]:
     """pip's source options: the host's configuration, DECLAW_WASM_WHEELHOUSE and
-    DECLAW_WASM_OFFLINE, folders of wheels the caller adds, and the wheel cache."""
+    DECLAW_WASM_OFFLINE, folders of wheels the caller adds, and the wheel cache (`cache`)."""
     args: list[str] = []
-    cached = [wheel_cache()] if wheel_cache().is_dir() else []
+    cached = [wheel_cache()] if cache and wheel_cache().is_dir() else []
     for folder in [*wheelhouses(), *find_links, *cached]:
         args += ["--find-links", str(folder)]
     if no_index or offline():
@@ -157,7 +282,7 @@ def index_args(find_links: Iterable[Path] = (), no_index: bool = False) -> list[
 def _pip_config() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(index-url, extra-index-url values) of the host's pip configuration (files and PIP_*)."""
     try:
-        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+        out = subprocess.run(pip_command(["config", "list"]), capture_output=True,
                              text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
     except (OSError, subprocess.SubprocessError):
         return (), ()
@@ -178,15 +303,18 @@ def index_urls() -> list[str]:
     return [*(index[-1:] or ["https://pypi.org/simple"]), *extra]
 
 
-def _write_stubs(folder: Path, present: dict[str, str]) -> Path:
+def _write_stubs(folder: Path, present: Mapping[str, str]) -> Path:
     """Stub wheels (metadata only) for what the guest already has, and constraints pinning them:
-    pip then resolves dependencies on them to the versions the guest holds."""
+    pip then resolves dependencies on them to the versions the guest holds. `present` holds
+    canonical names and versions as `packaging` wrote them (parse_request), so each constraint
+    line is `name==version` and nothing else."""
     folder.mkdir(parents=True, exist_ok=True)
     constraints = folder / "constraints.txt"
     lines = []
     for name, version in sorted(present.items()):
-        stem = f"{re.sub(r'[-.]+', '_', name)}-{version}"
-        with zipfile.ZipFile(folder / f"{stem}-py3-none-any.whl", "w") as wheel:
+        path = wheel_file(folder, name, version)
+        stem = path.name.split("-py3-", 1)[0]
+        with zipfile.ZipFile(path, "w") as wheel:
             wheel.writestr(f"{stem}.dist-info/METADATA",
                            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
             wheel.writestr(f"{stem}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: declaw-wasm\n"
@@ -197,14 +325,17 @@ def _write_stubs(folder: Path, present: dict[str, str]) -> Path:
     return constraints
 
 
-def resolve(requirements: list[str], present: dict[str, str], *, find_links: Iterable[Path] = (),
+def resolve(requirements: list[str], present: Mapping[str, str], *, find_links: Iterable[Path] = (),
             no_index: bool = False, no_deps: bool = False,
             should_stop: Optional[StopCheck] = None) -> list[Pin]:
     """The wheels to add so that `requirements` import in a guest that already has `present`
-    (name → version). Raises PackageError naming what cannot be had, and why."""
-    present = {canonical(name): version for name, version in present.items()}
+    (name → version). Raises PackageError naming what cannot be had, and why. Requirements,
+    names and versions are parsed and written back by us before pip sees them."""
+    present = {project_name(name): version_text(version, f"the version of {name}")
+               for name, version in present.items()}
+    requirements = [guest_requirement(text) for text in requirements]
     for text in requirements:
-        req = requirement(text)
+        req = Requirement(text)
         have = present.get(canonical(req.name))
         if have is not None and req.specifier and not req.specifier.contains(have, prereleases=True):
             raise PackageError(f"{req.name} is part of the sandbox at version {have} and cannot be "
@@ -213,34 +344,41 @@ def resolve(requirements: list[str], present: dict[str, str], *, find_links: Ite
     with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
         constraints = _write_stubs(Path(tmp) / "stubs", present)
         report = Path(tmp) / "report.json"
-        status, err = _pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-                            str(report), *PIP_GUEST_TARGET, "--target", str(Path(tmp) / "target"),
-                            "--find-links", str(constraints.parent), "-c", str(constraints),
-                            *(["--no-deps"] if no_deps else []), *index_args(find_links, no_index),
-                            *requirements], should_stop)
+        status, err = run_pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report",
+                               str(report), *PIP_GUEST_TARGET, "--target", str(Path(tmp) / "target"),
+                               "--find-links", str(constraints.parent), "-c", str(constraints),
+                               *(["--no-deps"] if no_deps else []), *index_args(find_links, no_index),
+                               *requirements], should_stop)
         if status != 0:
             raise PackageError(_explain(err, present, find_links, no_index, should_stop))
         items = json.loads(report.read_text())["install"]
     pins = []
     for item in items:
         meta, info = item["metadata"], item["download_info"]
-        if canonical(meta["name"]) in present:
+        shown = meta.get("name")
+        name = project_name(shown, "a resolved package's name")  # shown is checked as well
+        if name in present:
             continue
         digest = info.get("archive_info", {}).get("hashes", {}).get("sha256")
-        if not digest:
-            raise PackageError(f"{meta['name']}: the index gave no SHA-256 for its wheel")
-        pins.append(Pin(meta["name"], meta["version"], digest))
+        if not isinstance(digest, str) or not SHA256_RE.fullmatch(digest):
+            raise PackageError(f"{name}: the index gave no SHA-256 for its wheel")
+        pins.append(Pin(shown, version_text(meta.get("version"), f"the version of {name}"), digest))
     return sorted(pins, key=lambda pin: canonical(pin.name))
 
 
-def _explain(err: str, present: dict[str, str], find_links: Iterable[Path], no_index: bool,
+def _explain(err: str, present: Mapping[str, str], find_links: Iterable[Path], no_index: bool,
              should_stop: Optional[StopCheck]) -> str:
     """pip's failure, said in the guest's terms: which package, and why it cannot be had."""
     missing = re.findall(r"No matching distribution found for (\S+)", err)
+    name = None
     if missing:
-        name = requirement(missing[-1]).name
-        if canonical(name) in present:
-            return (f"{name} is part of the sandbox at version {present[canonical(name)]} and "
+        try:
+            name = canonical(Requirement(missing[-1]).name)
+        except InvalidRequirement:
+            pass
+    if name is not None:
+        if name in present:
+            return (f"{name} is part of the sandbox at version {present[name]} and "
                     "cannot be replaced (it is compiled into the runtime or preinstalled)")
         compiled = _compiled_wheel(name, find_links, no_index, should_stop)
         if compiled:
@@ -265,108 +403,311 @@ def _last_error(err: str) -> str:
 
 def _compiled_wheel(name: str, find_links: Iterable[Path], no_index: bool,
                     should_stop: Optional[StopCheck]) -> Optional[str]:
-    """The file name of a wheel of `name` for the host's own platform, if that one is compiled."""
+    """The file name of a wheel of `name` (canonical) for the host's own platform, if that one
+    is compiled."""
     with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
         report = Path(tmp) / "report.json"
-        status, _ = _pip(["install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
-                          "--only-binary", ":all:", "--report", str(report), "--target",
-                          str(Path(tmp) / "target"), *index_args(find_links, no_index), name],
-                         should_stop)
+        status, _ = run_pip(["install", "--dry-run", "--ignore-installed", "--no-deps", "--quiet",
+                             "--only-binary", ":all:", "--report", str(report), "--target",
+                             str(Path(tmp) / "target"), *index_args(find_links, no_index),
+                             project_name(name)], should_stop)
         if status != 0:
             return None
         for item in json.loads(report.read_text())["install"]:
-            filename = item["download_info"]["url"].rsplit("/", 1)[-1]
+            filename = str(item["download_info"]["url"]).rsplit("/", 1)[-1]
             if not filename.endswith("-none-any.whl"):
-                return filename
+                return re.sub(r"[^A-Za-z0-9._+!-]", "?", filename)[:200]
     return None
 
 
-# -- wheels: fetched once, checked ---------------------------------------------------------------
+# -- wheels: fetched once, recorded, checked on every use -------------------------------------------
+# <cache>/wheel-cache/wheels/NAME-VERSION-TAGS-none-any.whl   pip's --find-links (only published wheels)
+# <cache>/wheel-cache/records/SHA256                            the wheel's file name, written first
+# A record's mtime is the wheel's last use (least recently used wheels are evicted first).
+
+RECORD_BYTES = 512  # a record holds one wheel file name
+
+
+def _wheel_cache_root() -> Path:
+    return cache_dir() / "wheel-cache"
+
 
 def wheel_cache() -> Path:
-    return cache_dir() / "wheels"
+    """The wheel cache's folder of wheels (what pip gets as `--find-links`)."""
+    return _wheel_cache_root() / "wheels"
 
 
-def _cached_wheel(pin: Pin) -> Optional[Path]:
-    """The cached wheel of `pin` whose hash matches, if any."""
-    folder = wheel_cache()
-    for path in folder.glob("*.whl") if folder.is_dir() else ():
-        name, version = path.name.split("-")[:2]
-        if canonical(name) == canonical(pin.name) and version == pin.version \
-                and file_sha256(path) == pin.sha256:
-            return path
-    return None
+def _record(sha256: str) -> Path:
+    return _wheel_cache_root() / "records" / sha256
 
 
-def fetch(pins: list[Pin], *, find_links: Iterable[Path] = (), no_index: bool = False,
+def _read_record(path: Path) -> Optional[str]:
+    try:
+        with open(path, "rb") as f:
+            return f.read(RECORD_BYTES).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+
+
+def _pin_file(folder: Path, pin: Pin, filename: str) -> Optional[Path]:
+    """Where a wheel of `pin` named `filename` (by an index, a record...) goes in `folder`, if
+    that name is a pure-Python wheel of `pin`."""
+    try:
+        name, version, _, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    interpreters = _pure_interpreters(tags)
+    if interpreters is None or canonical(name) != canonical(pin.name) or version != Version(pin.version):
+        return None
+    return wheel_file(folder, pin.name, pin.version, interpreters)
+
+
+def _copy_hashed(source: Path, out: BinaryIO, limit: int) -> str:
+    """Copy at most `limit` bytes of `source` to `out`; their SHA-256 (one pass, one open)."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as f:
+        left = limit
+        while left > 0:
+            block = f.read(min(1 << 20, left))
+            if not block:
+                break
+            digest.update(block)
+            out.write(block)
+            left -= len(block)
+    return digest.hexdigest()
+
+
+def _from_cache(pin: Pin, into: Path) -> Optional[Path]:
+    """A copy in `into` of the cached wheel of `pin`, if the cache has one whose bytes match the
+    hash: the copy is what gets installed, so the check holds for what is used."""
+    record = _record(pin.sha256)
+    filename = _read_record(record)
+    if filename is None:
+        return None
+    cached = _pin_file(wheel_cache(), pin, filename)
+    if cached is None or cached.name != filename:
+        return None
+    dest = _pin_file(into, pin, filename)
+    assert dest is not None
+    try:
+        with open(dest, "xb") as out:
+            digest = _copy_hashed(cached, out, wheel_cache_max_bytes())
+    except FileNotFoundError:
+        dest.unlink(missing_ok=True)
+        return None
+    if digest != pin.sha256:  # altered since it was recorded: out of the cache with it
+        dest.unlink()
+        _drop(pin, filename)
+        return None
+    try:
+        os.utime(record)  # used now (least recently used wheels are evicted first)
+    except OSError:
+        pass
+    return dest
+
+
+def _drop(pin: Pin, filename: str) -> None:
+    """Delete a cached wheel that does not match its record, and the record (under the cache's
+    lock, checking again: a publish in progress holds it)."""
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(_wheel_cache_root() / ".lock"), timeout=60):
+            cached = wheel_cache() / filename
+            if _read_record(_record(pin.sha256)) == filename and file_sha256(cached) != pin.sha256:
+                cached.unlink()
+                _record(pin.sha256).unlink()
+    except (OSError, Timeout):
+        pass
+
+
+def fetch(pins: list[Pin], into: Path, *, local: Mapping[str, Path] = {}, no_index: bool = False,
           should_stop: Optional[StopCheck] = None) -> list[Path]:
-    """The wheel file of every pin, from the cache or downloaded (by hash) into it."""
-    missing = [pin for pin in pins if _cached_wheel(pin) is None]
-    if missing:
-        with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
-            lock = Path(tmp) / "lock.txt"
-            lock.write_text("".join(pin.line() + "\n" for pin in missing))
-            status, err = _pip(["download", "--quiet", "--no-deps", "--require-hashes",
-                                *PIP_GUEST_TARGET, "-d", str(Path(tmp) / "got"), "-r", str(lock),
-                                *index_args(find_links, no_index)], should_stop)
-            if status != 0:
-                raise PackageError("downloading wheels failed: " + _last_error(err))
-            by_hash = {file_sha256(path): path for path in (Path(tmp) / "got").glob("*.whl")}
-            for pin in missing:
-                got = by_hash.get(pin.sha256)
-                if got is None:
-                    raise PackageError(f"{pin.name} {pin.version}: no downloaded wheel has the "
-                                       f"expected SHA-256 {pin.sha256}")
-                _keep(got)
-    paths = []
+    """The wheel file of every pin, checked against its hash, in `into` (a folder the caller
+    made): a wheel the caller supplies (`local`: SHA-256 → a file in a folder of the caller's,
+    used as it is and never cached), else a copy from the wheel cache, else downloaded by hash
+    from the index or the wheelhouse (never from the cache or a caller's folder) and published
+    to the cache."""
+    into.mkdir(parents=True, exist_ok=True)
+    found: dict[Pin, Path] = {}
     for pin in pins:
-        path = _cached_wheel(pin)
-        if path is None or file_sha256(path) != pin.sha256:
-            raise PackageError(f"{pin.name} {pin.version}: cached wheel missing or altered")
-        paths.append(path)
-    return paths
+        if pin.sha256 in local:
+            found[pin] = local[pin.sha256]
+        else:
+            cached = _from_cache(pin, into)
+            if cached is not None:
+                found[pin] = cached
+    missing = [pin for pin in pins if pin not in found]
+    if missing:
+        got = into / ".download"
+        lock = into / ".lock.txt"
+        lock.write_text("".join(pin.line() + "\n" for pin in missing))
+        status, err = run_pip(["download", "--quiet", "--no-deps", "--require-hashes",
+                               *PIP_GUEST_TARGET, "-d", str(got), "-r", str(lock),
+                               *index_args((), no_index, cache=False)], should_stop)
+        if status != 0:
+            raise PackageError("downloading wheels failed: " + _last_error(err))
+        by_hash = {file_sha256(path): path for path in got.iterdir() if path.is_file()}
+        for pin in missing:
+            source = by_hash.get(pin.sha256)
+            dest = _pin_file(into, pin, source.name) if source is not None else None
+            if source is None or dest is None:
+                raise PackageError(f"{pin.name} {pin.version}: no downloaded wheel has the "
+                                   f"expected SHA-256 {pin.sha256}")
+            os.replace(source, dest)  # both in `into`: the caller's own folder
+            _keep(dest, pin)
+            found[pin] = dest
+        shutil.rmtree(got, ignore_errors=True)
+    return [found[pin] for pin in pins]
 
 
-def _keep(path: Path) -> None:
-    """Move a verified wheel into the cache (atomically: readers see it whole or not at all)."""
-    folder = wheel_cache()
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(prefix=".wheel-", dir=folder)
-    os.close(fd)
-    shutil.copyfile(path, staging)
-    os.replace(staging, folder / path.name)
+def _keep(path: Path, pin: Pin) -> None:
+    """Publish a wheel the host downloaded (and checked against `pin`) into the wheel cache:
+    first its record, then the wheel, hard-linked into place so that readers see it whole or
+    not at all and an existing file is never replaced. Then evict past the size cap. Best
+    effort: a read-only cache, or one that cannot take it, is left as it is."""
+    root = _wheel_cache_root()
+    cap = wheel_cache_max_bytes()
+    if path.stat().st_size > cap or not writable(root):
+        return
+    from filelock import FileLock, Timeout
+
+    target = _pin_file(wheel_cache(), pin, path.name)
+    if target is None:
+        return
+    record = _record(pin.sha256)
+    try:
+        record.parent.mkdir(exist_ok=True)
+        target.parent.mkdir(exist_ok=True)
+        with FileLock(str(root / ".lock"), timeout=60):
+            if not publish_new(record, lambda out: _write_name(out, target.name)) and \
+                    _read_record(record) != target.name:
+                return  # these bytes are cached under another name already
+            if not publish_new(target, lambda out: _copy_into(path, out, pin.sha256)) and \
+                    file_sha256(target) != pin.sha256:
+                record.unlink()  # another wheel holds that name: ours is not cached
+                return
+            _evict(cap)
+    except (OSError, Timeout):
+        return
 
 
-def check_pure(path: Path) -> None:
-    """Refuse a wheel that holds compiled code: the guest could not load it."""
-    with zipfile.ZipFile(path) as wheel:
-        names = wheel.namelist()
-        info = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")), None)
-        meta = wheel.read(info).decode("utf-8", "replace") if info else ""
+def _write_name(out: BinaryIO, name: str) -> None:
+    out.write(name.encode("ascii") + b"\n")
+
+
+def _copy_into(path: Path, out: BinaryIO, sha256: str) -> None:
+    if _copy_hashed(path, out, wheel_cache_max_bytes()) != sha256:
+        raise OSError(f"{path.name} changed while it was being cached")
+
+
+def _evict(cap: int) -> None:
+    """Under the cache's lock: delete wheels no record names (nothing of ours makes one), records
+    of missing wheels, and the least recently used wheels until the cache holds at most `cap`
+    bytes. Wheels are listed before records are read: a record is written before its wheel."""
+    sizes = {}
+    for entry in os.scandir(wheel_cache()):
+        if entry.name.endswith(".whl") and entry.is_file(follow_symlinks=False):
+            sizes[entry.name] = entry.stat(follow_symlinks=False).st_size
+    used: list[tuple[float, str, Path]] = []
+    named: set[str] = set()
+    for entry in os.scandir(_wheel_cache_root() / "records"):
+        if not SHA256_RE.fullmatch(entry.name):
+            continue
+        filename = _read_record(Path(entry.path))
+        if filename in sizes:
+            named.add(filename)
+            used.append((entry.stat().st_mtime, filename, Path(entry.path)))
+        else:
+            Path(entry.path).unlink(missing_ok=True)
+    for filename in set(sizes) - named:
+        (wheel_cache() / filename).unlink(missing_ok=True)
+    total = sum(sizes[name] for name in named)
+    for _, filename, record in sorted(used):
+        if total <= cap:
+            break
+        if filename in named:
+            (wheel_cache() / filename).unlink(missing_ok=True)
+            named.discard(filename)
+            total -= sizes[filename]
+        record.unlink(missing_ok=True)
+
+
+WHEEL_META_BYTES = 64 << 10  # a wheel's WHEEL file, as much as is read of it
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError,
+              ValueError, KeyError)
+
+
+def _member_ok(name: str) -> bool:
+    """A wheel member path that stays where it is unpacked: relative, no '..', printable."""
+    parts = name.rstrip("/").split("/")
+    return bool(name) and name.isprintable() and not name.startswith("/") and "\\" not in name \
+        and all(part not in ("", ".", "..") for part in parts)
+
+
+def check_pure(path: Path, max_unpacked: Optional[int] = None) -> int:
+    """Refuse a wheel that holds compiled code (the guest could not load it), that is not a
+    zip, that names a path outside where it is unpacked, or that unpacks to more than
+    `max_unpacked` bytes (the sizes its members declare, which zipfile holds each one to).
+    Its unpacked size."""
+    try:
+        with zipfile.ZipFile(path) as wheel:
+            members = wheel.infolist()
+            names = [m.filename for m in members]
+            unpacked = sum(m.file_size for m in members)
+            info = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")), None)
+            with wheel.open(info) if info else _no_file() as f:
+                meta = f.read(WHEEL_META_BYTES).decode("utf-8", "replace")
+    except ZIP_ERRORS as exc:
+        raise PackageError(f"{path.name} is not a valid wheel ({type(exc).__name__})") from None
+    outside = next((n for n in names if not _member_ok(n)), None)
+    if outside is not None:
+        raise PackageError(f"{path.name} is not a valid wheel: it names the path {_shown(outside)}")
+    if max_unpacked is not None and unpacked > max_unpacked:
+        raise PackageError(f"{path.name} unpacks to {unpacked} bytes, more than the {max_unpacked} "
+                           "the sandbox has room for")
     tags = re.findall(r"^Tag:\s*(\S+)", meta, re.M)
     compiled = [n for n in names if n.lower().endswith(COMPILED_SUFFIXES)]
     if "Root-Is-Purelib: true" not in meta or not tags or \
             not all(tag.endswith("-none-any") for tag in tags) or compiled:
         what = compiled[0] if compiled else f"tags {', '.join(tags) or 'none'}"
-        raise PackageError(f"{path.name} contains compiled code ({what}), which cannot run "
+        raise PackageError(f"{path.name} contains compiled code ({_shown(what)}), which cannot run "
                            "inside the WebAssembly sandbox")
+    return unpacked
 
 
-def install(wheels: list[Path], site: Path, scripts: Path) -> list[tuple[str, str]]:
-    """Unpack the wheels into `site` (scripts into `scripts`); (name, version) of each."""
+def _no_file() -> BinaryIO:
+    import io
+
+    return io.BytesIO()
+
+
+def install(wheels: list[Path], site: Path, scripts: Path,
+            max_bytes: Optional[int] = None) -> list[tuple[str, str]]:
+    """Unpack the wheels into `site` (scripts into `scripts`); (name, version) of each. The
+    wheels unpack to at most `max_bytes` bytes in all (None: no limit), or are refused."""
     from installer import install as install_wheel
     from installer.destinations import SchemeDictionaryDestination
+    from installer.exceptions import InstallerError
     from installer.sources import WheelFile
 
     done = []
+    left = max_bytes
     with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
         scheme = {"purelib": str(site), "platlib": str(site), "scripts": str(scripts),
                   "headers": str(Path(tmp) / "headers"), "data": str(Path(tmp) / "data")}
         destination = SchemeDictionaryDestination(scheme, GUEST_INTERPRETER, "posix")
         for path in wheels:
-            check_pure(path)
-            with WheelFile.open(path) as source:
-                install_wheel(source, destination, {"INSTALLER": b"declaw-wasm\n"})
+            size = check_pure(path, left)
+            if left is not None:
+                left -= size
+            try:
+                with WheelFile.open(path) as source:
+                    install_wheel(source, destination, {"INSTALLER": b"declaw-wasm\n"})
+            except (InstallerError, *ZIP_ERRORS) as exc:
+                why = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise PackageError(f"{path.name} cannot be installed: "
+                                   f"{_last_error(why)[:300]}") from None
             name, version = path.name.split("-")[:2]
             done.append((name, version))
     return done
@@ -405,16 +746,65 @@ def runtime_top_levels(stdlib_zip: Path) -> tuple[str, ...]:
 
 # -- `pip install` from inside a sandbox -----------------------------------------------------------
 
-WHEEL_FILE_RE = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[0-9][^-]*)?-[^-]+-[^-]+-[^-]+\.whl")
 MAX_REQUIREMENTS = 200
-MAX_GUEST_WHEEL_BYTES = 256 << 20
+MAX_FIND_LINKS = 16
+MAX_PRESENT = 2000  # installed distributions the guest may list (a sandbox has ~100)
+MAX_GUEST_WHEELS = 100  # wheels one request may copy out of the sandbox
+MAX_GUEST_WHEEL_BYTES = 256 << 20  # bytes of them, in all (and at most the sandbox's disk quota)
+REQUEST_FIELDS = frozenset({"op", "requirements", "wheels", "find_links", "present", "no_index",
+                            "no_deps"})
 
 
-def _strings(value: object, limit: int, what: str) -> list[str]:
-    if not isinstance(value, list) or len(value) > limit or \
-            not all(isinstance(v, str) and 0 < len(v) <= 4096 for v in value):
-        raise PackageError(f"bad {what} in the install request")
+@dataclass(frozen=True)
+class InstallRequest:
+    """A `pip_install` door request, parsed: every string re-serialised by us."""
+
+    requirements: list[str]
+    wheels: list[str]
+    find_links: list[str]
+    present: dict[str, str]  # canonical name -> version
+    no_index: bool
+    no_deps: bool
+
+
+def _list(request: dict, field: str, limit: int) -> list:
+    value = request.get(field, [])
+    if not isinstance(value, list):
+        raise _bad(field, value, "not a list")
+    if len(value) > limit:
+        raise PackageError(f"bad install request: {field}: more than {limit} entries")
     return value
+
+
+def parse_request(request: object) -> InstallRequest:
+    """The door's `pip_install` request, every field checked and written back by us; a bad one
+    is refused naming the field."""
+    if not isinstance(request, dict):
+        raise PackageError("bad install request: not a mapping")
+    unknown = sorted(str(key) for key in request if key not in REQUEST_FIELDS)
+    if unknown:
+        raise _bad("field", unknown[0], "unknown field")
+    requirements = [guest_requirement(text, f"requirements[{i}]")
+                    for i, text in enumerate(_list(request, "requirements", MAX_REQUIREMENTS))]
+    wheels = [guest_path(path, f"wheels[{i}]")
+              for i, path in enumerate(_list(request, "wheels", MAX_GUEST_WHEELS))]
+    folders = [guest_path(path, f"find_links[{i}]")
+               for i, path in enumerate(_list(request, "find_links", MAX_FIND_LINKS))]
+    given = request.get("present", {})
+    if not isinstance(given, dict):
+        raise _bad("present", given, "not a mapping of names to versions")
+    if len(given) > MAX_PRESENT:
+        raise PackageError(f"bad install request: present: more than {MAX_PRESENT} entries")
+    present = {}
+    for key, value in given.items():
+        name = project_name(key, "present: the name")
+        present[name] = version_text(value, f"present[{_shown(key)}]")
+    flags = {}
+    for field in ("no_index", "no_deps"):
+        flags[field] = request.get(field, False)
+        if not isinstance(flags[field], bool):
+            raise _bad(field, flags[field], "not true or false")
+    return InstallRequest(requirements, wheels, folders, present, flags["no_index"], flags["no_deps"])
 
 
 def install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
@@ -432,33 +822,84 @@ def install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
         return {"status": 1, "stdout": "", "stderr": f"ERROR: {exc}\n"}
 
 
+class _GuestWheels:
+    """The wheels a request copies out of the sandbox, into the request's own folder: counted,
+    bounded in bytes (the sandbox's disk quota, at most MAX_GUEST_WHEEL_BYTES in all), hashed."""
+
+    def __init__(self, fs: GuestFiles, folder: Path) -> None:
+        self.fs = fs
+        self.folder = folder
+        quota = fs.limits.disk_bytes if fs.limits is not None else MAX_GUEST_WHEEL_BYTES
+        self.budget = self.left = min(MAX_GUEST_WHEEL_BYTES, quota)
+        self.by_hash: dict[str, Path] = {}  # SHA-256 -> the copy (what fetch may use)
+        self.seen: set[str] = set()
+        self.count = 0
+
+    def copy(self, path: str, field: str) -> str:
+        """Copy the wheel at guest `path` out (never opened in place); its exact requirement."""
+        filename = path.rsplit("/", 1)[-1]
+        try:
+            _, version, _, tags = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            raise _bad(field, path, "not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)") from None
+        name = project_name(filename.split("-", 1)[0], field)
+        interpreters = _pure_interpreters(tags)
+        if interpreters is None:
+            raise PackageError(f"{field} {_shown(path)}: contains compiled code (its tags name an "
+                               "ABI or a platform), which cannot run inside the WebAssembly sandbox")
+        requirement = f"{name}=={version}"
+        if path in self.seen:
+            return requirement
+        self.seen.add(path)
+        self.count += 1
+        if self.count > MAX_GUEST_WHEELS:
+            raise PackageError(f"bad install request: more than {MAX_GUEST_WHEELS} wheels to copy "
+                               "out of the sandbox")
+        try:
+            data = self.fs.read_bytes(path, limit=self.left)
+        except InvalidArgumentException as exc:  # too large, or not a regular file
+            raise PackageError(f"{field}: {exc} (one install copies at most {_size(self.budget)} "
+                               "of wheels out of the sandbox, in all: its disk quota, at most "
+                               f"{_size(MAX_GUEST_WHEEL_BYTES)})") from None
+        except SandboxException as exc:
+            raise PackageError(f"{field}: {exc}") from None
+        self.left -= len(data)
+        digest = hashlib.sha256(data).hexdigest()
+        dest = wheel_file(self.folder, name, str(version), interpreters)
+        if dest.exists():
+            if digest not in self.by_hash:
+                raise _bad(field, path, f"a second, different wheel of {name} {version}")
+            return requirement
+        dest.write_bytes(data)
+        check_pure(dest)
+        self.by_hash[digest] = dest
+        return requirement
+
+
 def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
                        egress: Optional[IndexGate] = None) -> str:
-    requirements = list(_strings(request.get("requirements", []), MAX_REQUIREMENTS, "requirements"))
-    wheels = _strings(request.get("wheels", []), MAX_REQUIREMENTS, "wheel paths")
-    folders = _strings(request.get("find_links", []), 16, "find-links folders")
-    present = request.get("present", {})
-    if not isinstance(present, dict) or len(present) > 20000 or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in present.items()):
-        raise PackageError("bad list of installed packages in the install request")
-    present = {**present, **guest_site_distributions()}
+    parsed = parse_request(request)
+    present = {**parsed.present, **{project_name(name): version_text(version)
+                                    for name, version in guest_site_distributions().items()}}
+    requirements = list(parsed.requirements)
     with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
         links = Path(tmp) / "links"
         links.mkdir()
-        # wheels the guest supplies are copied out through the files API (never opened in place)
-        for path in wheels:
-            requirements.append(_copy_guest_wheel(fs, path, links))
-        for folder in folders:
+        # wheels the guest supplies: copied out through the files API, used for this request only
+        guest = _GuestWheels(fs, links)
+        for i, path in enumerate(parsed.wheels):
+            requirements.append(guest.copy(path, f"wheels[{i}]"))
+        for i, folder in enumerate(parsed.find_links):
             for entry in fs.list(folder):
                 if entry.name.endswith(".whl") and entry.type == FileType.FILE:
-                    _copy_guest_wheel(fs, entry.path, links)
-        no_index = bool(request.get("no_index"))
+                    guest.copy(guest_path(entry.path, f"find_links[{i}]"), f"find_links[{i}]")
+        no_index = parsed.no_index
         refusal = None if no_index or egress is None else egress.index_refusal(index_urls(), should_stop)
         if refusal:
             no_index = True
         try:
             pins = resolve(requirements, present, find_links=[links], no_index=no_index,
-                           no_deps=bool(request.get("no_deps")), should_stop=should_stop)
+                           no_deps=parsed.no_deps, should_stop=should_stop)
         except PackageError as exc:
             if refusal:
                 raise PackageError(f"{exc}\n(the package index was not used: {refusal}; only wheels "
@@ -466,25 +907,12 @@ def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
             raise
         if not pins:
             return "".join(f"Requirement already satisfied: {r}\n" for r in requirements)
-        paths = fetch(pins, find_links=[links], no_index=no_index, should_stop=should_stop)
+        paths = fetch(pins, Path(tmp) / "wheels", local=guest.by_hash, no_index=no_index,
+                      should_stop=should_stop)
         site, scripts = Path(tmp) / "site", Path(tmp) / "bin"
-        install(paths, site, scripts)
+        install(paths, site, scripts, fs.limits.disk_bytes if fs.limits is not None else None)
         fs.write_tree(site, USER_SITE)
         if scripts.is_dir():
             fs.write_tree(scripts, USER_BIN)
     return ("".join(f"Collecting {pin.name}=={pin.version}\n" for pin in pins) +
             "Successfully installed " + " ".join(f"{pin.name}-{pin.version}" for pin in pins) + "\n")
-
-
-def _copy_guest_wheel(fs: GuestFiles, path: str, links: Path) -> str:
-    """Copy a wheel out of the sandbox for pip's `--find-links`; its exact requirement."""
-    name = path.rsplit("/", 1)[-1]
-    if not WHEEL_FILE_RE.fullmatch(name):
-        raise PackageError(f"{path}: not a wheel file name (NAME-VERSION-PY-ABI-PLATFORM.whl)")
-    info = fs.get_info(path)
-    if info.size > MAX_GUEST_WHEEL_BYTES:
-        raise PackageError(f"{path}: larger than {MAX_GUEST_WHEEL_BYTES >> 20} MiB")
-    (links / name).write_bytes(fs.read_bytes(path))
-    check_pure(links / name)
-    project, version = name.split("-")[:2]
-    return f"{project}=={version}"

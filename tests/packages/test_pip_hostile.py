@@ -1,0 +1,251 @@
+"""`pip install` when the guest is hostile: nothing a guest sends runs or lands on the host, and
+nothing one sandbox supplies reaches another. The attacks come from guest code, as raw door
+requests (`_host.call`), not through the guest's own pip, which would tidy them up first.
+
+Each test runs in-process and on the process-pool backend (whose workers run the same host
+pip code for their sandboxes): a pool made for the test, so its worker gets the test's
+environment (the test's package index, DECLAW_WASM_OFFLINE...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from declaw_wasm import Limits, Sandbox
+from declaw_wasm._packages.pip import MAX_GUEST_WHEELS, wheel_cache
+
+from .conftest import Index
+from wheels import make_wheel
+
+pytestmark = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+
+DOOR = """
+import json, sys, _host, msgpack
+request = json.load(open(sys.argv[1]))
+reply = _host.call(msgpack.packb({"op": "pip_install", **request}, use_bin_type=True))
+print(json.dumps(msgpack.unpackb(reply, raw=False)))
+"""
+
+
+@pytest.fixture
+def make_sbx(mode: str) -> Iterator[Callable[..., Sandbox]]:
+    """Make a sandbox on the test's backend; in "processes", on a pool started now (its worker
+    inherits the environment the test has set up to this point)."""
+    from declaw_wasm._pool.pool import ProcessPool
+
+    made: list[Sandbox] = []
+    pools: list[Any] = []
+
+    def create(**arguments: Any) -> Sandbox:
+        if mode == "processes":
+            pools.append(ProcessPool(1))
+            arguments["backend"] = pools[-1]
+        made.append(Sandbox.create(timeout=900, **arguments))
+        return made[-1]
+
+    yield create
+    for sbx in made:
+        try:
+            sbx.kill()
+        except Exception:
+            pass
+    for pool in pools:
+        pool.close()
+
+
+def door(sbx: Sandbox, request: dict[str, Any]) -> dict[str, Any]:
+    """Send a raw `pip_install` request from guest code; the host's answer."""
+    sbx.files.write("/tmp/door.py", DOOR)
+    sbx.files.write("/tmp/request.json", json.dumps(request))
+    r = sbx.commands.run("python3 /tmp/door.py /tmp/request.json", timeout=300)
+    assert r.exit_code == 0, r.stderr
+    reply: dict[str, Any] = json.loads(r.stdout)
+    return reply
+
+
+def refused_naming(field: str, reply: dict[str, Any]) -> bool:
+    """The request was refused with an error naming `field` (a bad value, or a guest path that
+    names no file: only the sandbox's confined files API ever sees a guest path)."""
+    return reply["status"] == 1 and re.match(rf"ERROR: (bad install request: )?{re.escape(field)}",
+                                             reply["stderr"]) is not None
+
+
+def cache_state() -> dict[str, str]:
+    """What the wheel cache holds: each file (wheels and records) and its SHA-256."""
+    root = wheel_cache().parent
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(".")}
+
+
+def cached_hashes() -> set[str]:
+    return {hashlib.sha256(p.read_bytes()).hexdigest() for p in wheel_cache().glob("*")}
+
+
+OPTIONS = ["--no-binary :all:", "--no-binary=:all:", "-i http://127.0.0.1:9/simple",
+           "--index-url=http://127.0.0.1:9/simple", "--extra-index-url http://127.0.0.1:9/simple",
+           "-f /tmp", "--find-links=/tmp", "-c /etc/passwd", "-r /etc/passwd", "-e .", "--pre",
+           "--trusted-host 127.0.0.1"]
+BREAKS = ["\n", "\r", "\x00", "\u2028", "\r\n", "\x0b"]
+
+
+def hostile_requests(escape: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(the field the refusal must name, the request) for every field of the request and every
+    way to smuggle an option, a line or a path through it. Each asks for evilpkg (an sdist only:
+    building it writes the marker)."""
+    cases: list[tuple[str, dict[str, Any]]] = []
+    base: dict[str, Any] = {"requirements": ["evilpkg"]}
+    for option in OPTIONS:
+        cases.append(("requirements[0]", {"requirements": [option]}))
+        cases.append(("requirements[1]", {"requirements": ["evilpkg", option]}))
+        for cut in BREAKS:
+            cases.append(("requirements[0]", {"requirements": [f"evilpkg{cut}{option}"]}))
+            cases.append(("present[", {**base, "present": {"goodpkg": f"1.0{cut}{option}"}}))
+            cases.append(("present: the name", {**base, "present": {f"goodpkg{cut}{option}": "1.0"}}))
+        cases.append(("present[", {**base, "present": {"goodpkg": option}}))
+        cases.append(("present: the name", {**base, "present": {option: "1.0"}}))
+        cases.append(("wheels[0]", {**base, "wheels": [f"/tmp/{option}-1.0-py3-none-any.whl"]}))
+        cases.append(("find_links[0]", {**base, "find_links": [option]}))
+    for cut in BREAKS:
+        cases.append(("wheels[0]", {**base, "wheels": [f"/tmp/w{cut}/x-1.0-py3-none-any.whl"]}))
+        cases.append(("wheels[0]", {**base, "wheels": [f"/tmp/x-1.0{cut}-py3-none-any.whl"]}))
+        cases.append(("find_links[0]", {**base, "find_links": [f"/tmp/w{cut}--no-binary :all:"]}))
+    for path in [str(escape / "x"), "../../x", "/any/dir/x", "x/../../y", ".."]:
+        cases.append(("present: the name", {**base, "present": {path: "1.0"}}))
+        cases.append(("present[", {**base, "present": {"goodpkg": path}}))
+        cases.append(("requirements[0]", {"requirements": [path]}))
+        cases.append(("find_links[0]", {**base, "find_links": [path + "/.."]}))
+        cases.append(("wheels[0]", {**base, "wheels": [path + "/../x-1.0-py3-none-any.whl"]}))
+    cases += [
+        ("wheels[0]", {**base, "wheels": ["relative/x-1.0-py3-none-any.whl"]}),
+        ("wheels[0]", {**base, "wheels": ["/tmp/not-a-wheel.whl"]}),
+        ("wheels[0]", {**base, "wheels": [f"/tmp/{'..'}-1.0-py3-none-any.whl"]}),
+        ("requirements[0]", {"requirements": ["evilpkg===1.0"]}),
+        ("requirements[0]", {"requirements": ["evilpkg @ file:///etc/passwd"]}),
+        ("requirements[0]", {"requirements": ['evilpkg; os_name == "\n--no-binary :all:"']}),
+        ("requirements", {"requirements": "evilpkg"}),
+        ("present", {**base, "present": [["goodpkg", "1.0"]]}),
+        ("present[", {**base, "present": {"goodpkg": 1}}),
+        ("no_index", {**base, "no_index": "--no-binary :all:"}),
+        ("field", {**base, "no_binary": ":all:"}),
+    ]
+    return cases
+
+
+def test_install_requests_are_parsed_and_nothing_from_them_runs_or_lands_on_the_host(
+        make_sbx: Callable[..., Sandbox], on_index: Index, tmp_path: Path) -> None:
+    sbx = make_sbx()
+    # the host's pip reaches the test's index for this sandbox: a wheel from it installs...
+    reply = door(sbx, {"requirements": ["goodpkg"]})
+    assert reply["status"] == 0, reply
+    assert sbx.commands.run("python3 -c 'import goodpkg; print(goodpkg.ORIGIN)'").stdout == "index\n"
+    # ...and a package that is only a source distribution is refused, and not built
+    reply = door(sbx, {"requirements": ["evilpkg"]})
+    assert reply["status"] == 1 and "no pure-Python wheel of evilpkg" in reply["stderr"], reply
+    before = cache_state()
+    escape = tmp_path / "escape"
+    escape.mkdir()
+    for field, request in hostile_requests(escape):
+        reply = door(sbx, request)
+        assert reply["status"] == 1, (request, reply)
+        assert refused_naming(field, reply), (request, reply)
+        assert not on_index.marker.exists(), request
+    assert list(escape.iterdir()) == []
+    assert cache_state() == before
+    # the same through the guest's own pip: refused, named, nothing built
+    r = sbx.commands.run("pip install 'evilpkg; os_name == \"x\" --no-binary :all:'", timeout=120)
+    assert r.exit_code == 1 and "bad install request: requirements[0]" in r.stderr
+    r = sbx.commands.run("pip install --no-binary :all: evilpkg", timeout=120)
+    assert r.exit_code == 1 and "no pure-Python wheel of evilpkg" in r.stderr
+    assert not on_index.marker.exists()
+
+
+def test_a_find_links_folder_with_a_hostile_file_name_is_refused(
+        make_sbx: Callable[..., Sandbox], on_index: Index, tmp_path: Path) -> None:
+    sbx = make_sbx()
+    sbx.files.write("/home/user/fl/ok-1.0-py3-none-any.whl", make_wheel(tmp_path, "ok").read_bytes())
+    before = cache_state()
+    for name in ["x\n--no-binary :all:-1.0-py3-none-any.whl", "evilpkg-1.0\r-py3-none-any.whl",
+                 "a\u2028b-1.0-py3-none-any.whl", "-f-1.0-py3-none-any.whl"]:
+        made = sbx.commands.run(f"python3 -c 'open({json.dumps('/home/user/fl/' + name)}, \"w\").write(\"x\")'")
+        assert made.exit_code == 0, made.stderr
+        reply = door(sbx, {"requirements": ["evilpkg"], "find_links": ["/home/user/fl"]})
+        assert refused_naming("find_links[0]", reply), reply
+        sbx.commands.run(f"python3 -c 'import os; os.remove({json.dumps('/home/user/fl/' + name)})'")
+    assert not on_index.marker.exists()
+    assert cache_state() == before
+
+
+def test_a_sandboxs_own_wheels_never_reach_another_sandbox(
+        make_sbx: Callable[..., Sandbox], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = make_wheel(tmp_path, "humanize", "99.0", files={"humanize/__init__.py": "SANDBOX_A = True\n"})
+    digest = hashlib.sha256(mine.read_bytes()).hexdigest()
+    a = make_sbx()
+    a.files.write(f"/home/user/w/{mine.name}", mine.read_bytes())
+    r = a.commands.run("pip install --no-index -f /home/user/w humanize", timeout=300)
+    assert r.exit_code == 0, r.stderr
+    assert a.commands.run("python3 -c 'import humanize; print(humanize.SANDBOX_A)'").stdout == "True\n"
+    r = a.commands.run(f"pip install /home/user/w/{mine.name}", timeout=300)
+    assert r.exit_code == 0, r.stderr
+    assert digest not in cached_hashes()  # used for A's request only, never cached
+    monkeypatch.setenv("DECLAW_WASM_OFFLINE", "1")
+    b = make_sbx()
+    r = b.commands.run("pip install humanize==99.0", timeout=300)
+    assert r.exit_code == 1 and "no pure-Python wheel of humanize" in r.stderr, r.stderr
+    b.commands.run("pip install humanize", timeout=300)  # fails, or gets the real one
+    got = b.commands.run("python3 -c 'import humanize; print(getattr(humanize, \"SANDBOX_A\", \"no\"))'")
+    assert "True" not in got.stdout
+
+
+def test_a_guest_wheel_never_replaces_a_cached_wheel(
+        make_sbx: Callable[..., Sandbox], on_index: Index, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    first = make_sbx()
+    assert first.commands.run("pip install goodpkg", timeout=300).exit_code == 0
+    before = cache_state()
+    assert any(name.startswith("wheels/goodpkg-1.0-") for name in before)
+    forged = make_wheel(tmp_path, "goodpkg", "1.0", files={"goodpkg/__init__.py": "ORIGIN = 'sandbox'\n"})
+    second = make_sbx()
+    second.files.write(f"/home/user/w/{forged.name}", forged.read_bytes())
+    r = second.commands.run(f"pip install /home/user/w/{forged.name}", timeout=300)
+    assert r.exit_code == 0, r.stderr
+    r = second.commands.run("pip install --no-index -f /home/user/w goodpkg", timeout=300)
+    assert r.exit_code == 0, r.stderr
+    assert cache_state() == before
+    monkeypatch.setenv("DECLAW_WASM_OFFLINE", "1")  # a third sandbox has the cache only
+    third = make_sbx()
+    assert third.commands.run("pip install goodpkg", timeout=300).exit_code == 0
+    assert third.commands.run("python3 -c 'import goodpkg; print(goodpkg.ORIGIN)'").stdout == "index\n"
+
+
+def test_what_a_request_copies_out_of_a_sandbox_is_bounded(
+        make_sbx: Callable[..., Sandbox], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECLAW_WASM_OFFLINE", "1")
+    sbx = make_sbx(limits=Limits(disk_bytes=20 << 20))
+    before = cache_state()
+    # a wheel that is mostly a hole: 250 MiB apparent, a few KiB on disk
+    made = sbx.commands.run("mkdir -p /home/user/w && python3 -c \"f = open('/home/user/w/big-1.0-py3-none-any.whl', "
+                            "'wb'); f.seek(250 << 20); f.write(b'x')\"")
+    assert made.exit_code == 0, made.stderr
+    assert sbx.files.get_info("/home/user/w/big-1.0-py3-none-any.whl").size == (250 << 20) + 1
+    r = sbx.commands.run("pip install /home/user/w/big-1.0-py3-none-any.whl", timeout=120)
+    assert r.exit_code == 1
+    assert "wheels[0]: /home/user/w/big-1.0-py3-none-any.whl: 262144001 bytes" in r.stderr, r.stderr
+    assert "at most 20 MiB of wheels out of the sandbox" in r.stderr
+    r = sbx.commands.run("pip install --no-index -f /home/user/w big", timeout=120)
+    assert r.exit_code == 1 and "find_links[0]: /home/user/w/big-1.0-py3-none-any.whl: 262144001" in r.stderr
+    # many wheels: a request names at most MAX_GUEST_WHEELS
+    reply = door(sbx, {"wheels": [f"/tmp/w{i}-1.0-py3-none-any.whl" for i in range(200)]})
+    assert reply == {"status": 1, "stdout": "",
+                     "stderr": f"ERROR: bad install request: wheels: more than {MAX_GUEST_WHEELS} entries\n"}
+    tiny = make_wheel(tmp_path, "tiny", "1.0").read_bytes()
+    sbx.files.write_files([{"path": f"/home/user/many/t{i}-1.0-py3-none-any.whl", "data": tiny}
+                           for i in range(MAX_GUEST_WHEELS + 1)])
+    r = sbx.commands.run("pip install --no-index -f /home/user/many tiny", timeout=120)
+    assert r.exit_code == 1 and f"more than {MAX_GUEST_WHEELS} wheels to copy out" in r.stderr, r.stderr
+    assert cache_state() == before
