@@ -753,7 +753,6 @@ def stream_chunks(f: "IO[bytes] | CappedReader") -> Iterator[bytes]:
         yield chunk
 
 
-
 class FileChunks:
     """A file's bytes in 1 MiB chunks as they are read (the backend's `Chunks`); closed at the
     end or by `close()`."""
