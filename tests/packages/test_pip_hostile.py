@@ -23,7 +23,7 @@ from declaw_wasm._packages.pip import MAX_GUEST_WHEELS, wheel_cache
 from .conftest import Index
 from wheels import make_wheel
 
-pytestmark = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+pytestmark = [pytest.mark.guest, pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)]
 
 DOOR = """
 import json, sys, _host, msgpack
@@ -239,9 +239,9 @@ def test_what_a_request_copies_out_of_a_sandbox_is_bounded(
     # looks first), naming the field and the apparent size either way
     assert "wheels[0]: " in r.stderr and "big-1.0-py3-none-any.whl" in r.stderr, r.stderr
     assert "262144001 bytes" in r.stderr, r.stderr
-    assert "at most 20 MiB of wheels out of the sandbox" in r.stderr
     r = sbx.commands.run("pip install --no-index -f /home/user/w big", timeout=120)
-    assert r.exit_code == 1 and "find_links[0]: /home/user/w/big-1.0-py3-none-any.whl: 262144001" in r.stderr
+    assert r.exit_code == 1 and "find_links[0]: " in r.stderr and "262144001" in r.stderr, r.stderr
+    sbx.files.remove("/home/user/w/big-1.0-py3-none-any.whl")  # (it counts whole against the quota)
     # many wheels: a request names at most MAX_GUEST_WHEELS
     reply = door(sbx, {"wheels": [f"/tmp/w{i}-1.0-py3-none-any.whl" for i in range(200)]})
     assert reply == {"status": 1, "stdout": "",
