@@ -387,7 +387,14 @@ print(json.dumps([attempt("https://example.com/a"), attempt("https://api.openai.
     } finally {
       await s.kill();
     }
+    // a write-only value's hosts widen only with the value again; narrowing is free
+    await assert.rejects(vault.updateScopes("openai", [{ domain_regex: "example.com" }]), ConflictError);
+    await vault.updateScopes("openai", [{ domain_regex: "example.com" }], { value: "sk-ts-vault-3" });
     await vault.updateScopes("openai", [{ domain_regex: "example.com" }]);
+    const changes = (await vault.auditEvents()).filter((e) => e.name === "openai" && e.action === "update_scopes");
+    assert.deepEqual(changes.map((e) => [e.decision, e.value_supplied]),
+                     [["denied", false], ["allowed", true], ["allowed", false]]);
+    assert.ok(!JSON.stringify(changes).includes("sk-ts-vault"));
     await vault.deleteSecret("openai");
     assert.deepEqual(await vault.listSecrets(), []);
     await assert.rejects(Sandbox.create({ vaultRefs: { K: "openai" } }), InvalidArgumentError);
