@@ -34,17 +34,18 @@ def test_a_namespace_is_a_part_of_the_store(state: str, monkeypatch: pytest.Monk
             state_url()
 
 
-@pytest.fixture
-def served(state: str) -> Iterator[str]:
-    """`declaw-wasm serve` as its operator runs it (a process of its own, no key, loopback), on the
-    test's store; its URL."""
+@pytest.fixture(params=["local", "processes:1"])
+def served(request: pytest.FixtureRequest, state: str) -> Iterator[str]:
+    """`declaw-wasm serve` as its operator runs it (a process of its own, no key, loopback, its
+    sandboxes in its process or in a pool's worker), on the test's store; its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("DECLAW_API_KEY", "DECLAW_WASM_STATE_NAMESPACE")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["DECLAW_WASM_SNAPSHOT"] = "1"
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from declaw_wasm.cli import main; "
-                             "sys.exit(main(sys.argv[1:]))", "serve", "--port", str(port)],
+                             "sys.exit(main(sys.argv[1:]))", "serve", "--port", str(port), "--backend", request.param],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -83,8 +84,17 @@ def test_a_servers_state_is_apart_from_in_process_programs(state: str, served: s
     assert api.get("/volumes").json()["volumes"] == []
     assert api.get(f"/volumes/{volume.volume_id}").status_code == 404
     made = api.post("/volumes/empty", params={"name": "server-volume"}).json()
-    assert [v.name for v in Volumes.list()] == ["program-volume"]  # nor the program the server's
-    assert (Path(state) / "namespaces" / "serve").is_dir()
+    theirs = api.post("/sandboxes", json={"timeout": 120}).json()["sandbox_id"]  # in a pool: a worker's
+    try:
+        wrote = api.post(f"/sandboxes/{theirs}/files", json={"path": "/home/user/s.txt", "data": "the server's"})
+        assert wrote.is_success, wrote.text
+        server_snap = api.post(f"/sandboxes/{theirs}/snapshot").json()["snapshot_id"]
+    finally:
+        api.delete(f"/sandboxes/{theirs}")
+    # nor the program the server's
+    assert [v.name for v in Volumes.list()] == ["program-volume"]
+    assert [s.snapshot_id for s in Sandbox.list_snapshots()] == [snap.snapshot_id]
+    assert (Path(state) / "namespaces" / "serve" / "sandboxes" / theirs).is_dir()
     # shared on purpose: the program names the server's namespace
     monkeypatch.setenv("DECLAW_WASM_STATE_NAMESPACE", "serve")
     assert [v.volume_id for v in Volumes.list()] == [made["volume_id"]]
@@ -94,4 +104,5 @@ def test_a_servers_state_is_apart_from_in_process_programs(state: str, served: s
         taken = shared.create_snapshot()
     finally:
         shared.kill()
-    assert [s["snapshot_id"] for s in api.get("/snapshots").json()["snapshots"]] == [taken.snapshot_id]
+    assert [s["snapshot_id"] for s in api.get("/snapshots").json()["snapshots"]] == [taken.snapshot_id,
+                                                                                   server_snap]
