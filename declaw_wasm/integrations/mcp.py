@@ -536,6 +536,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [*allowed_hosts(), *args.allowed_host]
     if args.host not in ("0.0.0.0", "::", ""):  # the address or name the operator bound is the server's
         names.append(args.host)
+    elif not names:
+        print("declaw-wasm mcp: listening on every address; requests are answered only for Host "
+              "localhost and loopback addresses: name the others clients use with --allowed-host",
+              file=sys.stderr)
     server = DeclawMcpServer(options)
     try:
         app = server.http_app(args.path, names)
