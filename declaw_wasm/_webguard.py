@@ -150,24 +150,23 @@ class HostPolicy:
                      "may be reaching it by DNS rebinding. Add a name with --allowed-host "
                      "(DECLAW_WASM_ALLOWED_HOSTS), or give the server an API key")
 
-    def origin_refusal(self, headers: dict[bytes, bytes], host: Optional[str]) -> Optional[Refusal]:
+    def origin_refusal(self, headers: "Headers", host: Optional[str]) -> Optional[Refusal]:
         """403 for a request a page of another origin (or site) sent; None for ours or a
-        request no browser page sent."""
-        site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
-        if site in ("cross-site", "same-site"):
-            return 403, f"a request from another site's page (Sec-Fetch-Site: {site}); refused"
-        raw = headers.get(b"origin")
-        if raw is None:
-            return None
-        origin = raw.decode("latin-1").strip()
-        scheme, sep, authority = origin.partition("://")
-        found = split_host(authority) if sep and scheme.lower() in _DEFAULT_PORTS else None
+        request no browser page sent. Every value counts when a header comes more than once."""
+        for raw in headers.get(b"sec-fetch-site", []):
+            site = raw.decode("latin-1").strip().lower()
+            if site in ("cross-site", "same-site"):
+                return 403, f"a request from another site's page (Sec-Fetch-Site: {site}); refused"
         target = split_host(host) if host else None
-        if found is not None and target is not None and self.ours(found[0]) and \
-                _port(found[1], scheme.lower()) == _port(target[1], None):
-            return None
-        return 403, (f"Origin {origin[:100]!r} is not this server's; refused (a web page of another "
-                     "origin may not drive it)")
+        for raw in headers.get(b"origin", []):
+            origin = raw.decode("latin-1").strip()
+            scheme, sep, authority = origin.partition("://")
+            found = split_host(authority) if sep and scheme.lower() in _DEFAULT_PORTS else None
+            if found is None or target is None or not self.ours(found[0]) or \
+                    _port(found[1], scheme.lower()) != _port(target[1], None):
+                return 403, (f"Origin {origin[:100]!r} is not this server's; refused (a web page of "
+                             "another origin may not drive it)")
+        return None
 
 
 def _port(port: Optional[int], scheme: Optional[str]) -> Optional[int]:
@@ -177,28 +176,37 @@ def _port(port: Optional[int], scheme: Optional[str]) -> Optional[int]:
     return port
 
 
-def simple_body_refusal(method: str, content_type: Optional[str]) -> Optional[Refusal]:
-    """415 for a state-changing request a page could send without a CORS preflight."""
+def simple_body_refusal(method: str, content_types: Iterable[str]) -> Optional[Refusal]:
+    """415 for a state-changing request a page could send without a CORS preflight (every
+    `Content-Type` value counts)."""
     if method not in STATE_CHANGING:
         return None
-    kind = media_type(content_type)
-    if kind in SIMPLE_TYPES:
-        return 415, (f"Content-Type {kind} is refused on a state-changing route (a web page can send "
-                     "it cross-site); send application/json, or the raw body as "
-                     "application/octet-stream")
-    if kind is None and method == "POST":
+    kinds = [media_type(value) for value in content_types]
+    for kind in kinds:
+        if kind in SIMPLE_TYPES:
+            return 415, (f"Content-Type {kind} is refused on a state-changing route (a web page can send "
+                         "it cross-site); send application/json, or the raw body as "
+                         "application/octet-stream")
+    if not kinds and method == "POST":
         return 415, ("a POST without a Content-Type is refused (a web page can send one cross-site); "
                      "send Content-Type: application/json, even with an empty body")
     return None
 
 
-def headers_of(scope: Scope) -> dict[bytes, bytes]:
-    return {k.lower(): v for k, v in scope.get("headers") or []}
+Headers = dict[bytes, list[bytes]]  # a request's headers by lower-cased name, every value kept
 
 
-def host_of(headers: dict[bytes, bytes]) -> Optional[str]:
-    raw = headers.get(b"host")
-    return raw.decode("latin-1") if raw is not None else None
+def headers_of(scope: Scope) -> Headers:
+    found: Headers = {}
+    for name, value in scope.get("headers") or []:
+        found.setdefault(name.lower(), []).append(value)
+    return found
+
+
+def host_of(headers: Headers) -> Optional[str]:
+    """The request's one Host (None when it has none, or more than one)."""
+    values = headers.get(b"host", [])
+    return values[0].decode("latin-1") if len(values) == 1 else None
 
 
 Answer = Callable[[Scope, Receive, Send, int, str], Awaitable[None]]
@@ -247,9 +255,8 @@ class WebGuard:
         if refused is None and self.origin:
             refused = self.policy.origin_refusal(headers, host)
         if refused is None and self.bodies and scope["type"] == "http":
-            content_type = headers.get(b"content-type")
             refused = simple_body_refusal(scope["method"],
-                                          None if content_type is None else content_type.decode("latin-1"))
+                                          [v.decode("latin-1") for v in headers.get(b"content-type", [])])
         return refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -261,6 +268,6 @@ class WebGuard:
         await self.app(scope, receive, send)
 
 
-__all__ = ["HostPolicy", "WebGuard", "check_names", "headers_of", "host_of", "is_loopback", "media_type",
+__all__ = ["Headers", "HostPolicy", "WebGuard", "check_names", "headers_of", "host_of", "is_loopback", "media_type",
            "plain_answer", "preview_name", "send_refusal", "simple_body_refusal", "split_host", "SIMPLE_TYPES",
            "STATE_CHANGING"]
