@@ -50,8 +50,8 @@ _WHERE = {
     # declaw's volumes bring the state store and fsspec along
     **{name: "volumes" for name in ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")},
     # the network's names bring TLS and HTTP parsing
-    **{name: "_egress" for name in ("AuditEvent", "Secret", "Vault", "VaultPreset", "VaultScope",
-                                    "VaultSecret")},
+    **{name: "_egress" for name in ("AuditEvent", "Secret", "Vault", "VaultEvent", "VaultPreset",
+                                    "VaultScope", "VaultSecret")},
     "VaultClient": "vault",  # this process's vault, or a server's
 }
 
@@ -78,7 +78,7 @@ __all__ = [
     # declaw's volumes (declaw_wasm.volumes, imported on first use)
     "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes",
     # the network (declaw_wasm._egress): secrets, the vault, audit events
-    "AuditEvent", "Secret", "Vault", "VaultClient", "VaultPreset", "VaultScope", "VaultSecret",
+    "AuditEvent", "Secret", "Vault", "VaultClient", "VaultEvent", "VaultPreset", "VaultScope", "VaultSecret",
 ]
 
 
@@ -96,7 +96,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ._egress import AuditEvent, Secret, Vault, VaultPreset, VaultScope, VaultSecret
+    from ._egress import AuditEvent, Secret, Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
     from .async_sandbox import AsyncCommandHandle, AsyncSandbox, AsyncSandboxPaginator, AsyncWatchHandle
     from .commands import CommandHandle
     from .exceptions import (AuthenticationException, BuildException, CommandExitException,

@@ -43,6 +43,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--tls-cert", default=None, metavar="PEM",
                        help="serve HTTPS with this certificate (chain) file; needs --tls-key")
     serve.add_argument("--tls-key", default=None, metavar="PEM", help="the certificate's private key file")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help="without an API key, also answer requests whose Host is NAME (besides "
+                            "localhost, 127.0.0.1, [::1]); repeatable; DECLAW_WASM_ALLOWED_HOSTS adds more")
+    serve.add_argument("--state-namespace", default=None, metavar="NAME",
+                       help="the server's part of the state store (default: DECLAW_WASM_STATE_NAMESPACE, "
+                            "else 'serve'); in-process programs share it with DECLAW_WASM_STATE_NAMESPACE=NAME")
     serve.add_argument("--vault-file", default=None, metavar="PATH",
                        help="keep the vault's secrets in this file (mode 0600); default: in memory")
     _template_parser(sub)
@@ -66,10 +72,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from . import server
-    from .sandbox import sandboxes_for
+    from ._webguard import check_names
     from .exceptions import InvalidArgumentException
-    from .settings import api_key, backend, parse_backend
+    from .sandbox import sandboxes_for
+    from .settings import (SERVE_NAMESPACE, allowed_hosts, api_key, backend, check_namespace, parse_backend,
+                           state_namespace, use_state_namespace)
 
+    server.check_bind(args.host, api_key())
+    try:
+        namespace = check_namespace(args.state_namespace or state_namespace() or SERVE_NAMESPACE,
+                                    "--state-namespace")
+        check_names([*allowed_hosts(), *args.allowed_host])
+    except (InvalidArgumentException, ValueError) as exc:
+        raise SystemExit(f"declaw-wasm serve: {exc}") from None
     # --backend, else DECLAW_WASM_BACKEND, else this process (never DECLAW_DOMAIN: no proxying)
     try:
         choice = parse_backend(args.backend, "--backend") if args.backend else backend()
@@ -85,11 +100,14 @@ def _serve(args: argparse.Namespace) -> int:
             vault = Vault(path=args.vault_file)
         except InvalidArgumentException as exc:
             raise SystemExit(f"declaw-wasm serve: {exc}") from None
+    # the server's own part of the state store, set before any sandbox (a pool's workers inherit it)
+    use_state_namespace(namespace)
     sandboxes = sandboxes_for(choice) if choice is not None and choice.kind != "local" else None
     server.serve(args.host, args.port, api_key(),
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
                  max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes,
-                 tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, vault=vault)
+                 tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, vault=vault,
+                 allowed_hosts=args.allowed_host, state_namespace=namespace)
     return 0
 
 

@@ -16,11 +16,13 @@ environment.
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
 | `DECLAW_WASM_WHEEL_CACHE_BYTES` | size cap of the wheel cache for `pip install` (2 GiB; LRU eviction) |
 | `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
+| `DECLAW_WASM_STATE_NAMESPACE` | this process's part of the store (`namespaces/<name>/`; `serve`'s: `serve`) |
 | `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
 | `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
 | `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
 | `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
 | `DECLAW_WASM_BACKEND` | where sandboxes run: `local`, `processes[:N]`, `ray[:address]` (docs/scale.md) |
+| `DECLAW_WASM_ALLOWED_HOSTS` | names keyless HTTP listeners answer besides loopback ones (comma-separated) |
 | `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
 | `DECLAW_WASM_DNS_ANSWERS` | testing hook: fixed answers judged like the host DNS's (`_egress/resolve.py`) |
 """
@@ -28,6 +30,7 @@ environment.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -118,15 +121,51 @@ def dns_answers() -> str:
     return os.environ.get("DECLAW_WASM_DNS_ANSWERS", "")
 
 
+STATE_NAMESPACE_ENV = "DECLAW_WASM_STATE_NAMESPACE"
+NAMESPACES = "namespaces"  # the store's folder of namespaces
+_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+SERVE_NAMESPACE = "serve"  # `declaw-wasm serve`'s namespace unless one is set
+
+
 def state_url() -> str:
     """The state store's folder or fsspec URL (volumes, snapshots, paused sandboxes): never inside
-    the runtime cache, which may be read-only and is pruned on upgrades."""
+    the runtime cache, which may be read-only and is pruned on upgrades. With a namespace
+    (`DECLAW_WASM_STATE_NAMESPACE`), its part of the store: `<store>/namespaces/<name>`."""
     explicit = os.environ.get("DECLAW_WASM_STATE")
     if explicit:
-        return explicit
-    from platformdirs import user_state_path
+        base = explicit
+    else:
+        from platformdirs import user_state_path
 
-    return str(user_state_path("declaw-wasm", appauthor=False))
+        base = str(user_state_path("declaw-wasm", appauthor=False))
+    name = state_namespace()
+    return base if name is None else f"{base.rstrip('/')}/{NAMESPACES}/{name}"
+
+
+def check_namespace(name: str, source: str = STATE_NAMESPACE_ENV) -> str:
+    if not isinstance(name, str) or not _NAMESPACE.match(name):
+        raise InvalidArgumentException(f"{source} must be 1-64 letters, digits, '_' or '-' (starting with a "
+                                       f"letter or digit), got {name!r}")
+    return name
+
+
+def state_namespace() -> Optional[str]:
+    """`DECLAW_WASM_STATE_NAMESPACE`, checked (None when unset or empty: the store's root)."""
+    value = os.environ.get(STATE_NAMESPACE_ENV, "").strip()
+    return check_namespace(value) if value else None
+
+
+def use_state_namespace(name: str) -> None:
+    """Make `name` this process's namespace of the state store, and its workers' (process
+    pools inherit the environment; Ray hosts get it from `_ray.sandboxes.host_env`). For a
+    process that serves (`declaw-wasm serve`), before it makes any sandbox."""
+    os.environ[STATE_NAMESPACE_ENV] = check_namespace(name, "the state namespace")
+
+
+def allowed_hosts() -> list[str]:
+    """`DECLAW_WASM_ALLOWED_HOSTS`: names our HTTP listeners answer (besides loopback names)
+    when they have no API key; checked where they are used (_webguard.py)."""
+    return [n.strip() for n in os.environ.get("DECLAW_WASM_ALLOWED_HOSTS", "").split(",") if n.strip()]
 
 
 def unsafe_leases() -> bool:

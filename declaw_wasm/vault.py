@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from ._egress.vault import Vault, VaultPreset, VaultScope, VaultSecret
+from ._egress.vault import Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
 from .settings import api_key as api_key_setting
 from .settings import remote_for
 
@@ -44,8 +44,17 @@ class VaultClient:
     def delete_secret(self, name: str) -> bool:
         return self._target.delete_secret(name)
 
-    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]]) -> VaultSecret:
-        return self._target.update_scopes(name, scopes)
+    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]],
+                      value: Optional[str] = None) -> VaultSecret:
+        """Replace the secret's scopes. Narrowing is free; adding a host needs `value` (the value
+        again; it replaces the stored one), else `ConflictException`: a value is write-only, so
+        whoever may change scopes must not be able to send it to a host they read. declaw's
+        `update_scopes` keeps the value (docs/differences.md)."""
+        return self._target.update_scopes(name, scopes, value)
+
+    def audit_events(self) -> list[VaultEvent]:
+        """The vault's changes (and refused changes), oldest first; never a value (ours)."""
+        return self._target.audit_events()
 
     def list_presets(self) -> list[VaultPreset]:
         return self._target.list_presets()

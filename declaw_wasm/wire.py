@@ -345,7 +345,11 @@ class RotateVaultSecret(_Body):
 
 
 class VaultScopes(_Body):
+    """`POST .../vault/secrets/{id}/scopes`: the new scopes; `value` (ours: declaw's SDK never
+    sends it) is needed to add a host, and replaces the stored value (write-only, as create's)."""
+
     scopes: list[dict[str, Any]] = Field(min_length=1, max_length=64)
+    value: Optional[SecretStr] = None
 
 
 # -- volumes (declaw's `Volumes` routes: /volumes/..., /sandboxes/{id}/volumes/...) ------------------

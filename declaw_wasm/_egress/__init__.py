@@ -15,7 +15,7 @@ from .guard import ContentGuard
 from .policy import ALL_TRAFFIC, Policy, PolicyError
 from .secrets import Secret
 from .session import EgressSession
-from .vault import Vault, VaultPreset, VaultScope, VaultSecret
+from .vault import Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
 
 __all__ = ["ALL_TRAFFIC", "AuditEvent", "ContentGuard", "EgressSession", "Policy", "PolicyError",
-           "Secret", "Vault", "VaultPreset", "VaultScope", "VaultSecret"]
+           "Secret", "Vault", "VaultEvent", "VaultPreset", "VaultScope", "VaultSecret"]

@@ -11,6 +11,14 @@ The default vault is in memory. `Vault(path=...)` keeps secrets in a JSON file t
 at (mode 0600; never inside declaw-wasm's cache folder, which is meant to be copied around).
 Injection types supported here: bearer, header, basic, query (declaw's sigv4, oidc, hmac and
 database types are refused with a clear error).
+
+Write-only means the scopes guard the value too: whoever may change a secret's scopes could point
+it at a host they read and have a sandbox send it there. So `update_scopes` may narrow a secret's
+hosts freely but widens them only with the value supplied again (`value=`: the caller then knows
+what it sends), else `ConflictException` (409 through a server). A new scope is within the old
+ones when an old scope matches its host (a domain), holds its subdomains (`*.x` under `*.y`), or
+is the same regular expression; anything else counts as wider. Every change — and every refused
+widening — is an event of the vault's audit log (`audit_events()`; never the value).
 """
 
 from __future__ import annotations
@@ -18,25 +26,30 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import os
 import re
 import secrets as _random
 import tempfile
 import threading
+from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, ClassVar, Literal, Optional, Union
 from urllib.parse import quote
 
 from pydantic import Field, ValidationError
 
 from .._model import Model  # built on first use (a cold start pays for what it uses)
+from ..exceptions import ConflictException
 
 from .policy import PolicyError, Rule, parse_rule
 
 SUPPORTED_TYPES = ("bearer", "header", "basic", "query")
 VAULT_URI = re.compile(r"^vault://[^/]+/[^/]+/(.+)$")
 MAX_SECRET_BYTES = 16 << 10  # a value's size, as a `Secret`'s (secrets.py imports this module)
+MAX_EVENTS = 10_000  # the vault's audit log keeps the newest events
+log = logging.getLogger("declaw_wasm.vault")
 
 
 class VaultScope(Model):
@@ -112,6 +125,45 @@ class VaultSecret(Model):
     rotation_due: bool = False
 
 
+class VaultEvent(Model):
+    """One change to the vault, or a refused one (the vault's audit log). Never the value."""
+
+    timestamp: datetime
+    action: Literal["create", "rotate", "update_scopes", "delete"]
+    secret_id: str
+    name: str
+    decision: Literal["allowed", "denied"] = "allowed"
+    hosts_before: list[str] = Field(default_factory=list)  # the scopes' domain entries
+    hosts_after: list[str] = Field(default_factory=list)
+    added_hosts: list[str] = Field(default_factory=list)  # entries the old scopes did not cover
+    value_supplied: bool = False  # the change came with the value (create, rotate, a widening)
+    reason: str = ""
+
+
+def _hosts(scopes: list["VaultScope"]) -> list[str]:
+    return [s.domain_regex for s in scopes]
+
+
+def added_hosts(old: list["VaultScope"], new: list["VaultScope"]) -> list[str]:
+    """The entries of `new` whose hosts the `old` scopes do not all cover (empty: a narrowing
+    or the same hosts). Conservative: a regular expression is covered only by the same one."""
+    before = [s.rule() for s in old]
+    out = []
+    for scope in new:
+        rule = scope.rule()
+        if rule.kind in ("all", "cidr"):  # injection matches host names only: such a scope sends nothing
+            continue
+        if rule.kind == "domain":
+            covered = any(b.matches_name(rule.text) for b in before)
+        elif rule.kind == "wildcard":  # "*.x.y" is within "*.y"
+            covered = any(b.kind == "wildcard" and rule.text[1:].endswith(b.text[1:]) for b in before)
+        else:
+            covered = any(b.kind == "regex" and b.text == rule.text for b in before)
+        if not covered:
+            out.append(scope.domain_regex)
+    return out
+
+
 class VaultPreset(Model):
     key: str
     name: str
@@ -163,6 +215,7 @@ class Vault:
         self._lock = threading.Lock()
         self._values: dict[str, str] = {}
         self._meta: dict[str, VaultSecret] = {}
+        self._events: "deque[VaultEvent]" = deque(maxlen=MAX_EVENTS)
         self.path = Path(path).expanduser().resolve() if path is not None else None
         if self.path is not None:
             from ..settings import cache_dir
@@ -198,6 +251,7 @@ class Vault:
                                            scopes=checked, created_at=now, updated_at=now,
                                            rotation_interval_days=rotation_interval_days)
             self._save()
+            self._record("create", self._meta[name], hosts_after=_hosts(checked), value_supplied=True)
             return self._meta[name]
 
     def list_secrets(self) -> list[VaultSecret]:
@@ -212,23 +266,52 @@ class Vault:
             self._values[name] = value
             self._meta[name] = meta.model_copy(update={"updated_at": now, "rotated_at": now})
             self._save()
+            self._record("rotate", meta, hosts_before=_hosts(meta.scopes), hosts_after=_hosts(meta.scopes),
+                         value_supplied=True)
             return self._meta[name]
 
     def delete_secret(self, name: str) -> bool:
         with self._lock:
-            self._get(name)
+            meta = self._get(name)
             del self._values[name], self._meta[name]
             self._save()
+            self._record("delete", meta, hosts_before=_hosts(meta.scopes))
             return True
 
-    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]]) -> VaultSecret:
+    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]],
+                      value: Optional[str] = None) -> VaultSecret:
+        """Replace the secret's scopes. Narrowing (or keeping) its hosts needs nothing more;
+        adding a host needs `value` (the secret's value, given again: it replaces the stored
+        one, as `rotate_secret` would), else `ConflictException`. Each call is an audit event,
+        a refused one included."""
         checked = self._scopes(None, scopes)
+        if value is not None:
+            _check_value(value, "update_scopes")
         with self._lock:
             meta = self._get(name)
-            self._meta[name] = meta.model_copy(update={"scopes": checked,
-                                                       "updated_at": datetime.now(timezone.utc)})
+            added = added_hosts(meta.scopes, checked)
+            before, after = _hosts(meta.scopes), _hosts(checked)
+            if added and value is None:
+                reason = (f"update_scopes would send vault secret {name!r} to {', '.join(added)}, beyond its "
+                          f"hosts ({', '.join(before)}); widening a secret's hosts needs its value again "
+                          "(update_scopes(name, scopes, value=...)), or delete and create it")
+                self._record("update_scopes", meta, "denied", before, after, added, reason=reason)
+                raise ConflictException(reason)
+            now = datetime.now(timezone.utc)
+            update: dict[str, Any] = {"scopes": checked, "updated_at": now}
+            if value is not None:
+                self._values[name] = value
+                update["rotated_at"] = now
+            self._meta[name] = meta.model_copy(update=update)
             self._save()
+            self._record("update_scopes", meta, "allowed", before, after, added, value_supplied=value is not None)
             return self._meta[name]
+
+    def audit_events(self) -> list[VaultEvent]:
+        """The vault's changes (and refused ones), oldest first; the newest `MAX_EVENTS` are kept,
+        in memory."""
+        with self._lock:
+            return list(self._events)
 
     @staticmethod
     def list_presets() -> list[VaultPreset]:
@@ -246,6 +329,19 @@ class Vault:
             return self._values[name], list(meta.scopes)
 
     # -- internals -----------------------------------------------------------------------------
+    def _record(self, action: Literal["create", "rotate", "update_scopes", "delete"], meta: VaultSecret,
+                decision: Literal["allowed", "denied"] = "allowed", hosts_before: Optional[list[str]] = None,
+                hosts_after: Optional[list[str]] = None, added: Optional[list[str]] = None,
+                value_supplied: bool = False, reason: str = "") -> None:
+        """One audit event (under the lock), and its log line (no value, ever)."""
+        event = VaultEvent(timestamp=datetime.now(timezone.utc), action=action, secret_id=meta.secret_id,
+                           name=meta.name, decision=decision, hosts_before=hosts_before or [],
+                           hosts_after=hosts_after or [], added_hosts=added or [], value_supplied=value_supplied,
+                           reason=reason)
+        self._events.append(event)
+        log.info("vault %s %s of %r (%s): hosts %s -> %s%s", action, decision, meta.name[:100], meta.secret_id,
+                 event.hosts_before, event.hosts_after, f", added {event.added_hosts}" if added else "")
+
     def _get(self, name: str) -> VaultSecret:
         meta = self._meta.get(name)
         if meta is None:

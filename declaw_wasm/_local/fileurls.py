@@ -10,6 +10,15 @@ refused with 401 and E2B's JSON body (`{"code": 401, "message": "signature is al
 A `secure=False` sandbox's URLs carry no signature (E2B's rule for unsecured sandboxes). The
 server binds 127.0.0.1 only: a URL never reaches beyond this machine.
 
+Web pages (`_webguard.py`, the checks all our listeners share): every request must name a
+loopback Host (or a `DECLAW_WASM_ALLOWED_HOSTS` name), else 421 — a page cannot reach the server
+by DNS rebinding. A signed URL is a credential like an API key, meant to be handed to a browser
+(E2B's documented use: a page posts a form to it), so it works from any origin; an unsigned one
+(`secure=False`) is refused (403) to another origin's or site's page. Uploads keep taking
+multipart forms and raw bodies of any type (E2B's clients), so the simple-request check of
+`serve` does not apply here: the signature (or, unsigned, the Origin check and the sandbox id
+no page can guess) is what stands between a page and a write.
+
 Why uvicorn and Starlette: both are already dependencies (the server, server/), and uvicorn is
 the ASGI server that streams bodies both ways; the URL server is a separate small app so that an
 in-process sandbox needs none of the REST server (its API key, its registry). Uploads take the
@@ -23,6 +32,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import secrets
 import socket
 import tempfile
@@ -32,7 +42,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from urllib.parse import quote, urlencode
 
 from .. import _args
+from .._webguard import HostPolicy, WebGuard, headers_of, host_of, send_refusal
 from ..exceptions import InvalidArgumentException, NotEnoughSpaceException, SandboxException
+from ..settings import allowed_hosts
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
@@ -109,13 +121,19 @@ class _Server:
     def _start(self) -> str:
         import uvicorn
 
+        try:
+            hosts = HostPolicy.of(allowed_hosts())
+        except ValueError as exc:
+            raise InvalidArgumentException(f"DECLAW_WASM_ALLOWED_HOSTS: {exc}") from None
+        # every request: a loopback Host (the route checks the Origin of unsigned ones)
+        app = WebGuard(_app(self, hosts), hosts, origin=False, bodies=False, answer=_refuse)
         # listening before uvicorn runs: a client that comes early waits in the backlog, so the
         # URL is answered at once, never after the server's start-up (no stall of an event loop)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         port = sock.getsockname()[1]
-        config = uvicorn.Config(_app(self), log_level="warning", lifespan="off")
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
         server = uvicorn.Server(config)
         threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
                          name="declaw-file-urls").start()
@@ -131,7 +149,13 @@ def _error(code: int, message: str) -> Any:
     return JSONResponse({"code": code, "message": message}, status_code=code)
 
 
-def _app(server: _Server) -> Any:
+async def _refuse(scope: Any, receive: Any, send: Any, status: int, message: str) -> None:
+    """A web-page check's refusal in E2B's error shape."""
+    await send_refusal(scope, send, status, json.dumps({"code": status, "message": message}).encode(),
+                       b"application/json")
+
+
+def _app(server: _Server, hosts: HostPolicy) -> Any:
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
@@ -147,6 +171,11 @@ def _app(server: _Server) -> Any:
         refused = check(sandbox, operation, query)
         if refused is not None:
             return _error(401, refused)
+        if sandbox.options.secure is False:  # no signature: no page of another origin
+            headers = headers_of(request.scope)
+            foreign = hosts.origin_refusal(headers, host_of(headers))
+            if foreign is not None:
+                return _error(*foreign)
         try:
             path = _args.path(query.get("path"))
             if operation == "read":

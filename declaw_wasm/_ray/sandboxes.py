@@ -226,16 +226,18 @@ TRAP_SAFE_ENV = {"RAY_DISABLE_FAILURE_SIGNAL_HANDLER": "1"}
 
 def host_env() -> dict[str, str]:
     """The environment a host actor gets from this driver: Ray's switch for guest traps, and the
-    driver's state store (`DECLAW_WASM_STATE`), so that every host shares the one store
-    snapshots, pauses and node-loss checkpoints live in (it must name a place every node
+    driver's state store (`DECLAW_WASM_STATE`, and its namespace), so that every host shares the
+    one store snapshots, pauses and node-loss checkpoints live in (it must name a place every node
     reaches: `s3://...`, a shared folder); unset, each node uses its own default."""
     import os
 
     from .._state import STATE_ENV
+    from ..settings import STATE_NAMESPACE_ENV
 
     env = dict(TRAP_SAFE_ENV)
-    if os.environ.get(STATE_ENV):
-        env[STATE_ENV] = os.environ[STATE_ENV]
+    for name in (STATE_ENV, STATE_NAMESPACE_ENV):  # the store, and this process's part of it
+        if os.environ.get(name):
+            env[name] = os.environ[name]
     return env
 
 

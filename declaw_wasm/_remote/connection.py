@@ -95,7 +95,7 @@ class Connection:
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            response = self.client.request(method, path, **kw)
+            response = self.client.request(method, path, **_typed(method, kw))
         except httpx.TimeoutException as exc:
             raise TimeoutException(f"request to the declaw server timed out: {exc}") from None
         except httpx.TransportError as exc:
@@ -115,7 +115,7 @@ class Connection:
         """A streamed response (checked); the caller closes it."""
         try:
             timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
-            request = self.client.build_request(method, path, timeout=timeout, **kw)
+            request = self.client.build_request(method, path, timeout=timeout, **_typed(method, kw))
             response = self.client.send(request, stream=True)
         except httpx.TransportError as exc:
             raise SandboxException(f"cannot reach the declaw server at {self.url}: {exc}") from None
@@ -124,6 +124,17 @@ class Connection:
         except BaseException:
             response.close()
             raise
+
+
+def _typed(method: str, kw: dict[str, Any]) -> dict[str, Any]:
+    """A POST without a body says `Content-Type: application/json` (as declaw's SDK does): a keyless
+    server refuses a POST without a type, which a web page could send cross-site (_webguard.py)."""
+    if method != "POST" or any(kw.get(k) is not None for k in ("json", "content", "data", "files")):
+        return kw
+    headers = dict(kw.get("headers") or {})
+    if not any(k.lower() == "content-type" for k in headers):
+        headers["Content-Type"] = "application/json"
+    return {**kw, "headers": headers}
 
 
 def lines(response: httpx.Response) -> Iterator[str]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from .._egress.vault import VaultPreset, VaultScope, VaultSecret
+from .._egress.vault import VaultEvent, VaultPreset, VaultScope, VaultSecret
 from ..exceptions import InvalidArgumentException
+from ..wire import PREFIX
 from .connection import Connection, segment
 
 TEAM = "default"
@@ -75,9 +76,17 @@ class RemoteVault:
         self.conn.request("DELETE", f"{self._secrets_path()}/{segment(self._id_of(name))}")
         return True
 
-    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]]) -> VaultSecret:
+    def update_scopes(self, name: str, scopes: list[Union[VaultScope, dict[str, Any]]],
+                      value: Optional[str] = None) -> VaultSecret:
+        body: dict[str, Any] = {"scopes": [_scope(s) for s in scopes]}
+        if value is not None:
+            self.conn.check_private("vault secret")
+            body["value"] = value
         path = f"{self._secrets_path()}/{segment(self._id_of(name))}/scopes"
-        return VaultSecret.model_validate(self.conn.request("POST", path, json={"scopes": [_scope(s) for s in scopes]}))
+        return VaultSecret.model_validate(self.conn.request("POST", path, json=body))
+
+    def audit_events(self) -> list[VaultEvent]:
+        return [VaultEvent.model_validate(e) for e in self.conn.request("GET", f"{PREFIX}/vault/audit")]
 
     def list_presets(self) -> list[VaultPreset]:
         return [VaultPreset.model_validate(p) for p in self.conn.request("GET", "/vault/presets").get("presets", [])]

@@ -242,6 +242,21 @@ class DeclawMcpServer:
         await session.sandbox.set_timeout(self.options.timeout)
         return session
 
+    def http_app(self, path: str = "/mcp", allowed_hosts: Sequence[str] = ()) -> Any:
+        """The streamable-HTTP endpoint as an ASGI app, behind the checks all our listeners share
+        (`_webguard.py`): a loopback Host (or one of `allowed_hosts`), else 421; no page of
+        another origin or site, else 403. The `mcp` SDK's own Host/Origin check is replaced by
+        ours (one implementation for every listener); its rule that a POST is JSON stays."""
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from .._webguard import HostPolicy, WebGuard
+
+        hosts = HostPolicy.of(allowed_hosts)
+        app = self.mcp.streamable_http_app(
+            streamable_http_path=path,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        return WebGuard(app, hosts, bodies=False)  # the SDK refuses a POST that is not JSON itself
+
     # -- tools ------------------------------------------------------------------------------
 
     def _register(self) -> None:
@@ -466,6 +481,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--path", default="/mcp", help="HTTP: endpoint path (default /mcp)")
     p.add_argument("--public", action="store_true",
                    help="HTTP: allow a non-loopback --host (the endpoint has no authentication)")
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="HTTP: also answer requests whose Host is NAME (besides localhost, 127.0.0.1, "
+                        "[::1] and a specific --host); repeatable; DECLAW_WASM_ALLOWED_HOSTS adds more")
     p.add_argument("--template", default=None, help="sandbox template (default code-interpreter)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds a session's sandbox lives after its last call (default 300)")
@@ -511,8 +529,24 @@ def main(argv: Sequence[str] | None = None) -> int:
               "loopback address (behind your own authenticating proxy) or pass --public",
               file=sys.stderr)
         return 2
-    DeclawMcpServer(options).mcp.run("streamable-http", host=args.host, port=args.port,
-                                     streamable_http_path=args.path)
+    import uvicorn
+
+    from ..settings import allowed_hosts
+
+    names = [*allowed_hosts(), *args.allowed_host]
+    if args.host not in ("0.0.0.0", "::", ""):  # the address or name the operator bound is the server's
+        names.append(args.host)
+    elif not names:
+        print("declaw-wasm mcp: listening on every address; requests are answered only for Host "
+              "localhost and loopback addresses: name the others clients use with --allowed-host",
+              file=sys.stderr)
+    server = DeclawMcpServer(options)
+    try:
+        app = server.http_app(args.path, names)
+    except ValueError as exc:
+        print(f"declaw-wasm mcp: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level=server.mcp.settings.log_level.lower())
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Optional, cast
+from typing import Any, AsyncIterator, Iterable, Optional, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,8 +23,10 @@ from starlette.types import ASGIApp
 
 from .. import __version__
 from .._backend import Sandboxes
+from .._webguard import HostPolicy
 from .._threads import in_thread
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
+from ..settings import allowed_hosts as allowed_hosts_setting
 from ..wire import (API_KEY_HEADER, PREFIX, STREAMED, CellLine, CommandLine, PtyControl, PtyEnd,
                     error_body, status_of)
 from .guard import Guard
@@ -42,9 +44,15 @@ def _error_response(exc: BaseException, status: Optional[int] = None) -> JSONRes
 
 def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                max_upload: int = DEFAULT_MAX_UPLOAD, sandboxes: Optional[Sandboxes] = None,
-               vault: Any = None) -> ASGIApp:
+               vault: Any = None, allowed_hosts: Iterable[str] = ()) -> ASGIApp:
     """The server as an ASGI app, serving `sandboxes` (default: this process's), with `vault`
-    (a `Vault`; default this process's) behind declaw's vault routes and `vault_refs`."""
+    (a `Vault`; default this process's) behind declaw's vault routes and `vault_refs`. Without
+    `api_key` it answers loopback Host names and `allowed_hosts` (plus
+    `DECLAW_WASM_ALLOWED_HOSTS`) only, and no other origin's web page (docs/server.md)."""
+    try:
+        hosts = HostPolicy.of([*allowed_hosts_setting(), *allowed_hosts])
+    except ValueError as exc:
+        raise InvalidArgumentException(str(exc)) from None
     if sandboxes is None:
         from .._local.sandbox import LocalSandboxes
 
@@ -62,7 +70,9 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                   description="Sandboxes running CPython on WASI, with declaw's REST API at declaw's "
                               f"paths (its SDKs run unchanged) and our clients' own calls under {PREFIX}. "
                               f"Every request needs the API key ({API_KEY_HEADER} or Authorization: "
-                              "Bearer) when the server has one.")
+                              "Bearer) when the server has one; without one, state-changing requests "
+                              "need a Content-Type a web page cannot send cross-site (application/json, "
+                              "or the raw body's own type).")
     for router in routers(registry):
         app.include_router(router)
 
@@ -113,4 +123,4 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return Guard(app, api_key, max_body, max_upload)
+    return Guard(app, api_key, max_body, max_upload, hosts)

@@ -1,28 +1,23 @@
-"""The server's front door (ASGI middleware): the API key on every request, HTTP and WebSocket,
-and body-size limits — a declared Content-Length over the limit is refused before the app sees
-the request; a body without one is counted as it arrives."""
+"""The server's front door (ASGI middleware): with an API key, the key on every request, HTTP
+and WebSocket, on every route (`/health` and `/openapi.json` included: docs/server.md says why);
+without one, the checks against web pages (`_webguard.py`: loopback Host names, no other
+origin's page, no state-changing request a page could send without a preflight); then the
+body-size limits — a declared Content-Length over the limit is refused before the app sees the
+request; a body without one is counted as it arrives."""
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from typing import Optional
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._webguard import HostPolicy, WebGuard, send_refusal
 from ..exceptions import AuthenticationException, InvalidArgumentException
 from ..wire import API_KEY_HEADER, error_body
 
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
+__all__ = ["Guard", "send_error"]
 
 VOLUME_UPLOADS = ("/volumes", "/volumes/ingest")  # archives: the upload limit, as file uploads
 
@@ -33,11 +28,14 @@ class BodyTooLarge(HTTPException):
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, api_key: Optional[str], max_body: int, max_upload: int) -> None:
+    def __init__(self, app: ASGIApp, api_key: Optional[str], max_body: int, max_upload: int,
+                 hosts: Optional[HostPolicy] = None) -> None:
         self.app = app
         self.key = api_key.encode() if api_key else None
         self.max_body = max_body
         self.max_upload = max_upload
+        # without a key, what a web page may not do (with one, a page cannot know the key)
+        self.web = WebGuard(app, hosts or HostPolicy(), answer=_refuse) if self.key is None else None
 
     def _authorized(self, scope: Scope) -> bool:
         if self.key is None:
@@ -54,12 +52,14 @@ class Guard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        if not self._authorized(scope):
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 4401, "reason": "bad or missing API key"})
+        if self.web is not None:
+            refused = self.web.refusal(scope)
+            if refused is not None:
+                await _refuse(scope, receive, send, *refused)
                 return
+        elif not self._authorized(scope):
             await send_error(send, AuthenticationException(
-                f"bad or missing API key (send it as {API_KEY_HEADER} or Authorization: Bearer)"), 401)
+                f"bad or missing API key (send it as {API_KEY_HEADER} or Authorization: Bearer)"), 401, scope)
             return
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
@@ -85,9 +85,13 @@ class Guard:
         await self.app(scope, counted, send)
 
 
-async def send_error(send: Send, exc: BaseException, status: int) -> None:
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    """A web-page check's refusal, as the server's JSON error."""
+    exc = AuthenticationException(message) if status == 403 else InvalidArgumentException(message)
+    await send_error(send, exc, status, scope)
+
+
+async def send_error(send: Send, exc: BaseException, status: int, scope: Optional[Scope] = None) -> None:
+    """The error as the server's JSON body (for a WebSocket handshake: its denial response)."""
     body = error_body(exc).model_dump_json(exclude_none=True).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
+    await send_refusal(scope or {"type": "http"}, send, status, body, b"application/json")

@@ -8,12 +8,13 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 from .._backend import Sandboxes
-from ..settings import log_level
+from ..settings import SERVE_NAMESPACE, log_level, use_state_namespace
+from ..settings import state_namespace as settings_namespace
 from .app import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, create_app
-from .guard import is_loopback
+from .._webguard import is_loopback
 
 GRACE = 5  # seconds open streams get at shutdown before they are cut and the sandboxes killed
 
@@ -28,16 +29,23 @@ def check_bind(host: str, api_key: Optional[str]) -> None:
 def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = None,
           max_body: int = DEFAULT_MAX_BODY, max_upload: int = DEFAULT_MAX_UPLOAD,
           sandboxes: Optional[Sandboxes] = None, tls: Optional[tuple[str, str]] = None,
-          vault: Any = None) -> None:
+          vault: Any = None, allowed_hosts: Sequence[str] = (),
+          state_namespace: Optional[str] = None) -> None:
     """Run the server until interrupted (what `declaw-wasm serve` does), serving `sandboxes`
     (default: this process's; `--backend` gives a process pool or a Ray cluster); over HTTPS
     with `tls` (certificate file, key file): what clients need to send secret values from
-    another machine."""
+    another machine. `allowed_hosts`: names besides loopback ones that a keyless server answers.
+
+    The process keeps its sandboxes, snapshots and volumes in its own namespace of the state
+    store (`state_namespace`, else `DECLAW_WASM_STATE_NAMESPACE`, else "serve"), apart from
+    in-process programs' (docs/server.md); `sandboxes` made before this call (a pool) must have
+    been made after `settings.use_state_namespace`, as the CLI does."""
     import uvicorn
 
     from .._wasm.snapshot import get_runtime
 
     check_bind(host, api_key)
+    use_state_namespace(state_namespace or settings_namespace() or SERVE_NAMESPACE)
     if not api_key:
         print("declaw-wasm serve: no DECLAW_API_KEY set; requests are not authenticated "
               "(loopback only)", file=sys.stderr)
@@ -45,9 +53,10 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
         get_runtime()  # load (or build) the runtime before taking requests
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
-    print(f"declaw-wasm serve: {scheme}://{shown}:{port} (OpenAPI document: /openapi.json)", file=sys.stderr)
+    print(f"declaw-wasm serve: {scheme}://{shown}:{port} (OpenAPI document: /openapi.json); state store "
+          f"namespace {settings_namespace()!r}", file=sys.stderr)
     # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
-    uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes, vault), host=host, port=port,
+    uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes, vault, allowed_hosts), host=host, port=port,
                 log_level=log_level(), timeout_graceful_shutdown=GRACE,
                 ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
 
@@ -56,7 +65,9 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
 def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grace: float = GRACE,
                     tls: Optional[tuple[str, str]] = None, **app_args: Any) -> Iterator[str]:
     """Run the server on a free port in a thread of this process; yields its URL (https with
-    `tls`: certificate file, key file). Leaving the block stops it (and kills its sandboxes)."""
+    `tls`: certificate file, key file). Leaving the block stops it (and kills its sandboxes).
+    It serves this process's sandboxes and state store (its namespace, if the process set one:
+    the embedding program is the server's principal; `serve` gives a server its own)."""
     import uvicorn
 
     check_bind(host, api_key)

@@ -74,6 +74,9 @@ export class Connection {
       body = JSON.stringify(init.json);
     } else if (body !== undefined) {
       headers["content-type"] = init.contentType ?? "application/octet-stream";
+    } else if (method === "POST") {
+      // a keyless server refuses a POST without a type: a web page could send one cross-site
+      headers["content-type"] = "application/json";
     }
     const signals: AbortSignal[] = [];
     if (init.signal) signals.push(init.signal);

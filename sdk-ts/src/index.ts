@@ -14,7 +14,7 @@ export { Volumes, VolumeFiles, VolumeLocks, volumeAttachmentToJSON } from "./vol
 export type { FileEntry, FileInfo, LockLease, LockStatus, VolumeAttachMode, VolumeAttachment, VolumeData,
               VolumeInfo } from "./volumes.js";
 export { Vault } from "./vault.js";
-export type { CreateSecretInput, VaultPreset, VaultScope, VaultSecret } from "./vault.js";
+export type { CreateSecretInput, VaultEvent, VaultPreset, VaultScope, VaultSecret } from "./vault.js";
 export type { AuditEvent } from "./wire.js";
 export { Filesystem } from "./files.js";
 export type { EntryInfo, FileType, WriteData, WriteInfo } from "./files.js";

@@ -7,10 +7,12 @@
 
 import { Connection, ConnectionOpts } from "./connection.js";
 import { InvalidArgumentError } from "./errors.js";
+import { PREFIX } from "./sandbox.js";
 import type * as wire from "./wire.js";
 
 export type VaultScope = wire.VaultScope;
 export type VaultPreset = wire.VaultPreset;
+export type VaultEvent = wire.VaultEvent;
 
 export interface VaultSecret {
   secretId: string;
@@ -85,9 +87,22 @@ export class Vault {
     return secret(await this.conn.json<wire.StoredSecret>("POST", path, { json: { value } satisfies wire.RotateVaultSecret }));
   }
 
-  async updateScopes(name: string, scopes: VaultScope[]): Promise<VaultSecret> {
+  /** Replace a secret's scopes. Narrowing is free; adding a host needs `value` (the value again,
+   *  which replaces the stored one), else the server answers 409 (`ConflictError`): values are
+   *  write-only, so whoever may change scopes must not be able to send one to a host they read. */
+  async updateScopes(name: string, scopes: VaultScope[], opts: { value?: string } = {}): Promise<VaultSecret> {
+    const json: wire.VaultScopes = { scopes: scopes as unknown as Record<string, unknown>[] };
+    if (opts.value !== undefined) {
+      this.conn.checkPrivate("vault secret");
+      json.value = opts.value;
+    }
     const path = `${await this.secretsPath()}/${await this.idOf(name)}/scopes`;
-    return secret(await this.conn.json<wire.StoredSecret>("POST", path, { json: { scopes: scopes as unknown as Record<string, unknown>[] } }));
+    return secret(await this.conn.json<wire.StoredSecret>("POST", path, { json }));
+  }
+
+  /** The vault's changes and refused changes, oldest first (never a value). */
+  async auditEvents(): Promise<VaultEvent[]> {
+    return this.conn.json<VaultEvent[]>("GET", `${PREFIX}/vault/audit`);
   }
 
   async deleteSecret(name: string): Promise<void> {

@@ -561,6 +561,20 @@ export interface TerminalSize {
   rows?: number;
 }
 
+/** One change to the vault, or a refused one (the vault's audit log). Never the value. */
+export interface VaultEvent {
+  timestamp: string;
+  action: "create" | "rotate" | "update_scopes" | "delete";
+  secret_id: string;
+  name: string;
+  decision?: "allowed" | "denied";
+  hosts_before?: string[];
+  hosts_after?: string[];
+  added_hosts?: string[];
+  value_supplied?: boolean;
+  reason?: string;
+}
+
 export interface VaultPreset {
   key: string;
   name: string;
@@ -581,8 +595,10 @@ export interface VaultScope {
   query_params?: Record<string, string>;
 }
 
+/** `POST .../vault/secrets/{id}/scopes`: the new scopes; `value` (ours: declaw's SDK never sends it) is needed to add a host, and replaces the stored value (write-only, as create's). */
 export interface VaultScopes {
   scopes: Record<string, unknown>[];
+  value?: string | null;
 }
 
 /** A volume's metadata (declaw's fields; `blob_key` is the volume's folder in the state store, `backend` is "files": every volume here is file-granular). */

@@ -302,6 +302,31 @@ describe("sandboxes", () => {
   });
 });
 
+describe("a keyless server on loopback", () => {
+  test("takes the SDK's requests and refuses what a web page can send cross-site", async () => {
+    const port = await freePort();
+    const env = { ...process.env, DECLAW_WASM_STATE: mkdtempSync(join(tmpdir(), "ts-keyless-")) };
+    delete env.DECLAW_API_KEY;
+    delete env.DECLAW_DOMAIN;
+    const keyless = spawn(process.env.DECLAW_WASM_BIN ?? "declaw-wasm", ["serve", "--port", String(port)],
+                          { env, stdio: ["ignore", "inherit", "inherit"] });
+    const where = { domain: `127.0.0.1:${port}`, apiKey: "" };
+    try {
+      await waitForHealth(`http://${where.domain}`, keyless, 300_000);
+      const made = await Volumes.empty("ts-keyless", where);  // a POST without a body: typed as JSON
+      assert.equal(made.name, "ts-keyless");
+      const form = await fetch(`http://${where.domain}/volumes/empty?name=x`, {
+        method: "POST", body: "a=b", headers: { "content-type": "application/x-www-form-urlencoded" } });
+      assert.equal(form.status, 415);
+      const page = await fetch(`http://${where.domain}/volumes`, { headers: { origin: "http://evil.example" } });
+      assert.equal(page.status, 403);
+      assert.deepEqual((await Volumes.list(where)).map((v) => v.name), ["ts-keyless"]);
+    } finally {
+      keyless.kill("SIGTERM");
+    }
+  });
+});
+
 describe("network, secrets and the vault", () => {
   const ASK = `
 import json, os, requests
@@ -387,7 +412,14 @@ print(json.dumps([attempt("https://example.com/a"), attempt("https://api.openai.
     } finally {
       await s.kill();
     }
+    // a write-only value's hosts widen only with the value again; narrowing is free
+    await assert.rejects(vault.updateScopes("openai", [{ domain_regex: "example.com" }]), ConflictError);
+    await vault.updateScopes("openai", [{ domain_regex: "example.com" }], { value: "sk-ts-vault-3" });
     await vault.updateScopes("openai", [{ domain_regex: "example.com" }]);
+    const changes = (await vault.auditEvents()).filter((e) => e.name === "openai" && e.action === "update_scopes");
+    assert.deepEqual(changes.map((e) => [e.decision, e.value_supplied]),
+                     [["denied", false], ["allowed", true], ["allowed", false]]);
+    assert.ok(!JSON.stringify(changes).includes("sk-ts-vault"));
     await vault.deleteSecret("openai");
     assert.deepEqual(await vault.listSecrets(), []);
     await assert.rejects(Sandbox.create({ vaultRefs: { K: "openai" } }), InvalidArgumentError);

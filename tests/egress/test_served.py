@@ -101,6 +101,8 @@ def test_declaws_vault_client_and_vault_refs_against_the_server(server: str, up:
         declaw.VaultScope(domain_regex="~^postman-echo\\.com$", injection_type="header", header_name="X-Token")])
     vault.update_scopes("echo-token", [{"domain_regex": "postman-echo.com", "injection_type": "header",
                                         "header_name": "X-Token-2"}])
+    with pytest.raises(declaw.ConflictException):  # pointing a value at a host one reads needs the value
+        vault.update_scopes("openai", [{"domain_regex": "api.openai.com"}, {"domain_regex": "example.com"}])
     assert {p.key for p in vault.list_presets()} >= {"openai", "anthropic"}
     sbx = declaw.Sandbox.create(template="code-interpreter", **where,
                                 vault_refs={"OPENAI_API_KEY": "openai", "ECHO": "echo-token"})
@@ -119,7 +121,7 @@ print(json.dumps(out))
         seen = {r.path: r for r in up.records()}
         assert seen["/v1/models"].header("Authorization") == "Bearer sk-vaulted-2"  # the rotated value
         assert seen["/get"].header("X-Token-2") == "tok-3" and seen["/get"].header("X-Token") is None
-        assert seen["/x"].header("Authorization") is None
+        assert seen["/x"].header("Authorization") is None  # example.com: the refused widening
         assert "sk-vaulted" not in result.stdout
         assert "sk-vaulted" not in caplog.text and "tok-3" not in caplog.text
     finally:

@@ -5,6 +5,7 @@ session's sandbox dies with the session."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import socket
 import sys
@@ -138,8 +139,7 @@ def http_server() -> Iterator[str]:
 
     server = DeclawMcpServer(ServerOptions(timeout=120))
     port = _free_port()
-    config = uvicorn.Config(server.mcp.streamable_http_app(), host="127.0.0.1", port=port,
-                            log_level="warning")
+    config = uvicorn.Config(server.http_app(), host="127.0.0.1", port=port, log_level="warning")
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
@@ -149,6 +149,36 @@ def http_server() -> Iterator[str]:
     yield f"http://127.0.0.1:{port}/mcp"
     uv.should_exit = True
     thread.join(10)
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def test_http_answers_only_loopback_names_and_no_other_origins_page(http_server: str) -> None:
+    """The listener's checks are the ones every listener of ours shares (_webguard.py): a forged
+    Host (DNS rebinding) gets 421, another origin's or site's page 403; the SDK's own rule that a
+    POST is JSON stays (a form or text/plain POST: 400). No tool runs, so no sandbox is made."""
+    import httpx
+
+    port = int(http_server.rsplit(":", 1)[1].split("/")[0])
+    with httpx.Client(timeout=30) as client:
+        def post(headers: dict[str, str], **kw: Any) -> int:
+            answer = client.post(http_server, headers={**ACCEPT, **headers}, **kw)
+            return answer.status_code
+
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.nip.io:{port}", "localhost.evil", ""):
+            assert post({"Host": host}, json=INITIALIZE) == 421, host
+        for origin in ("http://evil.example", "null", "http://localhost:1", f"http://8000-sbx_1.localhost:{port}"):
+            assert post({"Origin": origin}, json=INITIALIZE) == 403, origin
+        assert post({"Sec-Fetch-Site": "cross-site"}, json=INITIALIZE) == 403
+        assert post({"Content-Type": "text/plain"}, content=json.dumps(INITIALIZE)) == 400
+        assert post({"Content-Type": "application/x-www-form-urlencoded"}, content=b"a=b") == 400
+        for host, origin in ((f"localhost:{port}", f"http://localhost:{port}"), (f"[::1]:{port}", None),
+                             (f"127.0.0.1:{port}", f"http://127.0.0.1:{port}")):
+            headers = {"Host": host, **({"Origin": origin} if origin else {})}
+            assert post(headers, json=INITIALIZE) == 200, host
 
 
 def _live_ids() -> set[str]:

@@ -12,7 +12,7 @@ from ..._backend import SandboxBackend
 from ..._threads import in_thread
 from ...exceptions import InvalidArgumentException
 from ...wire import ErrorBody, RunCommand
-from ..guard import is_loopback
+from ..._webguard import is_loopback
 from ..registry import Registry
 
 NDJSON = "application/x-ndjson"

@@ -5,22 +5,24 @@ team "default", one environment "prod"), secrets by id under `/teams/{team_id}/v
 
 Values are write-only: taken in request bodies (only over TLS or from loopback, `check_private`),
 kept in the server's memory (or the file the operator pointed a `Vault` at), never returned,
-never in a log line, an error message or an audit event.
+never in a log line, an error message or an audit event. So the scopes that say where a value
+may go cannot be widened without the value (409: `Vault.update_scopes`); every change is an
+event of the vault's audit log, ours to read at `GET {PREFIX}/vault/audit`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from ..._egress.vault import VaultPreset, VaultSecret
+from ..._egress.vault import VaultEvent, VaultPreset, VaultSecret
 from ..._threads import in_thread
 from ...exceptions import InvalidArgumentException, NotFoundException
-from ...wire import (Environment, EnvironmentList, NewTeam, NewVaultSecret, RotateVaultSecret, Team,
+from ...wire import ErrorBody
+from ...wire import (PREFIX, Environment, EnvironmentList, NewTeam, NewVaultSecret, RotateVaultSecret, Team,
                      TeamList, VaultScopes)
 from ..registry import Registry
 from .common import ERRORS, check_private
@@ -121,10 +123,15 @@ def _secrets(vault: APIRouter, registry: Registry) -> None:
         check_private(http, "vault secret")
         return _stored(await in_thread(store.rotate_secret, name_of(secret_id), body.value.get_secret_value()))
 
-    @vault.post("/teams/{team_id}/vault/secrets/{secret_id}/scopes", responses=ERRORS)
-    async def update_scopes(team_id: str, secret_id: str, body: VaultScopes) -> StoredSecret:
+    @vault.post("/teams/{team_id}/vault/secrets/{secret_id}/scopes", responses={**ERRORS, 409: {"model": ErrorBody}})
+    async def update_scopes(team_id: str, secret_id: str, body: VaultScopes, http: Request) -> StoredSecret:
+        """Replace the scopes. Narrowing is free; adding a host needs `value` (the value again,
+        which replaces the stored one), else 409 — declaw's `update_scopes` keeps the value and
+        so can only narrow here (docs/differences.md)."""
         _team(team_id)
-        return _stored(await in_thread(store.update_scopes, name_of(secret_id), list(body.scopes)))
+        check_private(http, "vault secret", body.value)
+        value = None if body.value is None else body.value.get_secret_value()
+        return _stored(await in_thread(store.update_scopes, name_of(secret_id), list(body.scopes), value))
 
     @vault.delete("/teams/{team_id}/vault/secrets/{secret_id}", status_code=204, responses=ERRORS)
     async def delete_secret(team_id: str, secret_id: str) -> Response:
@@ -132,10 +139,12 @@ def _secrets(vault: APIRouter, registry: Registry) -> None:
         await in_thread(store.delete_secret, name_of(secret_id))
         return Response(status_code=204)
 
+    @vault.get(PREFIX + "/vault/audit", responses=ERRORS)
+    async def audit() -> list[VaultEvent]:
+        """The vault's changes and refused changes, oldest first (ours; never a value)."""
+        return await in_thread(store.audit_events)
+
     @vault.get("/vault/presets", responses=ERRORS)
     async def presets() -> Presets:
         """The provider catalogue (hosts and how the value is sent; no secret material)."""
         return Presets(presets=store.list_presets())
-
-
-

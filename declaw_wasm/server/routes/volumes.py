@@ -20,6 +20,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from ..._state import check_id
+from ..._webguard import media_type
 from ..._threads import in_thread
 from ..._volumes.models import FileEntry, Volume
 from ..._volumes.store import volume_store
@@ -93,7 +94,10 @@ def _volumes(volumes: APIRouter) -> None:
     async def create_volume(request: Request, name: str = Query(...)) -> Volume:
         """A volume from the body (tar.gz, tar, tar.bz2 or tar.xz bytes; regular files and
         folders kept, links, devices and `..` dropped), or empty without a body."""
-        return await create(name, request, request.headers.get("content-type") or "application/gzip")
+        kind = request.headers.get("content-type") or "application/gzip"
+        if media_type(kind) == "application/json":  # no archive: a client's marker on an empty body
+            kind = "application/gzip"
+        return await create(name, request, kind)
 
     @volumes.post("/volumes/empty", status_code=201, responses=ERRORS)
     async def empty_volume(name: str = Query(...)) -> Volume:
