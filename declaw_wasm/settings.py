@@ -16,6 +16,8 @@ environment.
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
 | `DECLAW_WASM_WHEEL_CACHE_BYTES` | size cap of the wheel cache for `pip install` (2 GiB; LRU eviction) |
 | `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
+| `DECLAW_WASM_STATE_KEY` | the state store's signing key, 64 hex digits (default: the key file) |
+| `DECLAW_WASM_STATE_KEY_FILE` | the key file (default `state.key` in the user config folder, made 0600 on first use) |
 | `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
 | `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
 | `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
@@ -127,6 +129,23 @@ def state_url() -> str:
     from platformdirs import user_state_path
 
     return str(user_state_path("declaw-wasm", appauthor=False))
+
+
+def state_key_hex() -> Optional[str]:
+    """`DECLAW_WASM_STATE_KEY`: the state store's signing key as 64 hex digits (None: unset;
+    _state/keys.py parses it)."""
+    return os.environ.get("DECLAW_WASM_STATE_KEY") or None
+
+
+def state_key_file() -> Path:
+    """The state key's file: `DECLAW_WASM_STATE_KEY_FILE`, else `state.key` in the user config
+    folder (`platformdirs.user_config_path`, as the cache uses the user cache folder)."""
+    explicit = os.environ.get("DECLAW_WASM_STATE_KEY_FILE")
+    if explicit:
+        return Path(explicit).expanduser()
+    from platformdirs import user_config_path
+
+    return user_config_path("declaw-wasm", appauthor=False) / "state.key"
 
 
 def unsafe_leases() -> bool:
