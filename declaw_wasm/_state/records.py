@@ -57,8 +57,9 @@ def canonical(body: Any) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def resign_hint(url: str) -> str:
-    return f"declaw-wasm state resign --store {url}"
+# The command that signs a trusted store's records, as errors name it. Never the store's URL or
+# folder: a server's errors reach its clients, who have no business knowing where it keeps state.
+RESIGN = "`declaw-wasm state resign` (where DECLAW_WASM_STATE names this store, or with `--store URL`)"
 
 
 def _signature(key: StateKey, kind: str, name: str, body: "bytes | memoryview") -> str:
@@ -112,7 +113,7 @@ def header_of(raw: bytes, name: str) -> Header:
     return Header(kind, key_id, signature, end + 1)
 
 
-def verify(raw: bytes, kind: str, name: str, key: StateKey, url: str) -> bytes:
+def verify(raw: bytes, kind: str, name: str, key: StateKey) -> bytes:
     """The body of the record `raw` stored at `name`, if it is a `kind` record signed with `key`
     for that name; else UntrustedRecord (nothing of it is used)."""
     try:
@@ -120,7 +121,7 @@ def verify(raw: bytes, kind: str, name: str, key: StateKey, url: str) -> bytes:
     except UntrustedRecord as exc:
         if exc.reason == "unsigned":
             raise UntrustedRecord(f"{exc} (it will not be used). If you trust every record in this store as it "
-                                  f"is now, sign them with this host's state key: {resign_hint(url)}",
+                                  f"is now, sign them with this host's state key: {RESIGN}",
                                   "unsigned") from None
         raise
     if header.key_id != key.key_id:
@@ -128,7 +129,7 @@ def verify(raw: bytes, kind: str, name: str, key: StateKey, url: str) -> bytes:
             f"{name}: signed with another state key (key id {header.key_id}; this process's key, from "
             f"{key.source}, is {key.key_id}); refused. Give this process the key the store's other users "
             f"have (DECLAW_WASM_STATE_KEY or the key file, docs/state-store.md); or, if the key was rotated "
-            f"and you trust the store as it is now, re-sign it: {resign_hint(url)}", "other-key")
+            f"and you trust the store as it is now, re-sign it: {RESIGN}", "other-key")
     if header.kind != kind:
         raise UntrustedRecord(f"{name}: holds a {header.kind!r} record where a {kind!r} record belongs (moved "
                               "here from elsewhere); refused", "kind")
@@ -140,9 +141,9 @@ def verify(raw: bytes, kind: str, name: str, key: StateKey, url: str) -> bytes:
     return raw[header.body_at:]
 
 
-def unseal(raw: bytes, kind: str, name: str, key: StateKey, url: str) -> Any:
+def unseal(raw: bytes, kind: str, name: str, key: StateKey) -> Any:
     """The parsed body of a verified record."""
-    body = verify(raw, kind, name, key, url)
+    body = verify(raw, kind, name, key)
     try:
         return json.loads(body)
     except ValueError:

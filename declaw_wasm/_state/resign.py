@@ -93,7 +93,7 @@ def _one(store: StateStore, key: StateKey, name: str, dry_run: bool) -> Optional
         return Outcome(name, "left", place or "", str(exc))
     if header.key_id == key.key_id:
         try:
-            records.verify(raw, place or header.kind, name, key, store.url)
+            records.verify(raw, place or header.kind, name, key)
         except UntrustedRecord as exc:
             return Outcome(name, "left", place or header.kind,
                            f"signed with this key but fails its check, so it was changed or moved after it was "

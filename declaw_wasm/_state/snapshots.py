@@ -134,21 +134,31 @@ class SnapshotStore:
     def find(self, snapshot_id: str, sandbox_id: Optional[str] = None) -> SnapshotRecord:
         return self.read(sandbox_id or self.owner(snapshot_id), snapshot_id)
 
-    def list(self, sandbox_id: Optional[str] = None) -> list[SnapshotRecord]:
-        """Snapshots of one sandbox, or of all, newest first (damaged ones are left out, logged)."""
+    def list(self, sandbox_id: Optional[str] = None,
+             refused: Optional[List[StateError]] = None) -> list[SnapshotRecord]:
+        """Snapshots of one sandbox, or of all, newest first (damaged or untrusted ones are left
+        out, logged, and added to `refused` if given)."""
         sandbox_ids = [sandbox_id] if sandbox_id is not None else self._sandbox_ids()
         found = []
         for sid in sandbox_ids:
             for snapshot_id in self.store.list_records(f"{sandbox_prefix(sid)}/snapshots"):
                 try:
                     found.append(self.read(sid, snapshot_id))
-                except (RecordNotFound, StateError) as exc:
+                except RecordNotFound:
+                    continue  # deleted meanwhile
+                except StateError as exc:
                     log.warning("snapshot %s of %s left out: %s", snapshot_id, sid, exc)
+                    if refused is not None:
+                        refused.append(exc)
         return sorted(found, key=lambda r: r.created_at, reverse=True)
 
     def latest(self, sandbox_id: str) -> SnapshotRecord:
-        """declaw's default for `restore`: the newest snapshot, preferring pause > periodic > manual."""
-        records = self.list(sandbox_id)
+        """declaw's default for `restore`: the newest snapshot, preferring pause > periodic > manual.
+        With none to use but some refused (damaged, not signed with the state key), the refusal."""
+        refused: List[StateError] = []
+        records = self.list(sandbox_id, refused)
+        if not records and refused:
+            raise refused[0]
         if not records:
             raise RecordNotFound(f"sandbox {sandbox_id} has no snapshots")
         best = min(PREFERENCE.get(r.source, 3) for r in records)

@@ -541,7 +541,7 @@ class StateStore:
         """The body of the `kind` record at `key`: `RecordNotFound` if none, `UntrustedRecord` if
         it fails its signature check (nothing of it is used)."""
         raw = self.read_bytes(key, limit=MAX_JSON)
-        return records.unseal(raw, kind, key, self.key, self.url)
+        return records.unseal(raw, kind, key, self.key)
 
     # -- records ---------------------------------------------------------------------------------------
     def publish(self, prefix: str, body: Mapping[str, Any],

@@ -144,6 +144,25 @@ def test_a_record_moved_to_another_name_or_kind_is_refused(store: StateStore) ->
     assert states.owner("snap_a") == "sbx_a"
 
 
+def test_restore_and_recovery_say_why_a_refused_snapshot_is_not_used(store: StateStore) -> None:
+    """`restore` (the latest snapshot) and a node-loss restore (the latest checkpoint) with only
+    refused records to choose from fail with the refusal, not "no snapshot"."""
+    from declaw_wasm._local import checkpoints
+
+    states = SnapshotStore(store)
+    states.publish("sbx_7", "snap_7", {"source": "periodic", "checkpoint": {"policy": "cell"}}, {})
+    assert states.latest("sbx_7").snapshot_id == "snap_7"
+    name = "sandboxes/sbx_7/snapshots/snap_7/manifest.json"
+    overwrite(store, name, forged(store.read_bytes(name), lambda body: {**body, "source": "manual"}))
+    with pytest.raises(UntrustedRecord, match="does not match its signature"):
+        states.latest("sbx_7")
+    with pytest.raises(UntrustedRecord, match="does not match its signature"):
+        checkpoints.latest(states, "sbx_7")
+    assert states.list("sbx_7") == []
+    with pytest.raises(RecordNotFound):
+        states.latest("sbx_8")
+
+
 def test_a_rewritten_lease_is_refused_never_read_as_released(store: StateStore) -> None:
     leases = store.leases
     held = leases.take("t/leases/sbx_3", 30, owner="the holder")
@@ -189,7 +208,8 @@ def test_unsigned_records_are_refused_naming_the_resign_command_and_work_after_i
         overwrite(store, name, unsigned(parts(store.read_bytes(name))[1]))
     with pytest.raises(UntrustedRecord) as refused:
         Volumes.get(vol.volume_id)
-    assert f"declaw-wasm state resign --store {store.url}" in str(refused.value)
+    assert "`declaw-wasm state resign` (where DECLAW_WASM_STATE names this store" in str(refused.value)
+    assert store.root not in str(refused.value)  # errors reach a server's clients: never where its store is
     with pytest.raises(UntrustedRecord, match="state resign"):
         states.get_state("sbx_4")
     with pytest.raises(UntrustedRecord, match="state resign"):

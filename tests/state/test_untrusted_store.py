@@ -67,7 +67,7 @@ def test_a_paused_sandboxs_records_rewritten_without_the_key_are_refused_on_resu
             (lease, forged(genuine[lease], lambda body: {**body, "owner": "someone", "expires_at": 0.0}),
              "does not match its signature"),
             (manifest, forged(genuine[manifest], widened), "does not match its signature"),
-            (manifest, unsigned(widened(parts(genuine[manifest])[1])), "declaw-wasm state resign --store"),
+            (manifest, unsigned(widened(parts(genuine[manifest])[1])), "declaw-wasm state resign"),
             (manifest, pause_manifest(other).read_bytes(), "does not match its signature"),  # moved here
             (state, (folder_of(other) / "state.json").read_bytes(), "moved here from another name"),
             (state, forged(genuine[state], lambda body: {**body, "info": {**body["info"], "network": WIDE}}),
@@ -101,7 +101,7 @@ def test_unsigned_records_are_refused_until_the_store_is_re_signed(make: Callabl
         for name in [n for n in store.walk() if n.startswith(f"sandboxes/{local}/")]:
             path = Path(store.path(name))
             path.write_bytes(unsigned(parts(path.read_bytes())[1]))  # as the declaw-wasm of before wrote it
-        with pytest.raises(SandboxException, match=f"declaw-wasm state resign --store {store.url}"):
+        with pytest.raises(SandboxException, match="declaw-wasm state resign"):
             sbx.resume()
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         done = subprocess.run([sys.executable, "-m", "declaw_wasm.cli", "state", "resign"], env=env,
