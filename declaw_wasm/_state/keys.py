@@ -148,8 +148,8 @@ def _create(path: Path) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     secret = secrets.token_bytes(KEY_BYTES)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}"
-    _write_new(tmp, secret, 0)
     try:
+        _write_new(tmp, secret, 0)
         os.link(tmp, path)  # appears whole, or fails with EEXIST: then the other process's key is ours
     except FileExistsError:
         return
@@ -161,7 +161,10 @@ def _create(path: Path) -> None:
         except FileExistsError:
             return
     finally:
-        os.unlink(tmp)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
     log.info("declaw-wasm: made the state key file %s (key id %s); hosts sharing a state store need "
              "this same key (docs/state-store.md)", path, key_id_of(secret))
 
