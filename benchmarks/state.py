@@ -1,10 +1,13 @@
 """State that outlives a sandbox (issue 17): snapshots, pause/resume (also in a new process),
 fork, and volumes, side by side with a fresh create (and native where there is one).
 
-    python benchmarks/state.py [--repeat N] [--files 10000] [--mb 10] [--only snapshots|volumes]
+    python benchmarks/state.py [--repeat N] [--files 10000] [--mb 10] [--only snapshots|volumes|records]
 
 Prints Markdown tables of medians (paste them into benchmarks/README.md). The state store is a
-fresh temp folder (DECLAW_WASM_STATE), deleted at the end.
+fresh temp folder (DECLAW_WASM_STATE), deleted at the end, and so is its signing key's file
+(DECLAW_WASM_STATE_KEY_FILE). `records`: the calls that are mostly reads and writes of the store's
+signed records (a volume's manifest, lease generations, snapshot manifests), to see what signing
+costs; it runs on older checkouts too (public calls only), for a side-by-side.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 STATE = tempfile.mkdtemp(prefix="declaw-wasm-bench-state-")
 os.environ["DECLAW_WASM_STATE"] = STATE
+os.environ["DECLAW_WASM_STATE_KEY_FILE"] = os.path.join(STATE + "-key", "state.key")
 
 from _common import median_s  # noqa: E402
 
@@ -261,26 +265,56 @@ def snapshots(repeat: int) -> None:
           "(8 × create + pandas + DataFrame) | |")
 
 
+def records(repeat: int) -> None:
+    """Calls made mostly of record reads and writes: `Volumes.get` (one manifest read), a small
+    `VolumeFiles` read (the manifest, then the bytes), a small write (the writer lease taken and
+    released: its generations read and written; the manifest read and published), and
+    `Sandbox.list_snapshots` of 10 snapshots (10 manifests read)."""
+    vol = Volumes.create("records", tar_gz({"a.txt": b"a" * 100}))
+    files = Volumes.files(vol.volume_id)
+    counter = iter(range(1 << 30))
+    rows = [("`Volumes.get` (1 manifest)", median_s(lambda: Volumes.get(vol.volume_id), repeat)),
+            ("`VolumeFiles.read`, 100 bytes", median_s(lambda: files.read("/a.txt"), repeat)),
+            ("`VolumeFiles.write`, 1 byte (lease, manifest)",
+             median_s(lambda: files.write(f"/w{next(counter)}.txt", b"w"), repeat))]
+    sbx = Sandbox.create()
+    try:
+        sbx.run_code("x = 1")
+        for _ in range(10):
+            sbx.create_snapshot()
+        rows.append(("`Sandbox.list_snapshots(id)` (10 manifests)",
+                     median_s(lambda: list(Sandbox.list_snapshots(sbx.sandbox_id)), repeat)))
+    finally:
+        sbx.kill()
+    print("\n### Records of the state store (signed since issue 25)\n")
+    print("| call | median |\n|---|---|")
+    for name, seconds in rows:
+        print(f"| {name} | {seconds * 1e3:.3f} ms |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--mb", type=int, default=10)
-    parser.add_argument("--only", choices=["snapshots", "volumes"])
+    parser.add_argument("--only", choices=["snapshots", "volumes", "records"])
     args = parser.parse_args()
     try:
         Sandbox.create().kill()  # load the runtime first
         guest = "warm" if os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0" else "cold"
         print(f"state store: local folder; guest path: {guest}; load average at start: "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        if args.only != "volumes":
+        if args.only in (None, "snapshots"):
             snapshots(args.repeat)
-        if args.only != "snapshots":
+        if args.only in (None, "volumes"):
             mount_ro_listing(args.files, args.repeat)
             create_from_archive(args.mb, args.repeat)
+        if args.only in (None, "records"):
+            records(args.repeat)
         print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(STATE, ignore_errors=True)
+        shutil.rmtree(STATE + "-key", ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The `declaw-wasm` command: warmup, demo, run, serve, template, mcp."""
+"""The `declaw-wasm` command: warmup, demo, run, serve, template, state, mcp."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     serve.add_argument("--vault-file", default=None, metavar="PATH",
                        help="keep the vault's secrets in this file (mode 0600); default: in memory")
     _template_parser(sub)
+    _state_parser(sub)
     sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
                                "'declaw-wasm[mcp]'; declaw-wasm mcp --help)")
     args = parser.parse_args(argv)
@@ -60,6 +61,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _warmup(args.fuel)
     if args.command == "template":
         return _template(args)
+    if args.command == "state":
+        return _state(args)
     if args.command == "demo":
         from ._assets import examples_dir
 
@@ -203,6 +206,51 @@ def _template(args: argparse.Namespace) -> int:
     except SandboxException as exc:
         print(f"declaw-wasm: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _state_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    state = sub.add_parser("state", help="the state store's signing key; re-sign a store you trust")
+    ssub = state.add_subparsers(dest="state_command", required=True)
+    resign = ssub.add_parser(
+        "resign", help="sign every record of a state store you trust with this host's state key (records "
+                       "written before records were signed, or with a key since rotated)")
+    resign.add_argument("--store", default=None, metavar="URL",
+                        help="the store: a folder or fsspec URL (default: DECLAW_WASM_STATE)")
+    resign.add_argument("--dry-run", action="store_true", help="say what would be signed, change nothing")
+    ssub.add_parser("key", help="where this host's state key comes from, and its id (never the key itself); "
+                                "makes the key file on first use")
+
+
+def _state(args: argparse.Namespace) -> int:
+    from ._state import StateError, StateStore
+    from ._state.keys import current
+    from ._state.resign import Outcome, resign
+
+    try:
+        if args.state_command == "key":
+            key = current()
+            print(f"state key {key.key_id} from {key.source}")
+            return 0
+        store = StateStore(args.store)
+        key = store.key
+        print(f"declaw-wasm: signing the records of {store.url} with the state key {key.key_id} (from "
+              f"{key.source}){' (dry run: nothing is changed)' if args.dry_run else ''}. Do this only for a "
+              "store nobody else could have written, while nothing else uses it.", file=sys.stderr)
+
+        def shown(outcome: Outcome) -> None:
+            if outcome.action != "kept":
+                note = f"  ({outcome.note})" if outcome.note else ""
+                print(f"{outcome.action:9} {outcome.kind or '-':15} {outcome.key}{note}")
+
+        report = resign(store, dry_run=args.dry_run, progress=shown)
+    except StateError as exc:
+        print(f"declaw-wasm: {exc}", file=sys.stderr)
+        return 1
+    verb = "would be" if args.dry_run else "were"
+    print(f"declaw-wasm: {report.count('signed')} unsigned records {verb} signed, {report.count('re-signed')} "
+          f"signed with another key {verb} re-signed, {report.count('kept')} already signed with this key, "
+          f"{len(report.left)} left as they are (listed above)", file=sys.stderr)
+    return 1 if report.left else 0
 
 
 def _run(code: Optional[str], file: Optional[str], timeout: float) -> int:

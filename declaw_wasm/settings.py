@@ -17,6 +17,8 @@ environment.
 | `DECLAW_WASM_WHEEL_CACHE_BYTES` | size cap of the wheel cache for `pip install` (2 GiB; LRU eviction) |
 | `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
 | `DECLAW_WASM_STATE_NAMESPACE` | this process's part of the store (`namespaces/<name>/`; `serve`'s: `serve`) |
+| `DECLAW_WASM_STATE_KEY` | the state store's signing key, 64 hex digits (default: the key file) |
+| `DECLAW_WASM_STATE_KEY_FILE` | the key file (default `state.key` in the user config folder, made 0600 on first use) |
 | `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
 | `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
 | `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
@@ -29,6 +31,7 @@ environment.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -166,6 +169,35 @@ def allowed_hosts() -> list[str]:
     """`DECLAW_WASM_ALLOWED_HOSTS`: names our HTTP listeners answer (besides loopback names)
     when they have no API key; checked where they are used (_webguard.py)."""
     return [n.strip() for n in os.environ.get("DECLAW_WASM_ALLOWED_HOSTS", "").split(",") if n.strip()]
+
+
+def state_key_hex() -> Optional[str]:
+    """`DECLAW_WASM_STATE_KEY`: the state store's signing key as 64 hex digits (None: unset;
+    _state/keys.py parses it)."""
+    return os.environ.get("DECLAW_WASM_STATE_KEY") or None
+
+
+def state_key_file() -> Path:
+    """The state key's file: `DECLAW_WASM_STATE_KEY_FILE`, else `state.key` in the user config
+    folder (`platformdirs.user_config_path`, as the cache uses the user cache folder). Looked up
+    for every record read or written, so the paths are remembered (platformdirs takes ~50 µs)."""
+    explicit = os.environ.get("DECLAW_WASM_STATE_KEY_FILE")
+    if explicit:
+        return _expanded(explicit)
+    return _default_key_file(os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _expanded(path: str) -> Path:
+    return Path(path).expanduser()
+
+
+@functools.lru_cache(maxsize=8)
+def _default_key_file(xdg_config_home: Optional[str], home: Optional[str]) -> Path:
+    """(Keyed by what the folder depends on, so a changed environment is followed.)"""
+    from platformdirs import user_config_path
+
+    return user_config_path("declaw-wasm", appauthor=False) / "state.key"
 
 
 def unsafe_leases() -> bool:

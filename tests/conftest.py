@@ -27,6 +27,10 @@ if not os.environ.get("DECLAW_WASM_STATE"):  # snapshots, pauses and volumes of 
     _STATE = tempfile.mkdtemp(prefix="declaw-wasm-test-state-")  # out of the user's state folder
     os.environ["DECLAW_WASM_STATE"] = _STATE
     atexit.register(shutil.rmtree, _STATE, True)
+if not os.environ.get("DECLAW_WASM_STATE_KEY") and not os.environ.get("DECLAW_WASM_STATE_KEY_FILE"):
+    _KEYS = tempfile.mkdtemp(prefix="declaw-wasm-test-key-")  # the state key of a test run stays out of
+    os.environ["DECLAW_WASM_STATE_KEY_FILE"] = os.path.join(_KEYS, "state.key")  # the user's config folder
+    atexit.register(shutil.rmtree, _KEYS, True)
 
 from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import Sandbox  # noqa: E402

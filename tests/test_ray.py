@@ -103,6 +103,45 @@ def test_secret_values_go_as_the_creates_argument_and_stay_on_this_machine(
     Sandbox.create(backend="ray", secrets={"TOKEN": Secret("sk-ray-value", hosts=["example.com"])}).kill()
 
 
+def test_the_state_key_reaches_hosts_as_a_call_argument_never_runtime_env_or_the_object_store(
+        backend: RaySandboxes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host actors sign and check the state store's records with the driver's key, given with
+    the calls that may use the store (as a create's secrets are): set in the driver after the
+    hosts started, it is what they sign with, and a change reaches them with the next call; it is
+    never in their `runtime_env`, their environment, Ray's object store or the store."""
+    from pathlib import Path
+
+    from declaw_wasm._ray.sandboxes import host_env
+    from declaw_wasm._state import keys
+
+    put: list[Any] = []
+    real_put = ray.put
+    monkeypatch.setattr(ray, "put", lambda value, **kw: put.append(value) or real_put(value, **kw))
+    value = os.urandom(32).hex()
+    monkeypatch.setenv("DECLAW_WASM_STATE_KEY", value)
+    assert value not in repr(host_env())  # what `runtime_env` gets
+    sbx = Sandbox.create(backend="ray", timeout=300)
+    try:
+        sbx.run_code("w = 3")
+        sbx.pause()
+        state = Path(os.environ["DECLAW_WASM_STATE"]) / "sandboxes" / sbx.sandbox_id.split(".")[0]
+        header = (state / "state.json").read_bytes().split(b"\n", 1)[0].decode().split(" ")
+        assert header[3] == keys.key_from_hex(value).key_id  # signed by the host, with the driver's key
+        monkeypatch.delenv("DECLAW_WASM_STATE_KEY")  # the driver's key is now its key file's ...
+        with pytest.raises(SandboxException, match="signed with another state key"):
+            sbx.resume()  # ... and so is the host's, with this call
+        monkeypatch.setenv("DECLAW_WASM_STATE_KEY", value)
+        sbx.resume()
+        assert sbx.run_code("w").text == "3"
+        environ = Path(f"/proc/{backend.host_of(sbx.sandbox_id)['pid']}/environ").read_bytes()  # this machine's
+        assert value.encode() not in environ and b"DECLAW_WASM_STATE_KEY=" not in environ
+        stored = b"".join(p.read_bytes() for p in state.rglob("*") if p.is_file())
+        assert bytes.fromhex(value) not in stored and value.encode() not in stored
+        assert put == []
+    finally:
+        sbx.kill()
+
+
 def test_large_files_cross_in_inline_chunks(backend: RaySandboxes) -> None:
     with Sandbox.create(backend="ray") as sbx:
         data = os.urandom((1 << 20) + 3)

@@ -143,8 +143,12 @@ def fingerprint(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> tuple[Any, 
 
 
 def latest(store: "SnapshotStore", sandbox_id: str) -> "SnapshotRecord":
-    """A sandbox's newest checkpoint (RecordNotFound if it has none)."""
-    found = [r for r in store.list(sandbox_id) if (r.manifest.get("checkpoint") or {}).get("policy")]
+    """A sandbox's newest checkpoint (RecordNotFound if it has none; with none to use but some
+    refused, damaged or not signed with the state key, the refusal)."""
+    refused: list[StateError] = []
+    found = [r for r in store.list(sandbox_id, refused) if (r.manifest.get("checkpoint") or {}).get("policy")]
+    if not found and refused:
+        raise refused[0]
     if not found:
         raise RecordNotFound(f"sandbox {sandbox_id} has no checkpoint in the state store")
     return found[0]

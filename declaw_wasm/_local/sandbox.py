@@ -29,7 +29,7 @@ from .._packages.catalog import GuestTemplate, lookup
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
-from .._state import STATE_ENV, RecordNotFound, StateError
+from .._state import STATE_ENV, RecordNotFound, StateError, UntrustedRecord
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, SnapshotException, TimeoutException)
 from ..execution import Context, Execution
@@ -894,6 +894,8 @@ def _paused_in_store(sandbox_id: str) -> Optional[LocalSandbox]:
         if state is None:
             return None
         running = state.get("state") != "paused" and store.store.leases.status(lease_name(sandbox_id))
+    except UntrustedRecord as exc:  # a record someone without the state key wrote: say so, use none of it
+        raise UntrustedRecord(f"sandbox {sandbox_id} cannot be resumed: {exc}", exc.reason) from None
     except (SandboxException, OSError):
         return None
     if running and running.held:

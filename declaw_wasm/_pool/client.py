@@ -97,6 +97,24 @@ class Link(Protocol):
         """A sandbox this host made by itself (a fork, a resume), as its owner knows it."""
 
 
+# Calls that may read or write the state store on the host (host calls, and calls on a sandbox):
+# they carry this process's state key as an argument of their own (`state_key_for`), as a
+# create's secrets do. The host signs and checks records with the last key given, and has no
+# other: never its environment (a pool's workers do not inherit the key), Ray's `runtime_env`
+# or object store (_state/keys.py).
+KEYED_HOST = frozenset({"create", "connect", "list_sandboxes", "resume", "restore", "recover", "fork",
+                        "snapshots", "drop_snapshot"})
+KEYED_SANDBOX = frozenset({"pause", "create_snapshot", "list_snapshots", "delete_snapshot", "kill"})
+
+
+def state_key_for(sandbox_id: Optional[str], method: str) -> Any:
+    """The state key to send with this call (its 32 bytes, or why this process has none), or
+    None for a call that never touches the state store."""
+    from .._state import keys
+
+    return keys.for_host() if method in (KEYED_HOST if sandbox_id is None else KEYED_SANDBOX) else None
+
+
 def raised(body: ErrorBody) -> Exception:
     return exception_from(body.model_dump())
 

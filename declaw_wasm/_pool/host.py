@@ -30,7 +30,7 @@ from .._local import checkpoints
 from .._local.checkpoints import Checkpoints
 from .._local.files import FileChunks
 from .._local.snapshots import owner
-from .._state import RecordNotFound
+from .._state import RecordNotFound, keys
 from .._local.sandbox import LocalSandbox, LocalSandboxes
 from ..exceptions import NotFoundException, RateLimitException, SandboxException
 from ..wire import EndLine, ErrorBody, error_body
@@ -168,6 +168,7 @@ class Host:
 
     def __init__(self, label: str = "", tools: Optional[Callable[[str, dict[str, str]], Any]] = None) -> None:
         self.label = label or f"pid {os.getpid()}"
+        keys.host_process(self.label)  # the state key comes with the client's calls, from nowhere else
         self._tools = tools
         self.sandboxes = LocalSandboxes()
         self.sandboxes.hosted = True
@@ -177,8 +178,13 @@ class Host:
         self._sessions: "OrderedDict[str, Any]" = OrderedDict()
 
     # -- plain calls -------------------------------------------------------------------------------
-    def call(self, sandbox_id: Optional[str], method: str, args: list[Any]) -> Reply:
+    def call(self, sandbox_id: Optional[str], method: str, args: list[Any], state_key: Any = None) -> Reply:
+        """One call. `state_key`: the client's state key (or why it has none), sent with the calls
+        that may use the state store (client.py `KEYED`): this process signs and checks the
+        store's records with the last one given (_state/keys.py)."""
         try:
+            if state_key is not None:
+                keys.give(state_key)
             if sandbox_id is None:
                 if method not in HOST_CALLS:
                     raise SandboxException(f"unknown host call {method!r}")

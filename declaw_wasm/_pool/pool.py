@@ -45,7 +45,8 @@ from .._args import checkpoint_policy
 from ..exceptions import SandboxException, SandboxNotFoundException
 from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ResumeSandbox
-from .client import HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only
+from .client import (HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only,
+                     state_key_for)
 from .codec import pack, unpack
 
 MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
@@ -101,7 +102,7 @@ class Worker:
 
     # -- the Link -----------------------------------------------------------------------------------
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any:
-        kind, payload = self._request("call", sandbox_id, method, args).get()
+        kind, payload = self._request("call", sandbox_id, method, args, state_key_for(sandbox_id, method)).get()
         if kind == "ok":
             return payload
         if kind == "error":
@@ -128,8 +129,8 @@ class Worker:
                     raise HostLost(payload)
         return items()
 
-    def _request(self, kind: str, sandbox_id: Optional[str], method: str,
-                 args: tuple[Any, ...]) -> "queue.SimpleQueue[tuple[str, Any]]":
+    def _request(self, kind: str, sandbox_id: Optional[str], method: str, args: tuple[Any, ...],
+                 state_key: Any = None) -> "queue.SimpleQueue[tuple[str, Any]]":
         inbox: "queue.SimpleQueue[tuple[str, Any]]" = queue.SimpleQueue()
         with self._lock:
             if self.dead is not None:
@@ -137,7 +138,7 @@ class Worker:
             rid = next(self._ids)
             self._inboxes[rid] = inbox
         try:
-            data = pack([rid, kind, sandbox_id, method, list(args)])
+            data = pack([rid, kind, sandbox_id, method, list(args), state_key])
         except BaseException:
             with self._lock:
                 self._inboxes.pop(rid, None)
@@ -299,9 +300,12 @@ def _has_fileno(stream: Any) -> bool:
 
 def _worker_env() -> dict[str, str]:
     """The agent's environment (the cache and settings; guests never see it), with this copy
-    of declaw_wasm first on the path."""
+    of declaw_wasm first on the path, and without the state key's settings: a worker takes the
+    key only from the calls that need it (client.py `KEYED`)."""
+    from .._state.keys import KEY_ENV, KEY_FILE_ENV
+
     here = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEY_FILE_ENV)}
     env["PYTHONPATH"] = os.pathsep.join([here] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 

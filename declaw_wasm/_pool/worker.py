@@ -9,7 +9,10 @@ was killed) it kills its sandboxes (deleting their folders) and exits. It runs i
 its own, so a Ctrl-C meant for the agent does not reach it; the agent's pool stops it.
 
 Framing is `multiprocessing.connection.Connection` (length-prefixed messages on the socket,
-`recv_bytes` with a size cap); the messages are msgpack (codec.py).
+`recv_bytes` with a size cap); the messages are msgpack (codec.py): a request is `[id, kind,
+sandbox id, method, args, state key]`, the last set on the calls that may use the state store
+(client.py `KEYED`): the worker's only source of the state key, which is never in its
+environment (pool.py `_worker_env`).
 
 Host tools (`tools=`) live in the pool's process: a guest's call becomes a `tool` message to
 the pool (`[call id, token, name, msgpack arguments]`), answered by a `tool_reply` (`[call id,
@@ -161,9 +164,9 @@ class Worker:
         return 0
 
     def _handle(self, message: Any) -> None:
-        rid, kind, sandbox_id, method, args = message
+        rid, kind, sandbox_id, method, args, state_key = message
         if kind == "call":
-            self.send([rid, *self.host.call(sandbox_id, method, args)])
+            self.send([rid, *self.host.call(sandbox_id, method, args, state_key)])
             return
         for item in self.host.stream(sandbox_id, method, args):
             self.send([rid, "item", list(item)])

@@ -5,7 +5,8 @@ process, and guests run on threads of their own that release the GIL, as in-proc
 are Ray streaming generators; every value crosses Ray as an argument or a return (no side
 channel of ours). A sandbox's secrets (its `envs` and a command's or cell's, and a create's
 secret values) arrive as arguments of their own, kept under Ray's inline size, so Ray never stores them in its object
-store (client side: sandboxes.py).
+store (client side: sandboxes.py). So does the state store's signing key, on the calls that may use
+the store (_pool/client.py `KEYED`): never in the actor's `runtime_env`.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ class SandboxHost:
         return int(self.host.call(None, "load", [])[1])
 
     def call(self, sandbox_id: Optional[str], method: str, args: list[Any],
-             envs: Optional[dict[str, str]] = None, secrets: Any = None) -> Reply:
-        """One call; a create's `secrets` (values: see sandboxes.py) arrive as their own argument."""
+             envs: Optional[dict[str, str]] = None, secrets: Any = None, state_key: Any = None) -> Reply:
+        """One call; a create's `secrets` (values: see sandboxes.py) arrive as their own argument,
+        and so does the state key of a call that may use the state store (`Host.call`)."""
         extra = [] if secrets is None else [secrets]
-        return self.host.call(sandbox_id, method, with_envs(args, envs) + extra)
+        return self.host.call(sandbox_id, method, with_envs(args, envs) + extra, state_key)
 
     def run(self, sandbox_id: str, args: list[Any], envs: Optional[dict[str, str]],
             wait: float) -> tuple[list[Reply], Optional[str]]:

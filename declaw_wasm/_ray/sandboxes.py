@@ -12,14 +12,14 @@ find room) but replaced by a fresh one, which Ray places wherever there is room.
 A sandbox's id names its host actor (`sbx_<128 bits>.declaw-host-<name>`), so any driver of the
 cluster can reach it by id with `backend="ray"`, while the driver that made the hosts lives.
 
-Secrets: a sandbox's `envs` (and a command's or cell's), and a create's secret values and
-resolved vault refs, travel as arguments of their own, refused above 64 KiB, under Ray's
-100 KiB limit for arguments inlined in the call: Ray never puts them in its object store, and
-nothing of ours calls `ray.put`. Secret values cross to another machine only when Ray's
-connections are TLS (`RAY_USE_TLS`); otherwise such a sandbox goes to a host on this machine.
-Files move in 64 KiB chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
-shared cluster token and does not encrypt: a cluster belongs on a trusted network
-(docs/scale.md).
+Secrets: a sandbox's `envs` (and a command's or cell's), a create's secret values and
+resolved vault refs, and the state store's signing key, travel as arguments of their own,
+refused above 64 KiB, under Ray's 100 KiB limit for arguments inlined in the call: Ray never
+puts them in its object store, and nothing of ours calls `ray.put`. Secret values cross to
+another machine only when Ray's connections are TLS (`RAY_USE_TLS`); otherwise such a sandbox
+goes to a host on this machine. Files move in 64 KiB chunks and output in 64 KiB messages for
+the same reason. Ray authenticates at most with one shared cluster token and does not encrypt:
+a cluster belongs on a trusted network (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from typing import Any, Iterator, List, Optional, Union
 
 from .._args import checkpoint_policy
 from .._backend import tools_unreachable
-from .._pool.client import HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only
+from .._pool.client import (HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only,
+                            state_key_for)
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException)
 from ..models import SandboxInfo, Snapshot
@@ -107,7 +108,8 @@ class RayLink:
         plain, envs = _split_envs(args)
         extra = () if secrets is None else (secrets,)
         try:
-            kind, payload = ray.get(self.handle.call.remote(sandbox_id, method, plain, envs, *extra))
+            kind, payload = ray.get(self.handle.call.remote(sandbox_id, method, plain, envs, *extra,
+                                                            state_key=state_key_for(sandbox_id, method)))
         except RayActorError as exc:
             raise self._lost(exc) from None
         except RayError as exc:
@@ -228,7 +230,9 @@ def host_env() -> dict[str, str]:
     """The environment a host actor gets from this driver: Ray's switch for guest traps, and the
     driver's state store (`DECLAW_WASM_STATE`, and its namespace), so that every host shares the
     one store snapshots, pauses and node-loss checkpoints live in (it must name a place every node
-    reaches: `s3://...`, a shared folder); unset, each node uses its own default."""
+    reaches: `s3://...`, a shared folder); unset, each node uses its own default. Never the
+    state key: `runtime_env` is kept in Ray's GCS and shown by its dashboard; the key goes with
+    the calls that need it (`state_key_for`)."""
     import os
 
     from .._state import STATE_ENV
@@ -470,7 +474,8 @@ class RaySandboxes:
                 links.append(self._link(name))
             except SandboxException:
                 continue
-        refs = {link.handle.call.remote(None, "list_sandboxes", [], None): link for link in links}
+        state_key = state_key_for(None, "list_sandboxes")
+        refs = {link.handle.call.remote(None, "list_sandboxes", [], None, state_key=state_key): link for link in links}
         ready, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=LIST_WAIT)
         _cancel(waiting)  # a host still starting has no sandboxes yet
         infos: List[SandboxInfo] = []

@@ -1,7 +1,10 @@
-"""The state store (private): blobs, records, leases over fsspec. See store.py and lease.py,
-and docs/state-store.md for which stores are lease-safe."""
+"""The state store (private): blobs, signed records, leases over fsspec. See store.py, lease.py,
+records.py and keys.py (the signing key), and docs/state-store.md for which stores are lease-safe
+and who may do what."""
 
+from .errors import StateKeyError, UntrustedRecord
 from .ids import check_id, check_key, new_id
+from .keys import StateKey
 from .lease import LeaseHeld, LeaseInfo, LeaseLost, Leases, LeaseStatus
 from .store import (
                     STATE_ENV,
@@ -21,7 +24,8 @@ from .store import (
 
 __all__ = [
     "STATE_ENV", "BlobRef", "BlobWriter", "IntegrityError", "LeaseHeld", "LeaseInfo", "LeaseLost",
-    "LeaseStatus", "Leases", "RecordNotFound", "StateError", "StateStore", "UnsafeStoreError",
+    "LeaseStatus", "Leases", "RecordNotFound", "StateError", "StateKey", "StateKeyError", "StateStore",
+    "UnsafeStoreError", "UntrustedRecord",
     "VerifiedReader", "check_id", "check_key", "default_state_url", "default_store", "iter_chunks",
     "new_id", "sha256_hex",
 ]

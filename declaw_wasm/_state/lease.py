@@ -14,6 +14,9 @@ renew only before its lease expires; others may break it only `grace` seconds af
 1 s, `DECLAW_WASM_LEASE_GRACE`), which absorbs clock skew and the latency of the renewing write.
 This is the usual lease contract: a holder that pauses past its TTL has lost the lease and is
 told so on its next renew.
+
+Each generation is a signed record (records.py): a generation that fails its check is refused,
+never read as released or as anyone's (see `_read`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from .store import StateStore
 
 GRACE_ENV = "DECLAW_WASM_LEASE_GRACE"
+RECORD = "lease"  # a generation's record kind (records.py)
 MAX_TTL = 7 * 24 * 3600.0
 KEEP_GENERATIONS = 8
 _ATTEMPTS = 16
@@ -108,15 +112,17 @@ class Leases:
         return sorted(gens)
 
     def _read(self, name: str, gen: int) -> Optional[dict[str, Any]]:
-        """A generation's record; None if it vanished; a damaged one reads as released."""
+        """A generation's record; None if it vanished. One that fails its signature check (changed,
+        forged or moved by someone without the state key, or written before records were signed)
+        is refused: `UntrustedRecord`, and the lease can be neither taken nor renewed until the
+        record is put right (deleted, or the store re-signed), since treating it as released
+        would let whoever wrote it take the lease from its holder."""
         try:
-            body = self.store.get_json(self._key(name, gen))
+            body = self.store.get_json(self._key(name, gen), kind=RECORD)
         except RecordNotFound:
             return None
-        except IntegrityError:
-            return {"token": "", "owner": "", "expires_at": 0.0, "released": True}
         if not isinstance(body, dict) or not isinstance(body.get("expires_at"), (int, float)):
-            return {"token": "", "owner": "", "expires_at": 0.0, "released": True}
+            raise IntegrityError(f"lease {name}: generation {gen} is malformed")
         return body
 
     def _top(self, name: str) -> tuple[int, Optional[dict[str, Any]]]:
@@ -150,7 +156,7 @@ class Leases:
             body = {"token": token, "owner": owner, "expires_at": now + ttl, "released": False,
                     "host": socket.gethostname(), "pid": os.getpid()}
             try:
-                self.store.create_json(self._key(name, mine), body)
+                self.store.create_json(self._key(name, mine), body, kind=RECORD)
             except FileExistsError:
                 continue  # another process took generation `mine` first
             if any(g > mine for g in self._generations(name)):
@@ -224,7 +230,7 @@ class Leases:
         return top, record
 
     def _write(self, name: str, gen: int, body: dict[str, Any]) -> None:
-        self.store.put_json(self._key(name, gen), body)
+        self.store.put_json(self._key(name, gen), body, kind=RECORD)
 
     def _prune(self, name: str, mine: int) -> None:
         for gen in self._generations(name):

@@ -10,7 +10,11 @@ stores, finds, verifies and deletes records, and keeps the paused-sandbox state 
 
 Records are published parts first, manifest last (store.py), so a half-written snapshot is never
 listed; every part is checked against its SHA-256 when read, so a truncated or altered part is an
-`IntegrityError`. Ids are validated before they name a key.
+`IntegrityError`. Every document here (manifest, state document, index entry, lease generation)
+is a record signed with the state key (records.py), bound to its kind and its key: one changed,
+forged or moved by someone without the key (a paused sandbox's create request with a wider
+network policy, a manifest copied to another id) is an `UntrustedRecord`, and nothing of it is
+used. Ids are validated before they name a key.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from .store import BlobRef, BlobWriter, StateStore
 log = logging.getLogger("declaw_wasm.state")
 
 KIND = "sandboxes"
+# record kinds (records.py): what each signed document is, bound into its signature
+SNAPSHOT, STATE, INDEX_ENTRY = "snapshot", "sandbox-state", "snapshot-index"
 INDEX = "snapshot-index"
 FORMAT = 1  # the snapshot manifest's format (the store's own envelope has its own)
 SOURCES = ("pause", "periodic", "manual")
@@ -87,8 +93,9 @@ class SnapshotStore:
                 parts: dict[str, BlobRef]) -> SnapshotRecord:
         """Make the snapshot visible (its parts are stored already): manifest, then index."""
         body = {**manifest, "format": FORMAT, "sandbox_id": sandbox_id, "snapshot_id": snapshot_id}
-        published = self.store.publish(snapshot_prefix(sandbox_id, snapshot_id), body, parts)
-        self.store.put_json(f"{INDEX}/{check_id(snapshot_id, 'snapshot id')}.json", {"sandbox_id": sandbox_id})
+        published = self.store.publish(snapshot_prefix(sandbox_id, snapshot_id), body, parts, kind=SNAPSHOT)
+        self.store.put_json(f"{INDEX}/{check_id(snapshot_id, 'snapshot id')}.json", {"sandbox_id": sandbox_id},
+                            kind=INDEX_ENTRY)
         return SnapshotRecord(sandbox_id, snapshot_id, published)
 
     def discard(self, sandbox_id: str, snapshot_id: str) -> None:
@@ -99,7 +106,7 @@ class SnapshotStore:
     def read(self, sandbox_id: str, snapshot_id: str) -> SnapshotRecord:
         """The snapshot's record (`RecordNotFound` if there is none, `IntegrityError` if damaged)."""
         prefix = snapshot_prefix(sandbox_id, snapshot_id)
-        manifest = self.store.read_record(prefix)
+        manifest = self.store.read_record(prefix, kind=SNAPSHOT)
         fmt = manifest.get("format")
         if fmt != FORMAT:
             raise StateError(f"snapshot {snapshot_id}: format {fmt!r}; this declaw-wasm reads format {FORMAT}")
@@ -119,7 +126,7 @@ class SnapshotStore:
 
     def owner(self, snapshot_id: str) -> str:
         """The sandbox a snapshot belongs to (`RecordNotFound` if none)."""
-        found = self.store.get_json(f"{INDEX}/{check_id(snapshot_id, 'snapshot id')}.json")
+        found = self.store.get_json(f"{INDEX}/{check_id(snapshot_id, 'snapshot id')}.json", kind=INDEX_ENTRY)
         if not isinstance(found, dict):
             raise IntegrityError(f"snapshot index entry {snapshot_id}: malformed")
         return check_id(found.get("sandbox_id"), "sandbox id")
@@ -127,21 +134,31 @@ class SnapshotStore:
     def find(self, snapshot_id: str, sandbox_id: Optional[str] = None) -> SnapshotRecord:
         return self.read(sandbox_id or self.owner(snapshot_id), snapshot_id)
 
-    def list(self, sandbox_id: Optional[str] = None) -> list[SnapshotRecord]:
-        """Snapshots of one sandbox, or of all, newest first (damaged ones are left out, logged)."""
+    def list(self, sandbox_id: Optional[str] = None,
+             refused: Optional[List[StateError]] = None) -> list[SnapshotRecord]:
+        """Snapshots of one sandbox, or of all, newest first (damaged or untrusted ones are left
+        out, logged, and added to `refused` if given)."""
         sandbox_ids = [sandbox_id] if sandbox_id is not None else self._sandbox_ids()
         found = []
         for sid in sandbox_ids:
             for snapshot_id in self.store.list_records(f"{sandbox_prefix(sid)}/snapshots"):
                 try:
                     found.append(self.read(sid, snapshot_id))
-                except (RecordNotFound, StateError) as exc:
+                except RecordNotFound:
+                    continue  # deleted meanwhile
+                except StateError as exc:
                     log.warning("snapshot %s of %s left out: %s", snapshot_id, sid, exc)
+                    if refused is not None:
+                        refused.append(exc)
         return sorted(found, key=lambda r: r.created_at, reverse=True)
 
     def latest(self, sandbox_id: str) -> SnapshotRecord:
-        """declaw's default for `restore`: the newest snapshot, preferring pause > periodic > manual."""
-        records = self.list(sandbox_id)
+        """declaw's default for `restore`: the newest snapshot, preferring pause > periodic > manual.
+        With none to use but some refused (damaged, not signed with the state key), the refusal."""
+        refused: List[StateError] = []
+        records = self.list(sandbox_id, refused)
+        if not records and refused:
+            raise refused[0]
         if not records:
             raise RecordNotFound(f"sandbox {sandbox_id} has no snapshots")
         best = min(PREFERENCE.get(r.source, 3) for r in records)
@@ -169,11 +186,11 @@ class SnapshotStore:
         return f"{sandbox_prefix(sandbox_id)}/state.json"
 
     def put_state(self, sandbox_id: str, state: dict[str, Any]) -> None:
-        self.store.put_json(self.state_key(sandbox_id), state)
+        self.store.put_json(self.state_key(sandbox_id), state, kind=STATE)
 
     def get_state(self, sandbox_id: str) -> Optional[dict[str, Any]]:
         try:
-            found = self.store.get_json(self.state_key(sandbox_id))
+            found = self.store.get_json(self.state_key(sandbox_id), kind=STATE)
         except RecordNotFound:
             return None
         if not isinstance(found, dict):

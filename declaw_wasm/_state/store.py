@@ -11,8 +11,11 @@ What the store offers, and how each primitive stays correct on a store without r
 
 * blobs, content-addressed by SHA-256 within a namespace (`<ns>/blobs/ab/abcd...`): written
   once, verified on every read, so a truncated or tampered blob is an `IntegrityError`;
-* JSON documents wrapped with the SHA-256 of their body (truncation and damage are detected;
-  a store anyone can write to can of course forge both: the store is trusted like a disk);
+* JSON documents (manifests, state documents, lease generations), each a record of a kind,
+  signed with the state key, which lives outside the store (records.py, keys.py): one changed,
+  forged, or moved to another name or kind by whoever can write the store without the key is
+  refused (`UntrustedRecord`) and nothing of it is used. Blobs need no key: a record names
+  each of its blobs by SHA-256;
 * records: a folder of blobs published by writing its `manifest.json` last, in one atomic put
   (rename on a local folder, a single PUT on an object store), so readers see all or nothing;
 * exclusive create, the base of leases (lease.py): `link(2)` of a finished temp file on a local
@@ -26,7 +29,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import inspect
-import json
 import os
 import secrets
 import shutil
@@ -47,9 +49,11 @@ from typing import (
 )
 
 from ..exceptions import SandboxException
-from ..settings import state_url, unsafe_leases
+from ..settings import NAMESPACES, state_url, unsafe_leases
+from . import keys, records
 from .errors import IntegrityError, RecordNotFound, StateError, UnsafeStoreError
 from .ids import check_id, check_key
+from .keys import StateKey
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -58,7 +62,6 @@ if TYPE_CHECKING:
 
 STATE_ENV = "DECLAW_WASM_STATE"
 UNSAFE_LEASES_ENV = "DECLAW_WASM_STATE_UNSAFE_LEASES"
-FORMAT = 1
 MAX_JSON = 64 << 20  # a volume tree of 100 000 entries is ~15 MB
 CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")
@@ -96,28 +99,6 @@ class BlobRef:
 
 def default_state_url() -> str:
     return state_url()
-
-
-def _envelope(body: Any) -> bytes:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-    return json.dumps({"format": FORMAT, "sha256": digest, "body": body}, sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def _unwrap(raw: bytes, where: str) -> Any:
-    try:
-        doc = json.loads(raw)
-        body, digest = doc["body"], doc["sha256"]
-        fmt = doc["format"]
-    except (ValueError, KeyError, TypeError):
-        raise IntegrityError(f"{where}: not a state document (truncated or damaged)") from None
-    if fmt != FORMAT:
-        raise StateError(f"{where}: format {fmt!r}, this declaw-wasm reads format {FORMAT}")
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != digest:
-        raise IntegrityError(f"{where}: checksum mismatch (damaged or tampered with)")
-    return body
 
 
 class VerifiedReader:
@@ -232,8 +213,12 @@ class BlobWriter:
 class StateStore:
     """One state store (a root folder or URL prefix), over fsspec."""
 
-    def __init__(self, url: Union[str, "os.PathLike[str]", None] = None, **storage_options: Any) -> None:
+    def __init__(self, url: Union[str, "os.PathLike[str]", None] = None, *,
+                 signing_key: Optional[StateKey] = None, **storage_options: Any) -> None:
+        """`signing_key`: the key this store's records are signed and checked with (default:
+        this process's state key, keys.py, looked up at each use)."""
         self.url = str(url) if url is not None else default_state_url()
+        self.signing_key = signing_key
         self._fs: Optional["AbstractFileSystem"] = None
         if "://" not in self.url and not storage_options:
             # a plain folder: everything local goes through os, so fsspec is not even imported
@@ -248,6 +233,9 @@ class StateStore:
             self.local = isinstance(fs, LocalFileSystem)
             self.protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.root: str = root.rstrip("/") or "/"
+        parts = self.root.rstrip("/").split("/")
+        # a namespace of a store (settings.state_url): its records are signed as its own
+        self.scope = f"{NAMESPACES}/{parts[-1]}/" if len(parts) >= 2 and parts[-2] == NAMESPACES else ""
         if self.local:
             self.root = str(Path(self.root).expanduser().resolve())
             self._refuse_cache()
@@ -418,6 +406,25 @@ class StateStore:
             return []
         return sorted(n for n in names if n and not n.startswith("."))
 
+    def walk(self) -> Iterator[str]:
+        """The key of every object in the store but blobs and temp files (unordered): what
+        `declaw-wasm state resign` looks at. Names that are not valid keys are left out."""
+        if self.local:
+            for folder, dirs, files in os.walk(self.root):  # never follows a symlinked folder
+                dirs[:] = [d for d in dirs if d != "blobs" and not d.startswith(".")]
+                rel = os.path.relpath(folder, self.root).replace(os.sep, "/")
+                for name in files:
+                    if not name.startswith("."):
+                        yield from _valid_key(name if rel == "." else f"{rel}/{name}")
+            return
+        self.fs.invalidate_cache(self.root)
+        base = self.root.rstrip("/") + "/"
+        for path in self.fs.find(self.root):
+            rel = str(path)[len(base):] if str(path).startswith(base) else ""
+            parts = rel.split("/")
+            if rel and "blobs" not in parts[:-1] and not parts[-1].startswith("."):
+                yield from _valid_key(rel)
+
     def delete(self, key: str) -> bool:
         """Delete one object; False if it was not there."""
         path = self.path(key)
@@ -519,31 +526,47 @@ class StateStore:
     def delete_blob(self, ns: str, sha: str) -> None:
         self.delete(self.blob_key(ns, sha))
 
-    # -- JSON documents ------------------------------------------------------------------------------
-    def put_json(self, key: str, body: Any) -> None:
-        self.write_bytes(key, _envelope(body))
+    # -- JSON documents: signed records ------------------------------------------------------------
+    @property
+    def key(self) -> StateKey:
+        """The key this store's records are signed and checked with."""
+        return self.signing_key if self.signing_key is not None else keys.current()
 
-    def create_json(self, key: str, body: Any) -> None:
-        self.create_bytes(key, _envelope(body))
+    def put_json(self, key: str, body: Any, *, kind: str) -> None:
+        """Store `body` at `key` as a signed record of `kind` (replacing what is there)."""
+        self.write_bytes(key, records.seal(self.key, kind, self.signed_name(key), body))
 
-    def get_json(self, key: str) -> Any:
-        return _unwrap(self.read_bytes(key, limit=MAX_JSON), key)
+    def create_json(self, key: str, body: Any, *, kind: str) -> None:
+        """Like put_json, only if nothing is at `key` (`FileExistsError` otherwise)."""
+        self.create_bytes(key, records.seal(self.key, kind, self.signed_name(key), body))
+
+    def get_json(self, key: str, *, kind: str) -> Any:
+        """The body of the `kind` record at `key`: `RecordNotFound` if none, `UntrustedRecord` if
+        it fails its signature check (nothing of it is used)."""
+        raw = self.read_bytes(key, limit=MAX_JSON)
+        return records.unseal(raw, kind, self.signed_name(key), self.key)
+
+    def signed_name(self, key: str) -> str:
+        """The name a record at `key` is signed under: its key, inside its namespace when this store
+        is one (`<store>/namespaces/<name>`, settings.state_url), so that a record cannot be moved
+        from one namespace to another any more than to another name."""
+        return self.scope + check_key(key)
 
     # -- records ---------------------------------------------------------------------------------------
     def publish(self, prefix: str, body: Mapping[str, Any],
-                parts: Optional[Mapping[str, Union[BlobData, BlobRef]]] = None) -> dict[str, Any]:
-        """Store a record's parts (blobs) first, then its manifest: all or nothing to readers.
-        A part given as a BlobRef must already be a blob in `prefix`."""
+                parts: Optional[Mapping[str, Union[BlobData, BlobRef]]] = None, *, kind: str) -> dict[str, Any]:
+        """Store a record's parts (blobs) first, then its manifest (a signed record of `kind`): all
+        or nothing to readers. A part given as a BlobRef must already be a blob in `prefix`."""
         refs: dict[str, Any] = {}
         for name, data in (parts or {}).items():
             check_id(name, "part name")
             refs[name] = (data if isinstance(data, BlobRef) else self.put_blob(prefix, data)).to_json()
         manifest = {**body, "parts": refs}
-        self.put_json(f"{prefix}/manifest.json", manifest)
+        self.put_json(f"{prefix}/manifest.json", manifest, kind=kind)
         return manifest
 
-    def read_record(self, prefix: str) -> dict[str, Any]:
-        body = self.get_json(f"{prefix}/manifest.json")
+    def read_record(self, prefix: str, *, kind: str) -> dict[str, Any]:
+        body = self.get_json(f"{prefix}/manifest.json", kind=kind)
         if not isinstance(body, dict) or not isinstance(body.get("parts", {}), dict):
             raise IntegrityError(f"{prefix}/manifest.json: not a record manifest")
         return body
@@ -582,6 +605,13 @@ class StateStore:
 
             self._leases = Leases(self)
         return self._leases
+
+
+def _valid_key(key: str) -> Iterator[str]:
+    try:
+        yield check_key(key)
+    except SandboxException:
+        return
 
 
 _stores: dict[str, StateStore] = {}

@@ -9,6 +9,10 @@ Layout under the store (see _state/store.py for the primitives):
     volumes/<volume_id>/writer/g*.json     the writers' lease: one change at a time, any process
     volumes/<volume_id>/locks/<h>/g*.json  VolumeLocks leases (h: SHA-256 of the locked path)
 
+The manifest is a signed record (_state/records.py: kind "volume", bound to its key): one changed
+or moved by someone without the state key is refused wherever it is read (get, files, attach),
+and nothing of it is used; the tree and contents are blobs it names by SHA-256.
+
 Every change is read-modify-write of the manifest under the writer lease: load, check (version,
 quota), publish the new tree and manifest, then delete the blobs nothing references any more.
 Content is uploaded before taking the lease, and checked to still be there once it is held (a
@@ -21,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -40,6 +45,7 @@ from .._state import (
     LeaseLost,
     RecordNotFound,
     StateStore,
+    UntrustedRecord,
     check_id,
     iter_chunks,
     new_id,
@@ -55,7 +61,10 @@ from .archive import Source, read_folder, read_tar, write_tar_gz
 from .tree import Entry, Tree, check_volume_path, shown
 from .models import FileEntry, Volume, VolumeLimits
 
+log = logging.getLogger("declaw_wasm.volumes")
+
 KIND = "volumes"
+RECORD = "volume"  # the manifest's record kind (_state/records.py)
 WRITER_TTL = 60.0
 WRITER_WAIT = 60.0
 DEFAULT_LOCK_TTL = 30
@@ -170,7 +179,7 @@ class VolumeStore:
     def load(self, volume_id: str) -> VolumeState:
         prefix = prefix_of(volume_id)
         try:
-            meta = self.store.read_record(prefix)
+            meta = self.store.read_record(prefix, kind=RECORD)
         except RecordNotFound:
             raise NotFoundException(f"volume {volume_id} not found") from None
         for key in ("name", "created_at", "quota_bytes", "quota_files", "revision"):
@@ -200,7 +209,7 @@ class VolumeStore:
         raw = json.dumps(state.tree.to_json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         ref = self.store.put_blob(prefix, raw)
         body = {k: v for k, v in state.meta.items() if k != "parts"}
-        self.store.publish(prefix, body, {"tree": ref})
+        self.store.publish(prefix, body, {"tree": ref}, kind=RECORD)
         self._remember(ref.sha256, state.tree)
         state.tree_sha = ref.sha256
         return ref.sha256
@@ -287,8 +296,10 @@ class VolumeStore:
         out = []
         for volume_id in self.store.list_records(KIND):
             try:
-                meta = self.store.read_record(prefix_of(volume_id))
+                meta = self.store.read_record(prefix_of(volume_id), kind=RECORD)
                 out.append(volume_of(volume_id, meta, int(meta.get("size_bytes", 0))))
+            except UntrustedRecord as exc:  # not signed with the state key: never listed, said once
+                log.warning("volume %s left out: %s", volume_id, exc)
             except (NotFoundException, IntegrityError, KeyError, TypeError, ValueError):
                 continue  # deleted meanwhile, or damaged: get() names the problem
         return sorted(out, key=lambda v: (v.created_at, v.volume_id))
