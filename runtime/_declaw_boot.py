@@ -194,7 +194,8 @@ def _hide(hidden: frozenset[str]) -> None:
     imported, and make the runtime's zip not find them: `import numpy` fails as on a bare Python
     (from the import system itself, so no frame of ours in the traceback). The same names
     installed elsewhere (pip) still import."""
-    sys._declaw_hiding = True  # type: ignore[attr-defined]  # pip (declaw_shell/pip.py) leaves them out of its lists too
+    # a marker on sys: pip (declaw_shell/pip.py) leaves them out of its lists too
+    sys._declaw_hiding = True  # type: ignore[attr-defined]
 
     # Only the top-level modules leave sys.modules, and they are kept alive: touching every
     # submodule the snapshot loaded (~1000) costs ~28 ms per start in copy-on-write faults, and
