@@ -15,8 +15,17 @@ this puts back what a user of `python3` expects: the working directory, `sys.arg
 the user's code, and an asyncio whose default loop works without `socketpair`.
 """
 
+from __future__ import annotations
+
 import os
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    import importlib.machinery
+    from collections.abc import Callable, Iterable
+    from types import ModuleType
+    from typing import IO, Any, NoReturn
 
 GUEST_SITE = "/usr/local/lib/declaw-site"  # declaw_shell and what it uses, byte-compiled
 for _folder in (os.path.dirname(os.path.abspath(__file__)), GUEST_SITE):
@@ -24,7 +33,7 @@ for _folder in (os.path.dirname(os.path.abspath(__file__)), GUEST_SITE):
         sys.path.insert(0, _folder)
 
 
-def _install_default_modes():
+def _install_default_modes() -> None:
     """WASI has no permission bits: `os.stat` reports the file type alone (mode 0o000). Report
     what a fresh Linux file would have (0o644, directories 0o755, links 0o777), so `ls -l`,
     `stat` and user code see an ordinary system."""
@@ -34,11 +43,11 @@ def _install_default_modes():
              "st_blksize", "st_blocks", "st_rdev")
     perms = {st.S_IFDIR: 0o755, st.S_IFLNK: 0o777}
 
-    def with_modes(fn):
+    def with_modes(fn: Callable[..., os.stat_result]) -> Callable[..., os.stat_result]:
         if getattr(fn, "_declaw_modes", False):
             return fn
 
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> os.stat_result:
             result = fn(*args, **kwargs)
             if result.st_mode & 0o7777:
                 return result
@@ -49,13 +58,13 @@ def _install_default_modes():
                 fields["st_blocks"] = _blocks(result.st_mode, result.st_size)
             return os.stat_result(values, fields)
 
-        wrapper._declaw_modes = True
-        wrapper.__wrapped__ = fn
+        wrapper._declaw_modes = True  # type: ignore[attr-defined]  # marks the replacement as ours
+        wrapper.__wrapped__ = fn  # type: ignore[attr-defined]  # as functools.wraps sets it
         wrapper.__name__ = fn.__name__
         wrapper.__doc__ = fn.__doc__
         return wrapper
 
-    def _blocks(mode, size):
+    def _blocks(mode: int, size: int) -> int:
         """WASI reports no blocks (0): what ext4 would allocate, in 512-byte units (a folder 4 KiB,
         a file its size rounded up to 4 KiB), so `du`, `ls -s` and `stat` are not all zero."""
         if st.S_ISDIR(mode):
@@ -72,7 +81,7 @@ def _install_default_modes():
 _install_default_modes()
 
 
-def _install_unlink_slash():
+def _install_unlink_slash() -> None:
     """Linux never unlinks a name written with a trailing slash: EISDIR for a folder, ENOTDIR
     for anything else (a link to a folder included: it is not followed), ENOENT for nothing.
     WASI follows a link there (EISDIR); rmdir's slash is fixed on the host side
@@ -80,20 +89,21 @@ def _install_unlink_slash():
     import errno
     import stat as st
 
-    def slashed(path):
+    def slashed(path: int | str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str | bytes | None:
         if isinstance(path, int):
             return None
         raw = os.fspath(path)
-        slash = "/" if isinstance(raw, str) else b"/"
-        return raw if raw.endswith(slash) and raw.strip(slash) else None
+        if isinstance(raw, str):
+            return raw if raw.endswith("/") and raw.strip("/") else None
+        return raw if raw.endswith(b"/") and raw.strip(b"/") else None
 
-    def with_slash_rule(fn):
-        def unlink(path, *, dir_fd=None):
+    def with_slash_rule(fn: Callable[..., None]) -> Callable[..., None]:
+        def unlink(path: Any, *, dir_fd: int | None = None) -> None:
             raw = slashed(path) if dir_fd is None else None
             if raw is None:
                 return fn(path, dir_fd=dir_fd)
             try:
-                mode = os.lstat(raw.rstrip("/" if isinstance(raw, str) else b"/")).st_mode
+                mode = os.lstat(raw.rstrip("/") if isinstance(raw, str) else raw.rstrip(b"/")).st_mode
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, path) from None
             code = errno.EISDIR if st.S_ISDIR(mode) else errno.ENOTDIR
@@ -101,7 +111,7 @@ def _install_unlink_slash():
 
         unlink.__name__ = fn.__name__
         unlink.__doc__ = fn.__doc__
-        unlink.__wrapped__ = fn
+        unlink.__wrapped__ = fn  # type: ignore[attr-defined]  # as functools.wraps sets it
         if fn in os.supports_dir_fd:
             os.supports_dir_fd.add(unlink)
         return unlink
@@ -118,19 +128,20 @@ VERSION = "Python %d.%d.%d\n" % sys.version_info[:3]
 IGNORED_FLAGS = set("bBdEhiIOqsSuvx")
 
 
-def start(cwd, args, env, profile=None):
+def start(cwd: str, args: Iterable[str], env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     """The warm path's entry: make this instance the command's, then run it; never returns."""
     _renew(env, profile)
     _finish(_status_of(main, cwd, list(args)))
 
 
-def shell(cwd, script, env, tty=False, profile=None):
+def shell(cwd: str, script: str, env: dict[str, str], tty: bool = False,
+          profile: dict[str, Any] | None = None) -> None:
     """The warm path's entry for a command line (`tty`: an interactive shell on a PTY)."""
     _renew(env, profile)
     _finish(_status_of(_shell, cwd, script, env, tty))
 
 
-def park(profile=None):
+def park(profile: dict[str, Any] | None = None) -> None:
     """A parked guest's first turn, before its command line is known: apply the sandbox's
     template, and run a throw-away line through the shell (`true`, and `python3 -c pass`), so
     that the pages a command line touches (~1500 copy-on-write faults, several ms) are this
@@ -154,7 +165,7 @@ def park(profile=None):
         atexit._run_exitfuncs = run_exitfuncs
 
 
-def kernel(cwd, env, profile=None):
+def kernel(cwd: str, env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     """A code context's first turn (both paths): set up the kernel and return; each cell is a
     turn of its own (`declaw_kernel.cell`), until the host stops the guest."""
     _renew(env, profile)
@@ -167,7 +178,7 @@ def kernel(cwd, env, profile=None):
 RUNTIME_ZIP = "/usr/local/lib/python315.zip"
 
 
-def _apply_profile(profile):
+def _apply_profile(profile: dict[str, Any]) -> None:
     """The sandbox's template: folders of packages to import from (user installs, the
     template's, the bundle: after the runtime's own, so they can add but never replace), and
     for `base`, the runtime's third-party packages hidden (stdlib only)."""
@@ -178,12 +189,13 @@ def _apply_profile(profile):
         _hide(frozenset(profile["hidden"]) - sys.stdlib_module_names)
 
 
-def _hide(hidden):
+def _hide(hidden: frozenset[str]) -> None:
     """Forget the runtime's third-party packages (top-level names in `hidden`) that the snapshot
     imported, and make the runtime's zip not find them: `import numpy` fails as on a bare Python
     (from the import system itself, so no frame of ours in the traceback). The same names
     installed elsewhere (pip) still import."""
-    sys._declaw_hiding = True  # pip (declaw_shell/pip.py) leaves them out of its lists too
+    # a marker on sys: pip (declaw_shell/pip.py) leaves them out of its lists too
+    sys._declaw_hiding = True  # type: ignore[attr-defined]
 
     # Only the top-level modules leave sys.modules, and they are kept alive: touching every
     # submodule the snapshot loaded (~1000) costs ~28 ms per start in copy-on-write faults, and
@@ -200,15 +212,15 @@ def _hide(hidden):
     class HidingZip:
         """The zip's importer, minus the hidden top-level names."""
 
-        def __init__(self, inner):
+        def __init__(self, inner: zipimport.zipimporter) -> None:
             self._inner = inner
 
-        def find_spec(self, fullname, target=None):
+        def find_spec(self, fullname: str, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
             if fullname in hidden:
                 return None
             return self._inner.find_spec(fullname, target)
 
-        def __getattr__(self, name):
+        def __getattr__(self, name: str) -> Any:
             return getattr(self._inner, name)
 
     import zipimport
@@ -216,13 +228,13 @@ def _hide(hidden):
     sys.path_importer_cache[RUNTIME_ZIP] = HidingZip(zipimport.zipimporter(RUNTIME_ZIP))
 
 
-def _as_the_system_python():
+def _as_the_system_python() -> None:
     """What every program here expects of its interpreter, whatever the entry."""
     sys.executable = "/usr/local/bin/python3"
     _install_import_patches()
 
 
-def _shell(cwd, script, env, tty):
+def _shell(cwd: str, script: str, env: dict[str, str], tty: bool) -> int:
     _as_the_system_python()
     import declaw_shell
 
@@ -234,12 +246,13 @@ def _shell(cwd, script, env, tty):
 class _ProcessExit(BaseException):
     """`os._exit(n)` inside a pipeline stage: ends that stage, not the whole guest."""
 
-    def __init__(self, code):
+    def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
 
 
-def run_process(cwd, args, env, stdin, stdout, stderr):
+def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[str], stdout: IO[str],
+                stderr: IO[str]) -> int:
     """`python3 ARGS` as a stage of the in-guest shell, looking from the inside like a process
     of its own: its own `__main__`, argv, environment, working directory, standard streams,
     exit status and atexit handlers; all put back afterwards. (Modules it imports stay loaded.)"""
@@ -248,8 +261,8 @@ def run_process(cwd, args, env, stdin, stdout, stderr):
     saved = (sys.stdin, sys.stdout, sys.stderr, sys.argv, list(sys.path), dict(os.environ),
              os.getcwd(), sys.modules.get("__main__"), os._exit, sys.orig_argv)
 
-    def _exit(code):
-        raise _ProcessExit(code)
+    def _exit(status: int) -> NoReturn:
+        raise _ProcessExit(status)
 
     sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     os.environ.clear()
@@ -257,7 +270,7 @@ def run_process(cwd, args, env, stdin, stdout, stderr):
     os._exit = _exit
     # the shell's event loop and task are running below us: hide them, so that the program's
     # own asyncio.run() works
-    aio = sys.modules.get("asyncio")
+    aio: Any = sys.modules.get("asyncio")  # its private running-loop and task functions
     shell_loop = aio.events._get_running_loop() if aio is not None else None
     shell_task = aio.current_task(shell_loop) if shell_loop is not None else None
     if shell_loop is not None:
@@ -297,7 +310,7 @@ def run_process(cwd, args, env, stdin, stdout, stderr):
                 aio.tasks._enter_task(shell_loop, shell_task)
 
 
-def _renew(env, profile=None):
+def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     """Undo what a snapshot taken at build time would otherwise share with every instance, and
     apply the sandbox's template."""
     if profile:
@@ -305,7 +318,7 @@ def _renew(env, profile=None):
     for key in [k for k in os.environ if k not in env]:
         del os.environ[key]  # also unsetenv: C code sees the same environment
     os.environ.update(env)
-    modules = sys.modules
+    modules: dict[str, Any] = sys.modules
     if "random" in modules:
         modules["random"].seed()
     if "numpy.random" in modules:
@@ -319,14 +332,14 @@ def _renew(env, profile=None):
         modules["tempfile"]._name_sequence = None
 
 
-def _status_of(fn, *args):
+def _status_of(fn: Callable[..., int], *args: Any) -> int:
     try:
         return fn(*args)
     except SystemExit as exc:
         return _exit_status(exc)
 
 
-def main(cwd, args):
+def main(cwd: str, args: list[str]) -> int:
     try:
         os.chdir(cwd)
     except OSError as exc:
@@ -356,9 +369,7 @@ def main(cwd, args):
                 return _usage("Argument expected for the -m option")
             sys.argv = [module, *args]
             sys.path.insert(0, os.getcwd())
-            import runpy
-
-            return _run_user(lambda: runpy._run_module_as_main(module, alter_argv=True))
+            return _run_module(module)
         if opt in ("-W", "-X"):
             if args:
                 args.pop(0)
@@ -379,7 +390,7 @@ def main(cwd, args):
         with open(path, "rb") as f:
             source = f.read()
     except OSError as exc:
-        sys.stderr.write("python3: can't open file %r: [Errno %d] %s\n"
+        sys.stderr.write("python3: can't open file %r: [Errno %s] %s\n"
                          % (os.path.abspath(path), exc.errno, exc.strerror))
         return 2
     sys.argv = list(args)
@@ -387,14 +398,22 @@ def main(cwd, args):
     return _run_source(source, path, os.path.abspath(path))
 
 
-def _isatty(stream):
+def _run_module(module: str) -> int:
+    """`-m MODULE`, as CPython runs it (runpy's private _run_module_as_main)."""
+    import runpy
+
+    runner: Any = runpy
+    return _run_user(lambda: runner._run_module_as_main(module, alter_argv=True))
+
+
+def _isatty(stream: IO[str]) -> bool:
     try:
         return stream.isatty()
     except Exception:
         return False
 
 
-def _interactive():
+def _interactive() -> int:
     """The REPL, for `python3` typed at a PTY's prompt."""
     import builtins
     import code
@@ -408,7 +427,7 @@ def _interactive():
             setattr(builtins, name, _Quitter(name))
 
     class Console(code.InteractiveConsole):
-        def raw_input(self, prompt=""):
+        def raw_input(self, prompt: str = "") -> str:
             sys.stdout.write(prompt)
             sys.stdout.flush()
             try:
@@ -431,22 +450,22 @@ def _interactive():
 
 
 class _Quitter:
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Use %s() or Ctrl-D (i.e. EOF) to exit" % self.name
 
-    def __call__(self, code=None):
+    def __call__(self, code: object = None) -> None:
         raise SystemExit(code)
 
 
-def _usage(message):
+def _usage(message: str) -> int:
     sys.stderr.write(message + "\n" + USAGE + "Try `python -h' for more information.\n")
     return 2
 
 
-def _run_source(source, filename, file_path):
+def _run_source(source: str | bytes, filename: str, file_path: str | None) -> int:
     """Compile and run `source` as a fresh `__main__`."""
     import types
 
@@ -454,20 +473,20 @@ def _run_source(source, filename, file_path):
     main_module.__dict__.update(__builtins__=__builtins__, __spec__=None, __loader__=None)
     if file_path is not None:
         main_module.__file__ = file_path
-        main_module.__cached__ = None
+        main_module.__cached__ = None  # type: ignore[attr-defined]  # a module attribute typeshed leaves out
     sys.modules["__main__"] = main_module
     if file_path is None and isinstance(source, str):
         import linecache  # so tracebacks of -c code show its lines, as CPython's do
 
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
-    def run():
+    def run() -> None:
         exec(compile(source, filename, "exec", dont_inherit=True), main_module.__dict__)
 
     return _run_user(run)
 
 
-def _run_user(run):
+def _run_user(run: Callable[[], object]) -> int:
     """Run user code; an uncaught exception prints as CPython prints it (without our frames)."""
     try:
         run()
@@ -486,7 +505,7 @@ def _run_user(run):
     return 0
 
 
-def _exit_status(exc):
+def _exit_status(exc: SystemExit) -> int:
     """The process exit status for a SystemExit, as CPython computes it."""
     code = exc.code
     if code is None:
@@ -500,7 +519,7 @@ def _exit_status(exc):
     return 1
 
 
-def _finish(status):
+def _finish(status: int) -> None:
     """Exit as CPython's finalisation would look from outside (atexit handlers run, files
     flushed and closed, streams flushed) without tearing down the heap, which costs 0.3 s
     once pandas is loaded and shows nothing to the user."""
@@ -533,10 +552,10 @@ def _finish(status):
 
 # module name -> patch, run right after the module is first imported. Kept on `sys`: on the cold
 # path this file runs as __main__ and is imported again as _declaw_boot, and both must share it.
-_IMPORT_PATCHES = sys.__dict__.setdefault("_declaw_import_patches", {})
+_IMPORT_PATCHES: dict[str, Callable[[ModuleType], None]] = sys.__dict__.setdefault("_declaw_import_patches", {})
 
 
-def patch_on_import(name, patch):
+def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
     """Run `patch(module)` right after `name` is first imported, or at once if it already is
     (so programs that never import it do not pay for importing it)."""
     if name in sys.modules:
@@ -549,7 +568,8 @@ def patch_on_import(name, patch):
     import importlib.machinery
 
     class Patcher(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
+        def find_spec(self, fullname: str, path: Any,
+                      target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
             patch = _IMPORT_PATCHES.pop(fullname, None)
             if patch is None:
                 return None
@@ -559,25 +579,26 @@ def patch_on_import(name, patch):
             return spec
 
     class PatchingLoader(importlib.abc.Loader):
-        def __init__(self, inner, patch):
+        def __init__(self, inner: importlib.abc.Loader, patch: Callable[[ModuleType], None]) -> None:
             self.inner = inner  # the zip's loader is shared: wrap it, do not change it
             self.patch = patch
 
-        def create_module(self, spec):
+        def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
             return self.inner.create_module(spec)
 
-        def exec_module(self, module):
+        def exec_module(self, module: ModuleType) -> None:
             self.inner.exec_module(module)
             self.patch(module)
 
-        def __getattr__(self, name):
+        def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-    sys._declaw_patcher = Patcher()
-    sys.meta_path.insert(0, sys._declaw_patcher)
+    patcher = Patcher()
+    sys._declaw_patcher = patcher  # type: ignore[attr-defined]  # kept on sys, as _IMPORT_PATCHES is
+    sys.meta_path.insert(0, patcher)
 
 
-def _install_import_patches():
+def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
     door, runtime/declaw_net), asyncio (no socketpair), http.client (no ssl)."""
     import declaw_net
@@ -587,20 +608,21 @@ def _install_import_patches():
     patch_on_import("http.client", _patch_http_client)
 
 
-def _patch_http_client(client):
+def _patch_http_client(client: Any) -> None:
     """CPython built without ssl has no `http.client.HTTPSConnection`; libraries subclass it at
     import time (nltk, urllib3 paths). Give them one that fails on connect, as every network
     call in the sandbox does."""
     if hasattr(client, "HTTPSConnection"):
         return
 
-    def no_network(*_args, **_kwargs):
+    def no_network(*_args: object, **_kwargs: object) -> None:
         raise OSError(101, "Network is unreachable (the sandbox has no network, nor ssl)")
 
     class HTTPSConnection(client.HTTPConnection):
         default_port = client.HTTPS_PORT
 
-        def __init__(self, host, port=None, *args, context=None, **kwargs):
+        def __init__(self, host: str, port: int | None = None, *args: Any, context: object = None,
+                     **kwargs: Any) -> None:
             super().__init__(host, port, *args, **kwargs)
 
         connect = no_network
@@ -608,7 +630,8 @@ def _patch_http_client(client):
     client.HTTPSConnection = HTTPSConnection
     client._create_https_context = no_network  # urllib.request's HTTPSHandler asks for one
 
-def _patch_asyncio(asyncio):
+
+def _patch_asyncio(asyncio: Any) -> None:
     """Give every selector loop a no-op self-pipe: with no threads or signals in the guest,
     nothing ever needs to wake the loop from outside, and `socketpair` does not exist."""
     import selectors
@@ -630,14 +653,17 @@ def _patch_asyncio(asyncio):
         """With nothing registered, a select only waits: skip the call (a trip to the host)
         when there is nothing to wait for, as on every turn of the shell's event loop."""
 
-        def select(self, timeout=None):
+        _readers: set[int]  # SelectSelector's own, private
+        _writers: set[int]
+
+        def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
             if not self._readers and not self._writers and timeout is not None:
                 if timeout > 0:
                     idle(timeout)
                 return []
             return super().select(timeout)
 
-    def __init__(self, selector=None):
+    def __init__(self: Any, selector: selectors.BaseSelector | None = None) -> None:
         original_init(self, selector or GuestSelector())
 
     loop_class.__init__ = __init__

@@ -77,7 +77,8 @@ def test_exceptions_have_declaws_names_codes_and_ids() -> None:
     assert issubclass(exceptions.AuthenticationException, SandboxException)  # declaw's arrangement
     assert exceptions.VersionMismatchException is ConflictException
     error = CommandExitException("boom", exit_code=2, stdout="o", stderr="e", sandbox_id="sbx_1")
-    assert (error.exit_code, error.stdout, error.stderr, error.sandbox_id, error.code) == (2, "o", "e", "sbx_1", "command_exit")
+    assert (error.exit_code, error.stdout, error.stderr, error.sandbox_id, error.code) == \
+        (2, "o", "e", "sbx_1", "command_exit")
     assert NotFoundException("x").code == "not_found" and SandboxException("x").code == ""
 
 
@@ -96,7 +97,8 @@ def test_list_is_a_paginator_and_declaws_dict() -> None:
         assert [s.metadata["n"] for s in everything] == ["0", "1", "2"]
         assert list(Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED]))) == []
         results = Sandbox.kill_many([t.sandbox_id for t in tagged] + ["sbx_none"], wait=True)
-        assert results == {**{t.sandbox_id: {"killed": True} for t in tagged}, "sbx_none": {"error": "sandbox not found"}}
+        assert results == {**{t.sandbox_id: {"killed": True} for t in tagged},
+                           "sbx_none": {"error": "sandbox not found"}}
     finally:
         for sandbox in tagged:
             sandbox.kill()

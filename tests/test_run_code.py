@@ -81,6 +81,14 @@ def test_code_errors_fill_error_and_do_not_raise(ci) -> None:
     assert ci.run_code("'still alive'").text == "still alive"
 
 
+def test_a_cell_that_exits_with_a_status_reports_it_and_the_context_goes_on(ci) -> None:
+    execution = ci.run_code("counter_exit = 1\nimport sys\nsys.exit(3)")
+    assert execution.error is not None and execution.error.name == "SystemExit"
+    assert execution.error.value == "3"
+    assert ci.run_code("sys.exit(0)").error is None  # a zero status is no error, as in IPython
+    assert ci.run_code("counter_exit + 1").text == "2"
+
+
 @pytest.mark.served
 def test_logs_and_streaming_callbacks(ci) -> None:
     seen: list[tuple[float, str]] = []

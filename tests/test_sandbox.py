@@ -5,7 +5,6 @@ import time
 import anyio
 import pytest
 
-from declaw_wasm import testing
 from declaw_wasm import (AsyncSandbox, InvalidArgumentException, Sandbox, SandboxException,
                          SandboxNotFoundException, TimeoutException)
 
@@ -34,7 +33,8 @@ def test_connect_list_and_info() -> None:
         ids = [i.sandbox_id for i in Sandbox.list().next_items()]
         assert s.sandbox_id in ids
         info = s.get_info()
-        assert (info.sandbox_id, info.template_id, info.metadata) == (s.sandbox_id, "code-interpreter", {"owner": "tests"})
+        assert (info.sandbox_id, info.template_id, info.metadata) == \
+            (s.sandbox_id, "code-interpreter", {"owner": "tests"})
         assert Sandbox.get_info(s.sandbox_id).sandbox_id == s.sandbox_id
     finally:
         s.kill()

@@ -310,7 +310,9 @@ def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
         while isinstance(end, bytes):
             end = socket.recv(timeout=10)
         assert '"exit_code":4' in end.replace(" ", "")
-    with pytest.raises(Exception):  # no key: the handshake is refused
+    from websockets.exceptions import InvalidHandshake
+
+    with pytest.raises(InvalidHandshake):  # no key: the handshake is refused
         connect(ws_url).__enter__()
 
 

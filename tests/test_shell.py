@@ -33,7 +33,7 @@ def test_output_streams_while_the_command_runs(sbx) -> None:
                          on_stdout=lambda s: chunks.append((time.monotonic() - start, s)))
     assert r.stdout == "0\n1\n2\n"
     assert [text for _, text in chunks] == ["0\n", "1\n", "2\n"]
-    gaps = [b[0] - a[0] for a, b in zip(chunks, chunks[1:])]
+    gaps = [b[0] - a[0] for a, b in zip(chunks, chunks[1:], strict=False)]
     assert all(gap > 0.5 for gap in gaps), gaps  # each arrived as written, not at the end
 
 
@@ -142,9 +142,9 @@ def test_killing_the_sandbox_stops_background_commands() -> None:
         handle.wait()
 
 
-def _pty_session(sbx, *inputs: bytes, size: PtySize = PtySize(24, 80)) -> tuple[str, list[bytes]]:
+def _pty_session(sbx, *inputs: bytes, size: PtySize | None = None) -> tuple[str, list[bytes]]:
     output: list[bytes] = []
-    handle = sbx.pty.create(size, on_data=output.append, timeout=60)
+    handle = sbx.pty.create(size or PtySize(24, 80), on_data=output.append, timeout=60)
     text = lambda: b"".join(output).decode()  # noqa: E731
     _until(lambda: text().endswith("$ "))
     for data in inputs:
@@ -153,7 +153,7 @@ def _pty_session(sbx, *inputs: bytes, size: PtySize = PtySize(24, 80)) -> tuple[
             continue
         seen = len(text())
         handle.send_stdin(data)
-        _until(lambda: len(text()) > seen and (text().endswith("$ ") or text().endswith(">>> ")))
+        _until(lambda seen=seen: len(text()) > seen and (text().endswith("$ ") or text().endswith(">>> ")))
     handle.send_stdin(b"exit\n")
     handle.wait()
     return text(), output

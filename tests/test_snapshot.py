@@ -55,7 +55,7 @@ def test_fresh_instances_draw_different_random_numbers(guests) -> None:
     sbx = guests
     sbx.files.write("/tmp/draws.py", DRAWS)
     first, second = (json.loads(sbx.commands.run("python3 /tmp/draws.py").stdout) for _ in range(2))
-    for a, b in zip(first, second):
+    for a, b in zip(first, second, strict=True):
         assert a != b
 
 

@@ -13,6 +13,8 @@ A cell is over when its turn returns to the host, which no request can fake: the
 runs in this interpreter and can send any request it likes, so none of them ends a cell.
 """
 
+from __future__ import annotations
+
 import ast
 import builtins
 import io
@@ -27,6 +29,13 @@ from declaw_shell import door, tracebacks
 
 from . import display as displays
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    import asyncio
+    from typing import Any
+
+    import declaw_shell
+
 CELL_FILE = "<cell-%d>"
 # Cells may `await` at the top level (IPython's autoawait): compiled with this flag, code that
 # awaits is a coroutine (CO_COROUTINE) run on the context's event loop; other code runs as is.
@@ -40,14 +49,14 @@ class DoorStream(io.TextIOBase):
     partial line at `flush()` or the end of the cell), in order with the cell's results, which
     travel through the same door."""
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
         self.pending = ""
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not %s" % type(text).__name__)
         self.pending += text
@@ -57,29 +66,30 @@ class DoorStream(io.TextIOBase):
             self.pending = self.pending[end:]
         return len(text)
 
-    def flush(self):
+    def flush(self) -> None:
         if self.pending:
             text, self.pending = self.pending, ""
             door.call(self.name, text=text)
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return False
 
-    @property
-    def encoding(self):
+    @property  # read-only, as on a real text stream (typeshed has a plain attribute)
+    def encoding(self) -> str:  # type: ignore[override]
         return "utf-8"
 
 
 class Kernel:
-    def __init__(self, cwd):
+    def __init__(self, cwd: str) -> None:
         self.count = 0
-        self.loop = None  # the event loop of cells that await, made by the first of them
+        # the event loop of cells that await, made by the first of them
+        self.loop: asyncio.AbstractEventLoop | None = None
         module = types.ModuleType("__main__")
         module.__dict__.update(__builtins__=builtins, __name__="__main__")
         sys.modules["__main__"] = module
         self.namespace = module.__dict__
         self.namespace["display"] = displays.display
-        builtins.display = displays.display
+        builtins.display = displays.display  # type: ignore[attr-defined]  # a builtin in IPython too
         import _declaw_boot
 
         _declaw_boot.patch_on_import("IPython.core.display_functions", displays.patch_ipython)
@@ -92,9 +102,9 @@ class Kernel:
         sys.path.insert(0, "")
         sys.argv = [""]
         self.stdout, self.stderr = DoorStream("stdout"), DoorStream("stderr")
-        self.bash = None  # a bash context's shell session, made by its first cell
+        self.bash: declaw_shell.Session | None = None  # a bash context's shell session, made by its first cell
 
-    def run_cell(self, cell):
+    def run_cell(self, cell: dict[str, Any]) -> None:
         """Run one cell, reporting through the door."""
         self.count += 1
         envs = cell.get("envs") or {}
@@ -110,7 +120,7 @@ class Kernel:
             error = _error(exc, self._cell_frames(exc))
         except SystemExit as exc:  # ends the cell, not the kernel (IPython does the same)
             if exc.code not in (None, 0):
-                error = _error(exc, [])
+                error = _error(exc, None)
         except BaseException as exc:
             error = _error(exc, self._cell_frames(exc))
         finally:
@@ -132,7 +142,7 @@ class Kernel:
         if error is not None:
             door.call("error", **error)
 
-    def run_bash(self, code, envs):
+    def run_bash(self, code: str, envs: dict[str, str]) -> None:
         """One cell of a bash context, through the sandbox shell in one session kept across
         cells (variables, functions, `cd`), as Jupyter's bash_kernel keeps one bash process;
         `envs` hold for this cell only. A non-zero status is the cell's error as bash_kernel
@@ -145,7 +155,8 @@ class Kernel:
         if self.bash is None:
             self.bash = declaw_shell.Session(os.getcwd(), dict(os.environ))
             self.bash.stdout, self.bash.stderr = self.stdout, self.stderr
-        session, state = self.bash, self.bash.state
+        session = self.bash
+        state = session.state
         saved = {key: (state.variables.get(key), key in state.exported_names) for key in envs}
         state.variables.update(envs)
         state.exported_names.update(envs)
@@ -175,13 +186,14 @@ class Kernel:
         if status:
             door.call("error", name="", value=str(status), traceback="")
 
-    def _execute(self, code):
+    def _execute(self, code: str) -> None:
         source = shell_escapes(textwrap.dedent(code))
         filename = CELL_FILE % self.count
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         tree = ast.parse(source, filename)
         if _awaits(tree):  # one coroutine for the whole cell, its last expression kept
-            last = tree.body[-1] if isinstance(tree.body[-1], ast.Expr) else None
+            final_statement = tree.body[-1]
+            last = final_statement if isinstance(final_statement, ast.Expr) else None
             if last is not None:
                 tree.body[-1] = ast.copy_location(
                     ast.Assign(targets=[ast.Name(LAST_VALUE, ast.Store())], value=last.value), last)
@@ -189,17 +201,19 @@ class Kernel:
             self._run(compile(tree, filename, "exec", flags=TOP_LEVEL_AWAIT))
             value = self.namespace.pop(LAST_VALUE, None) if last is not None else None
         else:
-            last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
+            final = None
+            ending = tree.body[-1] if tree.body else None
+            if isinstance(ending, ast.Expr):
+                final = ast.Expression(ending.value)
+                tree.body.pop()
             if tree.body:
                 exec(compile(tree, filename, "exec"), self.namespace)
-            value = eval(compile(last, filename, "eval"), self.namespace) if last is not None else None
+            value = eval(compile(final, filename, "eval"), self.namespace) if final is not None else None
         if value is not None:
             self.namespace["_"] = value
             displays.display(value, main=True)
 
-    def _run(self, code):
+    def _run(self, code: types.CodeType) -> Any:
         """Run a cell that awaits at the top level: compiled with the flag, it is a coroutine,
         run to its end on the context's event loop (one per context, as IPython keeps one, so
         tasks a cell starts live on into the next; it is also the thread's current loop)."""
@@ -216,7 +230,7 @@ class Kernel:
                 asyncio.set_event_loop(self.loop)
         return self.loop.run_until_complete(eval(code, self.namespace))
 
-    def _cell_frames(self, exc):
+    def _cell_frames(self, exc: BaseException) -> types.TracebackType | None:
         """The traceback from the first frame of the user's cell on (none of ours)."""
         tb = exc.__traceback__
         while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
@@ -224,10 +238,10 @@ class Kernel:
         return tb
 
 
-def _awaits(tree):
+def _awaits(tree: ast.Module) -> bool:
     """Whether a cell awaits at its top level (`await`, `async for`/`with`, an async
     comprehension) rather than only inside the functions it defines."""
-    pending = list(tree.body)
+    pending: list[ast.AST] = list(tree.body)
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.Await, ast.AsyncFor, ast.AsyncWith)) or \
@@ -238,7 +252,7 @@ def _awaits(tree):
     return False
 
 
-def _error(exc, tb):
+def _error(exc: BaseException, tb: types.TracebackType | None) -> dict[str, str]:
     lines = tracebacks.format_exception(exc, tb) if tb is not None else \
         traceback.format_exception_only(type(exc), exc)
     error = {"name": type(exc).__name__, "value": str(exc), "traceback": "".join(lines)}
@@ -246,7 +260,7 @@ def _error(exc, tb):
     return error
 
 
-def shell_escapes(source):
+def shell_escapes(source: str) -> str:
     """IPython's `!cmd` lines (and the `%pip` magic), as calls to the sandbox shell
     (`x = !cmd` is not supported)."""
     if "!" not in source and "%pip" not in source:
@@ -264,7 +278,7 @@ def shell_escapes(source):
     return "".join(out)
 
 
-def system(command):
+def system(command: str) -> None:
     """`!command`: the sandbox shell, in this process, output into the cell's streams."""
     import declaw_shell
 
@@ -273,20 +287,26 @@ def system(command):
     session.run(command)
 
 
-_kernel = None
+_kernel: Kernel | None = None
 
 
-def setup(cwd):
+def setup(cwd: str) -> None:
     """The context's first turn: a fresh namespace in `cwd`."""
     global _kernel
     _kernel = Kernel(cwd)
 
 
-def cell(code, envs):
+def _kernel_set_up() -> Kernel:
+    if _kernel is None:
+        raise RuntimeError("the context's first turn (setup) has not run")
+    return _kernel
+
+
+def cell(code: str, envs: dict[str, str]) -> None:
     """One cell: a turn of its own, over when this returns."""
-    _kernel.run_cell({"code": code, "envs": envs})
+    _kernel_set_up().run_cell({"code": code, "envs": envs})
 
 
-def bash_cell(code, envs):
+def bash_cell(code: str, envs: dict[str, str]) -> None:
     """One cell of a bash context: a turn of its own, over when this returns."""
-    _kernel.run_bash(code, envs)
+    _kernel_set_up().run_bash(code, envs)

@@ -29,6 +29,10 @@ import math
 import re
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from typing import Any  # matplotlib's and numpy's objects are Any: the host does not have them
+
 __all__ = ["chart_figure_to_dict"]
 
 # E2B's unit pattern: "Time (s)" -> "s", "Speed [m/s]" -> "m/s".
@@ -40,7 +44,7 @@ SIGNIFICANT_DIGITS = 8
 NO_LINE_STYLES = ("None", "none", "", " ")
 
 
-def chart_figure_to_dict(figure) -> dict | None:
+def chart_figure_to_dict(figure: Any) -> dict[str, Any] | None:
     """The chart a figure shows, or None when no axes has data (E2B sends no chart then)."""
     try:
         axes = [ax for ax in figure.get_axes() if not _is_colorbar(ax)]
@@ -64,7 +68,7 @@ def chart_figure_to_dict(figure) -> dict | None:
 # Classification
 
 
-def _axes_chart(ax) -> dict:
+def _axes_chart(ax: Any) -> dict[str, Any]:
     """One axes as a chart dict; an axes that defeats the extraction is `unknown`, not an error."""
     try:
         kind = _chart_type(ax)
@@ -83,7 +87,7 @@ def _axes_chart(ax) -> dict:
     return _unknown(title=_title(ax))
 
 
-def _chart_type(ax) -> str:
+def _chart_type(ax: Any) -> str:
     """E2B's rules, applied to the axes' own artists (texts never count, nor pie shadows)."""
     from matplotlib.collections import PathCollection
     from matplotlib.lines import Line2D
@@ -106,7 +110,7 @@ def _chart_type(ax) -> str:
     return "unknown"
 
 
-def _artists(ax) -> list:
+def _artists(ax: Any) -> list[Any]:
     """What was drawn into the axes, in order (`_children` is private, so fall back if gone)."""
     children = getattr(ax, "_children", None)
     if children is not None:
@@ -115,7 +119,7 @@ def _artists(ax) -> list:
             *ax.artists]
 
 
-def _is_grid_line(line) -> bool:
+def _is_grid_line(line: Any) -> bool:
     """A 2-point horizontal or vertical line (axhline, axvline, a reference line): E2B sets these
     aside as grid lines rather than data."""
     try:
@@ -125,14 +129,14 @@ def _is_grid_line(line) -> bool:
         return False
 
 
-def _has_data(ax) -> bool:
+def _has_data(ax: Any) -> bool:
     try:
         return bool(ax.has_data())
     except Exception:
         return False
 
 
-def _is_colorbar(ax) -> bool:
+def _is_colorbar(ax: Any) -> bool:
     """A colorbar's axes is a legend for another axes, not a chart (E2B makes it one more
     element of a superchart)."""
     return getattr(ax, "_colorbar", None) is not None
@@ -142,28 +146,28 @@ def _is_colorbar(ax) -> bool:
 # Chart kinds
 
 
-def _unknown(title=None) -> dict:
+def _unknown(title: str | None = None) -> dict[str, Any]:
     return {"type": "unknown", "title": title, "elements": []}
 
 
-def _chart(ax, kind: str) -> dict:
+def _chart(ax: Any, kind: str) -> dict[str, Any]:
     return {"type": kind, "title": _title(ax), "elements": []}
 
 
-def _chart2d(ax, kind: str) -> dict:
+def _chart2d(ax: Any, kind: str) -> dict[str, Any]:
     chart = _chart(ax, kind)
     x_label, y_label = _text_or_none(ax.get_xlabel()), _text_or_none(ax.get_ylabel())
     chart.update(x_label=x_label, y_label=y_label, x_unit=_unit(x_label), y_unit=_unit(y_label))
     return chart
 
 
-def _swap_axes(chart: dict) -> None:
+def _swap_axes(chart: dict[str, Any]) -> None:
     """Horizontal bars and boxes: report the category axis as x and the value axis as y."""
     chart["x_label"], chart["y_label"] = chart["y_label"], chart["x_label"]
     chart["x_unit"], chart["y_unit"] = chart["y_unit"], chart["x_unit"]
 
 
-def _point_chart(ax, kind: str) -> dict:
+def _point_chart(ax: Any, kind: str) -> dict[str, Any]:
     chart = _chart2d(ax, kind)
     for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
         axis_kind = _axis_kind(ax, axis)
@@ -175,7 +179,7 @@ def _point_chart(ax, kind: str) -> dict:
     return chart
 
 
-def _line_chart(ax) -> dict:
+def _line_chart(ax: Any) -> dict[str, Any]:
     chart = _point_chart(ax, "line")
     x_kind, y_kind = _axis_kind(ax, ax.xaxis), _axis_kind(ax, ax.yaxis)
     for line in ax.get_lines():
@@ -184,11 +188,11 @@ def _line_chart(ax) -> dict:
         xs = _coordinates(line.get_xdata(), x_kind, ax)
         ys = _coordinates(line.get_ydata(), y_kind, ax)
         chart["elements"].append({"label": _series_label(line.get_label()),
-                                  "points": [[x, y] for x, y in zip(xs, ys)]})
+                                  "points": [[x, y] for x, y in zip(xs, ys, strict=False)]})
     return chart
 
 
-def _scatter_chart(ax) -> dict:
+def _scatter_chart(ax: Any) -> dict[str, Any]:
     from matplotlib.collections import PathCollection
 
     chart = _point_chart(ax, "scatter")
@@ -200,17 +204,18 @@ def _scatter_chart(ax) -> dict:
         xs = _coordinates([p[0] for p in offsets], x_kind, ax, axis=ax.xaxis)
         ys = _coordinates([p[1] for p in offsets], y_kind, ax, axis=ax.yaxis)
         chart["elements"].append({"label": _series_label(collection.get_label()),
-                                  "points": [[x, y] for x, y in zip(xs, ys)]})
+                                  "points": [[x, y] for x, y in zip(xs, ys, strict=False)]})
     return chart
 
 
-def _bar_chart(ax) -> dict:
+def _bar_chart(ax: Any) -> dict[str, Any]:
     """One element per bar: its category (tick label), its series (container label), its
     length. Horizontal bars are reported with the category axis as x, as E2B does."""
     from matplotlib.patches import Rectangle
 
     chart = _chart2d(ax, "bar")
-    series = []  # (group, [(low, high, value)]) per bar container, on the category axis
+    # (group, [(low, high, value)]) per bar container, on the category axis
+    series: list[tuple[str, list[tuple[float, float, float]]]] = []
     horizontal_votes = 0
     for container in ax.containers:
         bars = [bar for bar in container if isinstance(bar, Rectangle)]
@@ -231,13 +236,13 @@ def _bar_chart(ax) -> dict:
         _swap_axes(chart)
     category_axis = ax.yaxis if horizontal else ax.xaxis
     labels = _category_labels(ax, category_axis, [entries for _, entries in series])
-    for (group, entries), names in zip(series, labels):
-        for (_, _, value), name in zip(entries, names):
+    for (group, entries), names in zip(series, labels, strict=False):
+        for (_, _, value), name in zip(entries, names, strict=False):
             chart["elements"].append({"label": name, "group": group, "value": _number(value)})
     return chart
 
 
-def _bars_horizontal(container, bars) -> bool:
+def _bars_horizontal(container: Any, bars: list[Any]) -> bool:
     orientation = getattr(container, "orientation", None)
     if orientation in ("horizontal", "vertical"):
         return orientation == "horizontal"
@@ -246,7 +251,7 @@ def _bars_horizontal(container, bars) -> bool:
     return len(heights) > 1 and all(h == heights[0] for h in heights)
 
 
-def _pie_chart(ax) -> dict:
+def _pie_chart(ax: Any) -> dict[str, Any]:
     from matplotlib.patches import Wedge
 
     chart = _chart(ax, "pie")
@@ -260,7 +265,7 @@ def _pie_chart(ax) -> dict:
     return chart
 
 
-def _box_chart(ax) -> dict:
+def _box_chart(ax: Any) -> dict[str, Any]:
     """Boxes from the box patches (quartiles), whiskers from the lines that leave a box's end,
     medians from the line across it, outliers from marker-only lines beyond the whiskers."""
     from matplotlib.patches import PathPatch
@@ -268,7 +273,7 @@ def _box_chart(ax) -> dict:
     chart = _chart2d(ax, "box_and_whisker")
     patches = [p for p in ax.patches if isinstance(p, PathPatch)]
     outlines = [line for line in ax.get_lines() if _is_box_outline(line)]
-    shapes = []  # per box: the (x, y) extremes of its outline
+    shapes: list[tuple[float, float, float, float]] = []  # per box: the (x, y) extremes of its outline
     for vertices in [_tolist(p.get_path().vertices) for p in patches] + [_tolist(o.get_xydata()) for o in outlines]:
         xs = [float(v[0]) for v in vertices]
         ys = [float(v[1]) for v in vertices]
@@ -278,51 +283,17 @@ def _box_chart(ax) -> dict:
     vertical = _boxes_vertical(shapes, lines)
     if not vertical:
         _swap_axes(chart)
-    boxes = []
+    boxes: list[dict[str, Any]] = []
     for x0, x1, y0, y1 in shapes:
         low, high, q1, q3 = (x0, x1, y0, y1) if vertical else (y0, y1, x0, x1)
         boxes.append({"low": low, "high": high, "q1": q1, "q3": q3, "median": None,
                       "median_width": -1.0, "min": None, "max": None, "cap_min": None,
                       "cap_max": None, "points": []})
-
-    seen_fliers = set()
-    for points, markers_only in lines:
-        if not vertical:
-            points = [(y, x) for x, y in points]  # (category coordinate, value)
-        if markers_only:
-            if tuple(points) in seen_fliers:  # the same box plot drawn twice
-                continue
-            seen_fliers.add(tuple(points))
-            for c, v in points:
-                box = _box_at(boxes, c)
-                if box is not None:
-                    box["points"].append(v)
-            continue
-        if len(points) != 2:
-            continue
-        (c0, v0), (c1, v1) = points
-        box = _box_at(boxes, c0, c1)
-        if box is None:
-            continue
-        if _close(v0, v1) and not _close(c0, c1):  # across the box: a median or a cap
-            width = abs(c1 - c0)
-            if box["q1"] - _eps(box["q1"]) <= v0 <= box["q3"] + _eps(box["q3"]):
-                if width > box["median_width"]:
-                    box["median"], box["median_width"] = v0, width
-            elif v0 < box["q1"]:
-                box["cap_min"] = v0 if box["cap_min"] is None else min(box["cap_min"], v0)
-            else:
-                box["cap_max"] = v0 if box["cap_max"] is None else max(box["cap_max"], v0)
-        elif _close(c0, c1):  # along the value axis: a whisker
-            low, high = min(v0, v1), max(v0, v1)
-            if _close(high, box["q1"]):
-                box["min"] = low
-            elif _close(low, box["q3"]):
-                box["max"] = high
+    _read_box_lines(boxes, lines, vertical)
 
     labels = _category_labels(ax, ax.xaxis if vertical else ax.yaxis,
                               [[(b["low"], b["high"], None) for b in boxes]])[0]
-    for box, label in zip(boxes, labels):
+    for box, label in zip(boxes, labels, strict=False):
         low = _first(box["min"], box["cap_min"], box["q1"])
         high = _first(box["max"], box["cap_max"], box["q3"])
         outliers = [v for v in box["points"]
@@ -339,7 +310,51 @@ def _box_chart(ax) -> dict:
     return chart
 
 
-def _is_box_outline(line) -> bool:
+def _read_box_lines(boxes: list[dict[str, Any]], lines: list[tuple[list[tuple[float, float]], bool]],
+                    vertical: bool) -> None:
+    """Give each box what the lines over it say: outlier points (marker-only lines), its median
+    and caps (2-point lines across it), its whiskers (2-point lines along the value axis)."""
+    seen_fliers: set[tuple[tuple[float, float], ...]] = set()
+    for points, markers_only in lines:
+        if not vertical:
+            points = [(y, x) for x, y in points]  # (category coordinate, value)
+        if markers_only:
+            if tuple(points) in seen_fliers:  # the same box plot drawn twice
+                continue
+            seen_fliers.add(tuple(points))
+            for c, v in points:
+                box = _box_at(boxes, c)
+                if box is not None:
+                    box["points"].append(v)
+            continue
+        if len(points) != 2:
+            continue
+        (c0, v0), (c1, v1) = points
+        box = _box_at(boxes, c0, c1)
+        if box is not None:
+            _read_box_segment(box, c0, v0, c1, v1)
+
+
+def _read_box_segment(box: dict[str, Any], c0: float, v0: float, c1: float, v1: float) -> None:
+    """One 2-point line over a box, from (c0, v0) to (c1, v1) in (category, value) coordinates."""
+    if _close(v0, v1) and not _close(c0, c1):  # across the box: a median or a cap
+        width = abs(c1 - c0)
+        if box["q1"] - _eps(box["q1"]) <= v0 <= box["q3"] + _eps(box["q3"]):
+            if width > box["median_width"]:
+                box["median"], box["median_width"] = v0, width
+        elif v0 < box["q1"]:
+            box["cap_min"] = v0 if box["cap_min"] is None else min(box["cap_min"], v0)
+        else:
+            box["cap_max"] = v0 if box["cap_max"] is None else max(box["cap_max"], v0)
+    elif _close(c0, c1):  # along the value axis: a whisker
+        low, high = min(v0, v1), max(v0, v1)
+        if _close(high, box["q1"]):
+            box["min"] = low
+        elif _close(low, box["q3"]):
+            box["max"] = high
+
+
+def _is_box_outline(line: Any) -> bool:
     """A closed, axis-aligned rectangle drawn as one line: a box of a default box plot."""
     try:
         points = [(float(x), float(y)) for x, y in _tolist(line.get_xydata())]
@@ -350,10 +365,10 @@ def _is_box_outline(line) -> bool:
     xs = {round(x, 9) for x, _ in points}
     ys = {round(y, 9) for _, y in points}
     return len(xs) == 2 and len(ys) == 2 and all(
-        (a[0] == b[0]) != (a[1] == b[1]) for a, b in zip(points, points[1:]))
+        (a[0] == b[0]) != (a[1] == b[1]) for a, b in zip(points, points[1:], strict=False))
 
 
-def _line_points(line) -> tuple[list, bool]:
+def _line_points(line: Any) -> tuple[list[tuple[float, float]], bool]:
     """A line's points in display-independent data numbers, and whether it is markers only."""
     try:
         points = [(float(x), float(y)) for x, y in _tolist(line.get_xydata())]
@@ -363,7 +378,8 @@ def _line_points(line) -> tuple[list, bool]:
     return points, markers_only
 
 
-def _boxes_vertical(shapes, lines) -> bool:
+def _boxes_vertical(shapes: list[tuple[float, float, float, float]],
+                    lines: list[tuple[list[tuple[float, float]], bool]]) -> bool:
     """Boxes stand upright when their medians and caps (across) outnumber their whiskers
     (along); with no lines to go by, when the boxes share a width rather than a height."""
     across = along = 0
@@ -382,7 +398,7 @@ def _boxes_vertical(shapes, lines) -> bool:
     return not (len(heights) == 1 and len(widths) > 1)
 
 
-def _box_at(boxes, *coordinates):
+def _box_at(boxes: list[dict[str, Any]], *coordinates: float) -> dict[str, Any] | None:
     for box in boxes:
         if all(box["low"] - _eps(box["low"]) <= c <= box["high"] + _eps(box["high"])
                for c in coordinates):
@@ -394,14 +410,14 @@ def _box_at(boxes, *coordinates):
 # Category labels (bars and boxes)
 
 
-def _category_labels(ax, axis, series: list) -> list:
+def _category_labels(ax: Any, axis: Any, series: list[list[tuple[float, float, Any]]]) -> list[list[str]]:
     """The tick label of each item, found by position: the one tick inside the item's span (for
     grouped bars, the span of the item and its namesakes in the other series). Falls back to
     the item's centre (category name, date or number) when ticks do not name the items one to
     one, as for a histogram."""
-    ticks = []
+    ticks: list[tuple[float, str]] = []
     try:
-        for location, label in zip(_tolist(axis.get_ticklocs()), axis.get_ticklabels()):
+        for location, label in zip(_tolist(axis.get_ticklocs()), axis.get_ticklabels(), strict=False):
             tick = (float(location), str(label.get_text()))
             if tick not in ticks:  # a second boxplot() on the same axes repeats its ticks
                 ticks.append(tick)
@@ -419,24 +435,25 @@ def _category_labels(ax, axis, series: list) -> list:
             slot_of.append([len(slots) + i for i in range(len(entries))])
             slots.extend((low, high) for low, high, _ in entries)
 
-    names = []
+    names: list[str] = []
+    named_by_ticks = True
     used = set()
     for low, high in slots:
         centre = (low + high) / 2
         inside = [(abs(loc - centre), index) for index, (loc, text) in enumerate(ticks)
                   if low - _eps(low) <= loc <= high + _eps(high) and text]
         if len(inside) != 1 or inside[0][1] in used:
-            names = None
+            named_by_ticks = False
             break
         used.add(inside[0][1])
         names.append(ticks[inside[0][1]][1])
-    if names is None:
+    if not named_by_ticks:
         kind = _axis_kind(ax, axis)
         names = [_centre_label((low + high) / 2, kind, ax, axis) for low, high in slots]
     return [[names[slot] for slot in slots_of_series] for slots_of_series in slot_of]
 
 
-def _centre_label(value: float, kind, ax, axis) -> str:
+def _centre_label(value: float, kind: str | None, ax: Any, axis: Any) -> str:
     if kind == "category":
         name = _category_name(axis, value)
         if name is not None:
@@ -453,7 +470,7 @@ def _centre_label(value: float, kind, ax, axis) -> str:
 # Axes, labels, scales
 
 
-def _title(ax):
+def _title(ax: Any) -> str | None:
     try:
         for location in ("center", "left", "right"):
             title = _text_or_none(ax.get_title(loc=location))
@@ -464,7 +481,7 @@ def _title(ax):
     return None
 
 
-def _suptitle(figure):
+def _suptitle(figure: Any) -> str | None:
     try:
         if hasattr(figure, "get_suptitle"):
             return _text_or_none(figure.get_suptitle())
@@ -474,28 +491,28 @@ def _suptitle(figure):
         return None
 
 
-def _text_or_none(text):
+def _text_or_none(text: object) -> str | None:
     return str(text) if text else None
 
 
-def _unit(label):
+def _unit(label: str | None) -> str | None:
     if not label:
         return None
     match = UNIT_PATTERN.search(label)
     return (match.group(1) or match.group(2)) if match else None
 
 
-def _series_label(label) -> str:
+def _series_label(label: object) -> str:
     match = AUTO_LINE_LABEL.fullmatch(str(label))
     return "Line %s" % match.group(1) if match else str(label)
 
 
-def _group_label(label) -> str:
+def _group_label(label: object) -> str:
     match = AUTO_CONTAINER_LABEL.fullmatch(str(label))
     return "Group %s" % match.group(1) if match else str(label)
 
 
-def _axis_kind(ax, axis):
+def _axis_kind(ax: Any, axis: Any) -> str | None:
     """How the axis maps data to numbers: "datetime" (matplotlib date numbers), "period"
     (pandas period ordinals), "category" (string categories) or None (plain numbers)."""
     try:
@@ -522,7 +539,7 @@ def _axis_kind(ax, axis):
     return None
 
 
-def _scale(axis, kind, ticks: list, labels: list) -> str:
+def _scale(axis: Any, kind: str | None, ticks: list[Any], labels: list[str]) -> str:
     """E2B's ScaleType: datetime for date axes, the scale name when not linear, categorical for
     string categories or ticks 0..n-1 labelled by something else than their numbers."""
     if kind in ("datetime", "period"):
@@ -535,14 +552,14 @@ def _scale(axis, kind, ticks: list, labels: list) -> str:
         return scale
     if kind == "category":
         return "categorical"
-    pairs = list(zip(ticks, labels))
+    pairs = list(zip(ticks, labels, strict=False))
     if pairs and all(isinstance(tick, float) and tick == i and label != str(i)
                      for i, (tick, label) in enumerate(pairs)):
         return "categorical"
     return "linear"
 
 
-def _category_name(axis, value):
+def _category_name(axis: Any, value: float) -> str | None:
     try:
         mapping = axis.units._mapping  # matplotlib.category.UnitData: name -> index
     except Exception:
@@ -559,7 +576,7 @@ def _category_name(axis, value):
 # Values
 
 
-def _coordinates(values, kind, ax, axis=None) -> list:
+def _coordinates(values: Any, kind: str | None, ax: Any, axis: Any = None) -> list[Any]:
     """A line's or collection's values on one axis, as JSON-able floats or strings: dates in
     ISO form, categories (scatter offsets are indices) by name, numbers to 8 digits."""
     numpy = sys.modules.get("numpy")
@@ -585,7 +602,7 @@ def _coordinates(values, kind, ax, axis=None) -> list:
     return out
 
 
-def _coordinate(value, kind, ax, dates_as_ticks: bool = False):
+def _coordinate(value: Any, kind: str | None, ax: Any, dates_as_ticks: bool = False) -> str | float:
     if isinstance(value, str):
         return str(value)
     if isinstance(value, (datetime.date, datetime.time)):  # also datetime, pandas Timestamp
@@ -615,7 +632,7 @@ def _coordinate(value, kind, ax, dates_as_ticks: bool = False):
     return _number(number)
 
 
-def _date_from_number(number: float, kind, ax, as_tick: bool):
+def _date_from_number(number: float, kind: str | None, ax: Any, as_tick: bool) -> str | float:
     """A date axis' number in ISO form: matplotlib date numbers through `num2date` (aware, UTC,
     as E2B's ticks), pandas period ordinals through `Period` (pandas' own period plots)."""
     try:
@@ -634,7 +651,7 @@ def _date_from_number(number: float, kind, ax, as_tick: bool):
         return _number(number)
 
 
-def _number(value) -> float:
+def _number(value: Any) -> float:
     """A float rounded to 8 significant digits (E2B's `dynamic_round` intent)."""
     try:
         number = float(value)
@@ -645,7 +662,7 @@ def _number(value) -> float:
     return float("%.*g" % (SIGNIFICANT_DIGITS, number))
 
 
-def _offsets(collection) -> list:
+def _offsets(collection: Any) -> list[Any]:
     offsets = collection.get_offsets()
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(offsets, numpy.ma.MaskedArray):
@@ -653,7 +670,7 @@ def _offsets(collection) -> list:
     return [row for row in _tolist(offsets) if len(row) >= 2]
 
 
-def _tolist(values) -> list:
+def _tolist(values: Any) -> list[Any]:
     tolist = getattr(values, "tolist", None)
     if callable(tolist):
         try:
@@ -676,7 +693,7 @@ def _eps(value: float) -> float:
     return max(abs(value) * 1e-7, 1e-12)
 
 
-def _first(*values):
+def _first(*values: Any) -> Any:
     for value in values:
         if value is not None:
             return value

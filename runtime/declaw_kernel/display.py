@@ -8,12 +8,19 @@ the extracted `e2b/chart`), pandas DataFrames (`e2b/data`: column -> list), Pill
 become display results, one per figure. Binary formats travel as base64 text, as in Jupyter.
 """
 
+from __future__ import annotations
+
 import base64
 import functools
 import os
 import sys
 
 from declaw_shell import door
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from collections.abc import Container
+    from typing import Any
 
 REPR_METHODS = [
     ("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),
@@ -24,7 +31,7 @@ REPR_METHODS = [
 BINARY = {"image/png", "image/jpeg", "application/pdf"}
 
 
-def display(*objects, main=False, **_options):
+def display(*objects: object, main: bool = False, **_options: object) -> None:
     """Send each object's bundle to the host as a result (`main`: the cell's value)."""
     for obj in objects:
         bundle = mime_bundle(obj)
@@ -32,7 +39,7 @@ def display(*objects, main=False, **_options):
             door.call("result", data=bundle, main=main)
 
 
-def patch_plotly(pio):
+def patch_plotly(pio: Any) -> None:
     """A figure's result carries its JSON (`application/vnd.plotly.v1+json`, in `Result.extra`),
     as Jupyter's plotly renderer sends it, and HTML that loads plotly.js from its CDN (the
     library inline would add 3.5 MB to every figure). Not plotly's notebook renderers: they
@@ -43,7 +50,7 @@ def patch_plotly(pio):
     figure = basedatatypes.BaseFigure
     original = figure._repr_mimebundle_
 
-    def with_html(self, *args, **kwargs):
+    def with_html(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         bundle = dict(original(self, *args, **kwargs) or {})
         bundle.setdefault("text/html", self.to_html(full_html=False, include_plotlyjs="cdn"))
         return bundle
@@ -51,14 +58,15 @@ def patch_plotly(pio):
     figure._repr_mimebundle_ = with_html
 
 
-def patch_ipython(display_functions):
+def patch_ipython(display_functions: Any) -> None:
     """`IPython.display.display` (and everything that imports it) sends results here: with no
     IPython shell running, IPython's own would only print the object's repr."""
 
-    def ipython_display(*objects, raw=False, include=None, exclude=None, **_options):
+    def ipython_display(*objects: object, raw: bool = False, include: Container[str] | None = None,
+                        exclude: Container[str] | None = None, **_options: object) -> None:
         for obj in objects:
             if raw and isinstance(obj, dict):
-                bundle = {k: v for k, v in obj.items() if isinstance(k, str)}
+                bundle: dict[str, Any] = {k: v for k, v in obj.items() if isinstance(k, str)}
             else:
                 bundle = mime_bundle(obj)
             if include:
@@ -72,11 +80,11 @@ def patch_ipython(display_functions):
     display_functions.clear_output = lambda wait=False: None
 
 
-def mime_bundle(obj):
+def mime_bundle(obj: object) -> dict[str, Any]:
     figure_class = _class("matplotlib.figure", "Figure")
     if figure_class is not None and isinstance(obj, figure_class):
         return _figure_bundle(obj)
-    bundle = {"text/plain": _plain(obj)}
+    bundle: dict[str, Any] = {"text/plain": _plain(obj)}
     hook = getattr(obj, "_repr_mimebundle_", None)
     if callable(hook) and not isinstance(obj, type):
         try:
@@ -105,12 +113,12 @@ def mime_bundle(obj):
     return bundle
 
 
-def _class(module, name):
+def _class(module: str, name: str) -> Any:
     loaded = sys.modules.get(module)  # cost nothing unless the user imported it
     return getattr(loaded, name, None) if loaded is not None else None
 
 
-def _plain(obj):
+def _plain(obj: object) -> str:
     try:
         import pprint
 
@@ -119,7 +127,7 @@ def _plain(obj):
         return "<unprintable %s: %s>" % (type(obj).__name__, exc)
 
 
-def _encode(mime, value):
+def _encode(mime: str, value: Any) -> Any:
     if mime in BINARY and isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode()
     if mime == "application/json" and not isinstance(value, (dict, list)):
@@ -127,7 +135,7 @@ def _encode(mime, value):
     return value
 
 
-def _frame_data(frame):
+def _frame_data(frame: Any) -> dict[str, list[Any]] | None:
     try:
         data = frame.to_dict(orient="list")
         return {str(key): [_jsonable(v) for v in values] for key, values in data.items()}
@@ -135,7 +143,7 @@ def _frame_data(frame):
         return None
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     if hasattr(value, "item"):  # numpy scalars
@@ -150,13 +158,13 @@ def _jsonable(value):
     return str(value)
 
 
-def _figure_bundle(figure):
+def _figure_bundle(figure: Any) -> dict[str, Any]:
     import io
 
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight")
     width, height = figure.get_size_inches() * figure.dpi
-    bundle = {
+    bundle: dict[str, Any] = {
         "text/plain": "<Figure size %dx%d with %d Axes>" % (width, height, len(figure.axes)),
         "image/png": base64.b64encode(buffer.getvalue()).decode(),
     }
@@ -171,7 +179,7 @@ def _figure_bundle(figure):
     return bundle
 
 
-def flush_figures():
+def flush_figures() -> None:
     """Figures still open at the end of a cell (or at `plt.show()`): one result each, closed."""
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
@@ -184,10 +192,10 @@ def flush_figures():
             pyplot.close(figure)
 
 
-def install_hooks():
+def install_hooks() -> None:
     """`plt.show()` and `Image.show()` display instead of opening windows; an image saved to a
     file is displayed too (as E2B's kernel does); `boxplot(labels=...)` still works."""
-    pyplot = sys.modules.get("matplotlib.pyplot")
+    pyplot: Any = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.show = lambda *args, **kwargs: flush_figures()
         patch_boxplot(pyplot)
@@ -199,17 +207,17 @@ def install_hooks():
         patch_pil(image)
 
 
-_displaying = []  # non-empty while an image is being displayed (its PNG is made by `save`)
+_displaying: list[bool] = []  # non-empty while an image is being displayed (its PNG is made by `save`)
 
 
-def patch_pil(module):
+def patch_pil(module: Any) -> None:
     cls = module.Image
     cls.show = lambda self, *args, **kwargs: display(self)
     if getattr(cls.save, "_declaw", False):
         return
     original = cls.save
 
-    def save(self, fp, *args, **kwargs):
+    def save(self: Any, fp: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, fp, *args, **kwargs)
         if isinstance(fp, (str, os.PathLike)) and not _displaying:
             _displaying.append(True)
@@ -221,11 +229,11 @@ def patch_pil(module):
                 _displaying.pop()
         return result
 
-    save._declaw = True
+    save._declaw = True  # type: ignore[attr-defined]  # marks the replacement as ours
     cls.save = save
 
 
-def patch_boxplot(owner):
+def patch_boxplot(owner: Any) -> None:
     """matplotlib 3.9 renamed boxplot's `labels` to `tick_labels` and later removed the old
     name, which generated code (and E2B's own tests) still use."""
     original = getattr(owner, "boxplot", None)
@@ -233,10 +241,10 @@ def patch_boxplot(owner):
         return
 
     @functools.wraps(original)
-    def boxplot(*args, **kwargs):
+    def boxplot(*args: Any, **kwargs: Any) -> Any:
         if "labels" in kwargs and "tick_labels" not in kwargs:
             kwargs["tick_labels"] = kwargs.pop("labels")
         return original(*args, **kwargs)
 
-    boxplot._declaw = True
+    boxplot._declaw = True  # type: ignore[attr-defined]  # marks the replacement as ours
     owner.boxplot = boxplot

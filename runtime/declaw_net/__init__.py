@@ -6,10 +6,17 @@ no door call happens until a program resolves a name or connects. See
 declaw_wasm/_egress/__init__.py for the host's side and docs/egress.md for the design.
 """
 
+from __future__ import annotations
+
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
 
-def install(patch_on_import):
+
+def install(patch_on_import: Callable[[str, Callable[[ModuleType], None]], None]) -> None:
     from . import readiness, sockets
 
     sockets.install()

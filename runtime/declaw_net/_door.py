@@ -5,9 +5,16 @@ name the same (tests/egress/test_ops.py checks). A reply `{"error": {kind, errno
 becomes the exception the same failure raises on a real system.
 """
 
+from __future__ import annotations
+
 import errno as _errno
 
 from . import _wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from collections.abc import Callable
+    from typing import Any
 
 OPS = {
     "net.resolve": ("host", "port", "family"),
@@ -21,10 +28,10 @@ OPS = {
     "net.close": ("id",),
 }
 
-_codec = []  # (pack, unpack, _host.call), imported on first use: start-up stays free
+_codec: list[Callable[[bytes], bytes]] = []  # _host.call, imported on first use: start-up stays free
 
 
-def call(op, **fields):
+def call(op: str, **fields: Any) -> Any:
     """One network request to the host; its reply (a dict), or the matching exception."""
     if not _codec:
         import _host
@@ -37,11 +44,11 @@ def call(op, **fields):
     return reply
 
 
-def errno_of(error):
+def errno_of(error: dict[str, Any]) -> int:
     return getattr(_errno, str(error.get("errno") or ""), 0) or _errno.EIO
 
 
-def error_from(error, op=""):
+def error_from(error: dict[str, Any], op: str = "") -> OSError:
     """The exception for a host error dict."""
     import socket
 

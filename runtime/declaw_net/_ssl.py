@@ -10,11 +10,20 @@ nothing on the host side (they are kept, and read back, for the code that sets t
 Client certificates, TLS servers and in-memory TLS (`wrap_bio`) are not available.
 """
 
+from __future__ import annotations
+
 import enum as _enum
 import os as _os
 from collections import namedtuple as _namedtuple
 
 from . import sockets as _sockets
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from collections.abc import Callable
+    from typing import Any
+
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 (the guest's Python has it)
 
 OPENSSL_VERSION = "OpenSSL 3.0.13 30 Jan 2024 (declaw-wasm: TLS runs on the host)"
 OPENSSL_VERSION_INFO = (3, 0, 0, 13, 0)
@@ -22,15 +31,16 @@ OPENSSL_VERSION_NUMBER = 0x300000D0
 _OPENSSL_API_VERSION = (3, 0, 0, 13, 0)
 HAS_SNI = HAS_ALPN = HAS_ECDH = HAS_TLSv1_2 = HAS_TLSv1_3 = HAS_NEVER_CHECK_COMMON_NAME = True
 HAS_NPN = HAS_SSLv2 = HAS_SSLv3 = HAS_TLSv1 = HAS_TLSv1_1 = HAS_PSK = HAS_PHA = False
-CHANNEL_BINDING_TYPES = []
+CHANNEL_BINDING_TYPES: list[str] = []
 socket_error = OSError
+_declaw_net = False  # True once declaw_net.install made this module `ssl`
 
 
 class SSLError(OSError):
     library = "SSL"
     reason = None
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.args[1] if len(self.args) > 1 and isinstance(self.args[1], str) else super().__str__()
 
 
@@ -142,7 +152,13 @@ class SSLErrorNumber(_IntEnum):
 
 for _cls in (VerifyMode, VerifyFlags, Options, _SSLMethod, AlertDescription, SSLErrorNumber):
     globals().update(_cls.__members__)
-PROTOCOL_TLS = PROTOCOL_SSLv23  # noqa: F821 (set just above)
+if TYPE_CHECKING:  # the members the loop sets that this module uses, spelled out for the checker
+    CERT_NONE, CERT_REQUIRED = VerifyMode.CERT_NONE, VerifyMode.CERT_REQUIRED
+    OP_ALL, OP_NO_SSLv3, OP_NO_COMPRESSION = Options.OP_ALL, Options.OP_NO_SSLv3, Options.OP_NO_COMPRESSION
+    VERIFY_X509_TRUSTED_FIRST = VerifyFlags.VERIFY_X509_TRUSTED_FIRST
+    PROTOCOL_SSLv23 = _SSLMethod.PROTOCOL_SSLv23
+    PROTOCOL_TLS_CLIENT, PROTOCOL_TLS_SERVER = _SSLMethod.PROTOCOL_TLS_CLIENT, _SSLMethod.PROTOCOL_TLS_SERVER
+PROTOCOL_TLS = PROTOCOL_SSLv23
 PROTOCOL_SSLv23 = PROTOCOL_TLS
 
 _ASN1Object = _namedtuple("_ASN1Object", "nid shortname longname oid")
@@ -157,7 +173,7 @@ DefaultVerifyPaths = _namedtuple("DefaultVerifyPaths", "cafile capath openssl_ca
                                  "openssl_cafile openssl_capath_env openssl_capath")
 
 
-def get_default_verify_paths():
+def get_default_verify_paths() -> DefaultVerifyPaths:
     return DefaultVerifyPaths(None, None, "SSL_CERT_FILE", "/etc/ssl/cert.pem", "SSL_CERT_DIR",
                               "/etc/ssl/certs")
 
@@ -167,17 +183,17 @@ class SSLSession:
 
 
 class MemoryBIO:
-    def __init__(self):
+    def __init__(self) -> None:
         raise NotImplementedError("in-memory TLS (MemoryBIO) is not available in the sandbox; "
                                   "TLS runs on the host, per connection")
 
 
 class SSLObject:
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("SSLObject (in-memory TLS) is not available in the sandbox")
 
 
-def _plain_cert(value):
+def _plain_cert(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_plain_cert(v) for v in value)
     if isinstance(value, dict):
@@ -188,99 +204,101 @@ def _plain_cert(value):
 class SSLContext:
     """Settings kept for the code that reads them back; the host decides how TLS is done."""
 
-    sslsocket_class = None
-    sslobject_class = None
+    sslsocket_class: type[SSLSocket] | None = None
+    sslobject_class: type[SSLObject] | None = None
 
-    def __init__(self, protocol=None, *args, **kwargs):
+    def __init__(self, protocol: int | None = None, *args: object, **kwargs: object) -> None:
         if protocol is None:
             protocol = PROTOCOL_TLS
         self.protocol = _SSLMethod(protocol)
-        client = self.protocol == PROTOCOL_TLS_CLIENT  # noqa: F821
-        self._verify_mode = CERT_REQUIRED if client else CERT_NONE  # noqa: F821
+        client = self.protocol == PROTOCOL_TLS_CLIENT
+        self._verify_mode = CERT_REQUIRED if client else CERT_NONE
         self._check_hostname = client
-        self.options = Options(OP_ALL | OP_NO_SSLv3 | OP_NO_COMPRESSION)  # noqa: F821
-        self.verify_flags = VerifyFlags(VERIFY_X509_TRUSTED_FIRST)  # noqa: F821
+        self.options = Options(OP_ALL | OP_NO_SSLv3 | OP_NO_COMPRESSION)
+        self.verify_flags = VerifyFlags(VERIFY_X509_TRUSTED_FIRST)
         self.minimum_version = TLSVersion.MINIMUM_SUPPORTED
         self.maximum_version = TLSVersion.MAXIMUM_SUPPORTED
         self.post_handshake_auth = False
         self.hostname_checks_common_name = False
-        self.keylog_filename = None
-        self.sni_callback = None
+        self.keylog_filename: str | None = None
+        self.sni_callback: Callable[..., Any] | None = None
         self.security_level = 2
         self.num_tickets = 2
-        self._alpn = []
+        self._alpn: list[str] = []
 
     @property
-    def verify_mode(self):
+    def verify_mode(self) -> VerifyMode:
         return self._verify_mode
 
     @verify_mode.setter
-    def verify_mode(self, value):
+    def verify_mode(self, value: int) -> None:
         value = VerifyMode(value)
-        if value == CERT_NONE and self._check_hostname:  # noqa: F821
+        if value == CERT_NONE and self._check_hostname:
             raise ValueError("Cannot set verify_mode to CERT_NONE when check_hostname is enabled.")
         self._verify_mode = value
 
     @property
-    def check_hostname(self):
+    def check_hostname(self) -> bool:
         return self._check_hostname
 
     @check_hostname.setter
-    def check_hostname(self, value):
+    def check_hostname(self, value: object) -> None:
         value = bool(value)
-        if value and self._verify_mode == CERT_NONE:  # noqa: F821
-            self._verify_mode = CERT_REQUIRED  # noqa: F821
+        if value and self._verify_mode == CERT_NONE:
+            self._verify_mode = CERT_REQUIRED
         self._check_hostname = value
 
-    def load_verify_locations(self, cafile=None, capath=None, cadata=None):
+    def load_verify_locations(self, cafile: str | None = None, capath: str | None = None,
+                              cadata: str | bytes | None = None) -> None:
         if cafile is None and capath is None and cadata is None:
             raise TypeError("cafile, capath and cadata cannot be all omitted")
         for path in (cafile, capath):
             if path is not None and not _os.path.exists(path):
                 raise FileNotFoundError(2, "No such file or directory")
 
-    def load_default_certs(self, purpose=None):
+    def load_default_certs(self, purpose: Purpose | None = None) -> None:
         pass
 
-    def set_default_verify_paths(self):
+    def set_default_verify_paths(self) -> None:
         pass
 
-    def load_cert_chain(self, certfile, keyfile=None, password=None):
+    def load_cert_chain(self, certfile: str, keyfile: str | None = None, password: object = None) -> None:
         raise SSLError(1, "client certificates are not supported in the sandbox (TLS runs on "
                        "the host)")
 
-    def set_ciphers(self, ciphers):
+    def set_ciphers(self, ciphers: str) -> None:
         pass
 
-    def get_ciphers(self):
+    def get_ciphers(self) -> list[dict[str, Any]]:
         return []
 
-    def set_alpn_protocols(self, protocols):
+    def set_alpn_protocols(self, protocols: list[str]) -> None:
         self._alpn = list(protocols)
 
-    def set_npn_protocols(self, protocols):
+    def set_npn_protocols(self, protocols: list[str]) -> None:
         pass
 
-    def set_ecdh_curve(self, name):
+    def set_ecdh_curve(self, name: str) -> None:
         pass
 
-    def set_servername_callback(self, callback):
+    def set_servername_callback(self, callback: Callable[..., Any] | None) -> None:
         self.sni_callback = callback
 
-    def load_dh_params(self, path):
+    def load_dh_params(self, path: str) -> None:
         pass
 
-    def get_ca_certs(self, binary_form=False):
+    def get_ca_certs(self, binary_form: bool = False) -> list[Any]:
         return []
 
-    def cert_store_stats(self):
+    def cert_store_stats(self) -> dict[str, int]:
         return {"crl": 0, "x509": 0, "x509_ca": 0}
 
-    def session_stats(self):
+    def session_stats(self) -> dict[str, int]:
         return {}
 
-    def wrap_socket(self, sock, server_side=False, do_handshake_on_connect=True,
-                    suppress_ragged_eofs=True, server_hostname=None, session=None):
+    def wrap_socket(self, sock: object, server_side: bool = False, do_handshake_on_connect: bool = True,
+                    suppress_ragged_eofs: bool = True, server_hostname: str | None = None,
+                    session: SSLSession | None = None) -> SSLSocket:
         if server_side:
             raise SSLError(1, "TLS servers are not available in the sandbox")
         if not isinstance(sock, _sockets.DoorSocket):
@@ -289,7 +307,8 @@ class SSLContext:
             raise ValueError("check_hostname requires server_hostname")
         return SSLSocket._adopt(sock, self, server_hostname, do_handshake_on_connect)
 
-    def wrap_bio(self, incoming, outgoing, server_side=False, server_hostname=None, session=None):
+    def wrap_bio(self, incoming: MemoryBIO, outgoing: MemoryBIO, server_side: bool = False,
+                 server_hostname: str | None = None, session: SSLSession | None = None) -> SSLObject:
         raise SSLError(1, "in-memory TLS (wrap_bio) is not available in the sandbox; TLS runs on "
                        "the host, per connection")
 
@@ -297,12 +316,18 @@ class SSLContext:
 class SSLSocket(_sockets.DoorSocket):
     """A sandbox socket on which the host runs TLS; reads and writes are plaintext here."""
 
-    def __init__(self, *args, **kwargs):
+    _context: SSLContext
+    server_hostname: str | None
+    server_side: bool
+    _tls: dict[str, Any] | None  # the host's TLS details once the handshake is done
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("SSLSocket does not have a public constructor. Instances are returned "
                         "by SSLContext.wrap_socket().")
 
     @classmethod
-    def _adopt(cls, sock, context, server_hostname, handshake):
+    def _adopt(cls, sock: _sockets.DoorSocket, context: SSLContext, server_hostname: str | None,
+               handshake: bool) -> SSLSocket:
         self = object.__new__(cls)
         self.__dict__.update(sock.__dict__)
         _sockets.by_fd[self._fd] = self
@@ -316,83 +341,84 @@ class SSLSocket(_sockets.DoorSocket):
         return self
 
     @property
-    def context(self):
+    def context(self) -> SSLContext:
         return self._context
 
     @context.setter
-    def context(self, value):
+    def context(self, value: SSLContext) -> None:
         self._context = value
 
     @property
-    def session(self):
+    def session(self) -> SSLSession | None:
         return None
 
     @property
-    def _sslobj(self):  # httpcore reads it for "ssl_object"
+    def _sslobj(self) -> SSLSocket | None:  # httpcore reads it for "ssl_object"
         return self if self._tls is not None else None
 
     session_reused = False
 
-    def connect(self, address):
+    def connect(self, address: tuple[Any, ...]) -> None:
         super().connect(address)
         self.do_handshake()
 
-    def do_handshake(self, block=False):
+    def do_handshake(self, block: bool = False) -> None:
         if self._tls is None:
             self._tls = self._door_start_tls(self.server_hostname)
 
-    def _ensure(self):
+    def _ensure(self) -> None:
         if self._tls is None:
             self.do_handshake()
 
-    def send(self, data, flags=0):
+    def send(self, data: Buffer, flags: int = 0) -> int:
         self._ensure()
         return super().send(data, flags)
 
-    def recv(self, bufsize, flags=0):
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
         self._ensure()
         return super().recv(bufsize, flags)
 
-    def getpeercert(self, binary_form=False):
+    def getpeercert(self, binary_form: bool = False) -> Any:
         self._ensure()
+        assert self._tls is not None
         if binary_form:
             return self._tls.get("peercert_der")
-        if self._context.verify_mode == CERT_NONE:  # noqa: F821
+        if self._context.verify_mode == CERT_NONE:
             return {}
         return _plain_cert(self._tls.get("peercert") or {})
 
-    def cipher(self):
+    def cipher(self) -> tuple[Any, ...] | None:
         cipher = self._tls and self._tls.get("cipher")
         return tuple(cipher) if cipher else None
 
-    def shared_ciphers(self):
+    def shared_ciphers(self) -> None:
         return None
 
-    def compression(self):
+    def compression(self) -> None:
         return None
 
-    def version(self):
-        return self._tls and self._tls.get("version")
+    def version(self) -> str | None:
+        return self._tls.get("version") if self._tls else None
 
-    def selected_alpn_protocol(self):
-        return self._tls and self._tls.get("alpn")
+    def selected_alpn_protocol(self) -> str | None:
+        return self._tls.get("alpn") if self._tls else None
 
-    def selected_npn_protocol(self):
+    def selected_npn_protocol(self) -> None:
         return None
 
-    def pending(self):
+    def pending(self) -> int:
         return len(self._rbuf)
 
-    def get_channel_binding(self, cb_type="tls-unique"):
+    def get_channel_binding(self, cb_type: str = "tls-unique") -> None:
         return None
 
-    def verify_client_post_handshake(self):
+    def verify_client_post_handshake(self) -> None:
         raise SSLError(1, "post-handshake authentication is not available in the sandbox")
 
-    def unwrap(self):
+    def unwrap(self) -> _sockets.DoorSocket:
         raise SSLError(1, "unwrapping TLS is not available in the sandbox")
 
-    def dup(self):
+    def dup(self) -> SSLSocket:
         raise NotImplementedError("Can't dup() %s instances" % self.__class__.__name__)
 
 
@@ -400,22 +426,25 @@ SSLContext.sslsocket_class = SSLSocket
 SSLContext.sslobject_class = SSLObject
 
 
-def create_default_context(purpose=Purpose.SERVER_AUTH, *, cafile=None, capath=None, cadata=None):
+def create_default_context(purpose: Purpose = Purpose.SERVER_AUTH, *, cafile: str | None = None,
+                           capath: str | None = None, cadata: str | bytes | None = None) -> SSLContext:
     if purpose == Purpose.SERVER_AUTH:
-        context = SSLContext(PROTOCOL_TLS_CLIENT)  # noqa: F821
+        context = SSLContext(PROTOCOL_TLS_CLIENT)
     else:
-        context = SSLContext(PROTOCOL_TLS_SERVER)  # noqa: F821
+        context = SSLContext(PROTOCOL_TLS_SERVER)
     if cafile or capath or cadata:
         context.load_verify_locations(cafile, capath, cadata)
     return context
 
 
-def _create_unverified_context(protocol=None, *, cert_reqs=None, check_hostname=False,
-                               purpose=Purpose.SERVER_AUTH, certfile=None, keyfile=None,
-                               cafile=None, capath=None, cadata=None):
-    context = SSLContext(protocol or PROTOCOL_TLS_CLIENT)  # noqa: F821
+def _create_unverified_context(protocol: int | None = None, *, cert_reqs: int | None = None,
+                               check_hostname: bool = False, purpose: Purpose = Purpose.SERVER_AUTH,
+                               certfile: str | None = None, keyfile: str | None = None,
+                               cafile: str | None = None, capath: str | None = None,
+                               cadata: str | bytes | None = None) -> SSLContext:
+    context = SSLContext(protocol or PROTOCOL_TLS_CLIENT)
     context.check_hostname = check_hostname
-    context.verify_mode = CERT_NONE if cert_reqs is None else cert_reqs  # noqa: F821
+    context.verify_mode = CERT_NONE if cert_reqs is None else cert_reqs
     if cafile or capath or cadata:
         context.load_verify_locations(cafile, capath, cadata)
     return context
@@ -425,19 +454,19 @@ _create_default_https_context = create_default_context
 _create_stdlib_context = _create_unverified_context
 
 
-def RAND_bytes(n):
+def RAND_bytes(n: int) -> bytes:
     return _os.urandom(n)
 
 
-def RAND_status():
+def RAND_status() -> bool:
     return True
 
 
-def RAND_add(string, entropy):
+def RAND_add(string: str | Buffer, entropy: float) -> None:
     pass
 
 
-def cert_time_to_seconds(cert_time):
+def cert_time_to_seconds(cert_time: str) -> int:
     import calendar
     import time
 
@@ -448,7 +477,7 @@ PEM_HEADER = "-----BEGIN CERTIFICATE-----"
 PEM_FOOTER = "-----END CERTIFICATE-----"
 
 
-def DER_cert_to_PEM_cert(der_cert_bytes):
+def DER_cert_to_PEM_cert(der_cert_bytes: Buffer) -> str:
     import base64
     import textwrap
 
@@ -456,7 +485,7 @@ def DER_cert_to_PEM_cert(der_cert_bytes):
     return PEM_HEADER + "\n" + "\n".join(textwrap.wrap(f, 64)) + "\n" + PEM_FOOTER + "\n"
 
 
-def PEM_cert_to_DER_cert(pem_cert_string):
+def PEM_cert_to_DER_cert(pem_cert_string: str) -> bytes:
     import base64
 
     if not pem_cert_string.startswith(PEM_HEADER) or not pem_cert_string.strip().endswith(PEM_FOOTER):
@@ -465,7 +494,8 @@ def PEM_cert_to_DER_cert(pem_cert_string):
     return base64.decodebytes(d.encode("ASCII", "strict"))
 
 
-def get_server_certificate(addr, ssl_version=None, ca_certs=None, timeout=None):
+def get_server_certificate(addr: tuple[str, int], ssl_version: int | None = None, ca_certs: str | None = None,
+                           timeout: float | None = None) -> str:
     import socket
 
     host, port = addr

@@ -13,73 +13,85 @@ things need the door instead:
   live connection (`loop.start_tls`) is not available.
 """
 
+from __future__ import annotations
+
 import socket
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    import asyncio
+    from typing import Any
 
 
 class _TLSInfo:
     """What `transport.get_extra_info("ssl_object")` returns."""
 
-    def __init__(self, info, server_hostname, context):
+    def __init__(self, info: dict[str, Any], server_hostname: str | None, context: object) -> None:
         self._info = info
         self.server_hostname = server_hostname
         self.context = context
         self.server_side = False
 
-    def getpeercert(self, binary_form=False):
+    def getpeercert(self, binary_form: bool = False) -> Any:
         from ._ssl import _plain_cert
 
         if binary_form:
             return self._info.get("peercert_der")
         return _plain_cert(self._info.get("peercert") or {})
 
-    def cipher(self):
+    def cipher(self) -> tuple[Any, ...] | None:
         cipher = self._info.get("cipher")
         return tuple(cipher) if cipher else None
 
-    def version(self):
+    def version(self) -> str | None:
         return self._info.get("version")
 
-    def selected_alpn_protocol(self):
+    def selected_alpn_protocol(self) -> str | None:
         return self._info.get("alpn")
 
-    def compression(self):
+    def compression(self) -> None:
         return None
 
-    def get_channel_binding(self, cb_type="tls-unique"):
+    def get_channel_binding(self, cb_type: str = "tls-unique") -> None:
         return None
 
 
-def _settle(future):
+def _settle(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
 
 
-def patch(selector_events):
+def patch(selector_events: Any) -> None:
     """Patch asyncio (given its selector_events module, loaded with base_events)."""
     import sys
 
-    base_events = sys.modules["asyncio.base_events"]
+    base_events: Any = sys.modules["asyncio.base_events"]  # its classes get our methods
     loop_class = base_events.BaseEventLoop
     if getattr(loop_class, "_declaw_net", False):
         return
     loop_class._declaw_net = True
     ssl_module = sys.modules.get("ssl")
+    module: Any
     for module in (base_events, selector_events, sys.modules.get("asyncio.sslproto")):
         if module is not None and getattr(module, "ssl", None) is None:
             module.ssl = ssl_module
 
-    async def getaddrinfo(self, host, port, *, family=0, type=0, proto=0, flags=0):
+    async def getaddrinfo(self: asyncio.AbstractEventLoop, host: str | None, port: str | int | None, *, family: int = 0,
+                          type: int = 0, proto: int = 0, flags: int = 0) -> list[Any]:
         return socket.getaddrinfo(host, port, family, type, proto, flags)
 
-    async def getnameinfo(self, sockaddr, flags=0):
+    async def getnameinfo(self: asyncio.AbstractEventLoop, sockaddr: tuple[Any, ...],
+                          flags: int = 0) -> tuple[str, str]:
         return socket.getnameinfo(sockaddr, flags)
 
     loop_class.getaddrinfo = getaddrinfo
     loop_class.getnameinfo = getnameinfo
 
-    def _make_ssl_transport(self, rawsock, protocol, sslcontext, waiter=None, *,
-                            server_side=False, server_hostname=None, extra=None, server=None,
-                            ssl_handshake_timeout=None, **more):
+    def _make_ssl_transport(self: Any, rawsock: Any, protocol: asyncio.BaseProtocol, sslcontext: object,
+                            waiter: asyncio.Future[Any] | None = None, *, server_side: bool = False,
+                            server_hostname: str | None = None, extra: dict[str, Any] | None = None,
+                            server: object = None, ssl_handshake_timeout: float | None = None,
+                            **more: Any) -> asyncio.Transport:
         if server_side:
             raise NotImplementedError("TLS servers are not available in the sandbox")
         info = rawsock._door_start_tls(server_hostname, timeout=ssl_handshake_timeout or 60.0)
@@ -99,8 +111,9 @@ def patch(selector_events):
 
     original = base_events.BaseEventLoop._create_connection_transport
 
-    async def _create_connection_transport(self, sock, protocol_factory, ssl, server_hostname,
-                                           *args, **kwargs):
+    async def _create_connection_transport(self: Any, sock: Any, protocol_factory: Any, ssl: object,
+                                           server_hostname: str | None, *args: Any,
+                                           **kwargs: Any) -> tuple[Any, Any]:
         """TLS without blocking the loop: the host runs the handshake while other tasks go on;
         then a plain transport over the (now plaintext) socket carries the TLS details."""
         if not ssl or kwargs.get("server_side") or not hasattr(sock, "_door_start_tls"):
@@ -127,8 +140,10 @@ def patch(selector_events):
 
     base_events.BaseEventLoop._create_connection_transport = _create_connection_transport
 
-    async def start_tls(self, transport, protocol, sslcontext, *, server_side=False,
-                        server_hostname=None, ssl_handshake_timeout=None, ssl_shutdown_timeout=None):
+    async def start_tls(self: asyncio.AbstractEventLoop, transport: object, protocol: object, sslcontext: object,
+                        *, server_side: bool = False, server_hostname: str | None = None,
+                        ssl_handshake_timeout: float | None = None,
+                        ssl_shutdown_timeout: float | None = None) -> asyncio.Transport:
         raise NotImplementedError("upgrading a connection to TLS (start_tls) is not available in "
                                   "the sandbox; open it with ssl= instead")
 

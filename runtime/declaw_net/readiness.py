@@ -9,15 +9,22 @@ live idle connection as not readable, and asyncio's selector waits for real even
 Other fds go to the original functions, as before.
 """
 
+from __future__ import annotations
+
 import select as _select_module
 
 from . import _door
-from .sockets import by_fd
+from .sockets import DoorSocket, by_fd
 
-_orig = {}
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from collections.abc import Iterable
+    from typing import Any
+
+_orig: dict[str, Any] = {}
 
 
-def _fileno(obj):
+def _fileno(obj: object) -> int:
     if isinstance(obj, int):
         return obj
     fileno = getattr(obj, "fileno", None)
@@ -31,7 +38,8 @@ def _fileno(obj):
     return fd
 
 
-def _ask_host(read_socks, write_socks, timeout):
+def _ask_host(read_socks: Iterable[DoorSocket], write_socks: Iterable[DoorSocket],
+              timeout: float | None) -> tuple[set[DoorSocket], set[DoorSocket]]:
     """(readable, writable) sets of sockets, asking the host for those it must answer."""
     readable = {s for s in read_socks if s._locally_readable() or s._id is None}
     writable = {s for s in write_socks if s._id is None or s._closed}
@@ -48,7 +56,8 @@ def _ask_host(read_socks, write_socks, timeout):
     return readable, writable
 
 
-def select(rlist, wlist, xlist, timeout=None):
+def select(rlist: Iterable[Any], wlist: Iterable[Any], xlist: Iterable[Any],
+           timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be non-negative")
     rlist, wlist, xlist = list(rlist), list(wlist), list(xlist)
@@ -59,7 +68,9 @@ def select(rlist, wlist, xlist, timeout=None):
     other_r = [o for o in rlist if id(o) not in door_r]
     other_w = [o for o in wlist if id(o) not in door_w]
     other_x = [o for o in xlist if _fileno(o) not in by_fd]
-    got_r, got_w, got_x = [], [], []
+    got_r: list[Any] = []
+    got_w: list[Any] = []
+    got_x: list[Any] = []
     if other_r or other_w or other_x:
         got_r, got_w, got_x = _orig["select"](other_r, other_w, other_x, 0)
     readable, writable = _ask_host(set(door_r.values()), set(door_w.values()),
@@ -72,11 +83,11 @@ def select(rlist, wlist, xlist, timeout=None):
 class poll:
     """select.poll() that knows sandbox sockets."""
 
-    def __init__(self):
-        self._masks = {}
+    def __init__(self) -> None:
+        self._masks: dict[int, int] = {}
         self._inner = _orig["poll"]()
 
-    def register(self, fd, eventmask=None):
+    def register(self, fd: object, eventmask: int | None = None) -> None:
         fd = _fileno(fd)
         if eventmask is None:
             eventmask = _select_module.POLLIN | _select_module.POLLPRI | _select_module.POLLOUT
@@ -84,13 +95,13 @@ class poll:
         if fd not in by_fd:
             self._inner.register(fd, eventmask)
 
-    def modify(self, fd, eventmask):
+    def modify(self, fd: object, eventmask: int) -> None:
         fd = _fileno(fd)
         if fd not in self._masks:
             raise FileNotFoundError(2, "No such file or directory")
         self.register(fd, eventmask)
 
-    def unregister(self, fd):
+    def unregister(self, fd: object) -> None:
         fd = _fileno(fd)
         del self._masks[fd]
         if fd not in by_fd:
@@ -99,7 +110,7 @@ class poll:
             except KeyError:
                 pass
 
-    def poll(self, timeout=None):
+    def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
         m = _select_module
         door = {fd: mask for fd, mask in self._masks.items() if fd in by_fd}
         if not door:
@@ -125,8 +136,8 @@ class poll:
         return events
 
 
-def install():
-    s = _select_module
+def install() -> None:
+    s: Any = _select_module  # patched: select and poll become ours
     if getattr(s, "_declaw_net", False):
         return
     _orig.update(select=s.select, poll=s.poll)
@@ -135,6 +146,7 @@ def install():
     s._declaw_net = True
     import selectors
 
-    selectors.SelectSelector._select = staticmethod(select)
+    patched: Any = selectors  # private class attributes the selectors read
+    patched.SelectSelector._select = staticmethod(select)
     if hasattr(selectors, "PollSelector"):
-        selectors.PollSelector._selector_cls = poll
+        patched.PollSelector._selector_cls = poll

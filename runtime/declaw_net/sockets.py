@@ -11,6 +11,8 @@ that would wait raises `BlockingIOError`, a non-blocking connect raises EINPROGR
 result comes through `getsockopt(SOL_SOCKET, SO_ERROR)`.
 """
 
+from __future__ import annotations
+
 import errno
 import os
 import socket as _socket_module
@@ -18,11 +20,18 @@ import sys
 
 from . import _door
 
-_orig = {}
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from collections.abc import Callable
+    from typing import Any
+
+    from typing_extensions import Buffer, Self  # collections.abc.Buffer from 3.12 (the guest's Python has it)
+
+_orig: dict[str, Any] = {}
 FD_BASE = 10000
 RECV_CHUNK = 256 << 10
 SEND_CHUNK = 1 << 20
-by_fd = {}  # fake fd -> DoorSocket (open ones), for readiness.py
+by_fd: dict[int, DoorSocket] = {}  # fake fd -> DoorSocket (open ones), for readiness.py
 _next_fd = [FD_BASE]
 
 SERVICES = {"http": 80, "https": 443, "ftp": 21, "ssh": 22, "smtp": 25, "domain": 53, "pop3": 110,
@@ -33,16 +42,16 @@ _SOL_SOCKET_OPTS = {"SO_ERROR": 4, "SO_KEEPALIVE": 9, "SO_REUSEADDR": 2, "SO_RCV
                     "SO_RCVTIMEO": 20, "SO_SNDTIMEO": 21, "SO_RCVLOWAT": 18, "SO_SNDLOWAT": 19}
 
 
-def _s():
+def _s() -> Any:  # the socket module (patched: its names are ours after install)
     return _socket_module
 
 
-def _version(family):
+def _version(family: int) -> int:
     s = _s()
     return 6 if family == s.AF_INET6 else 4 if family == s.AF_INET else 0
 
 
-def _literal(host):
+def _literal(host: str) -> tuple[int, str] | None:
     """(version, canonical text) if `host` is a canonical IP literal, else None (no door call)."""
     s = _s()
     bare = host.split("%", 1)[0]
@@ -55,7 +64,7 @@ def _literal(host):
     return None
 
 
-def _encode_host(host):
+def _encode_host(host: object) -> str:
     if isinstance(host, (bytes, bytearray)):
         return bytes(host).decode("ascii")
     if not isinstance(host, str):
@@ -65,7 +74,7 @@ def _encode_host(host):
     return host.encode("idna").decode("ascii")
 
 
-def _port(port):
+def _port(port: object) -> int:
     if port is None:
         return 0
     if isinstance(port, (bytes, bytearray)):
@@ -86,7 +95,9 @@ def _port(port):
 class DoorSocket:
     """A TCP socket whose other end the host holds."""
 
-    def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+    makefile: Callable[..., Any]  # CPython's socket.makefile, set by install()
+
+    def __init__(self, family: int = -1, type: int = -1, proto: int = -1, fileno: int | None = None) -> None:
         s = _s()
         family = s.AF_INET if family in (-1, None) else family
         type = s.SOCK_STREAM if type in (-1, None) else type
@@ -103,17 +114,17 @@ class DoorSocket:
         self._family = family
         self._type = s.SOCK_STREAM
         self._proto = proto
-        self._timeout = None if type & getattr(s, "SOCK_NONBLOCK", 0) == 0 else 0.0
+        self._timeout: float | None = None if type & getattr(s, "SOCK_NONBLOCK", 0) == 0 else 0.0
         if self._timeout is None:
             self._timeout = s.getdefaulttimeout()
-        self._id = None
-        self._peer = None
+        self._id: int | None = None
+        self._peer: tuple[Any, ...] | None = None
         self._pending = False  # a non-blocking connect in progress
         self._error = 0
         self._rbuf = b""
         self._eof = False
         self._shut_rd = False
-        self._opts = {}
+        self._opts: dict[tuple[int, int], Any] = {}
         self._io_refs = 0
         self._closed = False
         self._fd = _next_fd[0]
@@ -122,57 +133,57 @@ class DoorSocket:
 
     # -- properties as CPython's ---------------------------------------------------------------
     @property
-    def family(self):
+    def family(self) -> int:
         return _convert(self._family, getattr(_s(), "AddressFamily", None))
 
     @property
-    def type(self):
+    def type(self) -> int:
         return _convert(self._type, getattr(_s(), "SocketKind", None))
 
     @property
-    def proto(self):
+    def proto(self) -> int:
         return self._proto
 
-    def fileno(self):
+    def fileno(self) -> int:
         return -1 if self._gone else self._fd
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "[closed]" if self._closed else ""
         return "<socket.socket%s fd=%d, family=%s, type=%s, proto=%d, sandbox network%s>" % (
             state, self.fileno(), self.family, self.type, self._proto,
             ", raddr=%r" % (self._peer,) if self._peer else "")
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *args):
+    def __exit__(self, *args: object) -> None:
         self.close()
 
-    def __getstate__(self):
+    def __getstate__(self) -> object:
         raise TypeError("cannot pickle %r object" % type(self).__name__)
 
     # -- timeouts ----------------------------------------------------------------------------------
-    def settimeout(self, value):
+    def settimeout(self, value: float | None) -> None:
         if value is not None:
             value = float(value)
             if value < 0:
                 raise ValueError("Timeout value out of range")
         self._timeout = value
 
-    def gettimeout(self):
+    def gettimeout(self) -> float | None:
         return self._timeout
 
-    def setblocking(self, flag):
+    def setblocking(self, flag: bool) -> None:
         self._timeout = None if flag else 0.0
 
-    def getblocking(self):
+    def getblocking(self) -> bool:
         return self._timeout != 0.0
 
-    def _wait(self):
+    def _wait(self) -> bool:
         return self._timeout != 0.0
 
     # -- connecting ----------------------------------------------------------------------------
-    def _address(self, address):
+    def _address(self, address: object) -> tuple[str, int]:
         if not isinstance(address, tuple) or len(address) not in (2, 4):
             raise TypeError("%s(): AF_INET address must be tuple, not %s"
                             % ("connect", type(address).__name__))
@@ -183,21 +194,21 @@ class DoorSocket:
             raise OverflowError("connect(): port must be 0-65535.")
         return _encode_host(host), port
 
-    def connect(self, address):
+    def connect(self, address: tuple[Any, ...]) -> None:
         self._connect(*self._address(address))
 
-    def connect_ex(self, address):
+    def connect_ex(self, address: tuple[Any, ...]) -> int:
         try:
             self.connect(address)
         except BlockingIOError as exc:
-            return exc.errno
+            return exc.errno or errno.EINPROGRESS
         except OSError as exc:
             if isinstance(exc, _s().gaierror):
                 raise
             return exc.errno or errno.EIO
         return 0
 
-    def _connect(self, host, port, by_name=False, any_family=False):
+    def _connect(self, host: str, port: int, by_name: bool = False, any_family: bool = False) -> None:
         if self._gone:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._id is not None:
@@ -220,7 +231,7 @@ class DoorSocket:
             self._pending = True
             raise BlockingIOError(errno.EINPROGRESS, "Operation now in progress")
 
-    def _connected(self):
+    def _connected(self) -> None:
         if self._gone:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._id is None:
@@ -233,7 +244,7 @@ class DoorSocket:
             code, self._error = self._error, 0
             raise OSError(code, os.strerror(code))
 
-    def _settle(self):
+    def _settle(self) -> None:
         """A non-blocking connect: has it finished? (Sets the SO_ERROR value.)"""
         reply = _door.call("net.status", id=self._id)
         error = reply.get("failure")
@@ -245,7 +256,7 @@ class DoorSocket:
             self._pending = False
 
     # -- data ----------------------------------------------------------------------------------
-    def send(self, data, flags=0):
+    def send(self, data: Buffer, flags: int = 0) -> int:
         self._connected()
         view = memoryview(data).cast("B")
         if not len(view):
@@ -257,20 +268,20 @@ class DoorSocket:
             raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
         return n
 
-    def sendall(self, data, flags=0):
+    def sendall(self, data: Buffer, flags: int = 0) -> None:
         view = memoryview(data).cast("B")
         total = len(view)
         sent = 0
         while sent < total:
             sent += self.send(view[sent:], flags)
 
-    def write(self, data):  # for SSLSocket compatibility
+    def write(self, data: Buffer) -> int:  # for SSLSocket compatibility
         return self.send(data)
 
-    def sendto(self, data, *args):
+    def sendto(self, data: Buffer, *args: object) -> int:
         raise OSError(errno.EISCONN, "Transport endpoint is already connected")
 
-    def recv(self, bufsize, flags=0):
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
         if bufsize < 0:
             raise ValueError("negative buffersize in recv")
         if self._gone:
@@ -287,29 +298,29 @@ class DoorSocket:
         data, self._rbuf = self._rbuf[:bufsize], self._rbuf[bufsize:]
         return data
 
-    def recv_into(self, buffer, nbytes=0, flags=0):
+    def recv_into(self, buffer: Buffer, nbytes: int = 0, flags: int = 0) -> int:
         view = memoryview(buffer).cast("B")
         size = nbytes or len(view)
         data = self.recv(size, flags)
         view[: len(data)] = data
         return len(data)
 
-    def recvfrom(self, bufsize, flags=0):
+    def recvfrom(self, bufsize: int, flags: int = 0) -> tuple[bytes, tuple[Any, ...] | None]:
         return self.recv(bufsize, flags), self._peer
 
-    def recvfrom_into(self, buffer, nbytes=0, flags=0):
+    def recvfrom_into(self, buffer: Buffer, nbytes: int = 0, flags: int = 0) -> tuple[int, tuple[Any, ...] | None]:
         return self.recv_into(buffer, nbytes, flags), self._peer
 
-    def read(self, n=1024, buffer=None):  # for SSLSocket compatibility
+    def read(self, n: int = 1024, buffer: Buffer | None = None) -> bytes | int:  # for SSLSocket compatibility
         if buffer is not None:
             return self.recv_into(buffer, n)
         return self.recv(n)
 
-    def _locally_readable(self):
+    def _locally_readable(self) -> bool:
         return bool(self._rbuf) or self._eof or self._shut_rd or self._gone
 
     # -- ending ----------------------------------------------------------------------------------
-    def shutdown(self, how):
+    def shutdown(self, how: int) -> None:
         s = _s()
         self._connected()
         mapping = {getattr(s, "SHUT_RD", 0): 0, getattr(s, "SHUT_WR", 1): 1, getattr(s, "SHUT_RDWR", 2): 2}
@@ -320,13 +331,13 @@ class DoorSocket:
             self._rbuf = b""
         _door.call("net.shutdown", id=self._id, how=mapping[how])
 
-    def _decref_socketios(self):
+    def _decref_socketios(self) -> None:
         if self._io_refs > 0:
             self._io_refs -= 1
         if self._closed:
             self.close()
 
-    def _real_close(self):
+    def _real_close(self) -> None:
         by_fd.pop(self._fd, None)
         cid, self._id = self._id, None
         if cid is not None:
@@ -336,24 +347,24 @@ class DoorSocket:
                 pass
 
     @property
-    def _gone(self):
+    def _gone(self) -> bool:
         """Really closed: `close()` was called and no file object (makefile) still reads through
         the socket. As CPython's socket: a closed socket with a live makefile() stays usable
         (http.client closes its socket and keeps reading the response through the file)."""
         return self._closed and self._io_refs <= 0
 
-    def close(self):
+    def close(self) -> None:
         self._closed = True
         if self._io_refs <= 0:
             self._real_close()
 
-    def detach(self):
+    def detach(self) -> int:
         self._closed = True
         by_fd.pop(self._fd, None)
         self._id = None
         return -1
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             if not self._closed or self._id is not None:
                 self._io_refs = 0
@@ -362,20 +373,20 @@ class DoorSocket:
             pass
 
     # -- names and options -------------------------------------------------------------------------
-    def getpeername(self):
+    def getpeername(self) -> tuple[Any, ...]:
         if self._peer is None:
             raise OSError(errno.ENOTCONN, "Transport endpoint is not connected")
         return self._peer
 
-    def getsockname(self):
+    def getsockname(self) -> tuple[Any, ...]:
         if self._family == _s().AF_INET6:
             return ("::", 0, 0, 0)
         return ("0.0.0.0", 0)
 
-    def setsockopt(self, level, optname, value, optlen=None):
+    def setsockopt(self, level: int, optname: int, value: object, optlen: int | None = None) -> None:
         self._opts[(level, optname)] = value
 
-    def getsockopt(self, level, optname, buflen=None):
+    def getsockopt(self, level: int, optname: int, buflen: int | None = None) -> Any:
         s = _s()
         if level == s.SOL_SOCKET and optname == s.SO_ERROR:
             if self._pending:
@@ -391,30 +402,31 @@ class DoorSocket:
             return value.to_bytes(max(buflen, 4), sys.byteorder)[:buflen]
         return value
 
-    def bind(self, address):
+    def bind(self, address: object) -> None:
         pass  # the host picks the local address
 
-    def listen(self, backlog=0):
+    def listen(self, backlog: int = 0) -> None:
         raise OSError(errno.EOPNOTSUPP, "listening sockets are not available in the sandbox")
 
-    def accept(self):
+    def accept(self) -> tuple[DoorSocket, tuple[Any, ...]]:
         raise OSError(errno.EINVAL, "Invalid argument")
 
-    def dup(self):
+    def dup(self) -> DoorSocket:
         raise OSError(errno.EOPNOTSUPP, "dup() is not available for sandbox sockets")
 
-    def set_inheritable(self, inheritable):
+    def set_inheritable(self, inheritable: bool) -> None:
         pass
 
-    def get_inheritable(self):
+    def get_inheritable(self) -> bool:
         return False
 
     @property
-    def timeout(self):
+    def timeout(self) -> float | None:
         return self._timeout
 
     # -- TLS, for the ssl stub ---------------------------------------------------------------------
-    def _door_start_tls(self, server_hostname, timeout=None, wait=True):
+    def _door_start_tls(self, server_hostname: str | None, timeout: float | None = None,
+                        wait: bool = True) -> dict[str, Any]:
         """The host's TLS details once the handshake is over ({"pending": True} while it runs,
         if not waiting)."""
         self._connected()
@@ -424,7 +436,7 @@ class DoorSocket:
                           timeout=timeout if timeout is not None else self._timeout)
 
 
-def _convert(value, enum_class):
+def _convert(value: int, enum_class: Callable[[int], int] | None) -> int:
     if enum_class is None:
         return value
     try:
@@ -435,7 +447,8 @@ def _convert(value, enum_class):
 
 # -- module functions ------------------------------------------------------------------------------
 
-def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+def getaddrinfo(host: str | bytes | bytearray | None, port: object, family: int = 0, type: int = 0, proto: int = 0,
+                flags: int = 0) -> list[tuple[int, int, int, str, tuple[Any, ...]]]:
     s = _s()
     port = _port(port)
     version = _version(family)
@@ -471,11 +484,11 @@ def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
     return result
 
 
-def gethostbyname(hostname):
+def gethostbyname(hostname: str) -> str:
     return getaddrinfo(hostname, None, _s().AF_INET)[0][4][0]
 
 
-def gethostbyname_ex(hostname):
+def gethostbyname_ex(hostname: str) -> tuple[str, list[str], list[str]]:
     ips = []
     for info in getaddrinfo(hostname, None, _s().AF_INET):
         if info[4][0] not in ips:
@@ -483,16 +496,16 @@ def gethostbyname_ex(hostname):
     return hostname, [], ips
 
 
-def gethostbyaddr(ip_address):
+def gethostbyaddr(ip_address: str) -> tuple[str, list[str], list[str]]:
     raise _s().herror(1, "Unknown host (no reverse lookups in the sandbox)")
 
 
-def getnameinfo(sockaddr, flags):
+def getnameinfo(sockaddr: tuple[Any, ...], flags: int) -> tuple[str, str]:
     host, port = sockaddr[0], sockaddr[1]
     return str(host), str(port)
 
 
-def getfqdn(name=""):
+def getfqdn(name: str = "") -> str:
     name = name.strip()
     if not name or name in ("0.0.0.0", "::"):
         return _s().gethostname()
@@ -502,7 +515,8 @@ def getfqdn(name=""):
 _UNSET = object()
 
 
-def create_connection(address, timeout=_UNSET, source_address=None, *, all_errors=False):
+def create_connection(address: tuple[Any, ...], timeout: Any = _UNSET, source_address: object = None, *,
+                      all_errors: bool = False) -> DoorSocket:
     host, port = address[0], address[1]
     s = _s()
     sock = DoorSocket(s.AF_INET, s.SOCK_STREAM)
@@ -518,13 +532,13 @@ def create_connection(address, timeout=_UNSET, source_address=None, *, all_error
     return sock
 
 
-def create_server(*args, **kwargs):
+def create_server(*args: object, **kwargs: object) -> DoorSocket:
     raise OSError(errno.EOPNOTSUPP, "listening sockets are not available in the sandbox")
 
 
-def install():
+def install() -> None:
     """Make the `socket` module the sandbox's (idempotent)."""
-    s = _socket_module
+    s: Any = _socket_module  # patched: its names become ours
     if getattr(s, "_declaw_net", False):
         return
     _orig.update(socket=s.socket, getaddrinfo=s.getaddrinfo,

@@ -11,6 +11,8 @@ chosen). This package binds it to the sandbox:
   (an interactive shell with a prompt, for a PTY).
 """
 
+from __future__ import annotations
+
 import asyncio
 import errno
 import os
@@ -25,6 +27,13 @@ from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShe
 
 from . import door, programs, rawbytes, shells
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+    from typing import Any
+
+    from .shells import Destination, GuestState
+
 rawbytes.install()  # bytes that are not UTF-8 (`printf '\\377'`) reach files and streams as bytes
 
 EXIT_INTERRUPTED = 130
@@ -32,7 +41,7 @@ WRITABLE = ("/home/user", "/tmp", "/workspace")  # the sandbox's writable mounts
 _DENIED = {errno.EPERM, errno.EACCES, getattr(errno, "ENOTCAPABLE", errno.EPERM)}
 
 
-def os_error_text(exc):
+def os_error_text(exc: OSError) -> str:
     """`PATH: REASON` for an OSError, as bash words it. WASI answers a write under the read-only
     root with EPERM (even when a parent folder is missing): say what Linux would."""
     path = os.fsdecode(exc.filename) if exc.filename is not None else ""
@@ -50,7 +59,7 @@ class RedirectionFailed(ShellError):
 
 
 @contextmanager
-def _redirection_errors():
+def _redirection_errors() -> Iterator[None]:
     """A redirection that cannot open its file fails its command (status 1, `bash: PATH:
     REASON`, so `||`, `&&` and `set -e` see it) and the line goes on, as in bash; the library
     would let the OSError end the whole line with a traceback."""
@@ -66,12 +75,12 @@ class GuestExecutor(shells.ShellFeatures, Executor):
     (no pipe, no redirection) reads the command's own stdin, as a process inherits fd 0. Only
     streaming readers get it, so nothing waits for an end of input it never needed."""
 
-    def __init__(self, registry, session):
+    def __init__(self, registry: Any, session: Session | None) -> None:
         super().__init__(registry)
         self.session = session
         self.exited = False  # `exit` ran: an interactive shell ends
 
-    async def execute_script(self, script, state):
+    async def execute_script(self, script: str, state: GuestState) -> int:
         try:
             return await self.run_script(script, state)
         except ExitShell as exit_shell:
@@ -81,9 +90,10 @@ class GuestExecutor(shells.ShellFeatures, Executor):
             pass
         return state.last_exit_code
 
-    async def run_registered_command(self, command, arguments, stdin, error_destination, state,
-                                     attached_to_terminal=False):
-        if stdin is None and state.pending_stdin is None \
+    async def run_registered_command(self, command: Any, arguments: list[str], stdin: StdinValue | None,
+                                     error_destination: Destination, state: GuestState,
+                                     attached_to_terminal: bool = False) -> ExecutionResult:
+        if stdin is None and state.pending_stdin is None and self.session is not None \
                 and InputKind.STREAM_TEXT in command.input_kinds:
             stdin = StdinValue(value=self.session.stdin_chunks(), kind=OutputKind.STREAM_TEXT)
         try:
@@ -97,19 +107,22 @@ class GuestExecutor(shells.ShellFeatures, Executor):
                 state.write_error(message)
             return ExecutionResult.empty(1)
 
-    async def execute_simple_command(self, node, state, stdin, merge_stderr=False, in_pipeline=False):
+    async def execute_simple_command(self, node: Any, state: GuestState, stdin: StdinValue | None,
+                                     merge_stderr: bool = False, in_pipeline: bool = False) -> ExecutionResult:
         try:
             return await super().execute_simple_command(node, state, stdin, merge_stderr, in_pipeline)
         except RedirectionFailed as exc:
             state.write_error("bash: %s\n" % exc)
             return ExecutionResult.empty(1)
 
-    async def error_destination(self, redirections, state, merge_stderr):
+    async def error_destination(self, redirections: list[Any], state: GuestState,
+                                merge_stderr: bool) -> Destination:
         with _redirection_errors():
             return await super().error_destination(redirections, state, merge_stderr)
 
-    async def apply_output_redirections(self, result, redirections, state, error_destination=None,
-                                        merge_stderr=False):
+    async def apply_output_redirections(self, result: ExecutionResult, redirections: list[Any],
+                                        state: GuestState, error_destination: Destination = None,
+                                        merge_stderr: bool = False) -> ExecutionResult:
         with _redirection_errors():
             return await super().apply_output_redirections(result, redirections, state,
                                                            error_destination, merge_stderr)
@@ -118,11 +131,11 @@ class GuestExecutor(shells.ShellFeatures, Executor):
 class Session:
     """One shell: its state (variables, cwd, functions) and where its streams go."""
 
-    def __init__(self, cwd, env, terminal=None):
+    def __init__(self, cwd: str, env: dict[str, str], terminal: door.Terminal | None = None) -> None:
         self.terminal = terminal
-        self.stdin = terminal if terminal is not None else door.door_stdin_text()
-        self.stdout = sys.stdout
-        self.stderr = sys.stdout if terminal is not None else sys.stderr  # a PTY has one stream
+        self.stdin: Any = terminal if terminal is not None else door.door_stdin_text()
+        self.stdout: Any = sys.stdout  # a text stream (a cell's DoorStream in a bash context)
+        self.stderr: Any = sys.stdout if terminal is not None else sys.stderr  # a PTY has one stream
         state = shells.GuestState(cwd=Path(cwd), write_output=self.write_out, write_error=self.write_err,
                                   variables=dict(env))
         state.variables["PWD"] = cwd
@@ -136,17 +149,17 @@ class Session:
         self.state = state
         self.executor = GuestExecutor(programs.registry(self), self)
 
-    def write_out(self, text):
+    def write_out(self, text: str) -> None:
         rawbytes.write(self.stdout, text)
 
-    def write_err(self, text):
+    def write_err(self, text: str) -> None:
         rawbytes.write(self.stderr, text)
 
-    def read_line(self):
+    def read_line(self) -> str | None:
         line = self.stdin.readline()
         return line or None
 
-    async def stdin_chunks(self):
+    async def stdin_chunks(self) -> AsyncIterator[str]:
         """The command's stdin as it arrives (a terminal's: a line at a time, as a tty's)."""
         read = getattr(self.stdin, "read_chunk", self.stdin.readline)
         while True:
@@ -155,14 +168,14 @@ class Session:
                 return
             yield chunk
 
-    def finish(self, status):
+    def finish(self, status: int) -> int:
         """An interactive shell ends: its EXIT trap runs."""
         try:
             return asyncio.run(self.executor.finish_scope(self.state, status))
         except door.Interrupted:
             return status
 
-    def run(self, script):
+    def run(self, script: str) -> int:
         try:
             if self.terminal is None:
                 return asyncio.run(self.executor.run_line(script, self.state))
@@ -172,12 +185,12 @@ class Session:
             return EXIT_INTERRUPTED
 
 
-def run_command(cwd, script, env):
+def run_command(cwd: str, script: str, env: dict[str, str]) -> int:
     """One command line, like `bash -c SCRIPT`; its exit status."""
     return Session(cwd, env).run(script)
 
 
-def run_terminal(cwd, env):
+def run_terminal(cwd: str, env: dict[str, str]) -> int:
     """An interactive shell on a PTY: prompt, read a command (more lines while it is
     unfinished), run it; until `exit` or end of input."""
     terminal = door.Terminal(lambda text: (sys.stdout.write(text), sys.stdout.flush()))
@@ -187,7 +200,7 @@ def run_terminal(cwd, env):
         state.variables.setdefault(name, value)
         state.exported_names.add(name)
     while True:
-        _update_size(session)
+        _update_size(session, terminal)
         session.write_out(_prompt(state))
         try:
             text = terminal.read_line()
@@ -203,21 +216,21 @@ def run_terminal(cwd, env):
         except door.Interrupted:
             state.last_exit_code = EXIT_INTERRUPTED
             continue
-        _update_size(session)  # it may have changed while the line was typed
+        _update_size(session, terminal)  # it may have changed while the line was typed
         status = session.run(text)
         if session.executor.exited:
             return session.finish(status)
 
 
-def _update_size(session):
+def _update_size(session: Session, terminal: door.Terminal) -> None:
     """bash's checkwinsize: $LINES and $COLUMNS follow the terminal's size."""
-    rows, cols = session.terminal.size()
+    rows, cols = terminal.size()
     for name, value in (("LINES", rows), ("COLUMNS", cols)):
         session.state.variables[name] = str(value)
         session.state.exported_names.add(name)
 
 
-def _prompt(state):
+def _prompt(state: GuestState) -> str:
     cwd = str(state.cwd)
     home = state.variables.get("HOME", "")
     if home and (cwd == home or cwd.startswith(home.rstrip("/") + "/")):

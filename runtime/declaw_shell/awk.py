@@ -22,7 +22,7 @@ import random
 import re
 import sys
 import time
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, NoReturn
 
 NO_PROCESSES = "cannot run commands (no processes in the sandbox)"
 USAGE = "usage: awk [-F fs] [-v var=value] ['prog' | -f progfile] [file ...]"
@@ -665,7 +665,7 @@ class Parser:
             self.error(f"expected {kind!r}")
         return self.advance()
 
-    def error(self, message: str = "") -> None:
+    def error(self, message: str = "") -> NoReturn:
         kind, value, line = self.toks[self.pos]
         found = {"EOF": "end of program", "NEWLINE": "newline"}.get(kind, repr(value))
         message = f"{message}, found {found}" if message else f"unexpected {found}"
@@ -757,11 +757,13 @@ class Parser:
 
     def is_array(self, node: tuple, func: FuncDef | None) -> bool:
         if node[0] == "local":
+            assert func is not None  # locals exist inside functions only
             return node[1] in func.array_params
         return node[1] in self.global_arrays
 
     def mark_array(self, node: tuple, func: FuncDef | None) -> None:
         if node[0] == "local":
+            assert func is not None  # locals exist inside functions only
             func.array_params.add(node[1])
         else:
             self.global_arrays.add(node[1])
@@ -769,7 +771,7 @@ class Parser:
     # -- statements
     def block(self) -> tuple:
         self.expect("{")
-        stmts = []
+        stmts: list[tuple] = []
         while True:
             self.skip_terms()
             if self.kind == "}":
@@ -1056,11 +1058,11 @@ class Parser:
         if kind == "BUILTIN":
             return self.builtin(value, line)
         if kind == "getline":
-            target = self.getline_target()
+            into = self.getline_target()
             if self.kind != "<":
-                return ("getline", target, None)
+                return ("getline", into, None)
             self.advance()
-            return ("getline", target, self.primary())
+            return ("getline", into, self.primary())
         self.pos -= kind != "EOF"
         self.error()
 
@@ -1282,7 +1284,7 @@ class Runtime:
         self.argi = 1
         self.saw_file = False
         self.inputs: dict[str, RecordReader] = {}
-        self.outputs: dict[str, tuple[Callable[[str], None], IO | None]] = {}
+        self.outputs: dict[str, tuple[Callable[[str], object], IO | None]] = {}
         self.rng = random.Random(0)
         self.seed = 0.0
         self.fields_view = _Cells(self.get_field, self.set_field)
@@ -1372,6 +1374,7 @@ class Runtime:
         self.rebuild()
 
     def rebuild(self) -> None:
+        assert self.fields is not None  # split before any field is assigned
         self.record = self.to_str(self.g["OFS"]).join(self.fields)
 
     # -- main input: ARGV operands (files and var=value), else stdin
@@ -1380,6 +1383,7 @@ class Runtime:
         while True:
             if self.current is None and not self.next_input():
                 return None
+            assert self.current is not None  # next_input() opened the next one
             rs = g["RS"]
             record = self.current.read(rs if type(rs) is str else self.to_str(rs))
             if record is not None:
@@ -1448,7 +1452,7 @@ class Runtime:
         return reader.read(self.to_str(self.g["RS"]))
 
     def write_file(self, name: str, mode: str, text: str) -> None:
-        stream = self.outputs.get(name)
+        stream: tuple[Callable[[str], object], IO | None] | None = self.outputs.get(name)
         if stream is None:
             if name in ("/dev/stdout", "-"):
                 stream = (self.write_out, None)
@@ -1680,6 +1684,7 @@ class Compiler:
 
     def e_local(self, node: tuple) -> Callable:
         i, rt = node[1], self.rt
+        assert self.func is not None  # locals exist inside functions only
         if i in self.func.array_params:
             raise AwkError(f"can't use array {node[2]} in a scalar context")
         return lambda: rt.frame[i]
@@ -1872,6 +1877,7 @@ class Compiler:
         if node[0] == "var" and node[1] in self.arrays:
             return self.array(node)
         if node[0] == "local":
+            assert self.func is not None  # locals exist inside functions only
             if array_param or node[1] in self.func.array_params:
                 return self.array(node)
             i, rt = node[1], self.rt
@@ -1900,7 +1906,7 @@ class Compiler:
 
         def getline_file() -> float:  # unlike plain getline, NR and FNR stay as they are
             record = rt.read_file(S(name()))
-            if type(record) is not str:
+            if not isinstance(record, str):
                 return 0.0 if record is None else record
             store(record)
             return 1.0
@@ -1989,6 +1995,7 @@ class Compiler:
 
     def is_array(self, node: tuple) -> bool:
         if node[0] == "local":
+            assert self.func is not None  # locals exist inside functions only
             return node[1] in self.func.array_params
         return node[1] in self.arrays
 
@@ -2036,7 +2043,7 @@ class Compiler:
             parts = separator()(S(s()))
             a = array()
             a.clear()
-            a.update(zip(map(str, range(1, len(parts) + 1)), map(StrNum, parts)))
+            a.update(zip(map(str, range(1, len(parts) + 1)), map(StrNum, parts), strict=False))
             return float(len(parts))
         return split
 

@@ -6,19 +6,21 @@ shell has exists there, as a script that runs it (`exec NAME "$@"`). declaw_wasm
 writes them once, in a guest, into the read-only folder it mounts at both paths.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 
 STUB = '#!/bin/sh\nexec %s "$@"\n'
 
 
-def names():
+def names() -> list[str]:
     from . import GuestExecutor, programs
 
     return GuestExecutor(programs.registry(None), None).program_names()
 
 
-def write(folder):
+def write(folder: str) -> None:
     os.makedirs(folder, exist_ok=True)
     for name in names():
         with open(os.path.join(folder, name), "w") as handle:

@@ -8,6 +8,8 @@ here what arrives goes out at once (`cat` with options that work on lines, and `
 cut lines).
 """
 
+from __future__ import annotations
+
 import codecs
 import os
 import posixpath
@@ -28,6 +30,14 @@ from bash_purepython.streams import as_async_iterator
 
 from . import rawbytes
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+    from pathlib import Path
+    from typing import Any
+
+    Invocation = Any  # bash_purepython's CommandInvocation (untyped)
+
 ARGS_ONLY = frozenset({InputKind.ARGUMENTS})
 TEXT_OUT = frozenset({OutputKind.TEXT})
 STREAM_OUT = frozenset({OutputKind.STREAM_TEXT})
@@ -35,7 +45,7 @@ STDIN_NAMES = ("-", "/dev/stdin")
 FILE_CHUNK = 1 << 16
 
 
-def register(commands):
+def register(commands: Any) -> None:
     from .grep import GrepCommand
 
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
@@ -44,7 +54,7 @@ def register(commands):
         commands.register(command)
 
 
-def stdin_chunks(stdin, kind):
+def stdin_chunks(stdin: Any, kind: Any) -> AsyncIterator[str]:
     """A command's stdin as the chunks that arrive (not cut into lines)."""
     if kind == InputKind.STREAM_TEXT:
         return as_async_iterator(stdin)
@@ -53,17 +63,17 @@ def stdin_chunks(stdin, kind):
     return stdin_lines(stdin, kind) if kind != InputKind.ARGUMENTS else as_async_iterator(())
 
 
-def _tee_chunks(stdin, kind):
+def _tee_chunks(stdin: Any, kind: Any) -> AsyncIterator[str]:
     return stdin_chunks(stdin, kind)
 
 
-def _head_source(path_text, invocation):
+def _head_source(path_text: str, invocation: Invocation) -> Any:
     if path_text == library_head.STDIN_PATH and invocation.stdin_kind == InputKind.STREAM_TEXT:
         return as_async_iterator(invocation.stdin)  # chunks: `head -c` takes them as they come
     return _library_head_source(path_text, invocation)
 
 
-def _head_limit(lines, line_limit, character_limit):
+def _head_limit(lines: Any, line_limit: int | None, character_limit: int | None) -> Any:
     if character_limit is None:
         lines = iterate_lines(lines)  # `head -n` counts lines: cut the chunks again
     return _library_head_limit(lines, line_limit, character_limit)
@@ -73,7 +83,7 @@ ECHO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f"
                 "e": "\x1b", "E": "\x1b"}
 
 
-def _echo_escapes(text):
+def _echo_escapes(text: str) -> tuple[str, bool]:
     """`echo -e`'s escapes as bash's echo reads them (\\0NNN and \\xHH are bytes: rawbytes.py);
     (text, whether \\c stopped it)."""
     return rawbytes.interpret(text, rawbytes.ECHO_ESCAPE, ECHO_ESCAPES, stop="c")
@@ -85,7 +95,7 @@ library_head.source_lines, library_head.limit_source = _head_source, _head_limit
 library_tee.stdin_lines = _tee_chunks
 
 
-def file_chunks(path):
+def file_chunks(path: str | Path) -> Iterator[str]:
     """A file's text in chunks, decoded as the library decodes files (broken UTF-8 replaced)."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     with open(path, "rb") as handle:
@@ -101,14 +111,14 @@ def file_chunks(path):
 class StreamingCatCommand(CatCommand):
     """`cat [-u] [FILE]...` passes its input on as it arrives; with -n, -A, -s… the library's."""
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         operands = [a for a in invocation.arguments if a not in ("-u", "--")]
         if any(a.startswith("-") and a not in STDIN_NAMES for a in operands):
             return super().run(invocation)
         return CommandResult(stdout=self.stream(invocation, operands or ["-"]), exit_code=0)
 
     @staticmethod
-    async def stream(invocation, paths):
+    async def stream(invocation: Invocation, paths: Iterable[str]) -> AsyncIterator[str]:
         state = invocation.state
         for path_text in paths:
             if path_text in STDIN_NAMES:
@@ -131,9 +141,12 @@ class StreamingCatCommand(CatCommand):
                 invocation.exit_status.code = 1
 
 
-def _options(arguments, letters_with_value=""):
+def _options(arguments: Iterable[str],
+             letters_with_value: str = "") -> tuple[list[str], dict[str, str | None], list[str]]:
     """Split GNU-style arguments into option letters/long names and operands (`--` ends options)."""
-    flags, values, operands = [], {}, []
+    flags: list[str] = []
+    values: dict[str, str | None] = {}
+    operands: list[str] = []
     args = list(arguments)
     while args:
         arg = args.pop(0)
@@ -157,7 +170,7 @@ def _options(arguments, letters_with_value=""):
     return flags, values, operands
 
 
-def canonical(path, mode):
+def canonical(path: str, mode: str) -> str | None:
     """GNU's canonicalization: mode 'e' (every component exists), 'f' (all but the last), 'm'
     (none need to); symlinks resolved. None when the mode's condition fails."""
     try:
@@ -177,7 +190,7 @@ class ReadlinkCommand(Command):
     output_kinds = TEXT_OUT
     summary = "print resolved symbolic links or canonical file names"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         flags, _, operands = _options(invocation.arguments)
         mode = next((f for f in reversed(flags) if f in ("f", "e", "m")), None)
@@ -219,7 +232,7 @@ class RealpathCommand(Command):
     output_kinds = TEXT_OUT
     summary = "print the resolved path"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         flags, values, operands = _options(invocation.arguments)
         mode = "f"
@@ -233,7 +246,7 @@ class RealpathCommand(Command):
             state.write_error("realpath: missing operand\nTry 'realpath --help' for more information.\n")
             return CommandResult(stdout="", exit_code=1)
 
-        def resolve(text):
+        def resolve(text: str) -> str | None:
             full = str(state.resolve_path(text))
             if plain:
                 normal = posixpath.normpath(full)
@@ -265,7 +278,7 @@ class RealpathCommand(Command):
         return CommandResult(stdout="".join(out), exit_code=status)
 
 
-def _inside(path, folder):
+def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -278,7 +291,7 @@ class CmpCommand(Command):
     output_kinds = TEXT_OUT
     summary = "compare two files byte by byte"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         flags, values, operands = _options(invocation.arguments, "ni")
         silent = any(f in flags for f in ("s", "--silent", "--quiet"))
@@ -338,7 +351,7 @@ class CmpCommand(Command):
         return CommandResult(stdout="".join(out), exit_code=1 if differ else 0)
 
 
-def _shown(byte):
+def _shown(byte: int) -> str:
     if byte >= 0x80:
         return "M-" + _shown(byte - 0x80)
     if byte < 0x20:
@@ -350,7 +363,7 @@ SIZE_UNITS = {"": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1 << 20, "MB": 10 
               "G": 1 << 30, "GB": 10 ** 9, "GIB": 1 << 30}
 
 
-def _size(text):
+def _size(text: str | None) -> int | None:
     if text is None:
         return None
     digits = text
@@ -371,7 +384,7 @@ class PrintenvCommand(Command):
     output_kinds = TEXT_OUT
     summary = "print all or part of the environment"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         flags, _, names = _options(invocation.arguments)
         end = "\0" if "0" in flags or "--null" in flags else "\n"
         env = invocation.state.exported_variables()
@@ -390,7 +403,7 @@ class WhichCommand(Command):
     output_kinds = TEXT_OUT
     summary = "locate a command"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         args = list(invocation.arguments)
         every = False
@@ -405,7 +418,8 @@ class WhichCommand(Command):
         if not args:
             return CommandResult(stdout="", exit_code=1)
         folders = [f or "." for f in state.variables.get("PATH", "").split(":")]
-        out, status = [], 0
+        out: list[str] = []
+        status = 0
         for name in args:
             if "/" in name:
                 candidates = [name]
@@ -418,9 +432,10 @@ class WhichCommand(Command):
         return CommandResult(stdout="".join(out), exit_code=status)
 
 
-def _input_text(invocation, paths, program):
+def _input_text(invocation: Invocation, paths: list[str], program: str) -> tuple[list[str], bool]:
     """The text of the named files (or stdin), and whether one could not be read."""
-    state, texts, failed = invocation.state, [], False
+    state, failed = invocation.state, False
+    texts: list[str] = []
     for path_text in paths or ["-"]:
         if path_text in STDIN_NAMES:
             texts.append(invocation.stdin if invocation.stdin_kind == InputKind.TEXT else "")
@@ -445,11 +460,11 @@ class TacCommand(Command):
     output_kinds = TEXT_OUT
     summary = "concatenate and print files in reverse"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         flags, values, paths = _options(invocation.arguments, "s")
         separator = values.get("s", values.get("--separator")) or "\n"
         texts, failed = _input_text(invocation, paths, "tac")
-        out = []
+        out: list[str] = []
         for text in texts:
             records = text.split(separator)
             tail = records.pop()
@@ -469,7 +484,7 @@ class CommCommand(Command):
     output_kinds = TEXT_OUT
     summary = "compare two sorted files line by line"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         flags, values, paths = _options(invocation.arguments)
         if len(paths) != 2:
@@ -488,15 +503,16 @@ class CommCommand(Command):
             if records and records[-1] == "":
                 records.pop()
             lines.append(records)
-        delimiter = values.get("--output-delimiter", "\t")
+        delimiter = values.get("--output-delimiter", "\t") or ""  # given with "=": never None
         shown = [str(column) not in "".join(f for f in flags if f in "123") for column in (1, 2, 3)]
         prefix = {1: "", 2: delimiter if shown[0] else "", 3: delimiter * (shown[0] + shown[1])}
         check = "--nocheck-order" not in flags
-        out, unsorted = [], [False, False]
+        out: list[str] = []
+        unsorted = [False, False]
         first, second = lines
         i = j = 0
 
-        def note_order(which, records, index):
+        def note_order(which: int, records: list[str], index: int) -> None:
             if check and index and records[index] < records[index - 1] and not unsorted[which]:
                 unsorted[which] = True
                 state.write_error("comm: file %d is not in sorted order\n" % (which + 1))
@@ -532,7 +548,7 @@ class NprocCommand(Command):
     output_kinds = TEXT_OUT
     summary = "print the number of processing units available"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         return CommandResult(stdout="1\n", exit_code=0)
 
 
@@ -544,7 +560,7 @@ class ShufCommand(Command):
     output_kinds = TEXT_OUT
     summary = "generate random permutations"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         args = list(invocation.arguments)
         count, repeat, echo_mode, span, operands = None, False, False, None, []

@@ -10,9 +10,11 @@ process killed by SIGTERM prints none. Code that computes without blocking canno
 this way: WASI has no signals (the command's own timeout still ends the whole command line).
 """
 
+from __future__ import annotations
+
 import time
 
-_stack = []  # monotonic deadlines of the `timeout`s running now, innermost last
+_stack: list[float] = []  # monotonic deadlines of the `timeout`s running now, innermost last
 _real_sleep = time.sleep
 
 
@@ -22,17 +24,17 @@ class DeadlineReached(BaseException):
     passes_through_programs = True  # _declaw_boot lets it end a python3 stage silently
 
 
-def remaining():
+def remaining() -> float | None:
     """Seconds left before the earliest active deadline; None when no `timeout` runs."""
     if not _stack:
         return None
     return min(_stack) - time.monotonic()
 
 
-def _sleep(seconds):
+def _sleep(seconds: float) -> None:
     left = remaining()
     if left is not None and seconds >= left:
-        while left > 0:  # a sleep may end a hair early by the guest's clock: `timeout` would
+        while left is not None and left > 0:  # a sleep may end a hair early by the guest's clock: `timeout` would
             _real_sleep(left)  # then take the deadline for an outer one's and end the line
             left = remaining()
         raise DeadlineReached()
@@ -42,20 +44,20 @@ def _sleep(seconds):
 class active:
     """`with deadlines.active(seconds):` — a deadline for the code inside."""
 
-    def __init__(self, seconds):
+    def __init__(self, seconds: float) -> None:
         self.at = time.monotonic() + seconds
 
-    def __enter__(self):
+    def __enter__(self) -> active:
         if not _stack:
-            time.sleep = _sleep
+            time.sleep = _sleep  # type: ignore[assignment]  # takes the numbers programs pass
         _stack.append(self.at)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _stack.remove(self.at)
         if not _stack:
             time.sleep = _real_sleep
 
     @property
-    def passed(self):
+    def passed(self) -> bool:
         return time.monotonic() >= self.at

@@ -7,6 +7,8 @@ input). `Terminal` adds what a tty's line discipline would do for a PTY: echo, l
 ^C, ^D.
 """
 
+from __future__ import annotations
+
 import _pyio
 import io
 
@@ -15,10 +17,17 @@ import msgpack
 
 from . import deadlines
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 (the guest's Python has it)
+
 ETX, EOT, BS, DEL, CR, LF = 0x03, 0x04, 0x08, 0x7F, 0x0D, 0x0A
 
 
-def call(op, **args):
+def call(op: str, **args: Any) -> Any:
     """One request to the host; its answer."""
     return msgpack.unpackb(_host.call(msgpack.packb({"op": op, **args}, use_bin_type=True)),
                            raw=False)
@@ -29,10 +38,11 @@ class DoorStdin(io.RawIOBase):
     (deadlines.py) the wait is bounded: the host answers None when nothing came in `wait`
     seconds, and the read ends the timed command once its deadline passes."""
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer):
+    def readinto(self, buffer: Buffer) -> int:
+        buffer = memoryview(buffer)
         while True:
             left = deadlines.remaining()
             if left is None:
@@ -59,7 +69,7 @@ class LiveStdin(_pyio.TextIOWrapper):
     translated, as CPython's own stdin on POSIX (`newline="\\n"`), so `cat` passes CRLF through;
     broken UTF-8 becomes replacement characters."""
 
-    def read_chunk(self):
+    def read_chunk(self) -> str:
         """The text available now: what is decoded already, else one read from the host
         (waiting for it); '' at end of input."""
         self._checkReadable()
@@ -73,8 +83,7 @@ class LiveStdin(_pyio.TextIOWrapper):
                 break
         return text
 
-
-    def take_pending(self):
+    def take_pending(self) -> bytes:
         """The input this reader holds but has not handed out (decoded text, bytes the decoder
         keeps), as bytes; it then holds none. For a program's own reader (`program_stdin`)."""
         if self._decoder is None:
@@ -90,14 +99,15 @@ class ProgramStdin(io.RawIOBase):
     then the door. Like a process on Linux, the stage buffers on its own (CPython's C reader,
     fast line by line), and what it read but did not use is gone when it ends."""
 
-    def __init__(self, live):
+    def __init__(self, live: LiveStdin) -> None:
         self.live = live
-        self.pending = None
+        self.pending: bytes | None = None
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer):
+    def readinto(self, buffer: Buffer) -> int:
+        buffer = memoryview(buffer)
         if self.pending is None:
             self.pending = self.live.take_pending()
         if self.pending:
@@ -110,7 +120,7 @@ class ProgramStdin(io.RawIOBase):
         return len(data)
 
 
-def program_stdin(stdin):
+def program_stdin(stdin: Any) -> Any:
     """A program's own text reader over the shell's stdin (a PTY's terminal is shared as is);
     bytes that are not UTF-8 read as CPython's stdin on Linux reads them (`surrogateescape`)."""
     if not isinstance(stdin, LiveStdin):
@@ -119,7 +129,7 @@ def program_stdin(stdin):
                             errors="surrogateescape", newline="\n")
 
 
-def door_stdin_text():
+def door_stdin_text() -> LiveStdin:
     return LiveStdin(io.BufferedReader(DoorStdin()), encoding="utf-8", errors="replace", newline="\n")
 
 
@@ -132,20 +142,20 @@ class Terminal(io.TextIOBase):
     whole lines, with backspace, ^U, ^C (raises Interrupted) and ^D (end of input on an empty
     line). Output newlines become CRLF on the host side, as a tty's `onlcr` would."""
 
-    def __init__(self, write):
+    def __init__(self, write: Callable[[str], object]) -> None:
         self.write_out = write
         self.pending = bytearray()  # raw keystrokes not yet used
-        self.lines = []  # complete lines not yet read
+        self.lines: list[str] = []  # complete lines not yet read
         self.eof = False
 
-    def readable(self):
+    def readable(self) -> bool:
         return True
 
-    def size(self):
+    def size(self) -> tuple[int, int]:
         rows, cols = call("winsize")
         return int(rows), int(cols)
 
-    def _key(self):
+    def _key(self) -> int | None:
         while not self.pending:
             data = call("stdin", n=4096)
             if not data:
@@ -155,7 +165,7 @@ class Terminal(io.TextIOBase):
         del self.pending[0]
         return key
 
-    def read_line(self):
+    def read_line(self) -> str:
         """The next line typed (with its newline), '' at end of input."""
         if self.lines:
             return self.lines.pop(0)
@@ -179,12 +189,7 @@ class Terminal(io.TextIOBase):
                     return ""
                 continue
             if key in (BS, DEL):
-                if line:
-                    # drop one whole UTF-8 character
-                    del line[-1]
-                    while line and (line[-1] & 0xC0) == 0x80:
-                        del line[-1]
-                    self.write_out("\b \b")
+                self._erase_char(line)
                 continue
             if key == 0x15:  # ^U: kill the line
                 self.write_out("\b \b" * len(line.decode("utf-8", "replace")))
@@ -199,7 +204,15 @@ class Terminal(io.TextIOBase):
             elif _complete_utf8(line):  # echo a multi-byte character once it is whole
                 self.write_out(_last_char(line))
 
-    def _swallow_escape(self):
+    def _erase_char(self, line: bytearray) -> None:
+        """Backspace: drop one whole UTF-8 character."""
+        if line:
+            del line[-1]
+            while line and (line[-1] & 0xC0) == 0x80:
+                del line[-1]
+            self.write_out("\b \b")
+
+    def _swallow_escape(self) -> None:
         key = self._key()
         if key == ord("["):
             while True:
@@ -207,31 +220,31 @@ class Terminal(io.TextIOBase):
                 if key is None or 0x40 <= key <= 0x7E:
                     return
 
-    def readline(self, size=-1):
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]  # typeshed's TextIOBase keeps IOBase's bytes
         return self.read_line()
 
-    def read(self, size=-1):
-        chunks = []
+    def read(self, size: int | None = -1) -> str:
+        chunks: list[str] = []
         while True:
             line = self.read_line()
             if not line:
                 return "".join(chunks)
             chunks.append(line)
 
-    def __iter__(self):
+    def __iter__(self) -> Terminal:  # type: ignore[override]  # typeshed's TextIOBase keeps IOBase's bytes
         return self
 
-    def __next__(self):
+    def __next__(self) -> str:  # type: ignore[override]  # typeshed's TextIOBase keeps IOBase's bytes
         line = self.read_line()
         if not line:
             raise StopIteration
         return line
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return True
 
 
-def _complete_utf8(data):
+def _complete_utf8(data: bytearray) -> bool:
     """Whether `data` ends with a complete multi-byte UTF-8 character."""
     i = len(data) - 1
     while i >= 0 and (data[i] & 0xC0) == 0x80:
@@ -243,7 +256,7 @@ def _complete_utf8(data):
     return len(data) - i == need
 
 
-def _last_char(data):
+def _last_char(data: bytearray) -> str:
     i = len(data) - 1
     while i >= 0 and (data[i] & 0xC0) == 0x80:
         i -= 1

@@ -13,6 +13,8 @@ ownership tests cannot mean anything under WASI (no modes, one user): `-user`/`-
 "user", `-perm` matches every entry.
 """
 
+from __future__ import annotations
+
 import fnmatch
 import math
 import os
@@ -21,6 +23,15 @@ import stat
 import time
 
 from bash_purepython.execute_command import ErrorDestination
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from bash_purepython.execute_command import ExecutionResult, StdinValue
+
+    from .shells import Destination, GuestState, ShellFeatures
 
 OPERATORS = {"(", ")", "!", "-not", "-a", "-and", "-o", "-or", ","}
 NO_ARG_TESTS = {"-empty", "-true", "-false", "-readable", "-writable", "-executable", "-nouser", "-nogroup"}
@@ -46,25 +57,25 @@ class Quit(Exception):
 
 
 class Node:
-    def __init__(self, kind, *parts):
+    def __init__(self, kind: str, *parts: Any) -> None:
         self.kind, self.parts = kind, parts
 
 
 class Parser:
-    def __init__(self, tokens):
+    def __init__(self, tokens: list[str]) -> None:
         self.tokens, self.index = tokens, 0
         self.has_action = False
-        self.options = {"maxdepth": None, "mindepth": 0, "depth": False, "follow": False}
+        self.options: dict[str, Any] = {"maxdepth": None, "mindepth": 0, "depth": False, "follow": False}
 
-    def peek(self):
+    def peek(self) -> str | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
 
-    def take(self):
+    def take(self) -> str | None:
         token = self.peek()
         self.index += 1
         return token
 
-    def parse(self):
+    def parse(self) -> Node | None:
         if self.peek() is None:
             return None
         node = self.comma()
@@ -73,21 +84,21 @@ class Parser:
                             if self.peek() != ")" else "find: invalid expression; you have too many ')'")
         return node
 
-    def comma(self):
+    def comma(self) -> Node:
         node = self.disjunction()
         while self.peek() == ",":
             self.take()
             node = Node("comma", node, self.disjunction())
         return node
 
-    def disjunction(self):
+    def disjunction(self) -> Node:
         node = self.conjunction()
         while self.peek() in ("-o", "-or"):
             self.take()
             node = Node("or", node, self.conjunction())
         return node
 
-    def conjunction(self):
+    def conjunction(self) -> Node:
         node = self.negation()
         while self.peek() is not None and self.peek() not in ("-o", "-or", ")", ","):
             if self.peek() in ("-a", "-and"):
@@ -95,13 +106,13 @@ class Parser:
             node = Node("and", node, self.negation())
         return node
 
-    def negation(self):
+    def negation(self) -> Node:
         if self.peek() in ("!", "-not"):
             self.take()
             return Node("not", self.negation())
         return self.primary()
 
-    def primary(self):
+    def primary(self) -> Node:  # noqa: C901 (find's expression grammar, one token at a time)
         token = self.take()
         if token is None:
             raise FindError("find: expected an expression at the end")
@@ -130,7 +141,7 @@ class Parser:
             return Node(token, self.argument(token))
         if token in ("-exec", "-execdir", "-ok", "-okdir"):
             self.has_action = True
-            command = []
+            command: list[str] = []
             while True:
                 part = self.take()
                 if part is None:
@@ -154,14 +165,14 @@ class Parser:
             raise FindError("find: unknown predicate `%s'" % token)
         raise FindError("find: paths must precede expression: `%s'" % token)
 
-    def argument(self, token):
+    def argument(self, token: str) -> str:
         value = self.take()
         if value is None:
             raise FindError("find: missing argument to `%s'" % token)
         return value
 
 
-def split_arguments(arguments):
+def split_arguments(arguments: list[str]) -> tuple[bool, list[str], list[str]]:
     """(global -H/-L/-P, roots, expression tokens)."""
     args = list(arguments)
     follow = False
@@ -173,7 +184,7 @@ def split_arguments(arguments):
     return follow, roots, args
 
 
-def _compare(spec, value):
+def _compare(spec: str, value: float) -> bool:
     """GNU's numeric argument: +N more than N, -N less than N, N exactly N."""
     if spec.startswith("+"):
         return value > int(spec[1:])
@@ -182,22 +193,23 @@ def _compare(spec, value):
     return value == int(spec)
 
 
-def _numeric(spec, token):
+def _numeric(spec: str, token: str) -> None:
     if not re.fullmatch(r"[-+]?\d+", spec):
         raise FindError("find: invalid argument `%s' to `%s'" % (spec, token))
 
 
 class Entry:
-    def __init__(self, path, shown, depth, root):
+    def __init__(self, path: str, shown: str, depth: int, root: str) -> None:
         self.path, self.shown, self.depth, self.root = path, shown, depth, root
-        self._lstat = self._stat = None
+        self._lstat: os.stat_result | None = None
+        self._stat: os.stat_result | None = None
 
-    def lstat(self):
+    def lstat(self) -> os.stat_result:
         if self._lstat is None:
             self._lstat = os.lstat(self.path)
         return self._lstat
 
-    def stat(self, follow):
+    def stat(self, follow: bool) -> os.stat_result:
         if not follow:
             return self.lstat()
         if self._stat is None:
@@ -211,23 +223,25 @@ class Entry:
 class Find:
     """One find run: walks the roots, evaluates the expression, writes through the shell."""
 
-    def __init__(self, executor, scope, tree, options, follow, write_error):
+    def __init__(self, executor: ShellFeatures, scope: GuestState, tree: Node | None, options: dict[str, Any],
+                 follow: bool, write_error: Callable[[str], object]) -> None:
         self.executor, self.scope, self.tree = executor, scope, tree
         self.options, self.follow = options, follow or options["follow"]
         self.write_error = write_error
         self.status = 0
-        self.batches = {}  # exec node -> paths for `-exec … {} +`
+        self.batches: dict[Node, list[tuple[str, Entry]]] = {}  # exec node -> paths for `-exec … {} +`
         self.quit = False
         self.now = time.time()
+        self.pruned = False  # -prune ran for the entry being visited
 
-    async def out(self, text):
+    async def out(self, text: str) -> None:
         await self.scope.output_sink.write(text)
 
-    def error(self, message):
+    def error(self, message: str) -> None:
         self.write_error("find: %s\n" % message)
         self.status = 1
 
-    async def run(self, roots):
+    async def run(self, roots: list[str]) -> int:
         for root in roots:
             if self.quit:
                 break
@@ -244,7 +258,7 @@ class Find:
                 await self.execute(node, paths)
         return self.status
 
-    async def visit(self, entry):
+    async def visit(self, entry: Entry) -> None:
         maxdepth, mindepth, depth_first = self.options["maxdepth"], self.options["mindepth"], self.options["depth"]
         try:
             info = entry.stat(self.follow)
@@ -270,14 +284,14 @@ class Find:
         if depth_first and entry.depth >= mindepth and not self.quit:
             await self.evaluate(self.tree, entry)
 
-    async def evaluate(self, node, entry):
+    async def evaluate(self, node: Node | None, entry: Entry) -> bool:
         if node is None:
             await self.out(entry.shown + "\n")
             return True
         result = await self.test(node, entry)
         return result
 
-    async def test(self, node, entry):
+    async def test(self, node: Node, entry: Entry) -> bool:  # noqa: C901 (one branch per find predicate)
         kind, parts = node.kind, node.parts
         if kind == "and":
             return await self.test(parts[0], entry) and await self.test(parts[1], entry)
@@ -382,7 +396,7 @@ class Find:
             return await self.execute(node, [(shown, entry)]) == 0
         raise FindError("find: unknown predicate `%s'" % kind)
 
-    async def execute(self, node, items):
+    async def execute(self, node: Node, items: list[tuple[str, Entry]]) -> int:
         command, batch, in_dir = node.parts
         shown = [s for s, _ in items]
         if batch:
@@ -402,9 +416,10 @@ class Find:
         return result.exit_code
 
     @staticmethod
-    def format(template, entry, info):
+    def format(template: str, entry: Entry, info: os.stat_result) -> str:
         """-printf's directives: %p %f %h %P %s %d %m %M? %t %T@ %y %%, and \\n \\t \\0."""
-        out, index = [], 0
+        out: list[str] = []
+        index = 0
         name = os.path.basename(entry.shown.rstrip("/")) or entry.shown
         while index < len(template):
             char = template[index]
@@ -433,7 +448,8 @@ class Find:
         return "".join(out)
 
 
-async def run(executor, arguments, stdin, error_destination, state, in_pipeline, attached):
+async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue | None, error_destination: Destination,
+              state: GuestState, in_pipeline: bool, attached: bool) -> ExecutionResult:
     write_error = executor.error_sink(error_destination, state, state.output_sink.write_sync)
     follow, roots, tokens = split_arguments(arguments)
     try:
@@ -445,7 +461,7 @@ async def run(executor, arguments, stdin, error_destination, state, in_pipeline,
     if tree is not None and not parser.has_action:
         tree = Node("and", tree, Node("-print"))
 
-    async def body(scope):
+    async def body(scope: GuestState) -> int:
         finder = Find(executor, scope, tree, parser.options, follow, scope.write_error)
         try:
             return await finder.run(roots or ["."])

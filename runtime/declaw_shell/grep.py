@@ -16,6 +16,8 @@ holding a NUL byte is binary: a match there says "grep: FILE: binary file matche
 order is the file system's) and follow symlinks only with -R.
 """
 
+from __future__ import annotations
+
 import fnmatch
 import os
 import re
@@ -30,6 +32,13 @@ from bash_purepython.command.sed import translate_regex
 from bash_purepython.streams import as_async_iterator, close_iterator
 
 from .coreutils import stdin_chunks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+    from typing import Any
+
+    Invocation = Any  # bash_purepython's CommandInvocation (untyped)
 
 STDIN_LABEL = "(standard input)"
 WITH_VALUE_SHORT = "efmABCdD"
@@ -55,21 +64,24 @@ class GrepError(Exception):
 
 
 class Options:
-    def __init__(self):
-        self.patterns = []
-        self.pattern_files = []
+    def __init__(self) -> None:
+        self.patterns: list[str] = []
+        self.pattern_files: list[str] = []
         self.syntax = "G"
-        self.flags = set()
-        self.max_count = None
-        self.after = self.before = None
+        self.flags: set[str] = set()
+        self.max_count: int | None = None
+        self.after: int | None = None
+        self.before: int | None = None
         self.label = STDIN_LABEL
-        self.includes, self.excludes, self.exclude_dirs = [], [], []
+        self.includes: list[str] = []
+        self.excludes: list[str] = []
+        self.exclude_dirs: list[str] = []
         self.binary = "binary"
         self.group_separator = "--"
-        self.operands = []
+        self.operands: list[str] = []
 
 
-def parse(arguments):
+def parse(arguments: Iterable[str]) -> Options:  # noqa: C901 (grep's option grammar, one flat loop)
     options = Options()
     args = list(arguments)
     while args:
@@ -120,7 +132,7 @@ def parse(arguments):
     return options
 
 
-def _flag(options, flag):
+def _flag(options: Options, flag: str) -> None:
     if flag in ("E", "F", "G", "P"):
         options.syntax = flag
     elif flag == "y":
@@ -135,7 +147,7 @@ def _flag(options, flag):
         options.flags.add(flag)
 
 
-def _apply(options, key, value):
+def _apply(options: Options, key: str, value: str) -> None:
     if key == "e":
         options.patterns.append(value)
     elif key == "f":
@@ -164,7 +176,7 @@ def _apply(options, key, value):
         options.group_separator = value
 
 
-def _number(value, what):
+def _number(value: str, what: str) -> int:
     try:
         number = int(value)
     except ValueError:
@@ -174,7 +186,7 @@ def _number(value, what):
     return number
 
 
-def compile_patterns(patterns, options):
+def compile_patterns(patterns: list[str], options: Options) -> re.Pattern[str]:
     flags = re.IGNORECASE if "i" in options.flags else 0
     try:
         pieces = []
@@ -200,7 +212,7 @@ def compile_patterns(patterns, options):
         raise GrepError("grep: Invalid regular expression") from None
 
 
-def _matches_glob(name, globs):
+def _matches_glob(name: str, globs: list[str]) -> bool:
     """GNU's --include/--exclude: the glob matches the whole name or a suffix after a slash."""
     parts = name.split("/")
     return any(fnmatch.fnmatchcase("/".join(parts[i:]), glob) for glob in globs for i in range(len(parts)))
@@ -212,11 +224,11 @@ class GrepCommand(Command):
     output_kinds = frozenset({OutputKind.STREAM_TEXT})
     summary = "print lines that match patterns"
 
-    def __init__(self, name="grep", syntax=None):
+    def __init__(self, name: str = "grep", syntax: str | None = None) -> None:
         self.name = name
         self.forced_syntax = syntax  # egrep, fgrep
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         try:
             options = parse(invocation.arguments)
@@ -239,7 +251,7 @@ class GrepCommand(Command):
         return CommandResult(stdout=Search(invocation, options, regex).run(), exit_code=0)
 
     @staticmethod
-    def pattern_file(path_text, invocation):
+    def pattern_file(path_text: str, invocation: Invocation) -> list[str]:
         if path_text == "-":
             text = invocation.stdin if invocation.stdin_kind == InputKind.TEXT else ""
         else:
@@ -257,7 +269,7 @@ class GrepCommand(Command):
 class Search:
     """One grep run over its files: yields output text; sets the exit status at the end."""
 
-    def __init__(self, invocation, options, regex):
+    def __init__(self, invocation: Invocation, options: Options, regex: re.Pattern[str]) -> None:
         self.invocation = invocation
         self.state = invocation.state
         self.options = options
@@ -269,8 +281,9 @@ class Search:
         self.trouble = False
         self.record_end = "\0" if "z" in flags else "\n"
         self.name_end = "\0" if "Z" in flags else None
+        self.binary = False  # the file being searched is binary
 
-    async def run(self):
+    async def run(self) -> AsyncIterator[str]:
         options = self.options
         operands = options.operands or (["."] if self.recursive else ["-"])
         targets = self.targets(operands, bare=not options.operands)
@@ -289,13 +302,13 @@ class Search:
                 status = 2
             self.invocation.exit_status.code = status
 
-    def error(self, message):
+    def error(self, message: str) -> None:
         self.trouble = True
         if "s" not in self.options.flags:
             self.state.write_error("grep: %s\n" % message)
 
     # -- which files ---------------------------------------------------------------------------------
-    def targets(self, operands, bare=False):
+    def targets(self, operands: list[str], bare: bool = False) -> Iterator[tuple[str, str | None]]:
         """(label, path or None for stdin), lazily, in order. (`grep -r PATTERN` with no
         operand searches "." and labels files without "./".)"""
         options = self.options
@@ -321,7 +334,7 @@ class Search:
                 continue
             yield operand, str(path)
 
-    def selected_file(self, name):
+    def selected_file(self, name: str) -> bool:
         options = self.options
         if options.excludes and _matches_glob(name, options.excludes):
             return False
@@ -329,7 +342,7 @@ class Search:
             return False
         return True
 
-    def walk(self, folder, prefix):
+    def walk(self, folder: str, prefix: str) -> Iterator[tuple[str, str]]:
         follow = "R" in self.options.flags
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -352,7 +365,7 @@ class Search:
                 yield label, entry.path
 
     # -- one file ------------------------------------------------------------------------------------
-    async def records(self, path):
+    async def records(self, path: str | None) -> AsyncIterator[str]:
         """The file's (or stdin's) records, with their terminators; and whether it is binary."""
         end = self.record_end
         if path is None:
@@ -383,7 +396,7 @@ class Search:
             yield text[start:cut + 1]
             start = cut + 1
 
-    def prefix(self, label, show_names, number, offset, separator):
+    def prefix(self, label: str, show_names: bool, number: int, offset: int, separator: str) -> str:
         parts = []
         if show_names:
             parts.append(label + (self.name_end if self.name_end is not None else separator))
@@ -393,7 +406,8 @@ class Search:
             parts.append("%d%s" % (offset, separator))
         return "".join(parts)
 
-    async def search(self, label, path, show_names):
+    async def search(  # noqa: C901 (one pass over a file: selection, context, counts, listing)
+            self, label: str, path: str | None, show_names: bool) -> AsyncIterator[str]:
         options, flags, regex = self.options, self.options.flags, self.regex
         self.binary = False
         invert = "v" in flags
@@ -405,7 +419,7 @@ class Search:
         after = options.after or 0
         context = (before or after) and not silent_lines and not only
         selected = 0
-        held = []  # (number, offset, text) of lines before a match
+        held: list[tuple[int, int, str]] = []  # (number, offset, text) of lines before a match
         after_left = 0
         last_printed = 0
         printed_group = getattr(self, "printed_group", False)
@@ -473,7 +487,8 @@ class Search:
         if self.binary and selected and not silent_lines:
             self.state.write_error("grep: %s: binary file matches\n" % label)
 
-    async def trailing(self, records, label, show_names, number, offset, count):
+    async def trailing(self, records: AsyncIterator[str], label: str, show_names: bool, number: int, offset: int,
+                       count: int) -> AsyncIterator[str]:
         async for record in records:
             number += 1
             body = record[:-1] if record.endswith(self.record_end) else record
@@ -484,5 +499,5 @@ class Search:
                 return
 
 
-def _bytes(text):
+def _bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))

@@ -7,10 +7,21 @@ nothing. `umask` reports and accepts a mask, which WASI cannot apply (files have
 guest has no rlimits (the sandbox's own limits are its memory, time and disk quotas).
 """
 
+from __future__ import annotations
+
 import glob
 
 from bash_purepython import words
 from bash_purepython.streams import materialise_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from typing import Any
+
+    from .shells import GuestState, ShellFeatures
+
+    Builtin = Callable[[list[str], Any, GuestState], Awaitable[int]]
 
 SHOPT_NAMES = ("autocd", "cdable_vars", "cdspell", "checkhash", "checkjobs", "checkwinsize", "cmdhist",
                "compat31", "compat32", "compat40", "compat41", "compat42", "compat43", "compat44",
@@ -27,18 +38,19 @@ SHOPT_DEFAULTS = frozenset({"checkwinsize", "cmdhist", "complete_fullquote", "ex
                             "patsub_replacement", "progcomp", "promptvars", "sourcepath"})
 
 
-def table(executor):
+def table(executor: ShellFeatures) -> dict[str, Builtin]:
     return {"getopts": getopts, "mapfile": _reader(executor), "readarray": _reader(executor),
             "umask": umask, "shopt": shopt, "ulimit": ulimit}
 
 
-def _shopts(state):
-    if not isinstance(getattr(state, "shopts", None), set):
-        state.shopts = set(SHOPT_DEFAULTS)
-    return state.shopts
+def _shopts(state: GuestState) -> set[str]:
+    shopts = getattr(state, "shopts", None)
+    if not isinstance(shopts, set):
+        shopts = state.shopts = set(SHOPT_DEFAULTS)
+    return shopts
 
 
-def _expand_pathnames(expanded_field, state):
+def _expand_pathnames(expanded_field: Any, state: GuestState) -> list[str]:
     options = getattr(state, "shopts", None) or ()
     if not expanded_field.has_wildcard:
         return [expanded_field.text]
@@ -52,7 +64,7 @@ def _expand_pathnames(expanded_field, state):
 words.expand_pathnames = _expand_pathnames
 
 
-async def getopts(arguments, stdin, state):
+async def getopts(arguments: list[str], stdin: Any, state: GuestState) -> int:
     """getopts OPTSTRING NAME [ARG...]: bash's option parser for scripts (OPTIND, OPTARG, a
     leading ':' for silent errors)."""
     if len(arguments) < 2:
@@ -69,7 +81,7 @@ async def getopts(arguments, stdin, state):
     position = remembered[1] if remembered[0] == index else 1
     state.variables.pop("OPTARG", None)
 
-    def finish(value, next_index, next_position, status):
+    def finish(value: str, next_index: int, next_position: int, status: int) -> int:
         state.variables[name] = value
         state.variables["OPTIND"] = str(next_index)
         state.getopts_position = (next_index, next_position)
@@ -108,16 +120,17 @@ async def getopts(arguments, stdin, state):
     return finish("?", index + 1, 1, 0)
 
 
-def _script_name(state):
+def _script_name(state: GuestState) -> str:
     return getattr(state, "script_name", "bash")
 
 
-def _reader(executor):
-    async def mapfile(arguments, stdin, state):
+def _reader(executor: ShellFeatures) -> Builtin:
+    async def mapfile(arguments: list[str], stdin: Any, state: GuestState) -> int:
         """mapfile/readarray [-t] [-n COUNT] [-s SKIP] [-d DELIM] [-O ORIGIN] [ARRAY]: lines of
         stdin into an array (MAPFILE by default)."""
         args = list(arguments)
-        strip, count, skip, delimiter, origin, name = False, 0, 0, "\n", None, "MAPFILE"
+        strip, count, skip, delimiter, name = False, 0, 0, "\n", "MAPFILE"
+        origin: int | None = None
         while args and args[0].startswith("-") and len(args[0]) > 1:
             option = args.pop(0)
             if option == "--":
@@ -163,7 +176,7 @@ def _reader(executor):
     return mapfile
 
 
-async def umask(arguments, stdin, state):
+async def umask(arguments: list[str], stdin: Any, state: GuestState) -> int:
     args = [a for a in arguments if a not in ("-p",)]
     symbolic = "-S" in args
     args = [a for a in args if a != "-S"]
@@ -187,10 +200,10 @@ async def umask(arguments, stdin, state):
     return 0
 
 
-async def shopt(arguments, stdin, state):
+async def shopt(arguments: list[str], stdin: Any, state: GuestState) -> int:
     options = _shopts(state)
     args = list(arguments)
-    mode = None
+    mode: str | None = None
     quiet = printable = False
     while args and args[0].startswith("-"):
         flag = args.pop(0)
@@ -237,19 +250,20 @@ ULIMITS = {
 }
 
 
-def _ulimit_line(flag, value):
+def _ulimit_line(flag: str, value: str) -> str:
     text, unit, _ = ULIMITS[flag]
     where = "(%s, -%s)" % (unit, flag) if unit else "(-%s)" % flag
     return "%-20s%20s %s\n" % (text, where, value)
 
 
-async def ulimit(arguments, stdin, state):
+async def ulimit(arguments: list[str], stdin: Any, state: GuestState) -> int:
     """ulimit [-SHa] [-flag [LIMIT]]: bash's report of a process's limits; a new LIMIT is
     accepted and kept for the shell's later reports, not applied."""
     kept = getattr(state, "ulimits", None)
     if not isinstance(kept, dict):
         kept = state.ulimits = {}
-    flags, value = [], None
+    flags: list[str] = []
+    value: str | None = None
     for arg in arguments:
         if arg.startswith("-") and len(arg) > 1:
             for flag in arg[1:]:

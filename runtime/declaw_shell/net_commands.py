@@ -7,6 +7,8 @@ curl -s -S -f -L -o -O -X -H -d/--data/--data-raw/--data-binary -w '%{http_code}
 wget -q -O FILE|- -T --header --no-check-certificate (the host verifies anyway).
 """
 
+from __future__ import annotations
+
 import io
 import os
 import sys
@@ -14,18 +16,27 @@ import time
 
 from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NoReturn
+
+    from .shells import GuestState
+
+    Invocation = Any  # bash_purepython's CommandInvocation (untyped)
+
 CURL_EXIT = {"url": 3, "resolve": 6, "connect": 7, "timeout": 28, "ssl": 35, "cert": 60,
              "http": 22, "redirects": 47, "protocol": 1, "write": 23, "recv": 56, "usage": 2}
 WGET_EXIT = {"usage": 2, "io": 3, "network": 4, "ssl": 5, "http": 8}
 
 
 class _Failure(Exception):
-    def __init__(self, kind, message):
+    def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
 
 
-def _classify(exc):
+def _classify(exc: BaseException) -> tuple[str, str]:
     """(kind, message) for an exception from connecting or talking to a server."""
     import socket
     import ssl
@@ -47,19 +58,21 @@ def _classify(exc):
 
 
 class _Request:
-    def __init__(self):
-        self.method = None
-        self.headers = []
-        self.data = None
+    def __init__(self) -> None:
+        self.method: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.data: bytes | None = None
         self.follow = False
         self.max_redirs = 50
-        self.timeout = None
+        self.timeout: float | None = None
         self.insecure = False
         self.head = False
         self.get = False
 
 
-def _fetch(url, req, verbose=None):
+def _fetch(  # noqa: C901 (one HTTP exchange per hop, as curl makes it)
+        url: str, req: _Request, verbose: Callable[[str], object] | None = None,
+) -> tuple[int, str, list[tuple[str, str]], bytes, str, str]:
     """(status, reason, headers, body, final url, http version) following redirects if asked."""
     import http.client
     import ssl
@@ -80,6 +93,7 @@ def _fetch(url, req, verbose=None):
             raise _Failure("protocol", "Protocol \"%s\" not supported" % parts.scheme)
         if not parts.hostname:
             raise _Failure("url", "URL rejected: No host part in the URL")
+        conn: http.client.HTTPConnection
         if parts.scheme == "https":
             context = ssl._create_unverified_context() if req.insecure else ssl.create_default_context()
             conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=req.timeout,
@@ -88,7 +102,7 @@ def _fetch(url, req, verbose=None):
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=req.timeout)
         target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
         names = {k.lower() for k, _ in req.headers}
-        headers = {}
+        headers: dict[str, str] = {}
         if "user-agent" not in names:
             headers["User-Agent"] = "curl/8.5.0"
         if "accept" not in names:
@@ -123,7 +137,7 @@ def _fetch(url, req, verbose=None):
     raise _Failure("redirects", "Maximum (%d) redirects followed" % req.max_redirs)
 
 
-def _read_data(value, state, stdin):
+def _read_data(value: str, state: GuestState, stdin: Callable[[], bytes]) -> bytes:
     if value.startswith("@"):
         name = value[1:]
         if name == "-":
@@ -133,8 +147,8 @@ def _read_data(value, state, stdin):
     return value.encode("utf-8", "surrogateescape")
 
 
-def _stdin_reader(invocation):
-    def read():
+def _stdin_reader(invocation: Invocation) -> Callable[[], bytes]:
+    def read() -> bytes:
         if invocation.stdin_kind == InputKind.BYTES:
             return bytes(invocation.stdin or b"")
         if invocation.stdin_kind == InputKind.TEXT:
@@ -143,7 +157,7 @@ def _stdin_reader(invocation):
     return read
 
 
-def _write_out(fmt, info):
+def _write_out(fmt: str, info: dict[str, Any]) -> str:
     out = []
     i = 0
     fmt = fmt.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
@@ -186,17 +200,17 @@ class CurlCommand(Command):
              "--tlsv1.2": "ignore_flag", "--ssl-reqd": "ignore_flag", "-g": "ignore_flag",
              "--globoff": "ignore_flag", "--create-dirs": "create_dirs"}
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
-        errors = []
+        errors: list[str] = []
         try:
             return self._run(invocation, state, errors)
         except _Failure as failure:
             code = CURL_EXIT.get(failure.kind, 1)
             return CommandResult(stdout=b"", exit_code=code)
 
-    def _parse(self, args):
-        opts = {"header": [], "data": [], "urls": [], "form": []}
+    def _parse(self, args: list[str]) -> dict[str, Any]:
+        opts: dict[str, Any] = {"header": [], "data": [], "urls": [], "form": []}
         i = 0
         while i < len(args):
             arg = args[i]
@@ -237,7 +251,8 @@ class CurlCommand(Command):
                 opts["urls"].append(arg)
         return opts
 
-    def _run(self, invocation, state, errors):
+    def _run(  # noqa: C901 (curl's options applied in order, then one fetch per URL)
+            self, invocation: Invocation, state: GuestState, errors: list[str]) -> CommandResult:
         import base64
         import urllib.parse
 
@@ -248,7 +263,7 @@ class CurlCommand(Command):
             raise
         silent = opts.get("silent") and not opts.get("show_error")
 
-        def fail(failure):
+        def fail(failure: _Failure) -> NoReturn:
             if not silent:
                 state.write_error("curl: (%d) %s\n" % (CURL_EXIT.get(failure.kind, 1), failure))
             raise failure
@@ -289,7 +304,8 @@ class CurlCommand(Command):
                     pieces.append(value.encode("utf-8", "surrogateescape"))
                 elif kind == "data_urlencode":
                     name, eq, content = value.partition("=")
-                    pieces.append((name + "=" + urllib.parse.quote(content) if eq else urllib.parse.quote(name)).encode())
+                    encoded = name + "=" + urllib.parse.quote(content) if eq else urllib.parse.quote(name)
+                    pieces.append(encoded.encode())
                 elif kind == "json":
                     pieces.append(_read_data(value, state, stdin))
                     if not any(k.lower() == "content-type" for k, _ in req.headers):
@@ -348,7 +364,7 @@ class CurlCommand(Command):
         return CommandResult(stdout=out.getvalue(), exit_code=code)
 
 
-def _decompress(headers, body):
+def _decompress(headers: list[tuple[str, str]], body: bytes) -> bytes:
     import gzip
     import zlib
 
@@ -369,12 +385,14 @@ class WgetCommand(Command):
     input_kinds = frozenset({InputKind.ARGUMENTS})
     output_kinds = frozenset({OutputKind.BYTES})
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:  # noqa: C901 (wget's options, one flat loop)
         import urllib.parse
 
         state = invocation.state
         args = list(invocation.arguments)
-        quiet, output, urls = False, None, []
+        quiet = False
+        output: str | None = None
+        urls: list[str] = []
         req = _Request()
         i = 0
         while i < len(args):

@@ -8,11 +8,18 @@ sandbox imports from. `list`, `freeze`, `show` and `uninstall` read and change t
 metadata here. (Reached as `pip`, `pip3` and `python3 -m pip`.)
 """
 
+from __future__ import annotations
+
 import importlib
 import importlib.metadata
 import json
 import os
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import IO, Any
 
 USER_SITE = "/home/user/.local/lib/python3.15/site-packages"
 USER_BASE = "/home/user/.local"
@@ -35,7 +42,7 @@ class PipError(Exception):
     pass
 
 
-def main(argv, stdout=None, stderr=None):
+def main(argv: Sequence[str], stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     try:
@@ -47,7 +54,7 @@ def main(argv, stdout=None, stderr=None):
         importlib.invalidate_caches()  # what was installed imports without a restart
 
 
-def _main(argv, out, err):
+def _main(argv: list[str], out: IO[str], err: IO[str]) -> int:
     quiet = 0
     while argv and argv[0].startswith("-"):
         opt = argv.pop(0)
@@ -87,12 +94,12 @@ def _main(argv, out, err):
 
 # -- what is installed -------------------------------------------------------------------------
 
-def _hidden_by_template(dist):
+def _hidden_by_template(dist: importlib.metadata.Distribution) -> bool:
     """`base` hides the runtime's third-party packages: so does its pip."""
     return bool(getattr(sys, "_declaw_hiding", False)) and str(getattr(dist, "_path", "")).startswith(RUNTIME_ZIP)
 
 
-def _distributions():
+def _distributions() -> dict[str, importlib.metadata.Distribution]:
     seen = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"]
@@ -101,23 +108,26 @@ def _distributions():
     return seen
 
 
-def _installed():
+def _installed() -> dict[str, str]:
     return {dist.metadata["Name"]: dist.version for dist in _distributions().values()}
 
 
-def _key(name):
+def _key(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def _location(dist):
+def _location(dist: importlib.metadata.Distribution) -> str:
     path = str(getattr(dist, "_path", ""))
     return os.path.dirname(path) if path else "?"
 
 
 # -- install -----------------------------------------------------------------------------------
 
-def _install(args, out, err, quiet):
-    requirements, wheels, find_links, no_index, no_deps = [], [], [], False, False
+def _install(args: list[str], out: IO[str], err: IO[str], quiet: int) -> int:  # noqa: C901 (pip's options, one flat loop)
+    requirements: list[str] = []
+    wheels: list[str] = []
+    find_links: list[str] = []
+    no_index = no_deps = False
     while args:
         arg = args.pop(0)
         name, eq, value = arg.partition("=")
@@ -161,20 +171,21 @@ def _install(args, out, err, quiet):
     return int(reply.get("status", 1))
 
 
-def _value(option, args):
+def _value(option: str, args: list[str]) -> str:
     if not args:
         raise PipError("%s option requires 1 argument" % option)
     return args.pop(0)
 
 
-def _read_requirements(path, wheels, find_links, err, depth=0):
+def _read_requirements(path: str, wheels: list[str], find_links: list[str], err: IO[str],
+                       depth: int = 0) -> list[str]:
     if depth > 10:
         raise PipError("requirements files nest too deeply")
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as exc:
-        raise PipError("Could not open requirements file: %s" % exc)
+        raise PipError("Could not open requirements file: %s" % exc) from None
     folder = os.path.dirname(os.path.abspath(path))
     found = []
     for raw in lines:
@@ -195,20 +206,20 @@ def _read_requirements(path, wheels, find_links, err, depth=0):
     return found
 
 
-def _door(op, **args):
+def _door(op: str, **args: Any) -> Any:
     from . import door
 
     try:
         return door.call(op, **args)
     except ConnectionRefusedError:
-        raise PipError("no host to install from")
+        raise PipError("no host to install from") from None
     except OSError as exc:
-        raise PipError("the host could not install: %s" % exc)
+        raise PipError("the host could not install: %s" % exc) from None
 
 
 # -- uninstall, list, show ---------------------------------------------------------------------
 
-def _uninstall(args, out, err):
+def _uninstall(args: list[str], out: IO[str], err: IO[str]) -> int:
     names = [a for a in args if not a.startswith("-")]
     if "-r" in args or "--requirement" in args:
         raise PipError("uninstall -r is not supported; name the packages")
@@ -235,7 +246,7 @@ def _uninstall(args, out, err):
     return status
 
 
-def _remove_files(dist):
+def _remove_files(dist: importlib.metadata.Distribution) -> None:
     site = os.path.realpath(USER_SITE)
     base = os.path.realpath(USER_BASE)
     folders = set()
@@ -263,7 +274,7 @@ def _remove_files(dist):
             folder = os.path.dirname(folder)
 
 
-def _list(args, out):
+def _list(args: list[str], out: IO[str]) -> int:
     fmt = "columns"
     for i, arg in enumerate(args):
         if arg.startswith("--format="):
@@ -283,7 +294,7 @@ def _list(args, out):
     return 0
 
 
-def _show(args, out, err):
+def _show(args: list[str], out: IO[str], err: IO[str]) -> int:
     names = [a for a in args if not a.startswith("-")]
     if not names:
         raise PipError("Please provide a package name or names.")
@@ -293,7 +304,7 @@ def _show(args, out, err):
         err.write("WARNING: Package(s) not found: %s\n" % n)
     shown = [dists[_key(n)] for n in names if _key(n) in dists]
     for i, dist in enumerate(shown):
-        meta = dist.metadata
+        meta: Any = dist.metadata  # its .get is typed from 3.12 on (the guest has 3.15, the checker 3.11)
         requires = sorted({_req_name(r) for r in dist.requires or [] if "extra ==" not in r})
         required_by = sorted(d.metadata["Name"] for d in dists.values()
                              if any(_key(_req_name(r)) == _key(meta["Name"])
@@ -309,7 +320,7 @@ def _show(args, out, err):
     return 1 if missing and not shown else 0
 
 
-def _req_name(requirement):
+def _req_name(requirement: str) -> str:
     name = ""
     for ch in requirement.strip():
         if ch.isalnum() or ch in "-_.":

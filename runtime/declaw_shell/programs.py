@@ -1,9 +1,12 @@
 """Commands the guest shell adds to bash_purepython's, and the ones it answers differently.
 
 Added: `python`/`python3` (each call runs like a separate process: see
-`_declaw_boot.run_process`), `pip` (`python3 -m pip`: declaw_shell/pip.py), `awk` (awk.py), `ln`, `tput`. Changed: `ls` exits 2 for a missing
-operand, as GNU's does (the library says 1), and lays out columns only on a PTY.
+`_declaw_boot.run_process`), `pip` (`python3 -m pip`: declaw_shell/pip.py), `awk` (awk.py), `ln`,
+`tput`. Changed: `ls` exits 2 for a missing operand, as GNU's does (the library says 1), and lays
+out columns only on a PTY.
 """
+
+from __future__ import annotations
 
 import dataclasses
 import io
@@ -16,13 +19,22 @@ from bash_purepython.command.registry import CommandRegistry
 
 from . import coreutils, door, rawbytes, sysinfo, versions
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import IO, Any
+
+    from . import Session
+
+    Invocation = Any  # bash_purepython's CommandInvocation (untyped)
+
 PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
 TEXT_OUT = frozenset({OutputKind.TEXT})
 
 
-def registry(session):
+def registry(session: Session | None) -> CommandRegistry:
     """The commands of one shell session: the shared ones (made once per guest process) and
     those bound to the session. Every command line makes a session, so this must be cheap: making
     the ~100 shared commands and their `--version` wrappers each time cost ~1 ms of every line."""
@@ -39,11 +51,12 @@ def registry(session):
     return commands
 
 
-SESSION_NAMES = frozenset(PYTHON_NAMES + PIP_NAMES + ("awk", "ln", "tput", "ls", "help"))  # made per session
-_SHARED = {}
+# made per session
+SESSION_NAMES = frozenset(PYTHON_NAMES + PIP_NAMES + ("awk", "ln", "tput", "ls", "help"))
+_SHARED: dict[str, Command] = {}
 
 
-def _shared():
+def _shared() -> dict[str, Command]:
     """name -> command for the commands that hold no session: bash_purepython's own, curl and
     wget, our coreutils and probes, each wrapped with its `--version` banner. Commands are
     reentrant (one instance already serves every stage of a pipeline), so sessions share them."""
@@ -64,13 +77,13 @@ def _shared():
 class _ErrorStream(io.TextIOBase):
     """A text stream over the shell's error sink (which may be redirected)."""
 
-    def __init__(self, write):
+    def __init__(self, write: Callable[[str], object]) -> None:
         self._write = write
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         self._write(text)
         return len(text)
 
@@ -79,27 +92,28 @@ class _InDirectory:
     """Run with the process in the shell's current directory (programs resolve relative paths
     against the process's, and the shell keeps its own)."""
 
-    def __init__(self, path):
+    def __init__(self, path: object) -> None:
         self.path = str(path)
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         self.before = os.getcwd()
         os.chdir(self.path)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         try:
             os.chdir(self.before)
         except OSError:
             pass
 
 
-def _stdin_of(invocation, session, newline=None):
+def _stdin_of(invocation: Invocation, session: Session | None, newline: str | None = None) -> IO[str]:
     """Piped or redirected input if there is any, else the command's own stdin. (`newline`:
     None translates CRLF as CPython's stdin does; "" keeps it, as awk must. Bytes that are not
     UTF-8 read as CPython's stdin reads them on Linux: `surrogateescape`, see rawbytes.py.)"""
     if invocation.stdin_kind == InputKind.TEXT:
         return io.TextIOWrapper(io.BytesIO(invocation.stdin.encode("utf-8", "surrogateescape")),
                                 encoding="utf-8", errors="surrogateescape", newline=newline)
+    assert session is not None  # commands run in a session (binstubs.py only lists them)
     return door.program_stdin(session.stdin)
 
 
@@ -108,22 +122,25 @@ class PythonCommand(Command):
     output_kinds = TEXT_OUT
     summary = "run a Python program"
 
-    def __init__(self, name, session, prefix=()):
+    def __init__(self, name: str, session: Session | None, prefix: Iterable[str] = ()) -> None:
         self.name = name
         self.session = session
         self.prefix = list(prefix)  # `pip ARGS` is `python3 -m pip ARGS`
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         import _declaw_boot
 
         session, state = self.session, invocation.state
+        assert session is not None  # commands run in a session (binstubs.py only lists them)
         captured = None
+        stdout: IO[str]
         if invocation.attached_to_terminal:
             stdout = session.stdout  # straight out: streamed as the program writes
         else:
             captured = io.BytesIO()
             stdout = io.TextIOWrapper(captured, encoding="utf-8", errors="surrogateescape",
                                       write_through=True)
+        stderr: Any  # a text stream
         if state.write_error is session.state.terminal_write_error:
             stderr = session.stderr
         else:
@@ -142,13 +159,13 @@ class AwkCommand(Command):
     output_kinds = TEXT_OUT
     summary = "pattern scanning and processing language"
 
-    def __init__(self, session):
+    def __init__(self, session: Session | None) -> None:
         self.session = session
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         from . import awk
 
-        out = []
+        out: list[str] = []
         with _InDirectory(invocation.state.cwd):
             status = awk.run(list(invocation.arguments), _stdin_of(invocation, self.session, ""),
                              out.append, invocation.state.write_error,
@@ -164,10 +181,10 @@ class LnCommand(Command):
     output_kinds = TEXT_OUT
     summary = "make links between files"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         symbolic = force = verbose = False
-        operands = []
+        operands: list[str] = []
         for arg in invocation.arguments:
             if arg.startswith("-") and len(arg) > 1 and not operands:
                 for flag in arg[1:]:
@@ -192,7 +209,8 @@ class LnCommand(Command):
         else:
             state.write_error("ln: target '%s' is not a directory\n" % operands[-1])
             return CommandResult(stdout="", exit_code=1)
-        status, lines = 0, []
+        status = 0
+        lines: list[str] = []
         for target, link in pairs:
             link_path = state.resolve_path(link)
             try:
@@ -222,10 +240,10 @@ class TputCommand(Command):
                  "smul": "\x1b[4m", "rmul": "\x1b[24m", "rev": "\x1b[7m", "reset": "\x1bc",
                  "civis": "\x1b[?25l", "cnorm": "\x1b[?12l\x1b[?25h"}
 
-    def __init__(self, session):
+    def __init__(self, session: Session | None) -> None:
         self.session = session
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         args = [a for a in invocation.arguments if not a.startswith("-T")]
         if not args:
             invocation.state.write_error("tput: usage: tput [-Ttype] capname [parameters]\n")
@@ -234,7 +252,7 @@ class TputCommand(Command):
         if cap in ("cols", "lines"):
             variables = invocation.state.variables
             size = None
-            if self.session.terminal is not None:
+            if self.session is not None and self.session.terminal is not None:
                 size = self.session.terminal.size()
             if size is not None:
                 value = size[1] if cap == "cols" else size[0]
@@ -253,12 +271,12 @@ class TputCommand(Command):
 
 
 class GnuLsCommand(LsCommand):
-    def __init__(self, session):
+    def __init__(self, session: Session | None) -> None:
         super().__init__()
         self.session = session
 
-    def run(self, invocation):
-        if self.session.terminal is None:  # columns only on a terminal: one name a line
+    def run(self, invocation: Invocation) -> CommandResult:
+        if self.session is None or self.session.terminal is None:  # columns only on a terminal: one name a line
             invocation = dataclasses.replace(invocation, attached_to_terminal=False)
         result = super().run(invocation)
         if result.exit_code == 1:  # GNU ls: 2 when a named file cannot be accessed

@@ -11,23 +11,34 @@ TEXT_ENCODING, set here to CODEC. Reading is unchanged: broken UTF-8 in files an
 replaced, as before. Valid UTF-8 written byte by byte (`printf '\\303\\251'`) is the character.
 """
 
+from __future__ import annotations
+
 import codecs
 import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import os
+    import re as _re
+    from collections.abc import Callable
+    from typing import Any
+
+    from typing_extensions import Buffer  # collections.abc.Buffer from 3.12 (the guest's Python has it)
 
 CODEC = "declaw-utf-8"  # UTF-8; encoding writes lone surrogates as the bytes they stand for
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def from_bytes(data):
+def from_bytes(data: bytes | bytearray) -> str:
     """The shell's text for `data` (bytes from an escape): UTF-8 where it is, the rest escaped."""
     return bytes(data).decode("utf-8", "surrogateescape")
 
 
-def to_bytes(text):
+def to_bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def write(stream, text):
+def write(stream: Any, text: str) -> None:
     """Write the shell's text to a standard stream (a lone surrogate as its byte) and flush."""
     if text.isascii() or getattr(stream, "errors", None) == "surrogateescape" \
             or not _SURROGATE.search(text):
@@ -42,38 +53,38 @@ def write(stream, text):
     stream.flush()
 
 
-def write_file(path, text, append):
+def write_file(path: str | os.PathLike[str], text: str, append: bool) -> None:
     with open(path, "ab" if append else "wb") as handle:
         handle.write(to_bytes(text))
 
 
 # -- the codec -------------------------------------------------------------------------------------
-def _encode(text, errors="strict"):
+def _encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
     return codecs.utf_8_encode(text, "surrogateescape")
 
 
-def _decode(data, errors="strict"):
+def _decode(data: Buffer, errors: str = "strict") -> tuple[str, int]:
     return codecs.utf_8_decode(data, errors, True)
 
 
 class _IncrementalEncoder(codecs.IncrementalEncoder):
-    def encode(self, text, final=False):
+    def encode(self, text: str, final: bool = False) -> bytes:
         return codecs.utf_8_encode(text, "surrogateescape")[0]
 
 
 class _IncrementalDecoder(codecs.BufferedIncrementalDecoder):
-    _buffer_decode = codecs.utf_8_decode
+    _buffer_decode = codecs.utf_8_decode  # type: ignore[assignment]  # as CPython's encodings/utf_8.py
 
 
 class _StreamWriter(codecs.StreamWriter):
-    encode = staticmethod(_encode)
+    encode = staticmethod(_encode)  # type: ignore[assignment]  # as CPython's encodings/utf_8.py
 
 
 class _StreamReader(codecs.StreamReader):
-    decode = staticmethod(codecs.utf_8_decode)
+    decode = staticmethod(codecs.utf_8_decode)  # type: ignore[assignment]  # as CPython's encodings/utf_8.py
 
 
-def _search(name):
+def _search(name: str) -> codecs.CodecInfo | None:
     if name.replace("-", "_") != CODEC.replace("-", "_"):
         return None
     return codecs.CodecInfo(_encode, _decode, incrementalencoder=_IncrementalEncoder,
@@ -81,7 +92,7 @@ def _search(name):
                             streamreader=_StreamReader, name=CODEC)
 
 
-def install():
+def install() -> None:
     """Register CODEC, make it the library's TEXT_ENCODING (in every module that took it), and
     let `printf`'s escapes and the file appender (`2>>`) write bytes."""
     import sys
@@ -90,6 +101,7 @@ def install():
     from bash_purepython.command import printf
 
     codecs.register(_search)
+    module: Any  # the library's modules: their TEXT_ENCODING is replaced
     streams.TEXT_ENCODING = CODEC  # for the modules imported later
     for name, module in list(sys.modules.items()):
         if name.startswith("bash_purepython") and getattr(module, "TEXT_ENCODING", None) == "utf-8":
@@ -98,7 +110,7 @@ def install():
     execute_command.file_appender = file_appender
 
 
-def file_appender(path):
+def file_appender(path: str | os.PathLike[str]) -> Callable[[str], None]:
     """A sink appending the shell's text to a file (the library's, writing bytes)."""
     return lambda text: write_file(path, text, append=True)
 
@@ -112,20 +124,22 @@ PRINTF_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f
                  "e": "\x1b", "E": "\x1b", "\\": "\\", '"': '"', "'": "'", "?": "?"}
 
 
-def printf_escapes(text):
+def printf_escapes(text: str) -> str:
     """`printf`'s escapes (in its format and `%b`): \\NNN and \\xHH are bytes, \\uHHHH and
     \\UHHHHHHHH characters."""
     return interpret(text, PRINTF_ESCAPE, PRINTF_SIMPLE)[0]
 
 
-def interpret(text, pattern, simple, stop=None):
+def interpret(text: str, pattern: _re.Pattern[str], simple: dict[str, str],
+              stop: str | None = None) -> tuple[str, bool]:
     """Backslash escapes as bash reads them; (text, whether the escape `stop` ended it). Bytes
     written next to each other are decoded together (`from_bytes`)."""
     if "\\" not in text:
         return text, False
-    pieces, raw, start = [], bytearray(), 0
+    pieces: list[str] = []
+    raw, start = bytearray(), 0
 
-    def flush():
+    def flush() -> None:
         if raw:
             pieces.append(from_bytes(raw))
             raw.clear()

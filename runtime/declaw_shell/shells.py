@@ -17,6 +17,8 @@ user: runs the command as is), `nohup`, `nice`, `stdbuf`, `time`, and `timeout` 
 `GuestState` carries `$0` and the traps of each scope.
 """
 
+from __future__ import annotations
+
 import contextvars
 import posixpath
 import shlex
@@ -48,6 +50,22 @@ from . import rawbytes
 from . import timeout as timeout_command
 from . import versions
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable
+    from typing import Any
+
+    # bash_purepython has no type information: its classes are Any to the checker
+    from bash_purepython.execute_command import Executor as _ExecutorBase
+    from bash_purepython.execute_command import StdinValue
+
+    import declaw_shell
+
+    Destination = Any  # an ErrorDestination or the Path of a file
+    Body = Callable[["GuestState"], Awaitable[int]]
+else:
+    _ExecutorBase = object
+
 SHELL_NAMES = frozenset({"bash", "sh"})
 BIN_DIRS = frozenset({"/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin", "/usr/local/sbin"})
 COMMAND_DIR = "/usr/bin"  # where `which`, `type` and `command -v` say our programs are
@@ -63,10 +81,10 @@ class GuestState(ShellState):
     A copy is a subshell: it keeps `$0` and starts with no traps, as in bash."""
 
     script_name: str = "bash"
-    traps: dict = field(default_factory=dict)
-    shopts: set = None  # `shopt` settings (morebuiltins.py); None: bash's defaults
+    traps: dict[str, str] = field(default_factory=dict)
+    shopts: set[str] | None = None  # `shopt` settings (morebuiltins.py); None: bash's defaults
 
-    def copy(self):
+    def copy(self) -> GuestState:
         copied = super().copy()
         copied.__class__ = GuestState  # same fields plus ours; the library builds a ShellState
         copied.script_name = self.script_name
@@ -78,7 +96,7 @@ class GuestState(ShellState):
 _lookup_parameter = words.lookup_parameter
 
 
-def _lookup_with_script_name(name, state):
+def _lookup_with_script_name(name: str, state: GuestState) -> str:
     if name == "0":
         return getattr(state, "script_name", words.SHELL_NAME)
     if name == "HOME" and name not in state.variables and name not in state.arrays \
@@ -96,11 +114,11 @@ class ShellCall:
 
     name: str
     script_name: str = ""
-    text: str = None  # -c TEXT
-    path: str = None  # a script file
+    text: str | None = None  # -c TEXT
+    path: str | None = None  # a script file
     from_stdin: bool = False
-    positional: list = field(default_factory=list)
-    options: set = field(default_factory=set)
+    positional: list[str] = field(default_factory=list)
+    options: set[tuple[str, bool]] = field(default_factory=set)
     login: bool = False
     interactive: bool = False
     no_exec: bool = False
@@ -116,7 +134,7 @@ LONG_IGNORED = frozenset({"--norc", "--noprofile", "--posix", "--noediting", "--
 LONG_WITH_VALUE = frozenset({"--rcfile", "--init-file"})
 
 
-def parse_shell_args(name, args):
+def parse_shell_args(name: str, args: list[str]) -> ShellCall:  # noqa: C901 (bash's option grammar, one flat loop)
     """bash's command line: options up to the first word that is not one, then `-c TEXT [$0
     [ARGS]]`, or `SCRIPT [ARGS]`, or commands from stdin (`-s`, or nothing left)."""
     call = ShellCall(name=name)
@@ -183,7 +201,7 @@ def parse_shell_args(name, args):
     return call
 
 
-def new_scope(state, script_name, positional):
+def new_scope(state: GuestState, script_name: str, positional: Iterable[str]) -> GuestState:
     """The state a child bash starts with: the exported variables (and nothing else of this
     shell), the same working directory and output, its own jobs."""
     inner = state.copy()
@@ -214,7 +232,7 @@ _TO_STDERR = frozenset({"/dev/stderr", "/dev/fd/2"})
 _TO_STDOUT = frozenset({"/dev/stdout", "/dev/fd/1"})
 
 
-def device_redirections(redirections):
+def device_redirections(redirections: list[Redirection]) -> list[Redirection]:
     """`> /dev/stderr` is `>&2`, `2> /dev/stdout` is `2>&1`, `< /dev/stdin` and `> /dev/stdout`
     change nothing: the guest has no /dev, so the library would open files of those names."""
     if not any(r.target in _TO_STDERR or r.target in _TO_STDOUT or r.target == "/dev/stdin"
@@ -248,7 +266,7 @@ SIGNALS = ("HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "U
 PSEUDO_SIGNALS = ("EXIT", "ERR", "DEBUG", "RETURN")
 
 
-def signal_key(spec):
+def signal_key(spec: str) -> str | None:
     """'EXIT', 'ERR', … or 'SIGINT' for a trap's signal argument (a name, with or without SIG,
     any case, or a number); None if bash would not know it."""
     text = spec.upper()
@@ -264,21 +282,24 @@ def signal_key(spec):
     return "SIG" + text if text in SIGNALS else None
 
 
-def _trap_order(key):
+def _trap_order(key: str) -> tuple[int, str]:
     if key in PSEUDO_SIGNALS:
         return (0 if key == "EXIT" else 100 + PSEUDO_SIGNALS.index(key), key)
     return (SIGNALS.index(key[3:]) + 1, key)
 
 
-def _signal_table():
+def _signal_table() -> str:
     cells = ["%2d) SIG%s" % (number, name) for number, name in enumerate(SIGNALS, 1)]
     return "".join("\t".join(cells[i:i + 5]) + "\n" for i in range(0, len(cells), 5))
 
 
-class ShellFeatures:
-    """Mixed into the guest's executor (declaw_shell.GuestExecutor)."""
+class ShellFeatures(_ExecutorBase):
+    """Mixed into the guest's executor (declaw_shell.GuestExecutor); the library's Executor is
+    its base for the type checker only (at run time GuestExecutor's own bases give it)."""
 
-    def __init__(self, *args, **kwargs):
+    session: declaw_shell.Session | None  # GuestExecutor's
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.builtins["trap"] = self.builtin_trap
         self.builtins["exec"] = self.builtin_exec
@@ -290,7 +311,7 @@ class ShellFeatures:
         self.builtins["xargs"] = versions.answering_version(self.builtins["xargs"], versions.XARGS_VERSION)
         describe = self.shell_builtins.describe
 
-        def describe_programs(name, state):
+        def describe_programs(name: str, state: GuestState) -> tuple[str, str]:
             if name in self.programs and name != "time" and name not in state.aliases \
                     and name not in state.functions or name in PROGRAM_BUILTINS:
                 return "file", "%s is %s/%s" % (name, COMMAND_DIR, name)
@@ -299,19 +320,20 @@ class ShellFeatures:
         self.shell_builtins.describe = describe_programs
 
     # -- which names are programs ------------------------------------------------------------------
-    def is_program(self, name):
+    def is_program(self, name: str) -> bool:
         """Whether NAME is a program of ours (what `sudo`, `timeout`, `exec` can run)."""
         return (name in self.programs and name != "time") or self.registry.get(name) is not None \
             or name in PROGRAM_BUILTINS
 
-    def program_names(self):
+    def program_names(self) -> list[str]:
         """Every program name, for /usr/bin (binstubs.py)."""
         names = set(self.registry.names()) | PROGRAM_BUILTINS | (set(self.programs) - {"time"})
         return sorted(names - {"help"})
 
     # -- dispatch ------------------------------------------------------------------------------------
-    async def dispatch(self, name, arguments, stdin, error_destination, state, in_pipeline=False,
-                       attached_to_terminal=False, skip_functions=False):
+    async def dispatch(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                       error_destination: Destination, state: GuestState, in_pipeline: bool = False,
+                       attached_to_terminal: bool = False, skip_functions: bool = False) -> ExecutionResult:
         if skip_functions or name not in state.functions:
             if "/" in name:
                 found = self.program_at(name, arguments, state)
@@ -330,10 +352,10 @@ class ShellFeatures:
                                       attached_to_terminal, skip_functions)
 
     @staticmethod
-    def empty(status):
+    def empty(status: int) -> ExecutionResult:
         return ExecutionResult.empty(status)
 
-    def program_at(self, name, arguments, state):
+    def program_at(self, name: str, arguments: list[str], state: GuestState) -> list[str] | int:
         """The command line a path runs, [program, *args], or an exit status after saying why
         not: a program of ours in a bin folder, a `#!` interpreter, or a bash script."""
         absolute = posixpath.normpath(posixpath.join(str(state.cwd), name))
@@ -369,7 +391,9 @@ class ShellFeatures:
         return [program, *([option] if option else []), name, *arguments]
 
     # -- bash / sh -----------------------------------------------------------------------------------
-    async def run_shell(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_shell(  # noqa: C901 (bash's ways to get its script, each a few lines)
+            self, name: str, arguments: list[str], stdin: StdinValue | None, error_destination: Destination,
+            state: GuestState, in_pipeline: bool, attached: bool) -> ExecutionResult:
         write_error = self.error_sink(error_destination, state, state.output_sink.write_sync)
         stdin = self.take_pending_stdin(stdin, state)
         try:
@@ -408,11 +432,11 @@ class ShellFeatures:
         for option, enable in call.options:
             (inner.options.add if enable else inner.options.discard)(option)
 
-        async def body(scope):
+        async def body(scope: GuestState) -> int:
             status = 0
             try:
                 if call.no_exec:
-                    return self.check_syntax(text, scope)
+                    return self.check_syntax(text or "", scope)
                 if call.login:
                     await self.source_profiles(scope, name)
                 elif (call.interactive or text is None) and name == "bash":
@@ -429,7 +453,9 @@ class ShellFeatures:
 
         return await self.run_compound(body, stdin, error_destination, inner, in_pipeline, attached, copy=False)
 
-    async def run_compound(self, body, stdin, error_destination, state, in_pipeline, attached, copy=True):
+    async def run_compound(self, body: Body, stdin: StdinValue | None, error_destination: Destination,
+                           state: GuestState, in_pipeline: bool, attached: bool,
+                           copy: bool = True) -> ExecutionResult:
         """Run `body(scope)` as one program's work: as a pipeline stage it streams from a task of
         its own (on a copy of the state), else it runs inline, straight to the terminal when
         nothing is redirected (so `bash -c`, `timeout`, `find -exec` output streams)."""
@@ -440,7 +466,7 @@ class ShellFeatures:
         return await self.execute_compound(body, state, stdin, [], direct_output=attached,
                                            error_destination=error_destination)
 
-    async def interact(self, scope):
+    async def interact(self, scope: GuestState) -> int:
         """`bash` typed at a PTY's prompt: prompt, read, run, until `exit` or ^D."""
         from bash_purepython.continuation import script_needs_more_lines
 
@@ -449,6 +475,7 @@ class ShellFeatures:
         from .door import Interrupted
 
         session = self.session
+        assert session is not None and session.terminal is not None  # only a PTY's shell interacts
         while True:
             session.write_out(declaw_shell._prompt(scope))
             try:
@@ -468,7 +495,7 @@ class ShellFeatures:
             await self.run_script(text, scope)
 
     @staticmethod
-    def check_syntax(text, state):
+    def check_syntax(text: str, state: GuestState) -> int:
         """`bash -n`: parse only."""
         try:
             for block in split_script_into_connected_commands(text):
@@ -478,7 +505,7 @@ class ShellFeatures:
             return 2
         return 0
 
-    async def source_profiles(self, state, name):
+    async def source_profiles(self, state: GuestState, name: str) -> None:
         """A login shell reads /etc/profile, then bash the first of ~/.bash_profile,
         ~/.bash_login, ~/.profile (sh: ~/.profile)."""
         await self.source_file(state, "/etc/profile")
@@ -487,7 +514,7 @@ class ShellFeatures:
             if await self.source_file(state, candidate):
                 return
 
-    async def source_file(self, state, path_text):
+    async def source_file(self, state: GuestState, path_text: str) -> bool:
         home = state.variables.get("HOME", "/home/user")
         path = state.resolve_path(home + path_text[1:] if path_text.startswith("~/") else path_text)
         try:
@@ -505,14 +532,17 @@ class ShellFeatures:
         return True
 
     # -- /dev/stdout, /dev/stderr, /dev/stdin as redirection targets ---------------------------------
-    async def error_destination(self, redirections, state, merge_stderr):
+    async def error_destination(self, redirections: list[Redirection], state: GuestState,
+                                merge_stderr: bool) -> Destination:
         return await super().error_destination(device_redirections(redirections), state, merge_stderr)
 
-    async def apply_input_redirections(self, stdin, redirections, state):
+    async def apply_input_redirections(self, stdin: StdinValue | None, redirections: list[Redirection],
+                                       state: GuestState) -> StdinValue | None:
         return await super().apply_input_redirections(stdin, device_redirections(redirections), state)
 
-    async def apply_output_redirections(self, result, redirections, state, error_destination=None,
-                                        merge_stderr=False):
+    async def apply_output_redirections(self, result: ExecutionResult, redirections: list[Redirection],
+                                        state: GuestState, error_destination: Destination = None,
+                                        merge_stderr: bool = False) -> ExecutionResult:
         """The library's, writing a file as bytes (rawbytes.py) and appending by O_APPEND rather
         than reading the file back and rewriting it."""
         redirections = device_redirections(redirections)
@@ -531,12 +561,12 @@ class ShellFeatures:
         return ExecutionResult.empty(result.exit_code)
 
     # -- scopes and traps ----------------------------------------------------------------------------
-    async def run_line(self, script, state):
+    async def run_line(self, script: str, state: GuestState) -> int:
         """One command line at the top: the script, then its EXIT trap."""
         status = await self.execute_script(script, state)
         return await self.finish_scope(state, status)
 
-    async def finish_scope(self, state, status):
+    async def finish_scope(self, state: GuestState, status: int) -> int:
         """A shell scope ends: its EXIT trap runs (with `$?` the status); `exit` there sets the
         scope's final status."""
         traps = getattr(state, "traps", None)
@@ -552,7 +582,7 @@ class ShellFeatures:
             pass
         return status
 
-    async def drain_to_sink(self, result, state):
+    async def drain_to_sink(self, result: ExecutionResult, state: GuestState) -> None:
         """After each command of a script: PIPESTATUS, and the ERR trap."""
         await super().drain_to_sink(result, state)
         if sys._getframe(1).f_code is not _RUN_SCRIPT:
@@ -572,13 +602,13 @@ class ShellFeatures:
                     traps.setdefault("ERR", action)
                     state.last_exit_code = status
 
-    async def run_subshell_script(self, script, state):
+    async def run_subshell_script(self, script: str, state: GuestState) -> int:
         """`( … )` and `$( … )`: a subshell's EXIT trap runs when it ends."""
         status = await super().run_subshell_script(script, state)
         return await self.finish_scope(state, status)
 
-    async def execute_pipeline(self, node, state, stdin):
-        stages = []
+    async def execute_pipeline(self, node: Any, state: GuestState, stdin: StdinValue | None) -> ExecutionResult:
+        stages: list[ExecutionResult] = []
         token = _PIPE_STAGES.set(stages)
         try:
             result = await super().execute_pipeline(node, state, stdin)
@@ -587,14 +617,15 @@ class ShellFeatures:
         result.pipe_stages = stages  # for PIPESTATUS, read once the stages have finished
         return result
 
-    async def execute_stage(self, stage, state, stdin, merge_stderr):
+    async def execute_stage(self, stage: Any, state: GuestState, stdin: StdinValue | None,
+                            merge_stderr: bool) -> ExecutionResult:
         result = await super().execute_stage(stage, state, stdin, merge_stderr)
         stages = _PIPE_STAGES.get(None)
         if stages is not None:
             stages.append(result)
         return result
 
-    async def capture_script(self, script, state):
+    async def capture_script(self, script: str, state: GuestState) -> Any:
         """`$( )` runs in a subshell: its assignments, `cd` and traps stay inside."""
         inner = state.copy()
         inner.pending_stdin = state.pending_stdin
@@ -603,7 +634,7 @@ class ShellFeatures:
         finally:
             state.pending_stdin = inner.pending_stdin
 
-    async def builtin_trap(self, arguments, stdin, state):
+    async def builtin_trap(self, arguments: list[str], stdin: StdinValue | None, state: GuestState) -> int:
         traps = state.traps if isinstance(getattr(state, "traps", None), dict) else {}
         args = list(arguments)
         if args[:1] == ["--"]:
@@ -633,7 +664,7 @@ class ShellFeatures:
                 traps[key] = action
         return status
 
-    async def builtin_exec(self, arguments, stdin, state):
+    async def builtin_exec(self, arguments: list[str], stdin: StdinValue | None, state: GuestState) -> int:
         """`exec CMD ARGS`: run CMD, then this shell ends with its status. (`exec` with only
         redirections, which would redirect the rest of the script, is not supported.)"""
         args = list(arguments)
@@ -655,8 +686,9 @@ class ShellFeatures:
         raise ExitShell(result.exit_code)
 
     # -- program wrappers ----------------------------------------------------------------------------
-    async def run_wrapped(self, wrapper, args, stdin, error_destination, state, in_pipeline, attached,
-                          missing_status=127):
+    async def run_wrapped(self, wrapper: str, args: list[str], stdin: StdinValue | None,
+                          error_destination: Destination, state: GuestState, in_pipeline: bool, attached: bool,
+                          missing_status: int = 127) -> ExecutionResult:
         """Run ARGS[0] as the program a wrapper names."""
         name = args[0]
         if "/" not in name and not self.is_program(name):
@@ -672,11 +704,14 @@ class ShellFeatures:
         return await self.dispatch(name, args[1:], stdin, error_destination, state, in_pipeline, attached,
                                    skip_functions=True)
 
-    def usage(self, error_destination, state, stdin, text, status):
+    def usage(self, error_destination: Destination, state: GuestState, stdin: StdinValue | None, text: str,
+              status: int) -> int:
         self.error_sink(error_destination, state, state.output_sink.write_sync)(text)
         return status
 
-    async def run_sudo(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_sudo(  # noqa: C901 (sudo's option grammar, one flat loop)
+            self, name: str, arguments: list[str], stdin: StdinValue | None, error_destination: Destination,
+            state: GuestState, in_pipeline: bool, attached: bool) -> ExecutionResult:
         """sudo [-u USER] [-g GROUP] [-E] [-H] [-n] [-S] [-i|-s] [-D DIR] [--] [VAR=VALUE]... CMD:
         one user in a sandbox, so the command runs as is (the user, environment and files are the
         same); `-i`/`-s` run it through `bash -l -c`/`bash -c`, `-D` in that folder."""
@@ -741,7 +776,9 @@ class ShellFeatures:
             state = inner
         return await self.run_wrapped("sudo", args, stdin, error_destination, state, in_pipeline, attached)
 
-    async def run_nohup(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_nohup(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                        error_destination: Destination, state: GuestState, in_pipeline: bool,
+                        attached: bool) -> ExecutionResult:
         args = list(arguments)
         if args[:1] == ["--"]:
             args = args[1:]
@@ -750,7 +787,9 @@ class ShellFeatures:
             return self.empty(125)
         return await self.run_wrapped("nohup", args, stdin, error_destination, state, in_pipeline, attached)
 
-    async def run_nice(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_nice(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                       error_destination: Destination, state: GuestState, in_pipeline: bool,
+                       attached: bool) -> ExecutionResult:
         args = list(arguments)
         while args and args[0].startswith("-") and args[0] != "--":
             option = args.pop(0)
@@ -762,7 +801,9 @@ class ShellFeatures:
             return ExecutionResult(stdout="0\n", kind=OutputKind.TEXT, exit_code=0)
         return await self.run_wrapped("nice", args, stdin, error_destination, state, in_pipeline, attached)
 
-    async def run_stdbuf(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_stdbuf(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                         error_destination: Destination, state: GuestState, in_pipeline: bool,
+                         attached: bool) -> ExecutionResult:
         args = list(arguments)
         while args and args[0].startswith("-") and args[0] != "--":
             option = args.pop(0)
@@ -775,7 +816,9 @@ class ShellFeatures:
             return self.empty(125)
         return await self.run_wrapped("stdbuf", args, stdin, error_destination, state, in_pipeline, attached)
 
-    async def run_time(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_time(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                       error_destination: Destination, state: GuestState, in_pipeline: bool,
+                       attached: bool) -> ExecutionResult:
         """`time CMD`: bash's keyword, for a simple command (a pipeline after `time` times its
         first command only); the report goes to stderr. User time is the guest's CPU time."""
         args = list(arguments)
@@ -783,7 +826,7 @@ class ShellFeatures:
         while args and args[0] in ("-p", "--"):
             posix |= args.pop(0) == "-p"
 
-        async def body(scope):
+        async def body(scope: GuestState) -> int:
             started, cpu = time.monotonic(), time.process_time()
             status = 0
             if args:
@@ -800,19 +843,24 @@ class ShellFeatures:
 
         return await self.run_compound(body, stdin, error_destination, state, in_pipeline, attached)
 
-    async def run_find(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_find(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                       error_destination: Destination, state: GuestState, in_pipeline: bool,
+                       attached: bool) -> ExecutionResult:
         if list(arguments) == ["--version"]:  # versions.py: GNU's shape, naming declaw-wasm
             return ExecutionResult(stdout=versions.FIND_VERSION, kind=OutputKind.TEXT, exit_code=0)
         return await find_command.run(self, arguments, stdin, error_destination, state, in_pipeline, attached)
 
-    async def run_timeout(self, name, arguments, stdin, error_destination, state, in_pipeline, attached):
+    async def run_timeout(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                          error_destination: Destination, state: GuestState, in_pipeline: bool,
+                          attached: bool) -> ExecutionResult:
         return await timeout_command.run(self, arguments, stdin, error_destination, state, in_pipeline,
                                          attached)
 
 
-def _minutes(seconds):
+def _minutes(seconds: float) -> str:
     return "%dm%.3fs" % (seconds // 60, seconds % 60)
 
 
 _RUN_SCRIPT = Executor.run_script.__code__
-_PIPE_STAGES = contextvars.ContextVar("declaw_pipe_stages")  # the pipeline being built, per task
+# the pipeline being built, per task
+_PIPE_STAGES: contextvars.ContextVar[list[ExecutionResult]] = contextvars.ContextVar("declaw_pipe_stages")

@@ -9,11 +9,22 @@ lines of the sandbox are `bash -l -c LINE` (as E2B runs them), so `ps aux | grep
 background `python3 server.py`; the asking line's background jobs (`cmd &`) are listed too.
 """
 
+from __future__ import annotations
+
 import time
 
 from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
 
 from . import door
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from .shells import GuestState
+
+    Invocation = Any  # bash_purepython's CommandInvocation (untyped)
 
 ARGS_ONLY = frozenset({InputKind.ARGUMENTS})
 TEXT_OUT = frozenset({OutputKind.TEXT})
@@ -21,7 +32,7 @@ USER = "user"
 VERSION_NOTE = "(declaw-wasm: the sandbox's own implementation, from the sandbox's limits)"
 
 
-def _usage(state, name, text):
+def _usage(state: GuestState, name: str, text: str) -> CommandResult:
     state.write_error("%s: %s\nTry '%s --help' for more information.\n" % (name, text, name))
     return CommandResult(stdout="", exit_code=1)
 
@@ -51,7 +62,7 @@ Memory is the sandbox's: total is its memory limit, used what its running progra
 """
 
 
-def human_size(value, si=False):
+def human_size(value: float, si: bool = False) -> str:
     """procps's short form: `0B`, `8.6Mi`, `23Gi` (`--si`: `8.6M`)."""
     base = 1000 if si else 1024
     if value < base:
@@ -75,7 +86,7 @@ class FreeCommand(Command):
     output_kinds = TEXT_OUT
     summary = "display the sandbox's memory"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         state = invocation.state
         unit, human, si, total_line = 1 << 10, False, False, False
         for arg in invocation.arguments:
@@ -109,7 +120,7 @@ class FreeCommand(Command):
         used = min(int(info["mem_used"]), total)
         free = total - used
 
-        def show(value):
+        def show(value: int) -> str:
             return human_size(value, si) if human else str(value // unit)
 
         head = "%-8s %11s %11s %11s %11s %11s %11s\n" % ("", "total", "used", "free", "shared",
@@ -140,14 +151,14 @@ and the background jobs (`cmd &`) of the line that runs ps.
 """
 
 
-def _clock(seconds, full):
+def _clock(seconds: float, full: bool) -> str:
     seconds = int(seconds)
     if full:
         return "%02d:%02d:%02d" % (seconds // 3600, seconds // 60 % 60, seconds % 60)
     return "%d:%02d" % (seconds // 60, seconds % 60)
 
 
-def _rows(info, jobs):
+def _rows(info: dict[str, Any], jobs: Iterable[Any]) -> list[dict[str, Any]]:
     """One dict per process: the sandbox's commands, then the asking line's running jobs."""
     now = time.time()
     mem_total = max(int(info["mem_total"]), 1)
@@ -183,7 +194,7 @@ class PsCommand(Command):
     output_kinds = TEXT_OUT
     summary = "report the sandbox's processes"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:  # noqa: C901 (ps's option grammar, one flat loop)
         state = invocation.state
         args = list(invocation.arguments)
         user, full, only = False, False, None
@@ -241,16 +252,16 @@ class PsCommand(Command):
 
 # -- uptime, lscpu -----------------------------------------------------------------------------
 
-def _since_text(seconds):
+def _since_text(seconds: float) -> str:
     minutes = int(seconds) // 60
     days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
     text = "%d day%s, " % (days, "" if days == 1 else "s") if days else ""
     return text + ("%2d:%02d" % (hours, minutes) if hours else "%d min" % minutes)
 
 
-def _pretty_since(seconds):
+def _pretty_since(seconds: float) -> str:
     minutes = int(seconds) // 60
-    parts = []
+    parts: list[str] = []
     for size, word in ((1440, "day"), (60, "hour"), (1, "minute")):
         count, minutes = divmod(minutes, size)
         if count or (word == "minute" and not parts):
@@ -266,7 +277,7 @@ class UptimeCommand(Command):
     output_kinds = TEXT_OUT
     summary = "tell how long the sandbox has been running"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         args = list(invocation.arguments)
         if "--help" in args or "-h" in args:
             return CommandResult(stdout="Usage:\n uptime [-p|--pretty] [-s|--since] [-V]\n", exit_code=0)
@@ -302,7 +313,7 @@ class LscpuCommand(Command):
     output_kinds = TEXT_OUT
     summary = "display the sandbox's processor"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         if "-V" in invocation.arguments or "--version" in invocation.arguments:
             return CommandResult(stdout="lscpu from util-linux 2.38.1 %s\n" % VERSION_NOTE, exit_code=0)
         return CommandResult(stdout="".join("%-33s %s\n" % row for row in LSCPU), exit_code=0)
@@ -317,7 +328,7 @@ class TopCommand(Command):
     output_kinds = TEXT_OUT
     summary = "display the sandbox's processes once"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         args = list(invocation.arguments)
         if "-h" in args or "--help" in args:
             return CommandResult(stdout="Usage:\n  top -b -n 1   one screen of the sandbox's processes\n", exit_code=0)
@@ -361,7 +372,7 @@ class ArchCommand(Command):
     output_kinds = TEXT_OUT
     summary = "print the machine's architecture"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         return CommandResult(stdout="wasm32\n", exit_code=0)
 
 
@@ -378,7 +389,7 @@ class LocaleCommand(Command):
     output_kinds = TEXT_OUT
     summary = "show the locale settings"
 
-    def run(self, invocation):
+    def run(self, invocation: Invocation) -> CommandResult:
         args = list(invocation.arguments)
         if "-a" in args or "--all-locales" in args:
             return CommandResult(stdout="C\nC.utf8\nPOSIX\n", exit_code=0)
@@ -393,7 +404,7 @@ class LocaleCommand(Command):
         return CommandResult(stdout="".join(lines), exit_code=0)
 
 
-def register(commands):
+def register(commands: Any) -> None:
     for command in (FreeCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand(), ArchCommand(),
                     LocaleCommand()):
         commands.register(command)

@@ -14,6 +14,8 @@ interrupted: it runs to its end (or to the command line's own timeout, which sto
 guest), and `timeout` then reports 124 if the deadline passed meanwhile.
 """
 
+from __future__ import annotations
+
 import asyncio
 import getopt
 import math
@@ -22,6 +24,12 @@ import re
 from bash_purepython.execute_command import ErrorDestination
 
 from . import deadlines
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bash_purepython.execute_command import ExecutionResult, StdinValue
+
+    from .shells import Destination, GuestState, ShellFeatures
 
 SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "IOT": 6, "BUS": 7,
                   "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14,
@@ -38,7 +46,7 @@ class Usage(Exception):
     """A command line GNU timeout refuses (exit 125)."""
 
 
-def parse_duration(text):
+def parse_duration(text: str) -> float:
     match = DURATION.match(text)
     if match is None:
         raise Usage("timeout: invalid time interval \u2018%s\u2019\n" % text)
@@ -46,7 +54,7 @@ def parse_duration(text):
     return math.inf if math.isinf(seconds) else seconds
 
 
-def parse_signal(text):
+def parse_signal(text: str) -> tuple[int, str]:
     name = text.upper()
     if name.isdigit():
         number = int(name)
@@ -58,7 +66,7 @@ def parse_signal(text):
     raise Usage("timeout: \u2018%s\u2019: invalid signal\n" % text)
 
 
-def parse(arguments):
+def parse(arguments: list[str]) -> tuple[float, int, str, bool, bool, list[str]]:
     """(seconds, signal number, signal name, preserve, verbose, command) or Usage."""
     try:
         options, rest = getopt.getopt(list(arguments), "+k:s:v", ["kill-after=", "signal=", "preserve-status",
@@ -87,7 +95,8 @@ def parse(arguments):
     return parse_duration(rest[0]), number, name, preserve, verbose, rest[1:]
 
 
-async def run(executor, arguments, stdin, error_destination, state, in_pipeline, attached):
+async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue | None, error_destination: Destination,
+              state: GuestState, in_pipeline: bool, attached: bool) -> ExecutionResult:
     write_error = executor.error_sink(error_destination, state, state.output_sink.write_sync)
     try:
         seconds, number, name, preserve, verbose, command = parse(arguments)
@@ -103,7 +112,7 @@ async def run(executor, arguments, stdin, error_destination, state, in_pipeline,
         return await executor.run_wrapped("timeout", command, stdin, error_destination, state, in_pipeline,
                                           attached)
 
-    async def body(scope):
+    async def body(scope: GuestState) -> int:
         with deadlines.active(seconds) as deadline:
             try:
                 async with asyncio.timeout(seconds):

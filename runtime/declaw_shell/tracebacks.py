@@ -9,15 +9,22 @@ left out, and `release` frees a chain innermost first, one frame at a time. Shor
 print exactly as CPython prints them.
 """
 
+from __future__ import annotations
+
 import collections
 import sys
 import traceback
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from types import TracebackType
 
 LIMIT = 2000
 KEEP = 50
 
 
-def _depth(tb, at_most):
+def _depth(tb: TracebackType | None, at_most: int) -> int:
     n = 0
     while tb is not None and n <= at_most:
         n += 1
@@ -25,7 +32,7 @@ def _depth(tb, at_most):
     return n
 
 
-def _chain(exc):
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
     """The exception and those it was raised from or during, as CPython prints them."""
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -35,12 +42,12 @@ def _chain(exc):
             (None if exc.__suppress_context__ else exc.__context__)
 
 
-def is_long(exc):
+def is_long(exc: BaseException) -> bool:
     """Whether printing `exc` the usual way would walk more than LIMIT frames."""
     return any(_depth(e.__traceback__, LIMIT) > LIMIT for e in _chain(exc))
 
 
-def format_exception(exc, tb=None):
+def format_exception(exc: BaseException, tb: TracebackType | None = None) -> list[str]:
     """`traceback.format_exception(exc)`'s lines, bounded: `tb` (default: the exception's own)
     replaces the outermost exception's traceback."""
     if tb is not None:
@@ -57,11 +64,13 @@ def format_exception(exc, tb=None):
     return lines
 
 
-def _format_one(exc):
+def _format_one(exc: BaseException) -> list[str]:
     tb = exc.__traceback__
     if _depth(tb, LIMIT) <= LIMIT:
         return traceback.format_exception(type(exc), exc, tb, chain=False)
-    head, tail, total = [], collections.deque(maxlen=KEEP), 0
+    head: list[TracebackType] = []
+    tail: collections.deque[TracebackType] = collections.deque(maxlen=KEEP)
+    total = 0
     while tb is not None:
         if total < KEEP:
             head.append(tb)
@@ -78,14 +87,15 @@ def _format_one(exc):
     return lines
 
 
-def _frames(tbs):
+def _frames(tbs: Iterable[TracebackType]) -> list[str]:
     return traceback.StackSummary.extract((tb.tb_frame, tb.tb_lineno) for tb in tbs).format()
 
 
-def release(exc):
+def release(exc: BaseException) -> None:
     """Drop the tracebacks of `exc` and its chain, innermost frame first, so that no free
     recurses through a long chain."""
-    pending, seen = [exc], set()
+    pending: list[BaseException | None] = [exc]
+    seen = set()
     while pending:
         e = pending.pop()
         if e is None or id(e) in seen:
@@ -104,7 +114,7 @@ def release(exc):
             del last
 
 
-def print_uncaught(exc, tb):
+def print_uncaught(exc: BaseException, tb: TracebackType | None) -> None:
     """How an uncaught exception of user code is shown: `sys.excepthook` (CPython's, unless the
     program set its own), or, for an enormous traceback under CPython's hook, the bounded form.
     Then the chain is freed."""

@@ -6,11 +6,22 @@ there reads as "not installed".
 Each banner keeps the first line's usual shape (`curl X.Y.Z (PLATFORM) ...`, `tar (...) X.Y`)
 so scripts that parse it still work, and says plainly that this is declaw-wasm's implementation
 running in the sandbox (wasm32-wasi), not libcurl or GNU's program. The version numbers are those
-of the program whose options ours follow. `--help` is added where the command had none. Bash's builtins (`echo --version` prints
-"--version") are left alone.
+of the program whose options ours follow. `--help` is added where the command had none. Bash's
+builtins (`echo --version` prints "--version") are left alone.
 """
 
+from __future__ import annotations
+
 from bash_purepython.command.command import Command, CommandResult, OutputKind
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable
+    from typing import Any
+
+    # (argument lists that ask for the version, banner, help flags, help text)
+    Banner = tuple[tuple[tuple[str, ...], ...], str, tuple[str, ...], "str | None"]
+    Builtin = Callable[[list[str], Any, Any], Awaitable[int]]
 
 OURS = "the sandbox's own implementation (declaw-wasm, wasm32-wasi)"
 
@@ -98,9 +109,9 @@ FIND_VERSION = "find (declaw-wasm findutils) 4.9.0\n%s, following GNU findutils'
 XARGS_VERSION = "xargs (declaw-wasm findutils) 4.9.0\n%s, following GNU findutils' options.\n" % OURS
 
 
-def answering_version(builtin, banner):
+def answering_version(builtin: Builtin, banner: str) -> Builtin:
     """A library builtin that is a program on Linux (`xargs`), with `--version`."""
-    async def run(arguments, stdin, state):
+    async def run(arguments: list[str], stdin: Any, state: Any) -> int:
         if list(arguments) == ["--version"]:
             await state.output_sink.write(banner)
             return 0
@@ -108,9 +119,9 @@ def answering_version(builtin, banner):
     return run
 
 
-def _banners():
+def _banners() -> dict[str, Banner]:
     """name -> (argument lists that ask for the version, banner, help flags, help text)."""
-    table = {name: (tuple((flag,) for flag in flags), banner, help_flags, help_text)
+    table: dict[str, Banner] = {name: (tuple((flag,) for flag in flags), banner, help_flags, help_text)
              for name, (flags, banner, help_flags, help_text) in BANNERS.items()}
     for (family, version), names in FAMILIES.items():
         for name in names:
@@ -121,7 +132,7 @@ def _banners():
     return table
 
 
-def _as_output(text, kind):
+def _as_output(text: str, kind: Any) -> Any:
     """Text in the output kind the shell chose for this command."""
     if kind == OutputKind.BYTES:
         return text.encode()
@@ -136,7 +147,8 @@ class Versioned(Command):
     """A command with a `--version` banner (and maybe `--help`) answered before it runs; any
     other call goes to the command itself."""
 
-    def __init__(self, inner, version_flags, banner, help_flags, help_text):
+    def __init__(self, inner: Any, version_flags: tuple[tuple[str, ...], ...], banner: str,
+                 help_flags: tuple[str, ...], help_text: str | None) -> None:
         self.inner = inner
         self.name = inner.name
         self.summary = inner.summary
@@ -145,7 +157,7 @@ class Versioned(Command):
         self.version_flags, self.banner = version_flags, banner
         self.help_flags, self.help_text = help_flags, help_text
 
-    def run(self, invocation):
+    def run(self, invocation: Any) -> Any:
         args = invocation.arguments
         if tuple(args) in self.version_flags:
             return CommandResult(stdout=_as_output(self.banner, invocation.stdout_kind), exit_code=0)
@@ -154,7 +166,7 @@ class Versioned(Command):
         return self.inner.run(invocation)
 
 
-def install(commands, names=None):
+def install(commands: Any, names: Iterable[str] | None = None) -> None:
     """Wrap the registry's commands that have a banner here (`names`: only these)."""
     table = _table()
     for name in table if names is None else names:
@@ -163,10 +175,10 @@ def install(commands, names=None):
             commands.register(Versioned(inner, *table[name]))
 
 
-_TABLE = {}
+_TABLE: dict[str, Banner] = {}
 
 
-def _table():
+def _table() -> dict[str, Banner]:
     """_banners(), made once."""
     if not _TABLE:
         _TABLE.update(_banners())

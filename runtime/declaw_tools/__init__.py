@@ -19,10 +19,18 @@ only (never a host traceback or path): as itself when it is a built-in class (Va
 KeyError, ...), else as `ToolError` (its `type_name` names the host's class).
 """
 
+from __future__ import annotations
+
 import builtins as _builtins
 import sys as _sys
 
 from declaw_net import _wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
+    from collections.abc import Callable
+    from types import FrameType
+    from typing import Any
 
 __all__ = ["ToolError", "available"]
 
@@ -35,31 +43,31 @@ class ToolError(Exception):
     """A host tool failed (with an exception of a class this sandbox does not have), or the
     call could not be made (no such tool, arguments too large or not msgpack)."""
 
-    def __init__(self, message, type_name=""):
+    def __init__(self, message: str, type_name: str = "") -> None:
         super().__init__(message)
         self.type_name = type_name
 
 
-def _door(op, **fields):
+def _door(op: str, **fields: Any) -> Any:
     import _host
 
     fields["op"] = op
     return _wire.unpack(_host.call(_wire.pack(fields)))
 
 
-def _tools():
+def _tools() -> dict[str, str]:
     """name -> description of the tools this code may call now."""
     reply = _door("tools.list")
     _state["limit"] = int(reply.get("limit") or _state["limit"])
     return {str(t["name"]): str(t.get("doc") or "") for t in reply.get("tools") or []}
 
 
-def available():
+def available() -> list[str]:
     """The names of the host tools this code may call now."""
     return sorted(_tools())
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name == "__all__":
         return ["ToolError", "available", *available()]
     if name.startswith("__") and name.endswith("__"):
@@ -71,12 +79,12 @@ def __getattr__(name):
     return _tool(name, tools[name])
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return ["ToolError", "available", *available()]
 
 
-def _tool(name, doc):
-    def tool(*args, **kwargs):
+def _tool(name: str, doc: str) -> Callable[..., Any]:
+    def tool(*args: Any, **kwargs: Any) -> Any:
         return _invoke(name, args, kwargs, _sys._getframe(1))
 
     tool.__name__ = tool.__qualname__ = name
@@ -85,23 +93,24 @@ def _tool(name, doc):
     return tool
 
 
-def _invoke(name, args, kwargs, caller):
+def _invoke(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], caller: FrameType) -> Any:
     payload = _payload(name, args, kwargs)
     if _async_caller(caller):
         reply = _door("tools.start", name=name, payload=payload)
         if "error" in reply:
             raise _error(reply["error"])
         coroutine = _later(reply["id"])
-        coroutine.__name__ = coroutine.__qualname__ = name  # "coroutine 'search' was never awaited"
+        # "coroutine 'search' was never awaited"; a coroutine object's names are writable (types.CoroutineType)
+        coroutine.__name__ = coroutine.__qualname__ = name  # type: ignore[attr-defined]
         return coroutine
     return _outcome(_door("tools.call", name=name, payload=payload))
 
 
-async def _later(call_id):
+async def _later(call_id: int) -> Any:
     return _outcome(_door("tools.wait", id=call_id))
 
 
-def _async_caller(frame):
+def _async_caller(frame: FrameType | None) -> bool:
     """Whether the code calling the tool is a coroutine's (past generator expressions and
     lambdas, which run inside it)."""
     while frame is not None and frame.f_code.co_name in _INLINE:
@@ -109,7 +118,7 @@ def _async_caller(frame):
     return frame is not None and bool(frame.f_code.co_flags & _ASYNC_CODE)
 
 
-def _payload(name, args, kwargs):
+def _payload(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     try:
         payload = _wire.pack([list(args), kwargs])
     except (TypeError, OverflowError):
@@ -125,7 +134,7 @@ def _payload(name, args, kwargs):
     return payload
 
 
-def _plain(value, depth=0):
+def _plain(value: object, depth: int = 0) -> Any:
     """`value` as the types msgpack carries (numpy values, tuples, sets, str and float
     subclasses converted); anything else raises TypeError."""
     if depth > 500:
@@ -152,13 +161,13 @@ def _plain(value, depth=0):
     raise TypeError("a %s" % type(value).__name__)
 
 
-def _outcome(reply):
+def _outcome(reply: dict[str, Any]) -> Any:
     if "error" in reply:
         raise _error(reply["error"])
     return reply.get("result")
 
 
-def _error(error):
+def _error(error: dict[str, Any]) -> Exception:
     kind = str(error.get("type") or "")
     message = str(error.get("message") or "")
     cls = getattr(_builtins, kind, None) if error.get("builtin") else None

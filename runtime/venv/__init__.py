@@ -10,9 +10,15 @@ the sandbox's site-packages, shared by every environment (pyvenv.cfg and `--help
 `venv.create()` and `EnvBuilder` make the same folder for code that calls them.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Collection, Sequence
 
 PYTHON = "/usr/local/bin/python3"
 USAGE = ("usage: venv [-h] [--system-site-packages] [--symlinks | --copies] [--clear] [--upgrade]\n"
@@ -70,11 +76,11 @@ fi
 """
 
 
-def _quote(text):
+def _quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def _script(program):
+def _script(program: str) -> str:
     return "#!/bin/bash\n# declaw-wasm: the sandbox's own %s\nexec %s \"$@\"\n" % (program, program)
 
 
@@ -82,13 +88,14 @@ class EnvBuilder:
     """The folder of a virtual environment (the arguments of CPython's EnvBuilder; what cannot
     apply here, such as symlinks or installing pip, is accepted and changes nothing)."""
 
-    def __init__(self, system_site_packages=False, clear=False, symlinks=False, upgrade=False,
-                 with_pip=False, prompt=None, upgrade_deps=False, *, scm_ignore_files=frozenset({"git"})):
+    def __init__(self, system_site_packages: bool = False, clear: bool = False, symlinks: bool = False,
+                 upgrade: bool = False, with_pip: bool = False, prompt: str | None = None, upgrade_deps: bool = False,
+                 *, scm_ignore_files: Collection[str] = frozenset({"git"})) -> None:
         self.clear = clear
         self.prompt = prompt
         self.scm_ignore_files = scm_ignore_files
 
-    def create(self, env_dir):
+    def create(self, env_dir: str | os.PathLike[str]) -> None:
         env_dir = os.path.abspath(os.fspath(env_dir))
         if self.clear and os.path.isdir(env_dir):
             for name in os.listdir(env_dir):
@@ -124,21 +131,24 @@ class EnvBuilder:
             self._write(bindir, name, _script("pip"))
 
     @staticmethod
-    def _write(folder, name, text):
+    def _write(folder: str, name: str, text: str) -> None:
         with open(os.path.join(folder, name), "w") as f:
             f.write(text)
 
 
-def create(env_dir, system_site_packages=False, clear=False, symlinks=False, with_pip=False,
-           prompt=None, upgrade_deps=False, *, scm_ignore_files=frozenset({"git"})):
+def create(env_dir: str | os.PathLike[str], system_site_packages: bool = False, clear: bool = False,
+           symlinks: bool = False, with_pip: bool = False, prompt: str | None = None, upgrade_deps: bool = False,
+           *, scm_ignore_files: Collection[str] = frozenset({"git"})) -> None:
     """Make a virtual environment in env_dir (EnvBuilder's arguments)."""
     EnvBuilder(system_site_packages, clear, symlinks, False, with_pip, prompt, upgrade_deps,
                scm_ignore_files=scm_ignore_files).create(env_dir)
 
 
-def main(args=None):
+def main(args: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if args is None else args)
-    dirs, options, prompt = [], set(), None
+    dirs: list[str] = []
+    options: set[str] = set()
+    prompt: str | None = None
     i = 0
     while i < len(args):
         arg = args[i]
@@ -164,7 +174,7 @@ def main(args=None):
     if not dirs:
         sys.stderr.write(USAGE + "venv: error: the following arguments are required: ENV_DIR\n")
         return 2
-    ignore = frozenset() if "--without-scm-ignore-files" in options else frozenset({"git"})
+    ignore: frozenset[str] = frozenset() if "--without-scm-ignore-files" in options else frozenset({"git"})
     builder = EnvBuilder(clear="--clear" in options, prompt=prompt, scm_ignore_files=ignore)
     for env_dir in dirs:
         try:

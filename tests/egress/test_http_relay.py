@@ -39,8 +39,10 @@ CASES = {
              b"0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: api.openai.com\r\n\r\n",
     "dup_cl": b"POST /a HTTP/1.1\r\nHost: api.openai.com\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"
               b"abcGET /smuggled HTTP/1.1\r\nHost: api.openai.com\r\n\r\n",
-    "dup_cl_conflict": b"POST /a HTTP/1.1\r\nHost: api.openai.com\r\nContent-Length: 3\r\nContent-Length: 40\r\n\r\nabc",
-    "te_te": b"POST /a HTTP/1.1\r\nHost: api.openai.com\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n\r\n0\r\n\r\n",
+    "dup_cl_conflict": b"POST /a HTTP/1.1\r\nHost: api.openai.com\r\nContent-Length: 3\r\n"
+                       b"Content-Length: 40\r\n\r\nabc",
+    "te_te": b"POST /a HTTP/1.1\r\nHost: api.openai.com\r\nTransfer-Encoding: chunked\r\n"
+             b"Transfer-Encoding: x\r\n\r\n0\r\n\r\n",
     "te_obfuscated": b"POST /a HTTP/1.1\r\nHost: api.openai.com\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n",
     "folding": b"GET /a HTTP/1.1\r\nHost: api.openai.com\r\nX-A: 1\r\n Transfer-Encoding: chunked\r\n\r\n",
     "bare_lf": b"GET /a HTTP/1.1\nHost: api.openai.com\n\n",

@@ -66,4 +66,5 @@ def test_a_guest_that_stops_mid_wait_is_not_held(make: Callable[..., Any], up: U
     except Exception as exc:
         assert type(exc).__name__ == "TimeoutException"
     assert time.monotonic() - start < 5
-    assert testing.egress_of(sbx)._conns == {} or all(c.state == "closed" for c in testing.egress_of(sbx)._conns.values())
+    conns = testing.egress_of(sbx)._conns
+    assert conns == {} or all(c.state == "closed" for c in conns.values())

@@ -173,7 +173,8 @@ def test_secret_values_never_cross_plain_http_to_another_machine(server: str) ->
         async with httpx.AsyncClient(transport=transport, base_url="http://declaw.test",
                                      headers={"X-API-Key": KEY}) as client:
             return [await client.post("/sandboxes", json=body),
-                    await client.post("/teams/default/vault/secrets", json={"value": "v-in-clear", "provider": "openai"})]
+                    await client.post("/teams/default/vault/secrets",
+                                      json={"value": "v-in-clear", "provider": "openai"})]
 
     import anyio
 

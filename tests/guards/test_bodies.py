@@ -34,7 +34,7 @@ def _same_shape(a: object, b: object) -> None:
             _same_shape(a[k], b[k])
     elif isinstance(a, list):
         assert isinstance(b, list) and len(a) == len(b)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             _same_shape(x, y)
     elif isinstance(a, str) and any(v in a for v in PII_VALUES):
         assert isinstance(b, str) and "[REDACTED_" in b

@@ -35,7 +35,7 @@ def test_chunk_rehydrator_any_split() -> None:
     rng = random.Random(1)
     for _ in range(200):
         cuts = sorted(rng.sample(range(1, len(text)), rng.randint(1, 12)))
-        parts = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+        parts = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)], strict=True)]
         r = ChunkRehydrator(tm)
         assert b"".join(r.feed(p) for p in parts) + r.end() == want
 
@@ -63,11 +63,11 @@ def test_openai_token_split_across_random_deltas_and_chunks(seed) -> None:
     text = f"Mail {email} about {ssn}; then {quote} [brackets] ok."
     want = "Mail alice@example.com about 123-45-6789; then say \"hi\" [brackets] ok."
     cuts = sorted(rng.sample(range(1, len(text)), 12))
-    deltas = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+    deltas = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)], strict=True)]
     stream = sse([openai_chunk(d) for d in deltas] + [openai_chunk(None, "stop")])
     stream += b"data: [DONE]\n\n"
     net = sorted(rng.sample(range(1, len(stream)), 15))
-    chunks = [stream[i:j] for i, j in zip([0] + net, net + [len(stream)])]
+    chunks = [stream[i:j] for i, j in zip([0] + net, net + [len(stream)], strict=True)]
     r = SSERehydrator(tm)
     out = b"".join(r.feed(c) for c in chunks) + r.end()
     assert openai_text(out) == want

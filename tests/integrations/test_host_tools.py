@@ -219,7 +219,8 @@ def test_cell_tools_last_for_their_cell_and_commands_see_the_sandboxs(sbx: Sandb
     assert error is not None and "no host tool named 'double'" in error.value
     # a cell's tools come before the sandbox's of the same name
     assert _value(sbx, "from declaw_tools import search\nsearch('x')", tools={"search": lambda q: q}) == "x"
-    result = sbx.commands.run("python3 -c \"from declaw_tools import search; print(search('cmd', limit=1)[0]['title'])\"")
+    result = sbx.commands.run(
+        "python3 -c \"from declaw_tools import search; print(search('cmd', limit=1)[0]['title'])\"")
     assert result.stdout == "cmd 0\n"
 
 

@@ -397,7 +397,8 @@ def test_writes_to_the_read_only_root_fail_like_bash(box) -> None:
     for cmd, stderr in cases.items():
         r = box.commands.run(f"{cmd}; echo status=$?", timeout=20)
         assert (r.exit_code, r.stdout, r.stderr) == (0, "status=1\n", stderr), (cmd, r)
-    r = box.commands.run("echo x > /etc/passwd && echo no || echo failed; set -e; echo x > /etc/passwd; echo not-reached")
+    r = box.commands.run("echo x > /etc/passwd && echo no || echo failed; set -e; "
+                         "echo x > /etc/passwd; echo not-reached")
     assert r.stdout == "failed\n" and r.exit_code == 1, r
     assert "user:x:1000" in box.files.read("/etc/passwd")
     assert_host_fine(box)

@@ -44,8 +44,8 @@ def test_sibling_sandbox_files_are_unreachable_through_the_api(box) -> None:
             except SandboxException:
                 pass
             assert not box.files.exists(path) or SECRET not in box.files.read(path)
-            for mutate in (lambda: box.files.write(path, "overwritten"), lambda: box.files.remove(path),
-                           lambda: box.files.rename(path, "/tmp/taken.txt")):
+            for mutate in (lambda p=path: box.files.write(p, "overwritten"), lambda p=path: box.files.remove(p),
+                           lambda p=path: box.files.rename(p, "/tmp/taken.txt")):
                 try:
                     mutate()
                 except SandboxException:
@@ -172,7 +172,8 @@ def test_every_call_on_a_killed_sandbox_raises_promptly() -> None:
         "pty": lambda: s.pty.create(PtySize(24, 80)), "resize": lambda: s.pty.resize(pid, PtySize(5, 5)),
         "run_code": lambda: s.run_code("1"), "context": lambda: s.create_code_context(),
         "read": lambda: s.files.read("/etc/passwd"), "stream": lambda: s.files.read("/etc/passwd", format="stream"),
-        "write": lambda: s.files.write("/tmp/x", "x"), "write_files": lambda: s.files.write_files([{"path": "/tmp/y", "data": "y"}]),
+        "write": lambda: s.files.write("/tmp/x", "x"),
+        "write_files": lambda: s.files.write_files([{"path": "/tmp/y", "data": "y"}]),
         "list": lambda: s.files.list("/"), "exists": lambda: s.files.exists("/tmp"),
         "get_info": lambda: s.files.get_info("/tmp"), "remove": lambda: s.files.remove("/tmp/x"),
         "rename": lambda: s.files.rename("/tmp/x", "/tmp/z"), "make_dir": lambda: s.files.make_dir("/tmp/d"),
@@ -293,7 +294,7 @@ def test_kill_racing_files_writes_leaves_no_host_folder() -> None:
     for _ in range(8):
         s = Sandbox.create(timeout=60)
         base = testing.host_folder(s)
-        calls = [Bounded(lambda k=k: [s.files.write(f"/home/user/t{k}-{i}/f.txt", "x") for i in range(100_000)])
+        calls = [Bounded(lambda k=k, s=s: [s.files.write(f"/home/user/t{k}-{i}/f.txt", "x") for i in range(100_000)])
                  for k in range(4)]
         time.sleep(0.2)
         s.kill()

@@ -123,10 +123,10 @@ def test_bad_arguments_to_commands_and_run_code(box) -> None:
     assert r.stdout.startswith("/tmp\n")
     # Environment names a C environment cannot hold, NULs, lone surrogates: refused by name.
     for envs in ({"A=B": "x"}, {"": "x"}, {"A\x00": "x"}, {"A": "x\x00y"}, {"\udcff": "x"}, {"A": "\ud800"}):
-        for call in (lambda: box.commands.run("echo hi", envs=envs, timeout=20),
-                     lambda: box.run_code("1", envs=envs, timeout=20),
-                     lambda: box.pty.create(PtySize(24, 80), envs=envs),
-                     lambda: Sandbox.create(envs=envs, timeout=10)):
+        for call in (lambda e=envs: box.commands.run("echo hi", envs=e, timeout=20),
+                     lambda e=envs: box.run_code("1", envs=e, timeout=20),
+                     lambda e=envs: box.pty.create(PtySize(24, 80), envs=e),
+                     lambda e=envs: Sandbox.create(envs=e, timeout=10)):
             with pytest.raises(InvalidArgumentException, match="envs"):
                 call()
     assert box.run_code("5 - 3").text == "2"

@@ -121,7 +121,8 @@ def test_host_environment_is_invisible_to_commands(host_secret_env) -> None:
                            "cat /proc/self/environ")
         _no_secret(r.stdout + r.stderr)
         assert "[]" in r.stdout and "HOME=/home/user" in r.stdout
-        r = s.commands.run("python3 -c 'import os; print(sorted(os.environ)); print(os.environ.get(\"OPENAI_API_KEY\"))'")
+        r = s.commands.run("python3 -c 'import os; print(sorted(os.environ)); "
+                           "print(os.environ.get(\"OPENAI_API_KEY\"))'")
         _no_secret(r.stdout + r.stderr)
         assert r.stdout.endswith("None\n")
         r = run_py(s, "import os\ntry:\n    print(open('/proc/self/environ', 'rb').read())\n"

@@ -149,7 +149,8 @@ GAP_CASES: list[str] = [
     "find . -name '*.py' -o -name '*.csv' -print | sort",
     # bash builtins the library lacked
     "false | true; echo ${PIPESTATUS[0]} ${PIPESTATUS[1]}; true | false | true; echo \"${PIPESTATUS[@]}\"",
-    "set -- -a -b val -c file; while getopts 'ab:c' o; do echo \"$o ${OPTARG:-}\"; done; shift $((OPTIND-1)); echo \"rest $*\"",
+    "set -- -a -b val -c file; while getopts 'ab:c' o; do echo \"$o ${OPTARG:-}\"; done; "
+    "shift $((OPTIND-1)); echo \"rest $*\"",
     "set -- -ab -x; while getopts ':ab' o; do echo \"$o ${OPTARG:-}\"; done; echo $OPTIND",
     "f() { local OPTIND o; while getopts 'v' o; do echo v; done; }; f -v; f -v",
     "mapfile -t arr < a.txt; echo ${#arr[@]} ${arr[1]}; readarray -t -n 2 -s 1 r < notes.txt; echo \"${r[@]}\"",

@@ -1,0 +1,22 @@
+"""The repository's own commands: CI runs exactly what the README tells a developer to run, and
+that command lints the whole tree (host package, tests and the guest code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_test_command() -> str:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("Run the tests on a fresh machine:")
+    return next(line.strip() for line in lines[start + 1:] if line.strip())
+
+
+def test_ci_runs_exactly_the_readme_test_command_which_lints_the_guest_code_and_the_tests() -> None:
+    command = _readme_test_command()
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert ci == [command]
+    assert " ruff check declaw_wasm tests runtime && mypy && lint-imports && " in command
