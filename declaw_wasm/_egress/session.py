@@ -208,7 +208,7 @@ class EgressSession:
             conn.fail(NetError("timeout", f"the TLS handshake with {conn.dest.label()} timed out"))
         if conn.error is not None:
             if conn.event is not None:
-                conn.event.error = str(conn.error)
+                conn.event.error = self.audit.text(str(conn.error))
             raise conn.error
         if conn.event is not None:
             conn.event.tls = True
@@ -360,7 +360,7 @@ class EgressSession:
         except NetError as exc:
             self._forget(conn)
             if conn.event is not None:
-                conn.event.decision, conn.event.error = "denied", str(exc)
+                conn.event.decision, conn.event.error = "denied", self.audit.text(str(exc))
             raise
         return conn
 
@@ -382,7 +382,7 @@ class EgressSession:
             event.bytes_in, event.bytes_out = conn.bytes_in, conn.bytes_out
             event.duration_ms = round((time.monotonic() - conn.opened) * 1000, 3)
             if conn.error is not None and not event.error:
-                event.error = self.audit.mask(str(conn.error))
+                event.error = self.audit.text(str(conn.error))
 
     def _wait(self, guest: Guest, conns: list[Connection], ready: Callable[[], Any],
               timeout: Optional[float], idle: Optional[Connection] = None) -> bool:
