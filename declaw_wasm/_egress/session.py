@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from .._wasm.guest import Guest, GuestStopping
 from ..limits import Limits
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
-from .connection import PROCESS_BUDGET, SANDBOX_ROOM, Budget, Connection, Destination, NetError
+from .budget import PROCESS_BUDGET, SANDBOX_ROOM, Budget, sandbox_keep
+from .connection import Connection, Destination, NetError
 from .guard import ContentGuard, IdentityGuard
 from .ops import MAX_RECV, MAX_SEND, OPS
 from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, parse_address
@@ -58,7 +59,8 @@ class EgressSession:
         self._next_id = 1
         self._names: "OrderedDict[IPAddress, list[str]]" = OrderedDict()
         self.bytes_total = 0
-        self.budget = Budget(SANDBOX_ROOM, PROCESS_BUDGET)  # bytes its connections hold, together
+        # bytes its connections hold, together
+        self.budget = Budget(SANDBOX_ROOM, PROCESS_BUDGET, sandbox_keep(limits), "this sandbox")
         self.calls = 0  # door ops answered (benchmarks: a sandbox that opens nothing makes none)
         self.closed = False
         self._ops: dict[str, Callable[[Guest, dict[str, Any]], dict[str, Any]]] = {
