@@ -138,9 +138,10 @@ class ResponseFilter:
 
     @property
     def held(self) -> int:
-        """Decoded bytes held back (for a scan or a whole-body transformation), which the door
-        counts against its budgets: at most `GuardLimits.scan_buffer` and one chunk."""
-        return self._buffered
+        """Decoded bytes held back, which the door counts against its budgets: for a scan or a
+        whole-body transformation (at most `GuardLimits.scan_buffer` and one chunk), and by the
+        rehydrator (an unfinished SSE event, up to 1 MiB; a token's unfinished start)."""
+        return self._buffered + (self._proc.held if self._proc is not None else 0)
 
     # the door's calls -----------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> bytes:

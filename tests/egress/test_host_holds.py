@@ -273,3 +273,19 @@ def test_an_answer_held_for_an_injection_scan_is_counted_in_the_sandboxs_budget(
     status, body, _ = received(made)
     assert status == 503 and b"cannot be held back for the content guard now" in body
     assert full.kept == 0
+
+
+def test_an_unfinished_event_a_rehydrating_guard_holds_is_counted() -> None:
+    """Rehydrating an SSE answer, the guard holds an event until its end (up to 1 MiB): counted
+    as it grows, given back once the event is whole."""
+    guard = _pii_guard()
+    guard.tokens.tokenize("email", "alice@example.com")
+    budget, _ = budgets()
+    made = relay(budget, SecretBook(), guard)
+    event = b"data: " + b"x" * (512 << 10)
+    made.feed_upstream(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       + b"%x\r\n%s\r\n" % (len(event), event))
+    assert (512 << 10) < budget.kept < (520 << 10)
+    made.feed_upstream(b"2\r\n\n\n\r\n0\r\n\r\n")
+    status, body, ended = received(made)
+    assert (status, ended) == (200, True) and body == event + b"\n\n" and budget.kept == 0
