@@ -16,13 +16,17 @@ The log is bounded, in events and in bytes (oldest events dropped first, and cou
 text field is cut to `MAX_TEXT` characters once masked (a guest's 60 KiB request target keeps
 its first 2000, and says how much was cut), an event keeps at most `MAX_NOTES` guard notes of
 `MAX_NOTE` characters, and a sandbox's log at most `MAX_EVENTS` events and `MAX_LOG_BYTES` of
-them (each counted as its text plus `EVENT_BYTES` for the object itself).
+them (each counted as its text plus `EVENT_BYTES` for the object itself). All the process's logs
+together are counted too: once they hold `PROCESS_LOG_BYTES`, a log that grows drops its oldest
+events until they are back under it or it is down to `LOG_FLOOR`, so the process holds at most
+that cap plus a floor (and one event) per sandbox.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import threading
+import weakref
 from collections import deque
 from datetime import datetime, timezone
 from typing import Literal, Optional
@@ -40,6 +44,29 @@ MAX_NOTES = 32  # guard notes per event
 MAX_NOTE = 500  # characters of one guard note
 EVENT_BYTES = 1024  # what one event costs beside its text (the model object, its fields)
 TEXT_FIELDS = ("method", "url", "rule", "reason", "host", "address", "error", "guard")
+PROCESS_LOG_BYTES = 256 << 20  # all the process's logs together, before each keeps its floor
+LOG_FLOOR = 256 << 10  # what a log keeps while the process's logs are over their cap
+
+
+class _Total:
+    """Bytes of all the process's audit logs."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.bytes += n
+
+
+PROCESS_LOGS = _Total()
+
+
+def _forget(counted: list[int]) -> None:
+    """A log is gone (its sandbox's session was dropped): give its bytes back."""
+    PROCESS_LOGS.add(-counted[0])
+    counted[0] = 0
 
 
 class AuditEvent(Model):
@@ -106,9 +133,14 @@ class AuditLog:
         self.limit = limit
         self.max_bytes = max_bytes
         self._events: deque[tuple[int, AuditEvent]] = deque()
-        self.bytes = 0  # what the events kept cost, as `_size` counts
+        self._counted = [0]  # what the events kept cost, as `_size` counts (shared with _forget)
         self.dropped = 0
         self._lock = threading.Lock()
+        weakref.finalize(self, _forget, self._counted)
+
+    @property
+    def bytes(self) -> int:
+        return self._counted[0]
 
     def mask(self, text: str) -> str:
         for value in self._hide:
@@ -136,11 +168,18 @@ class AuditLog:
         size = _size(event)
         with self._lock:
             self._events.append((size, event))
-            self.bytes += size
-            while len(self._events) > self.limit or (self.bytes > self.max_bytes and len(self._events) > 1):
+            self._counted[0] += size
+            PROCESS_LOGS.add(size)
+            while len(self._events) > self.limit or (len(self._events) > 1 and self._over()):
                 gone, _ = self._events.popleft()
-                self.bytes -= gone
+                self._counted[0] -= gone
+                PROCESS_LOGS.add(-gone)
                 self.dropped += 1
+
+    def _over(self) -> bool:
+        """Past its own byte bound, or past its floor while the process's logs are over theirs."""
+        mine = self._counted[0]
+        return mine > self.max_bytes or (mine > LOG_FLOOR and PROCESS_LOGS.bytes > PROCESS_LOG_BYTES)
 
     def events(self, since: Optional[datetime] = None) -> list[AuditEvent]:
         with self._lock:

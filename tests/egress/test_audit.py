@@ -5,11 +5,14 @@ audit.py; docs/security.md, "Upstream servers and the relay")."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Callable
 
 import pytest
 
-from declaw_wasm._egress.audit import MAX_EVENTS, MAX_LOG_BYTES, MAX_NOTES, MAX_TEXT, AuditEvent, AuditLog, now
+from declaw_wasm._egress import audit
+from declaw_wasm._egress.audit import (LOG_FLOOR, MAX_EVENTS, MAX_LOG_BYTES, MAX_NOTES, MAX_TEXT, PROCESS_LOGS,
+                                       AuditEvent, AuditLog, now)
 
 from security.support import PeakRSS
 from .conftest import run
@@ -47,6 +50,30 @@ def test_the_audit_log_is_bounded_in_bytes() -> None:
     for _ in range(MAX_EVENTS + 50):
         small.record(AuditEvent(timestamp=now(), method="GET", url="http://example.com/"))
     assert len(small.events()) == MAX_EVENTS and small.dropped == 50
+
+
+def test_all_the_processs_audit_logs_are_bounded_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each log's 16 MiB times the sandboxes a process hosts (1000) is no bound: once all the
+    process's logs hold their cap, a log that grows drops its oldest events until they are back
+    under it, or it is down to 256 KiB (so the process holds at most the cap and a floor per
+    log); a log's bytes are given back when it is gone."""
+    base = PROCESS_LOGS.bytes  # other tests' sandboxes may be alive
+    monkeypatch.setattr(audit, "PROCESS_LOG_BYTES", base + 4 * MiB)
+    url = "http://example.com/" + "a" * 1900
+    hog, other = AuditLog([], {}), AuditLog([], {})
+    for _ in range(1500):  # ~4.4 MiB: past the process's cap by the end
+        hog.record(AuditEvent(timestamp=now(), url=url))
+    one = hog.bytes // len(hog.events())
+    assert 4 * MiB - one < hog.bytes <= 4 * MiB + one
+    for _ in range(500):
+        other.record(AuditEvent(timestamp=now(), url=url))
+    assert other.bytes <= LOG_FLOOR + one and len(other.events()) < 100 and other.dropped > 400
+    hog.record(AuditEvent(timestamp=now(), url=url))  # it grows: the logs are back under the cap
+    assert PROCESS_LOGS.bytes - base <= 4 * MiB and hog.bytes <= 4 * MiB - other.bytes
+    kept = other.bytes
+    del hog
+    gc.collect()
+    assert PROCESS_LOGS.bytes - base == kept
 
 
 def test_a_secret_is_masked_before_its_field_is_cut() -> None:
