@@ -273,7 +273,7 @@ class _Zlib:
         self.data += data
 
     def take(self, limit: int) -> bytes:
-        out = bytearray()
+        out = b""  # (one chunk, the usual case, is returned without a copy)
         while len(out) < limit and (self.data or self.more):
             if self.d is None:
                 if not self.data or (self.kind == "deflate" and len(self.data) < 2):
@@ -292,7 +292,7 @@ class _Zlib:
                 self.more = len(chunk) == room
                 if not chunk:
                     break
-        return bytes(out)
+        return out
 
     @property
     def pending(self) -> bool:
@@ -327,16 +327,19 @@ class _Brotli:
                                            f"br with a {size_text(window)} window")
             self.d = _brotli_module().Decompressor()
         d = self.d
-        if self.more:
-            out = d.process(b"", output_buffer_limit=limit)
-        elif self.data:
+        if self.data and d.can_accept_more_data():
             data, self.data = self.data, b""
             self.inside = len(data)
             out = d.process(data, output_buffer_limit=limit)
+        elif self.more:
+            out = d.process(b"", output_buffer_limit=limit)
         else:
             return b""
-        self.more = not d.can_accept_more_data()
-        if not self.more:
+        accepts = d.can_accept_more_data()
+        # "can accept more" is not "has no more": with all its input taken, the decoder may still
+        # have output to give (a highly compressed stream), until it is finished or gives nothing
+        self.more = not accepts or (bool(out) and not d.is_finished())
+        if accepts:
             self.inside = 0
         return bytes(out)
 
