@@ -10,14 +10,23 @@ blocked, notes), and `kind="guard"` events for guards the policy names but nothi
 
 Nothing secret is recorded: URLs are the guest's (placeholders, never injected values), secret
 values are scrubbed from every text field, and values of the sandbox's environment variables
-whose names match `EnvSecurityConfig.mask_patterns` are masked as `***`. The log is bounded
-(oldest events dropped first, and counted).
+whose names match `EnvSecurityConfig.mask_patterns` are masked as `***`.
+
+The log is bounded, in events and in bytes (oldest events dropped first, and counted): each
+text field is cut to `MAX_TEXT` characters once masked (a guest's 60 KiB request target keeps
+its first 2000, and says how much was cut), an event keeps at most `MAX_NOTES` guard notes of
+`MAX_NOTE` characters, and a sandbox's log at most `MAX_EVENTS` events and `MAX_LOG_BYTES` of
+them (each counted as its text plus `EVENT_BYTES` for the object itself). All the process's logs
+together are counted too: once they hold `PROCESS_LOG_BYTES`, a log that grows drops its oldest
+events until they are back under it or it is down to `LOG_FLOOR`, so the process holds at most
+that cap plus a floor (and one event) per sandbox.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import threading
+import weakref
 from collections import deque
 from datetime import datetime, timezone
 from typing import Literal, Optional
@@ -29,6 +38,35 @@ from .._model import Model  # built on first use (a cold start pays for what it 
 DEFAULT_MASK_PATTERNS = ("*_KEY", "*_SECRET", "*_TOKEN", "*_PASSWORD", "*_CREDENTIALS", "API_KEY",
                          "SECRET_KEY")
 MAX_EVENTS = 10_000
+MAX_LOG_BYTES = 16 << 20  # one sandbox's events together (as `_size` counts them)
+MAX_TEXT = 2000  # characters of one text field (url, reason, error...), once masked
+MAX_NOTES = 32  # guard notes per event
+MAX_NOTE = 500  # characters of one guard note
+EVENT_BYTES = 1024  # what one event costs beside its text (the model object, its fields)
+TEXT_FIELDS = ("method", "url", "rule", "reason", "host", "address", "error", "guard")
+PROCESS_LOG_BYTES = 256 << 20  # all the process's logs together, before each keeps its floor
+LOG_FLOOR = 256 << 10  # what a log keeps while the process's logs are over their cap
+
+
+class _Total:
+    """Bytes of all the process's audit logs."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.bytes += n
+
+
+PROCESS_LOGS = _Total()
+
+
+def _forget(counted: list[int]) -> None:
+    """A log is gone (its sandbox's session was dropped): give its bytes back."""
+    PROCESS_LOGS.add(-counted[0])
+    counted[0] = 0
 
 
 class AuditEvent(Model):
@@ -68,19 +106,41 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def cut(text: str, limit: int = MAX_TEXT) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters cut)"
+
+
+def _size(event: AuditEvent) -> int:
+    """What an event costs the log (its text and a fixed part), roughly in bytes."""
+    text = sum(len(getattr(event, name)) for name in TEXT_FIELDS)
+    return EVENT_BYTES + text + sum(len(n) + 64 for n in [*event.guard_notes, *event.secrets_injected])
+
+
 class AuditLog:
-    """A sandbox's events, bounded; masks secrets in every string it records."""
+    """A sandbox's events, bounded in number and bytes; masks secrets in every string it
+    records, then cuts each to its bound (module docstring)."""
 
     def __init__(self, secret_values: list[str], env: dict[str, str],
                  mask_patterns: tuple[str, ...] = DEFAULT_MASK_PATTERNS, enabled: bool = True,
-                 limit: int = MAX_EVENTS) -> None:
+                 limit: int = MAX_EVENTS, max_bytes: int = MAX_LOG_BYTES) -> None:
         masked = [v for k, v in env.items() if len(v) >= 4 and
                   any(fnmatch.fnmatch(k.upper(), p) for p in mask_patterns)]
         self._hide = sorted({v for v in [*secret_values, *masked] if v}, key=len, reverse=True)
         self.enabled = enabled
-        self._events: deque[AuditEvent] = deque(maxlen=limit)
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self._events: deque[tuple[int, AuditEvent]] = deque()
+        self._counted = [0]  # what the events kept cost, as `_size` counts (shared with _forget)
         self.dropped = 0
         self._lock = threading.Lock()
+        weakref.finalize(self, _forget, self._counted)
+
+    @property
+    def bytes(self) -> int:
+        return self._counted[0]
 
     def mask(self, text: str) -> str:
         for value in self._hide:
@@ -88,20 +148,39 @@ class AuditLog:
                 text = text.replace(value, "***")
         return text
 
+    def text(self, value: str) -> str:
+        """`value` as a text field of an event: masked, then cut (for fields set after `record`)."""
+        return cut(self.mask(value))
+
     def record(self, event: AuditEvent) -> None:
         if not self.enabled:
             return
-        for name in ("url", "reason", "error", "host"):
+        for name in TEXT_FIELDS:
             value = getattr(event, name)
             if value:
-                setattr(event, name, self.mask(value))
+                setattr(event, name, cut(self.mask(value)))
         if event.guard_notes:
-            event.guard_notes = [self.mask(n) for n in event.guard_notes]
+            notes = event.guard_notes
+            kept = [cut(self.mask(n), MAX_NOTE) for n in notes[:MAX_NOTES]]
+            if len(notes) > MAX_NOTES:
+                kept.append(f"... ({len(notes) - MAX_NOTES} more notes cut)")
+            event.guard_notes = kept
+        size = _size(event)
         with self._lock:
-            if len(self._events) == self._events.maxlen:
+            self._events.append((size, event))
+            self._counted[0] += size
+            PROCESS_LOGS.add(size)
+            while len(self._events) > self.limit or (len(self._events) > 1 and self._over()):
+                gone, _ = self._events.popleft()
+                self._counted[0] -= gone
+                PROCESS_LOGS.add(-gone)
                 self.dropped += 1
-            self._events.append(event)
+
+    def _over(self) -> bool:
+        """Past its own byte bound, or past its floor while the process's logs are over theirs."""
+        mine = self._counted[0]
+        return mine > self.max_bytes or (mine > LOG_FLOOR and PROCESS_LOGS.bytes > PROCESS_LOG_BYTES)
 
     def events(self, since: Optional[datetime] = None) -> list[AuditEvent]:
         with self._lock:
-            return [e.model_copy() for e in self._events if since is None or e.timestamp >= since]
+            return [e.model_copy() for _, e in self._events if since is None or e.timestamp >= since]

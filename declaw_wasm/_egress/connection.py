@@ -11,10 +11,13 @@ buffer for the guest plus its parser's unparsed upstream bytes, such as an answe
 before the guest's request was done); towards the upstream, 1 MiB (`OUT_ROOM`: the guest's bytes
 not yet sent, parsed or not). Past a window the host stops reading that socket (`recv` on the
 upstream, taking the guest's `send`) until the other side drains it; reads are sized to the room
-left, so a window is never overshot. A sandbox's connections share a budget (`SANDBOX_ROOM`),
-and so do all of the process's (`PROCESS_ROOM`): once one is spent, each connection keeps only
-`MIN_ROOM` of each window, so no connection stalls for another's sake and the totals stay
-bounded (docs/security.md, "Upstream servers and the relay").
+left, so a window is never overshot. A sandbox's connections share a budget (budget.py:
+`SANDBOX_ROOM`), and so do all of the process's (`PROCESS_ROOM`): once one is spent, each
+connection keeps only `MIN_ROOM` of each window, so no connection stalls for another's sake and
+the totals stay bounded. What cannot wait for the guest to read (a body's decoder windows, a
+request body or an answer a content guard holds whole) is kept in the connection's `Hold`,
+against the same budgets' hard caps (`SANDBOX_KEEP`, `PROCESS_KEEP`): past one, that request or
+answer gets a 503 naming it (docs/security.md, "Upstream servers and the relay").
 
 Until the first bytes show what the traffic is, a connection has no relay; then it gets the HTTP
 relay (http.py; always for TLS) or, for non-HTTP bytes to a destination an `allow_out` entry
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .audit import AuditEvent
+from .budget import Hold
 from .http import HttpRelay, RawRelay, RelayContext, sniff
 from .policy import Decision, IPAddress, unwrap
 from .resolve import loopback_only
@@ -45,32 +49,6 @@ RECV_CHUNK = 256 << 10
 OUT_ROOM = 1 << 20  # bytes queued for the upstream before the guest's send waits
 IN_ROOM = 4 << 20  # bytes held for the guest before the host stops reading the upstream
 MIN_ROOM = 64 << 10  # what a connection keeps of each window while a shared budget is spent
-SANDBOX_ROOM = 32 << 20  # bytes one sandbox's connections hold together before they shrink
-PROCESS_ROOM = 1 << 30  # bytes all the process's connections hold together before they shrink
-
-
-class Budget:
-    """Bytes held by many connections together (a sandbox's, or the whole process's), against a
-    soft cap: once `spent`, each connection keeps only MIN_ROOM of its windows (module docstring).
-    Connections report what they hold after each move (`add` takes the change)."""
-
-    def __init__(self, cap: int, parent: Optional["Budget"] = None) -> None:
-        self.cap = cap
-        self.parent = parent
-        self.held = 0
-        self._lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        with self._lock:
-            self.held += n
-        if self.parent is not None:
-            self.parent.add(n)
-
-    def spent(self) -> bool:
-        return self.held >= self.cap or (self.parent is not None and self.parent.spent())
-
-
-PROCESS_BUDGET = Budget(PROCESS_ROOM)
 
 
 class NetError(Exception):
@@ -134,7 +112,8 @@ class Connection:
         self.connect_deadline = self.opened + session.limits.net_connect_timeout
         self.lock = threading.RLock()
         self.event: Optional[AuditEvent] = None
-        self.held = 0  # the bytes this connection holds, as last counted in the budgets
+        self.held = 0  # the window bytes this connection holds, as last counted in the budgets
+        self.hold = Hold(session.budget)  # what it keeps beyond its windows (budget.py)
         # the smallest windows: a whole head (Limits.net_header_bytes) must always fit
         self._floor = max(MIN_ROOM, session.limits.net_header_bytes + 1)
 
@@ -303,7 +282,7 @@ class Connection:
                             guard=self.session.guard, record=self.session.audit.record,
                             header_bytes=limits.net_header_bytes,
                             guard_body_bytes=limits.net_guard_body_bytes, out_room=IN_ROOM,
-                            rebind=self._rebind)
+                            rebind=self._rebind, hold=self.hold)
 
     def _rebind(self, name: str) -> bool:
         """A plaintext connection opened by address may take another name the sandbox resolved
@@ -462,6 +441,7 @@ class Connection:
             self.state = "closed"
             self._close_socket()
             self._account()  # holds nothing now
+            self.hold.clear(closing=True)
 
     def _close_socket(self) -> None:
         sock, self.sock = self.sock, None

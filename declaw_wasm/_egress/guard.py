@@ -14,6 +14,8 @@ connection of the sandbox, plaintext or TLS:
   `feed(chunk) -> bytes to pass on`, then `end() -> the rest` (a filter may hold back the tail
   of a chunk, e.g. half a redaction token). `filter.headers` replaces the response's headers.
   If False, the body streams through untouched.
+* A request body the relay buffers for a guard, and what a filter holds back (`held`), count
+  against the sandbox's budget of kept bytes (budget.py): past it the guest gets a 503.
 * A filter may hold the response back (`head_ready` False: nothing goes to the guest yet) and
   then answer with another `status` and `headers` (a block answer, which `feed`/`end` return as
   the body; `blocked` names the guard). Raising `GuardCut` from `feed`/`end` aborts the guest's
@@ -40,9 +42,10 @@ class GuardCut(Exception):
     """A response must be aborted part-way (a guard found something after part of it was
     released, or the body could not be decoded within its limit)."""
 
-    def __init__(self, message: str, guard: str = "") -> None:
+    def __init__(self, message: str, guard: str = "", status: int = 502) -> None:
         super().__init__(message)
         self.guard = guard
+        self.status = status  # the guest's answer if nothing went to it yet
 
 
 @dataclass
@@ -72,7 +75,8 @@ class ResponseFilter(Protocol):
 
     Optional attributes, read with these defaults when absent: `status` (the upstream's),
     `head_ready` (True: the head goes to the guest at once), `blocked` ("": the guard whose own
-    answer replaced the response) and `notes` ([]: text for the audit event)."""
+    answer replaced the response), `notes` ([]: text for the audit event) and `held` (0: the
+    bytes it holds back, which the relay counts against the sandbox's budget of kept bytes)."""
 
     @property
     def headers(self) -> Headers: ...

@@ -153,6 +153,11 @@ class GuardedResponse:
         return list(self.inner.notes)
 
     @property
+    def held(self) -> int:
+        """Bytes the filter holds back (the relay counts them against the sandbox's budget)."""
+        return self.inner.held
+
+    @property
     def counts(self) -> dict[str, int]:
         f = self.inner
         return {"pii_rehydrations": f.pii_rehydrations, "injection_blocks": f.injection_blocks,

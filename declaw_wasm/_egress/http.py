@@ -19,8 +19,14 @@ on bodies (a filter may hold the response's head back until it has scanned the b
 with its own block response, or cut the response: the guest's connection is then aborted
 mid-body, never ended cleanly); one audit event per exchange, with the guards' counts. A
 refused request gets a short plain-text response (400 malformed or smuggling, 405 CONNECT, 421
-wrong Host, 431 head too large, 413 body too large for a guard, 501 Upgrade, 502 bad upstream)
-and the connection closes.
+wrong Host, 431 head too large, 413 body too large for a guard, 501 Upgrade, 502 bad upstream,
+503 with Retry-After when the sandbox's or the process's budget of kept bytes is full) and the
+connection closes.
+
+What the relay keeps beyond its windows is counted in `ctx.hold` (budget.py) as it grows: a
+body's decoders (decoded with security/encoding.py's bounded decoders, whose `Meter` reserves
+each window before the decoder allocates it), a request body a guard holds whole, an answer a
+guard holds back; it is all given back when the exchange ends or is stopped.
 
 Why h11: a small, strict, well-kept HTTP/1.1 state machine with no I/O of its own (httpcore and
 uvicorn's h11 mode use it), so the relay decides every byte that moves.
@@ -35,18 +41,20 @@ from typing import Callable, Optional
 
 import h11
 
+from ..security.encoding import (DECODER_BYTES, Decoder, Meter, Refusing, decodable,
+                                 decoder_for, parse_codings, undecodable)
 from .audit import AuditEvent, now
+from .budget import Hold, HoldRefused
 from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
                     ResponseFilter)
 from .policy import PolicyError, normalize_name, parse_address
-from .secrets import (Decoder, Refusing, Scrubber, SecretBook, UndecodableBody, decodable,
-                      decoder_for, undecodable)
+from .secrets import Scrubber, SecretBook
 
 DECODE_CHUNK = 64 << 10
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 REASONS = {400: "Bad Request", 403: "Forbidden", 405: "Method Not Allowed", 413: "Content Too Large",
            421: "Misdirected Request", 431: "Request Header Fields Too Large",
-           501: "Not Implemented", 502: "Bad Gateway"}
+           501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
 @dataclass
@@ -65,6 +73,7 @@ class RelayContext:
     guard_body_bytes: int = 16 << 20
     out_room: int = 4 << 20  # to_guest is not grown past this by decoding
     rebind: Callable[[str], bool] = lambda _name: False  # may a plaintext connection take this name?
+    hold: Hold = field(default_factory=Hold)  # what the connection keeps beyond its windows
 
 
 @dataclass
@@ -161,6 +170,7 @@ class HttpRelay:
         self._filter: Optional[ResponseFilter] = None
         self._held: Optional[tuple[int, Headers, bytes]] = None  # a head the filter holds back
         self._await_body = False  # the head waits for the first decoded bytes (or the end)
+        self._starved = False  # the decoder made no progress: it needs more of the body
         self._coding = ""  # the response's Content-Encoding, for messages
         self._end_pending = False
         self._stopped = False
@@ -174,10 +184,17 @@ class HttpRelay:
         return _unparsed(self.guest)
 
     def held_in(self) -> int:
-        """Upstream bytes held: for the guest, and not yet parsed (an answer that came before
-        the guest's request was done waits here, h11 PAUSED): the connection's window towards
-        the guest bounds both, in every parser state."""
-        return len(self.to_guest) + _unparsed(self.upstream)
+        """Upstream bytes held: for the guest, not yet parsed (an answer that came before the
+        guest's request was done waits here, h11 PAUSED), not yet decoded, and the scrubber's
+        held-back tail: the connection's window towards the guest bounds them all, in every
+        parser state. (Decoder windows and what a guard holds whole are kept apart, in
+        `ctx.hold`: they cannot wait for the guest to read.)"""
+        held = len(self.to_guest) + _unparsed(self.upstream)
+        if self._decoder is not None:
+            held += self._decoder.buffered
+        if self._scrubber is not None:
+            held += len(self._scrubber.tail)
+        return held
 
     def set_room(self, room: int) -> None:
         """The window towards the guest now (decoding a body stops there too)."""
@@ -342,6 +359,7 @@ class HttpRelay:
             if len(ex.body) + len(data) > self.ctx.guard_body_bytes:
                 raise Refused(413, f"request body larger than {self.ctx.guard_body_bytes} bytes "
                               "(Limits.net_guard_body_bytes), which the content guard must see whole")
+            self._keep("a request body the content guard must see whole", len(ex.body) + len(data))
             ex.body += data
             return
         ex.bytes_out += len(data)
@@ -353,13 +371,32 @@ class HttpRelay:
         if ex.body is None:
             self.to_upstream += self.upstream.send(h11.EndOfMessage())
         else:
-            outcome = self.ctx.guard.request(self.ctx.name, ex.method, ex.url, ex.headers, bytes(ex.body))
+            if parse_codings(",".join(_get(ex.headers, "content-encoding"))):
+                # the guard decodes it whole: up to the same bound again, and its decoders
+                self._keep("the content guard's decoded copy of a coded request body",
+                           self.ctx.guard_body_bytes + DECODER_BYTES)
+            body, ex.body = bytes(ex.body), bytearray()  # one copy, not two, while the guard reads
+            try:
+                outcome = self.ctx.guard.request(self.ctx.name, ex.method, ex.url, ex.headers, body)
+            finally:
+                self.ctx.hold.clear()
             ex.add(outcome.counts, list(getattr(outcome, "notes", [])))
             if outcome.block is not None:
                 self._block(outcome.block)
                 return
             self._send_request(ex.method, ex.target, list(outcome.headers), bytes(outcome.body))
         self._maybe_next_cycle()
+
+    def _keep(self, what: str, n: int) -> None:
+        """Keep `n` bytes for a request body (the guest gets a 503 when its sandbox or the
+        process cannot)."""
+        try:
+            self.ctx.hold.set(what, n)
+        except HoldRefused as exc:
+            if self._ex is not None:
+                self._ex.guard = "budget"
+            raise Refused(503, f"the request cannot be held for the content guard now: {exc}; retry "
+                          "once other requests are done") from None
 
     def _on_guest_closed(self) -> None:
         """The guest shut its sending side: the upstream gets no more requests."""
@@ -370,8 +407,9 @@ class HttpRelay:
 
     # -- from the upstream -------------------------------------------------------------------------
     def can_take_upstream(self) -> bool:
+        decoder = self._decoder
         return not self._stopped and len(self.to_guest) < self.ctx.out_room and \
-            not (self._decoder is not None and self._decoder.pending)
+            not (decoder is not None and decoder.pending and not self._starved)
 
     def feed_upstream(self, data: bytes) -> None:
         if self._stopped:
@@ -390,9 +428,13 @@ class HttpRelay:
         done, they are the next answer, or a protocol error)."""
         if self._stopped:
             return
-        if (self._decoder is not None and (self._decoder.pending or self._end_pending)) or \
-                _unparsed(self.upstream):
+        if self._decoding() or _unparsed(self.upstream):
             self._process_upstream()
+
+    def _decoding(self) -> bool:
+        """A body is being decoded and can go on without more of it (or its end is pending)."""
+        decoder = self._decoder
+        return decoder is not None and ((decoder.pending and not self._starved) or self._end_pending)
 
     def _process_upstream(self) -> None:
         try:
@@ -402,9 +444,9 @@ class HttpRelay:
 
     def _upstream_events(self) -> None:
         while not self._stopped:
-            if self._decoder is not None and (self._decoder.pending or self._end_pending):
+            if self._decoding():
                 self._drain()
-                if self._decoder is not None and (self._decoder.pending or self._end_pending):
+                if self._decoding():
                     return  # no room: wait for the guest to read
             try:
                 event = self.upstream.next_event()
@@ -453,14 +495,16 @@ class HttpRelay:
         if has_body and (secrets or guard_wants):
             encodings = ",".join(_get(headers, "content-encoding")).split(",")
             self._coding = ", ".join(e.strip() for e in encodings if e.strip())[:200]
-            decoder = decoder_for(encodings)
+            decoder = decoder_for(encodings, Meter(reserve=self._keep_decoders))
             if decoder is None and secrets:  # passed on raw, it would pass the values on too
                 decoder = Refusing(undecodable(encodings) or "")
             if decoder is not None:
                 headers = _without(headers, "content-encoding", "content-length", "transfer-encoding")
                 if secrets:
                     self._scrubber = secrets.scrubber()
-                    self._await_body = any(e.strip().lower() not in ("", "identity") for e in encodings)
+                # a coded body's head waits for its first decoded bytes: a body that does not
+                # decode (corrupt, or over a bound) then gets a clear error, not a cut answer
+                self._await_body = bool(parse_codings(",".join(encodings)))
             elif guard_wants:  # the guard gets the raw bytes and their coding, and decides
                 decoder = decoder_for([])
                 headers = _without(headers, "content-length", "transfer-encoding")
@@ -519,35 +563,51 @@ class HttpRelay:
         if self._filter is not None and getattr(self._filter, "done", False):
             return  # the guard answered already: the rest is dropped
         self._decoder.feed(data)
+        self._starved = False
         self._drain()
+
+    def _keep_decoders(self, total: int) -> None:
+        """The body's decoders are about to hold `total` bytes (raises: no room)."""
+        self.ctx.hold.set("decoder windows", total)
 
     def _drain(self) -> None:
         """Decode, scrub and filter what is pending, while the guest's buffer has room."""
         decoder = self._decoder
         assert decoder is not None
         while decoder.pending and len(self.to_guest) < self.ctx.out_room and not self._stopped:
+            before = decoder.buffered
             try:
                 chunk = decoder.take(DECODE_CHUNK)
+            except HoldRefused as exc:
+                raise GuardCut(f"the server's response cannot be decoded now: {exc}; retry once "
+                               "other answers are done", "budget", 503) from None
             except Exception as exc:  # zlib.error, brotli.error, ZstdError: a corrupt body
-                why = str(exc) if isinstance(exc, UndecodableBody) else \
+                why = str(exc) if "Content-Encoding" in str(exc) else \
                     f"Content-Encoding {self._coding!r}: {exc}"
                 if self.ctx.secrets:
                     why += ("; with secrets on this sandbox, a body the host cannot check for "
                             "their values is not passed on")
                 raise GuardCut(f"the server's response body could not be decoded ({why})",
                                "content-encoding") from None
-            if not chunk and decoder.pending:
-                continue
+            if not chunk:
+                if decoder.pending and decoder.buffered < before:
+                    continue  # an inner coding took the bytes: go on
+                self._starved = decoder.pending  # it needs more input (its window bounds that)
+                break
             self._pass_on(chunk)
-        if self._end_pending and not decoder.pending and not self._stopped:
+        if self._end_pending and (not decoder.pending or self._starved) and not self._stopped:
             self._finish_response()
 
     def _pass_on(self, chunk: bytes) -> None:
+        if chunk and self._await_body:  # the body decodes: its head may go (unless a filter holds it)
+            self._await_body = False
+            self._send_head()
         if self._scrubber is not None:
             chunk = self._scrubber.feed(chunk)
         f = self._filter
         if f is not None and (chunk or getattr(f, "done", False)):
             chunk = f.feed(chunk)
+            self._keep_filtered(f)
             self._send_head(force=bool(chunk))
         elif chunk:
             self._send_head(force=True)  # a head awaiting the body's first decoded bytes
@@ -555,6 +615,14 @@ class HttpRelay:
             self.to_guest += self.guest.send(h11.Data(data=chunk))
         if f is not None and getattr(f, "done", False):
             self._finish_early()
+
+    def _keep_filtered(self, f: ResponseFilter) -> None:
+        """Count what the filter holds back (an answer held for an injection scan)."""
+        try:
+            self.ctx.hold.set("an answer the content guard holds back", int(getattr(f, "held", 0)))
+        except HoldRefused as exc:
+            raise GuardCut(f"the server's response cannot be held back for the content guard now: "
+                           f"{exc}; retry once other answers are done", "budget", 503) from None
 
     def _finish_early(self) -> None:
         """The guard's own answer went out whole: end the guest's message, drop the upstream's."""
@@ -565,12 +633,12 @@ class HttpRelay:
 
     def _finish_response(self) -> None:
         if self._decoder is not None:
-            if self._decoder.pending:
+            if self._decoder.pending and not self._starved:
                 return  # _drain finishes it
             tail = self._scrubber.end() if self._scrubber is not None else b""
             if self._filter is not None:
                 tail = (self._filter.feed(tail) if tail else b"") + self._filter.end()
-                self._send_head(force=True)
+            self._send_head(force=True)  # before the tail: a short body may be all tail
             if tail:
                 self.to_guest += self.guest.send(h11.Data(data=tail))
         self._end_pending = False
@@ -579,7 +647,8 @@ class HttpRelay:
         blocked = self._filter is not None and bool(getattr(self._filter, "blocked", ""))
         self._audit_exchange("denied" if blocked else "allowed")
         self._decoder = self._scrubber = self._filter = None
-        self._await_body = False
+        self._await_body = self._starved = False
+        self.ctx.hold.clear()  # the decoders and what the guard held are gone
         self._maybe_next_cycle()
 
     def _response_done(self) -> bool:
@@ -641,8 +710,10 @@ class HttpRelay:
             self._ex = _Exchange("?", "", time.monotonic(), [])
         if not self._response_started:
             body = f"declaw-wasm egress: {message}\n".encode("utf-8", "replace")
-            self._raw_response(status, body, [("Content-Type", "text/plain; charset=utf-8"),
-                                              ("X-Declaw-Egress", "refused")])
+            headers = [("Content-Type", "text/plain; charset=utf-8"), ("X-Declaw-Egress", "refused")]
+            if status == 503:  # the host's state, not the request's: it passes
+                headers.append(("Retry-After", "1"))
+            self._raw_response(status, body, headers)
         self._audit_exchange("denied", message, status)
         self._stop()
 
@@ -663,11 +734,11 @@ class HttpRelay:
         if ex is None or self._stopped:
             return
         ex.guard = exc.guard or "guard"
-        message = str(exc) if ex.guard == "content-encoding" else \
+        message = str(exc) if ex.guard in ("content-encoding", "budget") else \
             f"response cut by the {ex.guard} guard: {exc}"
         if not self._response_started:
             self._held = None
-            self._refuse(502, message)
+            self._refuse(exc.status, message)
             return
         ex.note = message
         self._audit_exchange("denied", message)
@@ -693,6 +764,8 @@ class HttpRelay:
         self._stopped = True
         self._ex = None
         self._decoder = None
+        self._scrubber = None
+        self.ctx.hold.clear()
         self._await_body = False
         self._filter = None
         self._held = None

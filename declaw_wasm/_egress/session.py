@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 from .._wasm.guest import Guest, GuestStopping
 from ..limits import Limits
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
-from .connection import PROCESS_BUDGET, SANDBOX_ROOM, Budget, Connection, Destination, NetError
+from .budget import PROCESS_BUDGET, SANDBOX_ROOM, Budget, sandbox_keep
+from .connection import Connection, Destination, NetError
 from .guard import ContentGuard, IdentityGuard
 from .ops import MAX_RECV, MAX_SEND, OPS
 from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, parse_address
@@ -58,7 +59,8 @@ class EgressSession:
         self._next_id = 1
         self._names: "OrderedDict[IPAddress, list[str]]" = OrderedDict()
         self.bytes_total = 0
-        self.budget = Budget(SANDBOX_ROOM, PROCESS_BUDGET)  # bytes its connections hold, together
+        # bytes its connections hold, together
+        self.budget = Budget(SANDBOX_ROOM, PROCESS_BUDGET, sandbox_keep(limits), "this sandbox")
         self.calls = 0  # door ops answered (benchmarks: a sandbox that opens nothing makes none)
         self.closed = False
         self._ops: dict[str, Callable[[Guest, dict[str, Any]], dict[str, Any]]] = {
@@ -208,7 +210,7 @@ class EgressSession:
             conn.fail(NetError("timeout", f"the TLS handshake with {conn.dest.label()} timed out"))
         if conn.error is not None:
             if conn.event is not None:
-                conn.event.error = str(conn.error)
+                conn.event.error = self.audit.text(str(conn.error))
             raise conn.error
         if conn.event is not None:
             conn.event.tls = True
@@ -360,7 +362,7 @@ class EgressSession:
         except NetError as exc:
             self._forget(conn)
             if conn.event is not None:
-                conn.event.decision, conn.event.error = "denied", str(exc)
+                conn.event.decision, conn.event.error = "denied", self.audit.text(str(exc))
             raise
         return conn
 
@@ -382,7 +384,7 @@ class EgressSession:
             event.bytes_in, event.bytes_out = conn.bytes_in, conn.bytes_out
             event.duration_ms = round((time.monotonic() - conn.opened) * 1000, 3)
             if conn.error is not None and not event.error:
-                event.error = self.audit.mask(str(conn.error))
+                event.error = self.audit.text(str(conn.error))
 
     def _wait(self, guest: Guest, conns: list[Connection], ready: Callable[[], Any],
               timeout: Optional[float], idle: Optional[Connection] = None) -> bool:

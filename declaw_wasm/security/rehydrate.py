@@ -120,6 +120,11 @@ class ChunkRehydrator:
         data, self._held = self._held, b""
         return self._rehydrate(data)
 
+    @property
+    def held(self) -> int:
+        """Bytes held back (the start of a token that may go on in the next chunk)."""
+        return len(self._held)
+
 
 def rehydrate_json_value(obj: Any, tokens: TokenMap) -> tuple[Any, int]:
     """A parsed JSON value with tokens in every string rehydrated; and how many."""
@@ -218,6 +223,11 @@ class SSERehydrator:
         self.count = 0
         self.transformed = 0
         self._raw_has_token = False
+
+    @property
+    def held(self) -> int:
+        """Bytes held back: an unfinished event (up to MAX_EVENT) and tokens' unfinished starts."""
+        return len(self._buf) + sum(len(v) for v in self._held.values())
 
     # framing ------------------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> bytes:

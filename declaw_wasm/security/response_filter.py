@@ -20,7 +20,7 @@ from ._http import (
     without,
 )
 from .bodies import Body, parse_body, parse_content_type
-from .encoding import EncodingError, StreamDecoder, available_codings, parse_codings
+from .encoding import MAX_CODINGS, EncodingError, StreamDecoder, available_codings, parse_codings
 from .rehydrate import ChunkRehydrator, SSERehydrator, rehydrate_counted
 from .tokens import TokenMap
 
@@ -83,6 +83,8 @@ class ResponseFilter:
         unsupported = [c for c in codings if c not in available_codings() and c != "x-gzip"]
         if codings and self.status == 206:  # a range of an encoded body cannot be decoded
             unsupported = [f"a byte range of {', '.join(codings)}"]
+        if len(codings) > MAX_CODINGS:
+            unsupported = [f"{len(codings)} stacked codings (the host undoes at most {MAX_CODINGS})"]
         if unsupported:
             if self._inject or pipe._in_rules:
                 self._block_now(502, "content-encoding",
@@ -133,6 +135,13 @@ class ResponseFilter:
             return v
 
         return rebuild(obj), n
+
+    @property
+    def held(self) -> int:
+        """Decoded bytes held back, which the door counts against its budgets: for a scan or a
+        whole-body transformation (at most `GuardLimits.scan_buffer` and one chunk), and by the
+        rehydrator (an unfinished SSE event, up to 1 MiB; a token's unfinished start)."""
+        return self._buffered + (self._proc.held if self._proc is not None else 0)
 
     # the door's calls -----------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> bytes:

@@ -15,16 +15,19 @@ warm guest path only (the relay is host code; the guest path does not change it)
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any, Callable, Iterator, Optional
 
+import brotli
 import pytest
 
-from declaw_wasm import Sandbox, testing
+from declaw_wasm import Sandbox, Secret, testing
 from declaw_wasm._pool.pool import ProcessPool
+from declaw_wasm.security import PIIConfig, SecurityPolicy
 
 from security.support import PeakRSS
-from .upstream import Flood, Upstreams
+from .upstream import Flood, Stalling, Upstreams
 
 MiB = 1 << 20
 SECONDS = 3.0  # how long the guest keeps its connections busy: at loopback speed, time for the
@@ -253,3 +256,149 @@ def test_connections_read_in_turn_all_complete_when_the_budget_is_spent(
     assert json.loads(result.stdout) == [[True, True, 8 * MiB, True]] * 12
     if relay.pool is None:
         assert testing.egress_of(sbx).budget.held == 0
+
+
+# -- what the relay keeps beyond its windows (decoders, guard buffers): test_host_holds.py -------
+
+# The guest: N connections to PORT, one after another, each a GET whose answer it reads until
+# WANT bytes of body came (or nothing more for 3 s), all kept open; then it waits 2 s (the host
+# holds what it holds meanwhile). Per connection: the status line, the body's size, its start.
+READER = r'''
+import json, socket, sys, time
+port, n, want = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+socks, got = [], []
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /x HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+    s.settimeout(3)
+    data, size = b"", 0
+    while size < want:
+        try:
+            chunk = s.recv(1 << 20)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        data += chunk[:8192 - len(data)]  # the head and the body's start are kept, the rest counted
+        size += len(chunk)
+    head, _, body = data.partition(b"\r\n\r\n")
+    socks.append(s)
+    got.append([head.split(b"\r\n")[0].decode(), body[:600].decode("latin-1")])
+time.sleep(2)
+print(json.dumps(got))
+'''
+
+
+@pytest.fixture
+def stalling() -> Iterator[Callable[[bytes, str], Stalling]]:
+    """`stalling(body, coding)`: an upstream answering each GET with `body` (so coded) and then
+    stalling after 7/8 of it."""
+    made: list[Stalling] = []
+
+    def start(body: bytes, coding: str) -> Stalling:
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Encoding: %s\r\n"
+                b"Content-Length: %d\r\n\r\n" % (coding.encode(), len(body)))
+        server = Stalling(head, body, len(body) * 7 // 8)
+        made.append(server)
+        return server
+
+    yield start
+    for server in made:
+        server.stop()
+
+
+def _read_all(relay: Relay, server: Stalling, n: int, want: int, **create: Any) -> tuple[list[list[str]], int]:
+    """The guest reads `n` answers from `server` (READER) in a sandbox with secrets (so the relay
+    decodes every body): what each connection got, and the relay process's RSS growth."""
+    sbx = relay.make(secrets={"TOKEN": Secret("sk-test-0123456789abcdef", hosts=["example.com"])}, **create)
+    sbx.files.write("/tmp/reader.py", READER)
+    with PeakRSS(relay.pid(sbx)) as mem:
+        result = sbx.commands.run(f"python3 /tmp/reader.py {server.port} {n} {want}", timeout=240)
+    assert result.exit_code == 0, result.stderr
+    if relay.pool is None:  # its connections closed with the guest: nothing kept any more
+        assert testing.egress_of(sbx).budget.kept == 0
+    return json.loads(result.stdout), mem.growth
+
+
+def test_decoding_hostile_answers_holds_a_bounded_amount_of_host_memory(
+        relay: Relay, stalling: Callable[[bytes, str], Stalling]) -> None:
+    """Four stacked brotli codings at the largest standard window (16 MiB each): the relay held
+    ~64 MiB of decoder windows per connection (8 connections grew the host by 500-700 MiB). Each
+    body's decoders together get at most 20 MiB, read from the codings' headers before anything
+    is allocated: every connection gets a 502 naming that bound, at once (~50 MiB measured, the
+    guest included)."""
+    body = os.urandom(20 * MiB)
+    for _ in range(4):
+        body = brotli.compress(body, quality=0, lgwin=24)
+    got, growth = _read_all(relay, stalling(body, "br, br, br, br"), 8, 15 * MiB)
+    for status, text in got:
+        assert status == "HTTP/1.1 502 Bad Gateway", (status, text)
+        assert "over the 20 MiB the host gives one body's decoders" in text, text
+    assert growth < 96 * MiB, f"the relay's process grew by {growth >> 20} MiB"
+
+
+def test_decoder_windows_past_the_sandboxs_budget_get_a_503(
+        relay: Relay, stalling: Callable[[bytes, str], Stalling]) -> None:
+    """One brotli coding at the largest standard window is a good answer, but its decoder holds
+    ~19 MiB until the answer ends: a sandbox keeps at most 64 MiB of such bytes, so of sixteen
+    answers held open at once three decode and the rest get a 503 (Retry-After) naming the
+    sandbox's bound (~85 MiB measured, the guest and the three answers' windows included),
+    instead of ~300 MiB of host memory."""
+    body = brotli.compress(os.urandom(20 * MiB), quality=0, lgwin=24)
+    got, growth = _read_all(relay, stalling(body, "br"), 16, 15 * MiB)
+    assert [status for status, _ in got] == ["HTTP/1.1 200 OK"] * 3 + ["HTTP/1.1 503 Service Unavailable"] * 13
+    for _, text in got[3:]:
+        assert "this sandbox's egress keeps 57 MiB already for decoding and content guards" in text, text
+        assert "would pass its 64 MiB" in text
+    assert growth < 128 * MiB, f"the relay's process grew by {growth >> 20} MiB"
+
+
+# The guest: N connections to PORT, each a POST announcing 15 MiB, of which it sends 14 MiB, 1 MiB
+# at a time, as long as no answer came; all kept open. Per connection: the answer's status line
+# and body start ("" if none came within 0.5 s).
+SENDER = r'''
+import json, select, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+socks, got = [], []
+for i in range(n):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /sink HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: text/plain\r\n"
+              b"Content-Length: %d\r\n\r\n" % (port, 15 << 20))
+    for _ in range(14):
+        if select.select([s], [], [], 0)[0]:
+            break  # answered already: refused
+        s.sendall(b"a" * (1 << 20))
+    socks.append(s)
+for s in socks:
+    s.settimeout(0.5)
+    try:
+        data = s.recv(65536)
+    except TimeoutError:
+        data = b""
+    head, _, body = data.partition(b"\r\n\r\n")
+    got.append([head.split(b"\r\n")[0].decode(), body.decode("latin-1")])
+print(json.dumps(got))
+'''
+
+
+def test_request_bodies_a_guard_holds_past_the_sandboxs_budget_get_a_503(
+        relay: Relay, flood_factory: Callable[..., Flood]) -> None:
+    """A content guard sees a request body whole, so the relay holds it (up to 16 MiB,
+    Limits.net_guard_body_bytes) until it is: 64 connections could make a sandbox hold 1 GiB.
+    They share the sandbox's budget of kept bytes (64 MiB): of sixteen 14 MiB bodies held open
+    at once, four are held, the others get a 503 (Retry-After) naming the bound (~110 MiB
+    measured, the guest included, where the sixteen bodies took ~300 MiB)."""
+    flood = flood_factory()
+    sbx = relay.make(security=SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"])))
+    sbx.files.write("/tmp/sender.py", SENDER)
+    with PeakRSS(relay.pid(sbx)) as mem:
+        result = sbx.commands.run(f"python3 /tmp/sender.py {flood.port} 16", timeout=240)
+    assert result.exit_code == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert [status for status, _ in got] == [""] * 4 + ["HTTP/1.1 503 Service Unavailable"] * 12, got
+    for _, text in got[4:]:
+        assert "the request cannot be held for the content guard now: this sandbox's egress keeps" in text
+    assert flood.seen == 0  # nothing went upstream: no body was whole
+    assert mem.growth < 160 * MiB, f"the relay's process grew by {mem.growth >> 20} MiB"
+    if relay.pool is None:
+        assert testing.egress_of(sbx).budget.kept == 0

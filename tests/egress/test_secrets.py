@@ -310,3 +310,16 @@ def test_a_body_the_host_cannot_decode_is_refused_when_secrets_are_on(make: Call
     got = outcome(plain, FETCH.replace("PLACES", repr(["unknown"])).replace('os.environ["API_KEY"]', '"-"'))
     unknown = _parse(got["http unknown"]["raw"])
     assert (unknown.status, unknown.header("Content-Encoding"), unknown.body) == (200, "xyz", "body " + ECHOED)
+
+
+@pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+def test_a_short_coded_answer_reaches_the_guest_when_secrets_are_on(make: Callable[..., Any], up: Upstreams,
+                                                                   mode: str) -> None:
+    """A coded body that decodes to fewer bytes than the scrubber holds back (`{"ok":true}`, with
+    a secret whose longest spelling is 23 bytes), or to none, in every coding: the whole answer,
+    head first (the relay wrote the held-back tail before the head, and the guest got a 502)."""
+    _, _, seen = _echoes(make, up, ["tiny-gzip", "tiny-deflate", "tiny-br", "tiny-zstd", "tiny-empty"])
+    for name, got in seen.items():
+        body = "" if name.endswith("empty") else '{"ok":true}'
+        assert (got.status, got.body, got.complete) == (200, body, True), (name, got.raw)
+        assert got.header("Content-Encoding") is None

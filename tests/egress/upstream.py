@@ -246,6 +246,12 @@ def _leaked_body(place: str, v: bytes) -> bytes:
         return coded(place.split("-")[1].encode(), b"\x00body " + v)
     if place == "zstd-window":  # a frame that needs a 16 MiB window (RFC 9659: 8 MiB at most)
         return coded(b"zstd", zstd_compress(v + b"\0" * (16 << 20) + v, window_log=24))
+    if place.startswith("tiny-"):  # a coded body shorter than what the scrubber holds back
+        coding = place.split("-", 1)[1]
+        text = b"" if coding == "empty" else b'{"ok":true}'
+        encode = {"gzip": gzip.compress, "deflate": zlib.compress, "br": brotli.compress,
+                  "zstd": zstd_compress, "empty": gzip.compress}[coding]
+        return coded(b"gzip" if coding == "empty" else coding.encode(), encode(text))
     if place == "corrupt-late":  # 256 KiB that decode, then a broken block, the value after it
         z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         body = z.compress(b"all is well\n" * 21846) + z.flush(zlib.Z_FULL_FLUSH)
@@ -438,6 +444,49 @@ class Flood:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            conn.close()
+
+
+class Stalling:
+    """A hostile upstream that answers every request with `head` and the first `cut` bytes of
+    `body`, then keeps the connection open and sends nothing more (so whatever the relay holds
+    for the answer stays held while the guest keeps the connection)."""
+
+    def __init__(self, head: bytes, body: bytes, cut: int) -> None:
+        self.head, self.body, self.cut = head, body, cut
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True, name="stalling-accept").start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="stalling").start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                head += data
+            conn.sendall(self.head)
+            conn.sendall(memoryview(self.body)[:self.cut])  # no copy: the test's memory is measured
+            self._stop.wait()
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.listener.close()
+        for conn in self._conns:
             conn.close()
 
 

@@ -6,6 +6,7 @@ import gzip
 import json
 import time
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -118,3 +119,69 @@ def test_a_byte_range_of_an_encoded_answer_is_not_decoded() -> None:
     part = gzip.compress(b'{"a": "[REDACTED_EMAIL_1]"}')[5:20]
     f, got = run_response(pipe, part, JSON + [("content-encoding", "gzip")], status=206)
     assert got == part and any("not rehydrated" in n for n in f.notes)
+
+
+def test_the_guards_decoders_have_the_relays_bounds() -> None:
+    """The guards decode with the egress relay's decoders (security/encoding.py), so a request
+    body the guest codes gets the same bounds as an answer: at most 4 codings, a zstd window of
+    at most 8 MiB (RFC 9659; the library alone allows 128 MiB), a standard brotli window (the
+    large-window extension refused), 20 MiB of decoder memory per body (one largest standard
+    window, not two) — each refused (415) naming the bound, before the decoder allocates it."""
+    import brotli
+
+    from declaw_wasm.security.encoding import DECODER_BYTES, Meter, UndecodableBody
+
+    text = b"mail alice@example.com " * 100
+    cases = {
+        "gzip, gzip, gzip, gzip, gzip": (_layers(text, [gzip.compress] * 5), "(the host undoes at most 4)"),
+        "zstd": (zstd_compress(b"\0" * (9 << 20), window_log=24), "a zstd frame that needs a window over 8 MiB"),
+        "br": (bytes([0x11]) + b"\0" * 64, "a brotli stream with a large window"),
+        "br, br": (_layers(text, [lambda b: brotli.compress(b, lgwin=24)] * 2),
+                   "its decoders would need 38 MiB of memory"),
+    }
+    pipe = pii_pipe(action="redact")
+    for coding, (body, why) in cases.items():
+        with pytest.raises(UndecodableBody, match=why.replace("(", r"\(").replace(")", r"\)")):
+            decode_all(coding, body, 64 << 20)
+        out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
+                                                      ("content-encoding", coding)], body)
+        assert out.blocked and out.status == 415 and why in out.body.decode(), (coding, out.body)
+    meter = Meter()  # what one body's decoders were charged, and that it stays under the cap
+    assert decode_all("br, gzip", gzip.compress(brotli.compress(text, lgwin=24)), 1 << 20, meter) == text
+    assert meter.total == (16 << 20) - 16 + (3 << 20) + (64 << 10) <= DECODER_BYTES
+
+
+def zstd_compress(data: bytes, window_log: int = 0) -> bytes:
+    from declaw_wasm.security.encoding import _zstd_module
+
+    zstd = _zstd_module()
+    options = {zstd.CompressionParameter.window_log: window_log} if window_log else None
+    return bytes(zstd.compress(data, options=options))
+
+
+def _layers(data: bytes, coders: list[Callable[[bytes], bytes]]) -> bytes:
+    for code in coders:
+        data = code(data)
+    return data
+
+
+def test_every_frame_of_a_zstd_request_body_is_scanned() -> None:
+    """A zstd body may be several frames (RFC 8878 §3.1); the guards read only the first, and
+    sent the body on unchanged when that was clean: PII in a second frame reached the upstream."""
+    body = zstd_compress(b"hello, nothing to see here\n") + zstd_compress(b"mail alice@example.com\n")
+    pipe = pii_pipe(action="block")
+    out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
+                                                  ("content-encoding", "zstd")], body)
+    assert out.blocked and out.guard == "pii"
+    assert decode_all("zstd", body, 1 << 20) == b"hello, nothing to see here\nmail alice@example.com\n"
+
+
+def test_a_highly_compressed_body_decodes_whole() -> None:
+    """A body whose input is all taken at once while its output comes 1 MiB a step: brotli's
+    decoder still has output when it "can accept more data" (a guard read ~80 % of such a body)."""
+    import brotli
+
+    text = b"all is well with the quarterly figures, nothing to see here at all\n" * 64000
+    for coding, raw in (("br", brotli.compress(text, quality=5)), ("gzip", gzip.compress(text)),
+                        ("zstd", zstd_compress(text))):
+        assert decode_all(coding, raw, 16 << 20) == text, coding
