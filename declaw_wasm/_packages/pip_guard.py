@@ -72,7 +72,7 @@ except ImportError:  # not POSIX
     F_GETPATH = None
 
 MARK = "declaw-wasm-guard: refused "
-MEMORY_BYTES = 1 << 30  # pip resolving ~30 packages peaks at ~80 MiB of address space
+MEMORY_BYTES = 1 << 30  # pip resolving 42 packages peaks at ~85 MiB of address space (VmPeak)
 FILE_BYTES = 2 << 30  # one file pip writes (a downloaded wheel)
 EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
                     "os.fork", "os.forkpty", "os.startfile", "pty.spawn"})
