@@ -143,23 +143,25 @@ def counted_bytes(st: os.stat_result) -> int:
 
 def usage(folders: Iterable[Path]) -> tuple[int, int]:
     """(bytes counted toward the disk quota, entries) under `folders`, never following links;
-    regular files count at their apparent size (`counted_bytes`)."""
+    regular files count at their apparent size (`counted_bytes`). Folders are read entry by
+    entry: the walk holds the paths of folders still to visit, never a folder's listing."""
     total, count = 0, 0
     stack = [str(f) for f in folders]
     while stack:
         try:
-            entries = list(os.scandir(stack.pop()))
+            found = os.scandir(stack.pop())
         except OSError:
             continue
-        for entry in entries:
-            count += 1
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            total += counted_bytes(st)
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+        with found:  # one entry at a time: a folder's listing is never held whole
+            for entry in found:
+                count += 1
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += counted_bytes(st)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
     return total, count
 
 

@@ -15,6 +15,7 @@ environment.
 | `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
 | `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
 | `DECLAW_WASM_WHEEL_CACHE_BYTES` | size cap of the wheel cache for `pip install` (2 GiB; LRU eviction) |
+| `DECLAW_WASM_PIP_HOSTS` | hosts the host's pip may reach besides its indexes' (where they serve files from) |
 | `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
 | `DECLAW_WASM_STATE_NAMESPACE` | this process's part of the store (`namespaces/<name>/`; `serve`'s: `serve`) |
 | `DECLAW_WASM_STATE_KEY` | the state store's signing key, 64 hex digits (default: the key file) |
@@ -105,6 +106,17 @@ def wheel_cache_max_bytes() -> int:
     """Bytes the wheel cache (`<cache>/wheel-cache/`) may hold before the least recently used
     wheels are evicted (default 2 GiB)."""
     return positive_int("DECLAW_WASM_WHEEL_CACHE_BYTES", 2 << 30)
+
+
+def pip_hosts() -> list[str]:
+    """Hosts the host's pip may reach besides those of its configured indexes (pip_guard.py):
+    where an index serves its files from, when not from its own host (PyPI's is known)."""
+    text = os.environ.get("DECLAW_WASM_PIP_HOSTS", "")
+    hosts = [h.strip().lower() for h in text.replace(",", " ").split() if h.strip()]
+    for host in hosts:
+        if not re.fullmatch(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\]", host):
+            raise InvalidArgumentException(f"DECLAW_WASM_PIP_HOSTS: not a host name: {host!r}")
+    return hosts
 
 
 def remote_domain() -> Optional[str]:

@@ -85,3 +85,48 @@ def write_index(root: Path, files: list[Path]) -> Path:
     (root / "simple" / "index.html").write_text(
         "<!DOCTYPE html><html><body>" + "".join(f'<a href="{n}/">{n}</a>' for n in projects) + "</body></html>")
     return root / "simple"
+
+
+def stuffed_wheel(folder: Path, name: str, member: str, head: bytes, filler: int = 0,
+                  extra: dict[str, bytes] | None = None, method: int = zipfile.ZIP_DEFLATED) -> Path:
+    """A pure-Python wheel of `name` 1.0 whose `.dist-info` file `member` (METADATA, WHEEL,
+    entry_points.txt...) is `head` then `filler` spaces, deflated to a few KB; `extra`: more
+    members (paths in the wheel)."""
+    info = f"{name}-1.0.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
+             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{name}/__init__.py": b"", **(extra or {})}
+    files[f"{info}/{member}"] = head
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    record = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w", method, compresslevel=9 if method == zipfile.ZIP_DEFLATED else None) as wheel:
+        for member_path, data in files.items():
+            if member_path != f"{info}/{member}":
+                wheel.writestr(member_path, data)
+        with wheel.open(f"{info}/{member}", "w", force_zip64=True) as f:
+            f.write(head)
+            block = b" " * (1 << 20)
+            for _ in range(filler >> 20):
+                f.write(block)
+            f.write(b" " * (filler & ((1 << 20) - 1)))
+        if member != "RECORD":
+            wheel.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def many_members_zip(count: int) -> bytes:
+    """A zip of `count` entries named `a` (one local header, `count` central-directory entries
+    pointing at it): ~47 bytes an entry, each a ZipInfo (~400 bytes) in whoever opens it."""
+    import struct
+
+    name = b"a"
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0) + name
+    entry = struct.pack("<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, 0, 0, 0, len(name),
+                        0, 0, 0, 0, 0, 0) + name
+    directory = entry * count
+    z64 = len(local) + len(directory)
+    return (local + directory
+            + struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, len(directory), len(local))
+            + struct.pack("<4sLQL", b"PK\x06\x07", 0, z64, 1)
+            + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import errno
 import functools
+import io
 import json
 import os
 import posixpath
@@ -29,17 +30,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, IO, Iterator, List, Optional, Sequence
+from typing import Any, IO, Iterator, List, Optional, Protocol, Sequence
 
 from .._args import path as check_path
 from .._backend import WriteData
-from .._hostdirs import DIR_FLAGS, EXPORT_SLACK, Walk, remove_tree, usage
+from .._hostdirs import DIR_FLAGS, EXPORT_SLACK, Walk, counted_bytes, remove_tree, usage
 from .._wasm.layout import HOME, WRITABLE, Mount, make_root, root_mounts
 from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
                           NotEnoughSpaceException, SandboxException)
 from ..limits import Limits
 from ..models import EntryInfo, FileType, WriteInfo
+
+class Writer(Protocol):
+    """Where `read_into` copies to: anything with `write` (a file, a hashing wrapper)."""
+
+    def write(self, data: bytes, /) -> int: ...
+
 
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
@@ -338,22 +345,31 @@ class SandboxFS:
         """The file's bytes. `limit`: a regular file of at most that many bytes, or refused; the
         size checked is the apparent one of the descriptor that is read (a sparse file counts
         whole), and no more than it is read however the file grows meanwhile."""
-        with self.open_read(path) as f:
-            if limit is None:
+        if limit is None:
+            with self.open_read(path) as f:
                 return f.read()
+        out = io.BytesIO()
+        self.read_into(path, out, limit)
+        return out.getvalue()
+
+    def read_into(self, path: str, out: "Writer", limit: int) -> int:
+        """Copy the regular file at `path`, of at most `limit` bytes (or refused, as `read_bytes`
+        refuses), to `out`, a block at a time: the bytes copied."""
+        with self.open_read(path) as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise InvalidArgumentException(f"{self.absolute(path)}: not a regular file")
             if st.st_size > limit:
                 raise InvalidArgumentException(f"{self.absolute(path)}: {st.st_size} bytes, more "
                                                f"than the {limit} that may be read")
-            data = bytearray()
-            while len(data) < st.st_size:  # from the descriptor itself: no read-ahead past it
-                block = os.read(f.fileno(), min(CHUNK, st.st_size - len(data)))
+            done = 0
+            while done < st.st_size:  # from the descriptor itself: no read-ahead past it
+                block = os.read(f.fileno(), min(CHUNK, st.st_size - done))
                 if not block:
                     break
-                data += block
-            return bytes(data)
+                out.write(block)
+                done += len(block)
+            return done
 
     @contextmanager
     def open_read(self, path: str) -> Iterator["CappedReader"]:
@@ -430,30 +446,160 @@ class SandboxFS:
                          metadata=metadata)
 
     def write_tree(self, source: Path, dest: str) -> int:
-        """Copy a host folder's regular files to `dest` in the guest (confined as `write` is),
-        checking the disk quota once for the whole tree; the number of files written."""
-        with self._call():
-            return self._write_tree(source, dest)
+        """`write_trees` of one folder."""
+        return self.write_trees([(source, dest)])
 
-    def _write_tree(self, source: Path, dest: str) -> int:
-        files = [p for p in sorted(source.rglob("*")) if p.is_file() and not p.is_symlink()]
+    def write_trees(self, trees: Sequence[tuple[Path, str]]) -> int:
+        """Copy host folders' regular files to guest folders (confined as `write` is); the number
+        of files written. Refused whole, before anything is written, unless they fit the disk
+        quota as the quota counts them (`counted_bytes`: each file at least its size rounded up
+        to the sandbox's file-system blocks, each new folder a block; an entry each). What is
+        written is counted as it is written too: past the quota (an estimate that fell short),
+        or on any failure, what this call created is removed and the error raised."""
+        with self._call():
+            return self._write_trees(trees)
+
+    def _write_trees(self, trees: Sequence[tuple[Path, str]]) -> int:
+        folders: list[str] = []  # guest folders, each after the one holding it
+        files: list[tuple[str, Path, os.stat_result]] = []
+        for source, dest in trees:
+            top = self.absolute(dest).rstrip("/")
+            parts = [p for p in top.split("/") if p]
+            folders += ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+            for path in sorted(source.rglob("*")):
+                st = os.lstat(path)
+                shown = f"{top}/{path.relative_to(source).as_posix()}"
+                if stat.S_ISDIR(st.st_mode):
+                    folders.append(shown)
+                elif stat.S_ISREG(st.st_mode):
+                    files.append((shown, path, st))
+        folders = list(dict.fromkeys(folders))
+        new_folders = [f for f in folders if self._mode_of(f) is None]
+        used: Optional[List[int]] = None
         if self.limits is not None:
-            used_bytes, used_files = usage(self.writable_folders())
-            message = self.limits.over_disk_quota(used_bytes + sum(p.stat().st_size for p in files),
-                                                  used_files + len(files))
+            used = list(usage(self.writable_folders()))
+            block = self._block_size(trees[0][1]) if trees else 4096
+            new_files = sum(1 for shown, _, _ in files if self._mode_of(shown) is None)
+            estimate = sum(max(counted_bytes(st), -(-st.st_size // block) * block) for _, _, st in files)
+            message = self.limits.over_disk_quota(used[0] + estimate + block * len(new_folders),
+                                                  used[1] + new_files + len(new_folders))
             if message:
                 raise NotEnoughSpaceException(message)
-        for path in files:
-            shown = f"{self.absolute(dest).rstrip('/')}/{path.relative_to(source).as_posix()}"
-            loc = self.locate(shown)
-            self._writable(loc, shown)
-            with _errors(shown), open(path, "rb") as data:
-                with self._parent_fd(loc, create=True) as parent:
-                    fd = os.open(loc.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-                                 | os.O_CLOEXEC, 0o644, dir_fd=parent)
-                    with os.fdopen(fd, "wb") as out:
-                        shutil.copyfileobj(data, out, CHUNK)
+        made: list[str] = []
+        created: list[str] = []
+        try:
+            for shown in new_folders:
+                if self._make_dir(shown):
+                    made.append(shown)
+                    self._count(used, shown)
+            for shown, path, _ in files:
+                if self._write_copy(shown, path):
+                    created.append(shown)
+                self._count(used, shown)
+        except BaseException:
+            for shown in reversed(created):
+                try:
+                    self._remove(shown)
+                except SandboxException:
+                    pass
+            for shown in reversed(made):
+                self._remove_empty_dir(shown)
+            raise
         return len(files)
+
+    def _mode_of(self, shown: str) -> Optional[int]:
+        """The st_mode of the entry at guest path `shown` (links not followed), None if missing."""
+        try:
+            loc = self.locate(shown, follow_last=False)
+            if not loc.parts:
+                return os.stat(loc.mount.host).st_mode
+            with self._parent_fd(loc) as parent:
+                return os.stat(loc.name, dir_fd=parent, follow_symlinks=False).st_mode
+        except (OSError, SandboxException):
+            return None
+
+    def _block_size(self, dest: str) -> int:
+        """The allocation unit of the file system behind `dest` (a file takes whole ones)."""
+        try:
+            got = os.statvfs(self.locate(dest).mount.host)
+            return max(got.f_frsize or got.f_bsize, 512)
+        except (OSError, SandboxException):
+            return 4096
+
+    def _count(self, used: Optional[List[int]], shown: str) -> None:
+        """Add what the entry at `shown` (just made) counts to `used`, refusing past the quota."""
+        if used is None or self.limits is None:
+            return
+        loc = self.locate(shown, follow_last=False)
+        with _errors(shown), self._parent_fd(loc) as parent:
+            used[0] += counted_bytes(os.stat(loc.name, dir_fd=parent, follow_symlinks=False))
+        used[1] += 1
+        message = self.limits.over_disk_quota(used[0], used[1])
+        if message:
+            raise NotEnoughSpaceException(message)
+
+    def _write_copy(self, shown: str, source: Path) -> bool:
+        """Copy the host file `source` to guest path `shown`; whether the file is new."""
+        loc = self.locate(shown)
+        self._writable(loc, shown)
+        with _errors(shown), open(source, "rb") as data:
+            with self._parent_fd(loc, create=True) as parent:
+                try:
+                    os.stat(loc.name, dir_fd=parent, follow_symlinks=False)
+                    new = False
+                except FileNotFoundError:
+                    new = True
+                fd = os.open(loc.name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o644, dir_fd=parent)
+                with os.fdopen(fd, "wb") as out:
+                    shutil.copyfileobj(data, out, CHUNK)
+        return new
+
+    def _remove_empty_dir(self, shown: str) -> None:
+        try:
+            loc = self.locate(shown, follow_last=False)
+            if loc.parts:
+                with self._parent_fd(loc) as parent:
+                    os.rmdir(loc.name, dir_fd=parent)
+        except (OSError, SandboxException):
+            pass
+
+    def entries(self, path: str, limit: int) -> List[tuple[str, FileType]]:
+        """The names and types (a symlink as itself; other kinds left out) of the entries of the
+        folder at `path`, as the folder yields them: at most `limit`, one more is refused
+        (InvalidArgumentException), so that no listing is ever built whole."""
+        shown = self.absolute(path)
+        out: List[tuple[str, FileType]] = []
+        with self._call():
+            loc = self.locate(path)
+            with _errors(shown):
+                if loc.parts:
+                    with self._parent_fd(loc) as parent:
+                        fd = os.open(loc.name, DIR_FLAGS, dir_fd=parent)
+                else:
+                    fd = os.open(loc.mount.host, DIR_FLAGS)
+                try:
+                    with os.scandir(fd) as found:
+                        for entry in found:
+                            if len(out) >= limit:
+                                raise InvalidArgumentException(f"{shown}: more than {limit} entries")
+                            if entry.is_symlink():
+                                out.append((entry.name, FileType.SYMLINK))
+                            elif entry.is_dir(follow_symlinks=False):
+                                out.append((entry.name, FileType.DIR))
+                            elif entry.is_file(follow_symlinks=False):
+                                out.append((entry.name, FileType.FILE))
+                finally:
+                    os.close(fd)
+        return out
+
+    def room(self) -> Optional[tuple[int, int]]:
+        """(bytes, files) the disk quota has left, as it counts them; None: no quota."""
+        if self.limits is None:
+            return None
+        with self._call():
+            used_bytes, used_files = usage(self.writable_folders())
+        return max(0, self.limits.disk_bytes - used_bytes), max(0, self.limits.disk_files - used_files)
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         if depth is None or depth < 1:

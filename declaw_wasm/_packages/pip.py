@@ -12,8 +12,14 @@ binaries), so every package it gets is a pure-Python wheel chosen and downloaded
   pip follows the host's own configuration (index URL, proxies, pip.conf), plus
   `DECLAW_WASM_WHEELHOUSE` (folders of wheels, `os.pathsep`-separated) and
   `DECLAW_WASM_OFFLINE=1` (no index at all).
-- **pip never starts a process**: it runs under pip_guard.py, an audit hook that refuses
-  every process start, so even if pip's inputs asked for a source build, none would run.
+- **pip never starts a process, reaches no host but its indexes, reads no file but its own**:
+  it runs under pip_guard.py, an audit hook that refuses every process start, every connection
+  but to the configured indexes, every file outside the folders pip was given, with its memory
+  and file sizes bounded: even if pip's inputs asked for a source build or named a URL, nothing
+  would run, be fetched or be read.
+- **A wheel a guest supplies is checked before pip sees it** (wheel_check.py), with bounded
+  cost: its member count (before zipfile builds a list), sizes, `.dist-info` files, and the
+  metadata pip acts on (`Requires-Dist` with a URL or a path is refused: pip would fetch it).
 - **What the guest sends is parsed, and only re-serialised values go on**: names, versions and
   requirements through `packaging` (`project_name`, `version_text`, `guest_requirement`), paths
   checked before the confined files API sees them, and a name becomes a file name only through
@@ -47,10 +53,10 @@ import sys
 import tempfile
 import time
 import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Mapping, Optional, Protocol
+from typing import Any, BinaryIO, Callable, Iterable, Mapping, Optional, Protocol
+from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
@@ -58,26 +64,36 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .._cache import publish_new, writable
+from .._hostdirs import counted_bytes
 from .._wasm.artifacts import file_sha256
 from .._wasm.layout import USER_BIN, USER_SITE
 from .._wasm.site import guest_site_distributions
 from ..exceptions import InvalidArgumentException, SandboxException
 from ..limits import Limits
-from ..models import EntryInfo, FileType
-from ..settings import cache_dir, offline, wheel_cache_max_bytes, wheelhouses
+from ..models import FileType
+from ..settings import cache_dir, offline, pip_hosts, wheel_cache_max_bytes, wheelhouses
+from .pip_guard import FILE_BYTES as PIP_FILE_BYTES
 from .pip_guard import MARK as GUARD_MARK
+from .pip_guard import MEMORY_BYTES as PIP_MEMORY_BYTES
+from .wheel_check import WheelError, check_wheel
+
+
+class Writer(Protocol):
+    def write(self, data: bytes, /) -> int: ...
 
 
 class GuestFiles(Protocol):
-    """What `pip install` in a sandbox needs of its files: read the wheels the guest names (at
-    most `limit` bytes each), write the installed tree (the sandbox's confined files API), and
-    the sandbox's disk quota (`limits`), which bounds what one request copies out."""
+    """What `pip install` in a sandbox needs of its files: list a find-links folder (at most
+    `limit` entries), copy out the wheels the guest names (at most `limit` bytes each), the room
+    its disk quota has left, write the installed trees (the sandbox's confined files API), and
+    the quota itself (`limits`), which bounds what one request copies out."""
 
     limits: Optional[Limits]
 
-    def list(self, path: str, depth: int = 1) -> list[EntryInfo]: ...
-    def read_bytes(self, path: str, limit: Optional[int] = None) -> bytes: ...
-    def write_tree(self, source: Path, dest: str) -> int: ...
+    def entries(self, path: str, limit: int) -> list[tuple[str, FileType]]: ...
+    def read_into(self, path: str, out: Writer, limit: int) -> int: ...
+    def room(self) -> Optional[tuple[int, int]]: ...
+    def write_trees(self, trees: list[tuple[Path, str]]) -> int: ...
 
 
 class IndexGate(Protocol):
@@ -92,7 +108,6 @@ GUEST_INTERPRETER = "/usr/local/bin/python3"
 PIP_GUEST_TARGET = ["--only-binary", ":all:", "--platform", "any", "--python-version",
                     GUEST_PYTHON_VERSION, "--implementation", "cp"]
 PIP_TIMEOUT_S = 600.0
-COMPILED_SUFFIXES = (".so", ".pyd", ".dylib", ".dll", ".wasm")
 
 
 class PackageError(SandboxException):
@@ -228,27 +243,40 @@ def wheel_file(folder: Path, name: str, version: str, interpreters: Iterable[str
 # -- the host's pip ------------------------------------------------------------------------------
 
 StopCheck = Callable[[], bool]
-# `python -c BOOT pip_guard.py ARGS`: run the guard as a file (not `-m`, which would import
+# `python -c BOOT pip_guard.py POLICY ARGS`: run the guard as a file (not `-m`, which would import
 # declaw_wasm, and not as a script, which would put this folder, with its pip.py, on sys.path)
 BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
 GUARD_REFUSAL = ("pip tried to start a program on the host (to build a package from source or run "
                  "its setup code), which is never allowed: only pure-Python wheels are installed, "
                  "and nothing is built or run on the host")
+GUARD_NETWORK = ("pip tried to reach a host that is not one of the host's configured package "
+                 "indexes, which is never allowed (hosts an index serves its files from can be "
+                 "added with DECLAW_WASM_PIP_HOSTS)")
+GUARD_FILE = ("pip tried to use a file on the host outside the folders it was given, which is never "
+              "allowed")
+REPORT_BYTES = 64 << 20  # pip's --report (every resolved package's metadata)
 
 
-def pip_command(args: list[str]) -> list[str]:
-    """The command line that runs the host's pip under the guard (pip_guard.py)."""
-    return [sys.executable, "-c", BOOT, str(Path(__file__).with_name("pip_guard.py")),
+def pip_command(args: list[str], tmp: Optional[Path] = None, memory: int = PIP_MEMORY_BYTES,
+                file_size: int = PIP_FILE_BYTES) -> list[str]:
+    """The command line that runs the host's pip under the guard (pip_guard.py): `tmp`, the
+    run's own temporary folder (the caller makes it and passes it as TMPDIR), hosts the
+    operator added, pip's memory and file-size bounds."""
+    policy = json.dumps({"tmp": str(tmp) if tmp is not None else None, "hosts": pip_hosts(),
+                         "memory": memory, "file_size": file_size})
+    return [sys.executable, "-c", BOOT, str(Path(__file__).with_name("pip_guard.py")), policy,
             "--disable-pip-version-check", "--no-input", *args]
 
 
 def run_pip(args: list[str], should_stop: Optional[StopCheck] = None,
-         timeout: float = PIP_TIMEOUT_S) -> tuple[int, str]:
-    """Run the host's pip (under the guard); (exit status, stderr). Stops early when
-    `should_stop()` says so. A failure the guard caused raises PackageError saying so."""
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(pip_command(args), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err)
+            timeout: float = PIP_TIMEOUT_S, memory: int = PIP_MEMORY_BYTES) -> tuple[int, str]:
+    """Run the host's pip (under the guard, with a temporary folder of its own); (exit status,
+    stderr). Stops early when `should_stop()` says so. A failure the guard caused, or pip's
+    memory bound, raises PackageError saying so."""
+    with tempfile.TemporaryDirectory(prefix="declaw-pip-run-") as tmp, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(pip_command(args, Path(tmp), memory), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err,
+                                env={**os.environ, "TMPDIR": tmp})
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -260,9 +288,16 @@ def run_pip(args: list[str], should_stop: Optional[StopCheck] = None,
                     proc.wait()
                     raise PackageError("pip was stopped before it finished") from None
         err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-    if status != 0 and GUARD_MARK in text:
-        raise PackageError(GUARD_REFUSAL)
+        text = err.read(1 << 20).decode("utf-8", "replace")  # what pip says, bounded
+    if status != 0:
+        for kind, message in (("process", GUARD_REFUSAL), ("network", GUARD_NETWORK),
+                              ("file", GUARD_FILE)):
+            if f"{GUARD_MARK}{kind} " in text:
+                raise PackageError(message)
+        if "MemoryError" in text:
+            raise PackageError(f"pip ran out of the memory it may use on the host ({_size(memory)})")
+        if "[Errno 27]" in text:  # EFBIG: RLIMIT_FSIZE
+            raise PackageError(f"pip tried to write a file larger than {_size(PIP_FILE_BYTES)} on the host")
     return status, text
 
 
@@ -282,8 +317,10 @@ def index_args(find_links: Iterable[Path] = (), no_index: bool = False, cache: b
 def _pip_config() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(index-url, extra-index-url values) of the host's pip configuration (files and PIP_*)."""
     try:
-        out = subprocess.run(pip_command(["config", "list"]), capture_output=True,
-                             text=True, timeout=60, stdin=subprocess.DEVNULL).stdout
+        with tempfile.TemporaryDirectory(prefix="declaw-pip-run-") as tmp:
+            out = subprocess.run(pip_command(["config", "list"], Path(tmp)), capture_output=True,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL,
+                                 env={**os.environ, "TMPDIR": tmp}).stdout
     except (OSError, subprocess.SubprocessError):
         return (), ()
     index: list[str] = []
@@ -298,9 +335,9 @@ def _pip_config() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def index_urls() -> list[str]:
     """The package indexes the host's pip would use: its index-url (PyPI unless configured) and
-    extra-index-urls."""
+    extra-index-urls, and the hosts DECLAW_WASM_PIP_HOSTS adds (where they serve files from)."""
     index, extra = _pip_config()
-    return [*(index[-1:] or ["https://pypi.org/simple"]), *extra]
+    return [*(index[-1:] or ["https://pypi.org/simple"]), *extra, *(f"https://{h}/" for h in pip_hosts())]
 
 
 def _write_stubs(folder: Path, present: Mapping[str, str]) -> Path:
@@ -351,19 +388,41 @@ def resolve(requirements: list[str], present: Mapping[str, str], *, find_links: 
                                *requirements], should_stop)
         if status != 0:
             raise PackageError(_explain(err, present, find_links, no_index, should_stop))
-        items = json.loads(report.read_text())["install"]
+        items = _report_items(report)
     pins = []
     for item in items:
-        meta, info = item["metadata"], item["download_info"]
+        meta, info = item.get("metadata"), item.get("download_info")
+        if not isinstance(meta, dict) or not isinstance(info, dict):
+            raise PackageError("pip's report is not what pip writes")
         shown = meta.get("name")
         name = project_name(shown, "a resolved package's name")  # shown is checked as well
         if name in present:
             continue
+        url = info.get("url")
+        if item.get("is_direct") or not isinstance(url, str) or \
+                urlsplit(url).scheme not in ("file", "http", "https"):
+            raise PackageError(f"{name}: pip chose it from a direct link, not from an index or a "
+                               "wheelhouse, which is never used")
         digest = info.get("archive_info", {}).get("hashes", {}).get("sha256")
         if not isinstance(digest, str) or not SHA256_RE.fullmatch(digest):
             raise PackageError(f"{name}: the index gave no SHA-256 for its wheel")
-        pins.append(Pin(shown, version_text(meta.get("version"), f"the version of {name}"), digest))
+        pins.append(Pin(str(shown), version_text(meta.get("version"), f"the version of {name}"), digest))
     return sorted(pins, key=lambda pin: canonical(pin.name))
+
+
+def _report_items(report: Path) -> list[dict]:
+    """The `install` items of pip's --report, read with a bound."""
+    with open(report, "rb") as f:
+        data = f.read(REPORT_BYTES + 1)
+    if len(data) > REPORT_BYTES:
+        raise PackageError(f"pip's report of the resolution is more than {_size(REPORT_BYTES)}")
+    try:
+        items = json.loads(data)["install"]
+    except (ValueError, KeyError, TypeError):
+        raise PackageError("pip's report is not what pip writes") from None
+    if not isinstance(items, list):
+        raise PackageError("pip's report is not what pip writes")
+    return items
 
 
 def _explain(err: str, present: Mapping[str, str], find_links: Iterable[Path], no_index: bool,
@@ -391,14 +450,24 @@ def _explain(err: str, present: Mapping[str, str], find_links: Iterable[Path], n
               or line.strip().startswith("The user requested")]
     if "ResolutionImpossible" in err or causes:
         return "the requirements conflict with each other or with the sandbox's packages:\n  " + \
-            "\n  ".join(causes[:12] or [_last_error(err)])
+            "\n  ".join(no_host_paths(cause) for cause in causes[:12] or [_last_error(err)])
     return _last_error(err)
+
+
+# a host path or file URL in pip's words: `/` starting a word (not inside a URL's `//host/path`)
+HOST_PATH_RE = re.compile(r"\bfile:[^\s'\"`,;()<>\[\]{}]*|(?<![\w.:/~-])/[^\s'\"`,;()<>\[\]{}]*")
+
+
+def no_host_paths(text: str) -> str:
+    """`text` with every host path and `file:` URL replaced by `<path>`: what pip says reaches the
+    guest, and neither the host's folders nor what is in them (an oracle) may."""
+    return HOST_PATH_RE.sub("<path>", text)
 
 
 def _last_error(err: str) -> str:
     lines = [line[len("ERROR: "):] for line in err.splitlines() if line.startswith("ERROR: ")]
     text = "; ".join(lines[-3:]) or err.strip()[-500:] or "pip failed"
-    return re.sub(r"/(?:tmp|var)/\S*declaw-pip-\S*", "<tmp>", text)  # no host paths to the guest
+    return no_host_paths(text)
 
 
 def _compiled_wheel(name: str, find_links: Iterable[Path], no_index: bool,
@@ -413,8 +482,8 @@ def _compiled_wheel(name: str, find_links: Iterable[Path], no_index: bool,
                              project_name(name)], should_stop)
         if status != 0:
             return None
-        for item in json.loads(report.read_text())["install"]:
-            filename = str(item["download_info"]["url"]).rsplit("/", 1)[-1]
+        for item in _report_items(report):
+            filename = str(item.get("download_info", {}).get("url", "")).rsplit("/", 1)[-1]
             if not filename.endswith("-none-any.whl"):
                 return re.sub(r"[^A-Za-z0-9._+!-]", "?", filename)[:200]
     return None
@@ -633,81 +702,87 @@ def _evict(cap: int) -> None:
         record.unlink(missing_ok=True)
 
 
-WHEEL_META_BYTES = 64 << 10  # a wheel's WHEEL file, as much as is read of it
-ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, NotImplementedError,
-              ValueError, KeyError)
-
-
-def _member_ok(name: str) -> bool:
-    """A wheel member path that stays where it is unpacked: relative, no '..', printable."""
-    parts = name.rstrip("/").split("/")
-    return bool(name) and name.isprintable() and not name.startswith("/") and "\\" not in name \
-        and all(part not in ("", ".", "..") for part in parts)
-
-
-def check_pure(path: Path, max_unpacked: Optional[int] = None) -> int:
-    """Refuse a wheel that holds compiled code (the guest could not load it), that is not a
-    zip, that names a path outside where it is unpacked, or that unpacks to more than
-    `max_unpacked` bytes (the sizes its members declare, which zipfile holds each one to).
-    Its unpacked size."""
+def _wheel_of(path: Path) -> tuple[str, str]:
+    """(canonical name, version) of a wheel by its file name (one the host wrote: wheel_file)."""
     try:
-        with zipfile.ZipFile(path) as wheel:
-            members = wheel.infolist()
-            names = [m.filename for m in members]
-            unpacked = sum(m.file_size for m in members)
-            info = next((n for n in names if n.count("/") == 1 and n.endswith(".dist-info/WHEEL")), None)
-            with wheel.open(info) if info else _no_file() as f:
-                meta = f.read(WHEEL_META_BYTES).decode("utf-8", "replace")
-    except ZIP_ERRORS as exc:
-        raise PackageError(f"{path.name} is not a valid wheel ({type(exc).__name__})") from None
-    outside = next((n for n in names if not _member_ok(n)), None)
-    if outside is not None:
-        raise PackageError(f"{path.name} is not a valid wheel: it names the path {_shown(outside)}")
-    if max_unpacked is not None and unpacked > max_unpacked:
-        raise PackageError(f"{path.name} unpacks to {unpacked} bytes, more than the {max_unpacked} "
-                           "the sandbox has room for")
-    tags = re.findall(r"^Tag:\s*(\S+)", meta, re.M)
-    compiled = [n for n in names if n.lower().endswith(COMPILED_SUFFIXES)]
-    if "Root-Is-Purelib: true" not in meta or not tags or \
-            not all(tag.endswith("-none-any") for tag in tags) or compiled:
-        what = compiled[0] if compiled else f"tags {', '.join(tags) or 'none'}"
-        raise PackageError(f"{path.name} contains compiled code ({_shown(what)}), which cannot run "
-                           "inside the WebAssembly sandbox")
-    return unpacked
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except (InvalidWheelFilename, InvalidVersion):
+        raise PackageError(f"not a wheel file name: {_shown(path.name)}") from None
+    return canonical(name), str(version)
 
 
-def _no_file() -> BinaryIO:
-    import io
+class _Room:
+    """What an install may still write on the host: bytes and files as a disk quota counts them
+    (each file's and folder's allocated blocks, `counted_bytes`, and an entry each), taken as it
+    writes; None: no bound. Past either, the install stops, naming the quota."""
 
-    return io.BytesIO()
+    def __init__(self, max_bytes: Optional[int], max_files: Optional[int]) -> None:
+        self.bytes, self.files = max_bytes, max_files
+
+    def take(self, paths: Iterable[Path], what: str) -> None:
+        for path in paths:
+            if self.files is not None:
+                self.files -= 1
+            if self.bytes is not None:
+                self.bytes -= counted_bytes(os.lstat(path))
+        if (self.bytes is not None and self.bytes < 0) or (self.files is not None and self.files < 0):
+            raise PackageError(f"installing {what} needs more room than the sandbox's disk quota has "
+                               "left (Limits.disk_bytes, Limits.disk_files)")
 
 
-def install(wheels: list[Path], site: Path, scripts: Path,
-            max_bytes: Optional[int] = None) -> list[tuple[str, str]]:
-    """Unpack the wheels into `site` (scripts into `scripts`); (name, version) of each. The
-    wheels unpack to at most `max_bytes` bytes in all (None: no limit), or are refused."""
-    from installer import install as install_wheel
+def _destination(scheme: dict[str, str], room: _Room, what: str) -> Any:
+    """`installer`'s destination for `scheme`, counting what it writes against `room`."""
     from installer.destinations import SchemeDictionaryDestination
-    from installer.exceptions import InstallerError
+    from installer.records import RecordEntry
+    from installer.utils import Scheme
+
+    class Counted(SchemeDictionaryDestination):
+        def write_to_fs(self, scheme: Scheme, path: str, stream: BinaryIO,
+                        is_executable: bool) -> RecordEntry:
+            target = Path(os.path.abspath(os.path.join(self.scheme_dict[scheme], path)))
+            made = []
+            parent = target.parent
+            while not parent.exists():
+                made.append(parent)
+                parent = parent.parent
+            if room.files is not None and room.files < 1 + len(made):
+                room.take([], what)
+            record = super().write_to_fs(scheme, path, stream, is_executable)
+            room.take([*made, target], what)
+            return record
+
+    return Counted(scheme, GUEST_INTERPRETER, "posix")
+
+
+def install(wheels: list[Path], site: Path, scripts: Path, max_bytes: Optional[int] = None,
+            max_files: Optional[int] = None) -> list[tuple[str, str]]:
+    """Unpack the wheels into `site` (scripts into `scripts`); (name, version) of each. Each is
+    checked first (wheel_check.py: bounded members, sizes, .dist-info files, scripts), and what
+    they write on the host is counted as a disk quota counts it while it is written: at most
+    `max_bytes` bytes and `max_files` files in all (None: no limit), or refused."""
+    from installer import install as install_wheel
     from installer.sources import WheelFile
 
     done = []
-    left = max_bytes
+    room = _Room(max_bytes, max_files)
     with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
         scheme = {"purelib": str(site), "platlib": str(site), "scripts": str(scripts),
                   "headers": str(Path(tmp) / "headers"), "data": str(Path(tmp) / "data")}
-        destination = SchemeDictionaryDestination(scheme, GUEST_INTERPRETER, "posix")
         for path in wheels:
-            size = check_pure(path, left)
-            if left is not None:
-                left -= size
+            name, version = _wheel_of(path)
+            try:
+                check_wheel(path, name, version, max_unpacked=room.bytes, max_files=room.files)
+            except WheelError as exc:
+                raise PackageError(str(exc)) from None
+            destination = _destination(scheme, room, path.name)
             try:
                 with WheelFile.open(path) as source:
                     install_wheel(source, destination, {"INSTALLER": b"declaw-wasm\n"})
-            except (InstallerError, *ZIP_ERRORS) as exc:
+            except PackageError:
+                raise
+            except Exception as exc:  # installer's errors (and its asserts), zipfile's, OSError
                 why = (str(exc).splitlines() or [type(exc).__name__])[0]
-                raise PackageError(f"{path.name} cannot be installed: "
-                                   f"{_last_error(why)[:300]}") from None
+                raise PackageError(f"{path.name} cannot be installed: {no_host_paths(why)[:300]}") from None
             name, version = path.name.split("-")[:2]
             done.append((name, version))
     return done
@@ -751,6 +826,8 @@ MAX_FIND_LINKS = 16
 MAX_PRESENT = 2000  # installed distributions the guest may list (a sandbox has ~100)
 MAX_GUEST_WHEELS = 100  # wheels one request may copy out of the sandbox
 MAX_GUEST_WHEEL_BYTES = 256 << 20  # bytes of them, in all (and at most the sandbox's disk quota)
+GUEST_DIST_INFO_BYTES = 16 << 20  # their .dist-info folders, in all (pip reads them into memory)
+MAX_LISTED = 10_000  # entries of one find_links folder looked at
 REQUEST_FIELDS = frozenset({"op", "requirements", "wheels", "find_links", "present", "no_index",
                             "no_deps"})
 
@@ -822,21 +899,38 @@ def install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
         return {"status": 1, "stdout": "", "stderr": f"ERROR: {exc}\n"}
 
 
+class _Hashing:
+    """A file being written, and the SHA-256 of what was written to it."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        return self.out.write(data)
+
+
 class _GuestWheels:
     """The wheels a request copies out of the sandbox, into the request's own folder: counted,
-    bounded in bytes (the sandbox's disk quota, at most MAX_GUEST_WHEEL_BYTES in all), hashed."""
+    bounded in bytes (the sandbox's disk quota, at most MAX_GUEST_WHEEL_BYTES in all), hashed,
+    and each checked (wheel_check.py, as a guest's) before pip sees it, their `.dist-info`
+    folders together at most GUEST_DIST_INFO_BYTES (pip reads them all into memory)."""
 
     def __init__(self, fs: GuestFiles, folder: Path) -> None:
         self.fs = fs
         self.folder = folder
         quota = fs.limits.disk_bytes if fs.limits is not None else MAX_GUEST_WHEEL_BYTES
         self.budget = self.left = min(MAX_GUEST_WHEEL_BYTES, quota)
+        self.room = fs.room()  # what one wheel may unpack to (bytes, files), None: no quota
+        self.dist_info_left = GUEST_DIST_INFO_BYTES
         self.by_hash: dict[str, Path] = {}  # SHA-256 -> the copy (what fetch may use)
         self.seen: set[str] = set()
         self.count = 0
 
     def copy(self, path: str, field: str) -> str:
-        """Copy the wheel at guest `path` out (never opened in place); its exact requirement."""
+        """Copy the wheel at guest `path` out (never opened in place) and check it; its exact
+        requirement."""
         filename = path.rsplit("/", 1)[-1]
         try:
             _, version, _, tags = parse_wheel_filename(filename)
@@ -855,25 +949,51 @@ class _GuestWheels:
         if self.count > MAX_GUEST_WHEELS:
             raise PackageError(f"bad install request: more than {MAX_GUEST_WHEELS} wheels to copy "
                                "out of the sandbox")
-        try:
-            data = self.fs.read_bytes(path, limit=self.left)
-        except InvalidArgumentException as exc:  # too large, or not a regular file
-            raise PackageError(f"{field}: {exc} (one install copies at most {_size(self.budget)} "
-                               "of wheels out of the sandbox, in all: its disk quota, at most "
-                               f"{_size(MAX_GUEST_WHEEL_BYTES)})") from None
-        except SandboxException as exc:
-            raise PackageError(f"{field}: {exc}") from None
-        self.left -= len(data)
-        digest = hashlib.sha256(data).hexdigest()
         dest = wheel_file(self.folder, name, str(version), interpreters)
+        part = dest.with_name(dest.name + ".part")
+        try:
+            with open(part, "xb") as out:
+                hashing = _Hashing(out)
+                self.left -= self.fs.read_into(path, hashing, self.left)
+        except SandboxException as exc:
+            part.unlink(missing_ok=True)
+            if isinstance(exc, InvalidArgumentException):  # too large, or not a regular file
+                raise PackageError(f"{field}: {exc} (one install copies at most {_size(self.budget)} "
+                                   "of wheels out of the sandbox, in all: its disk quota, at most "
+                                   f"{_size(MAX_GUEST_WHEEL_BYTES)})") from None
+            raise PackageError(f"{field}: {exc}") from None
+        digest = hashing.sha256.hexdigest()
         if dest.exists():
+            part.unlink()
             if digest not in self.by_hash:
                 raise _bad(field, path, f"a second, different wheel of {name} {version}")
             return requirement
-        dest.write_bytes(data)
-        check_pure(dest)
+        os.rename(part, dest)
+        room_bytes, room_files = self.room if self.room is not None else (None, None)
+        try:
+            facts = check_wheel(dest, name, str(version), max_unpacked=room_bytes,
+                                max_files=room_files, guest=True)
+        except WheelError as exc:
+            dest.unlink()
+            raise PackageError(f"{field}: {exc}") from None
+        self.dist_info_left -= facts.dist_info
+        if self.dist_info_left < 0:
+            dest.unlink()
+            raise PackageError(f"{field}: the wheels of one install may hold at most "
+                               f"{_size(GUEST_DIST_INFO_BYTES)} of metadata (.dist-info folders) in all")
         self.by_hash[digest] = dest
         return requirement
+
+    def copy_folder(self, folder: str, field: str) -> None:
+        """Copy out the wheels in a find-links folder, looking at no more than MAX_LISTED of its
+        entries (names only, as they come)."""
+        try:
+            listed = self.fs.entries(folder, MAX_LISTED)
+        except SandboxException as exc:
+            raise PackageError(f"{field}: {exc}") from None
+        for name, kind in listed:
+            if name.endswith(".whl") and kind in (FileType.FILE, FileType.SYMLINK):
+                self.copy(guest_path(f"{folder.rstrip('/')}/{name}", field), field)
 
 
 def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
@@ -890,9 +1010,7 @@ def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
         for i, path in enumerate(parsed.wheels):
             requirements.append(guest.copy(path, f"wheels[{i}]"))
         for i, folder in enumerate(parsed.find_links):
-            for entry in fs.list(folder):
-                if entry.name.endswith(".whl") and entry.type == FileType.FILE:
-                    guest.copy(guest_path(entry.path, f"find_links[{i}]"), f"find_links[{i}]")
+            guest.copy_folder(folder, f"find_links[{i}]")
         no_index = parsed.no_index
         refusal = None if no_index or egress is None else egress.index_refusal(index_urls(), should_stop)
         if refusal:
@@ -910,9 +1028,8 @@ def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
         paths = fetch(pins, Path(tmp) / "wheels", local=guest.by_hash, no_index=no_index,
                       should_stop=should_stop)
         site, scripts = Path(tmp) / "site", Path(tmp) / "bin"
-        install(paths, site, scripts, fs.limits.disk_bytes if fs.limits is not None else None)
-        fs.write_tree(site, USER_SITE)
-        if scripts.is_dir():
-            fs.write_tree(scripts, USER_BIN)
+        room = fs.room()
+        install(paths, site, scripts, *(room if room is not None else (None, None)))
+        fs.write_trees([(site, USER_SITE), *([(scripts, USER_BIN)] if scripts.is_dir() else [])])
     return ("".join(f"Collecting {pin.name}=={pin.version}\n" for pin in pins) +
             "Successfully installed " + " ".join(f"{pin.name}-{pin.version}" for pin in pins) + "\n")

@@ -1,11 +1,14 @@
-"""The host's pip starts no process, whatever its inputs say (declaw_wasm/_packages/pip_guard.py):
-the second guard behind parsing. These tests hand pip inputs no guest request can produce any
-more (a constraints file asking for source builds), to show the guard alone holds."""
+"""The host's pip starts no process, reaches no host but its indexes, uses no file but its
+folders, and its memory is bounded, whatever its inputs say (declaw_wasm/_packages/pip_guard.py):
+the second guard behind parsing and wheel checks. These tests hand pip inputs no guest request
+can produce any more (a constraints file asking for source builds, a requirement naming a URL or
+a host path, a wheel with a huge METADATA), to show the guard alone holds."""
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import os
 import subprocess
 import sys
 import threading
@@ -14,11 +17,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from declaw_wasm._packages.pip import (GUARD_MARK, GUARD_REFUSAL, PIP_GUEST_TARGET, PackageError,
-                                       pip_command, run_pip)
+from declaw_wasm._packages.pip import (GUARD_FILE, GUARD_MARK, GUARD_NETWORK, GUARD_REFUSAL,
+                                       PIP_GUEST_TARGET, PackageError, pip_command, run_pip)
 
-from .conftest import Index
-from wheels import make_wheel
+from .conftest import Hits, Index
+from wheels import make_wheel, stuffed_wheel
 
 
 def _resolve_args(tmp: Path, constraints: Path, index: str, requirement: str) -> list[str]:
@@ -92,13 +95,15 @@ def test_pip_asks_no_keyring_when_run_without_input(login_index: str, tmp_path: 
     keyring.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
     args = ["download", "--no-deps", "-d", str(tmp_path / "got"), "--index-url", login_index, "anything"]
-    command = pip_command(args)
+    (tmp_path / "run").mkdir()
+    command = pip_command(args, tmp_path / "run")
     status, err = run_pip(args, timeout=120)
     assert status != 0 and GUARD_MARK not in err, err
     # the same pip without --no-input would start the keyring program: the guard refuses it
     interactive = [part for part in command if part != "--no-input"]
-    got = subprocess.run(interactive, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert f"{GUARD_MARK}subprocess.Popen" in got.stderr, got.stderr
+    got = subprocess.run(interactive, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "TMPDIR": str(tmp_path / "run")})
+    assert f"{GUARD_MARK}process subprocess.Popen" in got.stderr, got.stderr
     assert not (tmp_path / "keyring-ran").exists()
 
 
@@ -106,3 +111,77 @@ def test_the_guard_runs_pip_exactly_as_python_m_pip(tmp_path: Path) -> None:
     got = subprocess.run(pip_command(["--version"]), capture_output=True, text=True, timeout=60)
     native = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, timeout=60)
     assert got.returncode == 0 and got.stdout == native.stdout
+
+
+def test_the_hosts_pip_reaches_no_host_but_its_indexes(sdist_index: Index, hits: Hits, tmp_path: Path) -> None:
+    """A URL in a requirement (what a guest wheel's `Requires-Dist: x @ URL` would hand pip) is
+    not fetched: not with no index at all, not with an index on the same address (another port),
+    and a host that is no index is not even looked up. The index itself is reached."""
+    got = str(tmp_path / "got")
+    url = f"http://127.0.0.1:{hits.port}/from-the-guard-test/dep-1.0-py3-none-any.whl"
+    for source in (["--no-index"], ["--index-url", sdist_index.url]):
+        with pytest.raises(PackageError) as refused:
+            run_pip(["download", "--no-deps", "-d", got, *source, f"dep @ {url}"])
+        assert str(refused.value) == GUARD_NETWORK
+    with pytest.raises(PackageError) as refused:
+        run_pip(["download", "--no-deps", "-d", got, "--no-index",
+                 "dep @ http://metadata.google.internal/computeMetadata/v1/dep-1.0-py3-none-any.whl"])
+    assert str(refused.value) == GUARD_NETWORK
+    assert hits.paths == []
+    status, err = run_pip(["download", "--no-deps", *PIP_GUEST_TARGET, "-d", got, "--index-url",
+                           sdist_index.url, "goodpkg"])
+    assert (status, GUARD_MARK in err) == (0, False), err
+    assert [p.name for p in (tmp_path / "got").iterdir()] == ["goodpkg-1.0-py3-none-any.whl"]
+
+
+def test_the_hosts_pip_uses_no_file_outside_its_folders(tmp_path: Path) -> None:
+    """A `file:` URL in a requirement (a file, a wheel, an sdist, a project whose build would
+    write a marker, a missing path) opens nothing outside the folders pip was given: one refusal
+    for all, and nothing built. (Whether a folder exists pip learns by stat, which no audit event
+    sees: what keeps such URLs from pip at all is that no guest wheel may name one.)"""
+    outside = tmp_path / "outside"
+    (outside / "project").mkdir(parents=True)
+    marker = tmp_path / "BUILT"
+    (outside / "project" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "b"\nbackend-path = ["."]\n')
+    (outside / "project" / "b.py").write_text(f"open({str(marker)!r}, 'w')\n")
+    for name in ("secret.txt", "dep-1.0-py3-none-any.whl", "dep-1.0.tar.gz"):
+        (outside / name).write_text("secret")
+    for name in ("secret.txt", "dep-1.0-py3-none-any.whl", "dep-1.0.tar.gz", "project", "missing"):
+        with pytest.raises(PackageError) as refused:
+            run_pip(["download", "--no-deps", "-d", str(tmp_path / "got"), "--no-index",
+                     f"dep @ file://{outside / name}"])
+        assert str(refused.value) == GUARD_FILE, name
+    assert not marker.exists()
+    assert not (tmp_path / "got").exists() or list((tmp_path / "got").iterdir()) == []
+
+
+def test_pips_own_paths_stay_inside_its_folders(sdist_index: Index, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """What pip legitimately touches is allowed (no refusal printed at all): its code, the
+    stdlib, its configuration, the index, find-links, its cache, the report, the download folder,
+    its temporary folder."""
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    wheel = make_wheel(tmp_path / "house", "quietpkg", "1.0", requires=("goodpkg",))
+    status, err = run_pip(["install", "--dry-run", "--ignore-installed", "--report", str(tmp_path / "r.json"),
+                           *PIP_GUEST_TARGET, "--target", str(tmp_path / "t"), "--index-url", sdist_index.url,
+                           "--find-links", str(wheel.parent), "quietpkg"])
+    assert (status, GUARD_MARK in err) == (0, False), err
+    assert (tmp_path / "r.json").stat().st_size > 0
+    status, err = run_pip(["download", *PIP_GUEST_TARGET, "-d", str(tmp_path / "got"), "--index-url",
+                           sdist_index.url, "--find-links", str(wheel.parent), "quietpkg"])
+    assert (status, GUARD_MARK in err) == (0, False), err
+    assert sorted(p.name for p in (tmp_path / "got").iterdir()) == ["goodpkg-1.0-py3-none-any.whl", wheel.name]
+
+
+def test_the_hosts_pip_runs_in_bounded_memory(tmp_path: Path) -> None:
+    """pip parses what it reads (a wheel's METADATA at ~16x its size): bounded by RLIMIT_AS, a
+    clear error rather than the host's memory. (pip.py refuses such a wheel from a guest before
+    pip sees it; here pip is handed one directly, under a 256 MiB bound.)"""
+    wheel = stuffed_wheel(tmp_path / "house", "bigmeta", "METADATA",
+                          b"Metadata-Version: 2.1\nName: bigmeta\nVersion: 1.0\n\n", 48 << 20)
+    assert wheel.stat().st_size < 64 << 10
+    with pytest.raises(PackageError, match=r"pip ran out of the memory it may use on the host \(256 MiB\)"):
+        run_pip(["install", "--dry-run", "--ignore-installed", "--report", str(tmp_path / "r.json"),
+                 *PIP_GUEST_TARGET, "--target", str(tmp_path / "t"), "--no-index", "--find-links",
+                 str(wheel.parent), "bigmeta"], memory=256 << 20)

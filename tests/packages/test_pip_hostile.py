@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import tracemalloc
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
 from declaw_wasm import Limits, Sandbox
-from declaw_wasm._packages.pip import MAX_GUEST_WHEELS, wheel_cache
+from declaw_wasm._packages.pip import MAX_GUEST_WHEELS, MAX_LISTED, wheel_cache
+from declaw_wasm._packages.wheel_check import MAX_MEMBERS
 
-from .conftest import Index
-from wheels import make_wheel
+from security.support import PeakRSS
+from .conftest import ChildPeak, Hits, HostTmp, Index
+from wheels import make_wheel, many_members_zip, stuffed_wheel
+
+MIB = 1 << 20
 
 pytestmark = [pytest.mark.guest, pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)]
 
@@ -33,30 +39,52 @@ print(json.dumps(msgpack.unpackb(reply, raw=False)))
 """
 
 
-@pytest.fixture
-def make_sbx(mode: str) -> Iterator[Callable[..., Sandbox]]:
-    """Make a sandbox on the test's backend; in "processes", on a pool started now (its worker
-    inherits the environment the test has set up to this point)."""
-    from declaw_wasm._pool.pool import ProcessPool
+class Maker:
+    """Makes sandboxes on the test's backend; in "processes", each on a pool started then (its
+    worker inherits the environment the test has set up to that point)."""
 
-    made: list[Sandbox] = []
-    pools: list[Any] = []
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.made: list[Sandbox] = []
+        self.pools: dict[str, Any] = {}
 
-    def create(**arguments: Any) -> Sandbox:
-        if mode == "processes":
-            pools.append(ProcessPool(1))
-            arguments["backend"] = pools[-1]
-        made.append(Sandbox.create(timeout=900, **arguments))
-        return made[-1]
+    def __call__(self, **arguments: Any) -> Sandbox:
+        from declaw_wasm._pool.pool import ProcessPool
 
-    yield create
-    for sbx in made:
+        pool = ProcessPool(1) if self.mode == "processes" else None
+        if pool is not None:
+            arguments["backend"] = pool
         try:
-            sbx.kill()
-        except Exception:
-            pass
-    for pool in pools:
-        pool.close()
+            sbx = Sandbox.create(timeout=900, **arguments)
+        except BaseException:
+            if pool is not None:
+                pool.close()
+            raise
+        self.made.append(sbx)
+        if pool is not None:
+            self.pools[sbx.sandbox_id] = pool
+        return sbx
+
+    def host_pid(self, sbx: Sandbox) -> int:
+        """The process running the sandbox's host code (its pip, its files API)."""
+        pool = self.pools.get(sbx.sandbox_id)
+        return pool.pid_of(sbx.sandbox_id) if pool is not None else os.getpid()
+
+    def close(self) -> None:
+        for sbx in self.made:
+            try:
+                sbx.kill()
+            except Exception:
+                pass
+        for pool in self.pools.values():
+            pool.close()
+
+
+@pytest.fixture
+def make_sbx(mode: str) -> Iterator[Maker]:
+    maker = Maker(mode)
+    yield maker
+    maker.close()
 
 
 def door(sbx: Sandbox, request: dict[str, Any]) -> dict[str, Any]:
@@ -138,7 +166,7 @@ def hostile_requests(escape: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_install_requests_are_parsed_and_nothing_from_them_runs_or_lands_on_the_host(
-        make_sbx: Callable[..., Sandbox], on_index: Index, tmp_path: Path) -> None:
+        make_sbx: Maker, on_index: Index, tmp_path: Path) -> None:
     sbx = make_sbx()
     # the host's pip reaches the test's index for this sandbox: a wheel from it installs...
     reply = door(sbx, {"requirements": ["goodpkg"]})
@@ -166,7 +194,7 @@ def test_install_requests_are_parsed_and_nothing_from_them_runs_or_lands_on_the_
 
 
 def test_a_find_links_folder_with_a_hostile_file_name_is_refused(
-        make_sbx: Callable[..., Sandbox], on_index: Index, tmp_path: Path) -> None:
+        make_sbx: Maker, on_index: Index, tmp_path: Path) -> None:
     sbx = make_sbx()
     sbx.files.write("/home/user/fl/ok-1.0-py3-none-any.whl", make_wheel(tmp_path, "ok").read_bytes())
     before = cache_state()
@@ -182,7 +210,7 @@ def test_a_find_links_folder_with_a_hostile_file_name_is_refused(
 
 
 def test_a_sandboxs_own_wheels_never_reach_another_sandbox(
-        make_sbx: Callable[..., Sandbox], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_sbx: Maker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mine = make_wheel(tmp_path, "humanize", "99.0", files={"humanize/__init__.py": "SANDBOX_A = True\n"})
     digest = hashlib.sha256(mine.read_bytes()).hexdigest()
     a = make_sbx()
@@ -203,7 +231,7 @@ def test_a_sandboxs_own_wheels_never_reach_another_sandbox(
 
 
 def test_a_guest_wheel_never_replaces_a_cached_wheel(
-        make_sbx: Callable[..., Sandbox], on_index: Index, tmp_path: Path,
+        make_sbx: Maker, on_index: Index, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     first = make_sbx()
     assert first.commands.run("pip install goodpkg", timeout=300).exit_code == 0
@@ -224,7 +252,7 @@ def test_a_guest_wheel_never_replaces_a_cached_wheel(
 
 
 def test_what_a_request_copies_out_of_a_sandbox_is_bounded(
-        make_sbx: Callable[..., Sandbox], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_sbx: Maker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_WASM_OFFLINE", "1")
     sbx = make_sbx(limits=Limits(disk_bytes=20 << 20))
     before = cache_state()
@@ -246,9 +274,143 @@ def test_what_a_request_copies_out_of_a_sandbox_is_bounded(
     reply = door(sbx, {"wheels": [f"/tmp/w{i}-1.0-py3-none-any.whl" for i in range(200)]})
     assert reply == {"status": 1, "stdout": "",
                      "stderr": f"ERROR: bad install request: wheels: more than {MAX_GUEST_WHEELS} entries\n"}
-    tiny = make_wheel(tmp_path, "tiny", "1.0").read_bytes()
-    sbx.files.write_files([{"path": f"/home/user/many/t{i}-1.0-py3-none-any.whl", "data": tiny}
+    sbx.files.write_files([{"path": f"/home/user/many/t{i}-1.0-py3-none-any.whl",
+                            "data": make_wheel(tmp_path / "many", f"t{i}", "1.0").read_bytes()}
                            for i in range(MAX_GUEST_WHEELS + 1)])
     r = sbx.commands.run("pip install --no-index -f /home/user/many tiny", timeout=120)
     assert r.exit_code == 1 and f"more than {MAX_GUEST_WHEELS} wheels to copy out" in r.stderr, r.stderr
     assert cache_state() == before
+
+
+def test_a_guest_wheel_names_no_link_the_host_follows(make_sbx: Maker, hits: Hits, tmp_path: Path) -> None:
+    """A guest wheel's `Requires-Dist: x @ URL` is refused before the host's pip sees the wheel:
+    the host fetches nothing (the sandbox has no network; `no_index` is set), and a `file:` link
+    tells the guest nothing of the host's files (a file, a folder, a project, nothing: one
+    answer, naming the link)."""
+    sbx = make_sbx(allow_internet_access=False)
+    url = f"http://127.0.0.1:{hits.port}/exfiltrated-by-the-guest/dep-1.0-py3-none-any.whl"
+    wheel = make_wheel(tmp_path, "front", requires=(f"dep @ {url}",))
+    sbx.files.write(f"/home/user/{wheel.name}", wheel.read_bytes())
+    reply = door(sbx, {"wheels": [f"/home/user/{wheel.name}"], "no_index": True})
+    assert reply["status"] == 1 and "it depends on" in reply["stderr"] and "a URL or a path" in reply["stderr"], reply
+    assert hits.paths == []
+    answers = set()
+    for i, path in enumerate(["/etc/hostname", "/etc", str(Path(__file__).parents[2]), "/nonexistent-7f3a"]):
+        wheel = make_wheel(tmp_path / str(i), "front", requires=(f"dep @ file://{path}",))
+        sbx.files.write(f"/home/user/{i}/{wheel.name}", wheel.read_bytes())
+        reply = door(sbx, {"wheels": [f"/home/user/{i}/{wheel.name}"], "no_index": True})
+        assert reply["status"] == 1 and reply["stderr"].startswith("ERROR: wheels[0]: "), reply
+        answers.add(reply["stderr"].replace(path, "PATH").replace(f"/home/user/{i}/", ""))
+    assert len(answers) == 1, answers
+
+
+class HostCost:
+    """What serving a door request costs the process hosting the sandbox, while a block runs:
+    the peak of Python allocations (`traced`, in-process only: precise, the guest's memory is
+    not in it) and the RSS growth (either backend; loose, since the guest that sends the request
+    lives in that process's memory too and varies by tens of MiB from run to run)."""
+
+    def __init__(self, maker: Maker, sbx: Sandbox) -> None:
+        self.tracing = maker.mode == "in-process"
+        self.rss = PeakRSS(maker.host_pid(sbx))
+        self.traced = 0
+
+    def __enter__(self) -> "HostCost":
+        if self.tracing:
+            tracemalloc.start()
+        self.rss.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.rss.__exit__(*exc)
+        if self.tracing:
+            self.traced = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+
+    def check(self, what: str) -> None:
+        assert self.traced < 16 * MIB, f"{what}: {self.traced >> 20} MiB of Python objects on the host"
+        assert self.rss.growth < 64 * MIB, f"{what}: the host process grew by {self.rss.growth >> 20} MiB"
+
+
+def test_checking_a_guest_wheel_costs_the_host_bounded_memory(make_sbx: Maker, tmp_path: Path,
+                                                              no_background_guests: None) -> None:
+    """A guest wheel is copied out a block at a time and checked with bounded cost before pip or
+    installer sees it: 400 000 member entries (19 MiB; as ZipInfos ~150 MiB), a METADATA or a
+    WHEEL inflating to 32 MiB (a 33 KB wheel; parsed, ~200 MiB) are refused without building the
+    member list or reading the file, and no pip starts for them."""
+    sbx = make_sbx()
+    meta = b"Metadata-Version: 2.1\nName: bigmeta\nVersion: 1.0\n\n"
+    wheel_meta = b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    wheels = {"many-1.0-py3-none-any.whl": (many_members_zip(400_000), "list of members"),
+              "bigmeta-1.0-py3-none-any.whl":
+                  (stuffed_wheel(tmp_path, "bigmeta", "METADATA", meta, 32 * MIB).read_bytes(), "dist-info"),
+              "bigwheel-1.0-py3-none-any.whl":
+                  (stuffed_wheel(tmp_path, "bigwheel", "WHEEL", wheel_meta, 32 * MIB).read_bytes(), "dist-info")}
+    door(sbx, {"wheels": ["/home/user/none-1.0-py3-none-any.whl"]})  # (what the door loads once)
+    for name, (data, what) in wheels.items():
+        sbx.files.write(f"/home/user/{name}", data)
+        with HostCost(make_sbx, sbx) as cost, ChildPeak(make_sbx.host_pid(sbx)) as pip:
+            reply = door(sbx, {"wheels": [f"/home/user/{name}"], "no_index": True})
+        assert reply["status"] == 1 and what in reply["stderr"], reply
+        assert pip.seen == 0, f"pip ran for {name}"
+        cost.check(name)
+
+
+def test_installing_a_guest_wheel_costs_the_host_bounded_disk(make_sbx: Maker, host_tmp: HostTmp) -> None:
+    """Entry points become script files where installer writes, on the host: a 190 KB wheel of
+    80 000 of them (~330 MB of host disk, 80 000 files) is refused (its entry_points.txt's size,
+    or its script count) before anything is written."""
+    lines = b"[console_scripts]\n" + b"".join(b"s%07d=m:f\n" % i for i in range(80_000))
+    data = stuffed_wheel(host_tmp.root.parent / "made", "scripts", "entry_points.txt", lines).read_bytes()
+    sbx = make_sbx(limits=Limits(disk_bytes=64 * MIB))
+    sbx.files.write("/home/user/scripts-1.0-py3-none-any.whl", data)
+    with host_tmp:
+        reply = door(sbx, {"wheels": ["/home/user/scripts-1.0-py3-none-any.whl"], "no_index": True})
+    assert reply["status"] == 1 and "entry_points.txt" in reply["stderr"], reply
+    assert host_tmp.peak_files < 2000 and host_tmp.peak_bytes < 2 * 64 * MIB, \
+        (host_tmp.peak_files, host_tmp.peak_bytes)
+
+
+def test_an_install_past_the_disk_quota_is_refused_and_the_guest_lives(make_sbx: Maker, tmp_path: Path) -> None:
+    """The quota counts blocks: 12 000 one-byte modules (a 1.4 MB wheel, 12 KB declared) take
+    ~47 MiB of a 32 MiB sandbox. The install is refused, naming the quota, before the sandbox
+    holds more than its quota (it is not written and then the guest killed by the quota
+    watcher); the guest goes on."""
+    files = {f"tiny/m{i:05d}.py": "x" for i in range(12_000)}
+    assert len(files) < MAX_MEMBERS
+    wheel = make_wheel(tmp_path, "tiny", files={"tiny/__init__.py": "", **files})
+    sbx = make_sbx(limits=Limits(disk_bytes=32 * MIB))
+    sbx.files.write(f"/home/user/{wheel.name}", wheel.read_bytes())
+    reply = door(sbx, {"wheels": [f"/home/user/{wheel.name}"], "no_index": True})
+    assert reply["status"] == 1 and "disk quota" in reply["stderr"], reply
+    assert sbx.get_metrics()[0].disk_used <= 32 * MIB
+    assert sbx.commands.run("python3 -c 'import tiny'").exit_code == 1  # nothing half-installed
+    assert sbx.commands.run("echo alive").stdout == "alive\n"
+
+
+# The guest: a folder whose path is ~3.8 KB (under WASI's 4096), holding N files of 250-byte names.
+WIDE_FOLDER = r'''
+import os, sys
+folder = "/home/user/" + "/".join(["d" * 250] * 15)
+os.makedirs(folder)
+for i in range(int(sys.argv[1])):
+    open(folder + "/%s%05d" % ("f" * 245, i), "w").close()
+print(folder)
+'''
+
+
+def test_a_find_links_folder_costs_the_host_bounded_memory(make_sbx: Maker, no_background_guests: None) -> None:
+    """A find-links folder is looked at entry by entry (names only), at most MAX_LISTED: 30 000
+    files at a 3.8 KB path (a listing of them: ~110 MiB of the host process; as the quota's
+    walk once held them, as much again) are refused after MAX_LISTED names, naming the field."""
+    sbx = make_sbx()
+    sbx.files.write("/tmp/wide.py", WIDE_FOLDER)
+    r = sbx.commands.run("python3 /tmp/wide.py 30000", timeout=300)
+    assert r.exit_code == 0, r
+    folder = r.stdout.strip()
+    door(sbx, {"requirements": ["nothing-here"], "find_links": ["/nowhere"]})  # (what the door loads once)
+    with HostCost(make_sbx, sbx) as cost:
+        reply = door(sbx, {"requirements": ["nothing-here"], "find_links": [folder], "no_index": True})
+    assert reply["status"] == 1 and reply["stderr"].startswith("ERROR: find_links[0]: "), reply
+    assert f"more than {MAX_LISTED} entries" in reply["stderr"], reply
+    cost.check("a find_links folder")
