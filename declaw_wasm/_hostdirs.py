@@ -8,74 +8,91 @@ for a regular file): a sparse file costs the guest one block, but every export r
 (a snapshot, a fork, `files.read`, a volume snapshot), so a 20 MiB quota must not hold a 512 MiB
 sparse file. **Exports count as they read** (`ExportBudget`, `Exactly`): the guest can grow a file
 between a check and the read (the quota watcher stops it only after the fact), so an exporter
-reserves a file's size from the descriptor it opened and reads no more than that from it."""
+reserves a file's size from the descriptor it opened and reads no more than that from it.
+
+**Nothing here goes by host path** (`walk_entries`): below a folder nested deep enough, a host
+path is longer than Linux's PATH_MAX and every call by path fails (ENAMETOOLONG), so a walk by
+path would not see what is there (the quota would not count it) and, between two calls, could
+follow a folder the guest swapped for a symlink out of the sandbox."""
 
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
-from typing import IO, Callable, Iterable, List, Optional, Sequence
+from typing import IO, Callable, Iterable, Iterator, List, Optional, Sequence
 
 from .exceptions import NotEnoughSpaceException
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# The longest path a guest (WASI) or a host call by path can name, in bytes: a sandbox's tree can
+# hold longer ones (folders renamed into folders), which no path-taking call reaches.
+PATH_MAX = 4096
 
 
 class Walk:
     """Folder fds on the way down from a root, each opened with `O_NOFOLLOW` from the one above.
 
-    Keeps the current folder's fd and one every `STRIDE` levels, so that moving to a sibling or
-    back up re-opens at most `STRIDE` folders, walking on down opens one, and the fds held stay
-    O(depth / STRIDE): a guest can make ~1050 levels, more than many processes' fd limit.
+    Keeps the fds of the top `KEEP` levels, the current folder's, and one every `STRIDE` levels
+    below, so that moving to a sibling or back up re-opens no folder in a tree of ordinary depth
+    and at most `STRIDE` in a deep one, walking on down opens one, and the fds held stay
+    O(KEEP + depth / STRIDE): a guest can nest folders far deeper than a process's fd limit.
+    A caller that knows how much of the path is unchanged says so (`known`), so that a move
+    costs O(1) however deep the folder is, not a comparison of the whole path.
     """
 
     STRIDE = 32
+    KEEP = 16
 
     def __init__(self, root: Callable[[], int]) -> None:
         """`root()` returns a new fd of the walk's top folder (owned by the walk)."""
         self._root = root
         self._parts: List[str] = []
         self._fd: Optional[int] = None
-        self._marks: dict[int, int] = {}  # level -> fd; level 0 is the root
+        self._marks: List[tuple[int, int]] = []  # (level, fd), by level; level 0 is the root
 
-    def folder(self, parts: Sequence[str]) -> int:
-        """An fd of the folder `parts` below the root (owned by the walk: do not close it)."""
+    def folder(self, parts: Sequence[str], known: int = 0) -> int:
+        """An fd of the folder `parts` below the root (owned by the walk: do not close it).
+        `known`: how many leading parts are those of the last call's `parts` (0: unknown)."""
         if self._fd is None:
             self._fd = self._root()
-            self._marks = {0: self._fd}
+            self._marks = [(0, self._fd)]
             self._parts = []
-        keep = 0
+            known = 0
         limit = min(len(self._parts), len(parts))
-        while keep < limit and self._parts[keep] == parts[keep]:
-            keep += 1
+        keep = min(known, limit)
+        if keep < limit:
+            if self._parts[keep:limit] == list(parts[keep:limit]):  # the usual case, compared in C
+                keep = limit
+            else:
+                while self._parts[keep] == parts[keep]:
+                    keep += 1
         if keep < len(self._parts):
-            level = max(mark for mark in self._marks if mark <= keep)
             self._release_current()
-            for mark in [m for m in self._marks if m > level]:
-                os.close(self._marks.pop(mark))
-            self._fd = self._marks[level]
+            while self._marks[-1][0] > keep:
+                os.close(self._marks.pop()[1])
+            level, self._fd = self._marks[-1]
             del self._parts[level:]
         for part in parts[len(self._parts):]:
             nxt = os.open(part, DIR_FLAGS, dir_fd=self._fd)
             self._release_current()
             self._fd = nxt
             self._parts.append(part)
-            if len(self._parts) % self.STRIDE == 0:
-                self._marks[len(self._parts)] = nxt
+            if len(self._parts) <= self.KEEP or len(self._parts) % self.STRIDE == 0:
+                self._marks.append((len(self._parts), nxt))
         return self._fd
 
     def _release_current(self) -> None:
-        if self._fd is not None and self._marks.get(len(self._parts)) != self._fd:
+        if self._fd is not None and self._marks[-1] != (len(self._parts), self._fd):
             os.close(self._fd)
 
     def close(self) -> None:
         if self._fd is None:
             return
         self._release_current()
-        for fd in self._marks.values():
+        for _, fd in self._marks:
             os.close(fd)
-        self._fd, self._marks, self._parts = None, {}, []
+        self._fd, self._marks, self._parts = None, [], []
 
 
 def remove_tree(parent: int, name: str) -> None:
@@ -87,6 +104,7 @@ def remove_tree(parent: int, name: str) -> None:
     """
     walk = Walk(lambda: os.dup(parent))
     path = [name]
+    known = 0  # how much of `path` the walk's last folder shares (so each move is O(1))
     todo: List[Optional[List[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
     first: Optional[OSError] = None
     try:
@@ -94,7 +112,8 @@ def remove_tree(parent: int, name: str) -> None:
             if todo[-1] is None:
                 subfolders: List[str] = []
                 try:
-                    fd = walk.folder(path)
+                    fd = walk.folder(path, known)
+                    known = len(path)
                     for entry in os.listdir(fd):
                         try:
                             if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
@@ -113,12 +132,15 @@ def remove_tree(parent: int, name: str) -> None:
             pending = todo[-1]
             if pending:
                 path.append(pending.pop())
+                known = min(known, len(path) - 1)
                 todo.append(None)
                 continue
             done = path.pop()
+            known = min(known, len(path))
             todo.pop()
             try:
-                parent_fd = walk.folder(path)
+                parent_fd = walk.folder(path, known)
+                known = len(path)
                 try:
                     os.rmdir(done, dir_fd=parent_fd)
                 except NotADirectoryError:  # swapped for a file or a symlink meanwhile
@@ -141,25 +163,63 @@ def counted_bytes(st: os.stat_result) -> int:
     return max(st.st_size, allocated) if stat.S_ISREG(st.st_mode) else allocated
 
 
-def usage(folders: Iterable[Path]) -> tuple[int, int]:
-    """(bytes counted toward the disk quota, entries) under `folders`, never following links;
-    regular files count at their apparent size (`counted_bytes`)."""
-    total, count = 0, 0
-    stack = [str(f) for f in folders]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            count += 1
+def walk_entries(root: Callable[[], int], sort: bool = False
+                 ) -> Iterator[tuple[List[str], int, str, os.stat_result]]:
+    """Every entry below a folder as (its folder's names from the top, an fd of that folder, its
+    name, its lstat), each folder's entries before what its subfolders hold (`sort`: by name),
+    never following a link, never naming a host path. `root()` returns a new fd of the top
+    folder (owned by the walk). The list and the fd are the walk's: valid until the next entry.
+
+    Memory is the names still to visit, O(entries), however deep the tree (a stack of paths
+    would be O(entries x depth)); the fds held are `Walk`'s. A folder that vanishes or is
+    swapped for something else meanwhile is skipped."""
+    walk = Walk(root)
+    path: List[str] = []
+    known = 0  # how much of `path` the walk's last folder shares (so each move is O(1))
+    pending: List[List[str]] = []  # per level: the subfolders still to visit, last first
+    try:
+        while True:
+            subfolders: List[str] = []
             try:
-                st = entry.stat(follow_symlinks=False)
+                fd = walk.folder(path, known)
+                known = len(path)
+                with os.scandir(fd) as found:
+                    entries = list(found)
             except OSError:
-                continue
-            total += counted_bytes(st)
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+                entries = []
+            if sort:
+                entries.sort(key=lambda e: e.name)
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)  # (fstatat in `fd`, by name)
+                except OSError:
+                    continue
+                yield path, fd, entry.name, st
+                if stat.S_ISDIR(st.st_mode):
+                    subfolders.append(entry.name)
+            subfolders.reverse()
+            pending.append(subfolders)
+            while pending and not pending[-1]:
+                pending.pop()
+            if not pending:
+                return
+            del path[len(pending) - 1:]
+            known = min(known, len(path))
+            path.append(pending[-1].pop())
+    finally:
+        walk.close()
+
+
+def usage(folders: Iterable[Path]) -> tuple[int, int]:
+    """(bytes counted toward the disk quota, entries) under `folders`, never following links,
+    however deep (`walk_entries`); regular files count at their apparent size (`counted_bytes`)."""
+    total, count = 0, 0
+    regular = stat.S_ISREG
+    for folder in folders:
+        for _, _, _, st in walk_entries(lambda folder=folder: os.open(folder, DIR_FLAGS)):  # type: ignore[misc]
+            count += 1
+            allocated = st.st_blocks * 512  # counted_bytes, inline: this runs for every entry, often
+            total += max(st.st_size, allocated) if regular(st.st_mode) else allocated
     return total, count
 
 
