@@ -225,6 +225,10 @@ class SandboxFS:
         the default quota, `Limits().disk_bytes`, so that no export is ever unbounded)."""
         return (self.limits or Limits()).disk_bytes
 
+    def quota_files(self) -> int:
+        """The files and folders every export of this tree is bounded by (as `quota_bytes`)."""
+        return (self.limits or Limits()).disk_files
+
     def _room(self, new_bytes: int, used: Optional[List[int]] = None) -> Optional[int]:
         """Bytes a write may still add under the disk quota (None: no quota); raises
         NotEnoughSpaceException if even `new_bytes` (the size, when known) or a new file is too
