@@ -8,74 +8,97 @@ for a regular file): a sparse file costs the guest one block, but every export r
 (a snapshot, a fork, `files.read`, a volume snapshot), so a 20 MiB quota must not hold a 512 MiB
 sparse file. **Exports count as they read** (`ExportBudget`, `Exactly`): the guest can grow a file
 between a check and the read (the quota watcher stops it only after the fact), so an exporter
-reserves a file's size from the descriptor it opened and reads no more than that from it."""
+reserves a file's size from the descriptor it opened and reads no more than that from it. What an
+export writes *about* each entry counts too (`ExportBudget.entry`: its tar header, with its path,
+link target and metadata; and one entry against the quota's file count): a guest can nest folders
+by renaming them into each other until one path is hundreds of KB long (each rename names two
+paths under WASI's 4096 bytes; the result does not), so names cost an export far more than the
+folders cost the quota.
+
+**Nothing here goes by host path** (`walk_entries`): below a folder nested deep enough, a host
+path is longer than Linux's PATH_MAX and every call by path fails (ENAMETOOLONG), so a walk by
+path would not see what is there (the quota would not count it) and, between two calls, could
+follow a folder the guest swapped for a symlink out of the sandbox."""
 
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
-from typing import IO, Callable, Iterable, List, Optional, Sequence
+from typing import IO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 from .exceptions import NotEnoughSpaceException
+from .limits import Limits
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# The longest path a guest (WASI) or a host call by path can name, in bytes: a sandbox's tree can
+# hold longer ones (folders renamed into folders), which no path-taking call reaches.
+PATH_MAX = 4096
 
 
 class Walk:
     """Folder fds on the way down from a root, each opened with `O_NOFOLLOW` from the one above.
 
-    Keeps the current folder's fd and one every `STRIDE` levels, so that moving to a sibling or
-    back up re-opens at most `STRIDE` folders, walking on down opens one, and the fds held stay
-    O(depth / STRIDE): a guest can make ~1050 levels, more than many processes' fd limit.
+    Keeps the fds of the top `KEEP` levels, the current folder's, and one every `STRIDE` levels
+    below, so that moving to a sibling or back up re-opens no folder in a tree of ordinary depth
+    and at most `STRIDE` in a deep one, walking on down opens one, and the fds held stay
+    O(KEEP + depth / STRIDE): a guest can nest folders far deeper than a process's fd limit.
+    A caller that knows how much of the path is unchanged says so (`known`), so that a move
+    costs O(1) however deep the folder is, not a comparison of the whole path.
     """
 
     STRIDE = 32
+    KEEP = 16
 
     def __init__(self, root: Callable[[], int]) -> None:
         """`root()` returns a new fd of the walk's top folder (owned by the walk)."""
         self._root = root
         self._parts: List[str] = []
         self._fd: Optional[int] = None
-        self._marks: dict[int, int] = {}  # level -> fd; level 0 is the root
+        self._marks: List[tuple[int, int]] = []  # (level, fd), by level; level 0 is the root
 
-    def folder(self, parts: Sequence[str]) -> int:
-        """An fd of the folder `parts` below the root (owned by the walk: do not close it)."""
+    def folder(self, parts: Sequence[str], known: int = 0) -> int:
+        """An fd of the folder `parts` below the root (owned by the walk: do not close it).
+        `known`: how many leading parts are those of the last call's `parts` (0: unknown)."""
         if self._fd is None:
             self._fd = self._root()
-            self._marks = {0: self._fd}
+            self._marks = [(0, self._fd)]
             self._parts = []
-        keep = 0
+            known = 0
         limit = min(len(self._parts), len(parts))
-        while keep < limit and self._parts[keep] == parts[keep]:
-            keep += 1
+        keep = min(known, limit)
+        if keep < limit:
+            if self._parts[keep:limit] == list(parts[keep:limit]):  # the usual case, compared in C
+                keep = limit
+            else:
+                while self._parts[keep] == parts[keep]:
+                    keep += 1
         if keep < len(self._parts):
-            level = max(mark for mark in self._marks if mark <= keep)
             self._release_current()
-            for mark in [m for m in self._marks if m > level]:
-                os.close(self._marks.pop(mark))
-            self._fd = self._marks[level]
+            while self._marks[-1][0] > keep:
+                os.close(self._marks.pop()[1])
+            level, self._fd = self._marks[-1]
             del self._parts[level:]
         for part in parts[len(self._parts):]:
             nxt = os.open(part, DIR_FLAGS, dir_fd=self._fd)
             self._release_current()
             self._fd = nxt
             self._parts.append(part)
-            if len(self._parts) % self.STRIDE == 0:
-                self._marks[len(self._parts)] = nxt
+            if len(self._parts) <= self.KEEP or len(self._parts) % self.STRIDE == 0:
+                self._marks.append((len(self._parts), nxt))
         return self._fd
 
     def _release_current(self) -> None:
-        if self._fd is not None and self._marks.get(len(self._parts)) != self._fd:
+        if self._fd is not None and self._marks[-1] != (len(self._parts), self._fd):
             os.close(self._fd)
 
     def close(self) -> None:
         if self._fd is None:
             return
         self._release_current()
-        for fd in self._marks.values():
+        for _, fd in self._marks:
             os.close(fd)
-        self._fd, self._marks, self._parts = None, {}, []
+        self._fd, self._marks, self._parts = None, [], []
 
 
 def remove_tree(parent: int, name: str) -> None:
@@ -87,6 +110,7 @@ def remove_tree(parent: int, name: str) -> None:
     """
     walk = Walk(lambda: os.dup(parent))
     path = [name]
+    known = 0  # how much of `path` the walk's last folder shares (so each move is O(1))
     todo: List[Optional[List[str]]] = [None]  # per level: subfolders still to delete (None: not listed)
     first: Optional[OSError] = None
     try:
@@ -94,7 +118,8 @@ def remove_tree(parent: int, name: str) -> None:
             if todo[-1] is None:
                 subfolders: List[str] = []
                 try:
-                    fd = walk.folder(path)
+                    fd = walk.folder(path, known)
+                    known = len(path)
                     for entry in os.listdir(fd):
                         try:
                             if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
@@ -113,12 +138,15 @@ def remove_tree(parent: int, name: str) -> None:
             pending = todo[-1]
             if pending:
                 path.append(pending.pop())
+                known = min(known, len(path) - 1)
                 todo.append(None)
                 continue
             done = path.pop()
+            known = min(known, len(path))
             todo.pop()
             try:
-                parent_fd = walk.folder(path)
+                parent_fd = walk.folder(path, known)
+                known = len(path)
                 try:
                     os.rmdir(done, dir_fd=parent_fd)
                 except NotADirectoryError:  # swapped for a file or a symlink meanwhile
@@ -141,59 +169,133 @@ def counted_bytes(st: os.stat_result) -> int:
     return max(st.st_size, allocated) if stat.S_ISREG(st.st_mode) else allocated
 
 
-def usage(folders: Iterable[Path]) -> tuple[int, int]:
-    """(bytes counted toward the disk quota, entries) under `folders`, never following links;
-    regular files count at their apparent size (`counted_bytes`). Folders are read entry by
-    entry: the walk holds the paths of folders still to visit, never a folder's listing."""
-    total, count = 0, 0
-    stack = [str(f) for f in folders]
-    while stack:
-        try:
-            found = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with found:  # one entry at a time: a folder's listing is never held whole
-            for entry in found:
-                count += 1
+def walk_entries(root: Callable[[], int], sort: bool = False
+                 ) -> Iterator[tuple[List[str], int, str, os.stat_result]]:
+    """Every entry below a folder as (its folder's names from the top, an fd of that folder, its
+    name, its lstat), each folder's entries before what its subfolders hold (`sort`: by name),
+    never following a link, never naming a host path. `root()` returns a new fd of the top
+    folder (owned by the walk). The list and the fd are the walk's: valid until the next entry.
+
+    Memory is the names still to visit, O(entries), however deep the tree (a stack of paths
+    would be O(entries x depth)); the fds held are `Walk`'s. A folder that vanishes or is
+    swapped for something else meanwhile is skipped."""
+    walk = Walk(root)
+    path: List[str] = []
+    known = 0  # how much of `path` the walk's last folder shares (so each move is O(1))
+    pending: List[List[str]] = []  # per level: the subfolders still to visit, last first
+    try:
+        while True:
+            subfolders: List[str] = []
+            try:
+                fd = walk.folder(path, known)
+                known = len(path)
+                with os.scandir(fd) as found:
+                    entries = list(found)
+            except OSError:
+                entries = []
+            if sort:
+                entries.sort(key=lambda e: e.name)
+            for entry in entries:
                 try:
-                    st = entry.stat(follow_symlinks=False)
+                    st = entry.stat(follow_symlinks=False)  # (fstatat in `fd`, by name)
                 except OSError:
                     continue
-                total += counted_bytes(st)
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
+                yield path, fd, entry.name, st
+                if stat.S_ISDIR(st.st_mode):
+                    subfolders.append(entry.name)
+            subfolders.reverse()
+            pending.append(subfolders)
+            while pending and not pending[-1]:
+                pending.pop()
+            if not pending:
+                return
+            del path[len(pending) - 1:]
+            known = min(known, len(path))
+            path.append(pending[-1].pop())
+    finally:
+        walk.close()
+
+
+def usage(folders: Iterable[Path]) -> tuple[int, int]:
+    """(bytes counted toward the disk quota, entries) under `folders`, never following links,
+    however deep (`walk_entries`); regular files count at their apparent size (`counted_bytes`)."""
+    total, count = 0, 0
+    regular = stat.S_ISREG
+    for folder in folders:
+        for _, _, _, st in walk_entries(lambda folder=folder: os.open(folder, DIR_FLAGS)):  # type: ignore[misc]
+            count += 1
+            allocated = st.st_blocks * 512  # counted_bytes, inline: this runs for every entry, often
+            total += max(st.st_size, allocated) if regular(st.st_mode) else allocated
     return total, count
 
 
 # What one export may carry past the quota: the quota watcher looks at most every 0.25 s, so a
 # sandbox can briefly hold a little more than its quota (a write in flight when it looked).
 EXPORT_SLACK = 1 << 20
+EXPORT_SLACK_FILES = 1024  # the same, in files and folders
+
+
+def shown_path(path: str, keep: int = 200) -> str:
+    """A guest path for a message: whole if short, else its ends and its length."""
+    if len(path) <= keep:
+        return path
+    return f"{path[:keep // 2]}...{path[-keep // 2:]} (a path of {len(path.encode('utf-8', 'surrogateescape'))} bytes)"
+
+
+Name = Union[str, Callable[[], str]]  # a guest path, or how to make it (only a refusal shows it)
 
 
 class ExportBudget:
-    """The file content one export (a snapshot, pause, checkpoint, fork, `files.read`, volume
-    snapshot, restore) may carry: the quota it is bounded by plus `EXPORT_SLACK`. An exporter
-    `take`s each file's size, read from the descriptor it then reads (`fstat`), before reading
-    any of it, and reads no more than that (`Exactly`); past the budget the export fails with
-    `NotEnoughSpaceException` naming the quota and the offending size, before the file is read."""
+    """What one export (a snapshot, pause, checkpoint, fork, `files.read`, volume snapshot,
+    restore) may carry: the quota it is bounded by plus `EXPORT_SLACK` bytes, and the quota's
+    file count plus `EXPORT_SLACK_FILES` entries.
 
-    def __init__(self, quota: int, what: str, setting: str = "Limits.disk_bytes") -> None:
+    An exporter `take`s each file's size, read from the descriptor it then reads (`fstat`),
+    before reading any of it, and reads no more than that (`Exactly`); and counts each entry it
+    writes with the bytes it writes about it (`entry`: a tar header with the path, link target
+    and metadata, the padding after the content), before writing it. Past the budget the export
+    fails with `NotEnoughSpaceException` naming the quota and what was too much, before it is
+    read or written."""
+
+    def __init__(self, quota: int, what: str, setting: str = "Limits.disk_bytes",
+                 files: Optional[int] = None, files_setting: str = "Limits.disk_files") -> None:
         self.quota = quota
         self.limit = quota + EXPORT_SLACK
         self.used = 0
         self.what = what  # "snapshot of sandbox <id>": what is refused
         self.setting = setting  # how the quota is set
+        self.files = files if files is not None else Limits().disk_files
+        self.files_limit = self.files + EXPORT_SLACK_FILES
+        self.files_setting = files_setting
+        self.entries = 0
 
-    def take(self, size: int, name: str, file_size: Optional[int] = None) -> None:
+    def _allows(self) -> str:
+        return f"more than the disk quota of {self.quota} bytes + 1 MiB allows ({self.setting}"
+
+    def take(self, size: int, name: Name, file_size: Optional[int] = None) -> None:
         """Count `size` more bytes of file content (`name`: the guest path, for the message;
         `file_size`: the file's size read so far, when `size` is one piece of it)."""
         if self.used + size > self.limit:
             shown = size if file_size is None else file_size
             raise NotEnoughSpaceException(
-                f"{self.what} refused: {name} is {'at least ' if file_size is not None else ''}{shown} bytes "
-                f"({self.used + size} bytes of file content in all), more than the disk quota of {self.quota} "
-                f"bytes + 1 MiB allows ({self.setting}; sparse files count at their apparent size)")
+                f"{self.what} refused: {shown_path(name if isinstance(name, str) else name())} is "
+                f"{'at least ' if file_size is not None else ''}{shown} bytes ({self.used + size} bytes in all, "
+                f"names and headers included), {self._allows()}; sparse files count at their apparent size)")
         self.used += size
+
+    def entry(self, name: Name, metadata: int = 0) -> None:
+        """Count one entry (a file, folder or link) and `metadata` bytes written about it."""
+        self.entries += 1
+        if self.entries > self.files_limit:
+            raise NotEnoughSpaceException(
+                f"{self.what} refused: more than {self.files_limit} files and folders, more than the disk "
+                f"quota of {self.files} files and folders + {EXPORT_SLACK_FILES} allows ({self.files_setting})")
+        if self.used + metadata > self.limit:
+            raise NotEnoughSpaceException(
+                f"{self.what} refused: {shown_path(name if isinstance(name, str) else name())} needs {metadata} "
+                f"bytes of names and headers ({self.used + metadata} bytes in all), {self._allows()}; an export "
+                "carries each entry's whole path, so folders nested deep cost it more than they cost the quota)")
+        self.used += metadata
 
 
 class Exactly:

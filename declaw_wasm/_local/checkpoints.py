@@ -10,9 +10,9 @@ checkpointed sandbox keeps one. The reply of the turn is sent only once its chec
 published, so a turn the caller saw complete is never lost.
 
 What it costs is what changed: a turn that changed nothing (a command that wrote no file, a
-read) is seen by a fingerprint (every private file's path, size, mode, inode and mtime, and each
-context's turns) and costs a walk of the sandbox's folders, no snapshot; a cell's snapshot is
-its context's memory pages that differ from the warm image plus the folders
+read) is seen by a fingerprint (a digest of every private file's place, size, mode, inode and
+mtime, and each context's turns) and costs a walk of the sandbox's folders, no snapshot; a
+cell's snapshot is its context's memory pages that differ from the warm image plus the folders
 (benchmarks/README.md, "Checkpoints"). A sandbox is captured only at rest: while a background
 command runs, or a cell runs in another context, the turn is not checkpointed (the next turn,
 at the latest the command's end, is).
@@ -25,11 +25,15 @@ as a call argument: they are never in a checkpoint (snapshots never store them).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import os
+import struct
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
+from .._hostdirs import DIR_FLAGS, walk_entries
 from .._state import RecordNotFound, StateError
 from ..exceptions import ConflictException, SandboxException
 
@@ -117,29 +121,23 @@ class Checkpoints:
 
 
 def fingerprint(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> tuple[Any, ...]:
-    """What a checkpoint would capture, cheaply: each private file's path, type, size, inode and
-    mtime, and each context's id and turns (a cell always changes its context's memory)."""
+    """What a checkpoint would capture, cheaply: a digest of each private entry's place in its
+    tree, name, type, size, inode and mtime, and each context's id and turns (a cell always
+    changes its context's memory). Walked by descriptor (`walk_entries`): every entry counts
+    however deep it is, and the host holds a digest, not a list of the sandbox's paths."""
     from .snapshots import private_trees
 
-    files: list[tuple[Any, ...]] = []
+    digest = hashlib.blake2b(digest_size=32)
     for guest, host in private_trees(sandbox):
-        stack = [(guest, str(host))]
-        while stack:
-            label, folder = stack.pop()
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                files.append((f"{label}/{entry.name}", st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns))
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((f"{label}/{entry.name}", entry.path))
+        digest.update(guest.encode("utf-8", "surrogateescape") + b"\0")
+        for parents, _, name, st in walk_entries(functools.partial(os.open, host, DIR_FLAGS), sort=True):
+            digest.update(_ENTRY.pack(len(parents), st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns))
+            digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
     contexts = tuple((k.context.id, k.turns) for k in kernels)
-    return (tuple(sorted(files)), contexts)
+    return (digest.digest(), contexts)
+
+
+_ENTRY = struct.Struct("<IIqQq")  # depth, mode, size, inode, mtime (ns): the walk's order gives the tree
 
 
 def latest(store: "SnapshotStore", sandbox_id: str) -> "SnapshotRecord":

@@ -34,7 +34,7 @@ from typing import Any, IO, Iterator, List, Optional, Protocol, Sequence
 
 from .._args import path as check_path
 from .._backend import WriteData
-from .._hostdirs import DIR_FLAGS, EXPORT_SLACK, Walk, counted_bytes, remove_tree, usage
+from .._hostdirs import DIR_FLAGS, EXPORT_SLACK, PATH_MAX, Walk, counted_bytes, remove_tree, usage
 from .._wasm.layout import HOME, WRITABLE, Mount, make_root, root_mounts
 from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
@@ -50,6 +50,11 @@ class Writer(Protocol):
 
 MAX_SYMLINK_HOPS = 40
 CHUNK = 1 << 20
+# What one `files.list` may hold in the host's memory (~1.5 KB an entry, plus its strings): as
+# many entries as a sandbox holds by default (Limits.disk_files), and this many bytes of paths,
+# link targets and metadata (a guest can make each path ~4 KB long at no cost to its quota).
+MAX_LIST_ENTRIES = 100_000
+MAX_LIST_BYTES = 16 << 20
 # A file's metadata (E2B's `metadata=`): one extended attribute on the host file, JSON. It follows
 # the inode (a guest's `mv` keeps it), and a guest cannot see or change it (WASI has no xattrs).
 META_XATTR = "user.declaw-wasm.metadata"
@@ -231,6 +236,10 @@ class SandboxFS:
         """The disk quota every export of this tree is bounded by (a tree made without limits:
         the default quota, `Limits().disk_bytes`, so that no export is ever unbounded)."""
         return (self.limits or Limits()).disk_bytes
+
+    def quota_files(self) -> int:
+        """The files and folders every export of this tree is bounded by (as `quota_bytes`)."""
+        return (self.limits or Limits()).disk_files
 
     def _room(self, new_bytes: int, used: Optional[List[int]] = None) -> Optional[int]:
         """Bytes a write may still add under the disk quota (None: no quota); raises
@@ -602,6 +611,10 @@ class SandboxFS:
         return max(0, self.limits.disk_bytes - used_bytes), max(0, self.limits.disk_files - used_files)
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
+        """Entries under `path`, `depth` levels deep, sorted by path: at most `MAX_LIST_ENTRIES`
+        entries and `MAX_LIST_BYTES` of paths, link targets and metadata (past either:
+        InvalidArgumentException naming it, before more is held); an entry whose path is longer
+        than PATH_MAX is left out with what it holds (no path-taking call could name it)."""
         if depth is None or depth < 1:
             raise InvalidArgumentException("depth should be at least 1")
         with self._call():
@@ -614,8 +627,10 @@ class SandboxFS:
         """Entries below `start`, depth-first, each folder opened once from the one above it
         (`Walk`) and each entry stat'ed in its folder: linear in the entries, however deep.
         Entries that vanish meanwhile are left out; symlinks (loops too) are listed, never
-        followed into."""
+        followed into; entries past PATH_MAX are left out, never walked into; the listing is
+        bounded as `list` says."""
         out: List[EntryInfo] = []
+        held = 0  # bytes of paths, link targets and metadata in `out`
         stack = [(start.guest, depth)]
         walks: dict[str, Walk] = {}
         try:
@@ -639,9 +654,19 @@ class SandboxFS:
                 subfolders = []
                 for name in names:
                     child = posixpath.join(folder, name)
+                    if len(child) > PATH_MAX // 4 and len(child.encode("utf-8", "surrogateescape")) > PATH_MAX:
+                        continue  # no call can name it (a guest nests folders past it by renaming them)
                     info = self._listed(child, fd, name)
                     if info is None:
                         continue
+                    held += len(info.path) + len(info.symlink_target or "") + \
+                        sum(len(k) + len(v) for k, v in (info.metadata or {}).items())
+                    if len(out) >= MAX_LIST_ENTRIES or held > MAX_LIST_BYTES:
+                        raise InvalidArgumentException(
+                            f"listing {start.guest} {depth} levels deep refused: more than "
+                            + (f"{MAX_LIST_ENTRIES} entries" if len(out) >= MAX_LIST_ENTRIES
+                               else f"{MAX_LIST_BYTES} bytes of paths, link targets and metadata")
+                            + " (files.list's limit): list a folder further down, or fewer levels")
                     out.append(info)
                     if left > 1 and info.type == FileType.DIR and info.symlink_target is None:
                         subfolders.append(child)

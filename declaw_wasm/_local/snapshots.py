@@ -27,9 +27,11 @@ name nothing, or a file opened later, and writes would go astray).
   sandbox's `state.json` says it is paused. **Resume** takes the sandbox's lease first
   (`Held`: one process runs a sandbox at a time; the lease is renewed while it runs and released
   on pause or kill), so two processes racing to resume get one winner and a clear error.
-* Every one of them carries at most the sandbox's disk quota + 1 MiB of file content, counted as
-  it is read (trees.py, `_hostdirs.ExportBudget`): past that it fails with
-  `NotEnoughSpaceException` naming the quota and the file, and leaves nothing in the store.
+* Every one of them carries at most the sandbox's disk quota + 1 MiB, file content and tar
+  headers (each entry's path, link target, metadata) together, and its file count + 1024
+  entries, counted as it is read and written (trees.py, `_hostdirs.ExportBudget`): past that it
+  fails with `NotEnoughSpaceException` naming the quota and the file, and leaves nothing in the
+  store.
 
 Secrets never reach the store: a resume in another process takes `secrets=` (and `vault=`)
 again; their placeholders are kept, so the guest's environment (in memory) still matches.
@@ -285,7 +287,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     # the files are bounded by the disk quota: a guest's sparse or growing file cannot make a
     # snapshot carry more (trees.py)
     budget = ExportBudget(sandbox.limits.disk_bytes, f"{EXPORTS.get(source, 'snapshot')} of sandbox "
-                                                     f"{sandbox.sandbox_id}")
+                                                     f"{sandbox.sandbox_id}", files=sandbox.limits.disk_files)
     try:
         # the files first: a sandbox over its disk quota is refused before any context is captured
         tree_entries = []
@@ -498,7 +500,7 @@ def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbo
 
     def fill_trees(fs: "SandboxFS") -> None:
         hosts = {mount.guest: mount.host for mount in fs.mounts}
-        budget = ExportBudget(fs.quota_bytes(), f"restore of snapshot {record.snapshot_id}")
+        budget = ExportBudget(fs.quota_bytes(), f"restore of snapshot {record.snapshot_id}", files=fs.quota_files())
         for guest, part in tree_parts:
             host = hosts.get(guest)
             if host is None:
@@ -520,12 +522,12 @@ def fork_source(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> Restoring:
     first, before its contexts are captured (and each fork's copy counts again as it copies)."""
     sources = private_trees(sandbox)
     what = f"fork of sandbox {sandbox.sandbox_id}"
-    trees.count_files(sources, ExportBudget(sandbox.limits.disk_bytes, what))
+    trees.count_files(sources, ExportBudget(sandbox.limits.disk_bytes, what, files=sandbox.limits.disk_files))
     contexts = capture_contexts(sandbox, kernels)
 
     def fill(fs: "SandboxFS") -> None:
         hosts = {mount.guest: mount.host for mount in fs.mounts}
-        budget = ExportBudget(sandbox.limits.disk_bytes, what)
+        budget = ExportBudget(sandbox.limits.disk_bytes, what, files=sandbox.limits.disk_files)
         for guest, host in sources:
             target = hosts.get(guest)
             if target is None:

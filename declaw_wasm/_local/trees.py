@@ -11,9 +11,16 @@ FIFOs); if something does, it is left out.
 
 Every export is bounded by the sandbox's disk quota (`_hostdirs.ExportBudget`): each regular
 file's size is counted, from the descriptor that is then read, before any of it is read, and no
-more than that is read from it (`Exactly`); a tree whose files add up to more than the quota
-+ 1 MiB fails the export with `NotEnoughSpaceException`. Reading a tree back counts its members
-the same way, against the restored sandbox's quota.
+more than that is read from it (`Exactly`); each entry counts once against the quota's file count
+and with the bytes of its tar header (path, link target, metadata) and padding against its bytes;
+a tree that adds up to more than the quota + 1 MiB (or its files and folders + 1024) fails the
+export with `NotEnoughSpaceException`. Reading a tree back counts its members the same way,
+against the restored sandbox's quota. A tree is written with `_tarstream.TarWriter`, which keeps
+no member once written (tarfile's `TarFile` keeps them all: every path, whole, in memory), and a
+tree deeper or with a longer path than a restore reads back (`MAX_DEPTH`, `MAX_NAME_BYTES`) is
+refused as it is written, so no snapshot is stored that cannot be restored. The walks go by file
+descriptor (`_hostdirs.walk_entries`, `Walk`): paths longer than PATH_MAX are carried like any
+other, and each entry costs O(1) folder opens however deep it is.
 
 Reading a tar back treats it as hostile input, even though we wrote it (a state store can be
 shared, or damaged): member names must be relative, without `..`, NUL or empty parts, and within
@@ -26,19 +33,21 @@ the format; it never extracts anything itself.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import tarfile
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
-from .._hostdirs import DIR_FLAGS, Exactly, ExportBudget, Walk
+from .._hostdirs import DIR_FLAGS, Exactly, ExportBudget, Name, Walk, shown_path, walk_entries
+from .._tarstream import BoundedTarInfo, TarWriter, header_bytes, members
 from .._volumes.hostfs import UnsafePath, copy_fd, create_file, open_dir, open_dir_at
-from ..exceptions import SandboxException
+from ..exceptions import SandboxException, SnapshotException
 from .files import META_XATTR
 
-MAX_NAME_BYTES = 1 << 20  # a path in a tree (a guest can nest ~1050 folders of 255 bytes)
-MAX_DEPTH = 4096
+MAX_NAME_BYTES = 1 << 20  # a path in a tree (a guest can nest folders far below WASI's 4096 bytes)
+MAX_DEPTH = 4096  # levels of folders in a tree
 COPY_CHUNK = 1 << 20
 PAX_META = "DECLAW.metadata"
 
@@ -47,32 +56,35 @@ class TreeError(SandboxException):
     """A tree that cannot be read back (damaged, or not one of ours)."""
 
 
+class _TreeTarInfo(BoundedTarInfo):
+    MAX_HEADER = MAX_NAME_BYTES + (64 << 10)  # a path, a link target, a file's metadata
+
+
 def _entries(top: Path) -> Iterator[tuple[list[str], int, str, os.stat_result]]:
-    """Every entry below `top` as (parts, fd of its folder, name, lstat), folders before what
-    they hold; iterative, links never followed, folder fds bounded by `Walk`."""
-    walk = Walk(lambda: os.open(top, DIR_FLAGS))
-    stack: list[list[str]] = [[]]
-    try:
-        while stack:
-            parts = stack.pop()
-            try:
-                fd = walk.folder(parts)
-                names = sorted(os.listdir(fd))
-            except OSError:
-                continue  # swapped for something else meanwhile: skipped
-            subfolders = []
-            for name in names:
-                try:
-                    fd = walk.folder(parts)
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                yield parts + [name], fd, name, st
-                if stat.S_ISDIR(st.st_mode):
-                    subfolders.append(parts + [name])
-            stack.extend(reversed(subfolders))
-    finally:
-        walk.close()
+    """Every entry below `top` as (folder names from `top`, fd of that folder, name, lstat),
+    folders before what they hold, by name; links never followed (`walk_entries`). The list
+    and the fd are valid until the next entry."""
+    return walk_entries(lambda: os.open(top, DIR_FLAGS), sort=True)
+
+
+class _Dest:
+    """The folders of a tree being laid out below `root`, reached by a `Walk` (O(1) opens per
+    entry when entries come folders first, as ours do); a folder the walk cannot reach (missing:
+    a tree not ours) is made, walking from `root` with O_NOFOLLOW at each step."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.walk = Walk(lambda: os.dup(root))
+
+    def folder(self, parts: list[str]) -> int:
+        """An fd of the folder `parts` (the caller closes it)."""
+        try:
+            return os.dup(self.walk.folder(parts))
+        except OSError:
+            return open_dir_at(self.root, parts, create=True)
+
+    def close(self) -> None:
+        self.walk.close()
 
 
 def _metadata(fd: int) -> Optional[bytes]:
@@ -82,26 +94,43 @@ def _metadata(fd: int) -> Optional[bytes]:
         return None
 
 
-def _shown(guest: str, parts: list[str]) -> str:
-    return f"{guest.rstrip('/')}/{'/'.join(parts)}"
+def _shown(guest: str, path: str) -> str:
+    return f"{guest.rstrip('/')}/{path}"
+
+
+def _joined(guest: str, parents: list[str], name: str) -> str:
+    return _shown(guest, "/".join([*parents, name]))
 
 
 def write_tar(top: Path, out: IO[bytes], budget: ExportBudget, guest: str) -> tuple[int, int]:
     """Write the tree below `top` (the guest's folder `guest`) to `out` as an uncompressed PAX
-    tar stream, its file content counted in `budget`; (entries, bytes of file content)."""
+    tar stream, counted in `budget` (file content, entries, headers); (entries, bytes of file
+    content). A tree a restore would refuse (deeper than `MAX_DEPTH`, a path over
+    `MAX_NAME_BYTES`) is refused here (SnapshotException)."""
     count = size = 0
-    with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for parts, dir_fd, name, st in _entries(top):
-            info = tarfile.TarInfo("/".join(parts))
+    with TarWriter(out, budget) as tar:
+        for parents, dir_fd, name, st in _entries(top):
+            path = "/".join([*parents, name])
+            shown = functools.partial(_shown, guest, path)
+            if len(parents) >= MAX_DEPTH or len(path) > MAX_NAME_BYTES // 4 and \
+                    len(path.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+                raise SnapshotException(
+                    f"{budget.what} refused: {shown_path(shown())} is {len(parents) + 1} folders deep, a path of "
+                    f"{len(path.encode('utf-8', 'surrogateescape'))} bytes: a tree carries at most {MAX_DEPTH} levels "
+                    f"and {MAX_NAME_BYTES} bytes of path (move it up, or remove it)")
+            info = tarfile.TarInfo(path)
             info.mode = stat.S_IMODE(st.st_mode)
             info.mtime = st.st_mtime
             if stat.S_ISDIR(st.st_mode):
                 info.type = tarfile.DIRTYPE
-                tar.addfile(info)
+                tar.add(info, name=shown)
             elif stat.S_ISLNK(st.st_mode):
                 info.type = tarfile.SYMTYPE
-                info.linkname = os.readlink(name, dir_fd=dir_fd)
-                tar.addfile(info)
+                try:
+                    info.linkname = os.readlink(name, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                tar.add(info, name=shown)
             elif stat.S_ISREG(st.st_mode):
                 try:
                     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -109,12 +138,12 @@ def write_tar(top: Path, out: IO[bytes], budget: ExportBudget, guest: str) -> tu
                     continue
                 with os.fdopen(fd, "rb") as f:
                     st = os.fstat(f.fileno())
-                    budget.take(st.st_size, _shown(guest, parts))
+                    budget.take(st.st_size, shown)
                     info.size = st.st_size
                     meta = _metadata(f.fileno())
                     if meta is not None:
                         info.pax_headers = {PAX_META: meta.decode("utf-8", "replace")}
-                    tar.addfile(info, Exactly(f, st.st_size))
+                    tar.add(info, Exactly(f, st.st_size), name=shown)
                 size += st.st_size
             else:
                 continue
@@ -123,13 +152,15 @@ def write_tar(top: Path, out: IO[bytes], budget: ExportBudget, guest: str) -> tu
 
 
 def count_files(sources: list[tuple[str, Path]], budget: ExportBudget) -> None:
-    """Count the regular files of the trees `(guest folder, host folder)` in `budget` by their
-    sizes now, so that an export over it is refused before anything else is done (the export
-    itself counts again, from each descriptor it reads)."""
+    """Count the trees `(guest folder, host folder)` in `budget`: their entries, and their
+    regular files by their sizes now, so that an export over it is refused before anything
+    else is done (the export itself counts again, from each descriptor it reads)."""
     for guest, top in sources:
-        for parts, _, _, st in _entries(top):
+        for parents, _, name, st in _entries(top):
+            shown = functools.partial(_joined, guest, parents, name)  # made only for a refusal
+            budget.entry(shown)
             if stat.S_ISREG(st.st_mode):
-                budget.take(st.st_size, _shown(guest, parts))
+                budget.take(st.st_size, shown)
 
 
 def _member_parts(name: str) -> list[str]:
@@ -143,35 +174,39 @@ def _member_parts(name: str) -> list[str]:
 
 def read_tar(stream: IO[bytes], top: Path, budget: ExportBudget, guest: str) -> int:
     """Lay out the tree in the tar `stream` below the existing folder `top` (the guest's folder
-    `guest`), its file content counted in `budget` (see the module docstring for what is
+    `guest`), counted in `budget` as it was when written (see the module docstring for what is
     refused); the entries made."""
     count = 0
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|")
+        tar = tarfile.open(fileobj=stream, mode="r|", tarinfo=_TreeTarInfo)
     except tarfile.TarError as exc:
         raise TreeError(f"not a tree: {exc}") from None
     root = os.open(top, DIR_FLAGS)
+    dest = _Dest(root)
     try:
         with tar:
-            for member in tar:
+            for member in members(tar):
                 parts = _member_parts(member.name)
+                shown = functools.partial(_shown, guest, member.name)
                 if member.isreg():
-                    budget.take(member.size, _shown(guest, parts))
+                    budget.take(member.size, shown)
+                budget.entry(shown, header_bytes(member))
                 try:
-                    _make(tar, member, root, parts)
+                    _make(tar, member, dest, parts)
                 except (UnsafePath, OSError) as exc:
                     raise TreeError(f"tree member {member.name[:200]!r}: {exc}") from None
                 count += 1
     except tarfile.TarError as exc:
         raise TreeError(f"tree damaged or truncated: {exc}") from None
     finally:
+        dest.close()
         os.close(root)
     return count
 
 
-def _make(tar: tarfile.TarFile, member: tarfile.TarInfo, root: int, parts: list[str]) -> None:
+def _make(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: _Dest, parts: list[str]) -> None:
     mode = member.mode & 0o777
-    parent = open_dir_at(root, parts[:-1], create=True)
+    parent = dest.folder(parts[:-1])
     name = parts[-1]
     try:
         if member.isdir():
@@ -216,14 +251,18 @@ def _kind(member: tarfile.TarInfo) -> str:
 def copy_tree(src: Path, dst: Path, budget: ExportBudget, guest: str) -> int:
     """Copy the tree below `src` (the guest's folder `guest`) into the existing folder `dst`
     (fork): files by reflink where the file system can, else `copy_file_range`, each at most the
-    size counted in `budget`; symlinks as symlinks; never following one. The entries copied."""
+    size counted in `budget`, every entry counted against its file count; symlinks as symlinks;
+    never following one. The entries copied."""
     count = 0
     root = os.open(dst, DIR_FLAGS)
+    dest = _Dest(root)
     try:
-        for parts, dir_fd, name, st in _entries(src):
+        for parents, dir_fd, name, st in _entries(src):
+            shown = functools.partial(_joined, guest, parents, name)  # made only for a refusal
+            budget.entry(shown)
             mode = stat.S_IMODE(st.st_mode)
             try:
-                parent = open_dir_at(root, parts[:-1], create=True)
+                parent = dest.folder(parents)
             except (UnsafePath, OSError):
                 continue
             try:
@@ -235,7 +274,7 @@ def copy_tree(src: Path, dst: Path, budget: ExportBudget, guest: str) -> int:
                 elif stat.S_ISLNK(st.st_mode):
                     os.symlink(os.readlink(name, dir_fd=dir_fd), name, dir_fd=parent)
                 elif stat.S_ISREG(st.st_mode):
-                    _copy_file(dir_fd, name, parent, mode, budget, _shown(guest, parts))
+                    _copy_file(dir_fd, name, parent, mode, budget, shown)
                     os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=parent, follow_symlinks=False)
                 else:
                     continue
@@ -245,11 +284,12 @@ def copy_tree(src: Path, dst: Path, budget: ExportBudget, guest: str) -> int:
                 os.close(parent)
             count += 1
     finally:
+        dest.close()
         os.close(root)
     return count
 
 
-def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, budget: ExportBudget, shown: str) -> None:
+def _copy_file(src_dir: int, name: str, dst_dir: int, mode: int, budget: ExportBudget, shown: Name) -> None:
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
     try:
         size = os.fstat(src).st_size

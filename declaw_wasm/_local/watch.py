@@ -10,7 +10,10 @@ every watch be added on a folder this module opened itself, walking from the mou
 (`/proc/self/fd/N`), never a path a guest can redirect. Symlinks are reported, never entered.
 
 Reads are on demand (`events()`), so a watch holds one inotify descriptor and no thread. Caps:
-`MAX_WATCHES` open watches per sandbox, `MAX_FOLDERS` folders per recursive watch.
+`MAX_WATCHES` open watches per sandbox, `MAX_FOLDERS` folders per recursive watch, `MAX_FOUND`
+entries reported as created for a folder that arrived full, and no folder or entry whose guest
+path is longer than PATH_MAX (a guest nests folders past it by renaming them into each other;
+no path-taking call reaches them, and a watch would hold their paths, each one longer).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
+from .._hostdirs import PATH_MAX
 from ..exceptions import InvalidArgumentException, RateLimitException, SandboxException
 from ..models import FileType, FilesystemEvent, FilesystemEventType
 
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
 
 MAX_WATCHES = 16  # per sandbox
 MAX_FOLDERS = 1024  # per recursive watch
+MAX_FOUND = 4096  # entries reported as created for one folder that arrived full (the rest: not reported)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -102,13 +107,17 @@ class LocalWatcher:
                 self._folders[wd] = folder
                 if walk:
                     for name in sorted(os.listdir(fd)):
+                        path = posixpath.join(folder, name)
+                        if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+                            continue
                         try:
                             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                         except OSError:
                             continue
-                        found.append((posixpath.join(folder, name), stat.S_ISREG(st.st_mode) and st.st_size > 0))
+                        if len(found) < MAX_FOUND:
+                            found.append((path, stat.S_ISREG(st.st_mode) and st.st_size > 0))
                         if stat.S_ISDIR(st.st_mode):
-                            todo.append((posixpath.join(folder, name), below + (name,)))
+                            todo.append((path, below + (name,)))
             finally:
                 os.close(fd)
         return found
@@ -150,6 +159,8 @@ class LocalWatcher:
                 if kind is None:
                     continue
                 path = posixpath.join(folder, event.name)
+                if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+                    continue  # as a listing: no call could name it
                 is_dir = bool(event.mask & self._lib.flags.ISDIR)
                 out.append(self._event(path, kind))
                 if self.recursive and is_dir and event.mask & (self._lib.flags.CREATE | self._lib.flags.MOVED_TO):

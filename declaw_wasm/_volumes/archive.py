@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 
+from .._tarstream import TarWriter
+from .._tarstream import members as tar_members
 from ..exceptions import InvalidArgumentException, NotEnoughSpaceException
 from .tree import Entry, Tree, check_volume_path
 
@@ -50,6 +52,7 @@ MAX_HEADER = 1 << 20
 _HEADER_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
                  tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
 CHUNK = 1 << 20
+MAX_DROPPED_SHOWN = 100  # dropped members named in `Ingest.dropped` (the rest are counted)
 
 Source = Union[bytes, bytearray, memoryview, IO[bytes], Iterable[bytes]]
 
@@ -130,10 +133,17 @@ def _decompressed(raw: Any) -> IO[bytes]:
 
 @dataclass
 class Ingest:
-    """What an archive or folder brought in."""
+    """What an archive or folder brought in: its tree, and what it dropped (the first
+    `MAX_DROPPED_SHOWN` named, all counted: an archive can drop ~200 000 members)."""
 
     tree: Tree
     dropped: list[str] = field(default_factory=list)
+    dropped_count: int = 0
+
+    def drop(self, what: str) -> None:
+        self.dropped_count += 1
+        if len(self.dropped) < MAX_DROPPED_SHOWN:
+            self.dropped.append(what)
 
 
 def _data_filter() -> Optional[Callable[[tarfile.TarInfo, str], Optional[tarfile.TarInfo]]]:
@@ -190,10 +200,7 @@ def read_tar(source: Source, pack: Any, *, tree: Optional[Tree] = None, base: st
                 raise ArchiveError(f"volume data is not a tar archive (tar.gz expected): {exc}") from None
             raise ArchiveError(f"volume archive is damaged or truncated: {exc}") from None
         with tar:
-            while True:
-                member = tar.next()
-                if member is None:
-                    break
+            for member in tar_members(tar):  # none kept: tarfile's own list would hold every name
                 members += 1
                 if members > max_members:
                     raise NotEnoughSpaceException(f"volume archive has more than {max_members} members")
@@ -214,7 +221,7 @@ def read_tar(source: Source, pack: Any, *, tree: Optional[Tree] = None, base: st
                 if not reason:
                     reason = _add_member(tar, member, path, tree, pack, budget, version)
                 if reason:
-                    out.dropped.append(f"{member.name[:200]!r}: {reason}")
+                    out.drop(f"{member.name[:200]!r}: {reason}")
     except _STREAM_ERRORS as exc:
         if isinstance(exc, (NotEnoughSpaceException, InvalidArgumentException)):
             raise
@@ -222,7 +229,7 @@ def read_tar(source: Source, pack: Any, *, tree: Optional[Tree] = None, base: st
     finally:
         shutil.rmtree(fake_dest, ignore_errors=True)
     if out.dropped:
-        log.warning("volume archive: %d member(s) dropped, e.g. %s", len(out.dropped), out.dropped[:3])
+        log.warning("volume archive: %d member(s) dropped, e.g. %s", out.dropped_count, out.dropped[:3])
     return out
 
 
@@ -313,7 +320,7 @@ def read_folder(folder: Path, pack: Any, *, tree: Optional[Tree] = None, base: s
             try:
                 path = check_volume_path(posixpath.join(rel, entry.name))
             except InvalidArgumentException as exc:
-                out.dropped.append(f"{entry.path}: {exc}")
+                out.drop(f"{entry.path[:200]}: {exc}")
                 continue
             est = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(est.st_mode):
@@ -324,9 +331,9 @@ def read_folder(folder: Path, pack: Any, *, tree: Optional[Tree] = None, base: s
             elif stat.S_ISREG(est.st_mode):
                 _add_host_file(Path(entry.path), path, est, tree, pack, budget, version)
             else:
-                out.dropped.append(f"{entry.path}: only regular files and folders are kept")
+                out.drop(f"{entry.path[:200]}: only regular files and folders are kept")
     if out.dropped:
-        log.warning("volume folder: %d entries dropped, e.g. %s", len(out.dropped), out.dropped[:3])
+        log.warning("volume folder: %d entries dropped, e.g. %s", out.dropped_count, out.dropped[:3])
     return out
 
 
@@ -354,7 +361,7 @@ def write_tar_gz(out: IO[bytes], items: Iterable[tuple[str, Entry, Optional[IO[b
     """Write a tar.gz of (path, entry, content reader) items: folders and regular files, owned
     by 0:0, the entries' modes and mtimes (deterministic for the same tree)."""
     with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=6) as gz, \
-            tarfile.open(fileobj=gz, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            TarWriter(gz) as tar:  # type: ignore[arg-type]  # write() is all it needs
         for path, entry, content in items:
             info = tarfile.TarInfo(path)
             info.mtime = int(entry.mtime)
@@ -363,8 +370,8 @@ def write_tar_gz(out: IO[bytes], items: Iterable[tuple[str, Entry, Optional[IO[b
             if entry.kind == "d":
                 info.type = tarfile.DIRTYPE
                 info.mode = entry.mode or 0o755
-                tar.addfile(info)
+                tar.add(info)
             else:
                 info.size = entry.size
                 info.mode = entry.mode or 0o644
-                tar.addfile(info, content)
+                tar.add(info, content)

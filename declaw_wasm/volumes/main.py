@@ -22,9 +22,11 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, L
 
 from .._backend import SandboxBackend
 from .._hostdirs import Exactly, ExportBudget
+from .._tarstream import TarWriter
 from ..exceptions import InvalidArgumentException, NotFoundException
 from ..limits import Limits
 from .._volumes.archive import Source
+from .._volumes.tree import MAX_DEPTH as MAX_LEVELS  # what a volume keeps: a snapshot lists no deeper
 from ..settings import api_key as api_key_setting
 from ..settings import remote_for
 
@@ -63,14 +65,15 @@ def _local_tree(sandbox_id: str, path: str) -> IO[bytes]:
 
     fs = LocalSandboxes().connect(sandbox_id).fs
     info = fs.get_info(path)
-    budget = ExportBudget(fs.quota_bytes(), f"volume snapshot of {info.path} in sandbox {sandbox_id}")
+    budget = ExportBudget(fs.quota_bytes(), f"volume snapshot of {info.path} in sandbox {sandbox_id}",
+                          files=fs.quota_files())
     out = tempfile.SpooledTemporaryFile(max_size=32 << 20)  # noqa: SIM115 -- returned; bounded by `budget`
-    with _closed_on_error(out), tarfile.open(fileobj=out, mode="w|") as tar:
+    with _closed_on_error(out), TarWriter(out, budget) as tar:
         if info.type == FileType.FILE:
             entries = [info]
             top = posixpath.dirname(info.path)
         else:
-            entries = fs.list(info.path, depth=4096)
+            entries = fs.list(info.path, depth=MAX_LEVELS)
             top = info.path
         for entry in entries:
             name = posixpath.relpath(entry.path, top)
@@ -79,12 +82,12 @@ def _local_tree(sandbox_id: str, path: str) -> IO[bytes]:
             member.mode = entry.mode
             if entry.type == FileType.DIR and entry.symlink_target is None:
                 member.type = tarfile.DIRTYPE
-                tar.addfile(member)
+                tar.add(member, name=entry.path)
             elif entry.type == FileType.FILE and entry.symlink_target is None:
                 with fs.open_read(entry.path) as f:
                     member.size = os.fstat(f.fileno()).st_size
                     budget.take(member.size, entry.path)
-                    tar.addfile(member, Exactly(f, member.size))  # type: ignore[arg-type]  # read() is all it needs
+                    tar.add(member, Exactly(f, member.size), name=entry.path)  # type: ignore[arg-type]
     out.seek(0)
     return out
 
@@ -107,19 +110,20 @@ def backend_tree(backend: SandboxBackend, path: str) -> IO[bytes]:
     """A sandbox's folder (or file) `path` as a tar stream, through any backend's files API (a
     server's sandboxes may live in a process pool or on Ray): regular files and folders, links
     not followed; a file gone meanwhile is left out. Each file is spooled before it is added,
-    so the size in its header is what was read. At most the sandbox's disk quota + 1 MiB of
-    file content, counted as it arrives (NotEnoughSpaceException past it)."""
+    so the size in its header is what was read. At most the sandbox's disk quota + 1 MiB, file
+    content and tar headers together, counted as it arrives (NotEnoughSpaceException past it);
+    folders at most 256 levels deep (what a volume keeps), as the listing bounds them."""
     from ..models import FileType
 
     info = backend.get_info(path)
     budget = ExportBudget(backend.metrics().disk_total or Limits().disk_bytes,
                           f"volume snapshot of {info.path} in sandbox {backend.sandbox_id}")
     out = tempfile.SpooledTemporaryFile(max_size=32 << 20)  # noqa: SIM115 -- returned; bounded by `budget`
-    with _closed_on_error(out), tarfile.open(fileobj=out, mode="w|") as tar:
+    with _closed_on_error(out), TarWriter(out, budget) as tar:
         if info.type == FileType.FILE:
             entries, top = [info], posixpath.dirname(info.path)
         else:
-            entries, top = backend.list(info.path, 4096), info.path
+            entries, top = backend.list(info.path, MAX_LEVELS), info.path
         for entry in entries:
             if entry.symlink_target is not None:
                 continue
@@ -128,7 +132,7 @@ def backend_tree(backend: SandboxBackend, path: str) -> IO[bytes]:
             member.mode = entry.mode
             if entry.type == FileType.DIR:
                 member.type = tarfile.DIRTYPE
-                tar.addfile(member)
+                tar.add(member, name=entry.path)
             elif entry.type == FileType.FILE:
                 with tempfile.SpooledTemporaryFile(max_size=8 << 20) as body:
                     try:
@@ -143,7 +147,7 @@ def backend_tree(backend: SandboxBackend, path: str) -> IO[bytes]:
                         chunks.close()
                     member.size = body.tell()
                     body.seek(0)
-                    tar.addfile(member, body)
+                    tar.add(member, body, name=entry.path)
     out.seek(0)
     return out
 

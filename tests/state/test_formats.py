@@ -227,3 +227,162 @@ def _sparse_grow(path: Path, size: int) -> None:
     with open(path, "r+b") as f:
         f.seek(size - 1)
         f.write(b"x")
+
+
+# -- names, headers and entries count too (docs/security.md, "Exports and the disk quota") ------------
+NAME = "d" * 255
+
+
+def _nest(top: Path, names: list[str]) -> int:
+    """Folders `names` nested below `top`, made by descriptor (their host path may pass PATH_MAX,
+    as a guest's folders renamed into folders do); an fd of the deepest (the caller closes it)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for name in names:
+        os.mkdir(name, dir_fd=fd)
+        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _files(fd: int, count: int, data: bytes = b"") -> None:
+    for i in range(count):
+        out = os.open(f"f{i:05d}", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, data)
+        os.close(out)
+
+
+class _Sink:
+    """A write-only stream that keeps only its size."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+
+def test_a_tree_export_counts_names_and_headers_against_the_quota(tmp_path: Path) -> None:
+    """300 empty files ~10 KB of path each (40 nested 255-byte folders: past the host's PATH_MAX)
+    cost a quota nothing but an export ~3.3 MB of tar headers: a 2 MiB quota refuses the export
+    naming the path, its length and the headers; an 8 MiB one carries it, and no more; reading
+    it back counts the same headers; and the quota's own count (`usage`) sees a file down there."""
+    from declaw_wasm._hostdirs import PATH_MAX, usage
+
+    src = tmp_path / "src"
+    src.mkdir()
+    fd = _nest(src, [NAME] * 40)
+    try:
+        _files(fd, 300)
+        out = os.open("big", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, b"b" * MIB)
+        os.close(out)
+    finally:
+        os.close(fd)
+    assert len(str(src)) + 40 * 256 > PATH_MAX
+    used, entries = usage([src])
+    assert used >= MIB and entries == 40 + 301  # the quota counts what no path can reach
+    with pytest.raises(NotEnoughSpaceException, match=r"test export refused: /home/user/d+\.\.\.d+/f\d{5} \(a path "
+                                                      r"of 102\d\d bytes\) needs \d+ bytes of names and headers"
+                                                      r".*disk quota of 2097152 bytes \+ 1 MiB"):
+        trees.write_tar(src, _Sink(), _budget(2 * MIB), "/home/user")  # type: ignore[arg-type]
+    written = io.BytesIO()
+    trees.write_tar(src, written, _budget(8 * MIB), "/home/user")
+    assert 4 * MIB < written.tell() <= 9 * MIB + tarfile.RECORDSIZE
+    back = tmp_path / "back"
+    back.mkdir()
+    written.seek(0)
+    with pytest.raises(NotEnoughSpaceException, match="needs \\d+ bytes of names and headers"):
+        trees.read_tar(written, back, _budget(2 * MIB), "/home/user")
+    again = tmp_path / "again"
+    again.mkdir()
+    written.seek(0)
+    assert trees.read_tar(written, again, _budget(8 * MIB), "/home/user") == 40 + 301
+    assert usage([again]) == (used, entries)
+
+
+def test_a_tree_export_carries_at_most_the_quotas_file_count(tmp_path: Path) -> None:
+    """Empty files cost the byte quota nothing; each counts as one entry against its file count
+    (Limits.disk_files + 1024): write_tar, count_files (a fork's check), copy_tree and read_tar
+    refuse a tree with more, naming the limit."""
+    src = tmp_path / "src"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    _files(fd, 1100)
+    os.close(fd)
+    refused = (r"test export refused: more than 1034 files and folders.*quota of 10 files and folders \+ 1024"
+               r".*Limits.disk_files")
+    with pytest.raises(NotEnoughSpaceException, match=refused):
+        trees.write_tar(src, _Sink(), ExportBudget(1 << 30, "test export", files=10), "/home/user")  # type: ignore[arg-type]
+    with pytest.raises(NotEnoughSpaceException, match=refused):
+        trees.count_files([("/home/user", src)], ExportBudget(1 << 30, "test export", files=10))
+    copied = tmp_path / "copy"
+    copied.mkdir()
+    with pytest.raises(NotEnoughSpaceException, match=refused):
+        trees.copy_tree(src, copied, ExportBudget(1 << 30, "test export", files=10), "/home/user")
+    assert len(os.listdir(copied)) == 1034
+    written = io.BytesIO()
+    trees.write_tar(src, written, _budget(), "/home/user")
+    written.seek(0)
+    back = tmp_path / "back"
+    back.mkdir()
+    with pytest.raises(NotEnoughSpaceException, match=refused):
+        trees.read_tar(written, back, ExportBudget(1 << 30, "test export", files=10), "/home/user")
+
+
+def test_a_tree_no_restore_could_read_is_refused_as_it_is_written(tmp_path: Path) -> None:
+    """A restore reads at most `MAX_DEPTH` levels: a deeper tree (a guest can nest folders as
+    deep as its file count allows) fails its snapshot, naming the path, rather than being
+    stored as one that cannot be restored."""
+    from declaw_wasm.exceptions import SnapshotException
+
+    from declaw_wasm._hostdirs import remove_tree
+
+    src = tmp_path / "src"
+    src.mkdir()
+    os.close(_nest(src, ["d"] * (trees.MAX_DEPTH + 1)))
+    try:
+        with pytest.raises(SnapshotException, match=rf"test export refused: .* is {trees.MAX_DEPTH + 1} folders deep"
+                                                    rf".*at most {trees.MAX_DEPTH} levels"):
+            trees.write_tar(src, _Sink(), _budget(), "/home/user")  # type: ignore[arg-type]
+    finally:
+        top = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            remove_tree(top, "src")  # (pytest's own clean-up recurses once per level)
+        finally:
+            os.close(top)
+
+
+def test_reading_a_tree_back_bounds_its_extended_headers(tmp_path: Path) -> None:
+    """A tree from the store is hostile input: a pax header larger than any path a tree carries
+    (here a 3 MiB name) is refused before tarfile reads it into memory."""
+    top = tmp_path / "top"
+    top.mkdir()
+    with pytest.raises(trees.TreeError, match="header of \\d+ bytes"):
+        trees.read_tar(_tar([_member("x" * (3 * MIB), data=b"x")]), top, _budget(), "/home/user")
+    assert os.listdir(top) == []
+
+
+def test_writing_a_tree_holds_no_name_once_written(tmp_path: Path) -> None:
+    """3000 files with ~3.6 KB paths (10 MB of names): the export's memory stays far below that
+    (tarfile's TarFile would keep every member it wrote, names and all)."""
+    import tracemalloc
+
+    src = tmp_path / "src"
+    src.mkdir()
+    fd = _nest(src, [NAME] * 14)
+    try:
+        _files(fd, 3000)
+    finally:
+        os.close(fd)
+    warm = tmp_path / "warm"  # what the first export imports is not the export's
+    warm.mkdir()
+    trees.write_tar(warm, _Sink(), _budget(), "/home/user")  # type: ignore[arg-type]
+    tracemalloc.start()
+    try:
+        count, _ = trees.write_tar(src, _Sink(), _budget(), "/home/user")  # type: ignore[arg-type]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 3014 and peak < 4 * MIB, peak  # (a 256 KiB write buffer, a folder's entries)
