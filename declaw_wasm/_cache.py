@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO, Callable
 
@@ -76,6 +77,7 @@ def ensure_folder(target: Path, build: Callable[[Path], None], supersedes: str =
     into a staging folder beside it, then moved into place; siblings matching `supersedes`
     are pruned. On a read-only cache without it: an error ending with `read_only_hint`."""
     if (target / "READY").exists():
+        _mark_used(target)
         return target
     if not writable(target.parent):
         raise RuntimeError(f"{target.name} is not in the cache and the cache is read-only"
@@ -99,18 +101,38 @@ def ensure_folder(target: Path, build: Callable[[Path], None], supersedes: str =
     return target
 
 
+# A superseded folder used this recently is kept: another install (another version of the package,
+# or a checkout with other guest code) sharing the cache may have guests running on it (a folder,
+# unlike a mapped file, is gone for its users once deleted).
+FOLDER_GRACE_S = 24 * 3600
+_used: set[Path] = set()
+
+
+def _mark_used(folder: Path) -> None:
+    """Record (once per process) that `folder` is in use: its READY file's mtime."""
+    if folder in _used:
+        return
+    _used.add(folder)
+    try:
+        os.utime(folder / "READY")
+    except OSError:  # a read-only cache: nothing prunes it either
+        pass
+
+
 def prune_superseded(keep: Path, pattern: str) -> None:
     """Delete `keep`'s siblings matching `pattern` (builds for older keys: a warm module is
     ~350 MB), except those of `keep`'s own key (its name up to the first dot: `x-KEY.cwasm`
-    keeps `x-KEY.wasm`, `x-KEY.cwasm.lock`...) and pinned ones (`pin`) and their companions.
-    Best effort; a process still using one keeps its mapping (unlink frees the file only once it
-    is unmapped)."""
+    keeps `x-KEY.wasm`, `x-KEY.cwasm.lock`...), pinned ones (`pin`) and their companions, and
+    folders some process used in the last `FOLDER_GRACE_S`. Best effort; a process still using
+    a file keeps its mapping (unlink frees the file only once it is unmapped)."""
     stem = keep.name.split(".", 1)[0]
     pinned = {p.name[:-len(PINS)] for p in keep.parent.glob("*" + PINS) if _holders(p)}
     for old in keep.parent.glob(pattern):
         if old.name.split(".", 1)[0] == stem:
             continue
         if any(old.name == name or old.name.startswith(name + ".") for name in pinned):
+            continue
+        if old.is_dir() and _recently_used(old):
             continue
         try:
             if old.is_dir():
@@ -119,6 +141,13 @@ def prune_superseded(keep: Path, pattern: str) -> None:
                 old.unlink()
         except OSError:
             pass
+
+
+def _recently_used(folder: Path) -> bool:
+    try:
+        return time.time() - (folder / "READY").stat().st_mtime < FOLDER_GRACE_S
+    except OSError:  # unfinished or damaged: not in use
+        return False
 
 
 # -- pins: a cache entry that something outside the cache still needs ---------------------------------
