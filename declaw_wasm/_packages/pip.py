@@ -65,6 +65,7 @@ from ..exceptions import InvalidArgumentException, SandboxException
 from ..limits import Limits
 from ..models import EntryInfo, FileType
 from ..settings import cache_dir, offline, wheel_cache_max_bytes, wheelhouses
+from .install_op import MAX_FIND_LINKS, MAX_GUEST_WHEELS, MAX_PRESENT, MAX_REQUIREMENTS, PIP_INSTALL
 from .pip_guard import MARK as GUARD_MARK
 
 
@@ -746,13 +747,9 @@ def runtime_top_levels(stdlib_zip: Path) -> tuple[str, ...]:
 
 # -- `pip install` from inside a sandbox -----------------------------------------------------------
 
-MAX_REQUIREMENTS = 200
-MAX_FIND_LINKS = 16
-MAX_PRESENT = 2000  # installed distributions the guest may list (a sandbox has ~100)
-MAX_GUEST_WHEELS = 100  # wheels one request may copy out of the sandbox
+# (the door's declaration of the request, checked before this parser runs: install_op.py)
 MAX_GUEST_WHEEL_BYTES = 256 << 20  # bytes of them, in all (and at most the sandbox's disk quota)
-REQUEST_FIELDS = frozenset({"op", "requirements", "wheels", "find_links", "present", "no_index",
-                            "no_deps"})
+REQUEST_FIELDS = frozenset({"op", *PIP_INSTALL.fields})
 
 
 @dataclass(frozen=True)
