@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from .._wasm.boot import bash_cell_turn, cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
 from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
-from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
+from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputMessage, Result
 from .._packages.install_op import PIP_INSTALL
-from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Map, Op, Str
+from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
 from .doors import Routes, dispatch, net_routes, routes
 from .parking import parking
 from .processes import STDIN, WINSIZE, pip_install
@@ -40,9 +40,15 @@ if TYPE_CHECKING:
 TEXT = Str(MAX_FRAME, doc="output text (the host keeps the sandbox's output limit)")
 STDOUT = Op("stdout", {"text": TEXT}, "nil", "a cell's output")
 STDERR = Op("stderr", {"text": TEXT}, "nil", "a cell's error output")
-RESULT = Op("result", {"data": Map(Str(255, PRINTABLE, min_len=1), Json(), max_items=256,
-                                   doc="MIME type -> value (text, base64, or JSON-like data)"),
-                       "main": Bool(doc="the cell's own value (not a display())")},
+# a bundle's formats: text (base64 for binary ones) where E2B's Result has a str, a map of
+# columns for e2b/data, any plain value for JSON, a chart (read leniently: charts.py) and others
+BUNDLE_TEXT = Str(MAX_FRAME, null=True)
+BUNDLE = Keyed({**{mime: BUNDLE_TEXT for mime, name in MIME_FIELDS.items()
+                   if name not in ("text", "json", "data", "chart")},
+                "e2b/data": Map(Str(MAX_FRAME), Json(), max_items=1 << 16, null=True)},
+               Str(255, PRINTABLE, min_len=1), Json(), max_items=256,
+               doc="MIME type -> value (text, base64, or JSON-like data)")
+RESULT = Op("result", {"data": BUNDLE, "main": Bool(doc="the cell's own value (not a display())")},
             "nil", "a cell's rich result (a MIME bundle)")
 ERROR = Op("error", {"name": Str(4096, doc="the exception's class"), "value": Str(MAX_FRAME),
                      "traceback": Str(MAX_FRAME)}, "nil", "a cell's uncaught exception")
@@ -74,10 +80,16 @@ class _Cell:
         getattr(self.execution.logs, stream).append(text)
         self._call(f"on_{stream}", OutputMessage(line=text, error=stream == "stderr"))
 
-    def result(self, bundle: dict[str, Any], main: bool) -> None:
-        result = Result.from_bundle(bundle, main)
+    def result(self, bundle: dict[str, Any], main: bool) -> Any:
+        """Keep a result; a bundle E2B's Result cannot hold (the declaration lets through only
+        what it should) is answered with an error, never raised into the door."""
+        try:
+            result = Result.from_bundle(bundle, main)
+        except ValueError as exc:  # pydantic's ValidationError
+            return RequestError("result", "data", f"not a result bundle ({str(exc).splitlines()[0]})").reply()
         self.execution.results.append(result)
         self._call("on_result", result)
+        return None
 
     def error(self, name: str, value: str, traceback: str) -> None:
         self.execution.error = ExecutionError(name=name, value=value, traceback=traceback)

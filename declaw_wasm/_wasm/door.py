@@ -404,6 +404,42 @@ class Map(Field):
 
 
 @dataclass(frozen=True)
+class Keyed(Field):
+    """A map whose `known` keys have declarations of their own; any other key (a `keys`
+    string) takes `others`. E.g. a result bundle: "image/png" must be text, any other MIME
+    type any plain value."""
+
+    known: Mapping[str, Field] = field(default_factory=dict)
+    keys: Str = field(default_factory=lambda: Str())
+    others: Field = field(default_factory=lambda: Json())
+    max_items: int = 1024
+    kind = "map"
+
+    def check(self, value: Any) -> Problem:
+        if type(value) is not dict:
+            return "", f"must be a map, not {shown(value)}"
+        if len(value) > self.max_items:
+            return "", f"must have at most {self.max_items} entries, not {len(value)}"
+        for key, item in value.items():
+            spec = self.known.get(key) if type(key) is str else None
+            if spec is None:
+                problem = self.keys.check(key)
+                if problem is not None:
+                    return f"[{shown(key, 30)}]", f"(the key) {problem[1]}"
+                spec = self.others
+            if item is None and spec.null:
+                continue
+            problem = spec.check(item) if item is not None else ("", "must not be None")
+            if problem is not None:
+                return f"[{key[:30]!r}]{problem[0]}", problem[1]
+        return None
+
+    def describe(self) -> str:
+        known = ", ".join(f"{key}: {spec.describe()}" for key, spec in self.known.items())
+        return f"map of at most {self.max_items} ({known}; other {self.keys.describe()} -> {self.others.describe()})"
+
+
+@dataclass(frozen=True)
 class Json(Field):
     """Any plain value: None, bool, int, float, str, bytes, and lists and maps of them (what a
     result bundle or a host tool's arguments carry). Its nesting, count and size are those of

@@ -50,6 +50,15 @@ def answer_frame(guest: Guest, handler: Optional[DoorHandler], frame: bytes) -> 
     declarations refuse is answered by the dispatcher with an error reply.)"""
     try:
         request = decode(frame)
+    except BaseException:
+        return -2, b""
+    return answer_request(guest, handler, request)
+
+
+def answer_request(guest: Guest, handler: Optional[DoorHandler], request: Any) -> tuple[int, bytes]:
+    """`answer_frame` for a frame decoded already (the transport lets go of the frame's bytes
+    before the handler runs: a 16 MiB frame is not held twice)."""
+    try:
         if type(request) is dict and request.get("op") == "exit":
             try:
                 guest.declare_exit(EXIT.check(request)["code"])
@@ -61,7 +70,7 @@ def answer_frame(guest: Guest, handler: Optional[DoorHandler], frame: bytes) -> 
         else:
             reply = handler(guest, request)
         answer = reply if isinstance(reply, Encoded) else msgpack.packb(reply, use_bin_type=True)
-    except BaseException:  # FrameError, the handler's failure, GuestStopping, an unencodable reply
+    except BaseException:  # the handler's failure, GuestStopping, an unencodable reply
         return -2, b""
     if len(answer) > MAX_ANSWER:
         return -2, b""
@@ -70,7 +79,7 @@ def answer_frame(guest: Guest, handler: Optional[DoorHandler], frame: bytes) -> 
 
 class DoorTransport:
     """The `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32` import: reads one msgpack
-    request from guest memory, has `answer_frame` answer it, writes the answer into memory the
+    request from guest memory, has `answer_request` answer it, writes the answer into memory the
     guest allocates (`host_alloc`). 0: answered; -1: no door; -2: the request or the handler
     failed (the guest's `_host.call` raises OSError). Every address the guest gives is
     bounds-checked; the frame is decoded within door.py's bounds.
@@ -105,7 +114,12 @@ class DoorTransport:
                 and _fits(out_ptr_ptr, 4, size) and _fits(out_len_ptr, 4, size)):
             return -2
         base = ctypes.addressof(memory.data_ptr(caller).contents)
-        status, answer = answer_frame(self.guest, self.handler, ctypes.string_at(base + ptr, length))
+        try:
+            request = decode(ctypes.string_at(base + ptr, length))
+        except Exception:
+            return -2
+        status, answer = answer_request(self.guest, self.handler, request)
+        del request
         if status:
             return status
         out = _call_i32(caller, alloc, len(answer))

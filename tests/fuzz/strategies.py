@@ -13,7 +13,7 @@ from typing import Any
 import msgpack
 from hypothesis import strategies as st
 
-from declaw_wasm._wasm.door import (MAX_DEPTH, Bool, Bytes, Field, Int, Json, List, Map, Num, Op,
+from declaw_wasm._wasm.door import (MAX_DEPTH, Bool, Bytes, Field, Int, Json, Keyed, List, Map, Num, Op,
                                     Str)
 
 # text that has broken parsers before: separators, controls, traversal, options, injections
@@ -79,6 +79,10 @@ def accepted(spec: Field) -> st.SearchStrategy[Any]:
         base = st.lists(accepted(spec.items), max_size=min(spec.max_items, 6))
     elif isinstance(spec, Map):
         base = st.dictionaries(accepted(spec.keys), accepted(spec.values), max_size=min(spec.max_items, 6))
+    elif isinstance(spec, Keyed):
+        base = st.tuples(st.fixed_dictionaries({}, optional={k: accepted(v) for k, v in spec.known.items()}),
+                         st.dictionaries(accepted(spec.keys).filter(lambda k: k not in spec.known),
+                                         accepted(spec.others), max_size=3)).map(lambda t: {**t[1], **t[0]})
     elif isinstance(spec, Json):
         base = plain
     else:
@@ -109,14 +113,61 @@ def typical_request(op: Op) -> dict[str, Any]:
     return {"op": op.name, **{name: typical(spec) for name, spec in op.fields.items()}}
 
 
+MIME = ["text/plain", "text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml", "application/pdf",
+        "text/latex", "application/json", "application/javascript", "e2b/chart", "e2b/data",
+        "application/vnd.plotly.v1+json"]
+CHART = st.fixed_dictionaries({"type": st.sampled_from(["line", "bar", "scatter", "pie", "box_and_whisker",
+                                                        "superchart", "unknown", "x"])},
+                              optional={"title": text_any, "elements": plain, "x_label": plain, "y_unit": plain})
+PAYLOADS = st.one_of(st.tuples(st.lists(plain, max_size=3), st.dictionaries(text_any, plain, max_size=3)).map(
+    lambda t: msgpack.packb(list(t), use_bin_type=True)), st.binary(max_size=40),
+    plain.map(lambda v: msgpack.packb(v, use_bin_type=True)))
+# (op, field) -> values that reach past the generic ones: names the host knows, shapes it parses
+HINTS: dict[tuple[str, str], st.SearchStrategy[Any]] = {
+    ("result", "data"): st.dictionaries(st.sampled_from(MIME), st.one_of(plain, CHART), max_size=4),
+    ("tools.call", "name"): st.sampled_from(["echo", "boom", "opaque", "nested", "nope"]),
+    ("tools.start", "name"): st.sampled_from(["echo", "boom", "opaque", "nested", "nope"]),
+    ("tools.call", "payload"): PAYLOADS,
+    ("tools.start", "payload"): PAYLOADS,
+    ("tools.wait", "id"): st.integers(0, 64),
+}
+
+
+def _field(op: Op, name: str, spec: Field) -> st.SearchStrategy[Any]:
+    hint = HINTS.get((op.name, name))
+    return accepted(spec) if hint is None else st.one_of(hint.filter(lambda v: spec.check(v) is None),
+                                                         accepted(spec))
+
+
 def accepted_request(op: Op) -> st.SearchStrategy[dict[str, Any]]:
     """A request `op`'s declaration accepts: its required fields and some of the others."""
-    required = {name: accepted(spec) for name, spec in op.fields.items() if spec.required}
-    optional = {name: accepted(spec) for name, spec in op.fields.items() if not spec.required}
+    required = {name: _field(op, name, spec) for name, spec in op.fields.items() if spec.required}
+    optional = {name: _field(op, name, spec) for name, spec in op.fields.items() if not spec.required}
     return st.fixed_dictionaries({"op": st.just(op.name), **required}, optional=optional)
 
 
 # -- what a declaration refuses ---------------------------------------------------------------------
+
+def _past_bounds(spec: Field) -> list[st.SearchStrategy[Any]]:
+    """Values one past a scalar field's bounds, or with a character it does not allow."""
+    options: list[st.SearchStrategy[Any]] = []
+    if isinstance(spec, Int):
+        outside = [v for v in (spec.low - 1, spec.high + 1) if -(1 << 63) <= v < (1 << 64)]
+        options += [st.sampled_from(outside)] if outside else []
+        options.append(st.sampled_from([float(spec.low), True, str(spec.low)]))
+    elif isinstance(spec, Num):
+        options.append(st.sampled_from([v for v in (spec.low - 1, spec.high * 2, math.nan) if spec.check(v)]
+                                       or [math.nan]))
+    elif isinstance(spec, Str):
+        options += [st.just("a" * (spec.max_len + 1))] if spec.max_len < 1 << 20 else []
+        bad = [t for t in NASTY_TEXT if not spec.chars.test(t)]
+        options += [st.sampled_from(bad).map(lambda t: ("a" + t)[: spec.max_len])] if bad else []
+        options.append(st.just(b"bytes, not text"))
+    elif isinstance(spec, Bytes):
+        options += [st.just(b"x" * (spec.max_len + 1))] if spec.max_len < 4 << 20 else []
+        options.append(st.just("text, not bytes"))
+    return options
+
 
 def _refused(spec: Field) -> st.SearchStrategy[Any]:
     """Values `spec` must refuse: another type, one past a bound, a character it does not allow
@@ -124,29 +175,13 @@ def _refused(spec: Field) -> st.SearchStrategy[Any]:
     if isinstance(spec, Json):
         return st.nothing()
     wrong = st.sampled_from([v for v in JUNK if not (spec.null and v is None) and spec.check(v) is not None])
-    options: list[st.SearchStrategy[Any]] = [wrong]
-    if isinstance(spec, Int):
-        outside = [v for v in (spec.low - 1, spec.high + 1) if -(1 << 63) <= v < (1 << 64)]
-        if outside:
-            options.append(st.sampled_from(outside))
-        options.append(st.sampled_from([float(spec.low), True, str(spec.low)]))
-    elif isinstance(spec, Num):
-        options.append(st.sampled_from([v for v in (spec.low - 1, spec.high * 2, math.nan) if spec.check(v)]
-                                       or [math.nan]))
-    elif isinstance(spec, Str):
-        if spec.max_len < 1 << 20:
-            options.append(st.just("a" * (spec.max_len + 1)))
-        bad = [t for t in NASTY_TEXT if not spec.chars.test(t)]
-        if bad:
-            options.append(st.sampled_from(bad).map(lambda t: ("a" + t)[: spec.max_len]))
-        options.append(st.just(b"bytes, not text"))
-    elif isinstance(spec, Bytes):
-        if spec.max_len < 4 << 20:
-            options.append(st.just(b"x" * (spec.max_len + 1)))
-        options.append(st.just("text, not bytes"))
-    elif isinstance(spec, List):
+    options: list[st.SearchStrategy[Any]] = [wrong, *_past_bounds(spec)]
+    if isinstance(spec, List):
         options.append(st.just([None] * (spec.max_items + 1) if spec.max_items < 1 << 16 else [None]))
         options.append(_refused(spec.items).map(lambda v: [v]))
+    elif isinstance(spec, Keyed):
+        options += [_refused(known).map(lambda v, key=key: {key: v})
+                    for key, known in spec.known.items() if not isinstance(known, Json)]
     elif isinstance(spec, Map):
         if not isinstance(spec.values, Json):
             options.append(_refused(spec.values).map(lambda v: {"k": v}))

@@ -4,11 +4,14 @@ fed garbage, huge frames, forged exit codes and unknown or out-of-place requests
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import signal
 import socket
 import time
 
+import msgpack
 import pytest
 
 from declaw_wasm import testing
@@ -16,6 +19,7 @@ from declaw_wasm import TimeoutException
 
 from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
 
+BYTES_LITERAL = r"b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\""  # a printed repr(bytes)
 DOOR = """
 import _host, msgpack
 def door(frame):
@@ -278,7 +282,13 @@ def test_door_requests_out_of_place_in_run_code(box) -> None:
                              "print(req(op='stdin', n=-1), req(op='winsize'))\n"
                              "req(op='stdout', text='A' * (20 << 20))\n"
                              "'cell end'", context=ctx, timeout=30)
-    assert ex.logs.stdout[:4] == ["OSError\n"] * 4 or "OSError" in "".join(ex.logs.stdout)
+    # each forged request is refused with an error naming the op and the field
+    literals = re.findall(BYTES_LITERAL, "".join(ex.logs.stdout))
+    answers = [msgpack.unpackb(ast.literal_eval(literal)) for literal in literals]
+    messages = [a["error"]["message"] for a in answers if isinstance(a, dict) and "error" in a]
+    assert [m.split(":")[0] for m in messages] == ["result", "result", "bogus", "stdin"], messages
+    assert messages[0].startswith("result: data['image/png']: must be a string"), messages
+    assert ex.logs.stdout[2] == "OSError\n"  # (an int map key: not a door frame at all)
     assert sum(map(len, ex.logs.stdout)) <= testing.limits_of(box).output_limit + 200
     assert box.run_code("6 * 7", context=ctx).text == "42"
     assert_host_fine(box)
