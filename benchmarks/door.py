@@ -102,8 +102,8 @@ def compare(old: str, new: str, runs: int, loops: int) -> None:
     for _ in range(runs):
         for label, tree in (("old", old), ("new", new)):
             env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
-            out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--loops", str(loops), "--json"], env=env,
-                                 capture_output=True, text=True, check=True, cwd=tree).stdout
+            command = [sys.executable, str(Path(__file__).resolve()), "--loops", str(loops), "--json"]
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tree).stdout
             for key, value in json.loads(out.splitlines()[-1]).items():
                 got[label].setdefault(key, []).append(value)
     print(f"| measure (median of {runs} runs, interleaved) | old | new | change |")
