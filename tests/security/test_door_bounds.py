@@ -24,6 +24,8 @@ from declaw_wasm._wasm.shims import MAX_ANSWER, Encoded
 
 from .support import PeakRSS, assert_host_fine, run_py
 
+pytestmark = pytest.mark.guest
+
 BOMBS = """
 import _host, struct, time
 N = (16 << 20) - 64
