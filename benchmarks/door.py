@@ -106,11 +106,12 @@ def compare(old: str, new: str, runs: int, loops: int) -> None:
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=tree).stdout
             for key, value in json.loads(out.splitlines()[-1]).items():
                 got[label].setdefault(key, []).append(value)
-    print(f"| measure (median of {runs} runs, interleaved) | old | new | change |")
-    print("|---|---|---|---|")
+    print(f"| measure ({runs} runs each, interleaved) | old median | new median | change | old best | new best |")
+    print("|---|---|---|---|---|---|")
     for key in got["old"]:
         a, b = statistics.median(got["old"][key]), statistics.median(got["new"][key])
-        print(f"| {key} | {a:.2f} | {b:.2f} | {(b - a) / a * 100:+.1f} % |")
+        print(f"| {key} | {a:.2f} | {b:.2f} | {(b - a) / a * 100:+.1f} % | {min(got['old'][key]):.2f} | "
+              f"{min(got['new'][key]):.2f} |")
 
 
 def main() -> None:
