@@ -4,7 +4,7 @@ limits, guest path), so that they never reach into private attributes. Not for a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from ._local.sandbox import LocalSandbox
 from ._wasm.engine import Runtime
@@ -94,3 +94,27 @@ def parked_hits() -> int:
 def egress_of(sbx: Any) -> Any:
     """The sandbox's egress session (its network: resolver, connections, guard hook, audit)."""
     return local(sbx).egress
+
+
+class Door(NamedTuple):
+    """A running guest's door, host side: the guest, its dispatcher (what the transport calls
+    with each decoded request: `answer(guest, request)`) and its routes (op name -> the
+    declaration and the handler)."""
+
+    guest: Any
+    answer: Any
+    routes: dict[str, Any]
+
+
+def command_door(handle: Any) -> Door:
+    """The door of a running command's guest (`handle`: a background `CommandHandle`)."""
+    process = getattr(handle, "_handle", handle)._process
+    return Door(process.guest, process._door, process._routes)
+
+
+def context_door(sbx: Any, context_id: Optional[str] = None) -> Door:
+    """The door of a code context's guest (the default context's unless given; started)."""
+    kernel = local(sbx).code._kernel(context_id)
+    if kernel.guest is None:
+        raise RuntimeError("the context has no guest yet: run a cell first")
+    return Door(kernel.guest, kernel._door, kernel._routes)

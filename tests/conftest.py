@@ -113,6 +113,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_PureRun(), "declaw-pure-run")
 
 
+# -- the door fuzzer's hypothesis profiles (tests/fuzz/support.py applies them to its tests only) --
+def _register_fuzz_profiles() -> None:
+    """`ci` (the default for tests/fuzz/): fixed examples, no deadline, reproducible, under 3
+    minutes for the folder; `nightly`: ten times the examples, random seeds. Picked with
+    HYPOTHESIS_PROFILE=nightly or `--hypothesis-profile nightly` (registered here, before
+    hypothesis's plugin reads that option)."""
+    from hypothesis import HealthCheck, settings
+
+    quiet = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+             HealthCheck.function_scoped_fixture, HealthCheck.large_base_example]
+    settings.register_profile("ci", max_examples=300, deadline=None, derandomize=True, database=None,
+                              suppress_health_check=quiet, print_blob=True)
+    settings.register_profile("nightly", max_examples=3000, deadline=None, suppress_health_check=quiet,
+                              print_blob=True)
+
+
+_register_fuzz_profiles()
+
+
 @pytest.fixture
 def no_background_guests(monkeypatch: pytest.MonkeyPatch) -> None:
     """For cases that measure this process's RSS: no guest is parked and no standby sandbox is

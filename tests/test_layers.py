@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-from declaw_wasm._local.doors import OPS
+from declaw_wasm._local.door_ops import OPS
 from declaw_wasm._wasm import layout
 
 ROOT = Path(__file__).resolve().parent.parent

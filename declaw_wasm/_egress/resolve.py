@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .. import settings
+from .._threads import CapReached, ThreadCap
 from .policy import IPAddress, PolicyError, is_metadata, parse_address
 
 log = logging.getLogger("declaw_wasm.egress")
@@ -45,6 +46,11 @@ RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
 DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
 LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
 MAX_ANSWERS = 16
+# A lookup runs on a thread of its own (getaddrinfo cannot be interrupted): at most this many
+# alive for one sandbox, and in this process, lookups whose guest stopped waiting included.
+PER_SANDBOX_LOOKUPS = 16
+PROCESS_LOOKUPS = 128
+LOOKUP_THREADS = ThreadCap("name lookups", PER_SANDBOX_LOOKUPS, PROCESS_LOOKUPS)
 
 _ENTRY_START = re.compile(r"^\+?([^:\[\]\s]+):(\d{1,5}|\*):(.+)$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.%A-Za-z]+\]|[0-9.]+)(?::(\d{1,5}))?$")
@@ -158,7 +164,8 @@ class Answer:
 
 
 class Resolver:
-    """Resolves names for one sandbox."""
+    """Resolves names for one sandbox (whose lookup threads are counted against
+    LOOKUP_THREADS as this resolver's)."""
 
     def __init__(self, overrides: Optional[dict[tuple[str, Optional[int]], list[Mapped]]] = None,
                  max_answers: int = MAX_ANSWERS,
@@ -205,13 +212,18 @@ class Resolver:
         def lookup() -> None:
             try:
                 result["infos"] = system_lookup(name)
-            except (OSError, UnicodeError, ResolveError) as exc:
+            except Exception as exc:  # OSError, UnicodeError, ResolveError...: the guest hears why
                 result["error"] = exc
-            done.set()
+            finally:
+                done.set()
 
         # A thread of its own per lookup (getaddrinfo cannot be interrupted): the guest's wait
-        # stays stoppable, and the thread inherits its caller's network namespace.
-        threading.Thread(target=lookup, name="declaw-dns", daemon=True).start()
+        # stays stoppable, and the thread inherits its caller's network namespace. Counted
+        # against this resolver's (its sandbox's) cap and the process's until it returns.
+        try:
+            LOOKUP_THREADS.start(self, lookup, name="declaw-dns")
+        except CapReached as exc:
+            raise ResolveError(f"looking up {name}: {exc}") from None
         deadline = time.monotonic() + timeout
         while not done.wait(0.05):
             if should_stop():
@@ -219,10 +231,17 @@ class Resolver:
             if time.monotonic() > deadline:
                 raise ResolveError(f"looking up {name} timed out after {timeout:g} s")
         if "error" in result:
-            exc = result["error"]
-            raise ResolveError(f"{name}: {getattr(exc, 'strerror', None) or exc}")
+            failure = result["error"]
+            raise ResolveError(f"{name}: {getattr(failure, 'strerror', None) or failure}")
+        addresses = self._addresses(result["infos"])
+        if not addresses:
+            raise ResolveError(f"{name} has no addresses")
+        return Answer(addresses, False)
+
+    def _addresses(self, infos: list[Any]) -> list[IPAddress]:
+        """getaddrinfo's answers as distinct addresses, at most max_answers."""
         addresses: list[IPAddress] = []
-        for info in result["infos"]:
+        for info in infos:
             try:
                 ip = ipaddress.ip_address(str(info[4][0]))
             except ValueError:
@@ -231,6 +250,4 @@ class Resolver:
                 addresses.append(ip)
             if len(addresses) >= self.max_answers:
                 break
-        if not addresses:
-            raise ResolveError(f"{name} has no addresses")
-        return Answer(addresses, False)
+        return addresses

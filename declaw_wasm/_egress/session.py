@@ -1,8 +1,10 @@
 """One sandbox's network: the door ops (ops.py) of all its guests, its connections, its audit.
 
-`handle(guest, request)` answers one `net.*` door request on the guest's thread. Requests are
-untrusted: every field is type- and range-checked, every buffer is bounded, and every failure
-is an `{"error": ...}` reply (never an exception into the door), except the guest-stopping
+`route(op)` is the door's handler of one `net.*` op, run on the guest's thread once the door's
+dispatcher has checked the request against the op's declaration (ops.py); `handle(guest,
+request)` does both, for callers outside the door. Requests are untrusted: every field is
+type- and range-checked (declared, and checked again here), every buffer is bounded, and every
+failure is an `{"error": ...}` reply (never an exception into the door), except the guest-stopping
 signal, which the door turns into its own error while the guest is being stopped. A waiting op
 waits in slices of at most 50 ms, checking the guest's deadline and kill between them.
 
@@ -29,7 +31,8 @@ from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
 from .budget import PROCESS_BUDGET, SANDBOX_ROOM, Budget, sandbox_keep
 from .connection import Connection, Destination, NetError
 from .guard import ContentGuard, IdentityGuard
-from .ops import MAX_RECV, MAX_SEND, OPS
+from .._wasm.door import RequestError
+from .ops import MAX_IDS, MAX_RECV, MAX_SEND, OPS
 from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, parse_address
 from .resolve import Answer, ResolveError, Resolver, dns_answers_from_env, overrides_from_env
 from .secrets import SecretBook
@@ -38,7 +41,6 @@ log = logging.getLogger("declaw_wasm.egress")
 
 SLICE = 0.05
 MAX_NAMES = 4096  # addresses whose resolved names are remembered, per sandbox
-MAX_IDS = 1024  # ids in one net.poll
 
 
 class EgressSession:
@@ -77,11 +79,27 @@ class EgressSession:
 
     # -- the door ------------------------------------------------------------------------------
     def handle(self, guest: Guest, request: Any) -> dict[str, Any]:
+        """One request, checked against its op's declaration first (as the door does)."""
         op = request.get("op") if isinstance(request, dict) else None
-        fn = self._ops.get(op) if isinstance(op, str) else None
-        self.calls += 1
-        if fn is None:
+        if not isinstance(op, str) or op not in OPS:
+            self.calls += 1
             return NetError("invalid", f"unknown network op {op!r}").reply()
+        try:
+            fields = OPS[op].check(request)
+        except RequestError as exc:
+            self.calls += 1
+            return exc.reply()
+        return self.answer(guest, op, fields)
+
+    def route(self, op: str) -> Callable[[Guest, dict[str, Any]], dict[str, Any]]:
+        """The door's handler of `op` (its request checked against its declaration already)."""
+        assert op in self._ops, op
+        return lambda guest, fields: self.answer(guest, op, fields)
+
+    def answer(self, guest: Guest, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one checked request of `op`."""
+        fn = self._ops[op]
+        self.calls += 1
         try:
             if self.closed:
                 raise NetError("closed", "the sandbox's network is closed (the sandbox ended)")

@@ -24,13 +24,35 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 from .._wasm.boot import bash_cell_turn, cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
 from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
-from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
-from .doors import Handler, dispatch, net_handlers
+from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputMessage, Result
+from .._packages.install_op import PIP_INSTALL
+from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
+from .doors import Routes, dispatch, net_routes, routes
 from .parking import parking
+from .processes import STDIN, WINSIZE, pip_install
 from .tools import ToolDoor, Tools
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
+
+# The door ops a code context's guest may use besides stdin, winsize, pip_install, the
+# network's and host tools' (doors.py): what a cell reports. Their handlers are Kernel's below.
+TEXT = Str(MAX_FRAME, doc="output text (the host keeps the sandbox's output limit)")
+STDOUT = Op("stdout", {"text": TEXT}, "nil", "a cell's output")
+STDERR = Op("stderr", {"text": TEXT}, "nil", "a cell's error output")
+# a bundle's formats: text (base64 for binary ones) where E2B's Result has a str, a map of
+# columns for e2b/data, any plain value for JSON, a chart (read leniently: charts.py) and others
+BUNDLE_TEXT = Str(MAX_FRAME, null=True)
+BUNDLE = Keyed({**{mime: BUNDLE_TEXT for mime, name in MIME_FIELDS.items()
+                   if name not in ("text", "json", "data", "chart")},
+                "e2b/data": Map(Str(MAX_FRAME), Json(), max_items=1 << 16, null=True)},
+               Str(255, PRINTABLE, min_len=1), Json(), max_items=256,
+               doc="MIME type -> value (text, base64, or JSON-like data)")
+RESULT = Op("result", {"data": BUNDLE, "main": Bool(doc="the cell's own value (not a display())")},
+            "nil", "a cell's rich result (a MIME bundle)")
+ERROR = Op("error", {"name": Str(4096, doc="the exception's class"), "value": Str(MAX_FRAME),
+                     "traceback": Str(MAX_FRAME)}, "nil", "a cell's uncaught exception")
+KERNEL_OPS = (STDOUT, STDERR, RESULT, ERROR)
 
 DEFAULT_CONTEXT = "default"
 DEFAULT_CONTEXTS = {"python": DEFAULT_CONTEXT, "bash": "default-bash"}  # per language, made on first use
@@ -58,10 +80,16 @@ class _Cell:
         getattr(self.execution.logs, stream).append(text)
         self._call(f"on_{stream}", OutputMessage(line=text, error=stream == "stderr"))
 
-    def result(self, bundle: dict[str, Any], main: bool) -> None:
-        result = Result.from_bundle(bundle, main)
+    def result(self, bundle: dict[str, Any], main: bool) -> Any:
+        """Keep a result; a bundle E2B's Result cannot hold (the declaration lets through only
+        what it should) is answered with an error, never raised into the door."""
+        try:
+            result = Result.from_bundle(bundle, main)
+        except ValueError as exc:  # pydantic's ValidationError
+            return RequestError("result", "data", f"not a result bundle ({str(exc).splitlines()[0]})").reply()
         self.execution.results.append(result)
         self._call("on_result", result)
+        return None
 
     def error(self, name: str, value: str, traceback: str) -> None:
         self.execution.error = ExecutionError(name=name, value=value, traceback=traceback)
@@ -97,26 +125,25 @@ class Kernel:
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
         # does), so any request the cell's own code forges can at most add to its own output.
-        self._handlers: dict[str, Handler] = {
-            "stdout": lambda guest, r: self._cell().log("stdout", str(r.get("text", ""))),
-            "stderr": lambda guest, r: self._cell().log("stderr", str(r.get("text", ""))),
-            "result": lambda guest, r: self._cell().result(r.get("data") or {}, bool(r.get("main"))),
-            "error": lambda guest, r: self._cell().error(str(r.get("name")), str(r.get("value")),
-                                                         str(r.get("traceback"))),
-            "stdin": lambda guest, r: b"",  # cells have no stdin (E2B's neither)
-            "winsize": lambda guest, r: [24, 80],
-            # `!pip install` / `%pip install` in a cell
-            "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
-            **net_handlers(sandbox.egress),  # the guest's network (_egress)
-        }
         # host tools (tools.py): the running cell's, then the sandbox's
         self._tools = ToolDoor(lambda: (self._current.tools if self._current else None, sandbox.tools),
-                               sandbox.egress.audit.record)
-        self._handlers.update(self._tools.handlers())
+                               sandbox.egress.audit.record, sandbox.sandbox_id)
+        self._routes: Routes = routes(
+            (STDOUT, lambda guest, r: self._cell().log("stdout", r.get("text", ""))),
+            (STDERR, lambda guest, r: self._cell().log("stderr", r.get("text", ""))),
+            (RESULT, lambda guest, r: self._cell().result(r.get("data") or {}, bool(r.get("main")))),
+            (ERROR, lambda guest, r: self._cell().error(r.get("name", ""), r.get("value", ""),
+                                                        r.get("traceback", ""))),
+            (STDIN, lambda guest, r: b""),  # cells have no stdin (E2B's neither)
+            (WINSIZE, lambda guest, r: [24, 80]),
+            # `!pip install` / `%pip install` in a cell
+            (PIP_INSTALL, lambda guest, r: pip_install(sandbox, guest, r)),
+            *net_routes(sandbox.egress),  # the guest's network (_egress)
+            *self._tools.routes())
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
-        return dispatch(self._handlers, guest, request)
+        return dispatch(self._routes, guest, request)
 
     def _cell(self) -> "_Cell":
         cell = self._current
@@ -369,9 +396,3 @@ class CodeInterpreter:
         for kernel in kernels:
             kernel.stop(wait)
 
-
-def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:
-    """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
-    from .._packages.pip import install_for_guest
-
-    return install_for_guest(sandbox.fs, request, guest.stop_requested, sandbox.egress)

@@ -17,11 +17,26 @@ from .._wasm.boot import shell_spec, shell_turn
 from .._wasm.guest import Guest, GuestOutcome, OutputSink
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
-from .doors import Handler, dispatch, net_handlers
+from .._packages.install_op import PIP_INSTALL
+from .._wasm.door import Int, Num, Op
+from .doors import Routes, dispatch, net_routes, routes
 from .tools import ToolDoor
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
+
+# The door ops a command's guest may use besides the network's and host tools' (doors.py);
+# their handlers are Process's below.
+STDIN = Op("stdin", {"n": Int(0, (1 << 63) - 1, doc="bytes wanted (the host gives at most 1 MiB)"),
+                     "wait": Num(0, 1e9, null=True, doc="seconds to wait at most (the host waits 60 at most)")},
+           "bytes | nil", "up to n bytes of the command's live stdin, waiting for some (at most `wait` "
+           "seconds if given: nil when none came); b'' at end of input")
+WINSIZE = Op("winsize", {}, "[rows, cols]", "the terminal's size")
+SYSINFO = Op("sysinfo", {}, "{pid, mem_total, mem_used, uptime, cpus, processes: [{pid, cmd, args, cwd, "
+             "tty, started, cpu, memory}]}",
+             "what `free`, `ps`, `uptime` show: the sandbox's memory limit and its guests' use (as "
+             "get_metrics), its running commands (as commands.list(); `pid` is the asker's)")
+COMMAND_OPS = (STDIN, WINSIZE, SYSINFO)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
 CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
@@ -93,15 +108,15 @@ class Process(EventLog):
         self.killed = False
         self.quota_message = ""
         self.started = time.time()  # `ps`'s START and TIME (doors.py: sysinfo)
-        self._handlers: dict[str, Handler] = {  # what a command's guest may ask (doors.py)
-            "stdin": lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait")),
-            "winsize": lambda guest, r: list(self._winsize()),
-            "sysinfo": lambda guest, r: sandbox.system_view(self.pid),
-            "pip_install": lambda guest, r: _pip_install(sandbox, guest, r),
-            **net_handlers(sandbox.egress),  # the guest's network (_egress)
-        }
-        self._tools = ToolDoor(lambda: (sandbox.tools,), sandbox.egress.audit.record)  # create(tools=)
-        self._handlers.update(self._tools.handlers())
+        self._tools = ToolDoor(lambda: (sandbox.tools,), sandbox.egress.audit.record,  # create(tools=)
+                              sandbox.sandbox_id)
+        self._routes: Routes = routes(  # what a command's guest may ask (doors.py)
+            (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
+            (WINSIZE, lambda guest, r: list(self._winsize())),
+            (SYSINFO, lambda guest, r: sandbox.system_view(self.pid)),
+            (PIP_INSTALL, lambda guest, r: pip_install(sandbox, guest, r)),
+            *net_routes(sandbox.egress),  # the guest's network (_egress)
+            *self._tools.routes())
         self.timeout = timeout or None
         self._env = env
         self.outcome: Optional[GuestOutcome] = None
@@ -152,7 +167,7 @@ class Process(EventLog):
         return deliver
 
     def _door(self, guest: Guest, request: Any) -> Any:
-        return dispatch(self._handlers, guest, request)
+        return dispatch(self._routes, guest, request)
 
     def _winsize(self) -> tuple[int, int]:
         size = self.pty_size or PtySize(rows=24, cols=80)
@@ -262,7 +277,7 @@ class Process(EventLog):
         self.pty_size = size
 
 
-def _pip_install(sandbox: "LocalSandbox", guest: Guest, request: Any) -> Any:
+def pip_install(sandbox: "LocalSandbox", guest: Guest, request: dict[str, Any]) -> Any:
     """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
     from .._packages.pip import install_for_guest
 

@@ -13,12 +13,19 @@ background loop of this module's) — and the door waits for it in slices of `SL
 giving up (and cancelling what can be cancelled) as soon as the cell's timeout passes or the
 sandbox is killed. The guest then stops as it would anywhere else.
 
-What crosses: arguments arrive as msgpack bytes from the guest (decoded here with no extension
-types), results go back as one msgpack reply encoded where the value is made, both bounded by
-the door's size limit. Values msgpack cannot carry go through pydantic's `to_jsonable_python`
-(models, dataclasses, datetimes, enums, sets...), or `tolist()` (numpy). A host exception goes
+What crosses: arguments arrive as msgpack bytes from the guest (decoded here within the door's
+bounds, _wasm/door.py: nesting, count, host memory; no extension types), results go back as one
+msgpack reply encoded where the value is made, both bounded by the door's size limit. Values
+msgpack cannot carry go through pydantic's `to_jsonable_python` (models, dataclasses,
+datetimes, enums, sets...), or `tolist()` (numpy). A host exception goes
 back as its class name and message only: no traceback, no host path. Every call is audited in
 the sandbox's log (kind "tool").
+
+Threads: a sync call runs on a thread of its tool set (at most THREADS; more calls wait in the
+set's queue), started under `TOOL_THREADS`: at most PER_SANDBOX_THREADS busy for one sandbox
+(whichever of its tool sets: the sandbox's, each cell's) and PROCESS_THREADS in this process,
+abandoned calls included (a cancelled sync function runs on unheard and keeps its thread until
+it returns). A call that would need a thread past either cap fails at once, saying so.
 
 `Tools` is what a door needs of a tool set: `HostTools` here (the callables themselves), or a
 process pool worker's stand-in that calls back to the process that owns them (_pool/).
@@ -27,21 +34,24 @@ process pool worker's stand-in that calls back to the process that owns them (_p
 from __future__ import annotations
 
 import builtins
+import collections
 import inspect
 import itertools
 import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
 
 import msgpack
 
 from .._backend import ToolSpec
 from .._egress.audit import AuditEvent, now
+from .._threads import CapReached, ThreadCap
+from .._wasm.door import PRINTABLE, Bytes, Int, Op, Str, decode
 from .._wasm.guest import Guest
 from .._wasm.shims import DoorTransport, Encoded
-from .doors import Handler
+from .doors import Route
 
 LIMIT = DoorTransport.MAX_REQUEST  # bytes of arguments, and of a result, per call
 SLICE = 0.05  # seconds the door waits for a call between looks at the guest's deadline and kill
@@ -49,8 +59,27 @@ MAX_RUNNING = 64  # calls of one guest running at once; a further tools.start wa
 MAX_RUNNING_BYTES = 64 << 20  # bytes of arguments those may hold (one call may hold up to LIMIT)
 MAX_UNCLAIMED = 4096  # calls started and not yet waited for (tools.wait), running or done
 THREADS = 16  # threads per tool set running sync functions (more calls queue)
+PER_SANDBOX_THREADS = 32  # threads busy with one sandbox's calls, abandoned ones included
+PROCESS_THREADS = 256  # threads busy with host tool calls in this process
+TOOL_THREADS = ThreadCap("host tool calls", PER_SANDBOX_THREADS, PROCESS_THREADS)
 MAX_DOC = 4000  # characters of a tool's description sent to the guest
 MAX_MESSAGE = 8000  # characters of an exception's message sent to the guest
+
+
+# The door ops (doors.py), answered by ToolDoor below.
+TOOL_NAME = Str(1000, PRINTABLE, min_len=1, required=True, doc="the tool's name")
+PAYLOAD = Bytes(LIMIT, required=True, doc="msgpack of [args, kwargs], decoded within the door's bounds")
+TOOLS_LIST = Op("tools.list", {}, "{tools: [{name, doc}], limit}",
+                "the host tools this guest may call now (the cell's and the sandbox's) and the door's "
+                "size limit for arguments and results")
+TOOLS_CALL = Op("tools.call", {"name": TOOL_NAME, "payload": PAYLOAD}, "{result} | {error}",
+                "call a host tool and wait for it (on an executor: the wait honours the cell's timeout "
+                "and kill())")
+TOOLS_START = Op("tools.start", {"name": TOOL_NAME, "payload": PAYLOAD}, "{id} | {error}",
+                 "start a host tool call without waiting (async code: asyncio.gather runs calls at once)")
+TOOLS_WAIT = Op("tools.wait", {"id": Int(0, (1 << 63) - 1, required=True)}, "{result} | {error}",
+                "wait for a call `tools.start` began")
+TOOL_OPS = (TOOLS_LIST, TOOLS_CALL, TOOLS_START, TOOLS_WAIT)
 
 
 class ToolCall:
@@ -110,8 +139,9 @@ class Tools(Protocol):
 
     def describe(self) -> Mapping[str, str]:
         """Name -> description (signature and docstring); the caller does not change it."""
-    def start(self, name: str, payload: bytes) -> ToolCall:
-        """Start calling tool `name` (one of `describe()`'s) with msgpack `[args, kwargs]`."""
+    def start(self, name: str, payload: bytes, owner: Any = None) -> ToolCall:
+        """Start calling tool `name` (one of `describe()`'s) with msgpack `[args, kwargs]`, for
+        `owner` (the calling sandbox's id: whose thread cap it counts against; None: the set's)."""
 
 
 # -- replies ---------------------------------------------------------------------------------------
@@ -159,11 +189,9 @@ def exception_reply(exc: BaseException) -> tuple[bytes, str]:
 
 
 def decode_arguments(payload: bytes) -> tuple[list[Any], dict[str, Any]]:
-    """The guest's `[args, kwargs]`: plain msgpack only (no extension types), keyword names str."""
-    def no_ext(code: int, data: bytes) -> Any:
-        raise ValueError("extension types are not arguments")
-
-    found = msgpack.unpackb(payload, raw=False, ext_hook=no_ext, strict_map_key=False)
+    """The guest's `[args, kwargs]`: plain msgpack only, decoded within the door's bounds
+    (_wasm/door.py: nesting, count, host memory; no extension types), keyword names str."""
+    found = decode(payload, strict_map_key=False)
     if not (isinstance(found, list) and len(found) == 2 and isinstance(found[0], list)
             and isinstance(found[1], dict) and all(isinstance(k, str) for k in found[1])):
         raise ValueError("arguments must be [args, kwargs]")
@@ -181,22 +209,35 @@ def describe(name: str, fn: Callable[..., Any]) -> str:
 
 
 # -- the callables themselves ------------------------------------------------------------------------
+class _Job:
+    """A sync call waiting for, or running on, a thread of its tool set."""
+
+    __slots__ = ("name", "fn", "args", "kwargs", "call", "dropped")
+
+    def __init__(self, name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any],
+                 call: ToolCall) -> None:
+        self.name, self.fn, self.args, self.kwargs, self.call = name, fn, args, kwargs, call
+        self.dropped = False  # cancelled before a thread took it: never runs
+
+
 class HostTools:
-    """The tools of a `ToolSpec`: sync functions on a thread pool of their own (made on first
-    use, shut down by `close`), coroutine functions on the spec's loop or a background one."""
+    """The tools of a `ToolSpec`: sync functions on threads of their own (at most THREADS,
+    started under TOOL_THREADS as calls come, gone when the set is closed and its queue empty),
+    coroutine functions on the spec's loop or a background one."""
 
     def __init__(self, spec: ToolSpec) -> None:
         self.functions = dict(spec.functions)
         self.loop = spec.loop
         self._descriptions = {name: describe(name, fn) for name, fn in self.functions.items()}
         self._lock = threading.Lock()
-        self._pool: Optional[ThreadPoolExecutor] = None
+        self._queue: "collections.deque[_Job]" = collections.deque()
+        self._threads = 0  # this set's threads (running a call or about to take the next)
         self._closed = False
 
     def describe(self) -> Mapping[str, str]:
         return self._descriptions
 
-    def start(self, name: str, payload: bytes) -> ToolCall:
+    def start(self, name: str, payload: bytes, owner: Any = None) -> ToolCall:
         call = ToolCall()
         fn = self.functions.get(name)
         if fn is None:
@@ -211,21 +252,43 @@ class HostTools:
         if _is_async(fn) and self.loop is None:  # no thread needed: a task on the background loop
             self._on_background_loop(name, fn, args, kwargs, call)
             return call
-        try:
-            future = self._executor().submit(self._run, name, fn, args, kwargs, call)
-        except RuntimeError:  # shut down: the sandbox or its cell is over
-            call.finish(error_reply("RuntimeError", "the sandbox's tools are closed"), "closed")
-            return call
-        call.on_cancel = future.cancel
-        return call
-
-    def _executor(self) -> ThreadPoolExecutor:
+        job = _Job(name, fn, args, kwargs, call)
         with self._lock:
             if self._closed:
-                raise RuntimeError("closed")
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(THREADS, thread_name_prefix="declaw-tool")
-            return self._pool
+                refusal = "the sandbox's tools are closed"
+            elif self._threads < THREADS:
+                try:  # a thread for it (the cap counts it until the thread ends)
+                    TOOL_THREADS.start(self if owner is None else owner, self._serve,
+                                       name="declaw-tool")
+                    self._threads += 1
+                    refusal = ""
+                except CapReached as exc:
+                    refusal = str(exc)
+            else:
+                refusal = ""  # the set's threads are busy: it waits for one
+            if not refusal:
+                self._queue.append(job)
+        if refusal:
+            call.finish(error_reply("RuntimeError", f"host tool {name!r} was not called: {refusal}"),
+                        refusal)
+            return call
+
+        def drop() -> None:
+            job.dropped = True
+
+        call.on_cancel = drop
+        return call
+
+    def _serve(self) -> None:
+        """A thread of this set: run queued calls until none is left."""
+        while True:
+            with self._lock:
+                job = self._queue.popleft() if self._queue else None
+                if job is None:
+                    self._threads -= 1
+                    return
+            if not job.dropped:
+                self._run(job.name, job.fn, job.args, job.kwargs, job.call)
 
     def _run(self, name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any],
              call: ToolCall) -> None:
@@ -274,12 +337,13 @@ class HostTools:
         call.on_cancel = future.cancel
 
     def close(self) -> None:
-        """No more calls; queued ones are dropped (running sync functions finish unheard)."""
+        """No more calls; queued ones are dropped (running sync functions finish unheard, their
+        threads counted until they do)."""
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            queued, self._queue = list(self._queue), collections.deque()
+        for job in queued:
+            job.call.finish(error_reply("RuntimeError", "the sandbox's tools are closed"), "closed")
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
@@ -359,16 +423,17 @@ class ToolDoor:
     cell's, then the sandbox's), its calls in flight, and the audit of each."""
 
     def __init__(self, sources: Callable[[], Iterable[Optional[Tools]]],
-                 record: Callable[[AuditEvent], None]) -> None:
+                 record: Callable[[AuditEvent], None], owner: Any = None) -> None:
         self._sources = sources
         self._record = record
+        self._owner = owner  # the sandbox (its id): whose thread cap its calls count against
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}  # started (tools.start), not yet waited for
         self._freed = threading.Event()  # set whenever one of them finishes
 
-    def handlers(self) -> dict[str, Handler]:
-        return {"tools.list": self._list, "tools.call": self._call, "tools.start": self._start,
-                "tools.wait": self._wait}
+    def routes(self) -> list[Route]:
+        return [(TOOLS_LIST, self._list), (TOOLS_CALL, self._call), (TOOLS_START, self._start),
+                (TOOLS_WAIT, self._wait)]
 
     def _tools(self) -> dict[str, tuple[Tools, str]]:
         found: dict[str, tuple[Tools, str]] = {}
@@ -384,9 +449,7 @@ class ToolDoor:
 
     def _begin(self, request: dict[str, Any]) -> "_Pending | dict[str, Any]":
         """Start the call a request asks for, or the error reply refusing it (audited)."""
-        name, payload = request.get("name"), request.get("payload")
-        if not isinstance(name, str) or not isinstance(payload, bytes):
-            return self._refuse(str(name)[:100], "a tool request needs a name (str) and a payload (bytes)")
+        name, payload = request["name"], request["payload"]  # (declared: a str and bytes, both required)
         tools = self._tools()
         if name not in tools:
             names = ", ".join(sorted(tools)) or "none"
@@ -397,7 +460,7 @@ class ToolDoor:
         if len(self._pending) >= MAX_UNCLAIMED:
             return self._refuse(name, f"{MAX_UNCLAIMED} host tool calls were started and never "
                                       "awaited; await some first")
-        return _Pending(name, tools[name][0].start(name, payload), len(payload))
+        return _Pending(name, tools[name][0].start(name, payload, self._owner), len(payload))
 
     def _wait_for_room(self, guest: Guest, size: int) -> None:
         """Before a call starts without waiting: until fewer than MAX_RUNNING of the guest's
@@ -421,8 +484,7 @@ class ToolDoor:
         return pending if isinstance(pending, dict) else self._finish(guest, pending)
 
     def _start(self, guest: Guest, request: dict[str, Any]) -> Any:
-        payload = request.get("payload")
-        self._wait_for_room(guest, len(payload) if isinstance(payload, bytes) else 0)
+        self._wait_for_room(guest, len(request["payload"]))
         pending = self._begin(request)
         if isinstance(pending, dict):
             return pending
@@ -432,8 +494,8 @@ class ToolDoor:
         return {"id": call_id}
 
     def _wait(self, guest: Guest, request: dict[str, Any]) -> Any:
-        call_id = request.get("id")
-        pending = self._pending.pop(call_id, None) if isinstance(call_id, int) else None
+        call_id = request["id"]
+        pending = self._pending.pop(call_id, None)
         if pending is None:
             return {"error": {"type": "", "message": f"no host tool call {call_id!r} in flight "
                                                      "(awaited twice?)", "builtin": False}}
@@ -465,5 +527,5 @@ class ToolDoor:
             self._audit(item, item.call.error or "never awaited")
 
 
-__all__ = ["HostTools", "LIMIT", "ToolCall", "ToolDoor", "Tools", "close_tools", "error_reply",
-           "exception_reply", "host_tools", "result_reply"]
+__all__ = ["HostTools", "LIMIT", "TOOL_OPS", "TOOL_THREADS", "ToolCall", "ToolDoor", "Tools", "close_tools",
+           "error_reply", "exception_reply", "host_tools", "result_reply"]

@@ -72,6 +72,7 @@ from ..exceptions import InvalidArgumentException, SandboxException
 from ..limits import Limits
 from ..models import FileType
 from ..settings import cache_dir, offline, pip_hosts, wheel_cache_max_bytes, wheelhouses
+from .install_op import MAX_FIND_LINKS, MAX_GUEST_WHEELS, MAX_PRESENT, MAX_REQUIREMENTS, PIP_INSTALL
 from .pip_guard import FILE_BYTES as PIP_FILE_BYTES
 from .pip_guard import MARK as GUARD_MARK
 from .pip_guard import MEMORY_BYTES as PIP_MEMORY_BYTES
@@ -821,15 +822,11 @@ def runtime_top_levels(stdlib_zip: Path) -> tuple[str, ...]:
 
 # -- `pip install` from inside a sandbox -----------------------------------------------------------
 
-MAX_REQUIREMENTS = 200
-MAX_FIND_LINKS = 16
-MAX_PRESENT = 2000  # installed distributions the guest may list (a sandbox has ~100)
-MAX_GUEST_WHEELS = 100  # wheels one request may copy out of the sandbox
+# (the door's declaration of the request, checked before this parser runs: install_op.py)
 MAX_GUEST_WHEEL_BYTES = 256 << 20  # bytes of them, in all (and at most the sandbox's disk quota)
 GUEST_DIST_INFO_BYTES = 16 << 20  # their .dist-info folders, in all (pip reads them into memory)
 MAX_LISTED = 10_000  # entries of one find_links folder looked at
-REQUEST_FIELDS = frozenset({"op", "requirements", "wheels", "find_links", "present", "no_index",
-                            "no_deps"})
+REQUEST_FIELDS = frozenset({"op", *PIP_INSTALL.fields})
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,8 @@ class RemoteTools:
     def describe(self) -> dict[str, str]:
         return self.descriptions
 
-    def start(self, name: str, payload: bytes) -> ToolCall:
-        return self.worker.tool_call(self.token, name, payload)
+    def start(self, name: str, payload: bytes, owner: Any = None) -> ToolCall:
+        return self.worker.tool_call(self.token, name, payload)  # (capped where the callables run)
 
 
 class Worker:

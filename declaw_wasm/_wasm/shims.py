@@ -1,6 +1,7 @@
 """The host functions a guest imports besides WASI's own, and the WASI calls we shadow.
 
-- `DoorTransport`: the `host.call` import, the guest's door to the host (msgpack frames).
+- `DoorTransport`: the `host.call` import, the guest's door to the host (msgpack frames, decoded
+  within door.py's bounds; `answer_frame` answers one).
 - `PollOneoff`: WASI `poll_oneoff`, so a sleeping guest can be stopped.
 - `FdReaddir`: WASI `fd_readdir`, so listing a big folder is not quadratic.
 
@@ -22,10 +23,13 @@ import msgpack
 import wasmtime
 from wasmtime import _bindings as _ffi
 
+from .door import MAX_FRAME, Int, Op, RequestError, decode
+
 if TYPE_CHECKING:
     from .guest import Guest
 
 DoorHandler = Callable[["Guest", Any], Any]
+MAX_ANSWER = MAX_FRAME  # bytes of one answer
 
 
 class Encoded(bytes):
@@ -33,17 +37,58 @@ class Encoded(bytes):
     is encoded where its value is made, and checked against the size limit there)."""
 
 
+EXIT = Op("exit", {"code": Int(required=True, doc="the status; the host keeps its low 8 bits")}, "nil",
+          "the exit status before os._exit (WASI's proc_exit carries 0..125 only); answered by "
+          "the transport itself (DoorTransport), for every guest")
+
+
+def answer_frame(guest: Guest, handler: Optional[DoorHandler], frame: bytes) -> tuple[int, bytes]:
+    """One door request, start to end: (0, the answer's msgpack), or (-1, b"") when the guest
+    has no door, or (-2, b"") when the frame breaks the door's bounds (door.py), is not a
+    request, the handler failed, or its answer cannot be encoded or is over MAX_ANSWER. Exactly
+    one answer, whatever happens: nothing raises. (`exit` is answered here; a request the
+    declarations refuse is answered by the dispatcher with an error reply.)"""
+    try:
+        request = decode(frame)
+    except BaseException:
+        return -2, b""
+    return answer_request(guest, handler, request)
+
+
+def answer_request(guest: Guest, handler: Optional[DoorHandler], request: Any) -> tuple[int, bytes]:
+    """`answer_frame` for a frame decoded already (the transport lets go of the frame's bytes
+    before the handler runs: a 16 MiB frame is not held twice)."""
+    try:
+        if type(request) is dict and request.get("op") == "exit":
+            try:
+                guest.declare_exit(EXIT.check(request)["code"])
+                reply: Any = None
+            except RequestError as exc:
+                reply = exc.reply()
+        elif handler is None:
+            return -1, b""
+        else:
+            reply = handler(guest, request)
+        answer = reply if isinstance(reply, Encoded) else msgpack.packb(reply, use_bin_type=True)
+    except BaseException:  # the handler's failure, GuestStopping, an unencodable reply
+        return -2, b""
+    if len(answer) > MAX_ANSWER:
+        return -2, b""
+    return 0, answer
+
+
 class DoorTransport:
     """The `host.call(ptr, len, out_ptr_ptr, out_len_ptr) -> i32` import: reads one msgpack
-    request from guest memory, asks the handler, writes the msgpack answer into memory the guest
-    allocates (`host_alloc`). 0: answered; -2: the request or the handler failed. Every address
-    the guest gives is bounds-checked.
+    request from guest memory, has `answer_request` answer it, writes the answer into memory the
+    guest allocates (`host_alloc`). 0: answered; -1: no door; -2: the request or the handler
+    failed (the guest's `_host.call` raises OSError). Every address the guest gives is
+    bounds-checked; the frame is decoded within door.py's bounds.
 
     One request is the guest's own: `{"op": "exit", "code": n}` declares the exit status before
     `os._exit`, because WASI's `proc_exit` only carries 0..125 (wasmtime traps on more, and bash
     needs 126, 127, 130...)."""
 
-    MAX_REQUEST = 16 << 20
+    MAX_REQUEST = MAX_FRAME
 
     def __init__(self, guest: Guest, handler: Optional[DoorHandler]) -> None:
         self.guest = guest
@@ -68,22 +113,15 @@ class DoorTransport:
         if not (0 <= length <= self.MAX_REQUEST and 0 <= ptr and ptr + length <= size
                 and _fits(out_ptr_ptr, 4, size) and _fits(out_len_ptr, 4, size)):
             return -2
+        base = ctypes.addressof(memory.data_ptr(caller).contents)
         try:
-            base = ctypes.addressof(memory.data_ptr(caller).contents)
-            request = msgpack.unpackb(ctypes.string_at(base + ptr, length), raw=False)
+            request = decode(ctypes.string_at(base + ptr, length))
         except Exception:
             return -2
-        try:
-            if isinstance(request, dict) and request.get("op") == "exit":
-                self.guest.declare_exit(int(request["code"]))
-                reply = None
-            elif self.handler is None:
-                return -1
-            else:
-                reply = self.handler(self.guest, request)
-            answer = reply if isinstance(reply, Encoded) else msgpack.packb(reply, use_bin_type=True)
-        except Exception:
-            return -2
+        status, answer = answer_request(self.guest, self.handler, request)
+        del request
+        if status:
+            return status
         out = _call_i32(caller, alloc, len(answer))
         if not out or not _fits(out, len(answer), memory.data_len(caller)):
             return -2
