@@ -169,6 +169,29 @@ def counted_bytes(st: os.stat_result) -> int:
     return max(st.st_size, allocated) if stat.S_ISREG(st.st_mode) else allocated
 
 
+def _folder_entries(fd: int, sort: bool) -> Iterator[tuple[str, os.stat_result]]:
+    """(name, lstat) of each entry of the folder `fd`, read as the folder yields them (`sort`: the
+    names only are gathered and sorted first): a folder's listing is never held as objects, so a
+    folder of 10^5 entries costs its names at most. Entries that vanish meanwhile are left out."""
+    try:
+        with os.scandir(fd) as found:
+            if not sort:
+                for entry in found:
+                    try:
+                        yield entry.name, entry.stat(follow_symlinks=False)  # (fstatat in `fd`)
+                    except OSError:
+                        continue
+                return
+            names = sorted(entry.name for entry in found)
+    except OSError:
+        return
+    for name in names:
+        try:
+            yield name, os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+
+
 def walk_entries(root: Callable[[], int], sort: bool = False
                  ) -> Iterator[tuple[List[str], int, str, os.stat_result]]:
     """Every entry below a folder as (its folder's names from the top, an fd of that folder, its
@@ -189,20 +212,12 @@ def walk_entries(root: Callable[[], int], sort: bool = False
             try:
                 fd = walk.folder(path, known)
                 known = len(path)
-                with os.scandir(fd) as found:
-                    entries = list(found)
             except OSError:
-                entries = []
-            if sort:
-                entries.sort(key=lambda e: e.name)
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)  # (fstatat in `fd`, by name)
-                except OSError:
-                    continue
-                yield path, fd, entry.name, st
+                fd = -1
+            for name, st in _folder_entries(fd, sort) if fd >= 0 else ():
+                yield path, fd, name, st
                 if stat.S_ISDIR(st.st_mode):
-                    subfolders.append(entry.name)
+                    subfolders.append(name)
             subfolders.reverse()
             pending.append(subfolders)
             while pending and not pending[-1]:

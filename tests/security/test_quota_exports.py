@@ -30,7 +30,7 @@ from .support import rss
 MIB = 1 << 20
 QUOTA = 20 * MIB
 BOUND = QUOTA + MIB  # what one export may carry
-OVERHEAD = 6 * MIB  # tar headers, manifests, a sandbox folder's skeleton, the peak samplers' slack
+OVERHEAD = 8 * MIB  # tar headers, manifests, a sandbox folder's skeleton, modules a worker imports at its first export, the samplers' slack
 HOLE = 512 * MIB + 1  # the guest's sparse file: one block on disk
 SPARSE = "python3 -c \"f = open('/tmp/hole', 'wb'); f.seek(512 << 20); f.write(b'x'); f.close()\""
 REFUSED = rf"{HOLE} bytes.*more than the disk quota of {QUOTA} bytes \+ 1 MiB allows \(Limits.disk_bytes"
@@ -166,7 +166,8 @@ def _stored_files(host: Host, sandbox_id: str) -> list[str]:
     found = [str(p.relative_to(host.store)) for p in (host.store / "sandboxes" / sandbox_id).rglob("*")
              if p.is_file() and "lease" not in p.parts]
     for entry in (host.store / "snapshot-index").glob("*.json"):
-        if json.loads(entry.read_text()).get("sandbox_id") == sandbox_id:
+        body = entry.read_bytes().partition(b"\n")[2]  # a signed record: its header line, its body
+        if json.loads(body).get("sandbox_id") == sandbox_id:
             found.append(str(entry.relative_to(host.store)))
     return found
 
