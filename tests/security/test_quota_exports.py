@@ -30,7 +30,9 @@ from .support import rss
 MIB = 1 << 20
 QUOTA = 20 * MIB
 BOUND = QUOTA + MIB  # what one export may carry
-OVERHEAD = 8 * MIB  # tar headers, manifests, a sandbox folder's skeleton, modules a worker imports at its first export, the samplers' slack
+# tar headers, manifests, a sandbox folder's skeleton, modules a worker imports at its first export,
+# the samplers' slack
+OVERHEAD = 8 * MIB
 HOLE = 512 * MIB + 1  # the guest's sparse file: one block on disk
 SPARSE = "python3 -c \"f = open('/tmp/hole', 'wb'); f.seek(512 << 20); f.write(b'x'); f.close()\""
 REFUSED = rf"{HOLE} bytes.*more than the disk quota of {QUOTA} bytes \+ 1 MiB allows \(Limits.disk_bytes"
