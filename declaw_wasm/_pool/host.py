@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Optional, cast
+from typing import Any, Callable, Generator, Iterator, Optional, cast
 
 from .._args import checkpoint_policy
 from .._backend import tools_unreachable
@@ -388,7 +388,8 @@ class Host:
             watcher.stop()
 
     # -- streams ----------------------------------------------------------------------------------
-    def stream(self, sandbox_id: str, op: str, args: list[Any], limit: int = 1 << 20) -> Iterator[Reply]:
+    def stream(self, sandbox_id: str, op: str, args: list[Any],
+               limit: int = 1 << 20) -> Generator[Reply, None, None]:
         """A command's (`start`, `attach`) or a cell's (`run_code`) messages; `limit` bounds the
         output data in one message."""
         try:
