@@ -87,7 +87,6 @@ class Process(EventLog):
         self.tag = tag
         self.pty_size = pty
         self.stdin = StdinPipe(open_=stdin or pty is not None)
-        self._events = []
         self._cond = threading.Condition()
         self._callbacks = dict(callbacks or {})
         self.killed = False

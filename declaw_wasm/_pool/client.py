@@ -172,7 +172,6 @@ class HostedProcess(EventLog):
         self.sandbox = sandbox
         self.pid = pid
         self.cmd = cmd
-        self._events = []
         self._cond = threading.Condition()
         self._callbacks = {k: v for k, v in callbacks.items() if v is not None}
         self._end: Optional[Union[EndLine, ErrorBody]] = None

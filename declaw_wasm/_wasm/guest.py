@@ -94,7 +94,9 @@ class OutputSink:
     """Collects one stream up to a byte limit; streams decoded text to a callback.
 
     wasmtime calls it from its own threads, so it locks, and it never raises (an exception
-    here would surface as an I/O error in the guest).
+    here would surface as an I/O error in the guest). What it holds is one buffer of at most
+    `limit` bytes, whatever the sizes of the writes (a million 1-byte writes cost no more than
+    one write of a megabyte).
     """
 
     def __init__(self, limit: int, callback: Optional[OutputCallback]) -> None:
@@ -102,7 +104,7 @@ class OutputSink:
         self.callback = callback
         self.size = 0
         self.truncated = False
-        self._chunks: list[bytes] = []
+        self._data = bytearray()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._lock = threading.Lock()
 
@@ -113,7 +115,7 @@ class OutputSink:
             if len(kept) < len(data):
                 self.truncated = True
             if kept:
-                self._chunks.append(kept)
+                self._data += kept
                 self.size += len(kept)
                 if self.callback is not None:
                     text = self._decoder.decode(kept)
@@ -137,13 +139,13 @@ class OutputSink:
 
     def text(self) -> str:
         with self._lock:
-            return b"".join(self._chunks).decode("utf-8", "replace")
+            return self._data.decode("utf-8", "replace")
 
     def rebind(self, callback: Optional[OutputCallback]) -> None:
         """Start afresh with another callback (a parked guest's sinks, when its command comes)."""
         with self._lock:
             self.callback = callback
-            self.size, self.truncated, self._chunks = 0, False, []
+            self.size, self.truncated, self._data = 0, False, bytearray()
             self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
 
