@@ -242,3 +242,107 @@ def test_a_cells_answer_too_large_to_send_fails_the_cell_not_the_worker() -> Non
         assert big.run_code("1 + 1").text == "2"
     finally:
         pool.close()
+
+
+# -- a compromised Ray host actor -----------------------------------------------------------------------
+def _hostile_host_class(marker: str) -> type:
+    """A `SandboxHost` whose answer to a call naming `/hostile/MODE` is what an actor taken over
+    by a guest could return through Ray (defined here, so Ray ships it by value)."""
+    import time as clock
+
+    from declaw_wasm._pool.codec import pack as encode
+    from declaw_wasm._ray.actor import SandboxHost
+
+    class Pwn:
+        def __reduce__(self) -> Any:
+            return (os.system, (f"touch {marker}",))
+
+    class Boom(Exception):
+        def __reduce__(self) -> Any:
+            return (os.system, (f"touch {marker}",))
+
+    class Hostile(SandboxHost):
+        def call(self, sandbox_id: Any, method: str, args: list[Any], envs: Any = None,
+                 secrets: Any = None) -> Any:
+            mode = next((a[len("/hostile/"):] for a in args if isinstance(a, str) and a.startswith("/hostile/")), "")
+            if mode == "pickle":  # an object: Ray pickles it
+                return Pwn()
+            if mode == "raise":  # an exception: Ray pickles it into its error
+                raise Boom()
+            if mode == "declared":
+                return b"\xdd\xff\xff\xff\xff"
+            if mode == "deep":
+                return b"\x91" * 10**6 + b"\xc0"
+            if mode == "huge":  # bytes over the codec's limit (through the object store)
+                return b"\x00" * ((64 << 20) + 1)
+            if mode == "lie":
+                return encode(["ok", 1 << 40])
+            if mode == "silent":
+                clock.sleep(3600)
+            return super().call(sandbox_id, method, args, envs, secrets)
+
+    return Hostile
+
+
+RAY_FATAL = {"pickle": "would have to unpickle ('PYTHON')", "declared": "exceeds max_array_len",
+             "deep": "StackError", "huge": f"more than {MAX_MESSAGE}"}
+
+
+@pytest.mark.guest
+def test_a_compromised_ray_host_can_fail_its_own_sandboxes_and_nothing_more(
+        ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_background_guests: None) -> None:
+    """An actor's answers are raw bytes decoded with the pool's bounded codec: a pickled object
+    or exception, a msgpack bomb, an answer over the limit is refused without unpickling or
+    copying it (the actor is killed and replaced: its own sandboxes are lost), a lie about types
+    fails the call, silence past the wait fails it. Nothing runs here, and the other host's
+    sandboxes never notice. (What a compromised actor can still do through Ray's own API — run
+    tasks anywhere on the cluster — is why a Ray cluster is one trust domain: docs/scale.md.)"""
+    from declaw_wasm._ray.sandboxes import RaySandboxes
+
+    marker = tmp_path / "pwned"
+
+    class HostileRay(RaySandboxes):
+        host_class = _hostile_host_class(str(marker))
+
+    backend = HostileRay(hosts=2)
+    made: list[Sandbox] = []
+
+    def create() -> Sandbox:
+        made.append(Sandbox.create(backend=backend, timeout=300))
+        return made[-1]
+
+    try:
+        for mode, says in RAY_FATAL.items():
+            victim = create()
+            bystander = create()
+            deadline = time.monotonic() + 120  # a replaced host is loading the runtime meanwhile
+            while backend.host_of(bystander.sandbox_id)["name"] == backend.host_of(victim.sandbox_id)["name"]:
+                assert time.monotonic() < deadline
+                time.sleep(1)
+                bystander = create()
+            with PeakRSS() as mem:
+                with pytest.raises(SandboxException) as failed:
+                    victim.files.exists(f"/hostile/{mode}")
+            assert "sent a bad answer" in str(failed.value) and says in str(failed.value), (mode, failed.value)
+            assert mem.growth < 32 * MiB, (mode, mem.growth)
+            _echo(bystander)
+        with pytest.raises(SandboxException, match="TASK_EXECUTION_EXCEPTION"):  # the pickled error stays unread
+            create().files.exists("/hostile/raise")
+        lied = create()
+        with pytest.raises(SandboxException, match="answered read_open with a int"):
+            lied.files.read("/hostile/lie")
+        monkeypatch.setattr(client, "CALL_WAIT", 2.0)
+        with pytest.raises(TimeoutException, match="did not answer exists within 2 s"):
+            lied.files.exists("/hostile/silent")
+        assert not marker.exists()  # nothing was unpickled
+        _echo(lied)
+    finally:
+        for sandbox in made:
+            try:
+                sandbox.kill()
+            except SandboxException:
+                pass
+        import ray
+
+        for link in list(backend._links.values()):
+            ray.kill(link.handle)

@@ -161,6 +161,68 @@ class _Upload:
                                                              message="the upload did not finish"))
 
 
+class _Pull:
+    """A stream's messages for a client that pulls them in calls of its own (Ray: each pull is a
+    plain actor call answering bytes, so nothing the driver reads is unpickled): made on a
+    thread into a bounded queue (the stream waits while its client does not pull), taken by
+    `take` a batch at a time. A stream nobody pulls for `STALLED` s is closed."""
+
+    DEPTH = 64  # messages made ahead of the client's pulls
+
+    def __init__(self, messages: Generator[Reply, None, None]) -> None:
+        self._messages = messages
+        self._queue: "queue.Queue[Optional[Reply]]" = queue.Queue(self.DEPTH)
+        self._closed = threading.Event()
+        self._ended = False
+        self._pulled = time.monotonic()
+        threading.Thread(target=self._make, name="declaw-host-pull", daemon=True).start()
+
+    def _make(self) -> None:
+        try:
+            for message in self._messages:
+                if not self._put(message):
+                    return
+        except BaseException as exc:  # the stream broke: its client hears why
+            self._put(error(exc))
+        finally:
+            self._messages.close()
+            self._put(None)
+
+    def _put(self, message: Optional[Reply]) -> bool:
+        while not self._closed.is_set():
+            try:
+                self._queue.put(message, timeout=1.0)
+                return True
+            except queue.Full:
+                if time.monotonic() - self._pulled > STALLED:
+                    self._closed.set()
+        return False
+
+    def take(self, wait: float, limit: int) -> tuple[list[Reply], bool]:
+        """The messages made so far (waiting up to `wait` s for one), up to about `limit` bytes
+        of output; and whether the stream has ended."""
+        self._pulled = time.monotonic()
+        taken: list[Reply] = []
+        size = 0
+        timeout: Optional[float] = wait
+        while not self._ended and size < limit:
+            try:
+                message = self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            timeout = None
+            if message is None:
+                self._ended = True
+                break
+            taken.append(message)
+            if message[0] in ("events", "end"):
+                size += sum(len(event[1]) for event in message[1])
+        return taken, self._ended
+
+    def close(self) -> None:
+        self._closed.set()
+
+
 class Host:
     """The sandboxes of one worker or actor. `tools` makes the stand-in for host tools lent by
     the client (`[token, {name: description}]`), whose calls go back to it; None: this host
@@ -303,7 +365,7 @@ class Host:
         with self._lock:
             self._sessions[token] = value
             old = self._sessions.popitem(last=False)[1] if len(self._sessions) > MAX_SESSIONS else None
-        if isinstance(old, _Download):
+        if isinstance(old, (_Download, _Pull)):
             old.close()
         return token
 
@@ -386,6 +448,29 @@ class Host:
         watcher = self._close(token)
         if watcher is not None:
             watcher.stop()
+
+    # -- streams pulled a batch at a time (Ray) ---------------------------------------------------
+    def pull_open(self, sandbox_id: str, op: str, args: list[Any], wait: float,
+                  limit: int) -> tuple[Optional[str], list[Reply]]:
+        """Start a stream (`stream`'s ops) for a client that pulls it: its first messages
+        (waiting up to `wait` s for one) and the token its next pulls name (None: it ended)."""
+        pull = _Pull(self.stream(sandbox_id, op, args, limit))
+        messages, ended = pull.take(wait, limit)
+        return (None if ended else self._session(pull)), messages
+
+    def pull_next(self, token: str, wait: float, limit: int) -> tuple[bool, list[Reply]]:
+        """The stream's next messages (waiting up to `wait` s for one), and whether it ended
+        (its session is then closed)."""
+        pull: _Pull = self._take(token)
+        messages, ended = pull.take(wait, limit)
+        if ended:
+            self._close(token)
+        return ended, messages
+
+    def pull_close(self, token: str) -> None:
+        pull = self._close(token)
+        if isinstance(pull, _Pull):
+            pull.close()
 
     # -- streams ----------------------------------------------------------------------------------
     def stream(self, sandbox_id: str, op: str, args: list[Any],
