@@ -37,6 +37,7 @@ from ..wire import EndLine, ErrorBody, error_body
 
 Reply = tuple[Any, ...]  # (kind, payload...)
 POLL = 1.0  # seconds a stream waits for output before looking again
+PACE = 0.005  # seconds between a command's output messages while output keeps coming (see _pump)
 KEEP_ENDED = 1000  # ended sandboxes kept known, so calls on them say why they ended
 STALLED = 300.0  # seconds an upload waits for its next chunk
 MAX_SESSIONS = 1024  # open file sessions per host; the oldest is closed past that
@@ -527,6 +528,8 @@ class Host:
             if size >= limit or time.monotonic() >= deadline:
                 messages += [("events", batch) for batch in split([[e.stream, e.data] for e in got], limit)]
                 return messages, self._session((process, len(got)))
+            if events:  # output keeps coming: let it gather (see _pump)
+                time.sleep(min(PACE, max(0.0, deadline - time.monotonic())))
 
     def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
         news: "queue.Queue[Reply]" = queue.Queue()
@@ -558,9 +561,18 @@ def after_turn(sandbox: LocalSandbox, what: str) -> None:
 
 
 def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -> Iterator[Reply]:
-    """A command's messages from its event `index` on, until its end."""
+    """A command's messages from its event `index` on, until its end. Output that keeps coming
+    is sent at most every `PACE` s (a first write goes at once): meanwhile later writes join
+    the events not read yet (_backend.EventLog), so a guest's million 1-byte writes cross as a
+    few hundred messages, not a million events the client would queue."""
+    sent = 0.0
     while True:
+        gap = sent + PACE - time.monotonic()
+        if gap > 0:
+            time.sleep(gap)
         events, done = process.events_since(index, POLL)
+        if events:
+            sent = time.monotonic()
         index += len(events)
         if done:
             yield from _ending(process, events, 0, limit, ended)

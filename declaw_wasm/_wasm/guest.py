@@ -96,12 +96,14 @@ class OutputSink:
     wasmtime calls it from its own threads, so it locks, and it never raises (an exception
     here would surface as an I/O error in the guest). What it holds is one buffer of at most
     `limit` bytes, whatever the sizes of the writes (a million 1-byte writes cost no more than
-    one write of a megabyte).
+    one write of a megabyte). `keep=False`: only counted and streamed to the callback, not
+    kept (its owner keeps the text: a command's event log), so `text()` is empty.
     """
 
-    def __init__(self, limit: int, callback: Optional[OutputCallback]) -> None:
+    def __init__(self, limit: int, callback: Optional[OutputCallback], keep: bool = True) -> None:
         self.limit = limit
         self.callback = callback
+        self.keep = keep
         self.size = 0
         self.truncated = False
         self._data = bytearray()
@@ -115,7 +117,8 @@ class OutputSink:
             if len(kept) < len(data):
                 self.truncated = True
             if kept:
-                self._data += kept
+                if self.keep:
+                    self._data += kept
                 self.size += len(kept)
                 if self.callback is not None:
                     text = self._decoder.decode(kept)
@@ -141,10 +144,11 @@ class OutputSink:
         with self._lock:
             return self._data.decode("utf-8", "replace")
 
-    def rebind(self, callback: Optional[OutputCallback]) -> None:
+    def rebind(self, callback: Optional[OutputCallback], keep: bool = True) -> None:
         """Start afresh with another callback (a parked guest's sinks, when its command comes)."""
         with self._lock:
             self.callback = callback
+            self.keep = keep
             self.size, self.truncated, self._data = 0, False, bytearray()
             self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
