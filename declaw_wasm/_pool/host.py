@@ -199,19 +199,27 @@ class _Pull:
                     self._closed.set()
         return False
 
+    LINGER = 0.005  # seconds a pull waits for a further message once it has one (a short command's all)
+    MAX_LINGER = 0.05
+
     def take(self, wait: float, limit: int) -> tuple[list[Reply], bool]:
-        """The messages made so far (waiting up to `wait` s for one), up to about `limit` bytes
-        of output; and whether the stream has ended."""
+        """The messages made so far (waiting up to `wait` s for one, then while more keep coming
+        within `LINGER` s of each other, `MAX_LINGER` at most: a short command's start, output
+        and end in one answer), up to about `limit` bytes of output; and whether the stream has
+        ended."""
         self._pulled = time.monotonic()
         taken: list[Reply] = []
         size = 0
         timeout: Optional[float] = wait
+        until = 0.0
         while not self._ended and size < limit:
             try:
                 message = self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
             except queue.Empty:
                 break
-            timeout = None
+            now = time.monotonic()
+            until = until or now + self.MAX_LINGER
+            timeout = min(self.LINGER, max(0.0, until - now)) or None
             if message is None:
                 self._ended = True
                 break

@@ -23,6 +23,7 @@ import pytest
 from declaw_wasm import Limits, Sandbox, TimeoutException
 from declaw_wasm._pool.pool import ProcessPool
 
+from . import support
 from .support import PeakRSS, assert_host_fine
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
@@ -67,11 +68,12 @@ def test_tiny_and_huge_writes_cost_the_host_the_output_limit(make: Callable[...,
     r, cost = _host_cost(sandbox, _tiny(PAIRS))
     assert (len(r.stdout), len(r.stderr)) == (LIMIT, LIMIT) and set(r.stdout) == {"x"} and set(r.stderr) == {"y"}
     assert r.exit_code == 0 and "truncated" in str(r.error)
-    assert cost < 6 * MiB, cost  # two streams of 48 KiB kept
+    bound = 6 * MiB * support.copies()  # what Ray's processes keep beside ours
+    assert cost < bound, cost  # two streams of 48 KiB kept
     seen: list[int] = []
     r, cost = _host_cost(sandbox, _large(64), on_stdout=lambda text: seen.append(len(text)))
     assert len(r.stdout) == LIMIT and sum(seen) == LIMIT and r.exit_code == 0
-    assert cost < 6 * MiB, cost
+    assert cost < bound, cost
     assert_host_fine(sandbox)
 
 

@@ -120,8 +120,7 @@ def test_output_bomb_is_capped_at_the_output_limit(box, no_background_guests) ->
     assert len(r.stdout) == limit and len(r.stderr) == limit
     assert sum(seen) == limit
     assert r.exit_code == 0 and "truncated" in str(r.error) and "stdout" in r.error and "stderr" in r.error
-    copies = 2 if support.BACKEND else 1  # elsewhere, the output is held where it is made and here
-    assert mem.growth < 8 * limit * copies, mem.growth
+    assert mem.growth < 8 * limit * support.copies(), mem.growth
     assert_host_fine(box)
 
 
@@ -142,7 +141,7 @@ def test_endless_output_flood_is_capped_and_stopped(make, no_background_guests) 
                 handle.wait()
             ex = s.run_code("import sys\nfor _ in range(64):\n    print('z' * (1 << 17))", timeout=30)
             assert sum(map(len, ex.logs.stdout)) <= MiB + 200 and "truncated" in ex.logs.stdout[-1]
-        assert mem.growth < 64 * MiB * (2 if support.BACKEND else 1), mem.growth  # the guests' memory too
+        assert mem.growth < 64 * MiB * support.copies(), mem.growth  # the guests' memory too
         assert_host_fine(s)
 
 
