@@ -74,8 +74,9 @@ def _lie(rid: int, mode: str) -> list[Any]:
 
 def _mode(args: Any) -> str:
     for arg in args if isinstance(args, list) else []:
-        if isinstance(arg, str) and arg.startswith(PREFIX):
-            return arg[len(PREFIX):].split("/")[0]
+        text = getattr(arg, "cmd", arg)  # a path, or a command line naming one
+        if isinstance(text, str) and PREFIX in text:
+            return text[text.index(PREFIX) + len(PREFIX):].split("/")[0].split()[0]
     return ""
 
 

@@ -222,6 +222,10 @@ def test_a_worker_that_never_answers_is_waited_for_a_bounded_time(
     with pytest.raises(TimeoutException, match="did not answer exists within 2 s"):
         victim.files.exists("/hostile/silent")
     assert time.monotonic() - start < 5
+    start = time.monotonic()  # a command's stream: its timeout, and CALL_WAIT more
+    with pytest.raises(TimeoutException, match="did not answer start within 3 s"):
+        victim.commands.run("cat /hostile/silent", timeout=1)
+    assert time.monotonic() - start < 6
     _echo(victim)
 
 

@@ -34,6 +34,14 @@ def call_wait(method: str, args: Sequence[Any]) -> Optional[float]:
     return CALL_WAIT
 
 
+def stream_wait(op: str, args: Sequence[Any]) -> Optional[float]:
+    """How long a stream (a command's output, a cell's callbacks) may take to end: its request's
+    own timeout and `CALL_WAIT` more; None (as long as its host lives) for one without a timeout,
+    or whose request is not here (`attach`, `follow`)."""
+    timeout = getattr(args[0], "timeout", None) if op in ("start", "run_code") and args else None
+    return CALL_WAIT + float(timeout) if timeout else None
+
+
 class HostLost(SandboxException):
     """The worker process or Ray actor that hosted a sandbox is gone (and the sandbox with it,
     unless it was checkpointed: then it was restored on another host, `Recovery`)."""
@@ -203,6 +211,8 @@ class HostedProcess(EventLog):
                         break
             except HostLost as exc:
                 end = ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
+            except TimeoutException as exc:  # its host did not end it in time (client.stream_wait)
+                end = ErrorBody(error="TimeoutException", message=str(exc))
             except Exception as exc:  # whatever broke the stream, the command's waiters hear of it
                 end = ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
             with self._cond:

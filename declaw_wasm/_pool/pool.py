@@ -47,7 +47,7 @@ from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotF
 from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .client import (HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect, raised,
-                     refuse_host_only)
+                     refuse_host_only, stream_wait)
 from .codec import MAX_MESSAGE, BadMessage, MessageTooLarge, pack, unpack
 
 SLICE = 1.0  # seconds between looks at a call's deadline while it waits
@@ -118,10 +118,11 @@ class Worker:
         raise HostLost(payload)
 
     def _answer(self, inbox: "queue.SimpleQueue[tuple[str, Any]]", wait: Optional[float],
-                method: str) -> tuple[str, Any]:
-        """The one answer to a call: within `wait` seconds of the worker being ready (None: as
-        long as the worker lives, which its socket tells), else TimeoutException."""
-        deadline = None
+                method: str, until: Optional[float] = None) -> tuple[str, Any]:
+        """The one answer to a call: within `wait` seconds of the worker being ready (or by the
+        monotonic time `until`; None: as long as the worker lives, which its socket tells), else
+        TimeoutException."""
+        deadline = until
         while True:
             try:
                 return inbox.get(timeout=SLICE)
@@ -139,11 +140,18 @@ class Worker:
         return self.pool.adopt(self, host_id)
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
-        _, inbox = self._request("stream", sandbox_id, op, args)
+        rid, inbox = self._request("stream", sandbox_id, op, args)
+        wait = stream_wait(op, args)  # the whole stream's
+        until = None if wait is None else time.monotonic() + wait
 
         def items() -> Iterator[Any]:
             while True:
-                kind, payload = inbox.get()
+                try:
+                    kind, payload = self._answer(inbox, wait, op, until)
+                except TimeoutException:
+                    with self._lock:
+                        self._inboxes.pop(rid, None)
+                    raise
                 if kind == "item":
                     yield payload
                 elif kind == "ok":

@@ -28,13 +28,14 @@ import itertools
 import random
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional, Union
 
 from .._args import checkpoint_policy
 from .._backend import tools_unreachable
 from .._pool.client import (CALL_WAIT, HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect,
-                             raised, refuse_host_only)
+                             raised, refuse_host_only, stream_wait)
 from .._pool.codec import MAX_MESSAGE, BadMessage, unpack
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException, TimeoutException)
@@ -259,11 +260,16 @@ class RayLink:
                 and isinstance(opened[1], list)):
             raise self._refused(BadAnswer(f"a malformed answer to {op}"))
 
+        wait = stream_wait(op, args)  # the whole stream's
+        until = None if wait is None else time.monotonic() + wait
+
         def items() -> Iterator[Any]:
             token, first = opened
             try:
                 yield from first
                 while token is not None:
+                    if until is not None and time.monotonic() > until:
+                        raise TimeoutException(f"the Ray actor {self.name} did not end {op} within {wait:g} s")
                     pulled = self.answer(self.handle.stream_next.remote(token, PULL_WAIT), PULL_WAIT + CALL_WAIT, op)
                     if not (isinstance(pulled, list) and len(pulled) == 2 and isinstance(pulled[0], bool)
                             and isinstance(pulled[1], list)):
