@@ -44,8 +44,9 @@ def _frames(rid: int, mode: str) -> list[bytes]:
         return [b"\x93" + _head(rid) + b"\xdd\xff\xff\xff\xff"]
     if mode == "deep":  # 10**6 levels of nesting
         return [b"\x93" + _head(rid) + b"\x91" * 10**6 + b"\xc0"]
-    if mode == "arrays":  # the costliest structure: empty arrays, one byte each
-        return [b"\x93" + _head(rid) + b"\xdd" + struct.pack(">I", SIZE) + b"\x90" * SIZE]
+    if mode == "arrays":  # the costliest structure: empty arrays, one byte each (8 arrays of them)
+        inner = b"\xdd" + struct.pack(">I", SIZE // 8) + b"\x90" * (SIZE // 8)
+        return [b"\x93" + _head(rid) + b"\x98" + inner * 8]
     if mode == "ints":  # the costliest scalars: 1-byte ints outside CPython's small-int cache
         return [b"\x93" + _head(rid) + b"\xdd" + struct.pack(">I", SIZE) + b"\xf0" * SIZE]
     if mode == "pickle":  # a pickle where a message belongs
@@ -94,6 +95,10 @@ class Hostile(real.Worker):
             self.answer(rid, ("ok", b"x" * ((64 << 20) + 1)), method)
         elif mode.startswith("lie-"):
             self.send(_lie(rid, mode))
+        elif mode == "tool-bomb":  # a host tool call (with a token lent here) whose arguments are a bomb
+            token = next(getattr(s.tools, "token", None) for s in self.host._mine.values() if s.tools is not None)
+            self.send([0, "tool", [1, token, "echo", b"\x92\xdd" + struct.pack(">I", SIZE) + b"\x90" * SIZE + b"\x80"]])
+            self.answer(rid, ("ok", True), method)
         else:
             with self._send_lock:
                 if mode == "huge":

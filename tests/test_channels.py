@@ -21,7 +21,8 @@ import pytest
 
 from declaw_wasm import Limits, Sandbox, SandboxException, TimeoutException
 from declaw_wasm._pool import client
-from declaw_wasm._pool.codec import MAX_MESSAGE, MODEL, BadMessage, MessageTooLarge, pack, unpack
+from declaw_wasm._pool.codec import (MAX_ARRAYS, MAX_ITEMS, MAX_MAPS, MAX_MESSAGE, MODEL, BadMessage,
+                                    MessageTooLarge, pack, unpack)
 from declaw_wasm._pool.pool import ProcessPool
 
 from security.support import PeakRSS
@@ -77,6 +78,19 @@ def test_a_message_costs_a_bounded_multiple_of_its_size() -> None:
         assert peak < FACTOR * len(data), (data[:8], peak / len(data))
     assert isinstance(_cost(_array(n, b"\x90"))[0], BadMessage)  # one array per 2 bytes at most
     assert isinstance(_cost(_array(n // 3, b"\x81\xc0\xc0"))[0], BadMessage)  # one map per 16 bytes
+
+
+def test_a_message_costs_a_bounded_amount_whatever_its_size() -> None:
+    """A large message padded with bytes (raising its proportional budget) still holds at most
+    MAX_ARRAYS arrays, MAX_MAPS maps and MAX_ITEMS items."""
+    pad = msgpack.packb(b"x" * (24 * MiB))
+    for rest, says in ((_array(MAX_ARRAYS + 10, b"\x90"), "more arrays"),
+                       (_array(MAX_MAPS + 10, b"\x80"), "more maps"),
+                       (_array(MAX_ITEMS + 10, b"\xc0"), "exceeds max_array_len"),
+                       (_array(8, _array(MAX_ITEMS // 7, b"\xc0")), f"more than {MAX_ITEMS} items")):
+        out, peak = _cost(b"\x92" + pad + rest)
+        assert isinstance(out, BadMessage) and says in str(out), out
+        assert peak < 24 * MiB + 100 * MiB, peak
 
 
 def test_only_allow_listed_models_cross() -> None:
@@ -174,7 +188,7 @@ def test_a_worker_sending_what_is_not_a_message_loses_only_its_own_sandboxes(
     message = str(failed.value)
     assert f"the worker process {pid} hosting it" in message and FATAL[mode] in message, message
     assert "was killed by SIGKILL after it sent a bad message" in message
-    assert mem.growth < FACTOR * 8 * MiB if mode == "arrays" else mem.growth < 32 * MiB, mem.growth
+    assert mem.growth < (96 if mode == "arrays" else 32) * MiB, mem.growth  # 8 MiB of empty arrays: 1 M at most
     assert not marker.exists()  # nothing was unpickled
     with pytest.raises(SandboxException, match="is lost"):
         neighbour.commands.run("echo")
@@ -196,6 +210,25 @@ def test_a_worker_lying_about_types_fails_only_that_call(hostile: tuple[HostileP
     assert mem.growth < 32 * MiB
     _echo(victim)
     _echo(neighbour)
+
+
+@pytest.mark.guest
+def test_host_tool_arguments_from_a_worker_are_decoded_within_bounds(hostile: tuple[HostilePool, Path],
+                                                                    no_background_guests: None) -> None:
+    """A worker's host tool call whose arguments are 8 MiB of empty arrays (~550 MB as Python
+    lists) is refused before the tools' decoder sees it (within the codec's budget: 1 M arrays
+    at most); the tool never runs."""
+    pool, _ = hostile
+    calls: list[Any] = []
+    sandbox = Sandbox.create(backend=pool, timeout=300, tools={"echo": lambda *a: calls.append(a)})
+    try:
+        with PeakRSS() as mem:
+            assert sandbox.files.exists("/hostile/tool-bomb") is True
+            time.sleep(1)
+        assert mem.growth < 96 * MiB and calls == [], mem.growth
+        _echo(sandbox)
+    finally:
+        sandbox.kill()
 
 
 @pytest.mark.guest

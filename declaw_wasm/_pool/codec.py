@@ -15,10 +15,13 @@ sender can make the receiver hold is a small multiple of what it sent: no declar
 exceed the bytes that are there (msgpack's own limits, which `unpackb` ties to the data's length);
 nesting stops at msgpack's stack of 1024 levels; at most one array per `ARRAY_BYTES` and one
 map per `MAP_BYTES` bytes of message (an empty list costs 64 bytes of Python for 1 byte of
-msgpack, a map of one entry ~190 for 3); an extension is one level deep (a model's fields are
-plain data), and its fields share the message's budget. Anything else is a `BadMessage`. The
-worst a message can then cost in Python objects is about 36 times its size (1-byte integers
-outside CPython's small-int cache, or empty lists, each a pointer and an object);
+msgpack, a map of one entry ~190 for 3), and whatever its size at most `MAX_ARRAYS` arrays,
+`MAX_MAPS` maps and `MAX_ITEMS` items; an extension is one level deep (a model's fields are
+plain data), and its fields share the message's budget. Anything else is a `BadMessage`. What a
+message can then cost in Python objects is at most ~40 times its size (1-byte integers outside
+CPython's small-int cache, each a pointer and an object) and ~350 MB whatever its size (4 M
+short strings, 1 M empty arrays, 256 K maps), where an unbounded decode of 64 MiB could cost
+~4.5 GB; honest messages are mostly strings and bytes, ~1-3 times their size.
 tests/test_channels.py measures it.
 """
 
@@ -46,6 +49,10 @@ MAX_MESSAGE = 64 << 20  # bytes of one message, either way (file chunks and outp
 ARRAY_BYTES = 2  # at least this many bytes of message per array in it (a chart's [x, y] points: 3)...
 MAP_BYTES = 16  # ...and per map (a model's fields, a chart element's)...
 MIN_CONTAINERS = 4096  # ...beyond this many of each (a small message may be all structure)
+MAX_ARRAYS = 1 << 20  # and whatever the message's size, at most this many arrays,
+MAX_MAPS = 1 << 18  # maps (100 000 files listed are 100 000 maps),
+MAX_ITEMS = 4 << 20  # and items (array elements, map keys and values; those files: ~2.3 M)
+CHECKED = 1 << 20  # a message larger than this is checked against the budget before it is sent
 
 
 class BadMessage(ValueError):
@@ -54,10 +61,10 @@ class BadMessage(ValueError):
 
 
 class MessageTooLarge(ValueError):
-    """A message over `MAX_MESSAGE` bytes, refused by its sender."""
+    """A message over `MAX_MESSAGE` bytes (or over the budget), refused by its sender."""
 
-    def __init__(self, size: int) -> None:
-        super().__init__(f"{size} bytes, more than a message may carry ({MAX_MESSAGE} bytes)")
+    def __init__(self, size: int, why: str = "") -> None:
+        super().__init__(why or f"{size} bytes, more than a message may carry ({MAX_MESSAGE} bytes)")
         self.size = size
 
 
@@ -98,34 +105,50 @@ def _packb(message: Any) -> bytes:
 
 
 def pack(message: Any) -> bytes:
-    """`message` as one message; `MessageTooLarge` over `MAX_MESSAGE`, `TypeError` (or
-    `ValueError`, `OverflowError`) for what msgpack and the allow-list cannot carry."""
+    """`message` as one message; `MessageTooLarge` over `MAX_MESSAGE` (or, past `CHECKED` bytes,
+    over the receiver's budget: an honest answer the receiver would take for an attack is an
+    error, never a lost worker), `TypeError` (or `ValueError`, `OverflowError`) for what msgpack
+    and the allow-list cannot carry."""
     data = _packb(message)
     if len(data) > MAX_MESSAGE:
         raise MessageTooLarge(len(data))
+    if len(data) > CHECKED:
+        try:
+            unpack(data)
+        except BadMessage as exc:
+            raise MessageTooLarge(len(data), str(exc)) from None
     return data
 
 
 class _Budget:
-    """One message's decoding: its arrays and maps counted, its extensions decoded one level deep."""
+    """One message's decoding: its arrays, maps and items counted, its extensions decoded one
+    level deep."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.arrays = size // ARRAY_BYTES + MIN_CONTAINERS
-        self.maps = size // MAP_BYTES + MIN_CONTAINERS
+        self.arrays = min(size // ARRAY_BYTES + MIN_CONTAINERS, MAX_ARRAYS)
+        self.maps = min(size // MAP_BYTES + MIN_CONTAINERS, MAX_MAPS)
+        self.items = MAX_ITEMS
 
     def array(self, value: Any) -> Any:
         self.arrays -= 1
+        self.items -= len(value)
         if self.arrays < 0:
             raise BadMessage(f"more arrays than a message of {self.size} bytes may hold (one per "
-                             f"{ARRAY_BYTES} bytes, and {MIN_CONTAINERS})")
-        return value
+                             f"{ARRAY_BYTES} bytes beyond {MIN_CONTAINERS}, {MAX_ARRAYS} at most)")
+        return self._counted(value)
 
     def map(self, value: Any) -> Any:
         self.maps -= 1
+        self.items -= 2 * len(value)
         if self.maps < 0:
             raise BadMessage(f"more maps than a message of {self.size} bytes may hold (one per "
-                             f"{MAP_BYTES} bytes, and {MIN_CONTAINERS})")
+                             f"{MAP_BYTES} bytes beyond {MIN_CONTAINERS}, {MAX_MAPS} at most)")
+        return self._counted(value)
+
+    def _counted(self, value: Any) -> Any:
+        if self.items < 0:
+            raise BadMessage(f"more than {MAX_ITEMS} items in a message")
         return value
 
     def ext(self, code: int, data: bytes) -> Any:
@@ -147,7 +170,20 @@ class _Budget:
 
     def _unpack(self, data: bytes, ext: Callable[[int, bytes], Any]) -> Any:
         return msgpack.unpackb(data, ext_hook=ext, list_hook=self.array, object_hook=self.map,
+                               max_array_len=min(len(data), MAX_ITEMS), max_map_len=min(len(data), MAX_ITEMS) // 2,
                                raw=False, unicode_errors="surrogatepass", strict_map_key=False)
+
+
+def check_plain(data: bytes) -> None:
+    """`BadMessage` unless `data` is plain msgpack (no extension types) within a message's budget:
+    for bytes another decoder will read (a host tool's arguments from a worker)."""
+    budget = _Budget(len(data))
+    try:
+        budget._unpack(data, budget._no_ext)
+    except BadMessage:
+        raise
+    except (msgpack.UnpackException, ValueError, TypeError) as exc:
+        raise BadMessage(f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
 
 def unpack(data: bytes) -> Any:

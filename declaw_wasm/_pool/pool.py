@@ -48,7 +48,7 @@ from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .client import (HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect, raised,
                      refuse_host_only, stream_wait)
-from .codec import MAX_MESSAGE, BadMessage, MessageTooLarge, pack, unpack
+from .codec import MAX_MESSAGE, BadMessage, MessageTooLarge, check_plain, pack, unpack
 
 SLICE = 1.0  # seconds between looks at a call's deadline while it waits
 MAX_TOOL_CALLS = 4096  # host tool calls one worker may have running here at once
@@ -254,6 +254,12 @@ class Worker:
             reason = "these host tools are no longer lent" if tools is None else \
                 "too many host tool calls at once" if busy else "arguments over the door's limit"
             self._send_tool_reply(call_id, error_reply("RuntimeError", reason), reason)
+            return
+        try:  # the arguments are decoded here (HostTools): first within the codec's budget
+            check_plain(data)
+        except BadMessage as exc:
+            reason = f"bad arguments for host tool {name[:100]!r}: {exc}"
+            self._send_tool_reply(call_id, error_reply("ValueError", reason), reason)
             return
         call = tools.start(name, data)
         with self._lock:
