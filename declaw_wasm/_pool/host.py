@@ -536,8 +536,8 @@ class Host:
             if size >= limit or time.monotonic() >= deadline:
                 messages += [("events", batch) for batch in split([[e.stream, e.data] for e in got], limit)]
                 return messages, self._session((process, len(got)))
-            if events:  # output keeps coming: let it gather (see _pump)
-                time.sleep(min(PACE, max(0.0, deadline - time.monotonic())))
+            if events:  # output keeps coming: let it gather (see _pump), unless it ends
+                process.wait(max(0.0, min(PACE, deadline - time.monotonic())))
 
     def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
         news: "queue.Queue[Reply]" = queue.Queue()
@@ -577,7 +577,7 @@ def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -
     while True:
         gap = sent + PACE - time.monotonic()
         if gap > 0:
-            time.sleep(gap)
+            process.wait(gap)  # while output keeps coming, but its end goes at once
         events, done = process.events_since(index, POLL)
         if events:
             sent = time.monotonic()

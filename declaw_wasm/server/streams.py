@@ -49,9 +49,8 @@ async def process_lines(process: ProcessHandle, kill_on_disconnect: bool) -> Asy
         index = 0
         sent = 0.0
         while True:
-            gap = sent + PACE - time.monotonic()
-            if gap > 0:
-                await anyio.sleep(gap)
+            while time.monotonic() < sent + PACE and not process.done:  # its end goes at once
+                await anyio.sleep(0.001)
             events, done = await in_thread(process.events_since, index, POLL)
             index += len(events)
             if events:
