@@ -15,7 +15,7 @@ one run on this machine.
   one client process spends per command: the ceiling a driver puts on a cluster's throughput).
   The N-node model built from these figures is in benchmarks/README.md.
 - Ray `echo hi` as one call (a foreground command without callbacks) vs streamed (the same with
-  an `on_stdout` callback: start, output and end as a Ray streaming call), alternating.
+  an `on_stdout` callback: start, output and end as a stream the driver pulls), alternating.
 - Node-loss checkpoints (`lifecycle={"checkpoint": "cell"}`): what a checkpoint adds to a turn
   (a cell, a command that changed nothing, one that wrote a file, a cell in a context holding
   pandas), checkpointed and plain sandboxes alternating on the same pool; and how long after a

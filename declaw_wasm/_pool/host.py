@@ -514,7 +514,7 @@ class Host:
         """A foreground command nobody streams (no callbacks) in one call: its messages (start,
         output, end) if it ends within `wait` seconds and `limit` bytes of output; else those so
         far and a token whose `follow` stream carries the rest. One call instead of a stream of
-        three messages or more: Ray's streaming calls cost a round trip per message."""
+        three messages or more: on Ray each further pull costs a round trip."""
         try:
             sandbox = self.sandbox(sandbox_id)
             process: Any = sandbox.start(request)

@@ -2,7 +2,7 @@
 
 Ray does the distributed work: its actors (`SandboxHost`, actor.py) host the sandboxes, each
 declaring the CPU and memory it reserves; Ray places them (`SPREAD` over the nodes), carries
-every call (`actor.call.remote`) and every command's output (a streaming generator), and its
+every call (`actor.call.remote`) and every command's output (pulled in calls of its own), and its
 autoscaler, dashboard and cluster launcher apply unchanged. Ours is only "least loaded host" for
 each create (up to 8 hosts, sampled, report their live sandboxes in one parallel round of
 calls), and keeping the number of hosts: a host whose node dies is not restarted by Ray
@@ -20,6 +20,10 @@ connections are TLS (`RAY_USE_TLS`); otherwise such a sandbox goes to a host on 
 Files move in 64 KiB chunks and output in 64 KiB messages for the same reason. Ray authenticates at most with one
 shared cluster token and does not encrypt: a cluster belongs on a trusted network
 (docs/scale.md).
+
+What a host answers is never unpickled here: it is bytes of the pool's codec, taken from Ray
+still serialized and decoded within the codec's bounds (`fetch`). That closes the channel to a
+host a guest had taken over; the cluster stays one trust domain (docs/scale.md, "Ray and trust").
 """
 
 from __future__ import annotations
