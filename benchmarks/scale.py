@@ -15,14 +15,15 @@ one run on this machine.
   one client process spends per command: the ceiling a driver puts on a cluster's throughput).
   The N-node model built from these figures is in benchmarks/README.md.
 - Ray `echo hi` as one call (a foreground command without callbacks) vs streamed (the same with
-  an `on_stdout` callback: start, output and end as a Ray streaming call), alternating.
+  an `on_stdout` callback: start, output and end as a stream the driver pulls), alternating.
 - Node-loss checkpoints (`lifecycle={"checkpoint": "cell"}`): what a checkpoint adds to a turn
   (a cell, a command that changed nothing, one that wrote a file, a cell in a context holding
   pandas), checkpointed and plain sandboxes alternating on the same pool; and how long after a
   Ray node's removal (a pool worker's SIGKILL) its checkpointed sandbox is restored and running.
 
 `--part latency` runs only the Ray latency comparison, `--part checkpoint` only the checkpoint
-figures (minutes instead of a quarter of an hour).
+figures (minutes instead of a quarter of an hour), `--part pool` only the process pool's added
+latency (`echo hi`, `run_code("x=1")`, and a command streaming 1 000 lines to a callback).
 """
 
 from __future__ import annotations
@@ -389,17 +390,39 @@ def checkpoint_part(n: int) -> None:
           f"{ray_restore:.2f} s, pool worker SIGKILLed {pool_restore:.2f} s (target 2 s)")
 
 
+def pool_part(n: int) -> None:
+    """The process pool's added latency over in-process (alternating, as `latencies`), and a
+    command whose 1 000 lines go to an `on_stdout` callback (the channel's streaming path)."""
+    lines = "python3 -c 'import sys\nfor i in range(1000):\n    print(i, flush=True)'"
+    with Sandbox.create(backend="processes:2") as pooled, Sandbox.create() as local:
+        echo, cell, local_echo, local_cell = latencies(pooled, local, n)
+        stream: dict[int, list[float]] = {0: [], 1: []}
+        for _ in range(n):
+            for i, s in enumerate((pooled, local)):
+                time.sleep(IDLE)
+                stream[i].append(median_ms(lambda s=s: s.commands.run(lines, on_stdout=noop), 1))
+    m = statistics.median
+    print("\n| pool | ms | in-process | added |")
+    print("|---|---:|---:|---:|")
+    print(f"| `echo hi` | {echo:.2f} | {local_echo:.2f} | {echo - local_echo:+.2f} |")
+    print(f"| `run_code(\"x=1\")` | {cell:.2f} | {local_cell:.2f} | {cell - local_cell:+.2f} |")
+    pooled_ms, local_ms = m(stream[0]), m(stream[1])
+    print(f"| 1 000 lines to on_stdout | {pooled_ms:.1f} | {local_ms:.1f} | {pooled_ms - local_ms:+.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("-n", type=int, default=30)
-    parser.add_argument("--part", choices=["all", "latency", "checkpoint"], default="all")
+    parser.add_argument("--part", choices=["all", "latency", "checkpoint", "pool"], default="all")
     args = parser.parse_args()
     if args.part == "latency":
         return latency_part(args.n)
     if args.part == "checkpoint":
         return checkpoint_part(args.n)
+    if args.part == "pool":
+        return pool_part(args.n)
     items = problems()[: args.limit]
     print(f"HumanEval: {len(items)} problems, {args.clients} client threads", file=sys.stderr)
     # in-process runs next to each other backend (the machine's load drifts over minutes)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, IO, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Union
 
@@ -57,21 +58,64 @@ class Event:
     data: Any  # str for stdout/stderr, bytes for a PTY
 
 
-class EventLog:
-    """A command's output as a list of events; `done` says no more will come. Subclasses fill
-    `_events` (under `_cond`) and say when they are done."""
+STREAMS: tuple[Stream, ...] = ("stdout", "stderr", "pty")
+MERGE = 64 << 10  # bytes an event may grow to by taking in later writes nobody has read yet
 
-    _events: List[Event]
+
+class EventLog:
+    """A command's output as a sequence of events; `done` says no more will come. Subclasses set
+    `_cond` and `_callbacks`, call `_emit` for each write, and say when they are done.
+
+    Stored compactly, so what the host holds per output stream is proportional to the bytes kept
+    (the sandbox's output limit), whatever the sizes of the writes: each stream's data in one
+    buffer (text as UTF-8, with `surrogatepass`), and per event only its stream and where it
+    starts and ends there (17 bytes). Writes that nobody has read yet join the last event of their stream
+    (one event back at most, so alternating stdout and stderr merge too), up to `MERGE` bytes;
+    an event once handed out never changes, so indices stay valid. `Event` objects are made only
+    for the events a reader asks for."""
+
     _cond: threading.Condition
     _callbacks: dict[str, Callback]
+    _buffers: Optional[dict[Stream, bytearray]] = None
+    _kinds: bytearray  # per event: its stream's index in STREAMS
+    _starts: "array[int]"  # per event: where its data starts in its stream's buffer...
+    _ends: "array[int]"  # ...and where it ends
+    _handed = 0  # events [0, _handed) were handed to a reader: they never change
 
     @property
     def done(self) -> bool:
         raise NotImplementedError
 
+    def _store(self) -> dict[Stream, bytearray]:
+        if self._buffers is None:
+            self._buffers = {name: bytearray() for name in STREAMS}
+            self._kinds = bytearray()
+            self._starts = array("q")
+            self._ends = array("q")
+        return self._buffers
+
     def _emit(self, stream: Stream, data: Any) -> None:
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
         with self._cond:
-            self._events.append(Event(stream, data))
+            buffers = self._store()
+            kind = STREAMS.index(stream)
+            buffer = buffers[stream]
+            buffer += raw
+            count = len(self._kinds)
+            merged = False
+            for back in (1, 2):  # the last event of this stream, if nobody has read it or what follows
+                i = count - back
+                if i < self._handed:
+                    break
+                if self._kinds[i] == kind:
+                    if self._ends[i] - self._starts[i] + len(raw) <= MERGE:
+                        self._ends[i] = len(buffer)
+                        merged = True
+                    break
+            if not merged:
+                self._kinds.append(kind)
+                self._starts.append(len(buffer) - len(raw))
+                self._ends.append(len(buffer))
             self._cond.notify_all()
         callback = self._callbacks.get(stream)
         if callback is not None:
@@ -79,6 +123,23 @@ class EventLog:
                 callback(data)
             except Exception:  # a caller's callback bug must not break the command
                 pass
+
+    def _count(self) -> int:
+        return 0 if self._buffers is None else len(self._kinds)
+
+    def _take(self, start: int) -> List[Event]:
+        """Events `start`... as objects (under `_cond`); they are handed out from now on."""
+        count = self._count()
+        if start >= count:
+            return []
+        assert self._buffers is not None
+        self._handed = max(self._handed, count)
+        out: List[Event] = []
+        for i in range(start, count):
+            name = STREAMS[self._kinds[i]]
+            chunk = bytes(self._buffers[name][self._starts[i]:self._ends[i]])
+            out.append(Event(name, chunk if name == "pty" else chunk.decode("utf-8", "surrogatepass")))
+        return out
 
     def set_callbacks(self, **callbacks: Callback) -> None:
         for stream, callback in callbacks.items():
@@ -88,18 +149,19 @@ class EventLog:
     def text(self, stream: str) -> str:
         """Everything written to `stream` so far."""
         with self._cond:
-            return "".join(e.data for e in self._events if e.stream == stream)
+            buffer = None if self._buffers is None else self._buffers.get(stream)  # type: ignore[call-overload]
+            return "" if buffer is None else buffer.decode("utf-8", "surrogatepass" if stream != "pty" else "replace")
 
     def events(self, start: int = 0) -> Iterator[Event]:
         """Every event from `start` on, waiting for more until the command has ended."""
         index = start
         while True:
             with self._cond:
-                while index >= len(self._events) and not self.done:
+                while index >= self._count() and not self.done:
                     self._cond.wait(0.1)
-                if index >= len(self._events):
+                batch = self._take(index)
+                if not batch:
                     return
-                batch = self._events[index:]
             index += len(batch)
             yield from batch
 
@@ -109,12 +171,12 @@ class EventLog:
         hold a thread for as long as a quiet command runs (the server's)."""
         deadline = time.monotonic() + wait
         with self._cond:
-            while start >= len(self._events) and not self.done:
+            while start >= self._count() and not self.done:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(min(left, 0.1))
-            return self._events[start:], self.done
+            return self._take(start), self.done
 
 
 class ProcessHandle(Protocol):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import secrets
 import threading
+
+import msgpack
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
@@ -54,12 +56,24 @@ ERROR = Op("error", {"name": Str(4096, doc="the exception's class"), "value": St
                      "traceback": Str(MAX_FRAME)}, "nil", "a cell's uncaught exception")
 KERNEL_OPS = (STDOUT, STDERR, RESULT, ERROR)
 
+LOG_COST = 16  # what one log entry costs beyond its characters (its object and list slot), counted
+RESULT_COST = 1024  # what one result costs beyond its data (its model)
+TRUNCATED = "\n[declaw-wasm] output truncated at the sandbox's output limit\n"
+DROPPED = ("[declaw-wasm] results dropped: this cell's output (logs and results) reached the sandbox's "
+           "output limit (Limits.output_limit)\n")
 DEFAULT_CONTEXT = "default"
 DEFAULT_CONTEXTS = {"python": DEFAULT_CONTEXT, "bash": "default-bash"}  # per language, made on first use
 
 
 class _Cell:
-    """One `run_code` in flight: what the guest has reported so far."""
+    """One `run_code` in flight: what the guest has reported so far.
+
+    Its logs and its results share one budget, the sandbox's output limit (`room`): each log
+    entry costs its characters and `LOG_COST`, each result its data (as msgpack) and
+    `RESULT_COST`, so what the host holds for a cell stays proportional to the limit whatever
+    the guest sends — a million one-character prints, a thousand `display()` calls, one
+    enormous image. Past it, text is cut (once, with a note) and results are dropped (with a
+    note on stderr)."""
 
     def __init__(self, code: str, envs: dict[str, str], timeout: Optional[float],
                  output_limit: int, callbacks: dict[str, Optional[Callable[[Any], Any]]],
@@ -69,24 +83,40 @@ class _Cell:
         self.callbacks = callbacks
         self.execution = Execution()
         self.finished = threading.Event()
-        self.room = output_limit  # characters of logs still kept: the host never holds more
+        self.room = output_limit  # what is still kept of logs and results (see above)
+        self._dropped = False
 
     def log(self, stream: str, text: str) -> None:
         if self.room <= 0:
             return
-        if len(text) > self.room:
-            text = text[: self.room] + "\n[declaw-wasm] output truncated at the sandbox's output limit\n"
-        self.room -= len(text)
+        cost = len(text) + LOG_COST
+        if cost > self.room:
+            text = text[: max(0, self.room - LOG_COST)] + TRUNCATED
+        self.room -= cost
+        self._keep(stream, text)
+
+    def _keep(self, stream: str, text: str) -> None:
         getattr(self.execution.logs, stream).append(text)
         self._call(f"on_{stream}", OutputMessage(line=text, error=stream == "stderr"))
 
     def result(self, bundle: dict[str, Any], main: bool) -> Any:
-        """Keep a result; a bundle E2B's Result cannot hold (the declaration lets through only
-        what it should) is answered with an error, never raised into the door."""
+        """Keep a result within the cell's output budget; a bundle E2B's Result cannot hold (the
+        declaration lets through only what it should) is answered with an error, never raised
+        into the door."""
+        try:
+            cost = len(msgpack.packb(bundle, use_bin_type=True)) + RESULT_COST
+        except Exception:  # what came through the door packs; anything else is not kept
+            cost = self.room + 1
+        if cost > self.room:
+            if not self._dropped:  # said once, whatever the room
+                self._dropped = True
+                self._keep("stderr", DROPPED)
+            return None
         try:
             result = Result.from_bundle(bundle, main)
         except ValueError as exc:  # pydantic's ValidationError
             return RequestError("result", "data", f"not a result bundle ({str(exc).splitlines()[0]})").reply()
+        self.room -= cost
         self.execution.results.append(result)
         self._call("on_result", result)
         return None
@@ -237,6 +267,10 @@ class Kernel:
             def starting() -> None:  # on the guest's thread: the cell's time starts now
                 self._current = cell
                 guest.set_deadline(cell.timeout)
+                # what C code writes to fd 1/2: the cell's, within the output limit of each cell
+                # (the sinks would otherwise keep the context's whole life's output, and then none)
+                guest.stdout.rebind(self._fd_output("stdout"))
+                guest.stderr.rebind(self._fd_output("stderr"))
 
             def done(_code: int) -> None:  # the turn returned (an exception in it was printed)
                 guest.set_deadline(None)

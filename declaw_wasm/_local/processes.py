@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._backend import Callback, EventLog, Stream
@@ -102,7 +103,6 @@ class Process(EventLog):
         self.tag = tag
         self.pty_size = pty
         self.stdin = StdinPipe(open_=stdin or pty is not None)
-        self._events = []
         self._cond = threading.Condition()
         self._callbacks = dict(callbacks or {})
         self.killed = False
@@ -126,8 +126,9 @@ class Process(EventLog):
 
     def _fresh_guest(self) -> Guest:
         sandbox, limits = self.sandbox, self.sandbox.limits
-        stdout = OutputSink(limits.output_limit, self._on_output("stdout"))
-        stderr = OutputSink(limits.output_limit, self._on_output("stderr"))
+        keep = self.pty_size is not None  # a command's text is its event log's (a PTY's, the raw one)
+        stdout = OutputSink(limits.output_limit, self._on_output("stdout"), keep)
+        stderr = OutputSink(limits.output_limit, self._on_output("stderr"), keep)
         spec = shell_spec(sandbox.runtime.warm, self.cwd, self.cmd, self._env, tty=self.pty_size is not None,
                           profile=sandbox.profile, mounts=sandbox.fs.mounts, timeout=self.timeout,
                           memory_limit=limits.memory_limit, output_limit=limits.output_limit,
@@ -137,8 +138,9 @@ class Process(EventLog):
 
     def _bind(self, guest: Guest) -> Guest:
         """Make the parked guest this command's: its output, its door, its end."""
-        guest.stdout.rebind(self._on_output("stdout"))
-        guest.stderr.rebind(self._on_output("stderr"))
+        keep = self.pty_size is not None
+        guest.stdout.rebind(self._on_output("stdout"), keep)
+        guest.stderr.rebind(self._on_output("stderr"), keep)
         guest.door = self._door
         guest.on_done = self._finished
         guest.rename("declaw-guest")
@@ -224,6 +226,8 @@ class Process(EventLog):
     def result(self) -> CommandResult:
         outcome = self.wait()
         assert outcome is not None
+        if self.pty_size is None:  # the text is the event log's (its sinks keep none)
+            outcome = replace(outcome, stdout=self.text("stdout"), stderr=self.text("stderr"))
         if outcome.stopped == "timeout":
             raise TimeoutException(f"command timed out: {self.cmd!r}", outcome.stdout, outcome.stderr)
         if outcome.stopped == "quota":

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
 
 from .._backend import Callback, EventLog, ToolSpec, WriteData, tools_unreachable
+from .._egress.audit import AuditEvent
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
@@ -19,6 +20,26 @@ from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox,
                     exception_from)
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
+CALL_WAIT = 600.0  # seconds a call waits for its host's answer (a cell: its own timeout more)
+
+
+def call_wait(method: str, args: Sequence[Any]) -> Optional[float]:
+    """How long a call may wait for its host's answer before `TimeoutException`: `CALL_WAIT`
+    (a snapshot of a full sandbox to a slow store takes a while; nothing honest takes ten
+    minutes), and a cell's own timeout more; a cell without one waits as long as its host lives
+    (a dead worker or actor is seen at once, and its calls fail)."""
+    if method == "run_code":
+        timeout = getattr(args[0], "timeout", None) if args else None
+        return CALL_WAIT + float(timeout) if timeout else None
+    return CALL_WAIT
+
+
+def stream_wait(op: str, args: Sequence[Any]) -> Optional[float]:
+    """How long a stream (a command's output, a cell's callbacks) may take to end: its request's
+    own timeout and `CALL_WAIT` more; None (as long as its host lives) for one without a timeout,
+    or whose request is not here (`attach`, `follow`)."""
+    timeout = getattr(args[0], "timeout", None) if op in ("start", "run_code") and args else None
+    return CALL_WAIT + float(timeout) if timeout else None
 
 
 class HostLost(SandboxException):
@@ -116,7 +137,24 @@ def state_key_for(sandbox_id: Optional[str], method: str) -> Any:
 
 
 def raised(body: ErrorBody) -> Exception:
+    if not isinstance(body, ErrorBody):
+        return SandboxException(f"the host answered with a malformed error (a {type(body).__name__})")
     return exception_from(body.model_dump())
+
+
+def expect(value: Any, kind: Any, method: str) -> Any:
+    """A host's answer to `method`, if it is a `kind` (a type, or `[type]`: a list of them); else
+    `SandboxException`. A host that lies about types fails its own call, nothing more: its
+    answer is never converted (`bytes(2**40)` would allocate a terabyte)."""
+    if isinstance(kind, list):
+        fine = isinstance(value, list) and all(isinstance(v, kind[0]) for v in value)
+        name = f"a list of {kind[0].__name__}"
+    else:
+        fine = isinstance(value, kind)
+        name = "a " + " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    if not fine:
+        raise SandboxException(f"the host answered {method} with a {type(value).__name__}, not {name}")
+    return value
 
 
 class HostedChunks:
@@ -137,11 +175,11 @@ class HostedChunks:
                 return data
         if self._token is None:
             raise StopIteration
-        data = self._link.call(None, "read_next", self._token, self._link.chunk)
+        data = expect(self._link.call(None, "read_next", self._token, self._link.chunk), bytes, "read_next")
         if not data:
             self._token = None
             raise StopIteration
-        return bytes(data)
+        return data
 
     def close(self) -> None:
         token, self._token, self._first = self._token, None, None
@@ -160,7 +198,6 @@ class HostedProcess(EventLog):
         self.sandbox = sandbox
         self.pid = pid
         self.cmd = cmd
-        self._events = []
         self._cond = threading.Condition()
         self._callbacks = {k: v for k, v in callbacks.items() if v is not None}
         self._end: Optional[Union[EndLine, ErrorBody]] = None
@@ -179,15 +216,21 @@ class HostedProcess(EventLog):
                 for message in messages:
                     if message[0] in ("events", "end"):
                         for stream, data in message[1]:
+                            if not isinstance(data, bytes if stream == "pty" else str) or \
+                                    stream not in ("stdout", "stderr", "pty"):
+                                raise SandboxException(f"the host sent a malformed event ({type(data).__name__} "
+                                                       "on a stream)")
                             self._emit(stream, data)
                     if message[0] == "end":
-                        end = message[2]
+                        end = expect(message[2], (EndLine, ErrorBody), "a command's end")
                         break
                     if message[0] == "error":
-                        end = message[1]
+                        end = expect(message[1], ErrorBody, "a command's error")
                         break
             except HostLost as exc:
                 end = ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
+            except TimeoutException as exc:  # its host did not end it in time (client.stream_wait)
+                end = ErrorBody(error="TimeoutException", message=str(exc))
             except Exception as exc:  # whatever broke the stream, the command's waiters hear of it
                 end = ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
             with self._cond:
@@ -309,7 +352,7 @@ class HostedSandbox:
 
     # -- lifetime ------------------------------------------------------------------------------
     def info(self) -> SandboxInfo:
-        info: SandboxInfo = self._call("info")
+        info: SandboxInfo = expect(self._call("info"), SandboxInfo, "info")
         return info.model_copy(update={"sandbox_id": self.sandbox_id})
 
     def is_running(self) -> bool:
@@ -334,20 +377,20 @@ class HostedSandbox:
             return False
 
     def audit_events(self) -> List[Any]:
-        events: List[Any] = self._call("audit_events")
+        events: List[Any] = expect(self._call("audit_events"), [AuditEvent], "audit_events")
         return events
 
     def metrics(self) -> SandboxMetrics:
-        metrics: SandboxMetrics = self._call("metrics")
+        metrics: SandboxMetrics = expect(self._call("metrics"), SandboxMetrics, "metrics")
         return metrics
 
     # -- state ------------------------------------------------------------------------------------
     def create_snapshot(self, name: Optional[str] = None) -> Snapshot:
-        snapshot: Snapshot = self._call("create_snapshot", name)
+        snapshot: Snapshot = expect(self._call("create_snapshot", name), Snapshot, "create_snapshot")
         return snapshot
 
     def list_snapshots(self) -> List[Snapshot]:
-        found: List[Snapshot] = self._call("list_snapshots")
+        found: List[Snapshot] = expect(self._call("list_snapshots"), [Snapshot], "list_snapshots")
         return found
 
     def delete_snapshot(self, snapshot_id: str) -> bool:
@@ -358,7 +401,7 @@ class HostedSandbox:
         if not self.link.same_machine:
             raise InvalidArgumentException("file URLs of a sandbox on a Ray cluster are not made: the host serves "
                                            "them on its own loopback, which may be another machine's")
-        return str(self._call("file_url", path, write, user, expires_in))
+        return expect(self._call("file_url", path, write, user, expires_in), str, "file_url")
 
     def pause(self, keep_memory: bool = True) -> bool:
         return bool(self._call("pause", keep_memory))
@@ -369,20 +412,23 @@ class HostedSandbox:
         self.link.adopt(self.host_id)
 
     def fork(self, count: int) -> List["HostedSandbox"]:
-        return [self.link.adopt(str(local)) for local in self._host_call("fork", self.host_id, count)]
+        return [self.link.adopt(local) for local in expect(self._host_call("fork", self.host_id, count), [str], "fork")]
 
     # -- files ------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> HostedChunks:
         """`gzip` is how bytes travel on a server's wire; here the data is the same."""
-        token, first = self._host_call("read_open", self.host_id, path, self.link.chunk)
-        return HostedChunks(self.link, token, bytes(first))
+        opened = self._host_call("read_open", self.host_id, path, self.link.chunk)
+        if not (isinstance(opened, list) and len(opened) == 2 and isinstance(opened[0], (str, type(None)))
+                and isinstance(opened[1], bytes)):
+            raise SandboxException(f"the host answered read_open with a {type(opened).__name__}, not [token, bytes]")
+        return HostedChunks(self.link, opened[0], opened[1])
 
     def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
               gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
         small = min(SMALL_WRITE, self.link.chunk)
         if isinstance(data, (str, bytes, bytearray, memoryview)) and len(data) <= small:
-            info: WriteInfo = self._call("write", path, data if isinstance(data, str) else bytes(data),
-                                         metadata)
+            info: WriteInfo = expect(self._call("write", path, data if isinstance(data, str) else bytes(data),
+                                                metadata), WriteInfo, "write")
             return info
         token = self._host_call("write_open", self.host_id, path, metadata)
         try:
@@ -394,7 +440,7 @@ class HostedSandbox:
             except SandboxException:
                 pass
             raise
-        done: WriteInfo = self._host_call("write_close", token)
+        done: WriteInfo = expect(self._host_call("write_close", token), WriteInfo, "write_close")
         return done
 
     def write_files(self, entries: Sequence[tuple[str, WriteData]],
@@ -406,19 +452,20 @@ class HostedSandbox:
         if len(sized) == len(entries) and \
                 sum(len(data.encode()) if isinstance(data, str) else len(data) for _, data in sized) \
                 <= min(SMALL_WRITE, self.link.chunk):
-            infos: List[WriteInfo] = self._call("write_files", sized, metadata)
+            infos: List[WriteInfo] = expect(self._call("write_files", sized, metadata), [WriteInfo], "write_files")
             return infos
         return [self.write(path, data, metadata) for path, data in entries]
 
     def watch(self, path: str, recursive: bool, include_entry: bool) -> "HostedWatcher":
-        return HostedWatcher(self, self._host_call("watch_open", self.host_id, path, recursive, include_entry))
+        return HostedWatcher(self, expect(self._host_call("watch_open", self.host_id, path, recursive, include_entry),
+                                          str, "watch_open"))
 
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
-        entries: List[EntryInfo] = self._call("list", path, depth)
+        entries: List[EntryInfo] = expect(self._call("list", path, depth), [EntryInfo], "list")
         return entries
 
     def get_info(self, path: str) -> EntryInfo:
-        entry: EntryInfo = self._call("get_info", path)
+        entry: EntryInfo = expect(self._call("get_info", path), EntryInfo, "get_info")
         return entry
 
     def exists(self, path: str) -> bool:
@@ -428,7 +475,7 @@ class HostedSandbox:
         self._call("remove", path)
 
     def rename(self, old_path: str, new_path: str) -> EntryInfo:
-        entry: EntryInfo = self._call("rename", old_path, new_path)
+        entry: EntryInfo = expect(self._call("rename", old_path, new_path), EntryInfo, "rename")
         return entry
 
     def make_dir(self, path: str) -> bool:
@@ -490,7 +537,7 @@ class HostedSandbox:
         return self._attach(self._stream("attach", int(pid), bool(pty)), "", {})
 
     def processes(self) -> List[ProcessInfo]:
-        infos: List[ProcessInfo] = self._call("processes")
+        infos: List[ProcessInfo] = expect(self._call("processes"), [ProcessInfo], "processes")
         return infos
 
     def kill_process(self, pid: int) -> bool:
@@ -522,14 +569,14 @@ class HostedSandbox:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
         if not any(callbacks.values()):  # one call, no stream
-            execution: Execution = self._call("run_code", request, *tools)
+            execution: Execution = expect(self._call("run_code", request, *tools), Execution, "run_code")
             return execution
         try:
             for message in self._stream("run_code", request, *tools):
                 if message[0] in callbacks:
                     _call(callbacks[message[0]], message[1])
                 elif message[0] == "done":
-                    done: Execution = message[1]
+                    done: Execution = expect(message[1], Execution, "run_code")
                     return done
                 elif message[0] == "error":
                     raise raised(message[1])
@@ -538,11 +585,11 @@ class HostedSandbox:
         raise SandboxException("the host ended the cell's stream early")
 
     def create_context(self, request: CreateContext) -> Context:
-        context: Context = self._call("create_context", request)
+        context: Context = expect(self._call("create_context", request), Context, "create_context")
         return context
 
     def list_contexts(self) -> List[Context]:
-        contexts: List[Context] = self._call("list_contexts")
+        contexts: List[Context] = expect(self._call("list_contexts"), [Context], "list_contexts")
         return contexts
 
     def restart_context(self, context_id: str) -> None:
@@ -581,7 +628,8 @@ class HostedWatcher:
     def events(self) -> List[FilesystemEvent]:
         if self._stopped:
             raise SandboxException("The watcher is already stopped")
-        found: List[FilesystemEvent] = self._sandbox._host_call("watch_events", self._token)
+        found: List[FilesystemEvent] = expect(self._sandbox._host_call("watch_events", self._token),
+                                              [FilesystemEvent], "watch_events")
         return found
 
     def stop(self) -> None:

@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Optional, cast
+from typing import Any, Callable, Generator, Iterator, Optional, cast
 
 from .._args import checkpoint_policy
 from .._backend import tools_unreachable
@@ -37,6 +37,7 @@ from ..wire import EndLine, ErrorBody, error_body
 
 Reply = tuple[Any, ...]  # (kind, payload...)
 POLL = 1.0  # seconds a stream waits for output before looking again
+PACE = 0.005  # seconds between a command's output messages while output keeps coming (see _pump)
 KEEP_ENDED = 1000  # ended sandboxes kept known, so calls on them say why they ended
 STALLED = 300.0  # seconds an upload waits for its next chunk
 MAX_SESSIONS = 1024  # open file sessions per host; the oldest is closed past that
@@ -159,6 +160,76 @@ class _Upload:
         self._thread.join()
         return failed or self.outcome or ("error", ErrorBody(error="SandboxException",
                                                              message="the upload did not finish"))
+
+
+class _Pull:
+    """A stream's messages for a client that pulls them in calls of its own (Ray: each pull is a
+    plain actor call answering bytes, so nothing the driver reads is unpickled): made on a
+    thread into a bounded queue (the stream waits while its client does not pull), taken by
+    `take` a batch at a time. A stream nobody pulls for `STALLED` s is closed."""
+
+    DEPTH = 64  # messages made ahead of the client's pulls
+
+    def __init__(self, messages: Generator[Reply, None, None]) -> None:
+        self._messages = messages
+        self._queue: "queue.Queue[Optional[Reply]]" = queue.Queue(self.DEPTH)
+        self._closed = threading.Event()
+        self._ended = False
+        self._pulled = time.monotonic()
+        threading.Thread(target=self._make, name="declaw-host-pull", daemon=True).start()
+
+    def _make(self) -> None:
+        try:
+            for message in self._messages:
+                if not self._put(message):
+                    return
+        except BaseException as exc:  # the stream broke: its client hears why
+            self._put(error(exc))
+        finally:
+            self._messages.close()
+            self._put(None)
+
+    def _put(self, message: Optional[Reply]) -> bool:
+        while not self._closed.is_set():
+            try:
+                self._queue.put(message, timeout=1.0)
+                return True
+            except queue.Full:
+                if time.monotonic() - self._pulled > STALLED:
+                    self._closed.set()
+        return False
+
+    LINGER = 0.005  # seconds a pull waits for a further message once it has one (a short command's all)
+    MAX_LINGER = 0.05
+
+    def take(self, wait: float, limit: int) -> tuple[list[Reply], bool]:
+        """The messages made so far (waiting up to `wait` s for one, then while more keep coming
+        within `LINGER` s of each other, `MAX_LINGER` at most: a short command's start, output
+        and end in one answer), up to about `limit` bytes of output; and whether the stream has
+        ended."""
+        self._pulled = time.monotonic()
+        taken: list[Reply] = []
+        size = 0
+        timeout: Optional[float] = wait
+        until = 0.0
+        while not self._ended and size < limit:
+            try:
+                message = self._queue.get(timeout=timeout) if timeout else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            now = time.monotonic()
+            until = until or now + self.MAX_LINGER
+            timeout = min(self.LINGER, max(0.0, until - now)) or None
+            if message is None:
+                self._ended = True
+                break
+            taken.append(message)
+            if message[0] in ("events", "end"):
+                size += sum(len(event[1]) for event in message[1])
+        return taken, self._ended
+
+    def close(self) -> None:
+        self._closed.set()
 
 
 class Host:
@@ -309,7 +380,7 @@ class Host:
         with self._lock:
             self._sessions[token] = value
             old = self._sessions.popitem(last=False)[1] if len(self._sessions) > MAX_SESSIONS else None
-        if isinstance(old, _Download):
+        if isinstance(old, (_Download, _Pull)):
             old.close()
         return token
 
@@ -393,8 +464,32 @@ class Host:
         if watcher is not None:
             watcher.stop()
 
+    # -- streams pulled a batch at a time (Ray) ---------------------------------------------------
+    def pull_open(self, sandbox_id: str, op: str, args: list[Any], wait: float,
+                  limit: int) -> tuple[Optional[str], list[Reply]]:
+        """Start a stream (`stream`'s ops) for a client that pulls it: its first messages
+        (waiting up to `wait` s for one) and the token its next pulls name (None: it ended)."""
+        pull = _Pull(self.stream(sandbox_id, op, args, limit))
+        messages, ended = pull.take(wait, limit)
+        return (None if ended else self._session(pull)), messages
+
+    def pull_next(self, token: str, wait: float, limit: int) -> tuple[bool, list[Reply]]:
+        """The stream's next messages (waiting up to `wait` s for one), and whether it ended
+        (its session is then closed)."""
+        pull: _Pull = self._take(token)
+        messages, ended = pull.take(wait, limit)
+        if ended:
+            self._close(token)
+        return ended, messages
+
+    def pull_close(self, token: str) -> None:
+        pull = self._close(token)
+        if isinstance(pull, _Pull):
+            pull.close()
+
     # -- streams ----------------------------------------------------------------------------------
-    def stream(self, sandbox_id: str, op: str, args: list[Any], limit: int = 1 << 20) -> Iterator[Reply]:
+    def stream(self, sandbox_id: str, op: str, args: list[Any],
+               limit: int = 1 << 20) -> Generator[Reply, None, None]:
         """A command's (`start`, `attach`) or a cell's (`run_code`) messages; `limit` bounds the
         output data in one message."""
         try:
@@ -425,7 +520,7 @@ class Host:
         """A foreground command nobody streams (no callbacks) in one call: its messages (start,
         output, end) if it ends within `wait` seconds and `limit` bytes of output; else those so
         far and a token whose `follow` stream carries the rest. One call instead of a stream of
-        three messages or more: Ray's streaming calls cost a round trip per message."""
+        three messages or more: on Ray each further pull costs a round trip."""
         try:
             sandbox = self.sandbox(sandbox_id)
             process: Any = sandbox.start(request)
@@ -447,6 +542,8 @@ class Host:
             if size >= limit or time.monotonic() >= deadline:
                 messages += [("events", batch) for batch in split([[e.stream, e.data] for e in got], limit)]
                 return messages, self._session((process, len(got)))
+            if events:  # output keeps coming: let it gather (see _pump), unless it ends
+                process.wait(max(0.0, min(PACE, deadline - time.monotonic())))
 
     def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
         news: "queue.Queue[Reply]" = queue.Queue()
@@ -478,9 +575,18 @@ def after_turn(sandbox: LocalSandbox, what: str) -> None:
 
 
 def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -> Iterator[Reply]:
-    """A command's messages from its event `index` on, until its end."""
+    """A command's messages from its event `index` on, until its end. Output that keeps coming
+    is sent at most every `PACE` s (a first write goes at once): meanwhile later writes join
+    the events not read yet (_backend.EventLog), so a guest's million 1-byte writes cross as a
+    few hundred messages, not a million events the client would queue."""
+    sent = 0.0
     while True:
+        gap = sent + PACE - time.monotonic()
+        if gap > 0:
+            process.wait(gap)  # while output keeps coming, but its end goes at once
         events, done = process.events_since(index, POLL)
+        if events:
+            sent = time.monotonic()
         index += len(events)
         if done:
             yield from _ending(process, events, 0, limit, ended)

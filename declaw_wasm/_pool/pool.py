@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -42,14 +43,14 @@ from .._backend import ToolSpec
 from .._local.tools import LIMIT as TOOL_LIMIT
 from .._local.tools import HostTools, ToolCall, error_reply
 from .._args import checkpoint_policy
-from ..exceptions import SandboxException, SandboxNotFoundException
+from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..models import SandboxInfo, Snapshot
-from ..wire import CreateSandbox, ResumeSandbox
-from .client import (HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only,
-                     state_key_for)
-from .codec import pack, unpack
+from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
+from .client import (HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect, raised,
+                     refuse_host_only, state_key_for, stream_wait)
+from .codec import MAX_MESSAGE, BadMessage, MessageTooLarge, check_plain, pack, unpack
 
-MAX_MESSAGE = 64 << 20  # the largest message a worker may send (output batches are <= 1 MiB)
+SLICE = 1.0  # seconds between looks at a call's deadline while it waits
 MAX_TOOL_CALLS = 4096  # host tool calls one worker may have running here at once
 KEEP_LOST = 10_000  # ids of sandboxes lost with their worker, remembered to say so
 STOP_GRACE = 5.0  # seconds a worker gets to kill its sandboxes at shutdown
@@ -89,7 +90,7 @@ class Worker:
         ours, theirs = socket.socketpair()
         with theirs:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "declaw_wasm._pool.worker", str(theirs.fileno())],
+                [sys.executable, "-m", pool.worker_module, str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], env=_worker_env(), stdin=subprocess.DEVNULL,
                 stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
                 start_new_session=True)
@@ -102,22 +103,55 @@ class Worker:
 
     # -- the Link -----------------------------------------------------------------------------------
     def call(self, sandbox_id: Optional[str], method: str, *args: Any) -> Any:
-        kind, payload = self._request("call", sandbox_id, method, args, state_key_for(sandbox_id, method)).get()
+        rid, inbox = self._request("call", sandbox_id, method, args, state_key_for(sandbox_id, method))
+        try:
+            kind, payload = self._answer(inbox, call_wait(method, args), method)
+        finally:
+            with self._lock:
+                self._inboxes.pop(rid, None)
         if kind == "ok":
             return payload
         if kind == "error":
+            if not isinstance(payload, ErrorBody):
+                raise SandboxException(f"the worker process {self.pid} answered {method} with a malformed error")
             raise raised(payload)
         raise HostLost(payload)
+
+    def _answer(self, inbox: "queue.SimpleQueue[tuple[str, Any]]", wait: Optional[float],
+                method: str, until: Optional[float] = None) -> tuple[str, Any]:
+        """The one answer to a call: within `wait` seconds of the worker being ready (or by the
+        monotonic time `until`; None: as long as the worker lives, which its socket tells), else
+        TimeoutException."""
+        deadline = until
+        while True:
+            try:
+                return inbox.get(timeout=SLICE)
+            except queue.Empty:
+                pass
+            if wait is None or not self.ready.is_set():
+                continue
+            now = time.monotonic()
+            deadline = deadline or now + wait - SLICE
+            if now >= deadline:
+                raise TimeoutException(f"the worker process {self.pid} did not answer {method} within "
+                                       f"{wait:g} s")
 
     def adopt(self, host_id: str) -> HostedSandbox:
         return self.pool.adopt(self, host_id)
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
-        inbox = self._request("stream", sandbox_id, op, args)
+        rid, inbox = self._request("stream", sandbox_id, op, args)
+        wait = stream_wait(op, args)  # the whole stream's
+        until = None if wait is None else time.monotonic() + wait
 
         def items() -> Iterator[Any]:
             while True:
-                kind, payload = inbox.get()
+                try:
+                    kind, payload = self._answer(inbox, wait, op, until)
+                except TimeoutException:
+                    with self._lock:
+                        self._inboxes.pop(rid, None)
+                    raise
                 if kind == "item":
                     yield payload
                 elif kind == "ok":
@@ -130,7 +164,7 @@ class Worker:
         return items()
 
     def _request(self, kind: str, sandbox_id: Optional[str], method: str, args: tuple[Any, ...],
-                 state_key: Any = None) -> "queue.SimpleQueue[tuple[str, Any]]":
+                 state_key: Any = None) -> tuple[int, "queue.SimpleQueue[tuple[str, Any]]"]:
         inbox: "queue.SimpleQueue[tuple[str, Any]]" = queue.SimpleQueue()
         with self._lock:
             if self.dead is not None:
@@ -139,23 +173,40 @@ class Worker:
             self._inboxes[rid] = inbox
         try:
             data = pack([rid, kind, sandbox_id, method, list(args), state_key])
-        except BaseException:
+        except BaseException as exc:
             with self._lock:
                 self._inboxes.pop(rid, None)
+            if isinstance(exc, MessageTooLarge):
+                raise InvalidArgumentException(f"{method}: the request is {exc}") from None
             raise
         try:
             with self._send_lock:
                 self.conn.send_bytes(data)
         except OSError:  # the worker is gone: the reader says so to every inbox
             pass
-        return inbox
+        return rid, inbox
 
     # -- the reader ---------------------------------------------------------------------------------
     def _read(self) -> None:
+        """Route the worker's messages. The worker is not trusted (its guests are hostile, and
+        one that escaped Wasmtime would own it): a message that is not one — over `MAX_MESSAGE`
+        (refused from its length prefix, before it is read), not msgpack within the codec's
+        budget, not `[id, kind, payload]`, a notice that does not parse — ends the worker, and
+        its sandboxes fail naming why; the other workers never notice."""
         reason = ""
         try:
             while True:
-                rid, kind, payload = unpack(self.conn.recv_bytes(MAX_MESSAGE))
+                try:
+                    data = self.conn.recv_bytes(MAX_MESSAGE)
+                except OSError as exc:
+                    if "bad message length" not in str(exc):
+                        raise
+                    raise BadMessage(f"a message of more than {MAX_MESSAGE} bytes") from None
+                message = unpack(data)
+                if not (isinstance(message, list) and len(message) == 3 and type(message[0]) is int
+                        and isinstance(message[1], str)):
+                    raise BadMessage("a message is [id, kind, payload]")
+                rid, kind, payload = message
                 if rid == 0:
                     self._notice(kind, payload)
                     continue
@@ -168,7 +219,8 @@ class Worker:
         except (EOFError, OSError):
             pass
         except Exception as exc:  # a message we cannot read: the worker is not to be trusted
-            reason = f" after sending a bad message ({type(exc).__name__})"
+            what = str(exc)[:300] if isinstance(exc, BadMessage) else type(exc).__name__
+            reason = f" after it sent a bad message ({what})"
             self.process.kill()
         self._die(reason)
 
@@ -191,11 +243,10 @@ class Worker:
     def _tool_call(self, payload: Any) -> None:
         """A guest's call (on the reader thread: only started here). The worker is not trusted:
         the token must be one lent to it, and the call is refused past MAX_TOOL_CALLS."""
-        try:
-            call_id, token, name, data = payload
-            call_id, token, name, data = int(call_id), str(token), str(name), bytes(data)
-        except (TypeError, ValueError):
-            raise ValueError("a malformed tool call") from None
+        if not (isinstance(payload, list) and len(payload) == 4 and type(payload[0]) is int
+                and isinstance(payload[1], str) and isinstance(payload[2], str) and isinstance(payload[3], bytes)):
+            raise BadMessage("a tool call is [id, token, name, arguments]")  # never bytes(2**40)
+        call_id, token, name, data = payload
         with self._lock:
             tools = self._tools.get(token)
             busy = len(self._tool_calls) >= MAX_TOOL_CALLS
@@ -203,6 +254,12 @@ class Worker:
             reason = "these host tools are no longer lent" if tools is None else \
                 "too many host tool calls at once" if busy else "arguments over the door's limit"
             self._send_tool_reply(call_id, error_reply("RuntimeError", reason), reason)
+            return
+        try:  # the arguments are decoded here (HostTools): first within the codec's budget
+            check_plain(data)
+        except BadMessage as exc:
+            reason = f"bad arguments for host tool {name[:100]!r}: {exc}"
+            self._send_tool_reply(call_id, error_reply("ValueError", reason), reason)
             return
         call = tools.start(name, data)
         with self._lock:
@@ -252,9 +309,13 @@ class Worker:
         elif kind == "ready":
             self.ready.set()
         elif kind == "ended":
+            if not (isinstance(payload, list) and all(isinstance(i, str) for i in payload)):
+                raise BadMessage("an `ended` notice is a list of sandbox ids")
             self.pool.forget(self, payload)
         elif kind == "failed":
-            self.pool.failure = f"a worker process could not start: {payload}"
+            self.pool.failure = f"a worker process could not start: {str(payload)[:1000]}"
+        else:
+            raise BadMessage(f"an unknown notice {kind[:100]!r}")
 
     def _die(self, reason: str) -> None:
         try:
@@ -312,6 +373,8 @@ def _worker_env() -> dict[str, str]:
 
 class ProcessPool:
     """Sandboxes in N worker processes (the `Sandboxes` of `processes[:N]`)."""
+
+    worker_module = "declaw_wasm._pool.worker"  # what each worker runs (`python -m`); tests run hostile ones
 
     def __init__(self, workers: Optional[int] = None) -> None:
         if not sys.executable:
@@ -428,7 +491,7 @@ class ProcessPool:
     def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
         worker = self._pick()
         try:
-            found: List[Snapshot] = worker.call(None, "snapshots", sandbox_id)
+            found: List[Snapshot] = expect(worker.call(None, "snapshots", sandbox_id), [Snapshot], "snapshots")
         finally:
             with self._lock:
                 worker.pending -= 1
@@ -446,8 +509,8 @@ class ProcessPool:
         infos: List[SandboxInfo] = []
         for worker in list(self.workers):
             try:
-                infos += worker.call(None, "list_sandboxes")
-            except HostLost:
+                infos += expect(worker.call(None, "list_sandboxes"), [SandboxInfo], "list_sandboxes")
+            except SandboxException:  # lost, or answering nonsense: its sandboxes are not listed
                 continue
         return sorted(infos, key=lambda i: i.started_at, reverse=True)
 

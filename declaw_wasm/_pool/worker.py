@@ -12,7 +12,9 @@ Framing is `multiprocessing.connection.Connection` (length-prefixed messages on 
 `recv_bytes` with a size cap); the messages are msgpack (codec.py): a request is `[id, kind,
 sandbox id, method, args, state key]`, the last set on the calls that may use the state store
 (client.py `KEYED`): the worker's only source of the state key, which is never in its
-environment (pool.py `_worker_env`).
+environment (pool.py `_worker_env`). Every request gets exactly one answer: a value, or an
+error — also when the answer cannot be encoded (a value msgpack cannot carry, an answer over
+the codec's `MAX_MESSAGE`), and when answering raised.
 
 Host tools (`tools=`) live in the pool's process: a guest's call becomes a `tool` message to
 the pool (`[call id, token, name, msgpack arguments]`), answered by a `tool_reply` (`[call id,
@@ -31,10 +33,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .._local.tools import ToolCall, error_reply
-from .codec import pack, unpack
-from .host import Host
+from ..exceptions import SandboxException
+from .codec import MAX_MESSAGE, pack, unpack
+from .host import Host, Reply, error
 
-MAX_MESSAGE = 64 << 20  # the largest message the pool may send (file chunks are 1 MiB)
 WATCH = 0.25  # seconds between checks for sandboxes that ended by themselves
 
 
@@ -125,12 +127,26 @@ class Worker:
             call.finish(bytes(reply), str(error))
 
     def send(self, message: Any) -> None:
-        data = pack(message)
+        self._send_bytes(pack(message))
+
+    def _send_bytes(self, data: bytes) -> None:
         try:
             with self._send_lock:
                 self.conn.send_bytes(data)
         except OSError:  # the pool is gone; the main loop sees it too and ends
             self._stop.set()
+
+    def answer(self, rid: int, reply: Reply, what: str) -> bool:
+        """Send `reply` to request `rid`; if it cannot be encoded, the request's error instead
+        (then False: a stream ends there)."""
+        try:
+            self._send_bytes(pack([rid, *reply]))
+            return True
+        except Exception as exc:  # MessageTooLarge, TypeError, ValueError, OverflowError...
+            failed = SandboxException(f"the answer to {what} could not be sent from the worker process "
+                                      f"{os.getpid()}: {type(exc).__name__}: {str(exc)[:300]}")
+            self._send_bytes(pack([rid, *error(failed)]))
+            return False
 
     def run(self) -> int:
         try:
@@ -164,13 +180,22 @@ class Worker:
         return 0
 
     def _handle(self, message: Any) -> None:
+        """One request, answered exactly once (a stream: its items, then its end or an error)."""
         rid, kind, sandbox_id, method, args, state_key = message
-        if kind == "call":
-            self.send([rid, *self.host.call(sandbox_id, method, args, state_key)])
-            return
-        for item in self.host.stream(sandbox_id, method, args):
-            self.send([rid, "item", list(item)])
-        self.send([rid, "ok", None])
+        try:
+            if kind == "call":
+                self.answer(rid, self.host.call(sandbox_id, method, args, state_key), str(method))
+                return
+            stream = self.host.stream(sandbox_id, method, args)
+            try:
+                for item in stream:
+                    if not self.answer(rid, ("item", list(item)), str(method)):
+                        return
+            finally:
+                stream.close()
+            self.answer(rid, ("ok", None), str(method))
+        except BaseException as exc:  # answering itself failed: the caller still hears of it
+            self.answer(rid, error(exc), str(method))
 
     def _watch(self) -> None:
         while not self._stop.wait(WATCH):

@@ -2,7 +2,7 @@
 
 Ray does the distributed work: its actors (`SandboxHost`, actor.py) host the sandboxes, each
 declaring the CPU and memory it reserves; Ray places them (`SPREAD` over the nodes), carries
-every call (`actor.call.remote`) and every command's output (a streaming generator), and its
+every call (`actor.call.remote`) and every command's output (pulled in calls of its own), and its
 autoscaler, dashboard and cluster launcher apply unchanged. Ours is only "least loaded host" for
 each create (up to 8 hosts, sampled, report their live sandboxes in one parallel round of
 calls), and keeping the number of hosts: a host whose node dies is not restarted by Ray
@@ -20,6 +20,10 @@ another machine only when Ray's connections are TLS (`RAY_USE_TLS`); otherwise s
 goes to a host on this machine. Files move in 64 KiB chunks and output in 64 KiB messages for
 the same reason. Ray authenticates at most with one shared cluster token and does not encrypt:
 a cluster belongs on a trusted network (docs/scale.md).
+
+What a host answers is never unpickled here: it is bytes of the pool's codec, taken from Ray
+still serialized and decoded within the codec's bounds (`fetch`). That closes the channel to a
+host a guest had taken over; the cluster stays one trust domain (docs/scale.md, "Ray and trust").
 """
 
 from __future__ import annotations
@@ -28,17 +32,19 @@ import itertools
 import random
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional, Union
 
 from .._args import checkpoint_policy
 from .._backend import tools_unreachable
-from .._pool.client import (HostedSandbox, HostLost, Recovery, create_arguments, raised, refuse_host_only,
-                            state_key_for)
+from .._pool.client import (CALL_WAIT, HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect,
+                             raised, refuse_host_only, state_key_for, stream_wait)
+from .._pool.codec import MAX_MESSAGE, BadMessage, unpack
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
-                          SandboxNotFoundException)
+                          SandboxNotFoundException, TimeoutException)
 from ..models import SandboxInfo, Snapshot
-from ..wire import CreateSandbox, ResumeSandbox
+from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .actor import CHUNK, SandboxHost
 
 NAMESPACE = "declaw-wasm"
@@ -51,6 +57,8 @@ RUN_WAIT = 10.0  # seconds a foreground command without callbacks runs in one ca
 FIRST_WAIT = 0.02  # seconds a restore's placement waits for more hosts once one answered
 HOST_START = 120.0  # seconds a create waits for some host when none has answered yet
 MAX_CALLS = 1000  # calls and streams running at once in one host actor
+PULL_WAIT = 10.0  # seconds a stream's pull waits in the actor for news before answering none
+READY_WAIT = 30.0  # seconds `host_of` waits for a host's answer
 KEEP_KNOWN = 100_000  # sandbox ids this process made or met (for calls by id without backend=)
 
 
@@ -72,6 +80,91 @@ def _split_envs(args: tuple[Any, ...]) -> tuple[list[Any], Optional[dict[str, st
     return out, envs
 
 
+class BadAnswer(SandboxException):
+    """A host actor answered with something other than one message of the pool's codec."""
+
+
+class Gone(SandboxException):
+    """Ray says the host actor (its process or its node) is gone."""
+
+
+# Ray's error markers (`ErrorType`) meaning the actor cannot answer any more
+GONE = frozenset({"ACTOR_DIED", "ACTOR_UNAVAILABLE", "WORKER_DIED", "NODE_DIED", "LOCAL_RAYLET_DIED",
+                  "ACTOR_PLACEMENT_GROUP_REMOVED", "ACTOR_UNSCHEDULABLE_ERROR", "OWNER_DIED"})
+
+
+def fetch(ref: Any, timeout: Optional[float]) -> Any:
+    """What a host actor answered (`ref`): one message of the pool's codec, decoded within its
+    bounds (`_pool.codec.unpack`).
+
+    Not `ray.get`: it deserializes whatever the actor's process stored, and Ray pickles every
+    value that is not `bytes` (its task errors carry pickled exceptions too), so an actor a
+    guest had taken over could run code here through its answer. The answer is taken from
+    Ray's core worker still serialized and accepted only as Ray's raw bytes (what Ray makes of
+    a `bytes` return, never pickled), at most the codec's `MAX_MESSAGE`; Ray's own error
+    markers (a dead actor or node, a cancelled call) are read from the metadata alone, never
+    from the pickles beside them. Anything else is a `BadAnswer`. `timeout`: seconds
+    (TimeoutException past them); None: as long as Ray says the actor lives.
+
+    Through Ray Client (`ray://`) the answer is deserialized by Ray's client server first,
+    out of our hands: there it is `ray.get`, and only `bytes` are accepted."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+
+    try:
+        if ray.util.client.ray.is_connected():
+            value = ray.get(ref, timeout=timeout)
+            if not isinstance(value, bytes):
+                raise BadAnswer(f"a host answered a {type(value).__name__}, not bytes")
+            return _decoded(value)
+        data, metadata = _serialized(ref, timeout)
+    except GetTimeoutError:
+        raise TimeoutException(f"no answer within {timeout} s") from None
+    kind = bytes(metadata or b"").split(b",")[0]
+    if kind == b"RAW":
+        size = 0 if data is None else len(data)
+        if size > MAX_MESSAGE:
+            raise BadAnswer(f"an answer of {size} bytes, more than {MAX_MESSAGE}")
+        return _decoded(b"" if data is None else bytes(data))
+    if kind.isdigit():
+        from ray.core.generated.common_pb2 import ErrorType  # type: ignore[attr-defined]
+
+        try:
+            name = ErrorType.Name(int(kind))
+        except ValueError:
+            name = f"error {int(kind)}"
+        if name in GONE:
+            raise Gone(name)
+        raise SandboxException(f"Ray failed the call ({name})")
+    raise BadAnswer(f"an answer Ray would have to unpickle ({kind[:20].decode('ascii', 'replace')!r}), "
+                    "not raw bytes")
+
+
+def _serialized(ref: Any, timeout: Optional[float]) -> tuple[Any, Any]:
+    """(data, metadata) of an object, as Ray's core worker holds it (nothing deserialized)."""
+    from ray._private.worker import global_worker
+
+    timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+    core = global_worker.core_worker  # type: ignore[attr-defined]
+    try:
+        found = core.get_objects([ref], timeout_ms)
+    except TypeError:  # Ray before 2.20: get_objects(refs, current task id, timeout_ms)
+        found = core.get_objects([ref], global_worker.current_task_id, timeout_ms)
+    return found[0][0], found[0][1]
+
+
+def _decoded(data: bytes) -> Any:
+    try:
+        answer = unpack(data)
+    except BadMessage as exc:
+        raise BadAnswer(str(exc)) from None
+    if isinstance(answer, list) and len(answer) == 2 and answer[0] == "error":
+        if not isinstance(answer[1], ErrorBody):
+            raise BadAnswer("a malformed error")
+        raise raised(answer[1])
+    return answer
+
+
 class RayLink:
     """One host actor, as a `Link` (_pool/client.py)."""
 
@@ -88,8 +181,34 @@ class RayLink:
     def _lost(self, exc: Exception) -> HostLost:
         if self.owner is not None:
             self.owner.host_died(self)
-        return HostLost(f"the Ray actor {self.name} hosting it died ({type(exc).__name__}: its node "
-                        "or process failed)")
+        return HostLost(f"the Ray actor {self.name} hosting it died ({exc}: its node or process failed)")
+
+    def _refused(self, exc: BadAnswer) -> HostLost:
+        """A host that answered what is not a message is not ours any more: killed, replaced."""
+        import ray
+
+        try:
+            ray.kill(self.handle, no_restart=True)
+        except Exception:  # gone already
+            pass
+        if self.owner is not None:
+            self.owner.host_died(self)
+        return HostLost(f"the Ray actor {self.name} hosting it sent a bad answer ({exc}), so it was killed")
+
+    def answer(self, ref: Any, timeout: Optional[float], what: str) -> Any:
+        """The decoded answer to a call (`fetch`), Ray's failures as the API's exceptions."""
+        from ray.exceptions import RayError
+
+        try:
+            return fetch(ref, timeout)
+        except Gone as exc:
+            raise self._lost(exc) from None
+        except BadAnswer as exc:
+            raise self._refused(exc) from None
+        except TimeoutException:
+            raise TimeoutException(f"the Ray actor {self.name} did not answer {what} within {timeout:g} s") from None
+        except RayError as exc:
+            raise SandboxException(f"Ray failed the call {what}: {exc}") from None
 
     def lend_tools(self, spec: Any) -> list[Any]:
         """Host tools cannot be called back from a Ray actor (another process, maybe another
@@ -102,27 +221,20 @@ class RayLink:
     def call(self, sandbox_id: Optional[str], method: str, *args: Any, secrets: Any = None) -> Any:
         """One call; `secrets` (a create's, `create_arguments`) travel as an argument of their
         own, as `envs` do."""
-        import ray
-        from ray.exceptions import RayActorError, RayError
-
         plain, envs = _split_envs(args)
         extra = () if secrets is None else (secrets,)
-        try:
-            kind, payload = ray.get(self.handle.call.remote(sandbox_id, method, plain, envs, *extra,
-                                                            state_key=state_key_for(sandbox_id, method)))
-        except RayActorError as exc:
-            raise self._lost(exc) from None
-        except RayError as exc:
-            raise SandboxException(f"Ray failed the call {method}: {exc}") from None
-        if kind == "error":
-            raise raised(payload)
-        return payload
+        ref = self.handle.call.remote(sandbox_id, method, plain, envs, *extra,
+                                      state_key=state_key_for(sandbox_id, method))
+        reply = self.answer(ref, call_wait(method, args), method)
+        if not (isinstance(reply, list) and len(reply) == 2 and reply[0] == "ok"):
+            raise self._refused(BadAnswer(f"a malformed answer to {method}"))
+        return reply[1]
 
     def owner_name(self) -> str:
         """The host's name on the leases it takes (`host:pid`), asked once: after its death
         another host breaks its leases by it (node-loss checkpoints)."""
         if self.lease_owner is None:
-            self.lease_owner = str(self.call(None, "owner"))
+            self.lease_owner = expect(self.call(None, "owner"), str, "owner")
         return self.lease_owner
 
     def adopt(self, host_id: str) -> HostedSandbox:
@@ -133,35 +245,49 @@ class RayLink:
     def run(self, sandbox_id: str, request: Any) -> Union[List[Any], Iterator[Any]]:
         """A foreground command nobody streams: one call for its start, output and end when it
         ends within `RUN_WAIT` s (the list of its messages), else those and a stream of the rest."""
-        import ray
-        from ray.exceptions import RayActorError, RayError
-
         plain, envs = _split_envs((request,))
-        try:
-            messages, token = ray.get(self.handle.run.remote(sandbox_id, plain, envs, RUN_WAIT))
-        except RayActorError as exc:
-            raise self._lost(exc) from None
-        except RayError as exc:
-            raise SandboxException(f"Ray failed the command: {exc}") from None
+        reply = self.answer(self.handle.run.remote(sandbox_id, plain, envs, RUN_WAIT), RUN_WAIT + CALL_WAIT, "run")
+        if not (isinstance(reply, list) and len(reply) == 2 and isinstance(reply[0], list)
+                and isinstance(reply[1], (str, type(None)))):
+            raise self._refused(BadAnswer("a malformed answer to run"))
+        messages, token = reply
         if token is None:
-            return list(messages)
+            return messages
         return itertools.chain(messages, self.stream(sandbox_id, "follow", token))
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
-        import ray
-        from ray.exceptions import RayActorError, RayError
-
+        """A stream's messages, pulled a batch at a time (`stream_open`, then `stream_next`
+        until it ends; each waits up to `PULL_WAIT` s in the actor for news)."""
         plain, envs = _split_envs(args)
-        generator = self.handle.stream.options(num_returns="streaming").remote(sandbox_id, op, plain, envs)
+        opened = self.answer(self.handle.stream_open.remote(sandbox_id, op, plain, envs, PULL_WAIT),
+                             PULL_WAIT + CALL_WAIT, op)
+        if not (isinstance(opened, list) and len(opened) == 2 and isinstance(opened[0], (str, type(None)))
+                and isinstance(opened[1], list)):
+            raise self._refused(BadAnswer(f"a malformed answer to {op}"))
+
+        wait = stream_wait(op, args)  # the whole stream's
+        until = None if wait is None else time.monotonic() + wait
 
         def items() -> Iterator[Any]:
+            token, first = opened
             try:
-                for ref in generator:
-                    yield ray.get(ref)
-            except RayActorError as exc:
-                raise self._lost(exc) from None
-            except RayError as exc:
-                raise SandboxException(f"Ray failed the stream {op}: {exc}") from None
+                yield from first
+                while token is not None:
+                    if until is not None and time.monotonic() > until:
+                        raise TimeoutException(f"the Ray actor {self.name} did not end {op} within {wait:g} s")
+                    pulled = self.answer(self.handle.stream_next.remote(token, PULL_WAIT), PULL_WAIT + CALL_WAIT, op)
+                    if not (isinstance(pulled, list) and len(pulled) == 2 and isinstance(pulled[0], bool)
+                            and isinstance(pulled[1], list)):
+                        raise self._refused(BadAnswer(f"a malformed answer to {op}"))
+                    if pulled[0]:
+                        token = None
+                    yield from pulled[1]
+            finally:
+                if token is not None:  # the caller stopped reading: the actor stops making them
+                    try:
+                        self.handle.stream_close.remote(token)
+                    except Exception:  # the actor is gone
+                        pass
         return items()
 
 
@@ -169,15 +295,14 @@ def _located(links: List[RayLink]) -> List[RayLink]:
     """The hosts whose machine is known, asking those not asked yet in one parallel round
     (`PLACE_WAIT` at most: a host still starting, or not placed, is no place for a sandbox now)."""
     import ray
-    from ray.exceptions import RayError
 
     asked = {link.handle.ready.remote(): link for link in links if link.ip is None}
     if asked:
         ready, waiting = ray.wait(list(asked), num_returns=len(asked), timeout=PLACE_WAIT)
         for ref in ready:
             try:
-                asked[ref].ip = str(ray.get(ref).get("ip", ""))
-            except RayError:
+                asked[ref].ip = expect(asked[ref].answer(ref, 0, "ready"), dict, "ready").get("ip", "")
+            except SandboxException:
                 continue
         _cancel(waiting)
     return [link for link in links if link.ip is not None]
@@ -277,6 +402,8 @@ class RaySandboxes:
     to a group of nodes).
     """
 
+    host_class: type = SandboxHost  # what each host actor runs (tests run hostile ones)
+
     def __init__(self, address: Optional[str] = None, hosts: Optional[int] = None,
                  host_cpus: float = 1.0, host_memory: int = 2 << 30,
                  host_resources: Optional[dict[str, float]] = None) -> None:
@@ -317,7 +444,7 @@ class RaySandboxes:
         import ray
 
         name = PREFIX + secrets.token_hex(6)
-        handle = ray.remote(SandboxHost).options(
+        handle: Any = ray.remote(self.host_class).options(
             name=name, namespace=NAMESPACE, num_cpus=self.host_cpus, memory=self.host_memory,
             resources=self.host_resources or None, max_concurrency=MAX_CALLS, max_restarts=0,
             scheduling_strategy="SPREAD", runtime_env={"env_vars": host_env()}).remote(name)
@@ -360,7 +487,6 @@ class RaySandboxes:
         same on 10 hosts as on 10,000, and sampled least-loaded placement stays near even (the
         "power of d choices")."""
         import ray
-        from ray.exceptions import RayActorError, RayError
 
         links = self._own()
         if here_only:
@@ -384,11 +510,9 @@ class RaySandboxes:
             ready, waiting = ray.wait(list(refs), num_returns=1, timeout=HOST_START)
         loads: dict[str, int] = {}
         for ref in ready:
-            try:
-                loads[refs[ref].name] = int(ray.get(ref))
-            except RayActorError:
-                self.host_died(refs[ref])
-            except RayError:
+            try:  # a host that died or answered nonsense is replaced by `answer`
+                loads[refs[ref].name] = expect(refs[ref].answer(ref, 0, "load"), int, "load")
+            except SandboxException:
                 continue
         _cancel(waiting)
         if not loads:
@@ -462,7 +586,6 @@ class RaySandboxes:
 
     def list(self) -> List[SandboxInfo]:
         import ray
-        from ray.exceptions import RayError
 
         names = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                  if a.get("namespace") == NAMESPACE and str(a.get("name", "")).startswith(PREFIX)}
@@ -482,11 +605,13 @@ class RaySandboxes:
         for ref in ready:
             link = refs[ref]
             try:
-                kind, payload = ray.get(ref)
-            except RayError:  # a host whose node is gone: its sandboxes are too
+                reply = link.answer(ref, 0, "list_sandboxes")
+                if not (isinstance(reply, list) and len(reply) == 2 and reply[0] == "ok"):
+                    continue
+                found = expect(reply[1], [SandboxInfo], "list_sandboxes")
+            except SandboxException:  # a host whose node is gone: its sandboxes are too
                 continue
-            if kind == "ok":
-                infos += [i.model_copy(update={"sandbox_id": f"{i.sandbox_id}.{link.name}"}) for i in payload]
+            infos += [i.model_copy(update={"sandbox_id": f"{i.sandbox_id}.{link.name}"}) for i in found]
         return sorted(infos, key=lambda i: i.started_at, reverse=True)
 
     # -- state: the store must be one every host reaches (DECLAW_WASM_STATE: s3://..., a shared folder)
@@ -536,12 +661,11 @@ class RaySandboxes:
 
     def host_of(self, sandbox_id: str) -> dict[str, Any]:
         """Where a sandbox runs: its host actor's name, node id and pid (for tests and operators)."""
-        import ray
-
         parts = parse_id(sandbox_id)
         if parts is None:
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} is not a Ray sandbox")
-        info: dict[str, Any] = ray.get(self._link(parts[1]).handle.ready.remote())
+        link = self._link(parts[1])
+        info: dict[str, Any] = expect(link.answer(link.handle.ready.remote(), READY_WAIT, "ready"), dict, "ready")
         return info
 
 

@@ -185,7 +185,6 @@ class RemoteProcess(EventLog):
         self.sandbox = sandbox
         self.pid = pid
         self.cmd = cmd
-        self._events = []
         self._cond = threading.Condition()
         self._callbacks = callbacks
         self._end: Optional[Union[EndLine, ExceptionLine]] = None

@@ -94,15 +94,19 @@ class OutputSink:
     """Collects one stream up to a byte limit; streams decoded text to a callback.
 
     wasmtime calls it from its own threads, so it locks, and it never raises (an exception
-    here would surface as an I/O error in the guest).
+    here would surface as an I/O error in the guest). What it holds is one buffer of at most
+    `limit` bytes, whatever the sizes of the writes (a million 1-byte writes cost no more than
+    one write of a megabyte). `keep=False`: only counted and streamed to the callback, not
+    kept (its owner keeps the text: a command's event log), so `text()` is empty.
     """
 
-    def __init__(self, limit: int, callback: Optional[OutputCallback]) -> None:
+    def __init__(self, limit: int, callback: Optional[OutputCallback], keep: bool = True) -> None:
         self.limit = limit
         self.callback = callback
+        self.keep = keep
         self.size = 0
         self.truncated = False
-        self._chunks: list[bytes] = []
+        self._data = bytearray()
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._lock = threading.Lock()
 
@@ -113,7 +117,8 @@ class OutputSink:
             if len(kept) < len(data):
                 self.truncated = True
             if kept:
-                self._chunks.append(kept)
+                if self.keep:
+                    self._data += kept
                 self.size += len(kept)
                 if self.callback is not None:
                     text = self._decoder.decode(kept)
@@ -137,13 +142,14 @@ class OutputSink:
 
     def text(self) -> str:
         with self._lock:
-            return b"".join(self._chunks).decode("utf-8", "replace")
+            return self._data.decode("utf-8", "replace")
 
-    def rebind(self, callback: Optional[OutputCallback]) -> None:
+    def rebind(self, callback: Optional[OutputCallback], keep: bool = True) -> None:
         """Start afresh with another callback (a parked guest's sinks, when its command comes)."""
         with self._lock:
             self.callback = callback
-            self.size, self.truncated, self._chunks = 0, False, []
+            self.keep = keep
+            self.size, self.truncated, self._data = 0, False, bytearray()
             self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
 

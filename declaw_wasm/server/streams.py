@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import queue
 import threading
+import time
 import zlib
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -29,6 +30,7 @@ from ..wire import (PTY_CONTROL, CellErrorLine, CellLogLine, CellResultLine, End
                     exception_line, line, sse)
 
 POLL = 1.0  # seconds a stream's worker waits for news before checking on its client
+PACE = 0.005  # seconds between a command's output chunks while output keeps coming
 
 
 def _event_line(event: Event) -> bytes:
@@ -38,15 +40,21 @@ def _event_line(event: Event) -> bytes:
 
 
 async def process_lines(process: ProcessHandle, kill_on_disconnect: bool) -> AsyncIterator[bytes]:
-    """A command's stream: start, output as it is written, then end (or exception)."""
+    """A command's stream: start, output as it is written (while it keeps coming, a chunk at
+    most every `PACE` s: meanwhile later writes join the events not read yet, so a guest's
+    million 1-byte writes are not a million lines), then end (or exception)."""
     finished = False
     try:
         yield line(StartLine(pid=process.pid))
         index = 0
+        sent = 0.0
         while True:
+            while time.monotonic() < sent + PACE and not process.done:  # its end goes at once
+                await anyio.sleep(0.001)
             events, done = await in_thread(process.events_since, index, POLL)
             index += len(events)
             if events:
+                sent = time.monotonic()
                 yield b"".join(_event_line(e) for e in events)
             if done:
                 break
