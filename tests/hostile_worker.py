@@ -83,7 +83,7 @@ def _mode(args: Any) -> str:
 
 class Hostile(real.Worker):
     def _handle(self, message: Any) -> None:
-        rid, kind, _, method, args = message
+        rid, kind, _, method, args, _key = message
         mode = _mode(args)
         if not mode:
             return super()._handle(message)
