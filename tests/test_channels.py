@@ -300,7 +300,7 @@ def _hostile_host_class(marker: str) -> type:
 
     class Hostile(SandboxHost):
         def call(self, sandbox_id: Any, method: str, args: list[Any], envs: Any = None,
-                 secrets: Any = None) -> Any:
+                 secrets: Any = None, state_key: Any = None) -> Any:
             mode = next((a[len("/hostile/"):] for a in args if isinstance(a, str) and a.startswith("/hostile/")), "")
             if mode == "pickle":  # an object: Ray pickles it
                 return Pwn()
@@ -316,7 +316,7 @@ def _hostile_host_class(marker: str) -> type:
                 return encode(["ok", 1 << 40])
             if mode == "silent":
                 clock.sleep(3600)
-            return super().call(sandbox_id, method, args, envs, secrets)
+            return super().call(sandbox_id, method, args, envs, secrets, state_key)
 
     return Hostile
 
