@@ -27,6 +27,7 @@ import stat
 from pathlib import Path
 from typing import IO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
+from ._printable import printable
 from .exceptions import NotEnoughSpaceException
 from .limits import Limits
 
@@ -251,10 +252,12 @@ EXPORT_SLACK_FILES = 1024  # the same, in files and folders
 
 
 def shown_path(path: str, keep: int = 200) -> str:
-    """A guest path for a message: whole if short, else its ends and its length."""
+    """A guest path for a message or a log line: whole if short, else its ends and its length;
+    control characters (line breaks, ESC, bidi controls...) escaped (`_printable.printable`)."""
     if len(path) <= keep:
-        return path
-    return f"{path[:keep // 2]}...{path[-keep // 2:]} (a path of {len(path.encode('utf-8', 'surrogateescape'))} bytes)"
+        return printable(path)
+    return (f"{printable(path[:keep // 2])}...{printable(path[-keep // 2:])} (a path of "
+            f"{len(path.encode('utf-8', 'surrogateescape'))} bytes)")
 
 
 Name = Union[str, Callable[[], str]]  # a guest path, or how to make it (only a refusal shows it)

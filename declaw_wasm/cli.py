@@ -6,7 +6,7 @@ import argparse
 import runpy
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -30,6 +30,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     what.add_argument("-c", dest="code", help="the code to run")
     what.add_argument("file", nargs="?", help="a local Python file to copy in and run")
     run.add_argument("--timeout", type=float, default=60.0)
+    run.add_argument("--raw", action="store_true",
+                     help="print the program's output as it is; by default its control characters other "
+                          "than tabs and line breaks (ESC, so every ANSI or OSC sequence) are shown escaped")
     serve = sub.add_parser("serve", help="serve sandboxes over HTTP (API key: DECLAW_API_KEY)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
@@ -70,7 +73,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if args.command == "serve":
         return _serve(args)
-    return _run(args.code, args.file, args.timeout)
+    return _run(args.code, args.file, args.timeout, args.raw)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -222,6 +225,7 @@ def _state_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") ->
 
 
 def _state(args: argparse.Namespace) -> int:
+    from ._printable import printable
     from ._state import StateError, StateStore
     from ._state.keys import current
     from ._state.resign import Outcome, resign
@@ -240,11 +244,11 @@ def _state(args: argparse.Namespace) -> int:
         def shown(outcome: Outcome) -> None:
             if outcome.action != "kept":
                 note = f"  ({outcome.note})" if outcome.note else ""
-                print(f"{outcome.action:9} {outcome.kind or '-':15} {outcome.key}{note}")
+                print(printable(f"{outcome.action:9} {outcome.kind or '-':15} {outcome.key}{note}"))
 
         report = resign(store, dry_run=args.dry_run, progress=shown)
     except StateError as exc:
-        print(f"declaw-wasm: {exc}", file=sys.stderr)
+        print(f"declaw-wasm: {printable(str(exc))}", file=sys.stderr)
         return 1
     verb = "would be" if args.dry_run else "were"
     print(f"declaw-wasm: {report.count('signed')} unsigned records {verb} signed, {report.count('re-signed')} "
@@ -253,8 +257,14 @@ def _state(args: argparse.Namespace) -> int:
     return 1 if report.left else 0
 
 
-def _run(code: Optional[str], file: Optional[str], timeout: float) -> int:
+def _run(code: Optional[str], file: Optional[str], timeout: float, raw: bool = False) -> int:
+    """Run the code in a fresh sandbox, its output on ours. The guest's output is its own text,
+    but not commands to the terminal showing it: escape sequences can set the clipboard (OSC 52),
+    the window title, or rewrite what was printed (`_printable.terminal_text`)."""
     from . import Sandbox
+    from ._printable import terminal_text
+
+    shown: Callable[[str], str] = (lambda s: s) if raw else terminal_text
 
     with Sandbox.create(timeout=max(timeout + 30, 300)) as sbx:
         if file is not None:
@@ -263,8 +273,8 @@ def _run(code: Optional[str], file: Optional[str], timeout: float) -> int:
         else:
             sbx.files.write("/home/user/main.py", code or "")
         result = sbx.commands.run("python3 main.py", timeout=timeout,
-                                  on_stdout=lambda s: print(s, end="", flush=True),
-                                  on_stderr=lambda s: print(s, end="", file=sys.stderr, flush=True))
+                                  on_stdout=lambda s: print(shown(s), end="", flush=True),
+                                  on_stderr=lambda s: print(shown(s), end="", file=sys.stderr, flush=True))
         return result.exit_code
 
 

@@ -18,9 +18,9 @@ answer cut, and the error logged; nothing passes unguarded and the relay goes on
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Optional
 
+from .._printable import logger
 from ..exceptions import InvalidArgumentException
 from ..limits import Limits
 from ..security import (GuardLimits, GuardPipeline, GuardPlugins, ResponseCut, SecurityPolicy,
@@ -30,7 +30,7 @@ from ..security.response_filter import ResponseFilter as PipelineResponse
 from .guard import BlockResponse, GuardCut, Headers, RequestOutcome
 
 PLUGIN_GUARDS = ("toxicity", "code_security", "content_gate", "custom_policy")
-log = logging.getLogger("declaw_wasm.egress")
+log = logger("declaw_wasm.egress")
 
 
 def as_policy(security: Any) -> SecurityPolicy:

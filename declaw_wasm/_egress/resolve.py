@@ -27,7 +27,6 @@ that cannot use a network namespace.
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 import re
 import socket
@@ -37,10 +36,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .. import settings
+from .._printable import logger
 from .._threads import CapReached, ThreadCap
 from .policy import IPAddress, PolicyError, is_metadata, parse_address
 
-log = logging.getLogger("declaw_wasm.egress")
+log = logger("declaw_wasm.egress")
 
 RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
 DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"

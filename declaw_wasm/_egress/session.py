@@ -17,7 +17,6 @@ address. SNI and every HTTP `Host` on the connection must be that name.
 from __future__ import annotations
 
 import ipaddress
-import logging
 import select
 import threading
 import time
@@ -25,6 +24,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
+from .._printable import logger
 from .._wasm.guest import Guest, GuestStopping
 from ..limits import Limits
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
@@ -37,7 +37,7 @@ from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, pa
 from .resolve import Answer, ResolveError, Resolver, dns_answers_from_env, overrides_from_env
 from .secrets import SecretBook
 
-log = logging.getLogger("declaw_wasm.egress")
+log = logger("declaw_wasm.egress")
 
 SLICE = 0.05
 MAX_NAMES = 4096  # addresses whose resolved names are remembered, per sandbox

@@ -26,7 +26,6 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import logging
 import os
 import re
 import secrets as _random
@@ -41,6 +40,7 @@ from urllib.parse import quote
 from pydantic import Field, ValidationError
 
 from .._model import Model  # built on first use (a cold start pays for what it uses)
+from .._printable import logger
 from ..exceptions import ConflictException
 
 from .policy import PolicyError, Rule, parse_rule
@@ -49,7 +49,7 @@ SUPPORTED_TYPES = ("bearer", "header", "basic", "query")
 VAULT_URI = re.compile(r"^vault://[^/]+/[^/]+/(.+)$")
 MAX_SECRET_BYTES = 16 << 10  # a value's size, as a `Secret`'s (secrets.py imports this module)
 MAX_EVENTS = 10_000  # the vault's audit log keeps the newest events
-log = logging.getLogger("declaw_wasm.vault")
+log = logger("declaw_wasm.vault")
 
 
 class VaultScope(Model):

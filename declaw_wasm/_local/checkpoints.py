@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import logging
 import os
 import struct
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from .._hostdirs import DIR_FLAGS, walk_entries
+from .._printable import logger
 from .._state import RecordNotFound, StateError
 from ..exceptions import ConflictException, SandboxException
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .kernel import Kernel
     from .sandbox import LocalSandbox
 
-log = logging.getLogger("declaw_wasm.state")
+log = logger("declaw_wasm.state")
 
 SOURCE = "periodic"
 OTHERS_WAIT = 0.05  # seconds a checkpoint waits for a cell running in another context

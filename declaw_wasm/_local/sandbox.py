@@ -8,7 +8,6 @@ backends' workers use; arguments arrive checked (`_args.py`).
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import secrets
 import socket
@@ -26,6 +25,7 @@ from .._backend import Callback, WriteData
 from .._egress.audit import AuditEvent
 from .._egress.create import EgressPlan, plan_from_create, secrets_of, security_policy
 from .._packages.catalog import GuestTemplate, lookup
+from .._printable import logger
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_LIMITS = Limits.model_construct()  # the defaults, without a first validation (~20 ms)
 PARK_AFTER_S = 0.05
-log = logging.getLogger("declaw_wasm")
+log = logger("declaw_wasm")
 
 
 def runtime_for(limits: Limits) -> Runtime:

@@ -40,7 +40,6 @@ again; their placeholders are kept, so the guest's environment (in memory) still
 from __future__ import annotations
 
 import functools
-import logging
 import platform
 import threading
 import time
@@ -52,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._cache import pin, unpin
 from .._hostdirs import ExportBudget
+from .._printable import logger
 from .._state import LeaseHeld, LeaseLost, RecordNotFound, StateError, StateStore, default_store
 from .._state.snapshots import SnapshotRecord, SnapshotStore, lease_name, new_snapshot_id
 from .._wasm import image as wimage
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from .kernel import Kernel
     from .sandbox import LocalSandbox
 
-log = logging.getLogger("declaw_wasm.state")
+log = logger("declaw_wasm.state")
 
 QUIET_WAIT = 30.0  # seconds a snapshot waits for a cell in flight
 RELEASE_TIMEOUT = 10.0  # seconds the turn before a capture may take

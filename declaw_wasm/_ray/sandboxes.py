@@ -41,6 +41,7 @@ from .._backend import tools_unreachable
 from .._pool.client import (CALL_WAIT, HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect,
                              raised, refuse_host_only, state_key_for, stream_wait)
 from .._pool.codec import MAX_MESSAGE, BadMessage, unpack
+from .._printable import logger
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException, TimeoutException)
 from ..models import SandboxInfo, Snapshot
@@ -373,13 +374,12 @@ def host_env() -> dict[str, str]:
 def keep_wasm_traps() -> None:
     """Ask Ray not to take over the fault signals in this process (before `ray.init`); warn if a
     Ray already started here with its handler, since in-process guests' traps would then crash."""
-    import logging
     import os
 
     import ray
 
     if ray.is_initialized() and os.environ.get("RAY_DISABLE_FAILURE_SIGNAL_HANDLER") != "1":
-        logging.getLogger("declaw_wasm").warning(
+        logger("declaw_wasm").warning(
             "Ray was started in this process with its failure signal handler: a guest trap in an "
             "in-process sandbox here would crash the process; start Ray with "
             "RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1 (docs/scale.md)")

@@ -25,7 +25,6 @@ import errno
 import functools
 import hashlib
 import hmac
-import logging
 import os
 import secrets
 import stat
@@ -34,10 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
+from .._printable import logger
 from ..settings import state_key_file, state_key_hex
 from .errors import StateKeyError
 
-log = logging.getLogger("declaw_wasm.state")
+log = logger("declaw_wasm.state")
 
 KEY_ENV = "DECLAW_WASM_STATE_KEY"
 KEY_FILE_ENV = "DECLAW_WASM_STATE_KEY_FILE"

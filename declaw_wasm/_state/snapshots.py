@@ -19,15 +19,15 @@ used. Ids are validated before they name a key.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
+from .._printable import logger
 from .errors import IntegrityError, RecordNotFound, StateError
 from .ids import check_id, new_id
 from .store import BlobRef, BlobWriter, StateStore
 
-log = logging.getLogger("declaw_wasm.state")
+log = logger("declaw_wasm.state")
 
 KIND = "sandboxes"
 # record kinds (records.py): what each signed document is, bound into its signature

@@ -28,7 +28,6 @@ import bz2
 import gzip
 import hashlib
 import io
-import logging
 import lzma
 import os
 import posixpath
@@ -41,12 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 
+from .._printable import logger
 from .._tarstream import TarWriter
 from .._tarstream import members as tar_members
 from ..exceptions import InvalidArgumentException, NotEnoughSpaceException
 from .tree import Entry, Tree, check_volume_path
 
-log = logging.getLogger("declaw_wasm.volumes")
+log = logger("declaw_wasm.volumes")
 
 MAX_HEADER = 1 << 20
 _HEADER_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,

@@ -25,7 +25,6 @@ add (already added to `fs`) and a `release()` to call once the sandbox's guests 
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import posixpath
 import shutil
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, Union
 
+from .._printable import logger
 from .._state import StateStore
 from ..exceptions import (
     ConflictException,
@@ -42,7 +42,7 @@ from ..exceptions import (
     NotEnoughSpaceException,
     NotFoundException,
 )
-from .._hostdirs import remove_tree
+from .._hostdirs import remove_tree, shown_path
 from .._owners import make_folder
 from .._wasm.layout import Mount
 from . import hostfs as _hostfs
@@ -50,7 +50,7 @@ from .store import VolumeState, VolumeStore, _Retry, _Spool, volume_store
 from .tree import MAX_DEPTH, MAX_PATH, Entry, check_volume_path
 from .models import MODES, VolumeAttachment
 
-log = logging.getLogger("declaw_wasm.volumes")
+log = logger("declaw_wasm.volumes")
 
 
 class SandboxLayout(Protocol):
@@ -305,17 +305,23 @@ def _apply(live: _Live, state: VolumeState, removed: list[str], new_dirs: list[s
             state.tree.pop(full)
     for key in sorted(new_dirs):
         full = live.key(key)
+        try:
+            check_volume_path(full)  # a guest nests folders past 4096 bytes by renaming them
+        except InvalidArgumentException as exc:
+            log.warning("volume %s: /%s not written back: %s", live.volume_id, shown_path(full), exc)
+            continue
         if state.tree.parent_conflict(full) or (full in state.tree and not state.tree.is_dir(full)):
-            log.warning("volume %s: /%s not written back (a file is in the way)", live.volume_id, full)
+            log.warning("volume %s: /%s not written back (a file is in the way)", live.volume_id, shown_path(full))
             continue
         state.tree.ensure_parents(full, version, time.time())
         state.tree.put(full, Entry.folder(time.time(), version))
     for key, spool, seen in spools:
         full = live.key(key)
         try:
+            check_volume_path(full)
             live.vs._set_file(state, full, spool.ref, None, mode=seen.mode, mtime=seen.mtime)
         except InvalidArgumentException as exc:
-            log.warning("volume %s: /%s not written back: %s", live.volume_id, full, exc)
+            log.warning("volume %s: /%s not written back: %s", live.volume_id, shown_path(full), exc)
 
 
 def refresh(live: _Live) -> None:
@@ -336,7 +342,7 @@ def refresh(live: _Live) -> None:
                     data = live.vs.read_entry(live.volume_id, entry)
                     _hostfs.write_file(live.path, key, iter((data,)), entry.mode, entry.mtime)
             except (OSError, _hostfs.UnsafePath) as exc:
-                log.warning("volume %s: /%s not refreshed in the mount: %s", live.volume_id, key, exc)
+                log.warning("volume %s: /%s not refreshed in the mount: %s", live.volume_id, shown_path(key), exc)
                 continue
             live.base[key] = entry
         for key in sorted((k for k in live.base if k not in latest), key=lambda k: k.count("/"), reverse=True):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import os
 import tempfile
 import threading
@@ -37,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Iterator, Optional, Union
 
+from .._printable import logger
 from .._state import (
     default_store,
     BlobRef,
@@ -61,7 +61,7 @@ from .archive import Source, read_folder, read_tar, write_tar_gz
 from .tree import Entry, Tree, check_volume_path, shown
 from .models import FileEntry, Volume, VolumeLimits
 
-log = logging.getLogger("declaw_wasm.volumes")
+log = logger("declaw_wasm.volumes")
 
 KIND = "volumes"
 RECORD = "volume"  # the manifest's record kind (_state/records.py)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import platform
 import threading
 import time
@@ -33,6 +32,7 @@ import wasmtime
 
 from .._assets import guest_runtime_dir, rootfs_dir
 from .._cache import ensure_file, prune_superseded, writable, write_atomic
+from .._printable import logger
 from ..exceptions import SandboxException
 from ..progress import Progress
 from ..settings import cache_dir, snapshot_enabled
@@ -283,7 +283,7 @@ def guest_mounts(runtime: Runtime) -> list[Mount]:
 
 _runtimes: dict[tuple[EngineFlags, bool], Runtime] = {}
 _runtimes_lock = threading.Lock()
-log = logging.getLogger("declaw_wasm")
+log = logger("declaw_wasm")
 
 
 def fuel_build_hint(warm: bool) -> str:

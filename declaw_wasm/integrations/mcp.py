@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Sequence
@@ -35,6 +34,7 @@ from pydantic import BaseModel, Field
 
 from .. import AsyncSandbox, Execution, InvalidArgumentException, SandboxException, TimeoutException
 from .. import Context as CodeContext
+from .._printable import logger
 from ..sandbox import create_request
 from ._common import missing_extra
 
@@ -45,7 +45,7 @@ try:
 except ImportError as exc:  # the framework is an optional extra
     raise missing_extra("mcp") from exc
 
-log = logging.getLogger(__name__)
+log = logger(__name__)
 _SANDBOX_KEY = "declaw_wasm.sandbox"
 _RESULT_MIME = "application/x-declaw-mcp-run+json"
 MAX_READ_BYTES = 10 * 1024 * 1024

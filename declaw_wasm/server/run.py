@@ -14,9 +14,18 @@ from .._backend import Sandboxes
 from ..settings import SERVE_NAMESPACE, log_level, use_state_namespace
 from ..settings import state_namespace as settings_namespace
 from .app import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, create_app
+from .._printable import logger
 from .._webguard import is_loopback
 
 GRACE = 5  # seconds open streams get at shutdown before they are cut and the sandboxes killed
+
+
+def one_line_logs() -> None:
+    """uvicorn's error log escaped as ours is (`_printable.OneLine`: its lines can carry an
+    exception's message). Its access log keeps its own arguments (its formatter reads them): a
+    request target there is h11's printable ASCII (`http="h11"`, not whichever parser is
+    installed), its path percent-encoded by uvicorn."""
+    logger("uvicorn.error")
 
 
 def check_bind(host: str, api_key: Optional[str]) -> None:
@@ -56,8 +65,9 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     print(f"declaw-wasm serve: {scheme}://{shown}:{port} (OpenAPI document: /openapi.json); state store "
           f"namespace {settings_namespace()!r}", file=sys.stderr)
     # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
+    one_line_logs()
     uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes, vault, allowed_hosts), host=host, port=port,
-                log_level=log_level(), timeout_graceful_shutdown=GRACE,
+                log_level=log_level(), timeout_graceful_shutdown=GRACE, http="h11",
                 ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
 
 
@@ -77,7 +87,8 @@ def serve_in_thread(api_key: Optional[str] = None, host: str = "127.0.0.1", grac
                          socket.IPPROTO_TCP)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning",
+    one_line_logs()
+    config = uvicorn.Config(create_app(api_key, **app_args), log_level="warning", http="h11",
                             timeout_graceful_shutdown=grace,  # type: ignore[arg-type]  # a float works
                             ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
     server = uvicorn.Server(config)
