@@ -9,7 +9,7 @@ import io
 import logging
 from pathlib import Path
 
-from declaw_wasm._hostdirs import shown_path
+from declaw_wasm._hostfs.exports import shown_path
 from declaw_wasm._printable import OneLine, logger, printable, terminal_text
 
 PACKAGE = Path(__file__).resolve().parent.parent / "declaw_wasm"

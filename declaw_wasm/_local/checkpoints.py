@@ -32,7 +32,8 @@ import struct
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from .._hostdirs import DIR_FLAGS, walk_entries
+from .._hostfs import DIR_FLAGS
+from .._hostfs.walk import walk_entries
 from .._printable import logger
 from .._state import RecordNotFound, StateError
 from ..exceptions import ConflictException, SandboxException

@@ -34,7 +34,9 @@ from typing import Any, IO, Iterator, List, Optional, Protocol, Sequence
 
 from .._args import path as check_path
 from .._backend import WriteData
-from .._hostdirs import DIR_FLAGS, EXPORT_SLACK, PATH_MAX, Walk, counted_bytes, remove_tree, usage
+from .._hostfs import DIR_FLAGS, META_XATTR, PATH_MAX
+from .._hostfs.exports import EXPORT_SLACK
+from .._hostfs.walk import Walk, counted_bytes, remove_tree, usage
 from .._wasm.layout import HOME, WRITABLE, Mount, make_root, root_mounts
 from .._owners import make_folder, trash_name
 from ..exceptions import (FileNotFoundException, InvalidArgumentException,
@@ -55,9 +57,8 @@ CHUNK = 1 << 20
 # link targets and metadata (a guest can make each path ~4 KB long at no cost to its quota).
 MAX_LIST_ENTRIES = 100_000
 MAX_LIST_BYTES = 16 << 20
-# A file's metadata (E2B's `metadata=`): one extended attribute on the host file, JSON. It follows
-# the inode (a guest's `mv` keeps it), and a guest cannot see or change it (WASI has no xattrs).
-META_XATTR = "user.declaw-wasm.metadata"
+# A file's metadata (E2B's `metadata=`) is one extended attribute on the host file, JSON
+# (`_hostfs.META_XATTR`).
 
 
 def _read_metadata(parent: int, name: str) -> Optional[dict[str, str]]:

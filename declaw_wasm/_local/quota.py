@@ -7,7 +7,7 @@ sandbox that has guests running and stops those guests once the sandbox is over 
 still growing from one look to the next (the command ends with exit 137 and `error` naming the
 quota; a cell with `DiskQuotaExceeded`); a command that deletes files to get back under it runs.
 The walk costs time in proportion to the files, so the watcher waits at least five walks' time
-between two looks at a sandbox. A file counts at its apparent size (`_hostdirs.counted_bytes`): a
+between two looks at a sandbox. A file counts at its apparent size (`_hostfs.walk.counted_bytes`): a
 sparse file costs the guest one block but counts as what every export of it would carry.
 """
 
@@ -18,7 +18,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING
 
-from .._hostdirs import usage
+from .._hostfs.walk import usage
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox

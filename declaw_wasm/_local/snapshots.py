@@ -10,7 +10,7 @@ open across cells: refused with an error naming the context; after a restore its
 name nothing, or a file opened later, and writes would go astray).
 
 * A **snapshot** goes to the state store (_state/snapshots.py): each private writable folder as
-  an uncompressed tar part (trees.py), each context image as a part (zstd inside), the PII token
+  an uncompressed tar part (`_hostfs.trees`), each context image as a part (zstd inside), the PII token
   map as a part when the sandbox's guard has one, and a manifest: format, the base it diffs
   against (module and image SHA-256, the cache file), the engine (wasmtime version, flags,
   machine), the mount layout (guest path and writability of every preopen, in order: wasi-libc
@@ -29,7 +29,7 @@ name nothing, or a file opened later, and writes would go astray).
   on pause or kill), so two processes racing to resume get one winner and a clear error.
 * Every one of them carries at most the sandbox's disk quota + 1 MiB, file content and tar
   headers (each entry's path, link target, metadata) together, and its file count + 1024
-  entries, counted as it is read and written (trees.py, `_hostdirs.ExportBudget`): past that it
+  entries, counted as it is read and written (`_hostfs.trees`, `_hostfs.exports.ExportBudget`): past that it
   fails with `NotEnoughSpaceException` naming the quota and the file, and leaves nothing in the
   store.
 
@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .._cache import pin, unpin
-from .._hostdirs import ExportBudget
+from .._hostfs import trees
+from .._hostfs.exports import ExportBudget
 from .._printable import logger
 from .._state import LeaseHeld, LeaseLost, RecordNotFound, StateError, StateStore, default_store
 from .._state.snapshots import SnapshotRecord, SnapshotStore, lease_name, new_snapshot_id
@@ -61,7 +62,6 @@ from ..exceptions import ConflictException, InvalidArgumentException, NotFoundEx
 from ..execution import Context
 from ..models import Snapshot
 from ..wire import CreateSandbox
-from . import trees
 
 if TYPE_CHECKING:
     from .files import SandboxFS
@@ -285,7 +285,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
     kept = kernels if keep_memory else []  # a filesystem-only pause keeps no context
     states: list[ContextState] = []
     # the files are bounded by the disk quota: a guest's sparse or growing file cannot make a
-    # snapshot carry more (trees.py)
+    # snapshot carry more (`_hostfs.trees`)
     budget = ExportBudget(sandbox.limits.disk_bytes, f"{EXPORTS.get(source, 'snapshot')} of sandbox "
                                                      f"{sandbox.sandbox_id}", files=sandbox.limits.disk_files)
     try:

@@ -25,7 +25,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
-from .._hostdirs import PATH_MAX
+from .._hostfs import PATH_MAX
+from .._hostfs.beneath import open_dir
 from ..exceptions import InvalidArgumentException, RateLimitException, SandboxException
 from ..models import FileType, FilesystemEvent, FilesystemEventType
 
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 MAX_WATCHES = 16  # per sandbox
 MAX_FOLDERS = 1024  # per recursive watch
 MAX_FOUND = 4096  # entries reported as created for one folder that arrived full (the rest: not reported)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _flags() -> Any:
@@ -124,18 +124,9 @@ class LocalWatcher:
 
     def _open(self, parts: tuple[str, ...]) -> Optional[int]:
         try:
-            fd = os.open(self._mount.host, _DIR_FLAGS)
-        except OSError:
+            return open_dir(self._mount.host, parts)
+        except OSError:  # gone, or a symlink now: not followed
             return None
-        for part in parts:
-            try:
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError:  # gone, or a symlink now: not followed
-                os.close(fd)
-                return None
-            os.close(fd)
-            fd = nxt
-        return fd
 
     def _below(self, guest: str) -> tuple[str, ...]:
         prefix = self._mount.guest.rstrip("/")

@@ -64,7 +64,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .._cache import publish_new, writable
-from .._hostdirs import counted_bytes
+from .._hostfs.walk import counted_bytes
 from .._wasm.artifacts import file_sha256
 from .._wasm.layout import USER_BIN, USER_SITE
 from .._wasm.site import guest_site_distributions

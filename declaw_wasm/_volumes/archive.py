@@ -40,17 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 
+from .._hostfs.tarstream import BoundedTarInfo, TarWriter
+from .._hostfs.tarstream import members as tar_members
 from .._printable import logger
-from .._tarstream import TarWriter
-from .._tarstream import members as tar_members
 from ..exceptions import InvalidArgumentException, NotEnoughSpaceException
 from .tree import Entry, Tree, check_volume_path
 
 log = logger("declaw_wasm.volumes")
 
-MAX_HEADER = 1 << 20
-_HEADER_TYPES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE,
-                 tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
 CHUNK = 1 << 20
 MAX_DROPPED_SHOWN = 100  # dropped members named in `Ingest.dropped` (the rest are counted)
 
@@ -61,13 +58,10 @@ class ArchiveError(InvalidArgumentException):
     """The archive cannot be read (not a tar, truncated, a header too large)."""
 
 
-class _BoundedTarInfo(tarfile.TarInfo):
-    """Refuses GNU long-name and pax headers over `MAX_HEADER` before tarfile reads them."""
+class _BoundedTarInfo(BoundedTarInfo):
+    """Refuses GNU long-name and pax headers over 1 MiB before tarfile reads them."""
 
-    def _proc_member(self, tarfile_: tarfile.TarFile) -> Any:
-        if self.type in _HEADER_TYPES and self.size > MAX_HEADER:
-            raise ArchiveError(f"archive member header of {self.size} bytes (limit {MAX_HEADER})")
-        return super()._proc_member(tarfile_)  # type: ignore[misc]
+    REFUSED = ArchiveError
 
 
 class _CountingReader(io.RawIOBase):

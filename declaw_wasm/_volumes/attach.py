@@ -5,7 +5,7 @@ folders and the `Mount`s (WASI preopens) its guests get. One function per mode:
   mount path is in it (`/home/user/...`, `/tmp/...`), else into a private folder of the sandbox
   preopened read-write at the mount path. Both are deleted with the sandbox and count toward its
   disk quota. Copied from the process's materialised revision by reflink where the file system
-  can (btrfs, XFS), `copy_file_range` otherwise; never hard links (_hostfs.py says why).
+  can (btrfs, XFS), `copy_file_range` otherwise; never hard links (`_hostfs.copies` says why).
 * `mount-ro`: a read-only preopen (wasmtime's read-only dir and file permissions: the guest can
   open, list and read, never create, write, rename, link or delete) of the volume's current
   revision, materialised once per process and shared by every sandbox that attaches it; or, when
@@ -42,10 +42,10 @@ from ..exceptions import (
     NotEnoughSpaceException,
     NotFoundException,
 )
-from .._hostdirs import remove_tree, shown_path
+from .._hostfs import beneath, copies, walk
+from .._hostfs.exports import shown_path
 from .._owners import make_folder
 from .._wasm.layout import Mount
-from . import hostfs as _hostfs
 from .store import VolumeState, VolumeStore, _Retry, _Spool, volume_store
 from .tree import MAX_DEPTH, MAX_PATH, Entry, check_volume_path
 from .models import MODES, VolumeAttachment
@@ -86,7 +86,7 @@ class _Live:
     path: Path
     vs: VolumeStore
     base: dict[str, Entry] = field(default_factory=dict)  # store entries the folder reflects
-    seen: dict[str, _hostfs.Seen] = field(default_factory=dict)  # the folder when last synced
+    seen: dict[str, walk.Seen] = field(default_factory=dict)  # the folder when last synced
     refs: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -163,7 +163,7 @@ class _Cache:
                 try:
                     vs.materialise(state, path, prefix=subpath)
                     live.base = _subtree(state, subpath)
-                    live.seen = _hostfs.scan(path, int(state.meta["quota_files"]))
+                    live.seen = walk.scan(path, int(state.meta["quota_files"]))
                 except BaseException:
                     _rmtree(path)
                     raise
@@ -213,7 +213,7 @@ def _rmtree(path: Path) -> None:
     except OSError:
         return
     try:
-        remove_tree(parent, path.name)
+        walk.remove_tree(parent, path.name)
     except OSError as exc:
         log.warning("could not delete %s: %s", path, exc)
     finally:
@@ -234,7 +234,7 @@ def sync(live: _Live) -> bool:  # noqa: C901 (each way a file can have changed)
         state = live.vs.load(live.volume_id)
         quota_files = int(state.meta["quota_files"])
         try:
-            now = _hostfs.scan(live.path, quota_files)
+            now = walk.scan(live.path, quota_files)
         except OSError as exc:
             raise NotEnoughSpaceException(f"volume {live.volume_id}: its mount holds {exc.strerror}") from None
         removed = [k for k in live.base if k not in now or now[k].kind != live.base[k].kind]
@@ -244,12 +244,12 @@ def sync(live: _Live) -> bool:  # noqa: C901 (each way a file can have changed)
         if not (removed or new_dirs or changed):
             live.seen = now
             return False
-        spools: list[tuple[str, _Spool, _hostfs.Seen]] = []
+        spools: list[tuple[str, _Spool, walk.Seen]] = []
         try:
             room = int(state.meta["quota_bytes"])
             for key in changed:
                 try:
-                    fd = _hostfs.open_file(live.path, key)
+                    fd = beneath.open_file(live.path, key)
                 except OSError:
                     continue  # changed kind or vanished since the scan: the next sync sees it
                 with os.fdopen(fd, "rb") as f:
@@ -294,7 +294,7 @@ def sync(live: _Live) -> bool:  # noqa: C901 (each way a file can have changed)
 
 
 def _apply(live: _Live, state: VolumeState, removed: list[str], new_dirs: list[str],
-           spools: list[tuple[str, _Spool, _hostfs.Seen]]) -> None:
+           spools: list[tuple[str, _Spool, walk.Seen]]) -> None:
     version = state.bump()
     for key in sorted(removed, key=lambda k: k.count("/"), reverse=True):
         full = live.key(key)
@@ -334,21 +334,21 @@ def refresh(live: _Live) -> None:
             if base is not None and base.version == entry.version and base.kind == entry.kind:
                 continue
             if base is not None and base.kind != entry.kind:
-                _hostfs.remove(live.path, key)
+                beneath.remove(live.path, key)
             try:
                 if entry.kind == "d":
-                    os.close(_hostfs.open_dir(live.path, key.split("/"), create=True))
+                    os.close(beneath.open_dir(live.path, key.split("/"), create=True))
                 else:
                     data = live.vs.read_entry(live.volume_id, entry)
-                    _hostfs.write_file(live.path, key, iter((data,)), entry.mode, entry.mtime)
-            except (OSError, _hostfs.UnsafePath) as exc:
+                    beneath.write_file(live.path, key, iter((data,)), entry.mode, entry.mtime)
+            except (OSError, beneath.UnsafePath) as exc:
                 log.warning("volume %s: /%s not refreshed in the mount: %s", live.volume_id, shown_path(key), exc)
                 continue
             live.base[key] = entry
         for key in sorted((k for k in live.base if k not in latest), key=lambda k: k.count("/"), reverse=True):
-            _hostfs.remove(live.path, key)
+            beneath.remove(live.path, key)
             live.base.pop(key, None)
-        live.seen = _hostfs.scan(live.path, int(state.meta["quota_files"]))
+        live.seen = walk.scan(live.path, int(state.meta["quota_files"]))
 
 
 # -- attaching ------------------------------------------------------------------------------------------
@@ -499,8 +499,8 @@ def prepare_volumes(sandbox_id: str, volumes: Iterable[AttachmentArg], layout: S
 def _mount_point(container: Mount, path: str) -> None:
     """The folder the guest sees at a mount path when it lists the parent (a mount point)."""
     try:
-        os.close(_hostfs.open_dir(container.host, _below(container, path), create=True))
-    except (OSError, _hostfs.UnsafePath) as exc:
+        os.close(beneath.open_dir(container.host, _below(container, path), create=True))
+    except (OSError, beneath.UnsafePath) as exc:
         raise InvalidArgumentException(f"mount_path {path}: cannot make the mount point ({exc})") from None
 
 
@@ -511,13 +511,13 @@ def _attach_copy(vs: VolumeStore, volume_id: str, path: str, container: Mount, l
         _check_disk_quota(layout, rev, path)
         if container.writable:  # into the sandbox's own writable tree
             try:
-                _hostfs.copy_tree(rev.path, container.host, _below(container, path))
-            except _hostfs.UnsafePath as exc:
+                copies.copy_folder(rev.path, container.host, _below(container, path))
+            except beneath.UnsafePath as exc:
                 raise InvalidArgumentException(f"mount_path {path}: {exc.strerror}") from None
             return None
         folder = layout.base / "volumes" / str(index)
         folder.mkdir(parents=True, mode=0o755)
-        _hostfs.copy_tree(rev.path, folder)
+        copies.copy_folder(rev.path, folder)
         return Mount(path, folder, writable=True)
     finally:
         _cache.unref_revision(rev)
@@ -538,9 +538,7 @@ def _check_disk_quota(layout: SandboxLayout, rev: _Revision, path: str) -> None:
     writable = getattr(layout, "writable_folders", None)
     if limits is None or writable is None:
         return
-    from .._hostdirs import usage
-
-    used_bytes, used_files = usage(writable())
+    used_bytes, used_files = walk.usage(writable())
     message = limits.over_disk_quota(used_bytes + rev.state.tree.total_bytes, used_files + len(rev.state.tree))
     if message:
         raise NotEnoughSpaceException(f"copying volume {rev.volume_id} to {path}: {message}")

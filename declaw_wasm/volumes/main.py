@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Dict, Iterable, Iterator, List, Optional, Protocol, Union
 
 from .._backend import SandboxBackend
-from .._hostdirs import Exactly, ExportBudget
-from .._tarstream import TarWriter
+from .._hostfs.exports import Exactly, ExportBudget
+from .._hostfs.tarstream import TarWriter
 from ..exceptions import InvalidArgumentException, NotFoundException
 from ..limits import Limits
 from .._volumes.archive import Source

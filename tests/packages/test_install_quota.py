@@ -12,7 +12,7 @@ from typing import Iterator
 import pytest
 
 from declaw_wasm import Limits
-from declaw_wasm._hostdirs import usage
+from declaw_wasm._hostfs.walk import usage
 from declaw_wasm._local.files import SandboxFS
 from declaw_wasm.exceptions import InvalidArgumentException, NotEnoughSpaceException
 from declaw_wasm.models import FileType

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from declaw_wasm import InvalidArgumentException, Limits, NotEnoughSpaceException, Sandbox, Volumes
-from declaw_wasm._hostdirs import PATH_MAX
+from declaw_wasm._hostfs import PATH_MAX
 from declaw_wasm._local import files as local_files
 from declaw_wasm._pool.pool import ProcessPool
 

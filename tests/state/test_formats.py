@@ -1,5 +1,5 @@
 """The formats a snapshot is made of, read as hostile input: a guest image (_wasm/image.py) and a
-file tree (a tar, _local/trees.py). Every length, offset and member is checked; nothing writes
+file tree (a tar, _hostfs/trees.py). Every length, offset and member is checked; nothing writes
 outside its folder; a decompression never makes more than it declared."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from declaw_wasm._hostdirs import ExportBudget
+from declaw_wasm._hostfs.exports import ExportBudget
 from declaw_wasm.exceptions import NotEnoughSpaceException
-from declaw_wasm._local import trees
+from declaw_wasm._hostfs import trees
 from declaw_wasm._wasm import image as wimage
 
 
@@ -155,7 +155,7 @@ def _allocated(folder: Path) -> int:
 
 
 def test_sparse_files_count_at_their_apparent_size(tmp_path: Path) -> None:
-    from declaw_wasm._hostdirs import usage
+    from declaw_wasm._hostfs.walk import usage
 
     _sparse(tmp_path / "hole", 512 * MIB, b"x")
     (tmp_path / "dense").write_bytes(b"y" * 10_000)
@@ -196,9 +196,9 @@ def test_a_tree_export_carries_at_most_its_quota_and_reads_nothing_past_it(tmp_p
 def test_a_file_grown_after_its_size_check_is_not_read_past_it(tmp_path: Path) -> None:
     """The exporters read at most the size they checked from the descriptor they checked: a
     file the guest grows (to 1 TiB, sparse) between the check and the read is cut there."""
-    from declaw_wasm._hostdirs import Exactly
+    from declaw_wasm._hostfs.exports import Exactly
     from declaw_wasm._local.files import CappedReader
-    from declaw_wasm._volumes.hostfs import copy_fd
+    from declaw_wasm._hostfs.copies import copy_fd
 
     path = tmp_path / "growing"
     path.write_bytes(b"g" * MIB)
@@ -268,7 +268,8 @@ def test_a_tree_export_counts_names_and_headers_against_the_quota(tmp_path: Path
     cost a quota nothing but an export ~3.3 MB of tar headers: a 2 MiB quota refuses the export
     naming the path, its length and the headers; an 8 MiB one carries it, and no more; reading
     it back counts the same headers; and the quota's own count (`usage`) sees a file down there."""
-    from declaw_wasm._hostdirs import PATH_MAX, usage
+    from declaw_wasm._hostfs import PATH_MAX
+    from declaw_wasm._hostfs.walk import usage
 
     src = tmp_path / "src"
     src.mkdir()
@@ -337,7 +338,7 @@ def test_a_tree_no_restore_could_read_is_refused_as_it_is_written(tmp_path: Path
     stored as one that cannot be restored."""
     from declaw_wasm.exceptions import SnapshotException
 
-    from declaw_wasm._hostdirs import remove_tree
+    from declaw_wasm._hostfs.walk import remove_tree
 
     src = tmp_path / "src"
     src.mkdir()

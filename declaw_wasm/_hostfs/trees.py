@@ -9,17 +9,17 @@ inside the guest's namespace when the guest uses it; the host never follows one)
 kept as separate files. Nothing else can exist in a sandbox's tree (WASI makes no devices or
 FIFOs); if something does, it is left out.
 
-Every export is bounded by the sandbox's disk quota (`_hostdirs.ExportBudget`): each regular
+Every export is bounded by the sandbox's disk quota (`exports.ExportBudget`): each regular
 file's size is counted, from the descriptor that is then read, before any of it is read, and no
 more than that is read from it (`Exactly`); each entry counts once against the quota's file count
 and with the bytes of its tar header (path, link target, metadata) and padding against its bytes;
 a tree that adds up to more than the quota + 1 MiB (or its files and folders + 1024) fails the
 export with `NotEnoughSpaceException`. Reading a tree back counts its members the same way,
-against the restored sandbox's quota. A tree is written with `_tarstream.TarWriter`, which keeps
+against the restored sandbox's quota. A tree is written with `tarstream.TarWriter`, which keeps
 no member once written (tarfile's `TarFile` keeps them all: every path, whole, in memory), and a
 tree deeper or with a longer path than a restore reads back (`MAX_DEPTH`, `MAX_NAME_BYTES`) is
 refused as it is written, so no snapshot is stored that cannot be restored. The walks go by file
-descriptor (`_hostdirs.walk_entries`, `Walk`): paths longer than PATH_MAX are carried like any
+descriptor (`walk.walk_entries`, `Walk`): paths longer than PATH_MAX are carried like any
 other, and each entry costs O(1) folder opens however deep it is.
 
 Reading a tar back treats it as hostile input, even though we wrote it (a state store can be
@@ -40,11 +40,13 @@ import tarfile
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
-from .._hostdirs import DIR_FLAGS, Exactly, ExportBudget, Name, Walk, shown_path, walk_entries
-from .._tarstream import BoundedTarInfo, TarWriter, header_bytes, members
-from .._volumes.hostfs import UnsafePath, copy_fd, create_file, open_dir, open_dir_at
 from ..exceptions import SandboxException, SnapshotException
-from .files import META_XATTR
+from . import DIR_FLAGS, META_XATTR
+from .beneath import UnsafePath, create_file, open_dir, open_dir_at
+from .copies import copy_fd
+from .exports import Exactly, ExportBudget, Name, shown_path
+from .tarstream import BoundedTarInfo, TarWriter, header_bytes, members
+from .walk import Walk, walk_entries
 
 MAX_NAME_BYTES = 1 << 20  # a path in a tree (a guest can nest folders far below WASI's 4096 bytes)
 MAX_DEPTH = 4096  # levels of folders in a tree

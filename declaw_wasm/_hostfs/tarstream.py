@@ -5,7 +5,7 @@ tree's whole list of names in memory, and a guest can make each name hundreds of
 (folders renamed into folders). Our exporters write with `TarWriter` (each header made by
 tarfile's public `TarInfo.tobuf`, so tarfile still owns the format) and read with `members`
 (tarfile's own `next()`, its list emptied after each member). Both count what each member
-costs the export (`_hostdirs.ExportBudget.entry`) before it is written or laid out.
+costs the export (`exports.ExportBudget.entry`) before it is written or laid out.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import tarfile
 from typing import IO, Any, Iterator, Optional, Protocol
 
-from ._hostdirs import ExportBudget, Name
+from .exports import ExportBudget, Name
 
 BLOCK = tarfile.BLOCKSIZE
 RECORD = tarfile.RECORDSIZE
@@ -33,13 +33,15 @@ class HeaderTooLarge(tarfile.TarError):
 
 class BoundedTarInfo(tarfile.TarInfo):
     """Refuses GNU long-name and pax headers over `MAX_HEADER` before tarfile reads them (it
-    would read one of any size into memory). Subclass with another `MAX_HEADER` to change it."""
+    would read one of any size into memory). Subclass with another `MAX_HEADER` to change it,
+    another `REFUSED` for what the refusal raises (a volume archive's: its reader's error)."""
 
     MAX_HEADER = 1 << 20
+    REFUSED: type[Exception] = HeaderTooLarge
 
     def _proc_member(self, tarfile_: tarfile.TarFile) -> Any:
         if self.type in _HEADER_TYPES and self.size > self.MAX_HEADER:
-            raise HeaderTooLarge(f"archive member header of {self.size} bytes (limit {self.MAX_HEADER})")
+            raise self.REFUSED(f"archive member header of {self.size} bytes (limit {self.MAX_HEADER})")
         return super()._proc_member(tarfile_)  # type: ignore[misc]
 
 
@@ -73,7 +75,7 @@ class TarWriter:
 
     def add(self, info: tarfile.TarInfo, content: Optional[Readable] = None, name: Name = "") -> None:
         """Write `info` and, for a regular file, exactly `info.size` bytes read from `content`
-        (which must give them: wrap a file that can change in `_hostdirs.Exactly`)."""
+        (which must give them: wrap a file that can change in `exports.Exactly`)."""
         header = info.tobuf(tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
         size = info.size if info.isreg() else 0
         pad = -size % BLOCK

@@ -1,19 +1,12 @@
 """Host folders walked by file descriptor, never following a symlink: the removal and the
-disk-usage count every sandbox folder and every volume folder uses, and the budget every export of
-a sandbox's files keeps to. A guest can build ~1050 levels of folders and swap folders for
-symlinks while the host works, so nothing here recurses or follows a link.
+disk-usage count every sandbox folder and every volume folder uses, and the scan a live volume
+folder is synced by. A guest can build ~1050 levels of folders and swap folders for symlinks
+while the host works, so nothing here recurses or follows a link.
 
 **What a file counts toward a disk quota is its apparent size** (`max(st_size, st_blocks * 512)`
 for a regular file): a sparse file costs the guest one block, but every export reads it in full
-(a snapshot, a fork, `files.read`, a volume snapshot), so a 20 MiB quota must not hold a 512 MiB
-sparse file. **Exports count as they read** (`ExportBudget`, `Exactly`): the guest can grow a file
-between a check and the read (the quota watcher stops it only after the fact), so an exporter
-reserves a file's size from the descriptor it opened and reads no more than that from it. What an
-export writes *about* each entry counts too (`ExportBudget.entry`: its tar header, with its path,
-link target and metadata; and one entry against the quota's file count): a guest can nest folders
-by renaming them into each other until one path is hundreds of KB long (each rename names two
-paths under WASI's 4096 bytes; the result does not), so names cost an export far more than the
-folders cost the quota.
+(a snapshot, a fork, `files.read`, a volume snapshot: exports.py), so a 20 MiB quota must not
+hold a 512 MiB sparse file.
 
 **Nothing here goes by host path** (`walk_entries`): below a folder nested deep enough, a host
 path is longer than Linux's PATH_MAX and every call by path fails (ENAMETOOLONG), so a walk by
@@ -22,19 +15,14 @@ follow a folder the guest swapped for a symlink out of the sandbox."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence
 
-from ._printable import printable
-from .exceptions import NotEnoughSpaceException
-from .limits import Limits
-
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# The longest path a guest (WASI) or a host call by path can name, in bytes: a sandbox's tree can
-# hold longer ones (folders renamed into folders), which no path-taking call reaches.
-PATH_MAX = 4096
+from . import DIR_FLAGS
 
 
 class Walk:
@@ -245,90 +233,52 @@ def usage(folders: Iterable[Path]) -> tuple[int, int]:
     return total, count
 
 
-# What one export may carry past the quota: the quota watcher looks at most every 0.25 s, so a
-# sandbox can briefly hold a little more than its quota (a write in flight when it looked).
-EXPORT_SLACK = 1 << 20
-EXPORT_SLACK_FILES = 1024  # the same, in files and folders
+@dataclass(frozen=True)
+class Seen:
+    """A file or folder found by `scan` (its identity, to tell later whether it changed)."""
+
+    kind: str  # "f" or "d"
+    size: int
+    mtime: float
+    mode: int
+    ident: tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
+
+    @classmethod
+    def of(cls, kind: str, st: os.stat_result) -> "Seen":
+        return cls(kind, st.st_size if kind == "f" else 0, st.st_mtime, stat.S_IMODE(st.st_mode),
+                   (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
 
 
-def shown_path(path: str, keep: int = 200) -> str:
-    """A guest path for a message or a log line: whole if short, else its ends and its length;
-    control characters (line breaks, ESC, bidi controls...) escaped (`_printable.printable`)."""
-    if len(path) <= keep:
-        return printable(path)
-    return (f"{printable(path[:keep // 2])}...{printable(path[-keep // 2:])} (a path of "
-            f"{len(path.encode('utf-8', 'surrogateescape'))} bytes)")
-
-
-Name = Union[str, Callable[[], str]]  # a guest path, or how to make it (only a refusal shows it)
-
-
-class ExportBudget:
-    """What one export (a snapshot, pause, checkpoint, fork, `files.read`, volume snapshot,
-    restore) may carry: the quota it is bounded by plus `EXPORT_SLACK` bytes, and the quota's
-    file count plus `EXPORT_SLACK_FILES` entries.
-
-    An exporter `take`s each file's size, read from the descriptor it then reads (`fstat`),
-    before reading any of it, and reads no more than that (`Exactly`); and counts each entry it
-    writes with the bytes it writes about it (`entry`: a tar header with the path, link target
-    and metadata, the padding after the content), before writing it. Past the budget the export
-    fails with `NotEnoughSpaceException` naming the quota and what was too much, before it is
-    read or written."""
-
-    def __init__(self, quota: int, what: str, setting: str = "Limits.disk_bytes",
-                 files: Optional[int] = None, files_setting: str = "Limits.disk_files") -> None:
-        self.quota = quota
-        self.limit = quota + EXPORT_SLACK
-        self.used = 0
-        self.what = what  # "snapshot of sandbox <id>": what is refused
-        self.setting = setting  # how the quota is set
-        self.files = files if files is not None else Limits().disk_files
-        self.files_limit = self.files + EXPORT_SLACK_FILES
-        self.files_setting = files_setting
-        self.entries = 0
-
-    def _allows(self) -> str:
-        return f"more than the disk quota of {self.quota} bytes + 1 MiB allows ({self.setting}"
-
-    def take(self, size: int, name: Name, file_size: Optional[int] = None) -> None:
-        """Count `size` more bytes of file content (`name`: the guest path, for the message;
-        `file_size`: the file's size read so far, when `size` is one piece of it)."""
-        if self.used + size > self.limit:
-            shown = size if file_size is None else file_size
-            raise NotEnoughSpaceException(
-                f"{self.what} refused: {shown_path(name if isinstance(name, str) else name())} is "
-                f"{'at least ' if file_size is not None else ''}{shown} bytes ({self.used + size} bytes in all, "
-                f"names and headers included), {self._allows()}; sparse files count at their apparent size)")
-        self.used += size
-
-    def entry(self, name: Name, metadata: int = 0) -> None:
-        """Count one entry (a file, folder or link) and `metadata` bytes written about it."""
-        self.entries += 1
-        if self.entries > self.files_limit:
-            raise NotEnoughSpaceException(
-                f"{self.what} refused: more than {self.files_limit} files and folders, more than the disk "
-                f"quota of {self.files} files and folders + {EXPORT_SLACK_FILES} allows ({self.files_setting})")
-        if self.used + metadata > self.limit:
-            raise NotEnoughSpaceException(
-                f"{self.what} refused: {shown_path(name if isinstance(name, str) else name())} needs {metadata} "
-                f"bytes of names and headers ({self.used + metadata} bytes in all), {self._allows()}; an export "
-                "carries each entry's whole path, so folders nested deep cost it more than they cost the quota)")
-        self.used += metadata
-
-
-class Exactly:
-    """A file read as exactly `size` bytes (the size its exporter checked and counted): a file
-    that grew since is cut there, one that shrank is padded with zeros, so no more than `size`
-    bytes are ever read from it and a tar header written before stays true."""
-
-    def __init__(self, f: IO[bytes], size: int) -> None:
-        self.f = f
-        self.left = size
-
-    def read(self, n: int = -1) -> bytes:
-        want = self.left if n is None or n < 0 else min(n, self.left)
-        data = self.f.read(want)[:want] if want else b""
-        if len(data) < want:
-            data += bytes(want - len(data))
-        self.left -= len(data)
-        return data
+def scan(top: Path, max_entries: int, max_depth: int = 256) -> dict[str, Seen]:
+    """Files and folders below `top` ("a/b" keys), not following links (links, devices and FIFOs
+    are left out), at most `max_entries` (more raises `OSError(EFBIG)`)."""
+    out: dict[str, Seen] = {}
+    root = os.open(top, DIR_FLAGS)
+    stack: list[tuple[int, str, int]] = [(root, "", 0)]
+    try:
+        while stack:
+            fd, rel, depth = stack.pop()
+            try:
+                for name in os.listdir(fd):
+                    try:
+                        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    except OSError:
+                        continue
+                    key = f"{rel}/{name}" if rel else name
+                    if stat.S_ISREG(st.st_mode):
+                        out[key] = Seen.of("f", st)
+                    elif stat.S_ISDIR(st.st_mode) and depth < max_depth:
+                        try:
+                            sub = os.open(name, DIR_FLAGS, dir_fd=fd)
+                        except OSError:
+                            continue
+                        out[key] = Seen.of("d", st)
+                        stack.append((sub, key, depth + 1))
+                    if len(out) > max_entries:
+                        raise OSError(errno.EFBIG, f"more than {max_entries} files and folders")
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
+    return out
