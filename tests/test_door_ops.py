@@ -160,7 +160,9 @@ SHAPES = {
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_estimate_covers_what_decoding_takes_and_the_bound_holds(shape: str) -> None:
     frame = SHAPES[shape]
-    peak = _decoded_peak(frame)
+    # tracemalloc counts every thread's allocations: another thread of the test process (a
+    # server a test left running) only adds, so the least of three is the decode's own
+    peak = min(_decoded_peak(frame) for _ in range(3))
     try:
         _items, _depth, estimate = measure(frame)
     except FrameError as exc:
