@@ -13,7 +13,7 @@ one run on this machine.
   command loses no output. The same for a Ray node removed mid-command.
 - Coordination: a no-op Ray actor call, and the driver's CPU per command on each backend (what
   one client process spends per command: the ceiling a driver puts on a cluster's throughput).
-  The N-node model built from these figures is in benchmarks/README.md.
+  The N-node model built from these figures is in benchmarks/notes/2026-11-30-scale-model.md.
 - Ray `echo hi` as one call (a foreground command without callbacks) vs streamed (the same with
   an `on_stdout` callback: start, output and end as a stream the driver pulls), alternating.
 - Node-loss checkpoints (`lifecycle={"checkpoint": "cell"}`): what a checkpoint adds to a turn
