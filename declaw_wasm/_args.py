@@ -1,6 +1,7 @@
-"""Argument checks, written once: the faces call them before any backend sees a call (so every
-backend rejects the same bad input with the same exception), and the server's routes call
-them for clients that are not ours."""
+"""Argument checks, written once: the faces and the server's routes call them before any backend sees a call.
+
+So every backend rejects the same bad input with the same exception; the server's routes
+call them for clients that are not ours."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Where the package's data folders are: inside an installed wheel (mapped into the package by
-pyproject.toml), or beside the package in a source checkout or editable install."""
+"""Where the package's data folders are: in an installed wheel, or beside the package in a checkout.
+
+An installed wheel has them mapped into the package by pyproject.toml; a source checkout or
+editable install has them beside the package."""
 
 from __future__ import annotations
 

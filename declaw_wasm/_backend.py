@@ -1,5 +1,7 @@
-"""The backend contract: what the faces (`Sandbox`, `files`, `commands`, `pty`, `run_code`)
-need from wherever sandboxes run — this process (`_local/`), a `declaw-wasm serve` (`_remote/`),
+"""The backend contract: what the faces need from wherever sandboxes run.
+
+The faces (`Sandbox`, `files`, `commands`, `pty`, `run_code`) run over it wherever
+sandboxes run — this process (`_local/`), a `declaw-wasm serve` (`_remote/`),
 and whatever comes next (a process pool, a Ray cluster). A face holds a `SandboxBackend` and
 never knows how bytes move, as httpx's `Client` holds a transport.
 

@@ -1,4 +1,6 @@
-"""One discipline for everything built into the cache: keyed names, a file lock so two
+"""One discipline for everything built into the cache: keyed, locked, and moved into place atomically.
+
+Keyed names, a file lock so two
 processes never build the same thing, a staging folder or temp file moved into place
 atomically (readers see all of it or none), and superseded builds pruned.
 

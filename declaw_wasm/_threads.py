@@ -1,5 +1,6 @@
-"""Blocking work awaited from an event loop, and callbacks carried back to it: how the async
-faces and the server stay off the loop. One limiter for both: waiting threads are cheap, and
+"""Blocking work awaited from an event loop, and callbacks carried back to it.
+
+How the async faces and the server stay off the loop. One limiter for both: waiting threads are cheap, and
 anyio's default of 40 would queue the 41st running command behind the others.
 
 And `ThreadCap`: threads started on a guest's behalf (name lookups, host tool calls), capped

@@ -1,6 +1,7 @@
-"""Our HTTP listeners against web pages: one implementation of the checks for all of them
-(`declaw-wasm serve` without an API key, the file-URL servers of in-process and pool sandboxes,
-`declaw-wasm mcp --transport http`).
+"""Our HTTP listeners against web pages: one implementation of the checks for all of them.
+
+The listeners: `declaw-wasm serve` without an API key, the file-URL servers of in-process and
+pool sandboxes, `declaw-wasm mcp --transport http`.
 
 A web page open in the user's browser is a principal of its own, and it can make the browser
 send requests to loopback. Without a key, a listener on loopback would answer it:

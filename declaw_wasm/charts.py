@@ -1,5 +1,7 @@
-"""Charts extracted from matplotlib figures: `Result.chart`, with E2B code-interpreter's class and
-field names (`e2b_code_interpreter.charts`), so code that inspects E2B charts ports unchanged.
+"""Charts extracted from matplotlib figures (`Result.chart`), with E2B code-interpreter's names.
+
+Class and field names as in `e2b_code_interpreter.charts`, so code that inspects E2B charts ports
+unchanged.
 
 The guest's kernel (`declaw_kernel.charts`) sends each figure's chart as a plain dict; the host
 turns it into these models with `deserialize_chart`, choosing the class by `type`. E2B's client

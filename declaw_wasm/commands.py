@@ -1,5 +1,4 @@
-"""`sbx.commands`: command lines run by the shell inside the sandbox (E2B's and declaw's
-`Commands`).
+"""`sbx.commands`: command lines run by the shell inside the sandbox (E2B's and declaw's `Commands`).
 
 Each command line runs in a guest of its own, under the in-guest shell (runtime/declaw_shell):
 bash's language, the core utilities, `python3` as a program. Foreground runs wait and return a

@@ -1,5 +1,4 @@
-"""Exceptions, named and arranged so that the `except` clauses of E2B code and of declaw code
-carry over.
+"""Exceptions, named and arranged so that the `except` clauses of E2B and declaw code carry over.
 
 The classes carry E2B's names (`*Exception`); declaw's names (`*Error`: `SandboxError`,
 `TimeoutError`, `CommandExitError`, ...) are aliases of the same classes, as declaw's own

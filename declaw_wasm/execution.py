@@ -1,5 +1,7 @@
-"""What `run_code` returns: E2B code-interpreter's Execution, Result, Logs, ExecutionError,
-Context and OutputMessage, with their names, fields and helpers."""
+"""What `run_code` returns: E2B code-interpreter's Execution, Result, Logs and the rest.
+
+Execution, Result, Logs, ExecutionError, Context and OutputMessage, with their names, fields
+and helpers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""`sbx.files`: E2B's (and declaw's) Filesystem API over a sandbox's file tree, wherever the
-sandbox runs."""
+"""`sbx.files`: E2B's (and declaw's) Filesystem API over a sandbox's file tree, wherever it runs."""
 
 from __future__ import annotations
 

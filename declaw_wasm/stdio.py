@@ -1,5 +1,6 @@
-"""`sbx.stdio`: declaw's stdio processes -- a command with an open stdin pipe and no timeout, for
-MCP and LSP servers and REPLs in the sandbox. A face over the same contract as `commands`
+"""`sbx.stdio`: declaw's stdio processes, commands with an open stdin pipe and no timeout.
+
+For MCP and LSP servers and REPLs in the sandbox. A face over the same contract as `commands`
 (a background command with `stdin=True`), so it works wherever the sandbox runs.
 
 Output arrives as bytes chunks, as declaw gives them: `stream()` calls back with each, iteration

@@ -1,5 +1,7 @@
-"""For tests and benchmarks: a look behind an in-process sandbox (its host folder, mounts,
-limits, guest path), so that they never reach into private attributes. Not for applications."""
+"""For tests and benchmarks: a look behind an in-process sandbox. Not for applications.
+
+Its host folder, mounts, limits, guest path, so that tests never reach into private
+attributes."""
 
 from __future__ import annotations
 

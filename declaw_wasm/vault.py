@@ -1,8 +1,9 @@
-"""declaw's `VaultClient`: the vault that `vault_refs=` name secrets in. A server's (remote mode:
-`domain=`, or `DECLAW_DOMAIN` when no `DECLAW_WASM_BACKEND` keeps sandboxes on this machine),
-through declaw's vault routes; else this process's (`Vault.default()`), which in-process, pool
-and Ray sandboxes resolve their refs in. The same choice `Sandbox.create` makes, so a secret
-created here is where the sandbox's refs are looked up."""
+"""declaw's `VaultClient`: the vault that `vault_refs=` name secrets in, this process's or a server's.
+
+A server's (remote mode: `domain=`, or `DECLAW_DOMAIN` when no `DECLAW_WASM_BACKEND` keeps sandboxes
+on this machine), through declaw's vault routes; else this process's (`Vault.default()`), which
+in-process, pool and Ray sandboxes resolve their refs in. The same choice `Sandbox.create` makes, so
+a secret created here is where the sandbox's refs are looked up."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""What travels between `declaw-wasm serve` (server/) and the remote SDKs (_remote/, sdk-ts/):
-every request body and every streamed message, as pydantic models. The server encodes them, the
+"""What travels between `declaw-wasm serve` and the remote SDKs, as pydantic models.
+
+Between server/ and _remote/, sdk-ts/: every request body and every streamed message. The server encodes them, the
 Python client decodes them, `/openapi.json` carries them all (the streamed ones under
 `components.schemas`), and sdk-ts/src/wire.ts is generated from that document
 (sdk-ts/scripts/gen_wire.py; a test fails when it is stale).

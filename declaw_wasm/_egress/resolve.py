@@ -27,7 +27,6 @@ that cannot use a network namespace.
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import socket
 import threading
@@ -36,15 +35,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .. import settings
+from ..settings import DNS_ANSWERS_ENV, LOOPBACK_ONLY_ENV, RESOLVE_ENV
 from .._printable import logger
 from .._threads import CapReached, ThreadCap
 from .policy import IPAddress, PolicyError, is_metadata, parse_address
 
 log = logger("declaw_wasm.egress")
 
-RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
-DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
-LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
 MAX_ANSWERS = 16
 # A lookup runs on a thread of its own (getaddrinfo cannot be interrupted): at most this many
 # alive for one sandbox, and in this process, lookups whose guest stopped waiting included.
@@ -132,7 +129,7 @@ def dns_answers_from_env() -> dict[str, list[IPAddress]]:
 
 
 def overrides_from_env() -> dict[tuple[str, Optional[int]], list[Mapped]]:
-    text = os.environ.get(RESOLVE_ENV, "")
+    text = settings.resolve_overrides()
     if not text.strip():
         return {}
     table = parse_overrides(text)
@@ -145,7 +142,7 @@ def overrides_from_env() -> dict[tuple[str, Optional[int]], list[Mapped]]:
 
 
 def loopback_only() -> bool:
-    return os.environ.get(LOOPBACK_ONLY_ENV, "") not in ("", "0")
+    return settings.egress_loopback_only()
 
 
 def system_lookup(name: str) -> list[Any]:

@@ -19,7 +19,7 @@ import os
 import ssl
 import sys
 
-CA_BUNDLE_ENV = "DECLAW_WASM_CA_BUNDLE"
+from ..settings import CA_BUNDLE_ENV, ca_bundle
 
 
 def _system_store_present() -> bool:
@@ -57,7 +57,7 @@ def _context(extra_ca: str) -> ssl.SSLContext:
 
 def client_context() -> ssl.SSLContext:
     """The host's client context (shared; contexts are thread-safe for wrapping)."""
-    return _context(os.environ.get(CA_BUNDLE_ENV, ""))
+    return _context(ca_bundle())
 
 
 def peer_info(sock: ssl.SSLSocket) -> dict[str, object]:

@@ -29,14 +29,14 @@ from .._printable import logger
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
-from .._state import STATE_ENV, RecordNotFound, StateError, UntrustedRecord
+from .._state import RecordNotFound, StateError, UntrustedRecord
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, SnapshotException, TimeoutException)
 from ..execution import Context, Execution
 from ..limits import Limits
 from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
                       WriteInfo)
-from ..settings import max_sandboxes, state_url
+from ..settings import max_sandboxes, state_given, state_url
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota
 from .checkpoints import Checkpoints, refused_here as checkpoint_refused_here
@@ -854,7 +854,7 @@ def _owner() -> str:
 def _store_in_use() -> bool:
     """Whether this process may look in the state store (set explicitly, or the default folder
     exists already): listing sandboxes must not create the user's state folder."""
-    return bool(os.environ.get(STATE_ENV)) or os.path.isdir(state_url())
+    return state_given() or os.path.isdir(state_url())
 
 
 def _paused_infos() -> List[SandboxInfo]:

@@ -1,0 +1,2 @@
+"""Packages for guests: host-side pip under its guards, the packages bundle, and what a template gives."""
+

@@ -363,10 +363,10 @@ def _worker_env() -> dict[str, str]:
     """The agent's environment (the cache and settings; guests never see it), with this copy
     of declaw_wasm first on the path, and without the state key's settings: a worker takes the
     key only from the calls that need it (client.py `KEYED`)."""
-    from .._state.keys import KEY_ENV, KEY_FILE_ENV
+    from ..settings import STATE_KEY_ENV, STATE_KEY_FILE_ENV
 
     here = str(Path(__file__).resolve().parents[2])
-    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, KEY_FILE_ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in (STATE_KEY_ENV, STATE_KEY_FILE_ENV)}
     env["PYTHONPATH"] = os.pathsep.join([here] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 

@@ -359,16 +359,9 @@ def host_env() -> dict[str, str]:
     reaches: `s3://...`, a shared folder); unset, each node uses its own default. Never the
     state key: `runtime_env` is kept in Ray's GCS and shown by its dashboard; the key goes with
     the calls that need it (`state_key_for`)."""
-    import os
+    from ..settings import state_store_env
 
-    from .._state import STATE_ENV
-    from ..settings import STATE_NAMESPACE_ENV
-
-    env = dict(TRAP_SAFE_ENV)
-    for name in (STATE_ENV, STATE_NAMESPACE_ENV):  # the store, and this process's part of it
-        if os.environ.get(name):
-            env[name] = os.environ[name]
-    return env
+    return {**TRAP_SAFE_ENV, **state_store_env()}  # the store, and this process's part of it
 
 
 def keep_wasm_traps() -> None:

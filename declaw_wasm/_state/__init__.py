@@ -1,6 +1,7 @@
-"""The state store (private): blobs, signed records, leases over fsspec. See store.py, lease.py,
-records.py and keys.py (the signing key), and docs/state-store.md for which stores are lease-safe
-and who may do what."""
+"""The state store (private): blobs, signed records and leases over fsspec.
+
+See store.py, lease.py, records.py and keys.py (the signing key), and docs/state-store.md for which
+stores are lease-safe and who may do what."""
 
 from .errors import StateKeyError, UntrustedRecord
 from .ids import check_id, check_key, new_id

@@ -34,13 +34,11 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .._printable import logger
-from ..settings import state_key_file, state_key_hex
+from ..settings import STATE_KEY_ENV as KEY_ENV, STATE_KEY_FILE_ENV as KEY_FILE_ENV, state_key_file, state_key_hex
 from .errors import StateKeyError
 
 log = logger("declaw_wasm.state")
 
-KEY_ENV = "DECLAW_WASM_STATE_KEY"
-KEY_FILE_ENV = "DECLAW_WASM_STATE_KEY_FILE"
 KEY_BYTES = 32
 _HEX = frozenset("0123456789abcdef")
 

@@ -37,7 +37,6 @@ from .errors import IntegrityError, RecordNotFound, StateError
 if TYPE_CHECKING:
     from .store import StateStore
 
-GRACE_ENV = "DECLAW_WASM_LEASE_GRACE"
 RECORD = "lease"  # a generation's record kind (records.py)
 MAX_TTL = 7 * 24 * 3600.0
 KEEP_GENERATIONS = 8

@@ -49,7 +49,7 @@ from typing import (
 )
 
 from ..exceptions import SandboxException
-from ..settings import NAMESPACES, state_url, unsafe_leases
+from ..settings import NAMESPACES, STATE_ENV, UNSAFE_LEASES_ENV, state_url, unsafe_leases
 from . import keys, records
 from .errors import IntegrityError, RecordNotFound, StateError, UnsafeStoreError
 from .ids import check_id, check_key
@@ -60,8 +60,6 @@ if TYPE_CHECKING:
 
     from .lease import Leases
 
-STATE_ENV = "DECLAW_WASM_STATE"
-UNSAFE_LEASES_ENV = "DECLAW_WASM_STATE_UNSAFE_LEASES"
 MAX_JSON = 64 << 20  # a volume tree of 100 000 entries is ~15 MB
 CHUNK = 1 << 20
 _HEX = frozenset("0123456789abcdef")

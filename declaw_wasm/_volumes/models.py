@@ -10,7 +10,7 @@ from typing import Any, Dict, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
-from ..settings import positive_int
+from ..settings import volume_max_bytes, volume_max_files, volume_max_upload
 
 Mode = Literal["", "copy", "mount", "mount-ro"]
 MODES = ("copy", "mount", "mount-ro")
@@ -115,6 +115,5 @@ class VolumeLimits(BaseModel):
 
     @classmethod
     def from_env(cls) -> "VolumeLimits":
-        return cls(max_bytes=positive_int("DECLAW_WASM_VOLUME_MAX_BYTES", 1 << 30),
-                   max_files=positive_int("DECLAW_WASM_VOLUME_MAX_FILES", 100_000),
-                   max_upload_bytes=positive_int("DECLAW_WASM_VOLUME_MAX_UPLOAD", 500 << 20))
+        return cls(max_bytes=volume_max_bytes(), max_files=volume_max_files(),
+                   max_upload_bytes=volume_max_upload())

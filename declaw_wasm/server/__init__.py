@@ -1,5 +1,6 @@
-"""`declaw-wasm serve`: sandboxes over HTTP for the remote SDKs (the Python SDK's remote mode,
-the TypeScript SDK). For embedding: `create_app`, `serve_in_thread`, `serve`."""
+"""`declaw-wasm serve`: sandboxes over HTTP for the remote SDKs.
+
+The Python SDK's remote mode and the TypeScript SDK use it. For embedding: `create_app`, `serve_in_thread`, `serve`."""
 
 from .app import DEFAULT_MAX_BODY, DEFAULT_MAX_UPLOAD, create_app
 from .run import GRACE, check_bind, serve, serve_in_thread

@@ -1,6 +1,7 @@
-"""declaw's volumes (`declaw/volumes/`): named file trees kept in the state store
-(`DECLAW_WASM_STATE`) and attached to sandboxes with `Sandbox.create(volumes=[...])`.
-See docs/volumes.md."""
+"""declaw's volumes: named file trees kept in the state store and attached to sandboxes.
+
+As in declaw's `declaw/volumes/`: kept in the state store (`DECLAW_WASM_STATE`), attached to
+sandboxes with `Sandbox.create(volumes=[...])`. See docs/volumes.md."""
 
 from .async_main import AsyncVolumeFiles, AsyncVolumeLocks, AsyncVolumes
 from .._volumes.attach import sync_volume
