@@ -474,16 +474,8 @@ class HttpRelay:
                 return
             try:
                 if isinstance(event, h11.InformationalResponse):
-                    if event.status_code == 101:
-                        self._bad_upstream("the server switched protocols")
+                    if not self._on_informational(event):
                         return
-                    if self._ex is not None:
-                        self._ex.informational += 1
-                        if self._ex.informational > MAX_INFORMATIONAL:
-                            self._bad_upstream(f"the server sent more than {MAX_INFORMATIONAL} "
-                                               "informational (1xx) responses to one request")
-                            return
-                    self.to_guest += self.guest.send(self._informational(event))
                 elif isinstance(event, h11.Response):
                     self._on_response(event)
                 elif isinstance(event, h11.Data):
@@ -500,6 +492,20 @@ class HttpRelay:
             except h11.LocalProtocolError as exc:
                 self._bad_upstream(f"cannot forward the server's response: {_fault(exc)}")
                 return
+
+    def _on_informational(self, event: h11.InformationalResponse) -> bool:
+        """A 1xx head for the guest; False if it ended the exchange (an upgrade, too many)."""
+        if event.status_code == 101:
+            self._bad_upstream("the server switched protocols")
+            return False
+        if self._ex is not None:
+            self._ex.informational += 1
+            if self._ex.informational > MAX_INFORMATIONAL:
+                self._bad_upstream(f"the server sent more than {MAX_INFORMATIONAL} informational "
+                                   "(1xx) responses to one request")
+                return False
+        self.to_guest += self.guest.send(self._informational(event))
+        return True
 
     def _on_response(self, event: h11.Response) -> None:
         ex = self._ex

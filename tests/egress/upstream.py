@@ -589,24 +589,25 @@ class Hostile:
                     buffer = _skip_body(sock, head, buffer)
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n")
                     continue
-                self._act(sock, conn, mode, args, head)
+                self._act(sock, conn, mode, args)
                 return
         except OSError:
             return
         finally:
             sock.close()
 
-    def _act(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str], head: bytes) -> None:
+    def _act(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str]) -> None:
+        """Answer as `mode` says (the connection is closed after)."""
         secret = self.planted.encode()
         if mode == "flood-body":
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n")
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                       b"Transfer-Encoding: chunked\r\n\r\n")
             self._flood(sock, b"%x\r\n%s\r\n" % (len(self.BLOCK), self.BLOCK))
         elif mode == "flood-head":
-            sock.sendall(b"HTTP/1.1 200 OK\r\n")
+            self._send(sock, b"HTTP/1.1 200 OK\r\n")
             self._flood(sock, b"X-Flood: %s\r\n" % self.BLOCK[:1000])
         elif mode == "early":
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
             self._drain(sock)
         elif mode == "info":
             n = int(args[0])
@@ -623,14 +624,18 @@ class Hostile:
             self._send(sock, b"HTTP/1.1 200 OK\r\n" + line * int(args[0]) +
                        b"Content-Length: 2\r\nConnection: close\r\n\r\nok")
         elif mode in ("bad-status", "bad-header", "framing", "bad-chunk"):
-            self._send(sock, _broken(mode, args[0], secret))
-            if mode == "framing" and args[0] == "cl-short":
-                return  # closes before the announced length
-        elif mode == "drip-head":
+            self._send(sock, _broken(mode, args[0], secret))  # then closes (framing/cl-short: short)
+        else:
+            self._act_slowly(sock, conn, mode, args)
+
+    def _act_slowly(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str]) -> None:
+        """The modes that take their time, code a body, or end the connection."""
+        secret = self.planted.encode()
+        if mode == "drip-head":
             self._drip(sock, b"HTTP/1.1 200 OK\r\n" + b"X-Drip: d\r\n" * 100000, float(args[0]))
         elif mode == "drip-body":
             n = int(args[1])
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % n)
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % n)
             self._drip(sock, b"d" * n, float(args[0]))
             self._drain(sock)
         elif mode == "bomb":
