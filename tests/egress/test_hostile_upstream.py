@@ -39,22 +39,24 @@ SECRET = "sk-live-Hostile0123456789abcdef"
 
 # The guest: `fetch(**case)` for each case of /tmp/cases.json (http.client, or httpx with
 # client="httpx"; reads at most `read` bytes of the body, then holds the connection `pause`
-# seconds), then /ok on the first case's server (the sandbox's network still works). Prints
-# {name: {"ok", "status", "body" (its start), "size", "left" (bytes of a Content-Length body
-# that never came), "type", "msg", "secs"}}.
+# seconds; with echo="NAME", sends the variable NAME's value as X-Echo), then /ok on the first
+# case's server (the sandbox's network still works). Prints {name: {"ok", "status", "body" (its
+# start), "size", "left" (bytes of a Content-Length body that never came), "type", "msg",
+# "secs"}}.
 GUEST = r'''
 import http.client, json, os, ssl, sys, time
 def fetch(port, path, tls=False, timeout=5.0, read=1 << 20, method="GET", body=0, pause=0.0,
-          client="http.client"):
+          client="http.client", echo=""):
     start = time.monotonic()
     out = {}
     data = b"x" * body if body else None
+    headers = {"X-Echo": os.environ[echo]} if echo else {}
     try:
         if client == "httpx":
             import httpx
             with httpx.Client(verify=ssl.create_default_context(), timeout=timeout) as c:
                 with c.stream(method, ("https" if tls else "http") + f"://127.0.0.1:{port}{path}",
-                              content=data) as r:
+                              content=data, headers=headers) as r:
                     out["status"] = r.status_code
                     got, size = b"", 0
                     for piece in r.iter_raw():
@@ -67,7 +69,7 @@ def fetch(port, path, tls=False, timeout=5.0, read=1 << 20, method="GET", body=0
             kw = {"context": ssl.create_default_context()} if tls else {}
             conn = (http.client.HTTPSConnection if tls else http.client.HTTPConnection)(
                 "127.0.0.1", port, timeout=timeout, **kw)
-            conn.request(method, path, body=data)
+            conn.request(method, path, body=data, headers=headers)
             r = conn.getresponse()
             out["status"] = r.status
             got, size = b"", 0
@@ -395,20 +397,26 @@ def test_decompression_bombs_decode_within_bounded_host_memory(
 def test_no_error_the_host_writes_quotes_the_upstreams_bytes(
         make: Callable[..., Sandbox], fresh_servers: dict[str, Hostile], mode: str) -> None:
     """A server that knows a secret's value puts it where the relay's parser fails (a status line,
-    a header line, a chunk size) or in a body of a coding the host cannot decode: the guest gets
-    the host's 502 (or a cut body) naming what was wrong, never the value. Before, the 502 quoted
-    the line h11 could not parse, value and all, past the scrubber."""
-    sbx = make(network=LOOPBACK, secrets={"TOKEN": Secret(SECRET, hosts=["example.com"])})
-    server = fresh_servers["plain"]
-    server.planted = SECRET
-    p = server.port
-    got = run_cases(sbx, {path: {"port": p, "path": path} for path in
-                          ("/bad-status/leak", "/bad-header/leak", "/bad-chunk/leak", "/coding/xyz")})
+    a header line, a chunk size) or in a body of a coding the host cannot decode: over HTTP a
+    server that learnt it elsewhere, over HTTPS the value the host injected into the request (the
+    placeholder sent as X-Echo). The guest gets the host's 502 (or a cut body) naming what was
+    wrong, never the value. Before, the 502 quoted the line h11 could not parse, value and all,
+    past the scrubber."""
+    # (a regex: an address entry in `hosts` is accepted but never matches a connection's name)
+    sbx = make(network=LOOPBACK, secrets={"TOKEN": Secret(SECRET, hosts=[r"~^127\.0\.0\.1$"])})
+    plain, tls = fresh_servers["plain"], fresh_servers["valid"]
+    plain.planted = SECRET
+    paths = ("/bad-status/leak", "/bad-header/leak", "/bad-chunk/leak", "/coding/xyz")
+    cases = {f"http {path}": {"port": plain.port, "path": path} for path in paths}
+    cases |= {f"https {path}": {"port": tls.port, "path": path, "tls": True, "echo": "TOKEN"} for path in paths}
+    got = run_cases(sbx, cases)
     assert SECRET not in json.dumps(got)
-    assert refused(got["/bad-status/leak"], "the server sent a malformed response: illegal status line\n")
-    assert refused(got["/bad-header/leak"], "the server sent a malformed response: illegal header line\n")
-    assert got["/bad-chunk/leak"]["status"] == 200 and cut(got["/bad-chunk/leak"])
-    assert refused(got["/coding/xyz"], "with secrets on this sandbox")
+    assert all(SECRET.encode() in head for head in tls.heads[:len(paths)])  # injected, so echoed
+    for scheme in ("http", "https"):
+        assert refused(got[f"{scheme} /bad-status/leak"], "the server sent a malformed response: illegal status line\n")
+        assert refused(got[f"{scheme} /bad-header/leak"], "the server sent a malformed response: illegal header line\n")
+        assert got[f"{scheme} /bad-chunk/leak"]["status"] == 200 and cut(got[f"{scheme} /bad-chunk/leak"])
+        assert refused(got[f"{scheme} /coding/xyz"], "with secrets on this sandbox")
     assert SECRET not in "".join(e.model_dump_json() for e in sbx.audit_events())
 
 

@@ -525,8 +525,9 @@ class Hostile:
     close              the connection closed (FIN) without an answer
     silent             no answer, the connection kept open
 
-    `leak` kinds put `planted` (a secret value the server learnt elsewhere) into the broken
-    line. `heads` holds the request heads received (the first 4 KiB of each), `handshakes` the
+    `leak` kinds (and `coding`) put `planted` (a secret value the server learnt elsewhere), or
+    else the value of the request's `X-Echo` header (where the host injected a secret), into the
+    broken line (the body). `heads` holds the request heads received (the first 4 KiB of each), `handshakes` the
     TLS handshakes that failed or succeeded, `sent` the bytes it handed to its kernel; it stops
     sending past `total` (a safety net: a relay that stops holding back fails the test's bound,
     it does not exhaust the machine).
@@ -589,16 +590,15 @@ class Hostile:
                     buffer = _skip_body(sock, head, buffer)
                     sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n")
                     continue
-                self._act(sock, conn, mode, args)
+                self._act(sock, conn, mode, args, (self.planted or _header(head, b"x-echo")).encode())
                 return
         except OSError:
             return
         finally:
             sock.close()
 
-    def _act(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str]) -> None:
-        """Answer as `mode` says (the connection is closed after)."""
-        secret = self.planted.encode()
+    def _act(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str], secret: bytes) -> None:
+        """Answer as `mode` says (the connection is closed after); `secret` for the leaks."""
         if mode == "flood-body":
             self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
                        b"Transfer-Encoding: chunked\r\n\r\n")
@@ -626,11 +626,11 @@ class Hostile:
         elif mode in ("bad-status", "bad-header", "framing", "bad-chunk"):
             self._send(sock, _broken(mode, args[0], secret))  # then closes (framing/cl-short: short)
         else:
-            self._act_slowly(sock, conn, mode, args)
+            self._act_slowly(sock, conn, mode, args, secret)
 
-    def _act_slowly(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str]) -> None:
+    def _act_slowly(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str],
+                    secret: bytes) -> None:
         """The modes that take their time, code a body, or end the connection."""
-        secret = self.planted.encode()
         if mode == "drip-head":
             self._drip(sock, b"HTTP/1.1 200 OK\r\n" + b"X-Drip: d\r\n" * 100000, float(args[0]))
         elif mode == "drip-body":
@@ -748,13 +748,18 @@ def _read_head(sock: socket.socket, buffer: bytes) -> tuple[bytes | None, bytes]
     return head, rest
 
 
+def _header(head: bytes, name: bytes) -> str:
+    """The value of a request head's header `name` (lower case), "" if none."""
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return ""
+
+
 def _skip_body(sock: socket.socket, head: bytes, buffer: bytes) -> bytes:
     """Read past a request's Content-Length body; what follows it."""
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip() or b"0")
+    length = int(_header(head, b"content-length") or 0)
     while len(buffer) < length:
         data = sock.recv(65536)
         if not data:
