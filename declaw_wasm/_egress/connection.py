@@ -388,13 +388,16 @@ class Connection:
                 self.upstream_eof = True
                 relay.feed_upstream(b"")
                 return
-            self._count(inward=len(data))
+            self._count(inward=len(data), progress=False)
             relay.feed_upstream(data)
+            if not relay.head_unfinished():  # a head dripped byte by byte is no progress
+                self.last_activity = time.monotonic()
 
-    def _count(self, out: int = 0, inward: int = 0) -> None:
+    def _count(self, out: int = 0, inward: int = 0, progress: bool = True) -> None:
         self.bytes_out += out
         self.bytes_in += inward
-        self.last_activity = time.monotonic()
+        if progress:
+            self.last_activity = time.monotonic()
         limits = self.session.limits
         if self.bytes_in + self.bytes_out > limits.net_connection_bytes:
             raise NetError("limit", f"connection to {self.dest.label()} closed: it moved more than "

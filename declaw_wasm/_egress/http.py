@@ -429,12 +429,17 @@ class HttpRelay:
             pass
         self._process_upstream()
 
+    def head_unfinished(self) -> bool:
+        """Part of a response head came, not all of it: nothing the guest can see (the bytes of a
+        head a server drips do not keep the connection's idle timer from running)."""
+        return self.upstream.their_state is h11.SEND_RESPONSE and _unparsed(self.upstream) > 0
+
     def upstream_reset(self) -> None:
-        """The upstream reset the connection (an RST). An answer it cut in the middle of its body
-        is cut for the guest too: never ended cleanly, as the end of the stream would end a body
-        that runs to the connection's close. Otherwise it counts as the end of the stream."""
+        """The upstream reset the connection (an RST, or TLS ended without close_notify). An
+        answer it cut in the middle of its body is cut for the guest too (a 502 if its head is
+        still held): never ended cleanly, as the end of the stream would end a body that runs to
+        the connection's close. Otherwise it counts as the end of the stream."""
         if not self._stopped and self.upstream.their_state is h11.SEND_BODY and not _unparsed(self.upstream):
-            self._upstream_eof = True
             self._bad_upstream("the server reset the connection in the middle of its answer")
             return
         self.feed_upstream(b"")
@@ -860,6 +865,9 @@ class RawRelay:
 
     def resume(self) -> None:
         pass
+
+    def head_unfinished(self) -> bool:
+        return False
 
     def close_audit(self) -> None:
         pass

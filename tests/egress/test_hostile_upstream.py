@@ -293,14 +293,18 @@ def test_floods_and_storms_hold_bounded_host_memory_and_end_within_a_bound(
 
 def test_slow_and_silent_servers_are_bounded_by_the_guests_timeout_or_the_idle_limit(
         make: Callable[..., Sandbox], fresh_servers: dict[str, Hostile]) -> None:
-    """A head dripped a byte at a time never completes: the guest's timeout ends the wait; a body
-    dripped a byte at a time reaches the guest byte by byte (the relay does not hold it back); a
-    server that never answers ends a guest's wait without a timeout at Limits.net_idle_timeout;
-    one that closes or resets without answering is the end of the stream."""
+    """A head dripped a byte at a time never completes: the guest's timeout ends the wait, and
+    without one Limits.net_idle_timeout does (the head's bytes are no traffic for the guest:
+    before, each byte restarted the idle timer, and a head dripped faster than it held a guest
+    without a timeout of its own for as long as the server liked); a body dripped a byte at a
+    time reaches the guest byte by byte (the relay does not hold it back); a server that never
+    answers ends a guest's wait without a timeout at Limits.net_idle_timeout; one that closes or
+    resets without answering is the end of the stream."""
     sbx = make(network=LOOPBACK, limits=Limits(net_idle_timeout=1.5))
     p = fresh_servers["plain"].port
     got = run_cases(sbx, {
         "drip-head": {"port": p, "path": "/drip-head/0.1", "timeout": 1.0},
+        "drip-head no timeout": {"port": p, "path": "/drip-head/0.2", "timeout": None},
         "drip-body": {"port": p, "path": "/drip-body/0.05/20", "timeout": 1.0},
         "silent": {"port": p, "path": "/silent", "timeout": None},
         "close": {"port": p, "path": "/close"},
@@ -308,9 +312,9 @@ def test_slow_and_silent_servers_are_bounded_by_the_guests_timeout_or_the_idle_l
     assert got["drip-head"]["type"] == "TimeoutError" and got["drip-head"]["secs"] < 3, got["drip-head"]
     assert (got["drip-body"]["status"], got["drip-body"]["body"]) == (200, "d" * 20), got["drip-body"]
     assert got["drip-body"]["secs"] < 5
-    silent = got["silent"]
-    assert silent["type"] == "TimeoutError" and "Limits.net_idle_timeout" in silent["msg"], silent
-    assert silent["secs"] < 5
+    for name in ("silent", "drip-head no timeout"):
+        assert got[name]["type"] == "TimeoutError" and "Limits.net_idle_timeout" in got[name]["msg"], got[name]
+        assert got[name]["secs"] < 5
     for name in ("close", "reset-now"):
         assert got[name]["type"] in ("RemoteDisconnected", "ConnectionResetError"), got[name]
         assert got[name]["secs"] < 3
