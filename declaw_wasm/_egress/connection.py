@@ -150,7 +150,8 @@ class Connection:
         assert self.sock is not None and not isinstance(self.sock, ssl.SSLSocket)
         context = client_context()
         self.sock = context.wrap_socket(self.sock, server_hostname=server_hostname,
-                                        do_handshake_on_connect=False)
+                                        do_handshake_on_connect=False,
+                                        suppress_ragged_eofs=False)  # _read tells the end from a cut
         self.tls = True
         self.state = "handshaking"
         self.connect_deadline = time.monotonic() + self.session.limits.net_connect_timeout
@@ -375,24 +376,28 @@ class Connection:
                 data = sock.recv(min(RECV_CHUNK, room))
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
-            except ssl.SSLEOFError:
-                data = b""  # a server that closes without close_notify: the end of the stream
-            except ConnectionResetError:
-                if not isinstance(relay, RawRelay):
-                    data = b""
-                else:
-                    raise
+            except (ssl.SSLEOFError, ConnectionResetError):
+                if isinstance(relay, RawRelay):
+                    raise  # the guest sees the reset itself (a raw relay is never on TLS)
+                # a reset, or TLS ended without close_notify (OpenSSL reports a reset so too): the
+                # end of the stream, but an answer it cut in the middle stays cut for the guest
+                self.upstream_eof = True
+                relay.upstream_reset()
+                return
             if not data:
                 self.upstream_eof = True
                 relay.feed_upstream(b"")
                 return
-            self._count(inward=len(data))
+            self._count(inward=len(data), progress=False)
             relay.feed_upstream(data)
+            if not relay.head_unfinished():  # a head dripped byte by byte is no progress
+                self.last_activity = time.monotonic()
 
-    def _count(self, out: int = 0, inward: int = 0) -> None:
+    def _count(self, out: int = 0, inward: int = 0, progress: bool = True) -> None:
         self.bytes_out += out
         self.bytes_in += inward
-        self.last_activity = time.monotonic()
+        if progress:
+            self.last_activity = time.monotonic()
         limits = self.session.limits
         if self.bytes_in + self.bytes_out > limits.net_connection_bytes:
             raise NetError("limit", f"connection to {self.dest.label()} closed: it moved more than "

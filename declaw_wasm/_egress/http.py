@@ -51,6 +51,12 @@ from .policy import PolicyError, normalize_name, parse_address
 from .secrets import Scrubber, SecretBook
 
 DECODE_CHUNK = 64 << 10
+# informational (1xx) heads relayed for one request: past it, a 502 (a server sending them without
+# end would hold a client that skips them, such as httpx, however short its timeouts; CPython's
+# http.client stops at 100 too, Go's at 5)
+MAX_INFORMATIONAL = 100
+# where h11 starts quoting the bytes it found wrong ("illegal status line: bytearray(b'...')")
+_QUOTED = re.compile(r"""[:\s]*(?:bytearray\(b|\bb)['"]""")
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 REASONS = {400: "Bad Request", 403: "Forbidden", 405: "Method Not Allowed", 413: "Content Too Large",
            421: "Misdirected Request", 431: "Request Header Fields Too Large",
@@ -84,6 +90,7 @@ class _Exchange:
     injected: list[str]
     counts: dict[str, int] = field(default_factory=dict)
     status: int = 0
+    informational: int = 0  # 1xx heads relayed
     bytes_out: int = 0
     bytes_in: int = 0
     body: Optional[bytearray] = None  # buffered for the guard
@@ -422,6 +429,21 @@ class HttpRelay:
             pass
         self._process_upstream()
 
+    def head_unfinished(self) -> bool:
+        """Part of a response head came, not all of it: nothing the guest can see (the bytes of a
+        head a server drips do not keep the connection's idle timer from running)."""
+        return self.upstream.their_state is h11.SEND_RESPONSE and _unparsed(self.upstream) > 0
+
+    def upstream_reset(self) -> None:
+        """The upstream reset the connection (an RST, or TLS ended without close_notify). An
+        answer it cut in the middle of its body is cut for the guest too (a 502 if its head is
+        still held): never ended cleanly, as the end of the stream would end a body that runs to
+        the connection's close. Otherwise it counts as the end of the stream."""
+        if not self._stopped and self.upstream.their_state is h11.SEND_BODY and not _unparsed(self.upstream):
+            self._bad_upstream("the server reset the connection in the middle of its answer")
+            return
+        self.feed_upstream(b"")
+
     def resume(self) -> None:
         """Go on with what was held back: decoding a body (for room), or the upstream's unparsed
         bytes (the host reads no more while they fill its window: once the guest's request is
@@ -451,16 +473,14 @@ class HttpRelay:
             try:
                 event = self.upstream.next_event()
             except h11.RemoteProtocolError as exc:
-                self._bad_upstream(f"the server sent a malformed response: {exc}")
+                self._bad_upstream(f"the server sent a malformed response: {_fault(exc)}")
                 return
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
             try:
                 if isinstance(event, h11.InformationalResponse):
-                    if event.status_code == 101:
-                        self._bad_upstream("the server switched protocols")
+                    if not self._on_informational(event):
                         return
-                    self.to_guest += self.guest.send(self._informational(event))
                 elif isinstance(event, h11.Response):
                     self._on_response(event)
                 elif isinstance(event, h11.Data):
@@ -475,8 +495,22 @@ class HttpRelay:
                     self._stop()  # the guest sees the end of the stream, as from the server
                     return
             except h11.LocalProtocolError as exc:
-                self._bad_upstream(f"cannot forward the server's response: {exc}")
+                self._bad_upstream(f"cannot forward the server's response: {_fault(exc)}")
                 return
+
+    def _on_informational(self, event: h11.InformationalResponse) -> bool:
+        """A 1xx head for the guest; False if it ended the exchange (an upgrade, too many)."""
+        if event.status_code == 101:
+            self._bad_upstream("the server switched protocols")
+            return False
+        if self._ex is not None:
+            self._ex.informational += 1
+            if self._ex.informational > MAX_INFORMATIONAL:
+                self._bad_upstream(f"the server sent more than {MAX_INFORMATIONAL} informational "
+                                   "(1xx) responses to one request")
+                return False
+        self.to_guest += self.guest.send(self._informational(event))
+        return True
 
     def _on_response(self, event: h11.Response) -> None:
         ex = self._ex
@@ -781,6 +815,14 @@ class HttpRelay:
             self._ex = None
 
 
+def _fault(exc: Exception) -> str:
+    """What h11 found wrong in the upstream's bytes, without quoting them: they may hold anything
+    the server wants the guest to read (a secret's value, past the scrubber, inside the 502)."""
+    text = str(exc)
+    quoted = _QUOTED.search(text)
+    return (text[:quoted.start()] if quoted else text)[:200] or "unreadable"
+
+
 def _unparsed(conn: h11.Connection) -> int:
     """Bytes h11 holds that it has not turned into events yet."""
     buffer = getattr(conn, "_receive_buffer", None)
@@ -823,6 +865,9 @@ class RawRelay:
 
     def resume(self) -> None:
         pass
+
+    def head_unfinished(self) -> bool:
+        return False
 
     def close_audit(self) -> None:
         pass

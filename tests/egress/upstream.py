@@ -19,6 +19,7 @@ import json
 import socket
 import socketserver
 import ssl
+import struct
 import threading
 import time
 import urllib.parse
@@ -490,6 +491,312 @@ class Stalling:
             conn.close()
 
 
+# -- Hostile: one upstream, every misbehaviour (tests/egress/test_hostile_upstream.py) -------------
+
+class Hostile:
+    """A hostile upstream on loopback (a real socket; real TLS with `tls`): what it does is picked
+    by the request's path, `/<mode>[/<arg>...]`, after it read the request's head (at most 64 KiB;
+    the body only where a mode says so). Every mode writes raw bytes: most of them no HTTP
+    library would send.
+
+    ok                 200 "ok", keep-alive (the next request on the connection is served too)
+    flood-body         200, then a chunked body that never ends
+    flood-head         a status line, then header lines that never end
+    early              200 "early" (Connection: close) at once, then reads the request's body
+                       to its end (bytes counted in `body_bytes`) and closes
+    info/<n>[/<status>] n informational heads (100 Continue and 103 Early Hints in turn, or all
+                       <status>), then 200 "ok"
+    info-flood         100 Continue heads that never end
+    huge-head/<kib>    a 200 whose headers take <kib> KiB, then "ok"
+    bad-status/<kind>  a status line that is not one: garbage, version, empty, icy, leak
+    bad-header/<kind>  a header line that is not one: nocolon, nul, space, fold, leak
+    framing/<kind>     conflicting framing: cl-cl (two Content-Lengths), cl-te (both),
+                       te-unknown (Transfer-Encoding: gzip), cl-negative, cl-short (the server
+                       closes before the length announced)
+    bad-chunk/<kind>   a chunked body whose chunk size is not one: hex, negative, huge, leak,
+                       footer (chunk data not followed by CRLF)
+    drip-head/<s>      the head of a 200, one byte every <s> seconds (its body never comes)
+    drip-body/<s>/<n>  a 200 with an n-byte body, one byte every <s> seconds
+    bomb/<coding>/<mib> a body of <mib> MiB of "0", coded gzip, br or zstd (1000x or more)
+    coding/<name>      a body with an unknown Content-Encoding <name>
+    reset/<framing>    a 1 MiB body (framing: cl, chunked or close) cut after 64 KiB by an RST
+                       (SO_LINGER 0)
+    reset-now          an RST instead of an answer
+    close              the connection closed (FIN) without an answer
+    silent             no answer, the connection kept open
+
+    `leak` kinds (and `coding`) put `planted` (a secret value the server learnt elsewhere), or
+    else the value of the request's `X-Echo` header (where the host injected a secret), into the
+    broken line (the body). `heads` holds the request heads received (the first 4 KiB of each), `handshakes` the
+    TLS handshakes that failed or succeeded, `sent` the bytes it handed to its kernel; it stops
+    sending past `total` (a safety net: a relay that stops holding back fails the test's bound,
+    it does not exhaust the machine).
+
+    TLS renegotiation is not among the modes: Python's `ssl` has no call that makes a server
+    ask for one (no SSL_renegotiate), and TLS 1.3 has none.
+    """
+
+    BLOCK = memoryview(b"z" * (64 << 10))
+    _bombs: dict[tuple[str, int], bytes] = {}
+
+    def __init__(self, tls: ssl.SSLContext | None = None, total: int = 512 << 20) -> None:
+        self.tls = tls
+        self.total = total
+        self.planted = ""
+        self.sent = 0
+        self.body_bytes = 0
+        self.heads: list[bytes] = []
+        self.handshakes = {"ok": 0, "failed": 0}
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True, name="hostile-accept").start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True, name="hostile").start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        sock: socket.socket = conn
+        try:
+            conn.settimeout(10)
+            if self.tls is not None:
+                try:
+                    sock = self.tls.wrap_socket(conn, server_side=True)
+                except (ssl.SSLError, OSError):
+                    with self.lock:
+                        self.handshakes["failed"] += 1
+                    return
+                with self.lock:
+                    self.handshakes["ok"] += 1
+            buffer = b""
+            while not self._stop.is_set():
+                head, buffer = _read_head(sock, buffer)
+                if head is None:
+                    return
+                with self.lock:
+                    self.heads.append(head[:4096])
+                parts = (head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/").decode("latin-1").split("/")
+                mode, args = parts[1] if len(parts) > 1 else "", parts[2:]
+                if mode == "ok":
+                    buffer = _skip_body(sock, head, buffer)
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nok\n")
+                    continue
+                self._act(sock, conn, mode, args, (self.planted or _header(head, b"x-echo")).encode())
+                return
+        except OSError:
+            return
+        finally:
+            sock.close()
+
+    def _act(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str], secret: bytes) -> None:
+        """Answer as `mode` says (the connection is closed after); `secret` for the leaks."""
+        if mode == "flood-body":
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                       b"Transfer-Encoding: chunked\r\n\r\n")
+            self._flood(sock, b"%x\r\n%s\r\n" % (len(self.BLOCK), self.BLOCK))
+        elif mode == "flood-head":
+            self._send(sock, b"HTTP/1.1 200 OK\r\n")
+            self._flood(sock, b"X-Flood: %s\r\n" % self.BLOCK[:1000])
+        elif mode == "early":
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
+            self._drain(sock)
+        elif mode == "info":
+            n = int(args[0])
+            statuses = [args[1].encode()] if len(args) > 1 else [b"100 Continue", b"103 Early Hints"]
+            link = b"Link: </style.css>; rel=preload\r\n"
+            one = [b"HTTP/1.1 %s\r\n%s\r\n" % (s if b" " in s else s + b" Info", link if s.startswith(b"103") else b"")
+                   for s in statuses]
+            heads = b"".join(one[i % len(one)] for i in range(n))
+            self._send(sock, heads + b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        elif mode == "info-flood":
+            self._flood(sock, b"HTTP/1.1 100 Continue\r\n\r\n" * 64)
+        elif mode == "huge-head":
+            line = b"X-Big: " + b"b" * 1000 + b"\r\n"
+            self._send(sock, b"HTTP/1.1 200 OK\r\n" + line * int(args[0]) +
+                       b"Content-Length: 2\r\nConnection: close\r\n\r\nok")
+        elif mode in ("bad-status", "bad-header", "framing", "bad-chunk"):
+            self._send(sock, _broken(mode, args[0], secret))  # then closes (framing/cl-short: short)
+        else:
+            self._act_slowly(sock, conn, mode, args, secret)
+
+    def _act_slowly(self, sock: socket.socket, conn: socket.socket, mode: str, args: list[str],
+                    secret: bytes) -> None:
+        """The modes that take their time, code a body, or end the connection."""
+        if mode == "drip-head":
+            self._drip(sock, b"HTTP/1.1 200 OK\r\n" + b"X-Drip: d\r\n" * 100000, float(args[0]))
+        elif mode == "drip-body":
+            n = int(args[1])
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % n)
+            self._drip(sock, b"d" * n, float(args[0]))
+            self._drain(sock)
+        elif mode == "bomb":
+            body = self.bomb(args[0], int(args[1]))
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: %s\r\n"
+                       b"Content-Length: %d\r\n\r\n" % (args[0].encode(), len(body)) + body)
+            self._drain(sock)
+        elif mode == "coding":
+            body = b"body coded " + args[0].encode() + b" " + secret
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: %s\r\n"
+                       b"Content-Length: %d\r\n\r\n" % (args[0].encode(), len(body)) + body)
+            self._drain(sock)
+        elif mode == "reset":
+            framing = {"cl": b"Content-Length: %d\r\n" % (1 << 20), "chunked": b"Transfer-Encoding: chunked\r\n",
+                       "close": b"Connection: close\r\n"}[args[0]]
+            part = bytes(self.BLOCK)
+            body = b"%x\r\n%s\r\n" % (len(part), part) if args[0] == "chunked" else part
+            self._send(sock, b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n%s\r\n%s"
+                       % (framing, body))
+            time.sleep(0.2)  # the part reaches the relay before the reset
+            _reset(conn)
+        elif mode == "reset-now":
+            _reset(conn)
+        elif mode == "silent":
+            self._stop.wait()
+        # "close", and every unknown mode: closed without an answer
+
+    def _send(self, sock: socket.socket, data: bytes) -> None:
+        sock.sendall(data)
+        with self.lock:
+            self.sent += len(data)
+
+    def _flood(self, sock: socket.socket, piece: bytes) -> None:
+        """`piece` again and again, while the peer takes it."""
+        sock.settimeout(0.1)
+        while not self._stop.is_set() and self.sent < self.total:
+            view = memoryview(piece)
+            while view and not self._stop.is_set():
+                try:
+                    n = sock.send(view)
+                except (TimeoutError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                    continue
+                view = view[n:]
+                with self.lock:
+                    self.sent += n
+
+    def _drip(self, sock: socket.socket, data: bytes, interval: float) -> None:
+        for i in range(len(data)):
+            if self._stop.wait(interval):
+                return
+            self._send(sock, data[i:i + 1])
+
+    def _drain(self, sock: socket.socket) -> None:
+        """Read (and count) what the client sends until it closes."""
+        while not self._stop.is_set():
+            try:
+                data = sock.recv(1 << 16)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            with self.lock:
+                self.body_bytes += len(data)
+
+    @classmethod
+    def bomb(cls, coding: str, mib: int) -> bytes:
+        """`mib` MiB of b"0", coded (gzip: ~1000x; br and zstd: far more)."""
+        key = (coding, mib)
+        if key not in cls._bombs:
+            raw = b"0" * (mib << 20)
+            cls._bombs[key] = {"gzip": lambda: gzip.compress(raw, 9), "br": lambda: brotli.compress(raw),
+                               "zstd": lambda: zstd_compress(raw)}[coding]()
+        return cls._bombs[key]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.heads.clear()
+            self.handshakes = {"ok": 0, "failed": 0}
+            self.body_bytes = self.sent = 0
+            self.planted = ""
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.listener.close()
+        with self.lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+
+
+def _read_head(sock: socket.socket, buffer: bytes) -> tuple[bytes | None, bytes]:
+    """A request's head (and the bytes after it), None if the peer closed or sent garbage."""
+    while b"\r\n\r\n" not in buffer:
+        if len(buffer) > 65536:
+            return None, b""
+        try:
+            data = sock.recv(65536)
+        except OSError:
+            return None, b""
+        if not data:
+            return None, b""
+        buffer += data
+    head, _, rest = buffer.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _header(head: bytes, name: bytes) -> str:
+    """The value of a request head's header `name` (lower case), "" if none."""
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip().decode("latin-1")
+    return ""
+
+
+def _skip_body(sock: socket.socket, head: bytes, buffer: bytes) -> bytes:
+    """Read past a request's Content-Length body; what follows it."""
+    length = int(_header(head, b"content-length") or 0)
+    while len(buffer) < length:
+        data = sock.recv(65536)
+        if not data:
+            break
+        buffer += data
+    return buffer[length:]
+
+
+def _reset(conn: socket.socket) -> None:
+    """Close with an RST, not a FIN."""
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def _broken(mode: str, kind: str, secret: bytes) -> bytes:
+    """A response that breaks HTTP/1.1's grammar or framing in one way."""
+    ok = b"Content-Length: 2\r\nConnection: close\r\n\r\nok"
+    if mode == "bad-status":
+        line = {"garbage": b"HTTP/1.1 2x0 OK", "version": b"HTTP/3 200 OK", "empty": b"",
+                "icy": b"ICY 200 OK", "leak": b"HTTP/1.1 2" + secret + b" OK"}[kind]
+        return line + b"\r\n" + ok
+    if mode == "bad-header":
+        line = {"nocolon": b"X-No-Colon", "nul": b"X-Nul: a\x00b", "space": b"X-Space : b",
+                "fold": b"X-Fold: a\r\n folded", "leak": b"X-" + secret + b" broken"}[kind]
+        return b"HTTP/1.1 200 OK\r\n" + line + b"\r\n" + ok
+    if mode == "framing":
+        return b"HTTP/1.1 200 OK\r\n" + {
+            "cl-cl": b"Content-Length: 2\r\nContent-Length: 5\r\n\r\nok",
+            "cl-te": b"Content-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+            "te-unknown": b"Transfer-Encoding: gzip\r\n\r\nok",
+            "cl-negative": b"Content-Length: -1\r\n\r\nok",
+            "cl-short": b"Content-Length: 100\r\n\r\nok"}[kind]
+    size = {"hex": b"zz", "negative": b"-1", "huge": b"f" * 24, "leak": secret, "footer": b"2"}[kind]
+    tail = b"okXX0\r\n\r\n" if kind == "footer" else b"\r\nok\r\n0\r\n\r\n"
+    return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + size + b"\r\n" + tail
+
+
 @dataclass
 class Upstreams:
     http: Server
@@ -500,6 +807,7 @@ class Upstreams:
     ca_path: Path
     names: list[str]
     servers: list[Any] = field(default_factory=list)
+    ca: trustme.CA | None = None  # the CA the host trusts (DECLAW_WASM_CA_BUNDLE): more certificates
 
     def records(self) -> list[Record]:
         found: list[Record] = []
@@ -554,4 +862,4 @@ def start(names: list[str], folder: Path) -> Upstreams:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     ca_path = folder / "test-ca.pem"
     ca.cert_pem.write_to_path(str(ca_path))
-    return Upstreams(plain, tls, wrong_tls, v6, raw, ca_path, list(names), servers)
+    return Upstreams(plain, tls, wrong_tls, v6, raw, ca_path, list(names), servers, ca)
