@@ -23,6 +23,7 @@ property (tests/test_door_ops.py, tests/security/test_door_bounds.py).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -34,6 +35,7 @@ from typing import Any, Iterator
 import msgpack
 import pytest
 from hypothesis import given
+from hypothesis.configuration import storage_directory
 from hypothesis import strategies as st
 
 from declaw_wasm import Limits, Sandbox, testing
@@ -136,6 +138,8 @@ def _quietly(fn: Any, *args: Any, **kwargs: Any) -> None:
 # -- what the host may do ----------------------------------------------------------------------------
 
 PIP_PREFIX = pip_command([])
+PIP_LAUNCHER = PIP_PREFIX[:4]  # python -c BOOT pip_guard.py, then the guard's policy (JSON), then pip's own
+PIP_FIXED = PIP_PREFIX[5:]
 PATH_OPTIONS = {"--report", "--target", "--find-links", "-c", "-d", "-r"}
 FIXED_ARGS = {"install", "download", "config", "list", "--dry-run", "--ignore-installed", "--quiet", "--no-deps",
               "--no-index", "--require-hashes", "--only-binary", ":all:", "--platform", "any", "--python-version",
@@ -145,8 +149,18 @@ FIXED_ARGS = {"install", "download", "config", "list", "--dry-run", "--ignore-in
 def pip_argv_problem(argv: list[str], made: list[str]) -> str:
     """"" if `argv` is the host's pip with its fixed options, paths in folders the host made or
     configured, and requirements as the host writes them; else what is wrong."""
-    if argv[: len(PIP_PREFIX)] != PIP_PREFIX:
+    if argv[:4] != PIP_LAUNCHER or argv[5:len(PIP_PREFIX)] != PIP_FIXED:
         return "not the host's pip launcher"
+    try:
+        policy = json.loads(argv[4])
+    except ValueError:
+        return "the guard's policy is not JSON"
+    expected = json.loads(PIP_PREFIX[4])
+    if set(policy) != set(expected) or {k: policy[k] for k in policy if k != "tmp"} != \
+            {k: expected[k] for k in expected if k != "tmp"}:
+        return f"the guard's policy is not the host's: {policy}"
+    if policy["tmp"] is not None and not under(policy["tmp"], made):
+        return f"the guard's temporary folder {policy['tmp']!r} is not one the host made"
     rest = argv[len(PIP_PREFIX):]
     i = 0
     while i < len(rest):
@@ -177,6 +191,8 @@ def check_host_effects(fuzz: Fuzz) -> None:
         problem = pip_argv_problem(argv, made)
         assert not problem, (problem, argv)
     for path in written:
+        if under(path, [os.fspath(getattr(storage_directory(), "path", storage_directory()))]):
+            continue  # hypothesis's own files (its database, its constants cache)
         assert under(path, [*fuzz.roots, *made]) or is_device(path), f"the host wrote {path}"
     assert _rss() - fuzz.rss_start < RSS_BOUND, f"host memory grew by {(_rss() - fuzz.rss_start) >> 20} MiB"
     fds = len(os.listdir("/proc/self/fd"))
