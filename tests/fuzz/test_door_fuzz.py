@@ -139,7 +139,7 @@ PIP_PREFIX = pip_command([])
 PATH_OPTIONS = {"--report", "--target", "--find-links", "-c", "-d", "-r"}
 FIXED_ARGS = {"install", "download", "config", "list", "--dry-run", "--ignore-installed", "--quiet", "--no-deps",
               "--no-index", "--require-hashes", "--only-binary", ":all:", "--platform", "any", "--python-version",
-              GUEST_PYTHON_VERSION, "--implementation", "cp"}
+              GUEST_PYTHON_VERSION, "--implementation", "cp", "--abi", "none"}
 
 
 def pip_argv_problem(argv: list[str], made: list[str]) -> str:
