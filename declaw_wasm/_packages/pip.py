@@ -6,7 +6,9 @@ binaries), so every package it gets is a pure-Python wheel chosen and downloaded
 - **Resolution** is pip's own resolver (`pip install --dry-run --report`), told the guest's
   Python (3.15) and a platform that no compiled wheel carries (`any`), with
   `--only-binary :all:` so that no source distribution is ever built (building one would run
-  the package's setup code on the host). What the guest already has (the runtime's compiled
+  the package's setup code on the host). Environment markers (a requirement's, a dependency's)
+  are judged for the guest too (`sys_platform == "wasi"`...), never for the host (pip_guard.py
+  hands pip the guest's marker environment). What the guest already has (the runtime's compiled
   stack, the bundle, earlier installs) is handed to pip as tiny stub wheels pinned by
   constraints, so pip resolves around them instead of looking for numpy for WASI.
   pip follows the host's own configuration (index URL, proxies, pip.conf), plus
@@ -74,6 +76,7 @@ from ..models import FileType
 from ..settings import cache_dir, offline, pip_hosts, wheel_cache_max_bytes, wheelhouses
 from .install_op import MAX_FIND_LINKS, MAX_GUEST_WHEELS, MAX_PRESENT, MAX_REQUIREMENTS, PIP_INSTALL
 from .pip_guard import FILE_BYTES as PIP_FILE_BYTES
+from .pip_guard import GUEST_MARKERS
 from .pip_guard import MARK as GUARD_MARK
 from .pip_guard import MEMORY_BYTES as PIP_MEMORY_BYTES
 from .wheel_check import WheelError, check_wheel
@@ -103,11 +106,13 @@ class IndexGate(Protocol):
 
     def index_refusal(self, urls: list[str], should_stop: Callable[[], bool]) -> Optional[str]: ...
 
-GUEST_PYTHON_VERSION = "3.15"
+GUEST_PYTHON_VERSION = GUEST_MARKERS["python_version"]
 GUEST_INTERPRETER = "/usr/local/bin/python3"
-# Only wheels that fit any platform: pure Python. (A compiled wheel always names a platform.)
+# Only wheels that fit any platform and no ABI: pure Python. (A compiled wheel always names a
+# platform.) These set the tags pip accepts; the markers it judges are the guest's too
+# (pip_guard.GUEST_MARKERS).
 PIP_GUEST_TARGET = ["--only-binary", ":all:", "--platform", "any", "--python-version",
-                    GUEST_PYTHON_VERSION, "--implementation", "cp"]
+                    GUEST_PYTHON_VERSION, "--implementation", "cp", "--abi", "none"]
 PIP_TIMEOUT_S = 600.0
 
 
@@ -374,6 +379,8 @@ def resolve(requirements: list[str], present: Mapping[str, str], *, find_links: 
     requirements = [guest_requirement(text) for text in requirements]
     for text in requirements:
         req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(dict(GUEST_MARKERS)):
+            continue  # not for the guest's environment: pip skips it too
         have = present.get(canonical(req.name))
         if have is not None and req.specifier and not req.specifier.contains(have, prereleases=True):
             raise PackageError(f"{req.name} is part of the sandbox at version {have} and cannot be "

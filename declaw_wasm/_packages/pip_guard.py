@@ -40,6 +40,15 @@ folder, the cache, and the report, target and download folders. pip's User-Agent
 reads /etc/os-release and the like) reads what it reads. A `file:` URL a wheel's metadata names
 (pip.py refuses those first) opens nothing.
 
+**Markers are the guest's.** pip judges environment markers (a requirement's `; sys_platform ==
+...`, a dependency's `Requires-Dist` markers) against `packaging.markers.default_environment()`,
+which describes the Python running pip: the host's platform, machine and kernel release. The
+guard replaces that function (in pip's vendored `packaging`) by one answering GUEST_MARKERS, the
+environment the guest's CPython reports, before pip's code runs: pip installs what the guest's
+own environment asks for, and no guest learns the host's platform, machine or kernel from which
+requirements pip skipped (pip's `--platform`, `--python-version`, `--implementation` and `--abi`
+set the wheel tags it accepts, not the markers).
+
 **Bounded.** `RLIMIT_AS` bounds pip's memory (a MemoryError, not the host's OOM killer) and
 `RLIMIT_FSIZE` every file it writes (EFBIG, with SIGXFSZ ignored).
 
@@ -90,6 +99,23 @@ CHANGES = {"os.mkdir": ((0, 2),), "os.remove": ((0, 1),), "os.rmdir": ((0, 1),),
            "os.chown": ((0, 3),), "os.utime": ((0, 3),)}
 FILE_HOSTS = {"pypi.org": "files.pythonhosted.org", "test.pypi.org": "test-files.pythonhosted.org"}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# PEP 508's marker environment as the guest's CPython reports it (`packaging.markers.
+# default_environment()` inside a sandbox: tests/packages/test_pip_markers.py checks that it
+# does). platform_release and platform_version are wasi-libc's fixed `uname` answers, nothing of
+# the host's.
+GUEST_MARKERS = {
+    "implementation_name": "cpython",
+    "implementation_version": "3.15.0",
+    "os_name": "posix",
+    "platform_machine": "wasm32",
+    "platform_python_implementation": "CPython",
+    "platform_release": "0.0.0",
+    "platform_system": "wasi",
+    "platform_version": "0.0.0",
+    "python_full_version": "3.15.0",
+    "python_version": "3.15",
+    "sys_platform": "wasi",
+}
 
 
 def _in_function(frame: Optional[FrameType], module: str, function: str) -> bool:
@@ -463,9 +489,24 @@ def _learning_parse_args(original: Any) -> Any:
     return parse_args
 
 
+def _guest_environment() -> dict[str, str]:
+    return dict(GUEST_MARKERS)  # a new dict each time: Marker.evaluate updates what it gets
+
+
+def judge_markers_for_the_guest() -> None:
+    """Make pip's `packaging` describe the guest, not the host, to every marker it judges (and
+    in its --report). Done before pip's own modules are imported, so that those that import
+    `default_environment` by name get this one too. No pip without its vendored `packaging`
+    runs (an ImportError ends the run: it fails closed)."""
+    from pip._vendor.packaging import markers
+
+    markers.default_environment = _guest_environment
+
+
 def install_guard(policy: Optional[dict[str, Any]] = None) -> None:
     global GUARD
     policy = policy or {}
+    judge_markers_for_the_guest()
     _limit(int(policy.get("memory", MEMORY_BYTES)), int(policy.get("file_size", FILE_BYTES)))
     guard = Guard(policy)
     socket.getaddrinfo = _recording_getaddrinfo

@@ -41,9 +41,11 @@ from hypothesis import strategies as st
 from declaw_wasm import Limits, Sandbox, testing
 from declaw_wasm._local.door_ops import OPS
 from declaw_wasm._packages.pip import GUEST_PYTHON_VERSION, guest_requirement, pip_command, wheel_cache
+from declaw_wasm._packages.pip_guard import FILE_BYTES as PIP_FILE_BYTES
+from declaw_wasm._packages.pip_guard import MEMORY_BYTES as PIP_MEMORY_BYTES
 from declaw_wasm._wasm.door import FrameError, RequestError, decode, watch_reads
 from declaw_wasm._wasm.shims import MAX_ANSWER, Encoded, answer_frame
-from declaw_wasm.settings import wheelhouses
+from declaw_wasm.settings import pip_hosts, wheelhouses
 
 from . import strategies
 from .support import HostEffects, host_effects, is_device, profile, under
@@ -138,29 +140,27 @@ def _quietly(fn: Any, *args: Any, **kwargs: Any) -> None:
 # -- what the host may do ----------------------------------------------------------------------------
 
 PIP_PREFIX = pip_command([])
-PIP_LAUNCHER = PIP_PREFIX[:4]  # python -c BOOT pip_guard.py, then the guard's policy (JSON), then pip's own
-PIP_FIXED = PIP_PREFIX[5:]
+POLICY = {"tmp": None, "hosts": pip_hosts(), "memory": PIP_MEMORY_BYTES, "file_size": PIP_FILE_BYTES}
 PATH_OPTIONS = {"--report", "--target", "--find-links", "-c", "-d", "-r"}
 FIXED_ARGS = {"install", "download", "config", "list", "--dry-run", "--ignore-installed", "--quiet", "--no-deps",
               "--no-index", "--require-hashes", "--only-binary", ":all:", "--platform", "any", "--python-version",
-              GUEST_PYTHON_VERSION, "--implementation", "cp"}
+              GUEST_PYTHON_VERSION, "--implementation", "cp", "--abi", "none"}
 
 
 def pip_argv_problem(argv: list[str], made: list[str]) -> str:
     """"" if `argv` is the host's pip with its fixed options, paths in folders the host made or
     configured, and requirements as the host writes them; else what is wrong."""
-    if argv[:4] != PIP_LAUNCHER or argv[5:len(PIP_PREFIX)] != PIP_FIXED:
+    # the launcher, its policy (JSON: the run's own temporary folder, one the host made), pip's options
+    policy_at = PIP_PREFIX.index(json.dumps(POLICY))
+    if len(argv) < len(PIP_PREFIX) or argv[:policy_at] != PIP_PREFIX[:policy_at] or \
+            argv[policy_at + 1:len(PIP_PREFIX)] != PIP_PREFIX[policy_at + 1:]:
         return "not the host's pip launcher"
     try:
-        policy = json.loads(argv[4])
+        policy = json.loads(argv[policy_at])
     except ValueError:
-        return "the guard's policy is not JSON"
-    expected = json.loads(PIP_PREFIX[4])
-    if set(policy) != set(expected) or {k: policy[k] for k in policy if k != "tmp"} != \
-            {k: expected[k] for k in expected if k != "tmp"}:
-        return f"the guard's policy is not the host's: {policy}"
-    if policy["tmp"] is not None and not under(policy["tmp"], made):
-        return f"the guard's temporary folder {policy['tmp']!r} is not one the host made"
+        return "not the host's pip launcher (its policy)"
+    if {**policy, "tmp": None} != POLICY or not under(policy.get("tmp") or "/", made):
+        return f"not the host's pip policy: {policy!r}"
     rest = argv[len(PIP_PREFIX):]
     i = 0
     while i < len(rest):

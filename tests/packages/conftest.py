@@ -8,6 +8,7 @@ asserts the marker never appears, so no build ran on the host)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -39,6 +40,21 @@ class Index:
     marker: Path  # written if evilpkg's build backend (or setup.py) ever runs
 
 
+@contextlib.contextmanager
+def serve_index(root: Path, dist: list[Path]) -> Iterator[str]:
+    """A PEP 503 index of `dist` (in `root/served`) over HTTP on loopback: its simple URL."""
+    write_index(root / "served", dist)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(root / "served")))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture(scope="module")
 def sdist_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     root = tmp_path_factory.mktemp("index")
@@ -46,16 +62,8 @@ def sdist_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     dist = [make_sdist(root / "dist", "evilpkg", "1.0", marker),
             make_wheel(root / "dist", "goodpkg", "1.0",
                        files={"goodpkg/__init__.py": "ORIGIN = 'index'\n"})]
-    write_index(root / "served", dist)
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(root / "served")))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Index(f"http://127.0.0.1:{server.server_address[1]}/simple", marker)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_index(root, dist) as url:
+        yield Index(url, marker)
 
 
 @pytest.fixture
