@@ -149,7 +149,9 @@ def canonical(name: str) -> str:
 NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")  # PEP 508's name
 VERSION_RE = re.compile(r"[A-Za-z0-9.+!_-]{1,64}")  # what PEP 440 versions are written with
 # a requirement as we write it: name, [extras], specifiers, "; " markers (quoted values)
-REQUIREMENT_RE = re.compile(r"[a-z0-9][a-z0-9 ._\-\[\],<>=!~*+;()'\"]{0,999}")
+# what a requirement is written back as: its name canonical (lower case), a marker's quoted values
+# as the guest wrote them (`platform_system == "Linux"`)
+REQUIREMENT_RE = re.compile(r"[a-z0-9][a-zA-Z0-9 ._\-\[\],<>=!~*+;()'\"]{0,999}")
 TAG_RE = re.compile(r"[a-z0-9_]{1,32}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 

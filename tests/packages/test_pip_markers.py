@@ -18,7 +18,7 @@ from packaging.markers import Marker
 
 from declaw_wasm import Sandbox
 from declaw_wasm._pool.pool import ProcessPool
-from declaw_wasm._packages.pip import PIP_GUEST_TARGET, resolve, run_pip
+from declaw_wasm._packages.pip import PIP_GUEST_TARGET, PackageError, guest_requirement, resolve, run_pip
 from declaw_wasm._packages.pip_guard import GUEST_MARKERS
 
 from .conftest import serve_index
@@ -89,6 +89,16 @@ def test_a_requirement_for_another_environment_does_not_meet_the_sandboxs_packag
     """A requirement whose markers are false for the guest is skipped before anything else,
     as pip skips it: not refused for conflicting with what the sandbox has."""
     assert resolve(['msgpack>=999; sys_platform == "linux"'], {"msgpack": "1.1.0"}, no_index=True) == []
+
+
+def test_a_markers_values_keep_their_case() -> None:
+    """An honest requirement's marker may name an upper-case value (`platform_system` is
+    "Linux", "Windows"...): written back as the guest wrote it, never refused; the name stays
+    canonical and nothing but a requirement gets through."""
+    assert guest_requirement('PyWin32>=300; platform_system == "Windows"') == \
+        'pywin32>=300; platform_system == "Windows"'
+    with pytest.raises(PackageError):
+        guest_requirement('x; platform_system == "Linux\n--no-binary :all:"')
 
 
 @pytest.fixture(scope="module")
