@@ -105,6 +105,46 @@ def test_only_allow_listed_models_cross() -> None:
     assert isinstance(out, BadMessage) and "unknown extension type 7" in str(out)
 
 
+def test_msgpack_timestamps_do_not_cross() -> None:
+    """msgpack decodes its own extension type -1 (a `Timestamp`) without asking the codec's
+    `ext_hook`: it is refused wherever it stands (top level, in an array, as a map's key or value,
+    in a model's fields), in any of its encodings, so only plain data and allow-listed models
+    cross; the bytes of one inside a string are only bytes."""
+    stamp = msgpack.Timestamp(5)
+    for message in (stamp, [1, stamp], {"a": stamp}, {stamp: 1}, [[{"x": [stamp]}]],
+                    msgpack.ExtType(MODEL, msgpack.packb(["EntryInfo", stamp])),
+                    [msgpack.ExtType(MODEL, msgpack.packb(["EntryInfo", {"name": stamp}]))]):
+        out, _ = _cost(msgpack.packb(message))
+        assert isinstance(out, BadMessage) and "Timestamp" in str(out), (message, out)
+    for raw in (b"\xc7\x0c\xff" + bytes(12), b"\x91\xc8\x00\x0c\xff" + bytes(12), b"\x91\xc9\x00\x00\x00\x0c\xff" + bytes(12)):
+        out, _ = _cost(raw)
+        assert isinstance(out, BadMessage) and "Timestamp" in str(out), (raw, out)
+    assert unpack(msgpack.packb([b"\xd6\xff\x00\x00\x00\x05", "\xff"])) == [b"\xd6\xff\x00\x00\x00\x05", "\xff"]
+
+
+def _deep_chart_result(depth: int) -> bytes:
+    chart: dict[str, Any] = {"type": "line", "elements": []}
+    for _ in range(depth):
+        chart = {"type": "superchart", "elements": [chart]}
+    return msgpack.packb([1, "ok", msgpack.ExtType(MODEL, msgpack.packb(["Result", {"text": "x", "chart": chart}]))])
+
+
+def test_whatever_raises_while_decoding_is_a_bad_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host's answer holding a chart of 400 nested supercharts (10 KB) is read with the nesting
+    cut at MAX_CHART_DEPTH; and were a model's validation to recurse past Python's limit anyway,
+    the receiver gets a `BadMessage`, never a `RecursionError` (which escaped Ray's driver)."""
+    from declaw_wasm import charts
+
+    out = unpack(_deep_chart_result(400))[2]
+    depth, chart = 0, out.chart
+    while chart.elements:
+        depth, chart = depth + 1, chart.elements[0]
+    assert depth == charts.MAX_CHART_DEPTH
+    monkeypatch.setattr(charts, "MAX_CHART_DEPTH", 10**6)  # as if nothing bounded the recursion
+    out, _ = _cost(_deep_chart_result(400))
+    assert isinstance(out, BadMessage) and "RecursionError" in str(out), out
+
+
 def test_a_message_over_the_limit_is_refused_by_its_sender() -> None:
     with pytest.raises(MessageTooLarge, match=f"more than a message may carry \\({MAX_MESSAGE} bytes"):
         pack([1, "ok", b"x" * MAX_MESSAGE])

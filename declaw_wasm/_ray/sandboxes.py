@@ -197,7 +197,9 @@ class RayLink:
         return HostLost(f"the Ray actor {self.name} hosting it sent a bad answer ({exc}), so it was killed")
 
     def answer(self, ref: Any, timeout: Optional[float], what: str) -> Any:
-        """The decoded answer to a call (`fetch`), Ray's failures as the API's exceptions."""
+        """The decoded answer to a call (`fetch`), Ray's failures as the API's exceptions. An
+        answer that is not one (a `BadAnswer`, or anything raised while reading it) kills and
+        replaces the host: its sandboxes are lost, and no create samples it again."""
         from ray.exceptions import RayError
 
         try:
@@ -210,6 +212,10 @@ class RayLink:
             raise TimeoutException(f"the Ray actor {self.name} did not answer {what} within {timeout:g} s") from None
         except RayError as exc:
             raise SandboxException(f"Ray failed the call {what}: {exc}") from None
+        except SandboxException:  # the host's own error for the call, as the API's exception
+            raise
+        except Exception as exc:  # anything else out of reading the answer is the answer's fault
+            raise self._refused(BadAnswer(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
 
     def lend_tools(self, spec: Any) -> list[Any]:
         """Host tools cannot be called back from a Ray actor (another process, maybe another
