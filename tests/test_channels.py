@@ -116,7 +116,8 @@ def test_msgpack_timestamps_do_not_cross() -> None:
                     [msgpack.ExtType(MODEL, msgpack.packb(["EntryInfo", {"name": stamp}]))]):
         out, _ = _cost(msgpack.packb(message))
         assert isinstance(out, BadMessage) and "Timestamp" in str(out), (message, out)
-    for raw in (b"\xc7\x0c\xff" + bytes(12), b"\x91\xc8\x00\x0c\xff" + bytes(12), b"\x91\xc9\x00\x00\x00\x0c\xff" + bytes(12)):
+    for raw in (b"\xc7\x0c\xff" + bytes(12), b"\x91\xc8\x00\x0c\xff" + bytes(12),
+                b"\x91\xc9\x00\x00\x00\x0c\xff" + bytes(12)):
         out, _ = _cost(raw)
         assert isinstance(out, BadMessage) and "Timestamp" in str(out), (raw, out)
     assert unpack(msgpack.packb([b"\xd6\xff\x00\x00\x00\x05", "\xff"])) == [b"\xd6\xff\x00\x00\x00\x05", "\xff"]
