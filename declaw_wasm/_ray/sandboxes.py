@@ -44,6 +44,7 @@ from .._pool.codec import MAX_MESSAGE, BadMessage, unpack
 from .._printable import logger
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException, TimeoutException)
+from ..limits import Limits
 from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .actor import CHUNK, SandboxHost
@@ -244,7 +245,8 @@ class RayLink:
             self.lease_owner = expect(self.call(None, "owner"), str, "owner")
         return self.lease_owner
 
-    def adopt(self, host_id: str) -> HostedSandbox:
+    def adopt(self, host_id: str, fresh: bool = False) -> HostedSandbox:
+        """(A Ray sandbox's id names its host: a host can only ever name its own sandboxes.)"""
         if self.owner is None:
             return HostedSandbox(self, f"{host_id}.{self.name}", host_id)
         return self.owner._met(self, host_id)
@@ -543,10 +545,11 @@ class RaySandboxes:
             owner = link.owner_name() if checkpoint_policy(request.lifecycle) else None
         finally:
             self._placed(link)
-        if owner is None:
-            return self._met(link, local)
-        recovery = Recovery(self._relocate, secrets, owner, link, local, f"{local}.{link.name}")
-        return self._met(link, local, recovery)
+        recovery = None if owner is None else \
+            Recovery(self._relocate, secrets, owner, link, local, f"{local}.{link.name}")
+        hosted = self._met(link, local, recovery)
+        hosted.limit_output((request.limits or Limits()).output_limit)
+        return hosted
 
     def _placed(self, link: RayLink) -> None:
         with self._lock:
