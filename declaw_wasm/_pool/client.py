@@ -72,11 +72,13 @@ class OutputBudget:
         """Whether a cell's result still fits (its size as this codec packs it)."""
         from .codec import pack
 
+        if "results" in self.cut:
+            return False
         try:
             cost = len(pack(result)) + RESULT_COST
         except Exception:  # a result that cannot be sent on is not kept either
             cost = self.rooms["results"] + 1
-        if "results" in self.cut or cost > self.rooms["results"]:
+        if cost > self.rooms["results"]:
             if "results" not in self.cut:
                 self.cut.append("results")
             return False
