@@ -11,12 +11,16 @@ models, so `model_dump()` gives the fields (`to_dict()` stays as an alias for po
 
 from __future__ import annotations
 
+import threading
 from enum import Enum
 from typing import Any, Optional, Union
 
 from pydantic import ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from ._model import Model
+
+MAX_CHART_DEPTH = 8  # superchart levels kept (a figure of figures); deeper ones keep their title only
+_nesting = threading.local()  # how deep the superchart being read is, on this thread
 
 
 class ChartType(str, Enum):
@@ -187,15 +191,25 @@ class SuperChart(Chart):
     @field_validator("elements", mode="before")
     @classmethod
     def _charts(cls, value: Any) -> Any:
-        """Each element is itself a chart payload: pick its class as `deserialize_chart` does."""
+        """Each element is itself a chart payload: pick its class as `deserialize_chart` does.
+        Supercharts nest at most `MAX_CHART_DEPTH` deep: a deeper one keeps no elements (reading
+        one recurses, and a payload from elsewhere — a hostile worker's answer — could nest a
+        thousand deep; a guest's door keeps its own 64 levels of nesting)."""
         if not isinstance(value, (list, tuple)):
             return value
-        charts = []
-        for item in value:
-            chart = deserialize_chart(item) if isinstance(item, dict) else item
-            if chart is not None:
-                charts.append(chart)
-        return charts
+        depth = getattr(_nesting, "depth", 0)
+        if depth >= MAX_CHART_DEPTH:
+            return []
+        _nesting.depth = depth + 1
+        try:
+            charts = []
+            for item in value:
+                chart = deserialize_chart(item) if isinstance(item, dict) else item
+                if chart is not None:
+                    charts.append(chart)
+            return charts
+        finally:
+            _nesting.depth = depth
 
 
 ChartTypes = Union[LineChart, ScatterChart, BarChart, PieChart, BoxAndWhiskerChart, SuperChart, Chart]

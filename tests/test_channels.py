@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -23,7 +24,8 @@ from declaw_wasm import Limits, Sandbox, SandboxException, TimeoutException
 from declaw_wasm._pool import client
 from declaw_wasm._pool.codec import (MAX_ARRAYS, MAX_ITEMS, MAX_MAPS, MAX_MESSAGE, MODEL, BadMessage,
                                     MessageTooLarge, pack, unpack)
-from declaw_wasm._pool.pool import ProcessPool
+from declaw_wasm._pool.client import OUTPUT_SLACK, TRUNCATED
+from declaw_wasm._pool.pool import MAX_TOOL_BYTES, ProcessPool
 
 from security.support import PeakRSS
 
@@ -103,6 +105,47 @@ def test_only_allow_listed_models_cross() -> None:
     assert isinstance(out, BadMessage)
     out, _ = _cost(msgpack.packb(msgpack.ExtType(7, b"")))
     assert isinstance(out, BadMessage) and "unknown extension type 7" in str(out)
+
+
+def test_msgpack_timestamps_do_not_cross() -> None:
+    """msgpack decodes its own extension type -1 (a `Timestamp`) without asking the codec's
+    `ext_hook`: it is refused wherever it stands (top level, in an array, as a map's key or value,
+    in a model's fields), in any of its encodings, so only plain data and allow-listed models
+    cross; the bytes of one inside a string are only bytes."""
+    stamp = msgpack.Timestamp(5)
+    for message in (stamp, [1, stamp], {"a": stamp}, {stamp: 1}, [[{"x": [stamp]}]],
+                    msgpack.ExtType(MODEL, msgpack.packb(["EntryInfo", stamp])),
+                    [msgpack.ExtType(MODEL, msgpack.packb(["EntryInfo", {"name": stamp}]))]):
+        out, _ = _cost(msgpack.packb(message))
+        assert isinstance(out, BadMessage) and "Timestamp" in str(out), (message, out)
+    for raw in (b"\xc7\x0c\xff" + bytes(12), b"\x91\xc8\x00\x0c\xff" + bytes(12),
+                b"\x91\xc9\x00\x00\x00\x0c\xff" + bytes(12)):
+        out, _ = _cost(raw)
+        assert isinstance(out, BadMessage) and "Timestamp" in str(out), (raw, out)
+    assert unpack(msgpack.packb([b"\xd6\xff\x00\x00\x00\x05", "\xff"])) == [b"\xd6\xff\x00\x00\x00\x05", "\xff"]
+
+
+def _deep_chart_result(depth: int) -> bytes:
+    chart: dict[str, Any] = {"type": "line", "elements": []}
+    for _ in range(depth):
+        chart = {"type": "superchart", "elements": [chart]}
+    return msgpack.packb([1, "ok", msgpack.ExtType(MODEL, msgpack.packb(["Result", {"text": "x", "chart": chart}]))])
+
+
+def test_whatever_raises_while_decoding_is_a_bad_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host's answer holding a chart of 400 nested supercharts (10 KB) is read with the nesting
+    cut at MAX_CHART_DEPTH; and were a model's validation to recurse past Python's limit anyway,
+    the receiver gets a `BadMessage`, never a `RecursionError` (which escaped Ray's driver)."""
+    from declaw_wasm import charts
+
+    out = unpack(_deep_chart_result(400))[2]
+    depth, chart = 0, out.chart
+    while chart.elements:
+        depth, chart = depth + 1, chart.elements[0]
+    assert depth == charts.MAX_CHART_DEPTH
+    monkeypatch.setattr(charts, "MAX_CHART_DEPTH", 10**6)  # as if nothing bounded the recursion
+    out, _ = _cost(_deep_chart_result(400))
+    assert isinstance(out, BadMessage) and "RecursionError" in str(out), out
 
 
 def test_a_message_over_the_limit_is_refused_by_its_sender() -> None:
@@ -262,6 +305,119 @@ def test_a_worker_that_never_answers_is_waited_for_a_bounded_time(
     _echo(victim)
 
 
+@pytest.mark.guest
+@pytest.mark.parametrize("call", ["fork", "create"])
+def test_a_worker_cannot_claim_another_workers_sandbox(call: str, hostile: tuple[HostilePool, Path],
+                                                      pair: tuple[Sandbox, Sandbox, Sandbox],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker answering a fork or a create with the id of a sandbox on another worker (which
+    it may learn from the shared store's listings, or a connect sent to it) would get that
+    sandbox's calls — the agent's files, code, envs — from then on: the pool refuses the id,
+    fails the call, and kills the worker as compromised. The other worker's sandbox stays where it
+    is, reachable by id; only the liar's own sandboxes are lost."""
+    pool, _ = hostile
+    victim, neighbour, bystander = pair
+    pid, home = pool.pid_of(victim.sandbox_id), pool.pid_of(bystander.sandbox_id)
+    victim.files.exists(f"/hostile/claim/{call}/{bystander.sandbox_id}")  # what the worker answers next
+    liar = next(w for w in pool.workers if w.pid == pid)
+    original = pool._pick
+
+    def pick(ready_first: bool = False) -> Any:  # the create goes to the liar, whatever the loads
+        with pool._lock:
+            liar.pending += 1
+        return liar
+
+    monkeypatch.setattr(pool, "_pick", pick)
+    with pytest.raises(SandboxException) as failed:
+        victim.fork() if call == "fork" else Sandbox.create(backend=pool, timeout=60)
+    assert f"the worker process {pid} sent a bad message (it named sandbox {bystander.sandbox_id} as one it " \
+        "made, which it did not), so it was killed" in str(failed.value)
+    monkeypatch.setattr(pool, "_pick", original)
+    assert pool.pid_of(bystander.sandbox_id) == home
+    again = Sandbox.connect(bystander.sandbox_id, backend=pool)
+    again.files.write("/home/user/token.txt", "for the bystander")
+    assert bystander.files.read("/home/user/token.txt") == "for the bystander"
+    with pytest.raises(SandboxException, match="is lost: .*after it sent a bad message"):
+        neighbour.commands.run("echo")
+    _echo(bystander)
+
+
+@pytest.mark.guest
+def test_a_fork_answered_with_the_wrong_number_of_ids_fails(hostile: tuple[HostilePool, Path],
+                                                          pair: tuple[Sandbox, Sandbox, Sandbox]) -> None:
+    victim, _, _ = pair
+    victim.files.exists("/hostile/claim/fork/none")
+    with pytest.raises(SandboxException, match="answered fork with 0 distinct ids for 1 forks"):
+        victim.fork()
+    _echo(victim)
+
+
+@pytest.mark.guest
+def test_a_workers_tool_calls_cost_the_driver_bounded_memory(hostile: tuple[HostilePool, Path],
+                                                           no_background_guests: None) -> None:
+    """A worker sending 100 host tool calls of 4 MiB arguments each (400 MiB) against a tool
+    that blocks: calls past 64 MiB of arguments running and queued here (MAX_TOOL_BYTES, a
+    guest's own bound in-process) are refused at once; this process holds ~64 MiB, not 400."""
+    pool, _ = hostile
+    release = threading.Event()
+    started: list[int] = []
+
+    def slow(data: bytes) -> int:
+        started.append(len(data))
+        release.wait(60)
+        return len(data)
+
+    sandbox = Sandbox.create(backend=pool, timeout=300, tools={"slow": slow})
+    try:
+        with PeakRSS(os.getpid()) as mem:
+            assert sandbox.files.exists("/hostile/tool-flood/100/4") is True
+            time.sleep(3)
+        release.set()
+        time.sleep(1)
+        assert mem.growth < 100 * MiB, mem.growth
+        assert 0 < len(started) <= MAX_TOOL_BYTES // (4 * MiB), len(started)  # the rest never ran
+        _echo(sandbox)
+    finally:
+        release.set()
+        sandbox.kill()
+
+
+@pytest.mark.guest
+def test_a_workers_output_costs_the_driver_at_most_the_output_limit(hostile: tuple[HostilePool, Path],
+                                                                    no_background_guests: None) -> None:
+    """A worker sending a command 200 MiB of stdout, a cell 300 MiB of streamed logs and 300 MiB
+    of results, and a cell's answer of 56 MiB, for a sandbox whose output limit is 1 MiB: this
+    process keeps (and hands its callbacks) the limit and a little slack per stream, cut as
+    in-process output is; its memory grows by a few MiB, not hundreds."""
+    pool, _ = hostile
+    sandbox = Sandbox.create(backend=pool, timeout=300, limits=Limits(output_limit=MiB))
+    try:
+        seen: list[int] = []
+        with PeakRSS(os.getpid()) as mem:
+            r = sandbox.commands.run("true /hostile/flood/200", timeout=120,
+                                     on_stdout=lambda text: seen.append(len(text)))
+        assert len(r.stdout) == sum(seen) <= MiB + OUTPUT_SLACK and r.error == "stdout truncated at the " \
+            "sandbox's output limit", (len(r.stdout), r.error)
+        assert mem.growth < 24 * MiB, mem.growth
+        lines: list[str] = []
+        results: list[Any] = []
+        with PeakRSS(os.getpid()) as mem:
+            ex = sandbox.run_code("'/hostile/flood/300'", on_stdout=lambda m: lines.append(m.line),
+                                  on_result=results.append)
+        assert sum(map(len, lines)) <= MiB + OUTPUT_SLACK + 100 and lines[-1].endswith(TRUNCATED)
+        assert sum(len(r.html or "") for r in results) <= 2 * MiB + OUTPUT_SLACK
+        assert sum(map(len, ex.logs.stdout)) <= MiB + OUTPUT_SLACK + 100
+        # the cell's last message (a 16 MiB Execution) decoded, and messages in flight: not the 600 MiB sent
+        assert mem.growth < 80 * MiB, mem.growth
+        ex = sandbox.run_code("'/hostile/flood/56'")  # no callbacks: one answer of 56 MiB
+        assert sum(map(len, ex.logs.stdout)) <= MiB + OUTPUT_SLACK + 100 and ex.logs.stdout[-1].endswith(TRUNCATED)
+        assert sum(len(r.html or "") for r in ex.results) <= 2 * MiB + OUTPUT_SLACK
+        assert any("results dropped" in line for line in ex.logs.stderr)
+        _echo(sandbox)
+    finally:
+        sandbox.kill()
+
+
 # -- an honest worker, a guest making its answer too large ---------------------------------------------
 @pytest.mark.guest
 def test_a_cells_answer_too_large_to_send_fails_the_cell_not_the_worker() -> None:
@@ -282,13 +438,22 @@ def test_a_cells_answer_too_large_to_send_fails_the_cell_not_the_worker() -> Non
 
 
 # -- a compromised Ray host actor -----------------------------------------------------------------------
-def _hostile_host_class(marker: str) -> type:
+def _hostile_host_class(marker: str) -> type:  # noqa: C901 (one class: its methods count here)
     """A `SandboxHost` whose answer to a call naming `/hostile/MODE` is what an actor taken over
     by a guest could return through Ray (defined here, so Ray ships it by value)."""
     import time as clock
 
+    from declaw_wasm._pool.codec import MODEL
     from declaw_wasm._pool.codec import pack as encode
     from declaw_wasm._ray.actor import SandboxHost
+    from declaw_wasm.execution import Execution, Result
+    from declaw_wasm.wire import EndLine
+
+    def deep_chart(depth: int) -> bytes:  # as tests/hostile_worker.py's (here: shipped by value)
+        chart: dict[str, Any] = {"type": "line", "elements": []}
+        for _ in range(depth):
+            chart = {"type": "superchart", "elements": [chart]}
+        return msgpack.packb(msgpack.ExtType(MODEL, msgpack.packb(["Result", {"text": "x", "chart": chart}])))
 
     class Pwn:
         def __reduce__(self) -> Any:
@@ -298,10 +463,52 @@ def _hostile_host_class(marker: str) -> type:
         def __reduce__(self) -> Any:
             return (os.system, (f"touch {marker}",))
 
+    def mode_of(args: list[Any]) -> str:
+        texts = [getattr(a, "cmd", None) or getattr(a, "code", None) or a for a in args]
+        return next((t[t.index("/hostile/") + 9:].split()[0].strip("'") for t in texts
+                     if isinstance(t, str) and "/hostile/" in t), "")
+
     class Hostile(SandboxHost):
+        flooding = 0  # MiB of a command's output still to send
+
+        def load(self) -> Any:
+            try:
+                mine = open(marker + ".load").read() == self.name
+            except OSError:
+                mine = False
+            return deep_chart(400) if mine else super().load()
+
+        def run(self, sandbox_id: str, args: list[Any], envs: Any, wait: float) -> bytes:
+            mode = mode_of(args)
+            if not mode.startswith("flood/"):
+                return super().run(sandbox_id, args, envs, wait)
+            self.flooding = int(mode.split("/")[1])
+            return encode([[["start", 4242]], "flood"])
+
+        def stream_open(self, sandbox_id: str, op: str, args: list[Any], envs: Any, wait: float) -> bytes:
+            if args == ["flood"]:
+                return encode(["flood", []])
+            return super().stream_open(sandbox_id, op, args, envs, wait)
+
+        def stream_next(self, token: str, wait: float) -> bytes:
+            if token != "flood":
+                return super().stream_next(token, wait)
+            if self.flooding <= 0:
+                return encode([True, [["end", [], EndLine(exit_code=0)]]])
+            self.flooding -= 1
+            return encode([False, [["events", [["stdout", "x" * (1 << 20)]]]]])
+
         def call(self, sandbox_id: Any, method: str, args: list[Any], envs: Any = None,
                  secrets: Any = None, state_key: Any = None) -> Any:
-            mode = next((a[len("/hostile/"):] for a in args if isinstance(a, str) and a.startswith("/hostile/")), "")
+            mode = mode_of(args)
+            if mode == "timestamp":
+                return b"\x92\xa2ok\xd6\xff\x00\x00\x00\x05"
+            if mode == "deep-chart":
+                return b"\x92\xa2ok" + deep_chart(400)
+            if mode.startswith("flood") and method == "run_code":  # a cell's answer of 56 MiB
+                block = "x" * (1 << 20)
+                return encode(["ok", Execution(logs={"stdout": [block] * 24, "stderr": [block] * 8},
+                                               results=[Result(html=block)] * 24)])
             if mode == "pickle":  # an object: Ray pickles it
                 return Pwn()
             if mode == "raise":  # an exception: Ray pickles it into its error
@@ -383,3 +590,128 @@ def test_a_compromised_ray_host_can_fail_its_own_sandboxes_and_nothing_more(
 
         for link in list(backend._links.values()):
             ray.kill(link.handle)
+
+
+def _apart(backend: Any, made: list[Sandbox]) -> tuple[Sandbox, Sandbox]:
+    """Two new sandboxes on two different Ray hosts."""
+    made.append(Sandbox.create(backend=backend, timeout=300))
+    victim = made[-1]
+    deadline = time.monotonic() + 120  # a replaced host is loading the runtime meanwhile
+    while True:
+        made.append(Sandbox.create(backend=backend, timeout=300))
+        if backend.host_of(made[-1].sandbox_id)["name"] != backend.host_of(victim.sandbox_id)["name"]:
+            return victim, made[-1]
+        assert time.monotonic() < deadline
+        time.sleep(1)
+
+
+def _hostile_ray(marker: Path) -> Any:
+    from declaw_wasm._ray.sandboxes import RaySandboxes
+
+    class HostileRay(RaySandboxes):
+        host_class = _hostile_host_class(str(marker))
+
+    return HostileRay(hosts=2)
+
+
+def _end_ray(backend: Any, made: list[Sandbox]) -> None:
+    import ray
+
+    for sandbox in made:
+        try:
+            sandbox.kill()
+        except SandboxException:
+            pass
+    for link in list(backend._links.values()):
+        ray.kill(link.handle)
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("where", ["pool", "ray"])
+def test_a_host_answer_that_cannot_be_decoded_kills_only_that_host(
+        where: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        no_background_guests: None) -> None:
+    """A worker's or Ray host's answer holding a msgpack Timestamp, or a chart whose reading
+    recurses past Python's limit (400 nested supercharts, with the chart depth cap lifted: any
+    exception out of decoding), is a bad answer: the host is killed (and replaced), its sandboxes
+    fail naming why, the others never notice. On Ray a host answering `load` so (asked of up to 8
+    hosts on every create) used to fail every create with a RecursionError and was never
+    replaced: now it is replaced, and creates go on."""
+    from declaw_wasm import charts
+
+    if where == "pool":
+        pool, _ = request.getfixturevalue("hostile")
+        made: list[Sandbox] = []
+        try:
+            for mode, says in (("timestamp", "Timestamp"), ("deep-chart", "RecursionError")):
+                victim, neighbour, bystander = _pool_pair(pool, made)
+                with monkeypatch.context() as patch:
+                    patch.setattr(charts, "MAX_CHART_DEPTH", 10**6)
+                    with pytest.raises(SandboxException) as failed:
+                        victim.files.exists(f"/hostile/{mode}")
+                assert "after it sent a bad message" in str(failed.value) and says in str(failed.value), failed.value
+                with pytest.raises(SandboxException, match="is lost"):
+                    neighbour.commands.run("echo")
+                _echo(bystander)
+        finally:
+            for sandbox in made:
+                sandbox.kill()
+        return
+    request.getfixturevalue("ray_cluster")
+    backend = _hostile_ray(tmp_path / "pwned")
+    made = []
+    try:
+        for mode, says in (("timestamp", "Timestamp"), ("deep-chart", "RecursionError")):
+            victim, bystander = _apart(backend, made)
+            with monkeypatch.context() as patch:
+                patch.setattr(charts, "MAX_CHART_DEPTH", 10**6)
+                with pytest.raises(SandboxException) as failed:
+                    victim.files.exists(f"/hostile/{mode}")
+            assert "sent a bad answer" in str(failed.value) and says in str(failed.value), (mode, failed.value)
+            _echo(bystander)
+        victim, bystander = _apart(backend, made)  # both hosts up
+        liar = backend.host_of(victim.sandbox_id)["name"]
+        (tmp_path / "pwned.load").write_text(liar)
+        with monkeypatch.context() as patch:
+            patch.setattr(charts, "MAX_CHART_DEPTH", 10**6)
+            for _ in range(3):  # every create asks both hosts' loads
+                made.append(Sandbox.create(backend=backend, timeout=60))
+                _echo(made[-1])
+        assert liar not in backend._links and len(backend._links) == 2  # killed and replaced
+        with pytest.raises(SandboxException, match="is lost"):  # with its host
+            victim.commands.run("echo")
+        _echo(bystander)
+    finally:
+        _end_ray(backend, made)
+
+
+def _pool_pair(pool: HostilePool, made: list[Sandbox]) -> tuple[Sandbox, Sandbox, Sandbox]:
+    """(victim, its neighbour on the same worker, a bystander on the other worker), made anew."""
+    by_pid: dict[int, list[Sandbox]] = {}
+    while len(by_pid) < 2 or max(map(len, by_pid.values())) < 2:  # placement is by load
+        assert sum(map(len, by_pid.values())) < 8
+        made.append(Sandbox.create(backend=pool, timeout=300))
+        by_pid.setdefault(pool.pid_of(made[-1].sandbox_id), []).append(made[-1])
+    shared, other = sorted(by_pid.values(), key=len, reverse=True)[:2]
+    return shared[0], shared[1], other[0]
+
+
+@pytest.mark.guest
+def test_a_ray_hosts_output_costs_the_driver_at_most_the_output_limit(
+        ray_cluster: Any, tmp_path: Path, no_background_guests: None) -> None:
+    """A Ray host streaming a command 300 MiB of stdout, and answering a cell with 56 MiB, for a
+    sandbox whose output limit is 1 MiB: the driver keeps the limit and a little slack per
+    stream, cut as in-process output is."""
+    backend = _hostile_ray(tmp_path / "pwned")
+    made = [Sandbox.create(backend=backend, timeout=300, limits=Limits(output_limit=MiB))]
+    try:
+        with PeakRSS(os.getpid()) as mem:
+            r = made[0].commands.run("true /hostile/flood/300", timeout=120)
+        assert len(r.stdout) <= MiB + OUTPUT_SLACK and "stdout truncated" in str(r.error), (len(r.stdout), r.error)
+        assert mem.growth < 96 * MiB, mem.growth  # Ray's own buffers of 1 MiB answers (~50 MiB, for 200 or 500 sent)
+        ex = made[0].run_code("'/hostile/flood/56'")
+        assert sum(map(len, ex.logs.stdout)) <= MiB + OUTPUT_SLACK + 100 and ex.logs.stdout[-1].endswith(TRUNCATED)
+        assert sum(len(r.html or "") for r in ex.results) <= 2 * MiB + OUTPUT_SLACK
+        _echo(made[0])
+    finally:
+        _end_ray(backend, made)

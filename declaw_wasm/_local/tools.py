@@ -273,8 +273,13 @@ class HostTools:
                         refusal)
             return call
 
-        def drop() -> None:
+        def drop() -> None:  # out of the queue now: its arguments are not held until a thread is free
             job.dropped = True
+            with self._lock:
+                try:
+                    self._queue.remove(job)
+                except ValueError:  # a thread took it already
+                    pass
 
         call.on_cancel = drop
         return call

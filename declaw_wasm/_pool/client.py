@@ -8,12 +8,14 @@ a cell's callbacks run on the calling thread; files move in chunks of the link's
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
 
 from .._backend import Callback, EventLog, ToolSpec, WriteData, tools_unreachable
 from .._egress.audit import AuditEvent
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
-from ..execution import Context, Execution
+from ..execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
+from ..limits import Limits
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                       SandboxMetrics, Snapshot, WriteInfo)
 from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox, RunCode, RunCommand,
@@ -21,6 +23,82 @@ from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox,
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
 CALL_WAIT = 600.0  # seconds a call waits for its host's answer (a cell: its own timeout more)
+DEFAULT_OUTPUT = Limits.model_construct().output_limit  # a sandbox's output limit when not known here
+OUTPUT_SLACK = 64 << 10  # what a host may send of one output stream beyond the sandbox's output limit
+KEEP_LIMITS = 100_000  # output limits of sandboxes made here, remembered by id
+LOG_COST = 16  # what one log entry of a cell costs beyond its characters (as _local/kernel.py counts)
+RESULT_COST = 1024  # ...and one result beyond its data
+TRUNCATED = "\n[declaw-wasm] output truncated at the sandbox's output limit\n"  # as _local/kernel.py marks it
+_output_limits: "OrderedDict[str, int]" = OrderedDict()
+_limits_lock = threading.Lock()
+
+
+class OutputBudget:
+    """What this process keeps (and hands to callbacks) of one command's or cell's output from
+    a host: per stream, the sandbox's output limit and `OUTPUT_SLACK`; a cell's results, twice
+    the limit and the slack. An honest host never sends more (it cuts each stream at the limit
+    in bytes, and each character comes from at least one byte; a cell's logs and results share
+    the limit). A host that does — a compromised worker or actor — is cut there, as in-process
+    output is (the command's error says so, a cell's text ends with `TRUNCATED`), so what it
+    makes this process hold stays proportional to the limit, not to what it sends."""
+
+    def __init__(self, limit: int) -> None:
+        self.rooms = {"stdout": limit + OUTPUT_SLACK, "stderr": limit + OUTPUT_SLACK,
+                      "pty": limit + OUTPUT_SLACK, "results": 2 * limit + OUTPUT_SLACK}
+        self.cut: list[str] = []  # the streams cut, in order
+
+    def take(self, stream: str, data: Any, cost: int = 0) -> Any:
+        """`data` (str or bytes) as much of it as the stream has room for (None: none), each
+        item costing `cost` more (a cell's log entry)."""
+        room = self.rooms[stream] - cost
+        if len(data) <= room:
+            self.rooms[stream] = room - len(data)
+            return data
+        self.rooms[stream] = 0
+        if stream not in self.cut:
+            self.cut.append(stream)
+            return data[: max(room, 0)]
+        return None
+
+    def log(self, stream: str, text: str) -> Optional[str]:
+        """A cell's log entry as kept: cut, with `TRUNCATED` the first time."""
+        first = stream not in self.cut
+        kept = self.take(stream, text, LOG_COST)
+        if kept is None or stream not in self.cut:
+            return kept
+        return kept + TRUNCATED if first else None
+
+    def result(self, result: Result) -> bool:
+        """Whether a cell's result still fits (its size as this codec packs it)."""
+        from .codec import pack
+
+        if "results" in self.cut:
+            return False
+        try:
+            cost = len(pack(result)) + RESULT_COST
+        except Exception:  # a result that cannot be sent on is not kept either
+            cost = self.rooms["results"] + 1
+        if cost > self.rooms["results"]:
+            if "results" not in self.cut:
+                self.cut.append("results")
+            return False
+        self.rooms["results"] -= cost
+        return True
+
+    def execution(self, execution: Execution) -> Execution:
+        """A cell's whole answer, its logs and results held to the budget."""
+        logs = {}
+        for stream in ("stdout", "stderr"):
+            kept = [self.log(stream, text) for text in getattr(execution.logs, stream)]
+            logs[stream] = [text for text in kept if text is not None]
+        results = [r for r in execution.results if self.result(r)]
+        if "results" in self.cut:
+            logs["stderr"].append(RESULTS_DROPPED)
+        return execution.model_copy(update={"results": results, "logs": Logs(**logs)})
+
+
+RESULTS_DROPPED = ("[declaw-wasm] results dropped: this cell's output (logs and results) reached the sandbox's "
+                   "output limit (Limits.output_limit)\n")
 
 
 def call_wait(method: str, args: Sequence[Any]) -> Optional[float]:
@@ -114,8 +192,10 @@ class Link(Protocol):
         """Make host tools callable from the host: `[token, {name: description}]`, which the
         host's stand-in sends back with each call (a link that cannot call back raises)."""
     def return_tools(self, token: str) -> None: ...
-    def adopt(self, host_id: str) -> "HostedSandbox":
-        """A sandbox this host made by itself (a fork, a resume), as its owner knows it."""
+    def adopt(self, host_id: str, fresh: bool = False) -> "HostedSandbox":
+        """A sandbox on this host from now on, as its owner knows it: one it made by itself
+        (`fresh`: a fork, never an id its owner knows already) or one it was asked for (a
+        resume)."""
 
 
 # Calls that may read or write the state store on the host (host calls, and calls on a sandbox):
@@ -201,6 +281,7 @@ class HostedProcess(EventLog):
         self._cond = threading.Condition()
         self._callbacks = {k: v for k, v in callbacks.items() if v is not None}
         self._end: Optional[Union[EndLine, ErrorBody]] = None
+        self._budget = OutputBudget(sandbox.output_limit)  # what the host may send of each stream
 
     @property
     def done(self) -> bool:
@@ -220,7 +301,9 @@ class HostedProcess(EventLog):
                                     stream not in ("stdout", "stderr", "pty"):
                                 raise SandboxException(f"the host sent a malformed event ({type(data).__name__} "
                                                        "on a stream)")
-                            self._emit(stream, data)
+                            kept = self._budget.take(stream, data)
+                            if kept:
+                                self._emit(stream, kept)
                     if message[0] == "end":
                         end = expect(message[2], (EndLine, ErrorBody), "a command's end")
                         break
@@ -252,8 +335,11 @@ class HostedProcess(EventLog):
             if isinstance(exc, TimeoutException):  # the output so far, as in-process
                 exc.stdout, exc.stderr = self.text("stdout"), self.text("stderr")
             raise exc
+        error = end.error
+        if self._budget.cut and not error:  # more than an honest host sends: cut here, said as in-process
+            error = f"{' and '.join(self._budget.cut)} truncated at the sandbox's output limit"
         return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
-                             exit_code=end.exit_code, error=end.error,
+                             exit_code=end.exit_code, error=error,
                              cpu_instructions_used=end.cpu_instructions_used)
 
     def kill(self) -> bool:
@@ -267,6 +353,10 @@ class HostedProcess(EventLog):
 
     def resize(self, size: PtySize) -> None:
         self.sandbox.resize_pty(self.pid, size)
+
+
+CALLBACK_TYPES: dict[str, type] = {"on_stdout": OutputMessage, "on_stderr": OutputMessage, "on_result": Result,
+                                   "on_error": ExecutionError}
 
 
 def _call(callback: Callback, value: Any) -> None:
@@ -317,6 +407,18 @@ class HostedSandbox:
         self.recovery = recovery  # set for a checkpointed sandbox: restored when its host is lost
         if recovery is not None:
             self.link, self.host_id, self.sandbox_id = recovery.where
+        with _limits_lock:
+            self.output_limit = _output_limits.get(self.sandbox_id, DEFAULT_OUTPUT)
+
+    def limit_output(self, limit: int) -> None:
+        """The sandbox's `output_limit`, as this process made it: what the host may send of a
+        command's or a cell's output here (`OutputBudget`), remembered for later handles by id."""
+        self.output_limit = limit
+        with _limits_lock:
+            _output_limits[self.sandbox_id] = limit
+            _output_limits.move_to_end(self.sandbox_id)
+            while len(_output_limits) > KEEP_LIMITS:
+                _output_limits.popitem(last=False)
 
     def _call(self, method: str, *args: Any) -> Any:
         link = self.link
@@ -412,7 +514,13 @@ class HostedSandbox:
         self.link.adopt(self.host_id)
 
     def fork(self, count: int) -> List["HostedSandbox"]:
-        return [self.link.adopt(local) for local in expect(self._host_call("fork", self.host_id, count), [str], "fork")]
+        made: List[str] = expect(self._host_call("fork", self.host_id, count), [str], "fork")
+        if len(made) != count or len(set(made)) != count:
+            raise SandboxException(f"the host answered fork with {len(made)} distinct ids for {count} forks")
+        forks = [self.link.adopt(local, fresh=True) for local in made]
+        for fork in forks:
+            fork.limit_output(self.output_limit)
+        return forks
 
     # -- files ------------------------------------------------------------------------------------
     def read(self, path: str, gzip: bool = False) -> HostedChunks:
@@ -570,14 +678,26 @@ class HostedSandbox:
                      "on_error": on_error}
         if not any(callbacks.values()):  # one call, no stream
             execution: Execution = expect(self._call("run_code", request, *tools), Execution, "run_code")
-            return execution
+            return OutputBudget(self.output_limit).execution(execution)
+        budget = OutputBudget(self.output_limit)  # what the callbacks are given
+        erred = False
         try:
             for message in self._stream("run_code", request, *tools):
                 if message[0] in callbacks:
-                    _call(callbacks[message[0]], message[1])
+                    value = expect(message[1], CALLBACK_TYPES[message[0]], message[0])
+                    if isinstance(value, OutputMessage):
+                        line = budget.log("stderr" if message[0] == "on_stderr" else "stdout", value.line)
+                        value = None if line is None else value if line is value.line else \
+                            value.model_copy(update={"line": line})
+                    elif isinstance(value, Result):
+                        value = value if budget.result(value) else None
+                    else:  # a cell raises once
+                        value, erred = None if erred else value, True
+                    if value is not None:
+                        _call(callbacks[message[0]], value)
                 elif message[0] == "done":
                     done: Execution = expect(message[1], Execution, "run_code")
-                    return done
+                    return OutputBudget(self.output_limit).execution(done)
                 elif message[0] == "error":
                     raise raised(message[1])
         except HostLost as exc:

@@ -41,9 +41,10 @@ from typing import Any, Iterator, List, Optional
 
 from .._backend import ToolSpec
 from .._local.tools import LIMIT as TOOL_LIMIT
-from .._local.tools import HostTools, ToolCall, error_reply
+from .._local.tools import MAX_RUNNING_BYTES, HostTools, ToolCall, error_reply
 from .._args import checkpoint_policy
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
+from ..limits import Limits
 from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .client import (HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect, raised,
@@ -51,7 +52,8 @@ from .client import (HostedSandbox, HostLost, Recovery, call_wait, create_argume
 from .codec import MAX_MESSAGE, BadMessage, MessageTooLarge, check_plain, pack, unpack
 
 SLICE = 1.0  # seconds between looks at a call's deadline while it waits
-MAX_TOOL_CALLS = 4096  # host tool calls one worker may have running here at once
+MAX_TOOL_CALLS = 4096  # host tool calls one worker may have running here at once...
+MAX_TOOL_BYTES = MAX_RUNNING_BYTES  # ...and bytes of arguments they may hold (a guest's in-process: the same)
 KEEP_LOST = 10_000  # ids of sandboxes lost with their worker, remembered to say so
 STOP_GRACE = 5.0  # seconds a worker gets to kill its sandboxes at shutdown
 
@@ -80,6 +82,7 @@ class Worker:
         self.pending = 0  # creates in flight
         self.ready = threading.Event()
         self.dead: Optional[str] = None
+        self.bad = ""  # why this process killed the worker (an answer a worker must never give)
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._inboxes: dict[int, "queue.SimpleQueue[tuple[str, Any]]"] = {}
@@ -87,6 +90,7 @@ class Worker:
         self._tools: dict[str, HostTools] = {}  # token -> host tools lent to this worker
         self.sandbox_tools: dict[str, str] = {}  # sandbox id -> the token of its create(tools=)
         self._tool_calls: dict[int, ToolCall] = {}  # the worker's call id -> the call running here
+        self._tool_bytes = 0  # bytes of arguments of the calls running or queued here
         ours, theirs = socket.socketpair()
         with theirs:
             self.process = subprocess.Popen(
@@ -136,8 +140,16 @@ class Worker:
                 raise TimeoutException(f"the worker process {self.pid} did not answer {method} within "
                                        f"{wait:g} s")
 
-    def adopt(self, host_id: str) -> HostedSandbox:
-        return self.pool.adopt(self, host_id)
+    def adopt(self, host_id: str, fresh: bool = False) -> HostedSandbox:
+        return self.pool.adopt(self, host_id, fresh)
+
+    def refuse(self, why: str) -> HostLost:
+        """The worker answered what no honest worker does (`why`): it is killed as one a guest
+        took over (its sandboxes fail naming why, and a fresh worker takes its slot), and the
+        call that got the answer fails with the returned error."""
+        self.bad = why[:300]
+        self.process.kill()
+        return HostLost(f"the worker process {self.pid} sent a bad message ({self.bad}), so it was killed")
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
         rid, inbox = self._request("stream", sandbox_id, op, args)
@@ -217,7 +229,8 @@ class Worker:
                 if inbox is not None:
                     inbox.put((kind, payload))
         except (EOFError, OSError):
-            pass
+            if self.bad:
+                reason = f" after it sent a bad message ({self.bad})"
         except Exception as exc:  # a message we cannot read: the worker is not to be trusted
             what = str(exc)[:300] if isinstance(exc, BadMessage) else type(exc).__name__
             reason = f" after it sent a bad message ({what})"
@@ -242,7 +255,9 @@ class Worker:
 
     def _tool_call(self, payload: Any) -> None:
         """A guest's call (on the reader thread: only started here). The worker is not trusted:
-        the token must be one lent to it, and the call is refused past MAX_TOOL_CALLS."""
+        the token must be one lent to it, and the call is refused past MAX_TOOL_CALLS calls or
+        MAX_TOOL_BYTES bytes of arguments running and queued here (what one guest may hold
+        in-process: `ToolDoor`), so its calls cost this process a bounded amount."""
         if not (isinstance(payload, list) and len(payload) == 4 and type(payload[0]) is int
                 and isinstance(payload[1], str) and isinstance(payload[2], str) and isinstance(payload[3], bytes)):
             raise BadMessage("a tool call is [id, token, name, arguments]")  # never bytes(2**40)
@@ -250,24 +265,34 @@ class Worker:
         with self._lock:
             tools = self._tools.get(token)
             busy = len(self._tool_calls) >= MAX_TOOL_CALLS
-        if tools is None or busy or len(data) > TOOL_LIMIT:
+            full = self._tool_bytes + len(data) > MAX_TOOL_BYTES
+            if tools is not None and not busy and not full and len(data) <= TOOL_LIMIT:
+                self._tool_bytes += len(data)  # given back when the call ends (`answer`), or now
+        if tools is None or busy or full or len(data) > TOOL_LIMIT:
             reason = "these host tools are no longer lent" if tools is None else \
-                "too many host tool calls at once" if busy else "arguments over the door's limit"
+                "too many host tool calls at once" if busy else \
+                "arguments over the door's limit" if len(data) > TOOL_LIMIT else \
+                f"too many bytes of host tool call arguments at once (over {MAX_TOOL_BYTES >> 20} MiB)"
             self._send_tool_reply(call_id, error_reply("RuntimeError", reason), reason)
             return
         try:  # the arguments are decoded here (HostTools): first within the codec's budget
             check_plain(data)
         except BadMessage as exc:
+            with self._lock:
+                self._tool_bytes -= len(data)
             reason = f"bad arguments for host tool {name[:100]!r}: {exc}"
             self._send_tool_reply(call_id, error_reply("ValueError", reason), reason)
             return
+        size = len(data)
         call = tools.start(name, data)
+        del data  # the call holds its decoded arguments only
         with self._lock:
             self._tool_calls[call_id] = call
 
-        def answer(done: ToolCall) -> None:
+        def answer(done: ToolCall) -> None:  # also when cancelled: then a queued call is dropped
             with self._lock:
                 self._tool_calls.pop(call_id, None)
+                self._tool_bytes -= size
             self._send_tool_reply(call_id, done.reply(), done.error)
 
         call.then(answer)
@@ -409,7 +434,8 @@ class ProcessPool:
         lent = None
         try:
             lent = worker.lend_tools(spec) if spec is not None else None
-            sandbox_id = str(worker.call(None, "create", plain, secrets, *([lent] if lent else [])))
+            sandbox_id = expect(worker.call(None, "create", plain, secrets, *([lent] if lent else [])), str, "create")
+            hosted = self.adopt(worker, sandbox_id, fresh=True)
         except BaseException:
             if lent is not None:
                 worker.return_tools(lent[0])
@@ -421,13 +447,14 @@ class ProcessPool:
         if checkpoint_policy(request.lifecycle):
             recovery = Recovery(self._relocate, secrets, lease_owner(worker), worker, sandbox_id, sandbox_id)
         with self._lock:
-            self._homes[sandbox_id] = worker
-            worker.sandboxes.add(sandbox_id)
             if lent is not None:
                 worker.sandbox_tools[sandbox_id] = lent[0]
             if recovery is not None:
                 self._recoveries[sandbox_id] = recovery
-        return HostedSandbox(worker, sandbox_id, recovery=recovery)
+        if recovery is not None:
+            hosted = HostedSandbox(worker, sandbox_id, recovery=recovery)
+        hosted.limit_output((request.limits or Limits()).output_limit)
+        return hosted
 
     def _relocate(self, recovery: Recovery) -> tuple[Any, ...]:
         """Restore a checkpointed sandbox whose worker died on a live worker (a ready one first)."""
@@ -437,10 +464,11 @@ class ProcessPool:
         finally:
             with self._lock:
                 worker.pending -= 1
-        with self._lock:
-            self._lost.pop(str(local), None)
-        self.adopt(worker, str(local))
-        return worker, str(local), str(local), lease_owner(worker), int(turn), str(what)
+        asked = recovery.where[1]
+        if local != asked:
+            raise worker.refuse(f"it answered recover {asked} with another sandbox's id")
+        self.adopt(worker, asked)
+        return worker, asked, asked, lease_owner(worker), int(turn), str(what)
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> HostedSandbox:
         with self._lock:
@@ -468,11 +496,31 @@ class ProcessPool:
         worker.call(None, "connect", sandbox_id, timeout)
         return HostedSandbox(worker, sandbox_id)
 
-    def adopt(self, worker: Worker, sandbox_id: str) -> HostedSandbox:
-        """A sandbox a worker made by itself (fork, resume, restore): placed there from now on."""
+    def adopt(self, worker: Worker, sandbox_id: str, fresh: bool = False) -> HostedSandbox:
+        """A sandbox on `worker` from now on: one it made (`fresh`: a create's, a fork's), or one
+        it was asked for by id (a resume, a restore, a connect to a paused one).
+
+        A worker is trusted with no id it was not given or did not make: a "new" id this pool
+        already knows (homed on a worker, or lost with one), or any id homed on another live
+        worker, would send that sandbox's calls — the agent's files, code, envs — to this
+        worker, and report the real one lost when this one dies. A worker that answers one is
+        killed as compromised (`Worker.refuse`) and the call fails. (Ids of sandboxes paused in
+        the state store are not homed anywhere: any worker may resume one, as `connect` asks.)"""
+        if not isinstance(sandbox_id, str) or not sandbox_id:
+            raise worker.refuse("a sandbox id that is not a string")
         with self._lock:
-            self._homes[sandbox_id] = worker
-            worker.sandboxes.add(sandbox_id)
+            home = self._homes.get(sandbox_id)
+            taken = home is not None and home is not worker and home.dead is None
+            known = home is not None or sandbox_id in self._lost
+            if not taken and not (fresh and known):
+                self._homes[sandbox_id] = worker
+                self._lost.pop(sandbox_id, None)
+                worker.sandboxes.add(sandbox_id)
+        if fresh and known:
+            raise worker.refuse(f"it named sandbox {sandbox_id[:100]} as one it made, which it did not")
+        if taken:
+            raise SandboxException(f"sandbox {sandbox_id} is hosted by another worker process "
+                                   f"({home.pid if home else '?'}); it was not moved to {worker.pid}")
         return HostedSandbox(worker, sandbox_id)
 
     def restore(self, sandbox_id: str, snapshot_id: Optional[str], request: ResumeSandbox) -> HostedSandbox:
@@ -481,12 +529,14 @@ class ProcessPool:
             home = self._homes.get(sandbox_id)
         worker = home or self._pick()
         try:
-            local = str(worker.call(None, "restore", sandbox_id, snapshot_id, request))
+            local = worker.call(None, "restore", sandbox_id, snapshot_id, request)
         finally:
             if home is None:
                 with self._lock:
                     worker.pending -= 1
-        return self.adopt(worker, local)
+        if local != sandbox_id:  # a restore keeps the id
+            raise worker.refuse(f"it answered restore {sandbox_id} with another sandbox's id")
+        return self.adopt(worker, sandbox_id)
 
     def list_snapshots(self, sandbox_id: Optional[str] = None) -> List[Snapshot]:
         worker = self._pick()

@@ -44,6 +44,7 @@ from .._pool.codec import MAX_MESSAGE, BadMessage, unpack
 from .._printable import logger
 from ..exceptions import (InvalidArgumentException, RateLimitException, SandboxException,
                           SandboxNotFoundException, TimeoutException)
+from ..limits import Limits
 from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .actor import CHUNK, SandboxHost
@@ -197,7 +198,9 @@ class RayLink:
         return HostLost(f"the Ray actor {self.name} hosting it sent a bad answer ({exc}), so it was killed")
 
     def answer(self, ref: Any, timeout: Optional[float], what: str) -> Any:
-        """The decoded answer to a call (`fetch`), Ray's failures as the API's exceptions."""
+        """The decoded answer to a call (`fetch`), Ray's failures as the API's exceptions. An
+        answer that is not one (a `BadAnswer`, or anything raised while reading it) kills and
+        replaces the host: its sandboxes are lost, and no create samples it again."""
         from ray.exceptions import RayError
 
         try:
@@ -210,6 +213,10 @@ class RayLink:
             raise TimeoutException(f"the Ray actor {self.name} did not answer {what} within {timeout:g} s") from None
         except RayError as exc:
             raise SandboxException(f"Ray failed the call {what}: {exc}") from None
+        except SandboxException:  # the host's own error for the call, as the API's exception
+            raise
+        except Exception as exc:  # anything else out of reading the answer is the answer's fault
+            raise self._refused(BadAnswer(f"{type(exc).__name__}: {str(exc)[:300]}")) from None
 
     def lend_tools(self, spec: Any) -> list[Any]:
         """Host tools cannot be called back from a Ray actor (another process, maybe another
@@ -238,7 +245,8 @@ class RayLink:
             self.lease_owner = expect(self.call(None, "owner"), str, "owner")
         return self.lease_owner
 
-    def adopt(self, host_id: str) -> HostedSandbox:
+    def adopt(self, host_id: str, fresh: bool = False) -> HostedSandbox:
+        """(A Ray sandbox's id names its host: a host can only ever name its own sandboxes.)"""
         if self.owner is None:
             return HostedSandbox(self, f"{host_id}.{self.name}", host_id)
         return self.owner._met(self, host_id)
@@ -530,10 +538,11 @@ class RaySandboxes:
             owner = link.owner_name() if checkpoint_policy(request.lifecycle) else None
         finally:
             self._placed(link)
-        if owner is None:
-            return self._met(link, local)
-        recovery = Recovery(self._relocate, secrets, owner, link, local, f"{local}.{link.name}")
-        return self._met(link, local, recovery)
+        recovery = None if owner is None else \
+            Recovery(self._relocate, secrets, owner, link, local, f"{local}.{link.name}")
+        hosted = self._met(link, local, recovery)
+        hosted.limit_output((request.limits or Limits()).output_limit)
+        return hosted
 
     def _placed(self, link: RayLink) -> None:
         with self._lock:
