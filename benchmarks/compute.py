@@ -18,11 +18,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import clean_python  # noqa: E402
+
+if TYPE_CHECKING:  # at run time declaw_wasm is imported by the functions that use it
+    from declaw_wasm import Sandbox
 
 WORKLOADS = r'''
 import json, re, sys, time
@@ -138,10 +141,10 @@ NAMES = ["pure-Python loop (3e6 steps)", "function calls (fib 25)", "numpy 400x4
          "regex findall (20k emails x5)", "sort 5e5 floats x3", "str format/upper/replace 3e5"]
 
 
-def in_guest(sbx: object, repeat: int, name: str) -> tuple[float, Optional[int], float]:
+def in_guest(sbx: Sandbox, repeat: int, name: str) -> tuple[float, Optional[int], float]:
     """(best time, instructions the command ran (fuel only), the command's wall time)."""
     start = time.perf_counter()
-    result = sbx.commands.run(f"python3 /tmp/workloads.py {repeat} '{name}'", timeout=3600)  # type: ignore[attr-defined]
+    result = sbx.commands.run(f"python3 /tmp/workloads.py {repeat} '{name}'", timeout=3600)
     took = time.perf_counter() - start
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)[name], result.cpu_instructions_used, took

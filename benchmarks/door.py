@@ -122,7 +122,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     if args.compare:
-        compare(*args.compare, args.runs, args.loops)
+        old, new = args.compare
+        compare(old, new, args.runs, args.loops)
         return
     results = measure(args.loops)
     if args.json:

@@ -26,8 +26,15 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if TYPE_CHECKING:  # at run time declaw_wasm is imported by the functions that use it
+    from declaw_wasm import Sandbox
+    from declaw_wasm._egress.guard import ContentGuard, RequestOutcome
+
+T = TypeVar("T")
 
 BIG = 10 << 20
 ROUNDS = 5
@@ -75,12 +82,12 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         return sock, address
 
 
-def guest_timings(sbx: object, code: str) -> dict[str, float]:
-    sbx.files.write("/tmp/bench.py", code)  # type: ignore[attr-defined]
-    result = sbx.commands.run("python3 /tmp/bench.py", timeout=600)  # type: ignore[attr-defined]
+def guest_timings(sbx: Sandbox, code: str) -> dict[str, float]:
+    sbx.files.write("/tmp/bench.py", code)
+    result = sbx.commands.run("python3 /tmp/bench.py", timeout=600)
     if result.exit_code != 0:
         raise RuntimeError(result.stderr)
-    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 GUEST_LATENCY = """
@@ -277,26 +284,26 @@ class TimedGuard:
     """The sandbox's guard with the host time spent in it summed, on the guest's thread (where
     the door runs it): wall and CPU time of request redaction and every response filter call."""
 
-    def __init__(self, inner: object) -> None:
+    def __init__(self, inner: ContentGuard) -> None:
         self.inner = inner
         self.seconds = self.cpu = 0.0
 
-    def _timed(self, fn: object, *args: object) -> object:
+    def _timed(self, fn: Callable[..., T], *args: object) -> T:
         start, cpu = time.perf_counter(), time.thread_time()
         try:
-            return fn(*args)  # type: ignore[operator]
+            return fn(*args)
         finally:
             self.seconds += time.perf_counter() - start
             self.cpu += time.thread_time() - cpu
 
-    def wants_request_body(self, *args: object) -> object:
-        return self._timed(self.inner.wants_request_body, *args)  # type: ignore[attr-defined]
+    def wants_request_body(self, *args: object) -> bool:
+        return self._timed(self.inner.wants_request_body, *args)
 
-    def request(self, *args: object) -> object:
-        return self._timed(self.inner.request, *args)  # type: ignore[attr-defined]
+    def request(self, *args: object) -> RequestOutcome:
+        return self._timed(self.inner.request, *args)
 
-    def wants_response_body(self, *args: object) -> object:
-        return self._timed(self.inner.wants_response_body, *args)  # type: ignore[attr-defined]
+    def wants_response_body(self, *args: object) -> bool:
+        return self._timed(self.inner.wants_response_body, *args)
 
     def response(self, *args: object) -> object:
         f = self._timed(self.inner.response, *args)
@@ -306,11 +313,11 @@ class TimedGuard:
             def __getattr__(self, name: str) -> object:
                 return getattr(f, name)
 
-            def feed(self, chunk: bytes) -> object:
-                return guard._timed(f.feed, chunk)  # type: ignore[attr-defined]
+            def feed(self, chunk: bytes) -> bytes:
+                return guard._timed(f.feed, chunk)
 
-            def end(self) -> object:
-                return guard._timed(f.end)  # type: ignore[attr-defined]
+            def end(self) -> bytes:
+                return guard._timed(f.end)
 
         return Filter()
 
@@ -372,7 +379,7 @@ def guards(repeat: int) -> None:
     for _ in range(ROUNDS):  # fresh sandboxes each round: a fresh token map, the same tokens
         off, on = Sandbox.create(timeout=600), Sandbox.create(timeout=600, security=policy)
         timed = TimedGuard(testing.egress_of(on).guard)
-        testing.egress_of(on).guard = timed  # type: ignore[assignment]
+        testing.egress_of(on).guard = timed
         for sbx in (off, on):
             sbx.files.write("/tmp/body.json", body)
         got: dict[str, float] = {}
@@ -431,9 +438,9 @@ def guards(repeat: int) -> None:
                   f"{cpu * 1000:.2f} ms ({wall * 1000:.2f} ms) per MB | {implied:.1f} % | ≤ 5 % |")
 
 
-def _time(fn: object) -> float:
+def _time(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
-    fn()  # type: ignore[operator]
+    fn()
     return time.perf_counter() - start
 
 

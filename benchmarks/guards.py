@@ -15,6 +15,7 @@ Side by side in one run (best of N in CPU time: the machine is shared):
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import socket
@@ -32,7 +33,9 @@ warnings.simplefilter("ignore")
 HOST = "api.openai.com"
 JSON_HEADERS = [("content-type", "application/json")]
 TYPES = ["ssn", "credit_card", "email", "phone", "api_key", "ip_address"]
-WORDS = ["the", "quarterly", "revenue", "grew", "while", "operating", "costs", "fell", "across", "every", "region", "and", "the", "team", "expects", "further", "gains", "next", "year", "as", "new", "products", "reach", "customers"]
+WORDS = ["the", "quarterly", "revenue", "grew", "while", "operating", "costs", "fell", "across", "every",
+         "region", "and", "the", "team", "expects", "further", "gains", "next", "year", "as", "new",
+         "products", "reach", "customers"]
 
 
 def best_ms(fn: Callable[[], object], n: int, clock: Callable[[], float] = time.perf_counter
@@ -53,7 +56,7 @@ def cpu_ms(fn: Callable[[], object], n: int) -> float:
 
 def chat_body(size: int) -> bytes:
     rng = random.Random(7)
-    messages = []
+    messages: list[dict[str, str]] = []
     i = 0
     while sum(len(m["content"]) for m in messages) < size:
         text = " ".join(rng.choice(WORDS) for _ in range(60))
@@ -170,8 +173,8 @@ def bench_sse(n: int) -> list[str]:
         rehydrated = fetch(port, on)
         assert b"alice@example.com" in rehydrated and b"[REDACTED" not in rehydrated
         # CPU time of the whole process (server thread included): stable on a shared machine.
-        off_ms = best_ms(lambda: fetch(port, None), n, time.process_time)
-        on_ms = best_ms(lambda pipe=on: fetch(port, pipe), n, time.process_time)
+        off_ms = best_ms(functools.partial(fetch, port, None), n, time.process_time)
+        on_ms = best_ms(functools.partial(fetch, port, on), n, time.process_time)
         chunks = [stream[i:i + 4096] for i in range(0, len(stream), 4096)]
 
         def alone(pipe: GuardPipeline = on, chunks: list[bytes] = chunks) -> None:

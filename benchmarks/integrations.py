@@ -66,7 +66,8 @@ def tool_round_trips(calls: int) -> None:
     """Medians, in µs, measured by the guest's own clock."""
     cell = TOOL_CELL.replace("CALLS", str(calls))
     rows = {}
-    for where, kwargs in (("in-process", {}), ("process pool", {"backend": "processes:1"})):
+    backends: list[tuple[str, dict[str, Any]]] = [("in-process", {}), ("process pool", {"backend": "processes:1"})]
+    for where, kwargs in backends:
         with Sandbox.create(tools={"noop": lambda: None}, **kwargs) as sbx:
             sbx.run_code("1")
             execution = sbx.run_code(cell, timeout=600)

@@ -27,7 +27,6 @@ import gc
 import math
 import re
 import secrets
-import statistics
 import sys
 import threading
 import time
@@ -307,9 +306,11 @@ def idle_memory(n_sandboxes: int = 50, n_contexts: int = 20) -> tuple[list[str],
         failures.append(f"idle phase: {len(leaked)} host folders left after kill: {leaked[:3]}")
     rows = [
         f"| idle sandbox, no guest running ({n_sandboxes} created) | "
-        f"{(idle[0] - before[0]) / 1024 / n_sandboxes:.2f} MiB | {(idle[1] - before[1]) / 1024 / n_sandboxes:.2f} MiB |",
+        f"{(idle[0] - before[0]) / 1024 / n_sandboxes:.2f} MiB | "
+        f"{(idle[1] - before[1]) / 1024 / n_sandboxes:.2f} MiB |",
         f"| idle code context, after one cell ({n_contexts} sandboxes) | "
-        f"{(contexts[0] - idle[0]) / 1024 / n_contexts:.1f} MiB | {(contexts[1] - idle[1]) / 1024 / n_contexts:.1f} MiB |",
+        f"{(contexts[0] - idle[0]) / 1024 / n_contexts:.1f} MiB | "
+        f"{(contexts[1] - idle[1]) / 1024 / n_contexts:.1f} MiB |",
     ]
     return rows, failures
 

@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -27,6 +28,17 @@ from wheels import make_wheel  # noqa: E402
 # module -> what a clean native venv needs to import it
 IMPORTS = {"plotly.express": ["plotly", "pandas"], "IPython": ["ipython"], "requests": ["requests"],
            "rich": ["rich"]}
+
+
+def start_print_kill(template: str) -> Callable[[], None]:
+    def once() -> None:
+        with Sandbox.create(template=template) as s:
+            s.commands.run("python3 -c 'print(1)'")
+    return once
+
+
+def run_in(sbx: Sandbox, code: str) -> Callable[[], object]:
+    return lambda: sbx.commands.run(f"python3 -c '{code}'")
 
 
 def main() -> None:
@@ -43,11 +55,8 @@ def main() -> None:
                        alias="bench-custom")
     try:
         for template in ("base", "code-interpreter", "bench-custom"):
-            def once() -> None:
-                with Sandbox.create(template=template) as s:
-                    s.commands.run("python3 -c 'print(1)'")
             label = template + (" (1 MiB of template files)" if template == "bench-custom" else "")
-            print(f"| {label} | {median_s(once, repeat) * 1000:.1f} ms |")
+            print(f"| {label} | {median_s(start_print_kill(template), repeat) * 1000:.1f} ms |")
     finally:
         delete_template("bench-custom")
 
@@ -55,7 +64,7 @@ def main() -> None:
     with Sandbox.create(timeout=3600) as sbx:
         for module, needs in IMPORTS.items():
             code = f"import {module}"
-            guest = median_s(lambda: sbx.commands.run(f"python3 -c '{code}'"), repeat)
+            guest = median_s(run_in(sbx, code), repeat)
             print(row(f"`{code}` (bundle)", median_s(native(["-c", code], needs), repeat), guest))
 
     print("\n| `pip install` inside a sandbox (offline wheelhouse, 1 small wheel) | time |\n|---|---|")

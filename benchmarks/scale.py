@@ -29,6 +29,7 @@ latency (`echo hi`, `run_code("x=1")`, and a command streaming 1 000 lines to a 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import statistics
@@ -91,6 +92,14 @@ def humaneval(sandboxes: list[Sandbox], items: list[dict[str, Any]]) -> tuple[fl
     return len(items) / wall, failures[0], cpu / len(items)
 
 
+def echo_hi(s: Sandbox) -> Callable[[], object]:
+    return lambda: s.commands.run("echo hi")
+
+
+def cell_x1(s: Sandbox) -> Callable[[], object]:
+    return lambda: s.run_code("x=1")
+
+
 def latencies(sbx: Sandbox, local: Sandbox, n: int) -> tuple[float, float, float, float]:
     """Medians of `echo hi` and `run_code("x=1")` on `sbx` and on the in-process `local`, the
     two alternating so that both see the same load: (echo, cell, local echo, local cell)."""
@@ -101,8 +110,8 @@ def latencies(sbx: Sandbox, local: Sandbox, n: int) -> tuple[float, float, float
     cell: dict[int, list[float]] = {0: [], 1: []}
     for _ in range(n):
         for i, s in enumerate((sbx, local)):
-            echo[i].append(median_ms(lambda s=s: s.commands.run("echo hi"), 1))
-            cell[i].append(median_ms(lambda s=s: s.run_code("x=1"), 3))
+            echo[i].append(median_ms(echo_hi(s), 1))
+            cell[i].append(median_ms(cell_x1(s), 3))
     m = statistics.median
     return m(echo[0]), m(cell[0]), m(echo[1]), m(cell[1])
 
@@ -225,6 +234,11 @@ def noop(_: object) -> None:
     pass
 
 
+def streamed(s: Sandbox, lines: str) -> Callable[[], object]:
+    """`lines` run with its stdout going to a callback (the channel's streaming path)."""
+    return lambda: s.commands.run(lines, on_stdout=noop)
+
+
 def _in_actor(actor: Any, host_id: str) -> float:
     """ms of one `echo hi` run by the host actor itself (`Host.run`), no Ray call around it."""
     from declaw_wasm.wire import RunCommand
@@ -330,7 +344,7 @@ def _alternate(a: Sandbox, b: Sandbox, turn: Callable[[Sandbox], object], n: int
     for _ in range(n):
         for i, s in enumerate((a, b)):
             time.sleep(IDLE)  # parked guests ready in both (see `ray_call_vs_stream`)
-            times[i].append(median_ms(lambda s=s: turn(s), 1))
+            times[i].append(median_ms(functools.partial(turn, s), 1))
     return statistics.median(times[0]), statistics.median(times[1])
 
 
@@ -400,7 +414,7 @@ def pool_part(n: int) -> None:
         for _ in range(n):
             for i, s in enumerate((pooled, local)):
                 time.sleep(IDLE)
-                stream[i].append(median_ms(lambda s=s: s.commands.run(lines, on_stdout=noop), 1))
+                stream[i].append(median_ms(streamed(s, lines), 1))
     m = statistics.median
     print("\n| pool | ms | in-process | added |")
     print("|---|---:|---:|---:|")

@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import httpx
 
@@ -71,6 +71,35 @@ def volume_file(where: dict[str, Any], volume_id: str, data: bytes) -> None:
     assert len(files.read("/f.bin")) == len(data)
 
 
+class Inputs(NamedTuple):
+    secret: dict[str, Secret]
+    archive: bytes  # a 10 MiB tar.gz
+    mib: bytes
+    blob: bytes  # 10 MiB
+
+
+def figures(sbx: Sandbox, where: dict[str, Any], n: int, data: Inputs) -> dict[str, float | str]:
+    """The calls timed on one side: in-process (`where` empty) or through the server (`where`
+    names it)."""
+    secret, archive, mib, blob = data
+    vol = Volumes.create("bench-files", **where)
+    got: dict[str, float | str] = {
+        "create+kill with a secret": median_ms(lambda: Sandbox.create(secrets=secret, **where).kill(),
+                                               max(5, n // 3)),
+        "volume from 10 MiB tar.gz (+delete)": median_ms(lambda: volume_round(where, archive), 5),
+        "volume file write+read 1 MiB": median_ms(lambda: volume_file(where, vol.volume_id, mib), 5),
+        "create+kill": median_ms(lambda: Sandbox.create(**where).kill(), max(5, n // 3)),
+        "echo hi": median_ms(lambda: sbx.commands.run("echo hi"), n),
+        "run_code x=1": median_ms(lambda: sbx.run_code("x = 1"), n),
+        "files.exists": median_ms(lambda: sbx.files.exists("/tmp"), n),
+        "write 10 MiB": median_ms(lambda: sbx.files.write("/tmp/blob", blob), 5),
+        "read 10 MiB": median_ms(lambda: sbx.files.read("/tmp/blob", format="bytes"), 5),
+        "first chunk / end": "%.0f / %.0f" % first_chunk(sbx),
+    }
+    Volumes.delete(vol.volume_id, **where)
+    return got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=30)
@@ -102,25 +131,10 @@ def main() -> None:
         archive = tar_gz(10 << 20)
         mib = os.urandom(1 << 20)
         secret = {"OPENAI_API_KEY": Secret("sk-bench", hosts=["api.openai.com"])}
-        rows = []
+        rows: list[tuple[str, dict[str, float | str]]] = []
         for name, sbx in (("in-process", local), ("served", remote)):
             where: dict[str, Any] = {"domain": url, "api_key": key} if sbx is remote else {}
-            vol = Volumes.create("bench-files", **where)
-            rows.append((name, {
-                "create+kill with a secret": median_ms(lambda: Sandbox.create(secrets=secret, **where).kill(),
-                                                       max(5, args.n // 3)),
-                "volume from 10 MiB tar.gz (+delete)": median_ms(lambda: volume_round(where, archive), 5),
-                "volume file write+read 1 MiB": median_ms(lambda: volume_file(where, vol.volume_id, mib), 5),
-                "create+kill": median_ms(lambda: (Sandbox.create(domain=url, api_key=key) if sbx is remote
-                                                  else Sandbox.create()).kill(), max(5, args.n // 3)),
-                "echo hi": median_ms(lambda: sbx.commands.run("echo hi"), args.n),
-                "run_code x=1": median_ms(lambda: sbx.run_code("x = 1"), args.n),
-                "files.exists": median_ms(lambda: sbx.files.exists("/tmp"), args.n),
-                "write 10 MiB": median_ms(lambda: sbx.files.write("/tmp/blob", blob), 5),
-                "read 10 MiB": median_ms(lambda: sbx.files.read("/tmp/blob", format="bytes"), 5),
-                "first chunk / end": "%.0f / %.0f" % first_chunk(sbx),
-            }))
-            Volumes.delete(vol.volume_id, **where)
+            rows.append((name, figures(sbx, where, args.n, Inputs(secret, archive, mib, blob))))
         errors: list[BaseException] = []
 
         def client() -> None:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -40,6 +41,14 @@ LINES = [
 ]
 
 
+def natively(line: str, host: Path, env: dict[str, str]) -> Callable[[], object]:
+    return lambda: subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True)
+
+
+def in_sandbox(sbx: Sandbox, line: str) -> Callable[[], object]:
+    return lambda: sbx.commands.run(line, cwd="/home/user/bench")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
@@ -60,9 +69,8 @@ def main() -> None:
         expected = subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True).stdout
         got = sbx.commands.run(line, cwd="/home/user/bench").stdout
         assert got == expected.decode(), (line, got, expected)
-        native_s = median_s(lambda: subprocess.run(["bash", "-c", line], cwd=host, env=env,
-                                                   capture_output=True), repeat)
-        sandbox_s = after_gap(lambda: sbx.commands.run(line, cwd="/home/user/bench"), repeat, gap)
+        native_s = median_s(natively(line, host, env), repeat)
+        sandbox_s = after_gap(in_sandbox(sbx, line), repeat, gap)
         print(f"| {label} | {native_s * 1000:.1f} ms | {sandbox_s * 1000:.1f} ms | "
               f"{sandbox_s / native_s:.1f}× |")
     sbx.kill()

@@ -247,6 +247,44 @@ class Sample:
     threads: int
 
 
+def print_minutes(samples: list[Sample], seconds: float) -> None:
+    """RSS over time: a row per minute of the run."""
+    print("| minute | RSS at its end (MiB) | min–max in the minute (MiB) | operations so far | live sandboxes "
+          "| threads |")
+    print("|---|---|---|---|---|---|")
+    minutes = max(1, math.ceil(min(samples[-1].t, seconds) / 60 - 1e-6))
+    for m in range(1, minutes + 1):  # the last minute takes the final sample (a little past its end)
+        inside = [s for s in samples
+                  if 60 * (m - 1) < s.t and (s.t <= 60 * m + 0.5 or m == minutes)] or [samples[-1]]
+        end = inside[-1]
+        print(f"| {m} | {end.rss:.0f} | {min(s.rss for s in inside):.0f}–{max(s.rss for s in inside):.0f} "
+              f"| {end.ops} | {end.live} | {end.threads} |")
+
+
+def print_operations(stats: Stats) -> None:
+    print("\n| operation | count | failed | p50 | p99 |\n|---|---|---|---|---|")
+    for kind in ["command", "pipeline", "awk", "cell", "pandas", "files", "churn", "swap sandbox",
+                 "timeout (command)", "timeout (cell)"]:
+        times = stats.times.get(kind, [])
+        print(f"| {kind} | {len(times)} | {stats.failed.get(kind, 0)} | {ms(pct(times, 0.5))} "
+              f"| {ms(pct(times, 0.99))} |")
+
+
+def stop_workers(workers: list[Worker], stats: Stats, stop: threading.Event) -> list[str]:
+    """Stops the workers and kills what they left alive; the names of those still running."""
+    hung: list[str] = []
+    stop.set()
+    for w in workers:
+        w.thread.join(OP_TIMEOUT + 60)
+        if w.thread.is_alive():
+            hung.append(w.thread.name)
+    with stats.lock:
+        leftover = list(stats.live)
+    for sbx in leftover:  # only if a thread hung or died: kill whatever is still alive
+        stats.kill(sbx)
+    return hung
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600)
@@ -276,7 +314,6 @@ def main() -> None:
             ops, live = stats.ops, len(stats.live)
         samples.append(Sample(time.monotonic() - t0, rss_mib(), ops, live, threading.active_count()))
 
-    hung: list[str] = []
     try:
         for w in workers:
             w.thread.start()
@@ -291,15 +328,7 @@ def main() -> None:
                 next_sample += SAMPLE_EVERY_S
         sample()
     finally:
-        stop.set()
-        for w in workers:
-            w.thread.join(OP_TIMEOUT + 60)
-            if w.thread.is_alive():
-                hung.append(w.thread.name)
-        with stats.lock:
-            leftover = list(stats.live)
-        for sbx in leftover:  # only if a thread hung or died: kill whatever is still alive
-            stats.kill(sbx)
+        hung = stop_workers(workers, stats, stop)
     elapsed = time.monotonic() - t0
     if hung:
         faulthandler.dump_traceback(all_threads=True)
@@ -308,16 +337,7 @@ def main() -> None:
     settle()
     rss_end_clean = rss_mib()
 
-    # -- RSS over time ------------------------------------------------------------------------
-    print("| minute | RSS at its end (MiB) | min–max in the minute (MiB) | operations so far | live sandboxes | threads |")
-    print("|---|---|---|---|---|---|")
-    minutes = max(1, math.ceil(min(samples[-1].t, args.seconds) / 60 - 1e-6))
-    for m in range(1, minutes + 1):  # the last minute takes the final sample (a little past its end)
-        inside = [s for s in samples
-                  if 60 * (m - 1) < s.t and (s.t <= 60 * m + 0.5 or m == minutes)] or [samples[-1]]
-        end = inside[-1]
-        print(f"| {m} | {end.rss:.0f} | {min(s.rss for s in inside):.0f}–{max(s.rss for s in inside):.0f} "
-              f"| {end.ops} | {end.live} | {end.threads} |")
+    print_minutes(samples, args.seconds)
     base_t = 60.0 if args.seconds >= 120 else args.seconds / 2
     baseline = [s for s in samples if s.t <= base_t + 0.5][-1] if samples[0].t <= base_t + 0.5 else samples[0]
     final = samples[-1]
@@ -337,12 +357,7 @@ def main() -> None:
     print(f"| host folders left after cleanup | {len(leaked)} of {len(stats.bases)} |")
     print(f"| declaw-guest / declaw-reap threads left after 5 s | {len(left_threads)} |")
 
-    print("\n| operation | count | failed | p50 | p99 |\n|---|---|---|---|---|")
-    for kind in ["command", "pipeline", "awk", "cell", "pandas", "files", "churn", "swap sandbox",
-                 "timeout (command)", "timeout (cell)"]:
-        times = stats.times.get(kind, [])
-        print(f"| {kind} | {len(times)} | {stats.failed.get(kind, 0)} | {ms(pct(times, 0.5))} "
-              f"| {ms(pct(times, 0.99))} |")
+    print_operations(stats)
 
     problems = list(stats.failures)
     if growth > args.max_growth_mib:

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -34,10 +34,10 @@ SNIPPET_PACKAGES = [["sympy"], ["pandas"], ["matplotlib"]]
 
 
 def seed_snippets() -> list[str]:
-    namespace: dict[str, object] = {}
+    namespace: dict[str, Any] = {}  # what the example's code defines
     source = (examples_dir() / "code_interpreter.py").read_text()
     exec(compile(source, "code_interpreter.py", "exec"), namespace)
-    return list(namespace["SNIPPETS"])  # type: ignore[arg-type]
+    return list(namespace["SNIPPETS"])
 
 
 def rss_mib() -> float:
@@ -47,9 +47,15 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def bash(line: str) -> Callable[[], None]:
+def bash(line: str) -> Callable[[], object]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
     return lambda: subprocess.run(["bash", "-c", line], env=env, check=True, capture_output=True)
+
+
+def sample_peak(peak: list[float], done: threading.Event) -> None:
+    """Keeps the highest RSS in `peak[0]`, sampled every 5 ms until `done`."""
+    while not done.wait(0.005):
+        peak[0] = max(peak[0], rss_mib())
 
 
 def memory_figures(gap: float) -> None:
@@ -77,12 +83,7 @@ def memory_figures(gap: float) -> None:
         for i, code in enumerate(seed_snippets()):
             sbx.files.write(f"/tmp/m_{i}.py", code)
             base, peak, done = rss_mib(), [0.0], threading.Event()
-
-            def sample() -> None:
-                while not done.wait(0.005):
-                    peak[0] = max(peak[0], rss_mib())
-
-            sampler = threading.Thread(target=sample)
+            sampler = threading.Thread(target=sample_peak, args=(peak, done))
             sampler.start()
             sbx.commands.run(f"python3 /tmp/m_{i}.py")
             done.set()
@@ -134,6 +135,10 @@ def main() -> None:
         print(row(f"`python3 -c 'import pandas'`, {gap:g} s apart",
                   median_s(native(["-c", "import pandas"], ["pandas"]), repeat),
                   after_gap(lambda: run("python3 -c 'import pandas'"), repeat, gap)))
+
+        def snippet(i: int) -> Callable[[], object]:
+            return lambda: run(f"python3 /tmp/snip_{i}.py")
+
         with tempfile.TemporaryDirectory() as tmp:
             for i, code in enumerate(seed_snippets()):
                 local = Path(tmp) / f"snip_{i}.py"
@@ -142,7 +147,7 @@ def main() -> None:
                 label = ["sympy solve", "pandas groupby", "matplotlib savefig"][i]
                 print(row(f"seed snippet {i} ({label})",
                           median_s(native([str(local)], SNIPPET_PACKAGES[i]), repeat),
-                          after_gap(lambda: run(f"python3 /tmp/snip_{i}.py"), repeat, gap)))
+                          after_gap(snippet(i), repeat, gap)))
     memory_figures(gap)
 
 

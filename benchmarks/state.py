@@ -23,6 +23,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -32,8 +33,10 @@ os.environ["DECLAW_WASM_STATE_KEY_FILE"] = os.path.join(STATE + "-key", "state.k
 
 from _common import median_s  # noqa: E402
 
-from declaw_wasm import Sandbox  # noqa: E402
+from declaw_wasm import Execution, Sandbox  # noqa: E402
 from declaw_wasm.volumes import VolumeAttachment, Volumes  # noqa: E402
+
+T = TypeVar("T")
 
 LISTDIR = ("python3 -c \"import os, time; t = time.perf_counter(); n = len(os.listdir('{path}')); "
            "print(n, time.perf_counter() - t)\"")
@@ -96,9 +99,11 @@ def mount_ro_listing(n_files: int, repeat: int) -> None:
 
     print(f"\n### mount-ro volume of {n_files} files in one folder\n")
     print("| work | native | declaw-wasm | target |\n|---|---|---|---|")
-    print(f"| first `os.listdir` of the mount, in the guest (first sandbox) | {ms(native)} | {ms(in_guest)} | ≤ 150 ms |")
+    print(f"| first `os.listdir` of the mount, in the guest (first sandbox) | {ms(native)} | {ms(in_guest)} "
+          "| ≤ 150 ms |")
     print(f"| its command (`python3 -c ...`, wall) | | {ms(wall)} | |")
-    print(f"| `os.listdir` in a later sandbox (median, in the guest / wall) | {ms(native)} | {ms(later_in_guest)} / {ms(later_wall)} | |")
+    print(f"| `os.listdir` in a later sandbox (median, in the guest / wall) | {ms(native)} "
+          f"| {ms(later_in_guest)} / {ms(later_wall)} | |")
     print(f"| the same files copied into the sandbox's /tmp, `os.listdir` | {ms(native)} | {ms(own)} | |")
     print(f"| `Sandbox.create` + attach, first in the process (materialises the volume) | | {ms(first_create)} | |")
     print(f"| `Sandbox.create` + attach, later (shares the materialised folder) | | {ms(later_create)} | |")
@@ -134,11 +139,14 @@ def create_from_archive(mb: int, repeat: int) -> None:
     for v in made:
         Volumes.delete(v)
 
-    print(f"\n### volume from a {len(archive) / 1e6:.1f} MB tar.gz ({len(files)} files, {size / 1e6:.1f} MB unpacked)\n")
+    print(f"\n### volume from a {len(archive) / 1e6:.1f} MB tar.gz ({len(files)} files, "
+          f"{size / 1e6:.1f} MB unpacked)\n")
     print("| work | native | declaw-wasm | ratio |\n|---|---|---|---|")
-    print(f"| `Volumes.create(name, tar_gz)` vs `tarfile.extractall(filter='data')` | {ms(native)} | {ms(create)} | {create / native:.2f}× |")
+    print(f"| `Volumes.create(name, tar_gz)` vs `tarfile.extractall(filter='data')` | {ms(native)} | {ms(create)} "
+          f"| {create / native:.2f}× |")
     print(f"| `Volumes.download` (tar.gz bytes) | | {ms(download)} | |")
-    print(f"| `Sandbox.create` with it attached `copy` (+ kill) vs without | {ms(plain_create)} | {ms(copy_create)} | {copy_create / plain_create:.2f}× |")
+    print(f"| `Sandbox.create` with it attached `copy` (+ kill) vs without | {ms(plain_create)} | {ms(copy_create)} "
+          f"| {copy_create / plain_create:.2f}× |")
 
 
 # A context that imported pandas and holds a 10 MiB DataFrame (random floats: incompressible).
@@ -148,9 +156,9 @@ CHECK = "int(df.shape[0])"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def in_new_process(code: str) -> dict[str, float]:
+def in_new_process(code: str) -> dict[str, list[float]]:
     """`code` in a new Python process (this checkout, the same cache and state store); it prints
-    one JSON object of timings."""
+    one JSON object of timings: name -> [wall, CPU] seconds."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -181,9 +189,9 @@ class Timings:
         self.wall: list[float] = []
         self.cpu: list[float] = []
 
-    def run(self, fn: object) -> object:
+    def run(self, fn: Callable[[], T]) -> T:
         start, cpu = time.perf_counter(), time.process_time()
-        out = fn()  # type: ignore[operator]
+        out = fn()
         self.wall.append(time.perf_counter() - start)
         self.cpu.append(time.process_time() - cpu)
         return out
@@ -203,9 +211,14 @@ class Timings:
 
 def snapshots(repeat: int) -> None:
     made: list[Sandbox] = []
+
+    def fresh_cell() -> Execution:
+        made.append(Sandbox.create())
+        return made[-1].run_code(PANDAS_10MB + CHECK)
+
     fresh, create = Timings(), Timings()
     for _ in range(repeat):
-        fresh.run(lambda: made.append(Sandbox.create()) or made[-1].run_code(PANDAS_10MB + CHECK))
+        fresh.run(fresh_cell)
         create.run(lambda: made.append(Sandbox.create()))  # kills are not timed
     for sandbox in made:
         sandbox.kill()
@@ -229,13 +242,13 @@ def snapshots(repeat: int) -> None:
         for into, action, after in ((runs, f"sbx = Sandbox.resume({sbx.sandbox_id!r})", "sbx.pause()"),
                                     (fresh_runs, fresh_action, "sbx.kill()")):
             found = in_new_process(NEW_PROCESS.format(action=action, check=CHECK, after=after))
-            for key, (wall, cpu) in found.items():  # type: ignore[misc]
+            for key, (wall, cpu) in found.items():
                 into[key].add(wall, cpu)
     sbx.resume()
     forks, forks_cell = Timings(), Timings()
     for _ in range(repeat):
         start, cpu = time.perf_counter(), time.process_time()
-        made = forks.run(lambda: sbx.fork(count=8))  # type: ignore[assignment]
+        made = forks.run(lambda: sbx.fork(count=8))
         for fork in made:
             assert fork.run_code(CHECK).text == "131072"
         forks_cell.add(time.perf_counter() - start, time.process_time() - cpu)

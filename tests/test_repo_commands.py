@@ -1,8 +1,9 @@
 """The repository's own commands: CI runs exactly what the README tells a developer to run, and
-that command lints the whole tree (host package, tests and the guest code)."""
+that command lints the whole tree (host package, tests, the guest code and the benchmark scripts)."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,9 +15,16 @@ def _readme_test_command() -> str:
     return next(line.strip() for line in lines[start + 1:] if line.strip())
 
 
-def test_ci_runs_exactly_the_readme_test_command_which_lints_the_guest_code_and_the_tests() -> None:
+def test_ci_runs_exactly_the_readme_test_command_which_lints_the_guest_code_tests_and_benchmarks() -> None:
     command = _readme_test_command()
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
           if line.strip() and not line.startswith(("#", "set ", "cd "))]
     assert ci == [command]
-    assert " ruff check declaw_wasm tests runtime && mypy && lint-imports && " in command
+    assert " ruff check declaw_wasm tests runtime benchmarks && mypy && lint-imports && " in command
+
+
+def test_mypy_with_no_arguments_checks_the_host_package_the_guest_code_and_the_benchmarks() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    files = [entry.removeprefix("$MYPY_CONFIG_FILE_DIR/") for entry in config["files"]]
+    assert files == ["declaw_wasm", "runtime", "benchmarks"]
+    assert all((ROOT / entry).is_dir() for entry in files)
