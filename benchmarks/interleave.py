@@ -58,11 +58,11 @@ def main() -> None:
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("script", nargs=argparse.REMAINDER, help="-- then the script and its arguments")
-    args = parser.parse_args()
-    script = args.script[1:] if args.script[:1] == ["--"] else args.script
-    if not script:
+    argv = sys.argv[1:]
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("give the script to run after --")
+    at = argv.index("--")
+    args, script = parser.parse_args(argv[:at]), argv[at + 1:]
     runs: dict[str, list[dict[tuple[str, str], tuple[float, str]]]] = {"old": [], "new": []}
     for i in range(args.runs):
         for side in ("old", "new"):
