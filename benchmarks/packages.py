@@ -69,7 +69,10 @@ def main() -> None:
 
     print("\n| `pip install` inside a sandbox (offline wheelhouse, 1 small wheel) | time |\n|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        make_wheel(Path(tmp), "benchpkg", "1.0")
+        # a version of its own each run: the wheel cache never replaces a cached file by another
+        # with the same name and other bytes (make_wheel's differ run to run), so a reused
+        # version would be downloaded from the wheelhouse every time, never taken from the cache
+        make_wheel(Path(tmp), "benchpkg", f"1.0.{time.time_ns()}")
         os.environ["DECLAW_WASM_WHEELHOUSE"] = tmp
         os.environ["DECLAW_WASM_OFFLINE"] = "1"
         for label in ("first sandbox (wheel copied into the cache)", "second sandbox (from the cache)"):
