@@ -117,6 +117,47 @@ def test_a_cells_logs_and_results_share_the_output_limit(mode: str, make: Callab
     assert_host_fine(sandbox)
 
 
+SMALL_FRAMES = """
+from declaw_shell import door
+for i in range(40):
+    door.call("result", data={"application/json": [[0]] * 16000}, main=False)
+'the end'
+"""
+
+
+def _heap_or_rss(mode: str) -> tuple[bool, Callable[[], Any]]:
+    """Where a cell's output is measured: this process's Python heap where it hosts the cell
+    (in-process, served: the guest's own memory, in the process too, is not in it), else this
+    process's RSS (the Execution and the callbacks' messages cross the channel to it)."""
+    return mode in ("in-process", "served"), lambda: PeakRSS(os.getpid())
+
+
+def test_a_cells_results_cost_the_host_what_they_hold(mode: str, make: Callable[..., Sandbox],
+                                                      no_background_guests: None) -> None:
+    """Defends against results charged less than the host holds for them: a 32 KB door frame
+    of 16 000 one-item lists decodes to over a megabyte of lists (of empty lists, 62 times its
+    size), and results were charged their msgpack size (forty of them fit a 2 MiB limit and
+    held 46 MiB). Each result now costs what its objects hold, within the output limit."""
+    limit = 2 * MiB
+    sandbox = make(limits=Limits(output_limit=limit), timeout=300)
+    sandbox.run_code("1")
+    here, peak = _heap_or_rss(mode)
+    if here:
+        tracemalloc.start()
+    try:
+        with peak() as mem:
+            ex = sandbox.run_code(SMALL_FRAMES, timeout=240)
+        cost = tracemalloc.get_traced_memory()[1] if here else mem.growth
+    finally:
+        tracemalloc.stop()
+    assert ex.error is None and ex.text == "the end", ex
+    assert 1 <= sum(not r.is_main_result for r in ex.results) <= 2, len(ex.results)  # a megabyte each
+    assert any("results dropped" in line for line in ex.logs.stderr)
+    assert cost < 4 * limit + 4 * MiB, cost  # before: ~46 MiB
+    assert sandbox.run_code("6 * 7").text == "42"
+    assert_host_fine(sandbox)
+
+
 @pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
 def test_host_tool_calls_past_a_cells_timeout_are_cancelled(mode: str, where: Callable[[str], dict[str, Any]]) -> None:
     """Defends against host tool calls outliving their cell: a cell that starts a hundred calls
