@@ -58,7 +58,10 @@ ERROR = Op("error", {"name": Str(4096, doc="the exception's class"), "value": St
                      "traceback": Str(MAX_FRAME)}, "nil", "a cell's uncaught exception")
 KERNEL_OPS = (STDOUT, STDERR, RESULT, ERROR)
 
-LOG_COST = 16  # what one log entry costs beyond its characters (its object and list slot), counted
+# What one log entry costs beyond its characters: its str object (49 bytes) and its list slot
+# (8). Where a reader is behind (a pool's or Ray's driver, `serve`'s client), later writes join
+# the entry waiting for it (_backend.CellNews), so that is all a write costs there too.
+LOG_COST = 64
 RESULT_COST = 1024  # what one result costs beyond the objects it holds (see `held`): its trip out
 TRUNCATED = "\n[declaw-wasm] output truncated at the sandbox's output limit\n"
 DROPPED = ("[declaw-wasm] results dropped: this cell's output (logs and results) reached the sandbox's "

@@ -46,6 +46,10 @@ MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in (
     WriteInfo, ProcessInfo, Context, CommandResult, OutputMessage, ExecutionError, ErrorBody,
     EndLine, AuditEvent, SandboxMetrics, FilesystemEvent, Snapshot, ResumeSandbox)}
 MAX_MESSAGE = 64 << 20  # bytes of one message, either way (file chunks and output batches are <= 1 MiB)
+# Messages of one stream a worker may send ahead of its reader (pool.py `Worker.stream`): the
+# reader grants more as it takes them (`credit`), so a slow reader makes the worker wait (where
+# a cell's later writes join those waiting) instead of queueing in the pool's process.
+STREAM_WINDOW = 32
 ARRAY_BYTES = 2  # at least this many bytes of message per array in it (a chart's [x, y] points: 3)...
 MAP_BYTES = 16  # ...and per map (a model's fields, a chart element's)...
 MIN_CONTAINERS = 4096  # ...beyond this many of each (a small message may be all structure)
