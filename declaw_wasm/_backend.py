@@ -11,11 +11,13 @@ client are views of one list. Arguments are checked once, by the faces (`_args.p
 they reach a backend; a backend raises the public exceptions (exceptions.py) and nothing else.
 
 `EventLog` is the pure, shared half of every `ProcessHandle`: a command's output as a list of
-events that handles, callbacks and waiters all read.
+events that handles, callbacks and waiters all read. `CellNews` is its counterpart for a cell's
+reports on their way to a reader in another thread (a pool's or Ray's stream, `serve`).
 """
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from array import array
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, IO, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Union
 
 from .exceptions import InvalidArgumentException
-from .execution import Context, Execution
+from .execution import Context, Execution, OutputMessage
 from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                      SandboxMetrics, Snapshot, WriteInfo)
 from .wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
@@ -179,6 +181,67 @@ class EventLog:
                     break
                 self._cond.wait(min(left, 0.1))
             return self._take(start), self.done
+
+
+class CellNews:
+    """A cell's reports (`run_code`'s callbacks) on their way to a reader on another thread: a
+    pool worker's or a Ray actor's stream (_pool/host.py), `serve`'s NDJSON (server/streams.py).
+    The cell's callbacks `log` and `put` and never wait; the reader `take`s what has come.
+
+    While the reader is behind (a slow `on_stdout` in the pool's process, a `serve` client that
+    stopped reading), a log joins the last log of its stream not taken yet, as EventLog's
+    events do: one report back at most, so alternating stdout and stderr merge too, never past
+    a result or an error, up to MERGE characters; the merged message keeps its first write's
+    timestamp. So what waits here is the cell's text (within its output limit, kernel.py
+    `_Cell`) and a message or two per result, not a message per write: a million one-character
+    writes behind a reader that stopped reading hold a megabyte, not half a gigabyte."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        # [kind, value], or for a log [kind, OutputMessage, joined writes (StringIO) or None, length]
+        self._items: List[List[Any]] = []
+
+    def log(self, kind: str, message: OutputMessage) -> None:
+        """A log message (`kind`: how the reader names its stream; stdout and stderr differ in
+        `message.error`)."""
+        text = message.line
+        with self._cond:
+            items = self._items
+            for back in (1, 2):
+                if back > len(items) or len(items[-back]) != 4:
+                    break  # logs never join past a result or an error
+                item = items[-back]
+                if item[0] == kind and item[1].error == message.error:
+                    if item[3] + len(text) <= MERGE:
+                        joined = item[2]
+                        if joined is None:
+                            joined = item[2] = io.StringIO()
+                            joined.write(item[1].line)
+                        joined.write(text)
+                        item[3] += len(text)
+                        return
+                    break
+            items.append([kind, message, None, len(text)])
+            self._cond.notify_all()
+
+    def put(self, kind: str, value: Any) -> None:
+        with self._cond:
+            self._items.append([kind, value])
+            self._cond.notify_all()
+
+    def take(self, wait: float) -> List[tuple[str, Any]]:
+        """Everything reported since the last take (waiting up to `wait` s for something)."""
+        with self._cond:
+            if not self._items:
+                self._cond.wait(wait)
+            items, self._items = self._items, []
+        out: List[tuple[str, Any]] = []
+        for item in items:
+            if len(item) == 4 and item[2] is not None:
+                out.append((item[0], item[1].model_copy(update={"line": item[2].getvalue()})))
+            else:
+                out.append((item[0], item[1]))
+        return out
 
 
 class ProcessHandle(Protocol):

@@ -151,6 +151,10 @@ def test_whatever_raises_while_decoding_is_a_bad_message(monkeypatch: pytest.Mon
 def test_a_message_over_the_limit_is_refused_by_its_sender() -> None:
     with pytest.raises(MessageTooLarge, match=f"more than a message may carry \\({MAX_MESSAGE} bytes"):
         pack([1, "ok", b"x" * MAX_MESSAGE])
+    with pytest.raises(MessageTooLarge, match="more arrays than a message of 16008 bytes"):  # small, over budget
+        pack([1, "ok", [[]] * 16000])
+    assert unpack(pack([1, "ok", [[0]] * 16000]))[2] == [[0]] * 16000
+    assert unpack(pack([1, "ok", bytes(range(256)) * 2000]))[2] == bytes(range(256)) * 2000
     with pytest.raises(TypeError, match="cannot send a object"):
         pack([1, "ok", object()])
 
@@ -421,8 +425,9 @@ def test_a_workers_output_costs_the_driver_at_most_the_output_limit(hostile: tup
 # -- an honest worker, a guest making its answer too large ---------------------------------------------
 @pytest.mark.guest
 def test_a_cells_answer_too_large_to_send_fails_the_cell_not_the_worker() -> None:
-    """A cell whose Execution is over the channel's limit (a raised output limit) gets an error
-    naming why; the worker and every other sandbox on it live on (it used to end the worker)."""
+    """A cell whose Execution is over the channel's limit (a raised output limit), or over the
+    budget the pool's reader gives a message of its size, gets an error naming why; the worker
+    and every other sandbox on it live on (it used to end the worker)."""
     pool = ProcessPool(1)
     try:
         big = Sandbox.create(backend=pool, limits=Limits(output_limit=96 * MiB), timeout=300)
@@ -430,6 +435,12 @@ def test_a_cells_answer_too_large_to_send_fails_the_cell_not_the_worker() -> Non
         pid = pool.pid_of(big.sandbox_id)
         with pytest.raises(SandboxException, match="the answer to run_code could not be sent .*MessageTooLarge"):
             big.run_code("for _ in range(70):\n    print('x' * (1 << 20))")
+        # a small answer the pool's reader would refuse: a result of 16 000 empty lists in 16 KB
+        empty_lists = "from declaw_shell import door\ndoor.call('result', data={'application/json': [[]] * 16000})"
+        with pytest.raises(SandboxException, match="the answer to run_code could not be sent .*more arrays"):
+            big.run_code(empty_lists)
+        with pytest.raises(SandboxException, match="the answer to run_code could not be sent .*more arrays"):
+            big.run_code(empty_lists, on_result=lambda result: None)  # as a stream's message
         assert pool.pid_of(other.sandbox_id) == pid
         _echo(other)
         assert big.run_code("1 + 1").text == "2"

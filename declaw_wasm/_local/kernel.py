@@ -17,11 +17,13 @@ namespace would need signal delivery into the guest, which WASI does not have.)
 from __future__ import annotations
 
 import secrets
+import sys
 import threading
-
-import msgpack
 from contextlib import contextmanager
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+
+from pydantic import BaseModel
 
 from .._wasm.boot import bash_cell_turn, cell_turn, kernel_spec, kernel_turn
 from .._wasm.guest import Guest, OutputSink
@@ -56,8 +58,11 @@ ERROR = Op("error", {"name": Str(4096, doc="the exception's class"), "value": St
                      "traceback": Str(MAX_FRAME)}, "nil", "a cell's uncaught exception")
 KERNEL_OPS = (STDOUT, STDERR, RESULT, ERROR)
 
-LOG_COST = 16  # what one log entry costs beyond its characters (its object and list slot), counted
-RESULT_COST = 1024  # what one result costs beyond its data (its model)
+# What one log entry costs beyond its characters: its str object (49 bytes) and its list slot
+# (8). Where a reader is behind (a pool's or Ray's driver, `serve`'s client), later writes join
+# the entry waiting for it (_backend.CellNews), so that is all a write costs there too.
+LOG_COST = 64
+RESULT_COST = 1024  # what one result costs beyond the objects it holds (see `held`): its trip out
 TRUNCATED = "\n[declaw-wasm] output truncated at the sandbox's output limit\n"
 DROPPED = ("[declaw-wasm] results dropped: this cell's output (logs and results) reached the sandbox's "
            "output limit (Limits.output_limit)\n")
@@ -65,11 +70,46 @@ DEFAULT_CONTEXT = "default"
 DEFAULT_CONTEXTS = {"python": DEFAULT_CONTEXT, "bash": "default-bash"}  # per language, made on first use
 
 
+def held(value: Any, limit: Optional[int] = None) -> int:
+    """Bytes of host memory `value` holds (what the door decoded, and the models made of it):
+    each object's own size (`sys.getsizeof`: a list's slots, a dict's table, a str's
+    characters) over everything it reaches, but nothing for the objects CPython shares (None,
+    booleans, small ints, one-character latin-1 strings, enum members). About 1 µs a value
+    (the door bounds a frame's values: MAX_ITEMS); it stops early once past `limit`."""
+    total = 0
+    stack = [value]
+    size = sys.getsizeof
+    bound = sys.maxsize if limit is None else limit
+    while stack and total <= bound:
+        item = stack.pop()
+        kind = type(item)
+        if kind is list or kind is tuple:
+            total += size(item)
+            stack.extend(item)
+        elif kind is dict:
+            total += size(item)
+            stack.extend(item)
+            stack.extend(item.values())
+        elif kind is str:
+            if len(item) > 1 or (item and ord(item) > 255):
+                total += size(item)
+        elif kind is int:
+            if not -5 <= item <= 256:
+                total += size(item)
+        elif isinstance(item, BaseModel):
+            total += size(item) + size(item.__dict__) + size(item.__pydantic_fields_set__)
+            stack.extend(item.__dict__.values())
+            stack.append(item.__pydantic_extra__)
+        elif not (item is None or kind is bool or isinstance(item, Enum)):
+            total += size(item)  # float, bytes; nothing else comes through the door (counted whole if it does)
+    return total
+
+
 class _Cell:
     """One `run_code` in flight: what the guest has reported so far.
 
     Its logs and its results share one budget, the sandbox's output limit (`room`): each log
-    entry costs its characters and `LOG_COST`, each result its data (as msgpack) and
+    entry costs its characters and `LOG_COST`, each result the objects it holds (`held`) and
     `RESULT_COST`, so what the host holds for a cell stays proportional to the limit whatever
     the guest sends — a million one-character prints, a thousand `display()` calls, one
     enormous image. Past it, text is cut (once, with a note) and results are dropped (with a
@@ -102,24 +142,27 @@ class _Cell:
     def result(self, bundle: dict[str, Any], main: bool) -> Any:
         """Keep a result within the cell's output budget; a bundle E2B's Result cannot hold (the
         declaration lets through only what it should) is answered with an error, never raised
-        into the door."""
-        try:
-            cost = len(msgpack.packb(bundle, use_bin_type=True)) + RESULT_COST
-        except Exception:  # what came through the door packs; anything else is not kept
-            cost = self.room + 1
-        if cost > self.room:
-            if not self._dropped:  # said once, whatever the room
-                self._dropped = True
-                self._keep("stderr", DROPPED)
-            return None
+        into the door. A result costs what its objects hold in this process (`held`), not the
+        size of the frame it came in: a small frame can decode to many times its size (16 000
+        empty lists in 16 KB: a megabyte of lists)."""
+        if self.room <= RESULT_COST:
+            return self._drop()
         try:
             result = Result.from_bundle(bundle, main)
         except ValueError as exc:  # pydantic's ValidationError
             return RequestError("result", "data", f"not a result bundle ({str(exc).splitlines()[0]})").reply()
+        cost = held(result, self.room) + RESULT_COST
+        if cost > self.room:
+            return self._drop()
         self.room -= cost
         self.execution.results.append(result)
         self._call("on_result", result)
         return None
+
+    def _drop(self) -> None:
+        if not self._dropped:  # said once, whatever the room
+            self._dropped = True
+            self._keep("stderr", DROPPED)
 
     def error(self, name: str, value: str, traceback: str) -> None:
         self.execution.error = ExecutionError(name=name, value=value, traceback=traceback)

@@ -51,6 +51,10 @@ MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in (
     WriteInfo, ProcessInfo, Context, CommandResult, OutputMessage, ExecutionError, ErrorBody,
     EndLine, AuditEvent, SandboxMetrics, FilesystemEvent, Snapshot, ResumeSandbox)}
 MAX_MESSAGE = 64 << 20  # bytes of one message, either way (file chunks and output batches are <= 1 MiB)
+# Messages of one stream a worker may send ahead of its reader (pool.py `Worker.stream`): the
+# reader grants more as it takes them (`credit`), so a slow reader makes the worker wait (where
+# a cell's later writes join those waiting) instead of queueing in the pool's process.
+STREAM_WINDOW = 32
 ARRAY_BYTES = 2  # at least this many bytes of message per array in it (a chart's [x, y] points: 3)...
 MAP_BYTES = 16  # ...and per map (a model's fields, a chart element's)...
 MIN_CONTAINERS = 4096  # ...beyond this many of each (a small message may be all structure)
@@ -109,15 +113,22 @@ def _packb(message: Any) -> bytes:
     return msgpack.packb(message, default=_default, use_bin_type=True, unicode_errors="surrogatepass")
 
 
+# bytes that open an array or a map: a message with no more of them than its budget allows for
+# maps (the stricter) cannot break it, and is sent without a check
+_OPENS = bytes([*range(0x80, 0xA0), 0xDC, 0xDD, 0xDE, 0xDF])
+_NOT_OPENS = bytes(b for b in range(256) if b not in _OPENS)
+
+
 def pack(message: Any) -> bytes:
-    """`message` as one message; `MessageTooLarge` over `MAX_MESSAGE` (or, past `CHECKED` bytes,
-    over the receiver's budget: an honest answer the receiver would take for an attack is an
-    error, never a lost worker), `TypeError` (or `ValueError`, `OverflowError`) for what msgpack
-    and the allow-list cannot carry."""
+    """`message` as one message; `MessageTooLarge` over `MAX_MESSAGE` or over the receiver's
+    budget (an honest answer the receiver would take for an attack — a cell's result of 16 000
+    empty lists in 16 KB — is an error, never a lost worker: checked past `CHECKED` bytes, or
+    when it has more bytes that could open a container than the budget allows maps), `TypeError`
+    (or `ValueError`, `OverflowError`) for what msgpack and the allow-list cannot carry."""
     data = _packb(message)
     if len(data) > MAX_MESSAGE:
         raise MessageTooLarge(len(data))
-    if len(data) > CHECKED:
+    if len(data) > CHECKED or len(data.translate(None, _NOT_OPENS)) > len(data) // MAP_BYTES + MIN_CONTAINERS:
         try:
             unpack(data)
         except BadMessage as exc:

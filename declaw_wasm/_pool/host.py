@@ -25,7 +25,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Generator, Iterator, Optional, cast
 
 from .._args import checkpoint_policy
-from .._backend import tools_unreachable
+from .._backend import CellNews, tools_unreachable
 from .._local import checkpoints
 from .._local.checkpoints import Checkpoints
 from .._local.files import FileChunks
@@ -546,26 +546,28 @@ class Host:
                 process.wait(max(0.0, min(PACE, deadline - time.monotonic())))
 
     def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
-        news: "queue.Queue[Reply]" = queue.Queue()
+        """A cell's reports as they come; while its client is behind (the stream's sender waits
+        for the client to take earlier messages), later logs join those waiting (CellNews)."""
+        news = CellNews()
 
         def work() -> None:
             try:
-                news.put(("done", sandbox.run_code(
-                    request, on_stdout=lambda m: news.put(("on_stdout", m)),
-                    on_stderr=lambda m: news.put(("on_stderr", m)),
-                    on_result=lambda r: news.put(("on_result", r)),
-                    on_error=lambda e: news.put(("on_error", e)))))
+                news.put("done", sandbox.run_code(
+                    request, on_stdout=lambda m: news.log("on_stdout", m),
+                    on_stderr=lambda m: news.log("on_stderr", m),
+                    on_result=lambda r: news.put("on_result", r),
+                    on_error=lambda e: news.put("on_error", e)))
             except BaseException as exc:
-                news.put(error(exc))
+                news.put(*error(exc))
 
         threading.Thread(target=work, name="declaw-host-cell", daemon=True).start()
         while True:
-            message = news.get()
-            if message[0] == "done":
-                after_turn(sandbox, "run_code")
-            yield message
-            if message[0] in ("done", "error"):
-                return
+            for message in news.take(POLL):
+                if message[0] == "done":
+                    after_turn(sandbox, "run_code")
+                yield message
+                if message[0] in ("done", "error"):
+                    return
 
 
 def after_turn(sandbox: LocalSandbox, what: str) -> None:

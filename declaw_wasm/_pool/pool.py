@@ -49,7 +49,7 @@ from ..models import SandboxInfo, Snapshot
 from ..wire import CreateSandbox, ErrorBody, ResumeSandbox
 from .client import (HostedSandbox, HostLost, Recovery, call_wait, create_arguments, expect, raised,
                      refuse_host_only, state_key_for, stream_wait)
-from .codec import MAX_MESSAGE, BadMessage, MessageTooLarge, check_plain, pack, unpack
+from .codec import MAX_MESSAGE, STREAM_WINDOW, BadMessage, MessageTooLarge, check_plain, pack, unpack
 
 SLICE = 1.0  # seconds between looks at a call's deadline while it waits
 MAX_TOOL_CALLS = 4096  # host tool calls one worker may have running here at once...
@@ -86,6 +86,7 @@ class Worker:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._inboxes: dict[int, "queue.SimpleQueue[tuple[str, Any]]"] = {}
+        self._windows: dict[int, int] = {}  # a stream's id -> messages it may still send (credit)
         self._ids = itertools.count(1)
         self._tools: dict[str, HostTools] = {}  # token -> host tools lent to this worker
         self.sandbox_tools: dict[str, str] = {}  # sandbox id -> the token of its create(tools=)
@@ -152,28 +153,62 @@ class Worker:
         return HostLost(f"the worker process {self.pid} sent a bad message ({self.bad}), so it was killed")
 
     def stream(self, sandbox_id: str, op: str, *args: Any) -> Iterator[Any]:
+        """A stream's messages as the caller takes them. The worker may send `STREAM_WINDOW`
+        messages ahead; each half window taken grants it as many more (`credit`), so what waits
+        here for a slow caller (an `on_stdout` that takes its time) is a window of messages, and
+        the worker waits meanwhile. A worker that sends past its window is not to be trusted
+        (`_read`). A caller that stops early closes the stream (`close`): the worker makes the
+        rest (a command, a cell run to their end) and drops it."""
         rid, inbox = self._request("stream", sandbox_id, op, args)
         wait = stream_wait(op, args)  # the whole stream's
         until = None if wait is None else time.monotonic() + wait
 
         def items() -> Iterator[Any]:
-            while True:
-                try:
+            taken = 0
+            ended = False
+            try:
+                while True:
                     kind, payload = self._answer(inbox, wait, op, until)
-                except TimeoutException:
-                    with self._lock:
-                        self._inboxes.pop(rid, None)
-                    raise
-                if kind == "item":
-                    yield payload
-                elif kind == "ok":
-                    return
-                elif kind == "error":
-                    yield ["error", payload]
-                    return
-                else:
-                    raise HostLost(payload)
+                    if kind != "item":
+                        ended = True
+                    if kind == "item":
+                        taken += 1
+                        if taken >= STREAM_WINDOW // 2:
+                            self._credit(rid, taken)
+                            taken = 0
+                        yield payload
+                    elif kind == "ok":
+                        return
+                    elif kind == "error":
+                        yield ["error", payload]
+                        return
+                    else:
+                        raise HostLost(payload)
+            finally:
+                if not ended:  # a timeout, or the caller stopped reading
+                    self._close_stream(rid)
         return items()
+
+    def _credit(self, rid: int, count: int) -> None:
+        with self._lock:
+            if rid not in self._windows:
+                return
+            self._windows[rid] += count
+        self._send_control(rid, "credit", [count])
+
+    def _close_stream(self, rid: int) -> None:
+        with self._lock:
+            self._inboxes.pop(rid, None)
+            open_ = self._windows.pop(rid, None) is not None
+        if open_:
+            self._send_control(rid, "close", [])
+
+    def _send_control(self, rid: int, kind: str, args: list[Any]) -> None:
+        try:
+            with self._send_lock:
+                self.conn.send_bytes(pack([rid, kind, None, "", args]))
+        except OSError:  # the worker is gone: the reader says so to every inbox
+            pass
 
     def _request(self, kind: str, sandbox_id: Optional[str], method: str, args: tuple[Any, ...],
                  state_key: Any = None) -> tuple[int, "queue.SimpleQueue[tuple[str, Any]]"]:
@@ -183,11 +218,14 @@ class Worker:
                 raise HostLost(self.dead)
             rid = next(self._ids)
             self._inboxes[rid] = inbox
+            if kind == "stream":
+                self._windows[rid] = STREAM_WINDOW
         try:
             data = pack([rid, kind, sandbox_id, method, list(args), state_key])
         except BaseException as exc:
             with self._lock:
                 self._inboxes.pop(rid, None)
+                self._windows.pop(rid, None)
             if isinstance(exc, MessageTooLarge):
                 raise InvalidArgumentException(f"{method}: the request is {exc}") from None
             raise
@@ -226,6 +264,11 @@ class Worker:
                     inbox = self._inboxes.get(rid)
                     if kind != "item":
                         self._inboxes.pop(rid, None)
+                        self._windows.pop(rid, None)
+                    elif rid in self._windows:
+                        if self._windows[rid] <= 0:
+                            raise BadMessage("a stream sent more messages than its reader had granted")
+                        self._windows[rid] -= 1
                 if inbox is not None:
                     inbox.put((kind, payload))
         except (EOFError, OSError):
@@ -352,6 +395,7 @@ class Worker:
         with self._lock:
             self.dead = message
             inboxes, self._inboxes = list(self._inboxes.values()), {}
+            self._windows = {}
         for inbox in inboxes:
             inbox.put(("dead", message))
         self._close_tools()

@@ -19,6 +19,12 @@ the codec's `MAX_MESSAGE`), and when answering raised.
 Host tools (`tools=`) live in the pool's process: a guest's call becomes a `tool` message to
 the pool (`[call id, token, name, msgpack arguments]`), answered by a `tool_reply` (`[call id,
 encoded reply, error]`); a guest that stops waiting sends `tool_cancel`.
+
+A stream sends at most `STREAM_WINDOW` messages ahead of the pool's reader, which grants more
+with `credit` messages (`[id, "credit", None, "", [count]]`) as its caller takes them; while it
+has no credit, the stream's thread waits (a cell's later writes join those waiting:
+_backend.CellNews; a command's join its EventLog). A `close` (the caller stopped reading) lets
+the stream run to its end with nothing sent.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from typing import Any
 
 from .._local.tools import ToolCall, error_reply
 from ..exceptions import SandboxException
-from .codec import MAX_MESSAGE, pack, unpack
+from .codec import MAX_MESSAGE, STREAM_WINDOW, pack, unpack
 from .host import Host, Reply, error
 
 WATCH = 0.25  # seconds between checks for sandboxes that ended by themselves
@@ -92,6 +98,36 @@ class RemoteTools:
         return self.worker.tool_call(self.token, name, payload)  # (capped where the callables run)
 
 
+class Window:
+    """What one stream may still send before the pool's reader grants more (`credit`)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._credit = STREAM_WINDOW
+        self._closed = False
+
+    def give(self, count: int) -> None:
+        with self._cond:
+            self._credit += count
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def take(self, stop: threading.Event) -> bool:
+        """Wait for credit for one message: True to send it, False if the reader closed the
+        stream (or the pool is gone)."""
+        with self._cond:
+            while self._credit <= 0 and not self._closed and not stop.is_set():
+                self._cond.wait(1.0)
+            if self._closed or stop.is_set():
+                return False
+            self._credit -= 1
+            return True
+
+
 class Worker:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -103,6 +139,7 @@ class Worker:
         self._tool_lock = threading.Lock()
         self._tool_calls: dict[int, ToolCall] = {}  # host tool calls waiting for the pool's reply
         self._tool_ids = itertools.count(1)
+        self._windows: dict[int, Window] = {}  # open streams' credit (only this loop adds)
 
     # -- host tools: calls back to the pool's process ------------------------------------------
     def tool_call(self, token: str, name: str, payload: bytes) -> ToolCall:
@@ -169,6 +206,15 @@ class Worker:
                 if message[1] == "tool_reply":  # a host tool's answer: no thread needed
                     self._tool_reply(*message[4])
                     continue
+                if message[1] in ("credit", "close"):  # a stream's reader took messages, or stopped
+                    window = self._windows.get(message[0])
+                    if window is not None and message[1] == "credit":
+                        window.give(int(message[4][0]))
+                    elif window is not None:
+                        window.close()
+                    continue
+                if message[1] == "stream":
+                    self._windows[message[0]] = Window()
                 self._threads.run(self._handle, message)
         finally:
             self._stop.set()
@@ -187,12 +233,14 @@ class Worker:
                 self.answer(rid, self.host.call(sandbox_id, method, args, state_key), str(method))
                 return
             stream = self.host.stream(sandbox_id, method, args)
+            window = self._windows.get(rid) or Window()
             try:
                 for item in stream:
-                    if not self.answer(rid, ("item", list(item)), str(method)):
+                    if window.take(self._stop) and not self.answer(rid, ("item", list(item)), str(method)):
                         return
             finally:
                 stream.close()
+                self._windows.pop(rid, None)
             self.answer(rid, ("ok", None), str(method))
         except BaseException as exc:  # answering itself failed: the caller still hears of it
             self.answer(rid, error(exc), str(method))

@@ -7,7 +7,6 @@ and a quiet guest holds a thread, not the event loop."""
 from __future__ import annotations
 
 import base64
-import queue
 import threading
 import time
 import zlib
@@ -19,7 +18,7 @@ import anyio.from_thread
 from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel
 
-from .._backend import Event, ProcessHandle, SandboxBackend
+from .._backend import CellNews, Event, ProcessHandle, SandboxBackend
 from .._threads import in_thread
 from ..exceptions import InvalidArgumentException, SandboxException
 from ..execution import Execution, ExecutionError, OutputMessage, Result
@@ -149,22 +148,25 @@ async def stdio_sse(process: ProcessHandle, last_entry_id: int) -> AsyncIterator
 
 
 async def cell_lines(backend: SandboxBackend, body: RunCode) -> AsyncIterator[bytes]:
-    """A cell's stream. The cell runs on its own thread and reports into a queue; a client that
-    disconnects does not stop it (its timeout does): a kill would lose the context's state."""
-    news: "queue.Queue[tuple[str, Any]]" = queue.Queue()
+    """A cell's stream. The cell runs on its own thread and reports into a `CellNews`, which
+    never makes it wait: while the client reads slowly or not at all, later logs join those
+    waiting, so what the server holds for the cell stays within its output limit. A client that
+    disconnects does not stop the cell (its timeout does): a kill would lose the context's
+    state."""
+    news = CellNews()
 
     def work() -> None:
         try:
             execution = backend.run_code(
-                body, on_stdout=lambda m: news.put(("log", m)), on_stderr=lambda m: news.put(("log", m)),
-                on_result=lambda r: news.put(("result", r)), on_error=lambda e: news.put(("error", e)))
-            news.put(("done", execution))
+                body, on_stdout=lambda m: news.log("log", m), on_stderr=lambda m: news.log("log", m),
+                on_result=lambda r: news.put("result", r), on_error=lambda e: news.put("error", e))
+            news.put("done", execution)
         except BaseException as exc:  # reported to the client as an `exception` line
-            news.put(("exception", exc))
+            news.put("exception", exc)
 
     threading.Thread(target=work, name="declaw-serve-cell", daemon=True).start()
     while True:
-        items = await in_thread(_drain, news, POLL)
+        items = await in_thread(news.take, POLL)
         out: list[BaseModel] = []
         finished = False
         for kind, value in items:
@@ -189,18 +191,6 @@ async def cell_lines(backend: SandboxBackend, body: RunCode) -> AsyncIterator[by
             yield b"".join(line(message) for message in out)
         if finished:
             return
-
-
-def _drain(news: "queue.Queue[tuple[str, Any]]", wait: float) -> list[tuple[str, Any]]:
-    try:
-        items = [news.get(timeout=wait)]
-    except queue.Empty:
-        return []
-    while True:
-        try:
-            items.append(news.get_nowait())
-        except queue.Empty:
-            return items
 
 
 async def serve_pty(websocket: WebSocket, process: ProcessHandle) -> None:

@@ -32,7 +32,8 @@ ON_EVERY_BACKEND = frozenset({
     # outputs: every byte crosses the channel
     "test_invalid_utf8_in_output", "test_output_bomb_is_capped_at_the_output_limit",
     "test_endless_output_flood_is_capped_and_stopped", "test_tiny_and_huge_writes_cost_the_host_the_output_limit",
-    "test_a_cells_logs_and_results_share_the_output_limit",
+    "test_a_cells_logs_and_results_share_the_output_limit", "test_a_cells_results_cost_the_host_what_they_hold",
+    "test_a_cells_tiny_writes_cost_the_host_the_output_limit_however_slowly_they_are_read",
     # files and bombs
     "test_huge_files_through_the_files_api", "test_memory_bomb_in_run_code", "test_cpu_bomb_is_stopped_by_its_timeout",
     "test_zip_bombs_in_the_shell",

@@ -11,8 +11,10 @@ measure every process hosting the sandbox (`PeakRSS`).
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import socket
 import threading
 import time
 import tracemalloc
@@ -21,6 +23,7 @@ from typing import Any, Callable
 import pytest
 
 from declaw_wasm import Limits, Sandbox, TimeoutException
+from declaw_wasm._local.kernel import TRUNCATED
 from declaw_wasm._pool.pool import ProcessPool
 
 from . import support
@@ -113,6 +116,128 @@ def test_a_cells_logs_and_results_share_the_output_limit(mode: str, make: Callab
     assert not any(len(r.html or "") > MiB for r in ex.results)
     assert any("results dropped" in line for line in ex.logs.stderr)
     assert cost < 24 * MiB, cost  # one 4 MiB result in flight, decoded and sized (before: all 48 MiB held)
+    assert sandbox.run_code("6 * 7").text == "42"
+    assert_host_fine(sandbox)
+
+
+SMALL_FRAMES = """
+from declaw_shell import door
+for i in range(40):
+    door.call("result", data={"application/json": [[0]] * 16000}, main=False)
+'the end'
+"""
+
+
+def _heap_or_rss(mode: str) -> tuple[bool, Callable[[], Any]]:
+    """Where a cell's output is measured: this process's Python heap where it hosts the cell
+    (in-process, served: the guest's own memory, in the process too, is not in it), else this
+    process's RSS (the Execution and the callbacks' messages cross the channel to it)."""
+    return mode in ("in-process", "served"), lambda: PeakRSS(os.getpid())
+
+
+def test_a_cells_results_cost_the_host_what_they_hold(mode: str, make: Callable[..., Sandbox],
+                                                      no_background_guests: None) -> None:
+    """Defends against results charged less than the host holds for them: a 32 KB door frame
+    of 16 000 one-item lists decodes to over a megabyte of lists (of empty lists, 62 times its
+    size), and results were charged their msgpack size (forty of them fit a 2 MiB limit and
+    held 46 MiB). Each result now costs what its objects hold, within the output limit."""
+    limit = 2 * MiB
+    sandbox = make(limits=Limits(output_limit=limit), timeout=300)
+    sandbox.run_code("1")
+    here, peak = _heap_or_rss(mode)
+    if here:
+        tracemalloc.start()
+    try:
+        with peak() as mem:
+            ex = sandbox.run_code(SMALL_FRAMES, timeout=240)
+        cost = tracemalloc.get_traced_memory()[1] if here else mem.growth
+    finally:
+        tracemalloc.stop()
+    assert ex.error is None and ex.text == "the end", ex
+    assert 1 <= sum(not r.is_main_result for r in ex.results) <= 2, len(ex.results)  # a megabyte each
+    assert any("results dropped" in line for line in ex.logs.stderr)
+    assert cost < 4 * limit + 4 * MiB, cost  # before: ~46 MiB
+    assert sandbox.run_code("6 * 7").text == "42"
+    assert_host_fine(sandbox)
+
+
+PAIRS_OF_WRITES = """
+import sys
+out, err = sys.stdout, sys.stderr
+for _ in range({pairs}):
+    out.write('x'); out.flush()
+    err.write('y'); err.flush()
+"""
+
+
+def _stalled_cell(server: str, api_key: str, sandbox: Sandbox, code: str) -> Any:
+    """A cell through `serve` whose client reads the response's head and then nothing: a
+    socket (its receive buffer small) that is left unread until the cell is over."""
+    host, port = server.rsplit("/", 1)[-1].rsplit(":", 1)
+    body = json.dumps({"code": code}).encode()
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect((host, int(port)))
+    client.sendall(f"POST /declaw-wasm/sandboxes/{sandbox.sandbox_id}/execute HTTP/1.1\r\n"
+                   f"Host: {host}:{port}\r\nX-API-Key: {api_key}\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return client
+
+
+def test_a_cells_tiny_writes_cost_the_host_the_output_limit_however_slowly_they_are_read(
+        mode: str, make: Callable[..., Sandbox], where: Callable[[str], dict[str, Any]],
+        no_background_guests: None) -> None:
+    """Defends against each of a cell's tiny writes becoming a queued message (~500 bytes, for
+    17 charged) wherever its reader is slower than the guest: a pool's driver behind a slow
+    `on_stdout` grew 135 MiB for 3 MiB charged, a `serve` whose client stopped reading 149
+    MiB. A reader that is behind makes the worker wait (the pool's stream window), and later
+    writes join the message waiting for it (stdout and stderr alike, in order within each);
+    each write costs what the host keeps of it. Callbacks still get every character."""
+    limit = MiB
+    sandbox = make(limits=Limits(output_limit=limit), timeout=300)
+    sandbox.run_code("1")
+    code = PAIRS_OF_WRITES.format(pairs=25_000)  # 50 000 writes: past the limit
+    got: dict[str, list[str]] = {"stdout": [], "stderr": []}
+
+    def slow(stream: str) -> Callable[[Any], None]:
+        def take(message: Any) -> None:
+            got[stream].append(message.line)
+            time.sleep(0.0003)
+        return take
+
+    here, peak = _heap_or_rss(mode)
+    if here:
+        tracemalloc.start()
+    try:
+        with peak() as mem:
+            ex = sandbox.run_code(code, timeout=240, on_stdout=slow("stdout"), on_stderr=slow("stderr"))
+        cost = tracemalloc.get_traced_memory()[1] if here else mem.growth
+        stalled = 0
+        if mode == "served":  # a client that stops reading: the cell runs on, its output waits merged
+            other = make(limits=Limits(output_limit=4 * MiB), timeout=300)  # 120 000 writes, all kept before
+            other.run_code("1")
+            tracemalloc.reset_peak()
+            arguments = where("served")
+            client = _stalled_cell(arguments["domain"], arguments["api_key"], other,
+                                   PAIRS_OF_WRITES.format(pairs=60_000))
+            try:
+                assert client.recv(12).startswith(b"HTTP/1.1 200")
+                assert other.run_code("'next'", timeout=240).text == "next"  # after the stalled cell
+                stalled = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()  # first: stopping it while other threads allocate can crash CPython 3.11
+                client.close()
+                other.kill()
+    finally:
+        tracemalloc.stop()
+    assert ex.error is None, ex.error
+    out, err = "".join(ex.logs.stdout), "".join(ex.logs.stderr)
+    assert set(out.replace(TRUNCATED, "")) == {"x"} and set(err.replace(TRUNCATED, "")) == {"y"}, (out[-80:], err[-80:])
+    assert "".join(got["stdout"]) == out and "".join(got["stderr"]) == err
+    assert 4_000 < len(ex.logs.stdout) + len(ex.logs.stderr) < 40_000  # each write costs what is kept of it
+    bound = 8 * MiB * support.copies()
+    assert cost < bound, cost  # before: ~30 MB queued in a pool's driver behind on_stdout
+    assert stalled < bound, stalled  # before: ~50 MB queued in the server (99 MB for 200 000 writes)
     assert sandbox.run_code("6 * 7").text == "42"
     assert_host_fine(sandbox)
 
