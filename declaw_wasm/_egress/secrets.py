@@ -30,6 +30,7 @@ import json
 import re
 import secrets as _random
 from dataclasses import dataclass
+from ipaddress import ip_address
 from typing import TYPE_CHECKING, Iterable, Optional
 from urllib.parse import quote
 
@@ -84,7 +85,14 @@ class Injection:
     scope: Optional["VaultScope"] = None  # a vault secret: how to add it to requests
 
     def applies_to(self, name: str) -> bool:
-        return any(rule.matches_name(name) for rule in self.rules)
+        """Whether the secret goes to `name`, the host the request is for: a name matches its
+        domain, wildcard and regex entries; an IP address (a request made to one) its IP and
+        CIDR entries, as in `allow_out`."""
+        try:
+            address = ip_address(name.strip("[]"))
+        except ValueError:
+            return any(rule.matches_name(name) for rule in self.rules)
+        return any(rule.matches_address(address) for rule in self.rules)
 
 
 class SecretBook:

@@ -268,3 +268,17 @@ def test_the_loopback_and_unspecified_ipv6_addresses_carry_no_ipv4() -> None:
     for address in ("::", "::1"):
         assert carried_v4(ipaddress.IPv6Address(address)) == ()
         assert not policy.check_address(ipaddress.IPv6Address(address)).allowed
+
+
+def test_a_secrets_ip_and_cidr_entries_match_requests_made_to_those_addresses() -> None:
+    """`Secret(hosts=[...])` takes entries as `allow_out` does: IPs and CIDRs match a request
+    made to an address (never a name that resolves to one: the name is what TLS verifies)."""
+    from declaw_wasm._egress.secrets import Injection
+    from declaw_wasm._egress.policy import parse_rule
+
+    hosts = ("127.0.0.1", "10.0.0.0/8", "::1", "api.x.com")
+    inj = Injection("T", "v", "p", [parse_rule(h, "allow_out") for h in hosts])
+    assert inj.applies_to("127.0.0.1") and inj.applies_to("10.2.3.4") and inj.applies_to("::1")
+    assert inj.applies_to("[::1]") and inj.applies_to("api.x.com")
+    assert not inj.applies_to("127.0.0.2") and not inj.applies_to("11.0.0.1") and not inj.applies_to("localhost")
+    assert not inj.applies_to("127.0.0.1.nip.io") and not inj.applies_to("x.com")
