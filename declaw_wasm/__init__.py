@@ -50,8 +50,10 @@ _WHERE = {
     # declaw's volumes bring the state store and fsspec along
     **{name: "volumes" for name in ("AsyncVolumes", "Volume", "VolumeAttachment", "Volumes")},
     # the network's names bring TLS and HTTP parsing
-    **{name: "_egress" for name in ("AuditEvent", "Secret", "Vault", "VaultEvent", "VaultPreset",
-                                    "VaultScope", "VaultSecret")},
+    # secrets the guest never sees, the vault, audit events (each in its public module)
+    **{name: "secrets" for name in ("Secret", "Vault", "VaultEvent", "VaultPreset", "VaultScope",
+                                    "VaultSecret")},
+    "AuditEvent": "security.audit",
     "VaultClient": "vault",  # this process's vault, or a server's
 }
 
@@ -77,7 +79,7 @@ __all__ = [
     "InvisibleTextConfig", "ContentGateConfig", "CustomPolicyConfig", "PIIHandler",
     # declaw's volumes (declaw_wasm.volumes, imported on first use)
     "Volume", "VolumeAttachment", "Volumes", "AsyncVolumes",
-    # the network (declaw_wasm._egress): secrets, the vault, audit events
+    # secrets, the vault (declaw_wasm.secrets), audit events (declaw_wasm.security.audit)
     "AuditEvent", "Secret", "Vault", "VaultClient", "VaultEvent", "VaultPreset", "VaultScope", "VaultSecret",
 ]
 
@@ -96,7 +98,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from ._egress import AuditEvent, Secret, Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
     from .async_sandbox import AsyncCommandHandle, AsyncSandbox, AsyncSandboxPaginator, AsyncWatchHandle
     from .commands import CommandHandle
     from .exceptions import (AuthenticationException, BuildException, CommandExitException,
@@ -112,6 +113,8 @@ if TYPE_CHECKING:
                          ProcessInfo, PtySize, SandboxInfo, SandboxLifecycle, SandboxMetrics,
                          SandboxQuery, SandboxState, Snapshot, SnapshotInfo, WriteEntry, WriteInfo)
     from .sandbox import Sandbox, SandboxPaginator
+    from .secrets import Secret, Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
+    from .security.audit import AuditEvent
     from .security import (ALL_TRAFFIC, AuditConfig, AuditEntry, CodeSecurityConfig, ContentGateConfig,
                            CustomPolicyConfig, EnvSecurityConfig, InjectionAction, InjectionDefenseConfig,
                            InjectionJudgeConfig, InjectionSensitivity, InvisibleTextConfig, NetworkPolicy,

@@ -100,7 +100,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise SystemExit("declaw-wasm serve: --tls-cert and --tls-key go together")
     vault = None
     if args.vault_file:
-        from ._egress.vault import Vault
+        from .secrets import Vault
 
         try:
             vault = Vault(path=args.vault_file)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from ._egress.vault import Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
+from .secrets import Vault, VaultEvent, VaultPreset, VaultScope, VaultSecret
 from .settings import api_key as api_key_setting
 from .settings import remote_for
 

@@ -29,11 +29,9 @@ import threading
 import weakref
 from collections import deque
 from datetime import datetime, timezone
-from typing import Literal, Optional
+from typing import Optional
 
-from pydantic import Field
-
-from .._model import Model  # built on first use (a cold start pays for what it uses)
+from ..security.audit import AuditEvent as AuditEvent  # its public home
 
 DEFAULT_MASK_PATTERNS = ("*_KEY", "*_SECRET", "*_TOKEN", "*_PASSWORD", "*_CREDENTIALS", "API_KEY",
                          "SECRET_KEY")
@@ -67,39 +65,6 @@ def _forget(counted: list[int]) -> None:
     """A log is gone (its sandbox's session was dropped): give its bytes back."""
     PROCESS_LOGS.add(-counted[0])
     counted[0] = 0
-
-
-class AuditEvent(Model):
-    """One outbound event of a sandbox."""
-
-    timestamp: datetime
-    method: str = ""  # the HTTP method; "DNS", "CONNECT" (a TCP connection), "TLS" otherwise
-    url: str = ""
-    status_code: int = 0
-    pii_redactions: int = 0
-    injection_blocks: int = 0
-    transformations_applied: int = 0
-    direction: Literal["outbound"] = "outbound"
-    kind: Literal["dns", "connection", "request", "guard", "tool"] = "request"  # "tool": a host tool call
-    decision: Literal["allowed", "denied"] = "allowed"
-    rule: str = ""  # the policy entry (or check) that decided
-    reason: str = ""
-    host: str = ""  # the name the connection is bound to (or the literal address)
-    address: str = ""
-    port: int = 0
-    tls: bool = False
-    bytes_out: int = 0
-    bytes_in: int = 0
-    duration_ms: float = 0.0
-    secrets_injected: list[str] = Field(default_factory=list)  # variable names, never values
-    error: str = ""
-    # content guards (security=): what was found whatever the action, and what was done
-    pii_detections: int = 0
-    pii_rehydrations: int = 0
-    injection_detections: int = 0
-    invisible_chars: int = 0
-    guard: str = ""  # the guard that blocked the request or response, or cut the response
-    guard_notes: list[str] = Field(default_factory=list)
 
 
 def now() -> datetime:

@@ -26,24 +26,17 @@ The engine takes plain data (lists of strings and a bool); `Policy.from_create` 
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, Optional
 
-from ..exceptions import InvalidArgumentException
-
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
-
-ALL_TRAFFIC = "0.0.0.0/0"
-
-
-class PolicyError(InvalidArgumentException, ValueError):
-    """A network policy entry, secret or vault setting (or a name or address the guest gave) is
-    not acceptable."""
+# The rule grammar is declaw_wasm.security.network_rules' (one parser for the relay, secrets, vault
+# scopes and the declaw config models); re-exported here for the engine's users.
+from ..security.network_rules import ALL_TRAFFIC as ALL_TRAFFIC
+from ..security.network_rules import NUMERIC_LABEL, IPAddress, IPNetwork, PolicyError, Rule, parse_rule
+from ..security.network_rules import normalize_name as normalize_name
 
 
 def _nets(*texts: str) -> tuple[IPNetwork, ...]:
@@ -74,8 +67,6 @@ METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata",
                             "instance-data", "instance-data.ec2.internal"})
 
-_LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?")
-_NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)")
 
 
 # -- addresses --------------------------------------------------------------------------------
@@ -127,23 +118,12 @@ def parse_address(text: str) -> Optional[IPAddress]:
     except ValueError:
         pass
     last = bare.rsplit(".", 1)[-1].lower()
-    if bare and _NUMERIC_LABEL.fullmatch(last):  # no top-level domain is numeric
+    if bare and NUMERIC_LABEL.fullmatch(last):  # no top-level domain is numeric
         address = parse_inet_aton(bare.lower())
         if address is None:
             raise PolicyError(f"{text!r} is not a valid IPv4 address")
         return address
     return None
-
-
-def normalize_name(text: str) -> str:
-    """A host name as rules match it: lower case, no trailing dot. Raises PolicyError for what
-    no DNS name can be (bad characters, empty labels, too long)."""
-    name = text.strip().lower()
-    if name.endswith("."):
-        name = name[:-1]
-    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
-        raise PolicyError(f"{text!r} is not a valid host name")
-    return name
 
 
 def unwrap(ip: IPAddress) -> IPAddress:
@@ -279,76 +259,6 @@ def _kind(ip: IPAddress) -> str:
     if ip.is_private:
         return "private"
     return "reserved"
-
-
-# -- rules ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Rule:
-    """One policy entry: its text, and what it matches."""
-
-    text: str
-    kind: str  # "all", "cidr", "domain", "wildcard", "regex"
-    network: Optional[IPNetwork] = None
-    pattern: Optional["re.Pattern[str]"] = None
-
-    def matches_name(self, name: str) -> bool:
-        if self.kind == "domain":
-            return name == self.text
-        if self.kind == "wildcard":
-            return name.endswith(self.text[1:])  # "*.x.com" -> ".x.com": subdomains only
-        if self.kind == "regex":
-            assert self.pattern is not None
-            return self.pattern.search(name) is not None
-        return False
-
-    def matches_address(self, ip: IPAddress) -> bool:
-        if self.kind == "all":
-            return True
-        if self.kind == "cidr":
-            assert self.network is not None
-            return ip.version == self.network.version and ip in self.network
-        return False
-
-    @property
-    def names_addresses(self) -> bool:
-        return self.kind in ("all", "cidr")
-
-
-def parse_rule(entry: Any, where: str) -> Rule:
-    """One `allow_out` / `deny_out` entry, checked."""
-    if not isinstance(entry, str) or not entry.strip():
-        raise PolicyError(f"{where}: entries must be non-empty strings, got {entry!r}")
-    text = entry.strip()
-    if text.upper() == "ALL_TRAFFIC":
-        text = ALL_TRAFFIC
-    if text.startswith("~"):
-        if where != "allow_out":
-            raise PolicyError(f"{where}: {entry!r}: only allow_out takes ~regex entries")
-        try:
-            return Rule(text, "regex", pattern=re.compile(text[1:]))
-        except re.error as exc:
-            raise PolicyError(f"{where}: {entry!r} is not a valid regular expression: {exc}") from None
-    try:
-        network = ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        network = None
-    if network is not None:
-        if network.prefixlen == 0:
-            return Rule(text, "all" if network.version == 4 else "cidr", network=network)
-        return Rule(text, "cidr", network=network)
-    if where != "allow_out":
-        raise PolicyError(f"{where}: {entry!r} is not an IP address or CIDR (deny_out takes only "
-                          "those; to keep a domain out, list what is allowed in allow_out)")
-    wildcard = text.startswith("*.")
-    try:
-        name = normalize_name(text[2:] if wildcard else text)
-    except PolicyError:
-        raise PolicyError(f"{where}: {entry!r} is not an IP, CIDR, domain or *.domain") from None
-    if "." not in name:
-        raise PolicyError(f"{where}: {entry!r}: single-label names are not accepted (use a full "
-                          "domain name)")
-    return Rule("*." + name if wildcard else name, "wildcard" if wildcard else "domain")
 
 
 def _entries(value: Any, where: str) -> list[Any]:

@@ -34,44 +34,14 @@ from ipaddress import ip_address
 from typing import TYPE_CHECKING, Iterable, Optional
 from urllib.parse import quote
 
+from ..secrets import MAX_SECRET_BYTES as MAX_SECRET_BYTES
+from ..secrets import Secret as Secret  # its public home is declaw_wasm.secrets
 from .policy import PolicyError, Rule, parse_rule
 
 if TYPE_CHECKING:
-    from .vault import VaultScope
+    from ..secrets import VaultScope
 
 VAULT_PLACEHOLDER = "declaw:vault-managed"
-MAX_SECRET_BYTES = 16 << 10
-
-
-class Secret:
-    """A value the guest may use but never see: `Secret("sk-...", hosts=["api.openai.com"])`.
-
-    `hosts` entries are as in `allow_out` (domains, `*.domain`, `~regex`, IPs, CIDRs): the value
-    is only ever sent over verified TLS to those."""
-
-    __slots__ = ("_value", "hosts")
-
-    def __init__(self, value: str, hosts: Iterable[str]) -> None:
-        if not isinstance(value, str) or not value:
-            raise PolicyError("Secret: the value must be a non-empty string")
-        if len(value.encode("utf-8", "surrogatepass")) > MAX_SECRET_BYTES:
-            raise PolicyError(f"Secret: the value is longer than {MAX_SECRET_BYTES} bytes")
-        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-            raise PolicyError("Secret: the value contains control characters (CR, LF, NUL...)")
-        if isinstance(hosts, str) or not hosts:
-            raise PolicyError("Secret: hosts must be a non-empty list of domains (as in allow_out)")
-        self._value = value
-        self.hosts = [parse_rule(h, "allow_out").text for h in hosts]
-
-    def reveal(self) -> str:
-        """The value (host side only)."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret('***', hosts={self.hosts!r})"
-
-    def __reduce__(self) -> str:
-        raise TypeError("a Secret is not picklable: its value must never be written anywhere")
 
 
 @dataclass
@@ -116,7 +86,7 @@ class SecretBook:
                 found.append(Injection(name, secret.reveal(), "declaw-secret-" + _random.token_hex(16),
                                        [parse_rule(h, "allow_out") for h in secret.hosts]))
         if vault_refs:
-            from .vault import Vault
+            from ..secrets import Vault
 
             store = vault if isinstance(vault, Vault) else Vault.default()
             if not isinstance(vault_refs, dict):

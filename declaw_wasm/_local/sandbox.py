@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterator, List, Optional, Seque
 from .._args import checkpoint_policy
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
-from .._egress.audit import AuditEvent
+from ..security.audit import AuditEvent
 from .._egress.create import EgressPlan, plan_from_create, secrets_of, security_policy
 from .._packages.catalog import GuestTemplate, lookup
 from .._printable import logger

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
 
 from .._backend import Callback, EventLog, ToolSpec, WriteData, tools_unreachable
-from .._egress.audit import AuditEvent
+from ..security.audit import AuditEvent
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from ..limits import Limits

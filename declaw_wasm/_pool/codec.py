@@ -39,7 +39,7 @@ from pydantic import BaseModel
 
 from ..execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
 from ..limits import Limits
-from .._egress.audit import AuditEvent
+from ..security.audit import AuditEvent
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                      SandboxMetrics, Snapshot, WriteInfo)
 from ..wire import (CellResultLine, CreateContext, CreatePty, CreateSandbox, EndLine, ErrorBody,

@@ -281,7 +281,7 @@ class RemoteSandbox:
         return bool(self.conn.request("DELETE", self._path())["killed"])
 
     def audit_events(self) -> List[Any]:
-        from .._egress.audit import AuditEvent
+        from ..security.audit import AuditEvent
 
         return [AuditEvent.model_validate(e) for e in self.conn.request("GET", self._ours("/audit"))]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from .._egress.vault import VaultEvent, VaultPreset, VaultScope, VaultSecret
+from ..secrets import VaultEvent, VaultPreset, VaultScope, VaultSecret
 from ..exceptions import InvalidArgumentException
 from ..wire import PREFIX
 from .connection import Connection, segment

@@ -1,10 +1,17 @@
-"""Audit config and record (declaw 1.7.0's `AuditConfig`, `AuditEntry`)."""
+"""Audit config and record (declaw 1.7.0's `AuditConfig`, `AuditEntry`), and `AuditEvent`.
+
+`AuditEvent` is what `Sandbox.audit_events()` returns: declaw's `AuditEntry` fields plus what declaw
+keeps server-side (declaw_wasm/_egress/audit.py records them, bounded and masked).
+"""
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
+
+from .._model import Model  # built on first use (a cold start pays for what it uses)
 from ._model import ConfigModel
 
 
@@ -57,3 +64,36 @@ class AuditEntry(ConfigModel):
             transformations_applied=data.get("transformations_applied", 0),
             direction=data.get("direction", "outbound"),
         )
+
+
+class AuditEvent(Model):
+    """One outbound event of a sandbox."""
+
+    timestamp: datetime.datetime
+    method: str = ""  # the HTTP method; "DNS", "CONNECT" (a TCP connection), "TLS" otherwise
+    url: str = ""
+    status_code: int = 0
+    pii_redactions: int = 0
+    injection_blocks: int = 0
+    transformations_applied: int = 0
+    direction: Literal["outbound"] = "outbound"
+    kind: Literal["dns", "connection", "request", "guard", "tool"] = "request"  # "tool": a host tool call
+    decision: Literal["allowed", "denied"] = "allowed"
+    rule: str = ""  # the policy entry (or check) that decided
+    reason: str = ""
+    host: str = ""  # the name the connection is bound to (or the literal address)
+    address: str = ""
+    port: int = 0
+    tls: bool = False
+    bytes_out: int = 0
+    bytes_in: int = 0
+    duration_ms: float = 0.0
+    secrets_injected: list[str] = Field(default_factory=list)  # variable names, never values
+    error: str = ""
+    # content guards (security=): what was found whatever the action, and what was done
+    pii_detections: int = 0
+    pii_rehydrations: int = 0
+    injection_detections: int = 0
+    invisible_chars: int = 0
+    guard: str = ""  # the guard that blocked the request or response, or cut the response
+    guard_notes: list[str] = Field(default_factory=list)

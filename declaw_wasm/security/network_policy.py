@@ -1,46 +1,50 @@
 """Network rules as declaw 1.7.0 spells them (`NetworkPolicy`, `SandboxNetworkOpts`, `ALL_TRAFFIC`).
 
-Only the config and its validation live here; matching connections against the rules is the
-egress door's job. Validation: `allow_out` entries are an IP, a CIDR (v4 or v6), a domain or
-`*.domain`; `deny_out` entries an IP or CIDR. `~regex` entries are refused, as declaw 1.7.0 does.
+Only the config lives here; matching connections against the rules is the egress door's job.
+Validation is the door's own parser (network_rules.py `parse_rule`), so a model accepts exactly
+what the door enforces: `allow_out` entries are an IP, a CIDR (v4 or v6), a domain, `*.domain`
+or `~regex`; `deny_out` entries an IP or CIDR (or `ALL_TRAFFIC`). declaw 1.7.0's own validation
+refuses `~regex` entries (its docs and vault scopes use them) and some names the door accepts
+(`EXAMPLE.COM.`, `ex_ample.com`); docs/differences.md lists where we differ.
 (For the door: `*.x.com` matches subdomains of x.com, not x.com itself.)
 """
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from typing import Any
 
 from pydantic import Field, field_validator
 
 from ._model import ConfigModel
+from .network_rules import ALL_TRAFFIC as ALL_TRAFFIC
+from .network_rules import PolicyError, parse_rule
 
-ALL_TRAFFIC: str = "0.0.0.0/0"
-
-_DOMAIN = re.compile(r"^(\*\.)?([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?\.)+[a-zA-Z]{2,}$")
 _AUTO_DNS = "8.8.8.8"
 
 
 def is_ip_or_cidr(value: str) -> bool:
-    try:
-        ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        return False
-    return True
+    """Whether `value` is an IP or CIDR entry (`ALL_TRAFFIC` included)."""
+    return _kind(value, "deny_out") in ("all", "cidr")
 
 
 def is_domain_rule(value: str) -> bool:
-    return bool(_DOMAIN.match(value))
+    """Whether `value` is a domain, `*.domain` or `~regex` entry (one the door matches names with)."""
+    return _kind(value, "allow_out") in ("domain", "wildcard", "regex")
+
+
+def _kind(value: Any, where: str) -> str:
+    try:
+        return parse_rule(value, where).kind
+    except PolicyError:
+        return ""
 
 
 def validate_network_entry(entry: Any, *, allow_domains: bool = True) -> str:
-    """Return `entry` if it is a valid rule, else raise ValueError saying what is allowed."""
-    if isinstance(entry, str) and (is_ip_or_cidr(entry) or (allow_domains and is_domain_rule(entry))):
-        return entry
-    allowed = ("an IP address, CIDR block, or domain name (with optional wildcard prefix)"
-               if allow_domains else "an IP address or CIDR block (domains are not allowed here)")
-    raise ValueError(f"Invalid network entry: '{entry}'. Must be {allowed}.")
+    """Return `entry` (as given) if it is a valid rule, else raise ValueError (a `PolicyError`)
+    saying what is wrong and what is allowed. `parse_rule` (network_rules.py), the egress door's
+    own parser, judges it: `allow_domains` is `allow_out`'s grammar, else `deny_out`'s."""
+    parse_rule(entry, "allow_out" if allow_domains else "deny_out")
+    return entry
 
 
 class _NetworkRules(ConfigModel):

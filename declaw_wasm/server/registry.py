@@ -23,7 +23,7 @@ class Registry:
     MAX_WATCHES = 256  # open watches per server (the backend caps each sandbox too)
 
     def __init__(self, sandboxes: Sandboxes, vault: Any = None) -> None:
-        from .._egress.vault import Vault
+        from ..secrets import Vault
 
         self.sandboxes = sandboxes
         self.vault: Vault = vault if vault is not None else Vault.default()  # the vault routes' and vault_refs'

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from ..._egress.audit import AuditEvent
+from ...security.audit import AuditEvent
 from ..._threads import in_thread
 from ...wire import PREFIX
 from ..registry import Registry

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel
 
-from ..._egress.vault import VaultEvent, VaultPreset, VaultSecret
+from ...secrets import VaultEvent, VaultPreset, VaultSecret
 from ..._threads import in_thread
 from ...exceptions import InvalidArgumentException, NotFoundException
 from ...wire import ErrorBody
