@@ -112,3 +112,20 @@ def test_a_refused_entry_is_named_with_what_was_wrong(entry: Any, where: str, wo
     with pytest.raises(PolicyError, match=words) as caught:
         validate_network_entry(entry, allow_domains=where == "allow_out")
     assert repr(entry) in str(caught.value)
+
+
+def test_a_regex_rule_matches_in_time_linear_in_the_guests_host_name() -> None:
+    """A `~regex` entry is the user's, the host names it meets are the guest's: it runs on RE2,
+    so a backtracking pattern cannot be made to stall the host (with `re`, `^(a+)+$` against 30
+    a's and a '!' takes seconds); what RE2 lacks is refused when the rule is built."""
+    import time
+
+    from declaw_wasm.security.network_rules import PolicyError, parse_rule
+
+    rule = parse_rule("~^(a+)+$", "allow_out")
+    started = time.perf_counter()
+    assert not rule.matches_name("a" * 250 + "!")
+    assert time.perf_counter() - started < 0.5
+    assert rule.matches_name("aaa")
+    with pytest.raises(PolicyError, match="backreferences"):
+        parse_rule(r"~(a)\1", "allow_out")

@@ -60,7 +60,7 @@ class Rule:
     text: str
     kind: str  # "all", "cidr", "domain", "wildcard", "regex"
     network: Optional[IPNetwork] = None
-    pattern: Optional["re.Pattern[str]"] = None
+    pattern: Any = None  # an RE2 pattern (`_re2.compile_user_pattern`)
 
     def matches_name(self, name: str) -> bool:
         if self.kind == "domain":
@@ -97,9 +97,11 @@ def parse_rule(entry: Any, where: str) -> Rule:
             raise PolicyError(f"{where}: {entry!r}: only allow_out takes ~regex entries")
         if not text[1:]:
             raise PolicyError(f"{where}: {entry!r}: a ~regex entry needs a pattern after the ~")
-        try:
-            return Rule(text, "regex", pattern=re.compile(text[1:]))
-        except re.error as exc:
+        from ._re2 import compile_user_pattern  # (imported when a policy has one: RE2 is ~2 MB)
+
+        try:  # RE2: the host names it is matched against are the guest's (_re2.py says why)
+            return Rule(text, "regex", pattern=compile_user_pattern(text[1:]))
+        except ValueError as exc:
             raise PolicyError(f"{where}: {entry!r} is not a valid regular expression: {exc}") from None
     try:
         network = ipaddress.ip_network(text, strict=False)
