@@ -194,6 +194,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    # tests that trace allocations leave tracemalloc on (tests/tracing.py says why): last
+    items.sort(key=lambda item: item.get_closest_marker("traces_memory") is not None)
 
 
 @pytest.fixture

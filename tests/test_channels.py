@@ -13,7 +13,6 @@ import pickle
 import struct
 import threading
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,6 +27,9 @@ from declaw_wasm._pool.client import OUTPUT_SLACK, TRUNCATED
 from declaw_wasm._pool.pool import MAX_TOOL_BYTES, ProcessPool
 
 from security.support import PeakRSS
+from tracing import traced
+
+pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 MiB = 1 << 20
 FACTOR = 48  # the most a decoded message may cost in Python objects, times its size (~40 measured)
@@ -37,14 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # -- the codec, alone --------------------------------------------------------------------------------
 def _cost(data: bytes) -> tuple[Any, int]:
     """(what `unpack` made of `data`, or the exception it raised; the peak bytes it allocated)."""
-    tracemalloc.start()
-    try:
-        out: Any = unpack(data)
-    except Exception as exc:  # the caller checks which
-        out = exc
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return out, peak
+    with traced() as peak:
+        try:
+            out: Any = unpack(data)
+        except Exception as exc:  # the caller checks which
+            out = exc
+        return out, peak.now()
 
 
 def _array(n: int, item: bytes) -> bytes:

@@ -9,7 +9,6 @@ import gc
 import struct
 import threading
 import time
-import tracemalloc
 from typing import Any, Iterator
 
 import msgpack
@@ -24,6 +23,9 @@ from declaw_wasm._wasm.door import (MAX_DEPTH, MAX_FRAME, MEMORY_FACTOR, MEMORY_
                                     RequestError, Str, UndeclaredField, decode, measure, watch_reads)
 from declaw_wasm._wasm.shims import MAX_ANSWER, Encoded, answer_frame
 from fuzz import strategies
+from tracing import traced
+
+pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 # -- the declarations ------------------------------------------------------------------------------
 
@@ -129,15 +131,13 @@ def test_a_handler_that_reads_an_undeclared_field_fails_under_watch() -> None:
 
 def _decoded_peak(frame: bytes) -> int:
     gc.collect()
-    tracemalloc.start()
-    try:
-        value = msgpack.unpackb(frame, raw=False, strict_map_key=False)
-        del value
-    except Exception:
-        pass
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
+    with traced() as peak:
+        try:
+            value = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+            del value
+        except Exception:
+            pass
+        return peak.now()
 
 
 N = 1 << 16

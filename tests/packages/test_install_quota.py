@@ -5,7 +5,6 @@ find-links folder is looked at with bounded host memory: the confined files API'
 from __future__ import annotations
 
 import os
-import tracemalloc
 from pathlib import Path
 from typing import Iterator
 
@@ -16,6 +15,9 @@ from declaw_wasm._hostfs.walk import usage
 from declaw_wasm._local.files import SandboxFS
 from declaw_wasm.exceptions import InvalidArgumentException, NotEnoughSpaceException
 from declaw_wasm.models import FileType
+from tracing import traced
+
+pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 MIB = 1 << 20
 
@@ -86,13 +88,10 @@ def test_a_folder_is_looked_at_entry_by_entry_up_to_a_bound(fs: SandboxFS) -> No
         (folder / ("f" * 245 + f"{i:05d}")).touch()
     (folder / "sub.whl").mkdir()
     os.symlink("elsewhere", folder / "link.whl")
-    tracemalloc.start()
-    try:
+    with traced() as peak:
         with pytest.raises(InvalidArgumentException, match="/tmp/wide: more than 1000 entries"):
             fs.entries("/tmp/wide", 1000)
-        assert tracemalloc.get_traced_memory()[1] < 2 * MIB
-    finally:
-        tracemalloc.stop()
+        assert peak.now() < 2 * MIB
     got = dict(fs.entries("/tmp/wide", 20_002))
     assert len(got) == 20_002 and got["sub.whl"] == FileType.DIR and got["link.whl"] == FileType.SYMLINK
     assert got["f" * 245 + "00000"] == FileType.FILE

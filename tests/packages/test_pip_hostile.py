@@ -13,9 +13,8 @@ import hashlib
 import json
 import os
 import re
-import tracemalloc
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
@@ -25,11 +24,13 @@ from declaw_wasm._packages.wheel_check import MAX_MEMBERS
 
 from security.support import PeakRSS
 from .conftest import ChildPeak, Hits, HostTmp, Index
+from tracing import Peak
 from wheels import make_wheel, many_members_zip, stuffed_wheel
 
 MIB = 1 << 20
 
-pytestmark = [pytest.mark.guest, pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)]
+pytestmark = [pytest.mark.guest, pytest.mark.traces_memory,  # tracemalloc stays on after them (tracing.py)
+              pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)]
 
 DOOR = """
 import json, sys, _host, msgpack
@@ -314,18 +315,18 @@ class HostCost:
         self.tracing = maker.mode == "in-process"
         self.rss = PeakRSS(maker.host_pid(sbx))
         self.traced = 0
+        self.heap: Optional[Peak] = None
 
     def __enter__(self) -> "HostCost":
         if self.tracing:
-            tracemalloc.start()
+            self.heap = Peak()  # tracing stays on once started (tracing.py says why)
         self.rss.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.rss.__exit__(*exc)
-        if self.tracing:
-            self.traced = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
+        if self.heap is not None:
+            self.traced = self.heap.now()
 
     def check(self, what: str) -> None:
         assert self.traced < 16 * MIB, f"{what}: {self.traced >> 20} MiB of Python objects on the host"

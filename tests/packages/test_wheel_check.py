@@ -7,7 +7,6 @@ versions of these attacks are in test_pip_hostile.py."""
 from __future__ import annotations
 
 import struct
-import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Iterator
@@ -19,17 +18,16 @@ from declaw_wasm._packages.wheel_check import (DIST_INFO_BYTES, FILE_BYTES, MAX_
                                                WheelError, check_wheel)
 
 from wheels import make_wheel, many_members_zip, stuffed_wheel
+from tracing import Peak
+
+pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 MIB = 1 << 20
 
 
 @pytest.fixture
-def traced() -> Iterator[None]:
-    tracemalloc.start()
-    try:
-        yield
-    finally:
-        tracemalloc.stop()
+def traced() -> Iterator[Peak]:
+    yield Peak()  # tracing stays on once started (tracing.py says why)
 
 
 def refused(path: Path, *words: str, max_files: int | None = None) -> str:
@@ -42,7 +40,7 @@ def refused(path: Path, *words: str, max_files: int | None = None) -> str:
     return str(got.value)
 
 
-def test_a_wheels_member_list_is_bounded_before_it_is_built(tmp_path: Path, traced: None) -> None:
+def test_a_wheels_member_list_is_bounded_before_it_is_built(tmp_path: Path, traced: Peak) -> None:
     """The central directory is walked, counted and refused past MAX_MEMBERS before zipfile
     builds a ZipInfo (~400 bytes) per entry: a 4.7 MB zip of 100 000 one-letter entries costs
     the check about its directory's bytes, not ~40 MiB; a 19 MB one is refused by the size of
@@ -50,9 +48,9 @@ def test_a_wheels_member_list_is_bounded_before_it_is_built(tmp_path: Path, trac
     for count, words in ((100_000, ("more than", str(MAX_MEMBERS), "members")), (400_000, ("list of members",))):
         path = tmp_path / f"many{count}-1.0-py3-none-any.whl"
         path.write_bytes(many_members_zip(count))
-        tracemalloc.reset_peak()
+        traced.reset()
         refused(path, *words)
-        assert tracemalloc.get_traced_memory()[1] < 8 * MIB, tracemalloc.get_traced_memory()
+        assert traced.now() < 8 * MIB, traced.now()
     # what zipfile parses goes by the directory's size, not the count the end record states
     data = bytearray(many_members_zip(30_000))
     at = data.rfind(b"PK\x06\x06")

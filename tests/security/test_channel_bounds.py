@@ -17,7 +17,6 @@ import re
 import socket
 import threading
 import time
-import tracemalloc
 from typing import Any, Callable
 
 import pytest
@@ -28,6 +27,9 @@ from declaw_wasm._pool.pool import ProcessPool
 
 from . import support
 from .support import PeakRSS, assert_host_fine
+from tracing import Peak
+
+pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
@@ -101,15 +103,10 @@ def test_a_cells_logs_and_results_share_the_output_limit(mode: str, make: Callab
     else this process's RSS (the Execution crosses the channel to it)."""
     sandbox = make(limits=Limits(output_limit=MiB), timeout=300)
     sandbox.run_code("1")
-    here = mode in ("in-process", "served")
-    if here:
-        tracemalloc.start()
-    try:
-        with PeakRSS(os.getpid()) as mem:
-            ex = sandbox.run_code(CELL, timeout=240)
-        cost = tracemalloc.get_traced_memory()[1] if here else mem.growth
-    finally:
-        tracemalloc.stop()
+    heap = Peak() if mode in ("in-process", "served") else None
+    with PeakRSS(os.getpid()) as mem:
+        ex = sandbox.run_code(CELL, timeout=240)
+    cost = heap.now() if heap is not None else mem.growth
     assert ex.error is None, ex.error
     kept = sum(len(r.html or "") for r in ex.results) + sum(map(len, ex.logs.stdout + ex.logs.stderr))
     assert 0 < len(ex.results) < 1024 and kept <= MiB, (len(ex.results), kept)
@@ -145,14 +142,10 @@ def test_a_cells_results_cost_the_host_what_they_hold(mode: str, make: Callable[
     sandbox = make(limits=Limits(output_limit=limit), timeout=300)
     sandbox.run_code("1")
     here, peak = _heap_or_rss(mode)
-    if here:
-        tracemalloc.start()
-    try:
-        with peak() as mem:
-            ex = sandbox.run_code(SMALL_FRAMES, timeout=240)
-        cost = tracemalloc.get_traced_memory()[1] if here else mem.growth
-    finally:
-        tracemalloc.stop()
+    heap = Peak() if here else None
+    with peak() as mem:
+        ex = sandbox.run_code(SMALL_FRAMES, timeout=240)
+    cost = heap.now() if heap is not None else mem.growth
     assert ex.error is None and ex.text == "the end", ex
     assert 1 <= sum(not r.is_main_result for r in ex.results) <= 2, len(ex.results)  # a megabyte each
     assert any("results dropped" in line for line in ex.logs.stderr)
@@ -206,30 +199,25 @@ def test_a_cells_tiny_writes_cost_the_host_the_output_limit_however_slowly_they_
         return take
 
     here, peak = _heap_or_rss(mode)
-    if here:
-        tracemalloc.start()
-    try:
-        with peak() as mem:
-            ex = sandbox.run_code(code, timeout=240, on_stdout=slow("stdout"), on_stderr=slow("stderr"))
-        cost = tracemalloc.get_traced_memory()[1] if here else mem.growth
-        stalled = 0
-        if mode == "served":  # a client that stops reading: the cell runs on, its output waits merged
-            other = make(limits=Limits(output_limit=4 * MiB), timeout=300)  # 120 000 writes, all kept before
-            other.run_code("1")
-            tracemalloc.reset_peak()
-            arguments = where("served")
-            client = _stalled_cell(arguments["domain"], arguments["api_key"], other,
-                                   PAIRS_OF_WRITES.format(pairs=60_000))
-            try:
-                assert client.recv(12).startswith(b"HTTP/1.1 200")
-                assert other.run_code("'next'", timeout=240).text == "next"  # after the stalled cell
-                stalled = tracemalloc.get_traced_memory()[1]
-            finally:
-                tracemalloc.stop()  # first: stopping it while other threads allocate can crash CPython 3.11
-                client.close()
-                other.kill()
-    finally:
-        tracemalloc.stop()
+    heap = Peak() if here else None
+    with peak() as mem:
+        ex = sandbox.run_code(code, timeout=240, on_stdout=slow("stdout"), on_stderr=slow("stderr"))
+    cost = heap.now() if heap is not None else mem.growth
+    stalled = 0
+    if mode == "served":  # a client that stops reading: the cell runs on, its output waits merged
+        other = make(limits=Limits(output_limit=4 * MiB), timeout=300)  # 120 000 writes, all kept before
+        other.run_code("1")
+        heap = Peak()
+        arguments = where("served")
+        client = _stalled_cell(arguments["domain"], arguments["api_key"], other,
+                               PAIRS_OF_WRITES.format(pairs=60_000))
+        try:
+            assert client.recv(12).startswith(b"HTTP/1.1 200")
+            assert other.run_code("'next'", timeout=240).text == "next"  # after the stalled cell
+            stalled = heap.now()
+        finally:
+            client.close()
+            other.kill()
     assert ex.error is None, ex.error
     out, err = "".join(ex.logs.stdout), "".join(ex.logs.stderr)
     assert set(out.replace(TRUNCATED, "")) == {"x"} and set(err.replace(TRUNCATED, "")) == {"y"}, (out[-80:], err[-80:])

@@ -17,6 +17,9 @@ from declaw_wasm._hostfs.exports import ExportBudget
 from declaw_wasm.exceptions import NotEnoughSpaceException
 from declaw_wasm._hostfs import trees
 from declaw_wasm._wasm import image as wimage
+from tracing import traced
+
+pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 
 def _image(pieces: list[tuple[int, bytes]], size: int = 1 << 20, codec: str = "zstd") -> wimage.GuestImage:
@@ -368,8 +371,6 @@ def test_reading_a_tree_back_bounds_its_extended_headers(tmp_path: Path) -> None
 def test_writing_a_tree_holds_no_name_once_written(tmp_path: Path) -> None:
     """3000 files with ~3.6 KB paths (10 MB of names): the export's memory stays far below that
     (tarfile's TarFile would keep every member it wrote, names and all)."""
-    import tracemalloc
-
     src = tmp_path / "src"
     src.mkdir()
     fd = _nest(src, [NAME] * 14)
@@ -380,10 +381,7 @@ def test_writing_a_tree_holds_no_name_once_written(tmp_path: Path) -> None:
     warm = tmp_path / "warm"  # what the first export imports is not the export's
     warm.mkdir()
     trees.write_tar(warm, _Sink(), _budget(), "/home/user")  # type: ignore[arg-type]
-    tracemalloc.start()
-    try:
+    with traced() as traced_peak:
         count, _ = trees.write_tar(src, _Sink(), _budget(), "/home/user")  # type: ignore[arg-type]
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+        peak = traced_peak.now()
     assert count == 3014 and peak < 4 * MIB, peak  # (a 256 KiB write buffer, a folder's entries)
