@@ -24,7 +24,7 @@ wrong Host, 431 head too large, 413 body too large for a guard, 501 Upgrade, 502
 connection closes.
 
 What the relay keeps beyond its windows is counted in `ctx.hold` (budget.py) as it grows: a
-body's decoders (decoded with security/encoding.py's bounded decoders, whose `Meter` reserves
+body's decoders (decoded with _codings.py's bounded decoders, whose `Meter` reserves
 each window before the decoder allocates it), a request body a guard holds whole, an answer a
 guard holds back; it is all given back when the exchange ends or is stopped.
 
@@ -41,8 +41,7 @@ from typing import Callable, Optional
 
 import h11
 
-from ..security.encoding import (DECODER_BYTES, Decoder, Meter, Refusing, decodable,
-                                 decoder_for, parse_codings, undecodable)
+from .._codings import DECODER_BYTES, BodyDecoder, Meter, decodable, parse_codings, undecodable
 from .audit import AuditEvent, now
 from .budget import Hold, HoldRefused
 from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
@@ -172,7 +171,7 @@ class HttpRelay:
         self._ex: Optional[_Exchange] = None
         self._sent_request = False
         self._response_started = False
-        self._decoder: Optional[Decoder] = None
+        self._decoder: Optional[BodyDecoder] = None
         self._scrubber: Optional[Scrubber] = None
         self._filter: Optional[ResponseFilter] = None
         self._held: Optional[tuple[int, Headers, bytes]] = None  # a head the filter holds back
@@ -529,9 +528,11 @@ class HttpRelay:
         if has_body and (secrets or guard_wants):
             encodings = ",".join(_get(headers, "content-encoding")).split(",")
             self._coding = ", ".join(e.strip() for e in encodings if e.strip())[:200]
-            decoder = decoder_for(encodings, Meter(reserve=self._keep_decoders))
-            if decoder is None and secrets:  # passed on raw, it would pass the values on too
-                decoder = Refusing(undecodable(encodings) or "")
+            # a body the host cannot decode is refused if it holds a byte, with secrets on: passed
+            # on raw, it would pass their values on too
+            decoder = BodyDecoder(encodings, meter=Meter(reserve=self._keep_decoders),
+                                  refuse_on_data=True) \
+                if secrets or undecodable(encodings) is None else None
             if decoder is not None:
                 headers = _without(headers, "content-encoding", "content-length", "transfer-encoding")
                 if secrets:
@@ -540,7 +541,7 @@ class HttpRelay:
                 # decode (corrupt, or over a bound) then gets a clear error, not a cut answer
                 self._await_body = bool(parse_codings(",".join(encodings)))
             elif guard_wants:  # the guard gets the raw bytes and their coding, and decides
-                decoder = decoder_for([])
+                decoder = BodyDecoder(None)
                 headers = _without(headers, "content-length", "transfer-encoding")
             self._decoder = decoder
             if guard_wants:

@@ -20,7 +20,7 @@ from ._http import (
     without,
 )
 from .bodies import Body, parse_body, parse_content_type
-from .encoding import MAX_CODINGS, EncodingError, StreamDecoder, available_codings, parse_codings
+from .._codings import MAX_CODINGS, BodyDecoder, EncodingError, available_codings, parse_codings
 from .rehydrate import ChunkRehydrator, SSERehydrator, rehydrate_counted
 from .tokens import TokenMap
 
@@ -94,8 +94,7 @@ class ResponseFilter:
                 self._active = False
             return
         if codings:
-            dec = StreamDecoder(codings, pipe.limits.max_response_body)
-            self._decoder = lambda data: dec.count(dec.feed(data))
+            self._decoder = BodyDecoder(codings, limit=pipe.limits.max_response_body).decode
         changes = bool(codings or rehydrate or pipe._in_rules)
         drop = {"transfer-encoding"} | DIGEST_HEADERS
         if changes:

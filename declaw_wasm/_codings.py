@@ -1,8 +1,11 @@
-"""Content-Encoding: decode bodies in bounded steps, with bounded decoder memory.
+"""The body codec: one streaming, bounded decoder for HTTP bodies and compressed archives.
 
-One implementation for the guards (`StreamDecoder`, `decode_all`) and the egress relay
-(declaw_wasm/_egress/http.py pulls from `decoder_for`'s decoders to scrub secrets and to feed
-the guards): what one bounds, the other does too.
+`BodyDecoder(codings)` undoes a body's Content-Encoding (identity, gzip, x-gzip, deflate, br,
+zstd; stacked, outermost last) for every reader of coded bytes: the egress relay
+(declaw_wasm/_egress/http.py pulls from it to scrub secrets and feed the guards), the guards
+(security/pipeline.py and response_filter.py push bodies through it) and the volume archive
+reader (declaw_wasm/_volumes/archive.py undoes a tar.gz or tar.zst with it). What one bounds, the
+others do too; the limits are parameters with one set of defaults (below).
 
 gzip, x-gzip and deflate use the standard library's zlib. br uses Google's `brotli` bindings
 (the reference implementation; 1.2 can bound each call's output) and zstd the standard library's
@@ -14,8 +17,8 @@ encoding they cannot decode is refused when a guard must read it — never passe
 What a hostile body can make the host hold is bounded, and past a bound the body is refused
 (`UndecodableBody`, naming the bound), never decoded into more memory:
 
-* **Output**: a decoder gives at most `limit` bytes per `take` (a decompression bomb costs
-  steps, not memory); `StreamDecoder` raises `DecodedTooLarge` past its total.
+* **Output**: `take(n)` gives at most `n` bytes (a decompression bomb costs steps, not memory);
+  with a `limit`, `DecodedTooLarge` past that many bytes in all.
 * **Stacking**: at most `MAX_CODINGS` (4) codings (real servers use one; curl stops at 5).
 * **Windows**, each read from the coding's own header before its decoder allocates anything:
   zstd at most 8 MiB (`ZSTD_WINDOW_LOG`: RFC 9659's limit for the `zstd` content coding; the
@@ -29,16 +32,29 @@ What a hostile body can make the host hold is bounded, and past a bound the body
   around it, and refuses two large ones (`br, br` at 16 MiB each: 38 MiB). Each decoder charges
   its memory to the body's `Meter` *before* allocating it; the relay's meter also reserves it in
   the connection's sandbox's and process's budgets (declaw_wasm/_egress/budget.py).
+
+What is a body, one way for every reader (the strictest the formats allow):
+
+* gzip: one or more members (RFC 1952 §2.2), each checked against its CRC-32 and length
+  trailer; zero bytes after a member are padding (as gzip(1) and Python's gzip module take
+  them); anything else after a member is refused (`CorruptBody`), never silently dropped.
+* deflate: one stream, zlib-wrapped (RFC 1950, its Adler-32 checked) or raw (RFC 1951, as some
+  servers send it); anything after its end is refused.
+* zstd: one or more frames (RFC 8878 §3.1), skippable frames and zero padding between them.
+* br: one stream; anything after its end is refused (by the library).
+* `end()` says whether the body ended where its codings end: one cut inside a gzip member, a
+  deflate stream, a br stream or a zstd frame raises `CorruptBody` ("ends early").
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import io
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import IO, Any, Optional, Protocol
 
 IDENTITY = ("identity", "")
 MiB = 1 << 20
@@ -58,6 +74,11 @@ class EncodingError(ValueError):
 
 class DecodedTooLarge(EncodingError):
     """A decoded body went past its size limit."""
+
+
+class CorruptBody(EncodingError):
+    """A body whose coded bytes are not what its coding says (bad data, a bad checksum, data after
+    its end, or an end inside it)."""
 
 
 class UndecodableBody(EncodingError):
@@ -83,7 +104,8 @@ def _optional(*names: str) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _zstd_module() -> Any:
+def zstd_module() -> Any:
+    """zstd's bindings (the stdlib's from Python 3.14, else backports.zstd), or None."""
     return _optional("compression.zstd", "backports.zstd")  # stdlib from Python 3.14
 
 
@@ -99,7 +121,7 @@ def _brotli_module() -> Any:
 def available_codings() -> tuple[str, ...]:
     """The content codings this host can decode, best first."""
     out = []
-    if _zstd_module() is not None:
+    if zstd_module() is not None:
         out.append("zstd")
     if _brotli_module() is not None:
         out.append("br")
@@ -109,7 +131,7 @@ def available_codings() -> tuple[str, ...]:
 def decodable() -> list[str]:
     """The content codings the host can undo (for messages: gzip, deflate, br, zstd)."""
     return ["gzip", "deflate", *(["br"] if _brotli_module() is not None else []),
-            *(["zstd"] if _zstd_module() is not None else [])]
+            *(["zstd"] if zstd_module() is not None else [])]
 
 
 def parse_codings(header: str | None) -> list[str]:
@@ -234,11 +256,12 @@ class Meter:
         return new
 
 
-# -- the decoders ---------------------------------------------------------------------------------
+# -- the codings ---------------------------------------------------------------------------------
 
-class Decoder(Protocol):
-    """A body's decoder: `feed` the coded bytes, `take(limit)` at most `limit` decoded bytes;
-    `pending`: `take` can make progress without more input; `buffered`: input bytes held."""
+class _Stage(Protocol):
+    """One coding's decoder: `feed` the coded bytes, `take(limit)` at most `limit` decoded
+    bytes; `pending`: `take` can make progress without more input; `buffered`: input bytes held;
+    `end()` raises if the input stopped inside the coding's stream."""
 
     def feed(self, data: bytes) -> None: ...
 
@@ -250,10 +273,12 @@ class Decoder(Protocol):
     @property
     def buffered(self) -> int: ...
 
+    def end(self) -> None: ...
+
 
 @dataclass
 class _Zlib:
-    """gzip (possibly several members) or deflate (zlib-wrapped or raw)."""
+    """gzip (one or more members) or deflate (zlib-wrapped or raw)."""
 
     kind: str
     meter: Meter
@@ -261,9 +286,12 @@ class _Zlib:
     d: Optional["zlib._Decompress"] = None
     more: bool = False  # the last call filled its output: the decoder may hold more
     charged: int = 0
+    started: bool = False  # a stream was begun (for `end`)
+    done: bool = False  # deflate: its one stream ended
 
     def _new(self, sample: bytes) -> "zlib._Decompress":
         self.charged = self.meter.need(self.charged, ZLIB_MEMORY, self.kind)
+        self.started = True
         if self.kind == "gzip":
             return zlib.decompressobj(16 + zlib.MAX_WBITS)
         wrapped = sample[0] & 0x0F == 8 and (sample[0] << 8 | sample[1]) % 31 == 0
@@ -272,21 +300,36 @@ class _Zlib:
     def feed(self, data: bytes) -> None:
         self.data += data
 
+    def _between(self) -> bool:
+        """Between streams: drop gzip's zero padding; True if another member starts here."""
+        if self.kind == "gzip" and not self.started:
+            return bool(self.data)  # (zlib says what is wrong with a first member)
+        if self.kind == "gzip":
+            self.data = self.data.lstrip(b"\x00")
+            if self.data[:2] == b"\x1f\x8b"[:len(self.data[:2])]:
+                return len(self.data) >= 2
+            raise CorruptBody("data after a gzip member is not another gzip member")
+        if self.done and self.data:
+            raise CorruptBody("data after the end of the deflate stream")
+        return not self.done and len(self.data) >= 2  # its first 2 bytes say whether it is wrapped
+
     def take(self, limit: int) -> bytes:
         out = b""  # (one chunk, the usual case, is returned without a copy)
         while len(out) < limit and (self.data or self.more):
             if self.d is None:
-                if not self.data or (self.kind == "deflate" and len(self.data) < 2):
+                if not self._between():
                     self.more = False
-                    break  # a deflate stream's first 2 bytes say whether it is wrapped
+                    break
                 self.d = self._new(self.data)
             room = limit - len(out)
-            chunk = self.d.decompress(self.data, room)
+            try:
+                chunk = self.d.decompress(self.data, room)
+            except zlib.error as exc:
+                raise CorruptBody(str(exc)) from None
             out += chunk
             if self.d.eof:
-                rest, self.d, self.more = self.d.unused_data, None, False
-                # another gzip member may follow; anything after a deflate stream is dropped
-                self.data = rest if self.kind == "gzip" and rest[:2] == b"\x1f\x8b" else b""
+                self.data, self.d, self.more = self.d.unused_data, None, False
+                self.done = self.kind == "deflate"
             else:
                 self.data = self.d.unconsumed_tail
                 self.more = len(chunk) == room
@@ -296,13 +339,20 @@ class _Zlib:
 
     @property
     def pending(self) -> bool:
-        if self.d is None and self.kind == "deflate" and len(self.data) < 2:
-            return False
+        if self.d is None:
+            if self.kind == "deflate" and not self.done and len(self.data) < 2:
+                return False
+            if self.kind == "gzip" and self.data in (b"\x1f",):
+                return False
         return bool(self.data) or self.more
 
     @property
     def buffered(self) -> int:
         return len(self.data)
+
+    def end(self) -> None:
+        if self.d is not None or (self.data.strip(b"\x00") if self.kind == "gzip" else self.data):
+            raise CorruptBody(f"the body ends inside a {self.kind} stream")
 
 
 @dataclass
@@ -313,11 +363,22 @@ class _Brotli:
     more: bool = False  # the decoder holds input or output it has not given yet
     inside: int = 0  # input handed to the decoder that it may still hold
     charged: int = 0
+    over: bytes = b""  # output past the last call's limit (the library's limit is loose: ~2x)
 
     def feed(self, data: bytes) -> None:
         self.data += data
 
     def take(self, limit: int) -> bytes:
+        if self.over:
+            out, self.over = self.over[:limit], self.over[limit:]
+            return out
+        out = self._process(limit)
+        if len(out) > limit:
+            out, self.over = out[:limit], out[limit:]
+        return out
+
+    def _process(self, limit: int) -> bytes:
+        brotli = _brotli_module()
         if self.d is None:
             if not self.data:
                 return b""
@@ -325,16 +386,19 @@ class _Brotli:
             window = (1 << bits) - 16
             self.charged = self.meter.need(0, window + BROTLI_STATE,
                                            f"br with a {size_text(window)} window")
-            self.d = _brotli_module().Decompressor()
+            self.d = brotli.Decompressor()
         d = self.d
-        if self.data and d.can_accept_more_data():
-            data, self.data = self.data, b""
-            self.inside = len(data)
-            out = d.process(data, output_buffer_limit=limit)
-        elif self.more:
-            out = d.process(b"", output_buffer_limit=limit)
-        else:
-            return b""
+        try:
+            if self.data and d.can_accept_more_data():
+                data, self.data = self.data, b""
+                self.inside = len(data)
+                out = d.process(data, output_buffer_limit=limit)
+            elif self.more:
+                out = d.process(b"", output_buffer_limit=limit)
+            else:
+                return b""
+        except brotli.error as exc:
+            raise CorruptBody(str(exc)) from None
         accepts = d.can_accept_more_data()
         # "can accept more" is not "has no more": with all its input taken, the decoder may still
         # have output to give (a highly compressed stream), until it is finished or gives nothing
@@ -345,11 +409,15 @@ class _Brotli:
 
     @property
     def pending(self) -> bool:
-        return self.more or bool(self.data)
+        return self.more or bool(self.data) or bool(self.over)
 
     @property
     def buffered(self) -> int:
         return len(self.data) + self.inside
+
+    def end(self) -> None:
+        if (self.d is not None and not self.d.is_finished()) or (self.d is None and self.data):
+            raise CorruptBody("the body ends inside the br stream")
 
 
 @dataclass
@@ -381,7 +449,7 @@ class _Zstd:
         if window:
             self.charged = self.meter.need(self.charged, window + ZSTD_STATE,
                                            f"zstd with a {size_text(window)} window")
-        zstd = _zstd_module()
+        zstd = zstd_module()
         self.d = zstd.ZstdDecompressor(options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG})
         return True
 
@@ -396,10 +464,10 @@ class _Zstd:
                 out = bytes(d.decompress(data, limit))
             else:
                 out = b"" if d.needs_input or d.eof else bytes(d.decompress(b"", limit))
-        except _zstd_module().ZstdError as exc:
+        except zstd_module().ZstdError as exc:
             if "memory" in str(exc):  # the frame's window is over window_log_max
                 raise UndecodableBody(ZSTD_WINDOW_ERROR) from None
-            raise
+            raise CorruptBody(str(exc)) from None
         if d.needs_input or d.eof:
             self.inside = 0
         return out
@@ -417,6 +485,12 @@ class _Zstd:
         d = self.d
         return len(self.data) + self.inside + (len(d.unused_data) if d is not None and d.eof else 0)
 
+    def end(self) -> None:
+        d = self.d
+        rest = self.data if d is None or not d.eof else (d.unused_data + self.data)
+        if (d is not None and not d.eof) or rest.strip(b"\x00"):
+            raise CorruptBody("the body ends inside a zstd frame")
+
 
 def _header_whole(data: bytes) -> bool:
     """Whether a zstd frame's header is whole (one over the bounds is: `take` then raises)."""
@@ -427,57 +501,8 @@ def _header_whole(data: bytes) -> bool:
 
 
 @dataclass
-class _Identity:
-    data: bytes = b""
-
-    def feed(self, data: bytes) -> None:
-        self.data += data
-
-    def take(self, limit: int) -> bytes:
-        out, self.data = self.data[:limit], self.data[limit:]
-        return out
-
-    @property
-    def pending(self) -> bool:
-        return bool(self.data)
-
-    @property
-    def buffered(self) -> int:
-        return len(self.data)
-
-
-@dataclass
-class Chain:
-    """Several codings (`Content-Encoding: gzip, br` is undone br first)."""
-
-    stages: list[Decoder] = field(default_factory=list)
-
-    def feed(self, data: bytes) -> None:
-        self.stages[0].feed(data)
-
-    def take(self, limit: int) -> bytes:
-        for i, stage in enumerate(self.stages[:-1]):
-            nxt = self.stages[i + 1]
-            while stage.pending and not nxt.pending:
-                chunk = stage.take(limit)
-                if not chunk:
-                    break
-                nxt.feed(chunk)
-        return self.stages[-1].take(limit)
-
-    @property
-    def pending(self) -> bool:
-        return any(stage.pending for stage in self.stages)
-
-    @property
-    def buffered(self) -> int:
-        return sum(stage.buffered for stage in self.stages)
-
-
-@dataclass
-class Refusing:
-    """The decoder of a body the host cannot decode (`undecodable`'s reason): an empty body
-    passes, the first byte is an error."""
+class _Refusing:
+    """A body the host cannot decode (`reason`): an empty body passes, its first byte raises."""
 
     reason: str
     data: bool = False
@@ -498,103 +523,196 @@ class Refusing:
     def buffered(self) -> int:
         return 0
 
-
-def decoder_for(encodings: list[str], meter: Optional[Meter] = None) -> Optional[Decoder]:
-    """A decoder for a Content-Encoding list (outermost last), charging `meter` (a fresh one
-    with the default cap if None), or None if the host cannot decode it (`undecodable` says
-    why)."""
-    if undecodable(encodings) is not None:
-        return None
-    meter = meter or Meter()
-    stages: list[Decoder] = []
-    for coding in reversed([e.strip().lower() for e in encodings if e.strip()]):
-        if coding in IDENTITY:
-            continue
-        if coding in ("gzip", "x-gzip"):
-            stages.append(_Zlib("gzip", meter))
-        elif coding == "deflate":
-            stages.append(_Zlib("deflate", meter))
-        elif coding == "br":
-            stages.append(_Brotli(meter))
-        else:  # zstd (undecodable() let only codings this host has through)
-            stages.append(_Zstd(meter))
-    if not stages:
-        return _Identity()
-    return stages[0] if len(stages) == 1 else Chain(stages)
+    def end(self) -> None:
+        pass
 
 
-# -- the guards' face: push bytes, get what decoded --------------------------------------------
+@dataclass
+class _Identity:
+    data: bytes = b""
 
-class StreamDecoder:
-    """Decodes a body encoded with `codings` (outermost last), never past `limit` bytes in all,
-    with the bounds of the module docstring (`meter`: the body's decoder memory).
+    def feed(self, data: bytes) -> None:
+        self.data += data
 
-    `feed()` may be given any chunk sizes; it returns what could be decoded so far.
+    def take(self, limit: int) -> bytes:
+        if len(self.data) <= limit:
+            out, self.data = self.data, b""
+            return out
+        out, self.data = self.data[:limit], self.data[limit:]
+        return out
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.data)
+
+    @property
+    def buffered(self) -> int:
+        return len(self.data)
+
+    def end(self) -> None:
+        pass
+
+
+# -- the codec -----------------------------------------------------------------------------------
+
+class BodyDecoder:
+    """A body coded with `codings` (a Content-Encoding header's value or its list, outermost
+    last), decoded in bounded steps: `feed` it the coded bytes as they come, `take(n)` at most
+    `n` decoded bytes at a time (pull), or `decode(data)` what `data` lets decode (push); `end()`
+    once the body is all fed. `limit`: the decoded bytes in all (`DecodedTooLarge` past it;
+    None: no total, each step is still bounded); `meter`: the body's decoder memory (a fresh
+    one of `DECODER_BYTES` if None).
+
+    A coding the host cannot decode, or too many, raises `UndecodableBody` here; with
+    `refuse_on_data=True` only from `take` once the body has a byte (an empty body passes).
     """
 
-    STEP = 1 << 20  # the output of one decoder call
+    STEP = 1 << 20  # `decode`'s output per decoder call
 
-    def __init__(self, codings: list[str], limit: int, meter: Optional[Meter] = None) -> None:
-        why = undecodable(codings)
-        if why is not None:
-            raise UndecodableBody(why)
+    def __init__(self, codings: str | Iterable[str] | None, *, limit: Optional[int] = None,
+                 meter: Optional[Meter] = None, refuse_on_data: bool = False) -> None:
+        names = parse_codings(codings if isinstance(codings, str) or codings is None
+                              else ",".join(codings))
+        self.codings = ", ".join(names)[:200]
         self.limit = limit
         self.total = 0
-        self.codings = ", ".join(codings)
-        decoder = decoder_for(codings, meter)
-        assert decoder is not None
-        self._decoder = decoder
+        self.refusal = undecodable(names)
+        if self.refusal is not None and not refuse_on_data:
+            raise UndecodableBody(self.refusal)
+        meter = meter or Meter()
+        stages: list[_Stage] = []
+        for coding in reversed(names if self.refusal is None else []):
+            if coding in ("gzip", "x-gzip"):
+                stages.append(_Zlib("gzip", meter))
+            elif coding == "deflate":
+                stages.append(_Zlib("deflate", meter))
+            elif coding == "br":
+                stages.append(_Brotli(meter))
+            else:  # zstd (undecodable() let only codings this host has through)
+                stages.append(_Zstd(meter))
+        if self.refusal is not None:
+            stages = [_Refusing(self.refusal)]
+        self._stages = stages or [_Identity()]
 
-    def feed(self, data: bytes) -> bytes:
-        dec = self._decoder
-        dec.feed(data)
+    @property
+    def identity(self) -> bool:
+        """No coding to undo: what is fed is what is taken."""
+        return not self.codings
+
+    def feed(self, data: bytes) -> None:
+        self._stages[0].feed(data)
+
+    def take(self, limit: int) -> bytes:
+        """At most `limit` decoded bytes; none only when more input is needed (`pending` may
+        still be true: what is held does not decode on its own) or the body is done."""
+        stages = self._stages
+        try:
+            state = None
+            while True:  # until output, or no stage moves (stacked: one may feed another)
+                moved = False
+                for i, stage in enumerate(stages[:-1]):
+                    nxt = stages[i + 1]
+                    while stage.pending and not nxt.pending:
+                        chunk = stage.take(limit)
+                        if not chunk:
+                            break
+                        nxt.feed(chunk)
+                        moved = True
+                out = stages[-1].take(limit)
+                if out or len(stages) == 1:
+                    break
+                state, before = [s.pending for s in stages], state
+                if not moved and state == before:
+                    break
+        except CorruptBody as exc:
+            raise CorruptBody(f"Content-Encoding {self.codings!r}: {exc}") from None
+        if out and self.limit is not None:
+            self.total += len(out)
+            if self.total > self.limit:
+                raise DecodedTooLarge(f"decoded body is larger than the {self.limit}-byte limit "
+                                      "(decompression bomb?)")
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """`take` can make progress without more input."""
+        return any(stage.pending for stage in self._stages)
+
+    @property
+    def buffered(self) -> int:
+        """The input bytes the decoders hold."""
+        return sum(stage.buffered for stage in self._stages)
+
+    def decode(self, data: bytes) -> bytes:
+        """Feed `data`; all that decodes from what was fed so far (within `limit`)."""
+        self.feed(data)
         out: list[bytes] = []
-        produced = 0
-        while dec.pending:
-            before = dec.buffered
-            try:
-                piece = dec.take(self.STEP)
-            except EncodingError:
-                raise
-            except Exception as e:  # zlib.error, brotli.error, ZstdError
-                raise EncodingError(f"corrupt {self.codings} body: {e}") from e
+        while self.pending:
+            before = self.buffered
+            piece = self.take(self.STEP)
             if piece:
-                produced += len(piece)
-                self._check(produced)
                 out.append(piece)
-            elif dec.buffered >= before:
+            elif self.buffered >= before:
                 break  # no progress: it needs more input
         return b"".join(out)
 
-    def _check(self, n: int) -> None:
-        if self.total + n > self.limit:
-            raise DecodedTooLarge(f"decoded body is larger than the {self.limit}-byte limit "
-                                  "(decompression bomb?)")
-
-    def count(self, produced: bytes) -> bytes:
-        self.total += len(produced)
-        if self.total > self.limit:
-            raise DecodedTooLarge(f"decoded body is larger than the {self.limit}-byte limit "
-                                  "(decompression bomb?)")
-        return produced
-
-
-def make_decoder(content_encoding: str | None, limit: int,
-                 meter: Optional[Meter] = None) -> Callable[[bytes], bytes] | None:
-    """A feed function for this Content-Encoding, or None for identity."""
-    codings = parse_codings(content_encoding)
-    if not codings:
-        return None
-    dec = StreamDecoder(codings, limit, meter)
-    return lambda data: dec.count(dec.feed(data))
+    def end(self) -> None:
+        """The body is all fed: raises `CorruptBody` if it stopped inside a coding's stream."""
+        try:
+            for stage in self._stages:
+                stage.end()
+        except CorruptBody as exc:
+            raise CorruptBody(f"Content-Encoding {self.codings!r}: {exc}") from None
 
 
 def decode_all(content_encoding: str | None, raw: bytes, limit: int,
                meter: Optional[Meter] = None) -> bytes:
-    """A whole body, decoded (identity: `raw` itself, still checked against `limit`)."""
-    feed = make_decoder(content_encoding, limit, meter)
-    if feed is None:
+    """A whole body, decoded and checked to end where its codings do (identity: `raw` itself,
+    still checked against `limit`)."""
+    dec = BodyDecoder(content_encoding, limit=limit, meter=meter)
+    if dec.identity:
         if len(raw) > limit:
             raise DecodedTooLarge(f"body is larger than the {limit}-byte limit")
         return raw
-    return feed(raw)
+    out = dec.decode(raw)
+    dec.end()
+    return out
+
+
+class DecodedStream(io.RawIOBase):
+    """What `source` (a binary stream of coded bytes) decodes to with `decoder`, as a readable
+    stream: `source` is read `chunk` bytes at a time, and its end is checked to be the end of
+    the codings (`BodyDecoder.end`)."""
+
+    def __init__(self, source: IO[bytes], decoder: BodyDecoder, chunk: int = 64 << 10) -> None:
+        super().__init__()
+        self._source = source
+        self._decoder = decoder
+        self._chunk = chunk
+        self._eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        dec = self._decoder
+        want = len(b)
+        while want:
+            if dec.pending:
+                before = dec.buffered
+                out = dec.take(want)
+                if out:
+                    b[:len(out)] = out
+                    return len(out)
+                if dec.buffered < before:
+                    continue  # an inner coding took the bytes
+            if self._eof:
+                break
+            data = self._source.read(self._chunk)
+            if data:
+                dec.feed(data)
+            else:
+                self._eof = True
+        if self._eof:
+            dec.end()
+        return 0
