@@ -41,7 +41,8 @@ from typing import Callable, Optional
 
 import h11
 
-from .._codings import DECODER_BYTES, BodyDecoder, Meter, decodable, parse_codings, undecodable
+from .._codings import (DECODER_BYTES, BodyDecoder, EncodingError, Meter, decodable, parse_codings,
+                        undecodable)
 from .audit import AuditEvent, now
 from .budget import Hold, HoldRefused
 from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
@@ -616,14 +617,8 @@ class HttpRelay:
             except HoldRefused as exc:
                 raise GuardCut(f"the server's response cannot be decoded now: {exc}; retry once "
                                "other answers are done", "budget", 503) from None
-            except Exception as exc:  # zlib.error, brotli.error, ZstdError: a corrupt body
-                why = str(exc) if "Content-Encoding" in str(exc) else \
-                    f"Content-Encoding {self._coding!r}: {exc}"
-                if self.ctx.secrets:
-                    why += ("; with secrets on this sandbox, a body the host cannot check for "
-                            "their values is not passed on")
-                raise GuardCut(f"the server's response body could not be decoded ({why})",
-                               "content-encoding") from None
+            except Exception as exc:  # a corrupt body (CorruptBody), or over a bound
+                raise self._undecodable(exc) from None
             if not chunk:
                 if decoder.pending and decoder.buffered < before:
                     continue  # an inner coding took the bytes: go on
@@ -632,6 +627,13 @@ class HttpRelay:
             self._pass_on(chunk)
         if self._end_pending and (not decoder.pending or self._starved) and not self._stopped:
             self._finish_response()
+
+    def _undecodable(self, exc: Exception) -> GuardCut:
+        why = str(exc) if "Content-Encoding" in str(exc) else f"Content-Encoding {self._coding!r}: {exc}"
+        if self.ctx.secrets:
+            why += ("; with secrets on this sandbox, a body the host cannot check for their values "
+                    "is not passed on")
+        return GuardCut(f"the server's response body could not be decoded ({why})", "content-encoding")
 
     def _pass_on(self, chunk: bytes) -> None:
         if chunk and self._await_body:  # the body decodes: its head may go (unless a filter holds it)
@@ -670,6 +672,10 @@ class HttpRelay:
         if self._decoder is not None:
             if self._decoder.pending and not self._starved:
                 return  # _drain finishes it
+            try:  # a body cut inside its coding is not a whole one (nor its scrubbed tail)
+                self._decoder.end()
+            except EncodingError as exc:
+                raise self._undecodable(exc) from None
             tail = self._scrubber.end() if self._scrubber is not None else b""
             if self._filter is not None:
                 tail = (self._filter.feed(tail) if tail else b"") + self._filter.end()

@@ -184,3 +184,24 @@ def test_a_highly_compressed_body_decodes_whole() -> None:
     for coding, raw in (("br", brotli.compress(text, quality=5)), ("gzip", gzip.compress(text)),
                         ("zstd", zstd_compress(text))):
         assert decode_all(coding, raw, 16 << 20) == text, coding
+
+
+def test_a_body_cut_inside_its_coding_is_not_taken_for_whole() -> None:
+    """A request body, or an answer, that stops inside a gzip member (or has anything but another
+    member after one) is refused naming why, as the relay and the archive reader refuse it: a
+    guard never scans part of a body as if it were all of it."""
+    from declaw_wasm.security import ResponseCut
+
+    whole = gzip.compress(b"".join(b"mail alice@example.com %d\n" % i for i in range(2000)))
+    pipe = pii_pipe(action="redact")
+    pipe.tokens.tokenize("email", "a@b.co")  # (the answer is read to rehydrate it)
+    for body, why in ((whole[:len(whole) // 2], "the body ends inside a gzip stream"),
+                      (whole + b"trailing", "data after a gzip member is not another gzip member")):
+        out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
+                                                      ("content-encoding", "gzip")], body)
+        assert out.blocked and out.status == 415 and why in out.body.decode(), out.body
+        f = pipe.response("h.example", "GET", "/", 200, [("content-type", "text/plain"),
+                                                         ("content-encoding", "gzip")])
+        with pytest.raises(ResponseCut, match=why):
+            f.feed(body)
+            f.end()
