@@ -54,7 +54,7 @@ import io
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import IO, Any, Optional, Protocol
+from typing import Any, Optional, Protocol
 
 IDENTITY = ("identity", "")
 MiB = 1 << 20
@@ -679,12 +679,16 @@ def decode_all(content_encoding: str | None, raw: bytes, limit: int,
     return out
 
 
+class _Source(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class DecodedStream(io.RawIOBase):
     """What `source` (a binary stream of coded bytes) decodes to with `decoder`, as a readable
     stream: `source` is read `chunk` bytes at a time, and its end is checked to be the end of
     the codings (`BodyDecoder.end`)."""
 
-    def __init__(self, source: IO[bytes], decoder: BodyDecoder, chunk: int = 64 << 10) -> None:
+    def __init__(self, source: _Source, decoder: BodyDecoder, chunk: int = 64 << 10) -> None:
         super().__init__()
         self._source = source
         self._decoder = decoder
