@@ -19,7 +19,10 @@ What a hostile body can make the host hold is bounded, and past a bound the body
 
 * **Output**: `take(n)` gives at most `n` bytes (a decompression bomb costs steps, not memory);
   with a `limit`, `DecodedTooLarge` past that many bytes in all.
-* **Stacking**: at most `MAX_CODINGS` (4) codings (real servers use one; curl stops at 5).
+* **Stacking**: at most `MAX_CODINGS` (4) codings (real servers use one; curl stops at 5), and
+  the inner ones fed at most twice what the body decoded to, plus `INNER_SLACK` (16 MiB):
+  padding, empty members and skippable frames decode to nothing, so a bomb of them would cost
+  time without output.
 * **Windows**, each read from the coding's own header before its decoder allocates anything:
   zstd at most 8 MiB (`ZSTD_WINDOW_LOG`: RFC 9659's limit for the `zstd` content coding; the
   library's own default is 128 MiB), read from the frame header (RFC 8878 §3.1.1.1.2) of every
@@ -53,7 +56,7 @@ import importlib
 import io
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
 IDENTITY = ("identity", "")
@@ -66,6 +69,10 @@ DECODER_BYTES = 20 * MiB  # decoder memory (windows and state) of one body, all 
 ZLIB_MEMORY = 64 << 10  # inflate: a 32 KiB window and ~7 KiB of state, rounded up
 BROTLI_STATE = 3 * MiB  # br's Huffman tables: up to 256 trees of each of its 3 kinds (~2.7 MB)
 ZSTD_STATE = 512 << 10  # zstd's context and block buffers (~300 KB), beside the window
+# what a stacked body's inner codings may be fed beyond twice what the body decoded to: compressed
+# data is smaller than what it holds, but zero padding, empty gzip members and skippable zstd frames
+# decode to nothing (a few bytes of `gzip, gzip` made a step chew through terabytes of padding)
+INNER_SLACK = 16 * MiB
 
 
 class EncodingError(ValueError):
@@ -276,20 +283,32 @@ class _Stage(Protocol):
     def end(self) -> None: ...
 
 
+IN_STEP = 8 << 10  # the input one zlib or zstd call is given: what it copies back is at most this
+
+
+def _strip_zeros(data: bytearray) -> None:
+    """Drop the zero bytes `data` starts with (padding), a step at a time (no whole copy)."""
+    while data[:1] == b"\x00":
+        head = bytes(data[:IN_STEP])
+        del data[:len(head) - len(head.lstrip(b"\x00"))]
+
+
 @dataclass
 class _Zlib:
-    """gzip (one or more members) or deflate (zlib-wrapped or raw)."""
+    """gzip (one or more members) or deflate (zlib-wrapped or raw). The input is held in a
+    bytearray and given IN_STEP bytes a call: many tiny members cost each a step, not a copy of
+    the rest of the body (they made decoding quadratic: 4 MB of empty members took 34 s)."""
 
     kind: str
     meter: Meter
-    data: bytes = b""
+    data: bytearray = field(default_factory=bytearray)
     d: Optional["zlib._Decompress"] = None
     more: bool = False  # the last call filled its output: the decoder may hold more
     charged: int = 0
     started: bool = False  # a stream was begun (for `end`)
     done: bool = False  # deflate: its one stream ended
 
-    def _new(self, sample: bytes) -> "zlib._Decompress":
+    def _new(self, sample: bytearray) -> "zlib._Decompress":
         self.charged = self.meter.need(self.charged, ZLIB_MEMORY, self.kind)
         self.started = True
         if self.kind == "gzip":
@@ -305,7 +324,7 @@ class _Zlib:
         if self.kind == "gzip" and not self.started:
             return bool(self.data)  # (zlib says what is wrong with a first member)
         if self.kind == "gzip":
-            self.data = self.data.lstrip(b"\x00")
+            _strip_zeros(self.data)
             if self.data[:2] == b"\x1f\x8b"[:len(self.data[:2])]:
                 return len(self.data) >= 2
             raise CorruptBody("data after a gzip member is not another gzip member")
@@ -314,35 +333,43 @@ class _Zlib:
         return not self.done and len(self.data) >= 2  # its first 2 bytes say whether it is wrapped
 
     def take(self, limit: int) -> bytes:
-        out = b""  # (one chunk, the usual case, is returned without a copy)
-        while len(out) < limit and (self.data or self.more):
+        out: list[bytes] = []
+        given = 0
+        while given < limit and (self.data or self.more):
             if self.d is None:
                 if not self._between():
                     self.more = False
                     break
                 self.d = self._new(self.data)
-            room = limit - len(out)
-            try:
-                chunk = self.d.decompress(self.data, room)
-            except zlib.error as exc:
-                raise CorruptBody(str(exc)) from None
-            out += chunk
-            if self.d.eof:
-                self.data, self.d, self.more = self.d.unused_data, None, False
+            d = self.d
+            room = limit - given
+            with memoryview(self.data) as view:
+                piece = view[:IN_STEP]
+                try:
+                    chunk = d.decompress(piece, room)
+                except zlib.error as exc:
+                    raise CorruptBody(str(exc)) from None
+                taken = len(piece) - len(d.unused_data if d.eof else d.unconsumed_tail)
+                piece.release()
+            del self.data[:taken]
+            if chunk:
+                out.append(chunk)
+                given += len(chunk)
+            if d.eof:
+                self.d, self.more = None, False
                 self.done = self.kind == "deflate"
             else:
-                self.data = self.d.unconsumed_tail
                 self.more = len(chunk) == room
-                if not chunk:
+                if not chunk and not taken:
                     break
-        return out
+        return out[0] if len(out) == 1 else b"".join(out)
 
     @property
     def pending(self) -> bool:
         if self.d is None:
             if self.kind == "deflate" and not self.done and len(self.data) < 2:
                 return False
-            if self.kind == "gzip" and self.data in (b"\x1f",):
+            if self.kind == "gzip" and self.data == b"\x1f":
                 return False
         return bool(self.data) or self.more
 
@@ -423,27 +450,55 @@ class _Brotli:
 @dataclass
 class _Zstd:
     """zstd, frame after frame (concatenated frames are one body, RFC 8878 §3.1); each frame's
-    window is read from its header before a decoder is made for it."""
+    window is read from its header before a decoder is made for it. The decoder is given IN_STEP
+    bytes at a time (what it hands back after a frame is at most that: many tiny frames cost each
+    a step, not a copy of the rest of the body)."""
 
     meter: Meter
-    data: bytes = b""
+    data: bytearray = field(default_factory=bytearray)
+    head: bytes = b""  # what the last frame's decoder handed back, before `data`
     d: Any = None
     inside: int = 0  # input handed to the decoder that it may still hold
     charged: int = 0
+    skip: int = 0  # bytes of a skippable frame still to drop
 
     def feed(self, data: bytes) -> None:
         self.data += data
+
+    def _lead(self) -> bytes:
+        """The next frame's first bytes (zero padding and skippable frames dropped, without a
+        decoder), at most 64."""
+        while True:
+            if self.skip:
+                n = min(self.skip, len(self.head))
+                self.head, self.skip = self.head[n:], self.skip - n
+                n = min(self.skip, len(self.data))
+                del self.data[:n]
+                self.skip -= n
+                if self.skip:
+                    return b""
+            self.head = self.head.lstrip(b"\x00")
+            if not self.head and self.data:
+                _strip_zeros(self.data)
+                self.head = bytes(self.data[:IN_STEP])
+                del self.data[:len(self.head)]
+            lead = (self.head + bytes(self.data[:64]))[:64]
+            if len(lead) >= 8 and lead[0] & 0xF0 == 0x50 and lead[1:4] == b"\x2a\x4d\x18":
+                self.skip = 8 + int.from_bytes(lead[4:8], "little")
+                continue
+            return lead
 
     def _next_frame(self) -> bool:
         """Start the next frame's decoder, if its header is whole."""
         d = self.d
         if d is not None and d.eof:
-            self.data, self.d = (d.unused_data + self.data).lstrip(b"\x00"), None
+            self.head, self.d = d.unused_data + self.head, None
         if self.d is not None:
             return True
-        if not self.data:
+        lead = self._lead()
+        if not lead:
             return False
-        window = zstd_frame_window(self.data)
+        window = zstd_frame_window(lead)
         if window is None:
             return False
         if window:
@@ -458,10 +513,14 @@ class _Zstd:
             return b""
         d = self.d
         try:
-            if self.data:
-                data, self.data = self.data, b""
-                self.inside = len(data)
-                out = bytes(d.decompress(data, limit))
+            if d.needs_input and (self.head or self.data):
+                if self.head:
+                    piece, self.head = self.head, b""
+                else:
+                    piece = bytes(self.data[:IN_STEP])
+                    del self.data[:len(piece)]
+                self.inside = len(piece)
+                out = bytes(d.decompress(piece, limit))
             else:
                 out = b"" if d.needs_input or d.eof else bytes(d.decompress(b"", limit))
         except zstd_module().ZstdError as exc:
@@ -475,20 +534,26 @@ class _Zstd:
     @property
     def pending(self) -> bool:
         d = self.d
+        if self.skip:
+            return bool(self.head or self.data)
         if d is None or d.eof:
-            rest = self.data if d is None else (d.unused_data + self.data).lstrip(b"\x00")
-            return bool(rest) and _header_whole(rest)
-        return bool(self.data) or not d.needs_input
+            lead = ((d.unused_data if d is not None else b"") + self.head + bytes(self.data[:64]))
+            rest = lead.lstrip(b"\x00")
+            if not rest:
+                return len(lead) < len(self.head) + len(self.data)  # zeros beyond: take drops them
+            return _header_whole(rest) or len(rest) < len(lead)
+        return bool(self.head or self.data) or not d.needs_input
 
     @property
     def buffered(self) -> int:
         d = self.d
-        return len(self.data) + self.inside + (len(d.unused_data) if d is not None and d.eof else 0)
+        return (len(self.data) + len(self.head) + self.inside
+                + (len(d.unused_data) if d is not None and d.eof else 0))
 
     def end(self) -> None:
         d = self.d
-        rest = self.data if d is None or not d.eof else (d.unused_data + self.data)
-        if (d is not None and not d.eof) or rest.strip(b"\x00"):
+        rest = (d.unused_data if d is not None and d.eof else b"") + self.head + bytes(self.data)
+        if (d is not None and not d.eof) or rest.strip(b"\x00") or self.skip:
             raise CorruptBody("the body ends inside a zstd frame")
 
 
@@ -575,7 +640,8 @@ class BodyDecoder:
                               else ",".join(codings))
         self.codings = ", ".join(names)[:200]
         self.limit = limit
-        self.total = 0
+        self.total = 0  # decoded bytes given
+        self.inner = 0  # bytes fed to the inner codings of a stacked body
         self.refusal = undecodable(names)
         if self.refusal is not None and not refuse_on_data:
             raise UndecodableBody(self.refusal)
@@ -618,6 +684,11 @@ class BodyDecoder:
                             break
                         nxt.feed(chunk)
                         moved = True
+                        self.inner += len(chunk)
+                if self.inner > 2 * self.total + INNER_SLACK:
+                    raise UndecodableBody(
+                        f"its inner codings hold over twice what they decode to ({size_text(self.inner)} "
+                        f"for {size_text(self.total)}: padding, empty members or skippable frames)")
                 out = stages[-1].take(limit)
                 if out or len(stages) == 1:
                     break
@@ -626,8 +697,8 @@ class BodyDecoder:
                     break
         except CorruptBody as exc:
             raise CorruptBody(f"Content-Encoding {self.codings!r}: {exc}") from None
+        self.total += len(out)
         if out and self.limit is not None:
-            self.total += len(out)
             if self.total > self.limit:
                 raise DecodedTooLarge(f"decoded body is larger than the {self.limit}-byte limit "
                                       "(decompression bomb?)")
