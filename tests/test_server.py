@@ -4,6 +4,7 @@ the other modules (tests marked `served`, tests/conftest.py)."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import threading
 import time
@@ -378,3 +379,10 @@ def test_gzip_travels_both_ways(served_sbx, api) -> None:
     bad = api.put(f"/sandboxes/{served_sbx.sandbox_id}/files/raw", params={"path": "/tmp/bad.gz"},
                   content=b"not gzip", headers={"content-encoding": "gzip"})
     assert bad.status_code == 400 and not served_sbx.files.exists("/tmp/bad.gz")
+    # a body of two gzip members is all written; one cut inside a member is refused
+    two = api.put(f"/sandboxes/{served_sbx.sandbox_id}/files/raw", params={"path": "/tmp/two.bin"},
+                  content=gzip.compress(data) + gzip.compress(b"and more"), headers={"content-encoding": "gzip"})
+    assert two.status_code < 300 and served_sbx.files.read("/tmp/two.bin", format="bytes") == data + b"and more"
+    cut = api.put(f"/sandboxes/{served_sbx.sandbox_id}/files/raw", params={"path": "/tmp/cut.bin"},
+                  content=gzip.compress(data)[:-6], headers={"content-encoding": "gzip"})
+    assert cut.status_code == 400 and "ends inside a gzip stream" in cut.text, cut.text

@@ -26,7 +26,7 @@ import threading
 from typing import Optional
 
 from ..limits import Limits
-from ..security.encoding import DECODER_BYTES, size_text
+from .._codings import DECODER_BYTES, size_text
 
 MiB = 1 << 20
 SANDBOX_ROOM = 32 * MiB  # window bytes one sandbox's connections hold together before they shrink

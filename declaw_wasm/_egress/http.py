@@ -24,7 +24,7 @@ wrong Host, 431 head too large, 413 body too large for a guard, 501 Upgrade, 502
 connection closes.
 
 What the relay keeps beyond its windows is counted in `ctx.hold` (budget.py) as it grows: a
-body's decoders (decoded with security/encoding.py's bounded decoders, whose `Meter` reserves
+body's decoders (decoded with _codings.py's bounded decoders, whose `Meter` reserves
 each window before the decoder allocates it), a request body a guard holds whole, an answer a
 guard holds back; it is all given back when the exchange ends or is stopped.
 
@@ -41,8 +41,8 @@ from typing import Callable, Optional
 
 import h11
 
-from ..security.encoding import (DECODER_BYTES, Decoder, Meter, Refusing, decodable,
-                                 decoder_for, parse_codings, undecodable)
+from .._codings import (DECODER_BYTES, BodyDecoder, EncodingError, Meter, decodable, parse_codings,
+                        undecodable)
 from .audit import AuditEvent, now
 from .budget import Hold, HoldRefused
 from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
@@ -172,7 +172,7 @@ class HttpRelay:
         self._ex: Optional[_Exchange] = None
         self._sent_request = False
         self._response_started = False
-        self._decoder: Optional[Decoder] = None
+        self._decoder: Optional[BodyDecoder] = None
         self._scrubber: Optional[Scrubber] = None
         self._filter: Optional[ResponseFilter] = None
         self._held: Optional[tuple[int, Headers, bytes]] = None  # a head the filter holds back
@@ -529,9 +529,11 @@ class HttpRelay:
         if has_body and (secrets or guard_wants):
             encodings = ",".join(_get(headers, "content-encoding")).split(",")
             self._coding = ", ".join(e.strip() for e in encodings if e.strip())[:200]
-            decoder = decoder_for(encodings, Meter(reserve=self._keep_decoders))
-            if decoder is None and secrets:  # passed on raw, it would pass the values on too
-                decoder = Refusing(undecodable(encodings) or "")
+            # a body the host cannot decode is refused if it holds a byte, with secrets on: passed
+            # on raw, it would pass their values on too
+            decoder = BodyDecoder(encodings, meter=Meter(reserve=self._keep_decoders),
+                                  refuse_on_data=True) \
+                if secrets or undecodable(encodings) is None else None
             if decoder is not None:
                 headers = _without(headers, "content-encoding", "content-length", "transfer-encoding")
                 if secrets:
@@ -540,7 +542,7 @@ class HttpRelay:
                 # decode (corrupt, or over a bound) then gets a clear error, not a cut answer
                 self._await_body = bool(parse_codings(",".join(encodings)))
             elif guard_wants:  # the guard gets the raw bytes and their coding, and decides
-                decoder = decoder_for([])
+                decoder = BodyDecoder(None)
                 headers = _without(headers, "content-length", "transfer-encoding")
             self._decoder = decoder
             if guard_wants:
@@ -615,14 +617,8 @@ class HttpRelay:
             except HoldRefused as exc:
                 raise GuardCut(f"the server's response cannot be decoded now: {exc}; retry once "
                                "other answers are done", "budget", 503) from None
-            except Exception as exc:  # zlib.error, brotli.error, ZstdError: a corrupt body
-                why = str(exc) if "Content-Encoding" in str(exc) else \
-                    f"Content-Encoding {self._coding!r}: {exc}"
-                if self.ctx.secrets:
-                    why += ("; with secrets on this sandbox, a body the host cannot check for "
-                            "their values is not passed on")
-                raise GuardCut(f"the server's response body could not be decoded ({why})",
-                               "content-encoding") from None
+            except Exception as exc:  # a corrupt body (CorruptBody), or over a bound
+                raise self._undecodable(exc) from None
             if not chunk:
                 if decoder.pending and decoder.buffered < before:
                     continue  # an inner coding took the bytes: go on
@@ -631,6 +627,13 @@ class HttpRelay:
             self._pass_on(chunk)
         if self._end_pending and (not decoder.pending or self._starved) and not self._stopped:
             self._finish_response()
+
+    def _undecodable(self, exc: Exception) -> GuardCut:
+        why = str(exc) if "Content-Encoding" in str(exc) else f"Content-Encoding {self._coding!r}: {exc}"
+        if self.ctx.secrets:
+            why += ("; with secrets on this sandbox, a body the host cannot check for their values "
+                    "is not passed on")
+        return GuardCut(f"the server's response body could not be decoded ({why})", "content-encoding")
 
     def _pass_on(self, chunk: bytes) -> None:
         if chunk and self._await_body:  # the body decodes: its head may go (unless a filter holds it)
@@ -669,6 +672,10 @@ class HttpRelay:
         if self._decoder is not None:
             if self._decoder.pending and not self._starved:
                 return  # _drain finishes it
+            try:  # a body cut inside its coding is not a whole one (nor its scrubbed tail)
+                self._decoder.end()
+            except EncodingError as exc:
+                raise self._undecodable(exc) from None
             tail = self._scrubber.end() if self._scrubber is not None else b""
             if self._filter is not None:
                 tail = (self._filter.feed(tail) if tail else b"") + self._filter.end()

@@ -17,7 +17,7 @@ included) and in bodies it decodes (identity, gzip, deflate, br, zstd), also in 
 URL-encoded spellings, so that an echo does not hand the value to the guest; trailers are
 dropped. A body the host cannot decode (an unknown or too deeply stacked Content-Encoding, a
 corrupt body, a zstd window over RFC 9659's 8 MiB, a large-window br stream, decoders needing
-more memory than one body is given: declaw_wasm/security/encoding.py, whose bounded decoders
+more memory than one body is given: declaw_wasm/_codings.py, whose bounded decoders
 the relay uses) is refused with a 502 (http.py): passing it on raw would pass the value too.
 That is a backstop: the real protection is where the value is sent, and an echo the host cannot
 recognise (base64, encrypted, split...) still gets through (docs/security.md lists the limits).

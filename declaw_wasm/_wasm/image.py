@@ -46,6 +46,7 @@ from typing import Any, Callable, Optional
 import wasmtime
 
 from .._cache import write_atomic
+from .._codings import zstd_module
 
 PAGE = 4096  # the diff's granularity (the host's page size)
 BLOCK = 64 << 10  # compared at once first; dirty blocks are refined page by page
@@ -444,22 +445,8 @@ def _scan(store: wasmtime.Store, memory: wasmtime.Memory, scan: wasmtime.Func, c
 
 
 # -- encoding -----------------------------------------------------------------------------------
-def _zstd() -> Any:
-    try:
-        from compression import zstd  # Python 3.14+
-        return zstd
-    except ImportError:
-        pass
-    try:
-        from backports import zstd as backport  # a dependency before Python 3.14
-
-        return backport
-    except ImportError:
-        return None
-
-
 def default_codec() -> str:
-    return "zstd" if _zstd() is not None else "zlib"
+    return "zstd" if zstd_module() is not None else "zlib"
 
 
 def _worth(codec: str, view: Any) -> str:
@@ -474,7 +461,7 @@ def _worth(codec: str, view: Any) -> str:
 def _compress(codec: str, chunk: Any) -> bytes:
     """`chunk` (bytes or any buffer) compressed with `codec`."""
     if codec == "zstd":
-        module = _zstd()
+        module = zstd_module()
         if module is None:
             raise ImageError("zstd is not available: install backports.zstd (a dependency of declaw-wasm "
                              "before Python 3.14)")
@@ -494,7 +481,7 @@ def _decompress(codec: str, chunk: Any, size: int) -> bytes:
         if d.unconsumed_tail or not d.eof:
             raise ImageError("a compressed chunk is longer than declared, or truncated")
     elif codec == "zstd":
-        module = _zstd()
+        module = zstd_module()
         if module is None:
             raise ImageError("this image is zstd-compressed: install backports.zstd (a dependency of "
                              "declaw-wasm before Python 3.14)")

@@ -6,12 +6,12 @@ exchange), `TokenMap` (one per sandbox), `PIIHandler` (the same detectors for ag
 `GuardPlugins` for the engines declaw-wasm does not ship. See docs/guardrails.md.
 """
 
+from .._codings import DecodedTooLarge, EncodingError
 from ._http import ResponseCut
 from .audit import AuditConfig, AuditEntry
 from .code_security import CodeSecurityConfig
 from .content_gate import ContentGateConfig
 from .custom_policy import CustomPolicyConfig
-from .encoding import DecodedTooLarge, EncodingError
 from .env import EnvSecurityConfig, SecureEnvVar
 from .injection import (InjectionAction, InjectionDefenseConfig, InjectionJudgeConfig,
                         InjectionSensitivity)

@@ -49,7 +49,7 @@ from ._http import (
 from .bodies import Body, JsonBody, parse_body, parse_content_type
 from .detectors import Detection, PIIDetector
 from .domains import in_scope
-from .encoding import DecodedTooLarge, EncodingError, decode_all, narrow_accept_encoding
+from .._codings import DecodedTooLarge, EncodingError, decode_all, narrow_accept_encoding
 from .injection_scan import InjectionScanner
 from .invisible import strip_invisible
 from .plugins import ContentRequest, GuardPlugins, JudgeRequest

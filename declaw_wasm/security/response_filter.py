@@ -20,7 +20,7 @@ from ._http import (
     without,
 )
 from .bodies import Body, parse_body, parse_content_type
-from .encoding import MAX_CODINGS, EncodingError, StreamDecoder, available_codings, parse_codings
+from .._codings import MAX_CODINGS, BodyDecoder, EncodingError, available_codings, parse_codings
 from .rehydrate import ChunkRehydrator, SSERehydrator, rehydrate_counted
 from .tokens import TokenMap
 
@@ -54,6 +54,7 @@ class ResponseFilter:
         self.notes: list[str] = []
         self._windows = 0
         self._decoder: Callable[[bytes], bytes] | None = None
+        self._body: BodyDecoder | None = None  # the body's decoder, for its end
         self._proc: ChunkRehydrator | SSERehydrator | None = None
         self._buffer: list[bytes] | None = None  # held back until scanned / transformed
         self._copy: list[bytes] | None = None  # a copy to scan (log_only)
@@ -94,8 +95,8 @@ class ResponseFilter:
                 self._active = False
             return
         if codings:
-            dec = StreamDecoder(codings, pipe.limits.max_response_body)
-            self._decoder = lambda data: dec.count(dec.feed(data))
+            self._body = BodyDecoder(codings, limit=pipe.limits.max_response_body)
+            self._decoder = self._body.decode
         changes = bool(codings or rehydrate or pipe._in_rules)
         drop = {"transfer-encoding"} | DIGEST_HEADERS
         if changes:
@@ -166,6 +167,8 @@ class ResponseFilter:
             return out
         if not self._active:
             return b""
+        if self._body is not None:  # a body cut inside its coding is not a whole one
+            self._decode_step(self._body.end)
         if self._buffer is not None:
             out = self._window(final=True)
         else:
@@ -180,10 +183,14 @@ class ResponseFilter:
 
     # internals ------------------------------------------------------------------------------------
     def _decode(self, chunk: bytes) -> bytes:
-        if self._decoder is None:
+        decoder = self._decoder
+        if decoder is None:
             return chunk
+        return self._decode_step(lambda: decoder(chunk))
+
+    def _decode_step(self, step: Callable[[], bytes | None]) -> bytes:
         try:
-            return self._decoder(chunk)
+            return step() or b""
         except EncodingError as e:
             self.notes.append(f"content-encoding: response cut ({e})")
             raise ResponseCut(str(e), "content-encoding") from e

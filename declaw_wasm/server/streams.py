@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import threading
 import time
-import zlib
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -19,6 +18,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 from pydantic import BaseModel
 
 from .._backend import CellNews, Event, ProcessHandle, SandboxBackend
+from .._codings import BodyDecoder, DecodedStream, EncodingError
 from .._threads import in_thread
 from ..exceptions import InvalidArgumentException, SandboxException
 from ..execution import Execution, ExecutionError, OutputMessage, Result
@@ -246,35 +246,18 @@ async def serve_pty(websocket: WebSocket, process: ProcessHandle) -> None:
 
 class GunzipReader:
     """A gzip-encoded body (`Content-Encoding: gzip`) as the plain bytes it holds, decoded a
-    bounded piece at a time: a small body that inflates hugely never sits in memory whole (the
-    disk quota bounds what is written)."""
+    bounded piece at a time by the host's body codec (declaw_wasm/_codings.py: every member, its
+    end checked): a small body that inflates hugely never sits in memory whole (the disk quota
+    bounds what is written)."""
 
     def __init__(self, raw: "BodyReader") -> None:
-        self._raw = raw
-        self._inflate = zlib.decompressobj(31)
-        self._tail = b""
-        self._ended = False
+        self._stream = DecodedStream(raw, BodyDecoder("gzip"))
 
     def read(self, size: int = -1) -> bytes:
         size = 1 << 20 if size is None or size < 0 else max(1, size)
         try:
-            while True:
-                if self._tail:
-                    out = self._inflate.decompress(self._tail, size)
-                elif self._ended or self._inflate.eof:
-                    return b""
-                else:
-                    chunk = self._raw.read(1 << 16)
-                    if not chunk:
-                        self._ended = True
-                        if not self._inflate.eof:
-                            raise InvalidArgumentException("the gzip-encoded body ends early")
-                        return b""
-                    out = self._inflate.decompress(chunk, size)
-                self._tail = self._inflate.unconsumed_tail
-                if out:
-                    return out
-        except zlib.error as exc:
+            return self._stream.read(size) or b""
+        except EncodingError as exc:
             raise InvalidArgumentException(f"the body is not valid gzip: {exc}") from None
 
 

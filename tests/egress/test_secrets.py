@@ -283,6 +283,7 @@ UNDECODABLE = {
     "corrupt-br": "Content-Encoding 'br': brotli: decoder failed",
     "corrupt-zstd": "Content-Encoding 'zstd': Unable to decompress Zstandard data",
     "zstd-window": "a zstd frame that needs a window over 8 MiB (RFC 9659's limit for HTTP)",
+    "trailing-gzip": "Content-Encoding 'gzip': data after a gzip member is not another gzip member",
 }
 
 
@@ -290,10 +291,11 @@ UNDECODABLE = {
 def test_a_body_the_host_cannot_decode_is_refused_when_secrets_are_on(make: Callable[..., Any],
                                                                       up: Upstreams, mode: str) -> None:
     """With secrets on the sandbox, a body the host cannot scrub (an unknown or stacked-unknown
-    Content-Encoding, too many codings, a corrupt gzip, deflate, br or zstd body, a zstd window
-    over the decoder's bound) gets a 502 naming why, audited; one that breaks after its head went
-    out ends the guest's connection short. Without secrets, the same body passes as it came."""
-    sbx, key, seen = _echoes(make, up, [*UNDECODABLE, "corrupt-late"])
+    Content-Encoding, too many codings, a corrupt gzip, deflate, br or zstd body, data after a
+    gzip member, a zstd window over the decoder's bound) gets a 502 naming why, audited; one that
+    breaks, or is cut inside its coding, after its head went out ends the guest's connection
+    short. Without secrets, the same body passes as it came."""
+    sbx, key, seen = _echoes(make, up, [*UNDECODABLE, "corrupt-late", "cut-gzip"])
     events = [e for e in sbx.audit_events() if "/leak/" in e.url]
     for scheme in ("http", "https"):
         for place, why in UNDECODABLE.items():
@@ -306,6 +308,10 @@ def test_a_body_the_host_cannot_decode_is_refused_when_secrets_are_on(make: Call
         assert late.status == 200 and not late.complete and late.body.startswith("all is well\n")
         event = next(e for e in events if e.url == f"{scheme}://api.openai.com/leak/corrupt-late")
         assert event.decision == "denied" and "invalid block type" in event.reason
+        cut = seen[f"{scheme} cut-gzip"]  # what decoded went on; the end is not a clean one
+        assert cut.status == 200 and not cut.complete and cut.body.startswith("all is well\n")
+        event = next(e for e in events if e.url == f"{scheme}://api.openai.com/leak/cut-gzip")
+        assert event.decision == "denied" and "the body ends inside a gzip stream" in event.reason
     plain = make()  # no secrets: nothing to scrub, the body goes as it came
     got = outcome(plain, FETCH.replace("PLACES", repr(["unknown"])).replace('os.environ["API_KEY"]', '"-"'))
     unknown = _parse(got["http unknown"]["raw"])

@@ -253,6 +253,11 @@ def _leaked_body(place: str, v: bytes) -> bytes:
         encode = {"gzip": gzip.compress, "deflate": zlib.compress, "br": brotli.compress,
                   "zstd": zstd_compress, "empty": gzip.compress}[coding]
         return coded(b"gzip" if coding == "empty" else coding.encode(), encode(text))
+    if place == "cut-gzip":  # a gzip member cut before its end, the value raw after its start
+        whole = gzip.compress(b"".join(b"all is well\n%d\n" % i for i in range(5000)))
+        return coded(b"gzip", whole[:len(whole) // 2])
+    if place == "trailing-gzip":  # a gzip member, then the value raw: not another member
+        return coded(b"gzip", gzip.compress(b"all is well\n" * 1000) + b"\x00" * 8 + v)
     if place == "corrupt-late":  # 256 KiB that decode, then a broken block, the value after it
         z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
         body = z.compress(b"all is well\n" * 21846) + z.flush(zlib.Z_FULL_FLUSH)

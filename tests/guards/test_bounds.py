@@ -20,7 +20,7 @@ from declaw_wasm.security import (
     TransformationRule,
 )
 from declaw_wasm.security.detectors import PIIDetector
-from declaw_wasm.security.encoding import decode_all, make_decoder, narrow_accept_encoding
+from declaw_wasm._codings import BodyDecoder, decode_all, narrow_accept_encoding
 from declaw_wasm.security.pii import ALL_PII_TYPES
 
 from .conftest import JSON, pii_pipe, run_response
@@ -89,8 +89,7 @@ def test_every_coding_decodes_in_any_chunking() -> None:
                      ("br", brotli.compress(data)), ("zstd", zstd.compress(data)),
                      ("gzip, br", brotli.compress(gzip.compress(data)))]:
         for step in (1, 7, 4096):
-            feed = make_decoder(enc, 1 << 20)
-            assert feed is not None
+            feed = BodyDecoder(enc, limit=1 << 20).decode
             assert b"".join(feed(raw[i:i + step]) for i in range(0, len(raw), step)) == data
         pipe = pii_pipe()
         pipe.tokens.tokenize("email", "alice@example.com")
@@ -122,14 +121,14 @@ def test_a_byte_range_of_an_encoded_answer_is_not_decoded() -> None:
 
 
 def test_the_guards_decoders_have_the_relays_bounds() -> None:
-    """The guards decode with the egress relay's decoders (security/encoding.py), so a request
+    """The guards decode with the egress relay's decoders (_codings.py), so a request
     body the guest codes gets the same bounds as an answer: at most 4 codings, a zstd window of
     at most 8 MiB (RFC 9659; the library alone allows 128 MiB), a standard brotli window (the
     large-window extension refused), 20 MiB of decoder memory per body (one largest standard
     window, not two) — each refused (415) naming the bound, before the decoder allocates it."""
     import brotli
 
-    from declaw_wasm.security.encoding import DECODER_BYTES, Meter, UndecodableBody
+    from declaw_wasm._codings import DECODER_BYTES, Meter, UndecodableBody
 
     text = b"mail alice@example.com " * 100
     cases = {
@@ -152,9 +151,9 @@ def test_the_guards_decoders_have_the_relays_bounds() -> None:
 
 
 def zstd_compress(data: bytes, window_log: int = 0) -> bytes:
-    from declaw_wasm.security.encoding import _zstd_module
+    from declaw_wasm._codings import zstd_module
 
-    zstd = _zstd_module()
+    zstd = zstd_module()
     options = {zstd.CompressionParameter.window_log: window_log} if window_log else None
     return bytes(zstd.compress(data, options=options))
 
@@ -185,3 +184,24 @@ def test_a_highly_compressed_body_decodes_whole() -> None:
     for coding, raw in (("br", brotli.compress(text, quality=5)), ("gzip", gzip.compress(text)),
                         ("zstd", zstd_compress(text))):
         assert decode_all(coding, raw, 16 << 20) == text, coding
+
+
+def test_a_body_cut_inside_its_coding_is_not_taken_for_whole() -> None:
+    """A request body, or an answer, that stops inside a gzip member (or has anything but another
+    member after one) is refused naming why, as the relay and the archive reader refuse it: a
+    guard never scans part of a body as if it were all of it."""
+    from declaw_wasm.security import ResponseCut
+
+    whole = gzip.compress(b"".join(b"mail alice@example.com %d\n" % i for i in range(2000)))
+    pipe = pii_pipe(action="redact")
+    pipe.tokens.tokenize("email", "a@b.co")  # (the answer is read to rehydrate it)
+    for body, why in ((whole[:len(whole) // 2], "the body ends inside a gzip stream"),
+                      (whole + b"trailing", "data after a gzip member is not another gzip member")):
+        out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
+                                                      ("content-encoding", "gzip")], body)
+        assert out.blocked and out.status == 415 and why in out.body.decode(), out.body
+        f = pipe.response("h.example", "GET", "/", 200, [("content-type", "text/plain"),
+                                                         ("content-encoding", "gzip")])
+        with pytest.raises(ResponseCut, match=why):
+            f.feed(body)
+            f.end()

@@ -132,3 +132,27 @@ class _Zeros(io.RawIOBase):
         b[:n] = bytes(n)
         self.left -= n
         return n
+
+
+def test_compressed_archives_are_read_by_the_body_codec_with_its_bounds(local_state: str) -> None:
+    """A tar.gz or tar.zst is undone by the host's one body codec (the relay's): read whole, a
+    zstd frame needing a window over 8 MiB refused before it is allocated, and anything but
+    another gzip member after one refused rather than dropped."""
+    from declaw_wasm._codings import zstd_module
+
+    zstd = zstd_module()
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        data = b"hello from a zstd archive\n"
+        info = tarfile.TarInfo("z/hello.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    plain = raw.getvalue()
+    vol = Volumes.create("zst", bytes(zstd.compress(plain)))
+    assert "z/hello.txt" in _paths(vol.volume_id)
+    wide = bytes(zstd.compress(plain + b"\0" * (9 << 20),
+                               options={zstd.CompressionParameter.window_log: 24}))
+    with pytest.raises(InvalidArgumentException, match="a window over 8 MiB"):
+        Volumes.create("wide", wide)
+    with pytest.raises(InvalidArgumentException, match="damaged|truncated"):
+        Volumes.create("trailing", gzip.compress(plain) + b"not another member" + b"\0" * 1024)
