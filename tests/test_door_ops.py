@@ -25,7 +25,6 @@ from declaw_wasm._wasm.shims import MAX_ANSWER, Encoded, answer_frame
 from fuzz import strategies
 from tracing import traced
 
-pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 # -- the declarations ------------------------------------------------------------------------------
 
@@ -157,6 +156,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_estimate_covers_what_decoding_takes_and_the_bound_holds(shape: str) -> None:
     frame = SHAPES[shape]
