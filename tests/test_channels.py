@@ -29,7 +29,6 @@ from declaw_wasm._pool.pool import MAX_TOOL_BYTES, ProcessPool
 from security.support import PeakRSS
 from tracing import traced
 
-pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
 
 MiB = 1 << 20
 FACTOR = 48  # the most a decoded message may cost in Python objects, times its size (~40 measured)
@@ -51,6 +50,7 @@ def _array(n: int, item: bytes) -> bytes:
     return b"\xdd" + struct.pack(">I", n) + item * n
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_a_declared_length_is_bounded_by_the_bytes_that_are_there() -> None:
     for data in (b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff", b"\xdb\xff\xff\xff\xff",
                  b"\xc6\xff\xff\xff\xff", b"\xc9\xff\xff\xff\xff\x01"):  # array, map, str, bin, ext
@@ -59,6 +59,7 @@ def test_a_declared_length_is_bounded_by_the_bytes_that_are_there() -> None:
         assert peak < 64 << 10
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_nesting_is_bounded() -> None:
     out, peak = _cost(b"\x91" * 10**6 + b"\xc0")
     assert isinstance(out, BadMessage) and peak < MiB
@@ -68,6 +69,7 @@ def test_nesting_is_bounded() -> None:
     assert isinstance(out, BadMessage) and "another extension type" in str(out)
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_a_message_costs_a_bounded_multiple_of_its_size() -> None:
     """The costliest things one byte of msgpack can stand for (empty arrays, maps of one entry,
     1-byte ints outside CPython's small-int cache, 2-character strings) cost at most FACTOR
@@ -82,6 +84,7 @@ def test_a_message_costs_a_bounded_multiple_of_its_size() -> None:
     assert isinstance(_cost(_array(n // 3, b"\x81\xc0\xc0"))[0], BadMessage)  # one map per 16 bytes
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_a_message_costs_a_bounded_amount_whatever_its_size() -> None:
     """A large message padded with bytes (raising its proportional budget) still holds at most
     MAX_ARRAYS arrays, MAX_MAPS maps and MAX_ITEMS items."""
@@ -95,6 +98,7 @@ def test_a_message_costs_a_bounded_amount_whatever_its_size() -> None:
         assert peak < 24 * MiB + 100 * MiB, peak
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_only_allow_listed_models_cross() -> None:
     for name in ("os.system", "Pwn", "BaseModel", "Sandbox"):
         out, _ = _cost(msgpack.packb([msgpack.ExtType(MODEL, msgpack.packb([name, {}]))]))
@@ -107,6 +111,7 @@ def test_only_allow_listed_models_cross() -> None:
     assert isinstance(out, BadMessage) and "unknown extension type 7" in str(out)
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_msgpack_timestamps_do_not_cross() -> None:
     """msgpack decodes its own extension type -1 (a `Timestamp`) without asking the codec's
     `ext_hook`: it is refused wherever it stands (top level, in an array, as a map's key or value,
@@ -132,6 +137,7 @@ def _deep_chart_result(depth: int) -> bytes:
     return msgpack.packb([1, "ok", msgpack.ExtType(MODEL, msgpack.packb(["Result", {"text": "x", "chart": chart}]))])
 
 
+@pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_whatever_raises_while_decoding_is_a_bad_message(monkeypatch: pytest.MonkeyPatch) -> None:
     """A host's answer holding a chart of 400 nested supercharts (10 KB) is read with the nesting
     cut at MAX_CHART_DEPTH; and were a model's validation to recurse past Python's limit anyway,
