@@ -351,6 +351,13 @@ class Bytes(Field):
         return f"bytes of at most {self.max_len}"
 
 
+def _item_problem(spec: Field, item: Any) -> Problem:
+    """What is wrong with one item of a list or map declared `spec` (None only where it allows)."""
+    if item is None:
+        return None if spec.null else ("", "must not be None")
+    return spec.check(item)
+
+
 @dataclass(frozen=True)
 class List(Field):
     items: Field = field(default_factory=lambda: Json())
@@ -362,11 +369,8 @@ class List(Field):
             return "", f"must be a list, not {shown(value)}"
         if len(value) > self.max_items:
             return "", f"must have at most {self.max_items} items, not {len(value)}"
-        check, null = self.items.check, self.items.null
         for index, item in enumerate(value):
-            if item is None and null:
-                continue
-            problem = check(item) if item is not None else ("", "must not be None")
+            problem = _item_problem(self.items, item)
             if problem is not None:
                 return f"[{index}]{problem[0]}", problem[1]
         return None
@@ -387,14 +391,11 @@ class Map(Field):
             return "", f"must be a map, not {shown(value)}"
         if len(value) > self.max_items:
             return "", f"must have at most {self.max_items} entries, not {len(value)}"
-        key_check, check, null = self.keys.check, self.values.check, self.values.null
         for key, item in value.items():
-            problem = key_check(key)
+            problem = self.keys.check(key)
             if problem is not None:
                 return f"[{shown(key, 30)}]", f"(the key) {problem[1]}"
-            if item is None and null:
-                continue
-            problem = check(item) if item is not None else ("", "must not be None")
+            problem = _item_problem(self.values, item)
             if problem is not None:
                 return f"[{key[:30]!r}]{problem[0]}", problem[1]
         return None
@@ -427,9 +428,7 @@ class Keyed(Field):
                 if problem is not None:
                     return f"[{shown(key, 30)}]", f"(the key) {problem[1]}"
                 spec = self.others
-            if item is None and spec.null:
-                continue
-            problem = spec.check(item) if item is not None else ("", "must not be None")
+            problem = _item_problem(spec, item)
             if problem is not None:
                 return f"[{key[:30]!r}]{problem[0]}", problem[1]
         return None
