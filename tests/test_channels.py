@@ -241,7 +241,7 @@ def test_a_worker_sending_what_is_not_a_message_loses_only_its_own_sandboxes(
     message = str(failed.value)
     assert f"the worker process {pid} hosting it" in message and FATAL[mode] in message, message
     assert "was killed by SIGKILL after it sent a bad message" in message
-    assert mem.growth < (96 if mode == "arrays" else 32) * MiB, mem.growth  # 8 MiB of empty arrays: 1 M at most
+    assert mem.growth < (80 if mode == "arrays" else 32) * MiB, mem.growth  # 8 MiB of empty arrays: 512 K at most
     assert not marker.exists()  # nothing was unpickled
     with pytest.raises(SandboxException, match="is lost"):
         neighbour.commands.run("echo")
@@ -269,8 +269,8 @@ def test_a_worker_lying_about_types_fails_only_that_call(hostile: tuple[HostileP
 def test_host_tool_arguments_from_a_worker_are_decoded_within_bounds(hostile: tuple[HostilePool, Path],
                                                                     no_background_guests: None) -> None:
     """A worker's host tool call whose arguments are 8 MiB of empty arrays (~550 MB as Python
-    lists) is refused before the tools' decoder sees it (within the codec's budget: 1 M arrays
-    at most); the tool never runs."""
+    lists) is refused before the tools' decoder sees it (within the codec's budget: 512 K
+    arrays at most); the tool never runs."""
     pool, _ = hostile
     calls: list[Any] = []
     sandbox = Sandbox.create(backend=pool, timeout=300, tools={"echo": lambda *a: calls.append(a)})

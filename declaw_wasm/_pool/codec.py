@@ -24,7 +24,7 @@ whatever raises while a message is decoded or its models validated (a `Recursion
 model that recurses included: the receiver never sees an exception other than `BadMessage`). What a
 message can then cost in Python objects is at most ~40 times its size (1-byte integers outside
 CPython's small-int cache, each a pointer and an object) and ~350 MB whatever its size (4 M
-short strings, 1 M empty arrays, 256 K maps), where an unbounded decode of 64 MiB could cost
+short strings, 512 K empty arrays, 256 K maps), where an unbounded decode of 64 MiB could cost
 ~4.5 GB; honest messages are mostly strings and bytes, ~1-3 times their size.
 tests/test_channels.py measures it.
 """
@@ -58,7 +58,7 @@ STREAM_WINDOW = 32
 ARRAY_BYTES = 2  # at least this many bytes of message per array in it (a chart's [x, y] points: 3)...
 MAP_BYTES = 16  # ...and per map (a model's fields, a chart element's)...
 MIN_CONTAINERS = 4096  # ...beyond this many of each (a small message may be all structure)
-MAX_ARRAYS = 1 << 20  # and whatever the message's size, at most this many arrays,
+MAX_ARRAYS = 1 << 19  # and whatever the message's size, at most this many arrays (~35 MB of lists),
 MAX_MAPS = 1 << 18  # maps (100 000 files listed are 100 000 maps),
 MAX_ITEMS = 4 << 20  # and items (array elements, map keys and values; those files: ~2.3 M)
 CHECKED = 1 << 20  # a message larger than this is checked against the budget before it is sent
