@@ -15,11 +15,13 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import inspect
+import itertools
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
@@ -178,6 +180,41 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         defs = metafunc._arg2fixturedefs.get("guest_path", ())
         if defs and defs[-1].baseid == _root_baseid(metafunc.config):
             metafunc.parametrize("guest_path", GUEST_PATHS, indirect=True, scope="session")
+
+
+_GUEST_MODULE = re.compile(r"^pytestmark = \[?(?:pytest\.mark\.\w+, )*pytest\.mark\.guest\b", re.MULTILINE)
+_MARK_NAME = re.compile(r"\b(?!and\b|or\b|not\b)[A-Za-z_]\w*")
+
+
+def _selects_no_guest_test(markexpr: str) -> bool:
+    """Whether `-m markexpr` is false for every test marked `guest`, whatever other markers it has
+    (each assignment of the markers the expression names, with `guest` set, is tried)."""
+    from _pytest.mark.expression import Expression  # what pytest itself evaluates `-m` with
+
+    names = sorted(set(_MARK_NAME.findall(markexpr)) - {"guest"})
+    if not markexpr or "(" in markexpr or len(names) > 8:  # marker arguments: not judged here
+        return False
+    expression = Expression.compile(markexpr)
+    for bits in itertools.product((False, True), repeat=len(names)):
+        present = frozenset({"guest", *(name for name, bit in zip(names, bits, strict=True) if bit)})
+        if expression.evaluate(present.__contains__):
+            return False
+    return True
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> Optional[bool]:
+    """A module that declares every test of it a guest test (`pytestmark = pytest.mark.guest`) is
+    not even imported when `-m` selects no guest test: the fast tier then imports neither Ray nor
+    the agent frameworks those modules need."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if not _selects_no_guest_test(str(config.option.markexpr or "")):
+        return None
+    try:
+        source = collection_path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return True if _GUEST_MODULE.search(source) else None
 
 
 def _root_baseid(config: pytest.Config) -> str:

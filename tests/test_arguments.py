@@ -11,7 +11,7 @@ import pytest
 from declaw_wasm import (FileNotFoundException, InvalidArgumentException, NotFoundException, PtySize,
                          Sandbox, SandboxException, SandboxNotFoundException)
 
-pytestmark = pytest.mark.served
+pytestmark = [pytest.mark.guest, pytest.mark.served]  # every test here starts guests (tests/conftest.py)
 
 CALLS: dict[str, tuple[Callable[[Sandbox], Any], type[Exception]]] = {
     "cmd not a string": (lambda s: s.commands.run(123), InvalidArgumentException),

@@ -16,6 +16,9 @@ from declaw_wasm import (FilesystemEventType, InvalidArgumentException, Sandbox,
                          TimeoutException)
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def test_started_after_includes_a_sandbox_started_at_that_moment(local_sbx: Sandbox) -> None:
     info = local_sbx.get_info()
 

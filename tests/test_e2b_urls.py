@@ -16,6 +16,9 @@ import pytest
 from declaw_wasm import AsyncSandbox, InvalidArgumentException, Sandbox
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def box(guest_path: str) -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=600)

@@ -7,7 +7,7 @@ import pytest
 
 from declaw_wasm import EntryInfo, FileNotFoundException, FileType, InvalidArgumentException
 
-pytestmark = pytest.mark.served  # every test on `sbx` runs in-process and served
+pytestmark = [pytest.mark.guest, pytest.mark.served]  # every test on `sbx` runs in-process and served
 
 
 def test_write_creates_parents_and_read_formats(sbx) -> None:

@@ -4,9 +4,14 @@ the warm path; on the cold path (the same guest code, ~0.8 s more per command) e
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from humaneval import problems, run_in_sandbox  # noqa: E402
+
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 def test_humaneval_problems_pass(sbx, guest_path) -> None:

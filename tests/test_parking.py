@@ -14,6 +14,9 @@ from declaw_wasm import Sandbox, SandboxException, TimeoutException, testing
 from declaw_wasm._local.parking import parking
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def _standby(timeout: float = 60, **create: object) -> Sandbox:
     """A standby sandbox, handed out by `create` (creates until one is: standby starts on the
     second create of a template and refills once creates pause)."""

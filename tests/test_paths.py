@@ -17,6 +17,9 @@ import pytest
 TABLE = r'''
 import errno, json, os, shutil
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def fixture():
     for folder in ("d", "empty", "empty2", "full/sub", "tree/a/b"):
         os.makedirs(folder)

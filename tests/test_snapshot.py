@@ -18,6 +18,9 @@ DRAWS = ("import json, random, tempfile, uuid, numpy\n"
          "tempfile.NamedTemporaryFile(dir='/tmp').name, str(uuid.uuid4())]))")
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 class _Commands:
     """`sbx.commands`, with each command run on a parked guest, or on a fresh one."""
 

@@ -22,6 +22,9 @@ from .upstream import Upstreams
 POLICY = "network policy"
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def refused_by_policy(result: dict[str, Any], kind: str = "") -> bool:
     return (not result["ok"] and result["oserror"] and POLICY in result["msg"]
             and "LOOPBACK_ONLY" not in result["msg"] and (not kind or result["type"] == kind))

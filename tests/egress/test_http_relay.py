@@ -12,6 +12,9 @@ from .conftest import PROBE, outcome
 from .upstream import Upstreams
 
 EXCHANGE = PROBE + """
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def exchange(payload, host="api.openai.com", port=80, tls=False, wait=3.0):
     s = socket.create_connection((host, port), timeout=wait)
     if tls:

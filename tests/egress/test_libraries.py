@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from .conftest import outcome
 from .upstream import Upstreams
+
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 def test_stdlib_http_and_https(make: Callable[..., Any], up: Upstreams) -> None:

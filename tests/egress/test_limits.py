@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from declaw_wasm import testing
 from declaw_wasm import Limits
 
 from .conftest import PROBE, outcome
 from .upstream import Upstreams
+
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 def test_limits_are_hit_with_clear_errors(make: Callable[..., Any], up: Upstreams) -> None:

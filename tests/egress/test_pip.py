@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from declaw_wasm import testing
 from declaw_wasm import ALL_TRAFFIC
 
@@ -12,6 +14,9 @@ from .upstream import Upstreams
 
 FLAGS = ("--quiet --upgrade --no-cache-dir --trusted-host pypi.org "
          "--trusted-host files.pythonhosted.org --timeout 120")
+
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 def test_pip_under_a_deny_all_policy_uses_the_wheel_cache_only(make: Callable[..., Any],

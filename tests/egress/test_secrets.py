@@ -20,6 +20,9 @@ from .upstream import Upstreams
 VALUE = "sk-test/Abc+123_xyz"  # "/" and "+" exercise the URL-encoded and JSON-escaped spellings
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def _nowhere_in(sbx: Any, value: str) -> None:
     """The value is in no file of the sandbox and in no audit event."""
     needle = value.encode()

@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+import pytest
+
 from declaw_wasm import ALL_TRAFFIC
 
 from .upstream import Upstreams
+
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 def test_curl_flags_agents_use(make: Callable[..., Any], up: Upstreams) -> None:

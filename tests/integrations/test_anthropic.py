@@ -15,6 +15,9 @@ from declaw_wasm.integrations.anthropic import (
 )
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def sbx() -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=600)

@@ -22,7 +22,7 @@ from declaw_wasm.integrations.pydantic_ai import (
     DeclawWasmWorkspaceBackend,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.guest, pytest.mark.anyio]  # every test here starts guests (tests/conftest.py)
 
 
 @pytest.mark.guest

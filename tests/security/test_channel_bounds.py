@@ -29,9 +29,8 @@ from . import support
 from .support import PeakRSS, assert_host_fine
 from tracing import Peak
 
-pytestmark = pytest.mark.traces_memory  # tracemalloc stays on after them (tracing.py)
-
-pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+# every test here starts guests (tests/conftest.py); tracemalloc stays on after them (tracing.py)
+pytestmark = [pytest.mark.guest, pytest.mark.traces_memory]
 
 MiB = 1 << 20
 LIMIT = 32 << 10  # bytes kept per stream in the write-size cases

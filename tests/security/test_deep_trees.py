@@ -26,6 +26,9 @@ from .test_quota_exports import BOUND, MIB, OVERHEAD, QUOTA, Host, Peak, _pid, _
 BOTH = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     """A private state store and temporary folder, and a pool whose workers use them (as

@@ -24,6 +24,9 @@ OPS = ["read", "write", "write_files", "list", "get_info", "exists", "remove", "
        "rename_dst", "make_dir"]
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def _host_target(tmp_path: Path) -> tuple[Path, Path, set[str]]:
     """A host folder with a secret file and a marker file that no sandbox may ever name."""
     folder = tmp_path / "host-folder"

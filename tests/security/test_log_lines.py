@@ -22,6 +22,9 @@ CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u206
 HOSTILE = ("n\n2026-01-01 00:00:00 CRITICAL forged line \x1b]52;c;aGVsbG8=\x07\x1b[2J\u202e").ljust(248, "x")
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def test_a_name_the_guest_chose_reaches_a_log_line_as_one_line(make: Callable[..., Sandbox],
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """A `mount` volume's write-back leaves out a file or folder whose path is longer than the 4096

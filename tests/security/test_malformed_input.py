@@ -17,6 +17,9 @@ from .support import assert_host_fine, run_py
 MiB = 1 << 20
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 def test_invalid_utf8_in_output(box) -> None:
     """Defends against invalid UTF-8 output breaking the host's decoding or callbacks."""
     code = ("import sys, os\nsys.stdout.buffer.write(b'\\xff\\xfe')\nsys.stdout.buffer.write(b'|\\xe2\\x82')\n"

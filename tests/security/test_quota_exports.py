@@ -41,6 +41,9 @@ BOTH = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=Tru
 READS = pytest.mark.parametrize("mode", ["in-process", "processes", "served"], indirect=True)
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 @dataclass
 class Host:
     """Where exports could land: a private state store and temporary folder (sandbox folders,

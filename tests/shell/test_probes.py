@@ -19,6 +19,9 @@ from declaw_wasm import Sandbox
 from hostbash import host_bash  # tests/ is on sys.path
 
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+
 @pytest.fixture(scope="module")
 def sbx() -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=600)

@@ -1,0 +1,38 @@
+"""The test tiers themselves (tests/conftest.py): which `-m` expressions let the fast tier skip
+importing modules of guest tests, and that a module's markers are declared once (a second
+`pytestmark = ...` silently replaces the first: a module of guest tests that trace memory lost its
+`traces_memory` marker that way, so tracing started before tests that measure RSS)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import _GUEST_MODULE, _selects_no_guest_test  # tests/ is on sys.path
+
+TESTS = Path(__file__).parent
+
+
+@pytest.mark.parametrize(("markexpr", "skips"), [
+    ("not guest", True), ("not guest and not served", True), ("served and not guest", True),
+    ("", False), ("guest", False), ("not served", False), ("not guest or served", False),
+    ("guest and served and not traces_memory", False),
+])
+def test_only_an_expression_no_guest_test_can_satisfy_skips_guest_modules(markexpr: str, skips: bool) -> None:
+    assert _selects_no_guest_test(markexpr) is skips
+
+
+def test_a_guest_module_is_recognised_by_its_declaration() -> None:
+    assert _GUEST_MODULE.search("x = 1\npytestmark = pytest.mark.guest  # why\n")
+    assert _GUEST_MODULE.search("pytestmark = [pytest.mark.guest, pytest.mark.timeout(600)]\n")
+    assert _GUEST_MODULE.search("pytestmark = [pytest.mark.traces_memory, pytest.mark.guest]\n")
+    assert not _GUEST_MODULE.search("pytestmark = pytest.mark.served\n")
+    assert not _GUEST_MODULE.search("pytestmark = pytest.mark.guests\n")
+    assert not _GUEST_MODULE.search("# pytestmark = pytest.mark.guest\n")
+
+
+def test_every_module_declares_its_markers_once() -> None:
+    twice = [str(path.relative_to(TESTS)) for path in sorted(TESTS.rglob("test_*.py"))
+             if len(re.findall(r"^pytestmark\s*=", path.read_text(encoding="utf-8"), re.MULTILINE)) > 1]
+    assert twice == []
