@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import field_validator
 
 from ._model import ConfigModel, check_choice
-from ._re2 import compile_user_pattern
+from .._re2 import compile_user_pattern
 
 MAX_PATTERN_LENGTH = 1000
 
