@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 if TYPE_CHECKING:  # at run time declaw_wasm is imported by the functions that use it
     from declaw_wasm import Sandbox
-    from declaw_wasm._egress.guard import ContentGuard, RequestOutcome
+    from declaw_wasm._guard.contract import ContentGuard, RequestOutcome
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@
 `BodyDecoder(codings)` undoes a body's Content-Encoding (identity, gzip, x-gzip, deflate, br,
 zstd; stacked, outermost last) for every reader of coded bytes: the egress relay
 (declaw_wasm/_egress/http.py pulls from it to scrub secrets and feed the guards), the guards
-(security/pipeline.py and response_filter.py push bodies through it) and the volume archive
+(declaw_wasm/_guard/pipeline.py and response_filter.py push bodies through it) and the volume archive
 reader (declaw_wasm/_volumes/archive.py undoes a tar.gz or tar.zst with it). What one bounds, the
 others do too; the limits are parameters with one set of defaults (below).
 

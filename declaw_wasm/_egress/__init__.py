@@ -10,8 +10,8 @@ enforces limits and records an audit log (session.py, audit.py). docs/egress.md 
 
 from __future__ import annotations
 
+from .._guard.contract import ContentGuard
 from .audit import AuditEvent
-from .guard import ContentGuard
 from .policy import ALL_TRAFFIC, Policy, PolicyError
 from .secrets import Secret
 from .session import EgressSession

@@ -6,7 +6,8 @@ default: the process's) and `guard_plugins=` (engines for guards declaw-wasm doe
 taken out of create's keyword arguments here. From `security=` (declaw's SecurityPolicy, when
 given) this reads `network` (used if `network=` is not: declaw's rule, see Policy.from_create),
 `audit`, `env_security.mask_patterns`, and the content guards, built into the sandbox's
-`PipelineGuard` (guardrails.py) with its own PII token map. A guard switched on explicitly
+`GuardPipeline` (declaw_wasm/_guard: the relay's `ContentGuard`) with its own PII token map.
+A guard switched on explicitly
 without an engine is refused here, at create; one declaw's defaults switch on implicitly is
 accepted, warned about once, and recorded in the audit as "not enforced".
 
@@ -22,11 +23,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .._guard.contract import ContentGuard
+from .._guard.pipeline import GuardPipeline
 from ..exceptions import InvalidArgumentException
 from ..limits import Limits
+from ..security import SecurityPolicy
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, now
-from .guard import ContentGuard
-from .guardrails import PipelineGuard, enforces_anything
 from .policy import Policy, PolicyError
 from .secrets import Secret, SecretBook
 from .session import EgressSession
@@ -50,7 +52,7 @@ class EgressPlan:
         return self.secrets.guest_env()
 
     def session(self, limits: Limits, env: dict[str, str]) -> EgressSession:
-        if isinstance(self.guard, PipelineGuard):
+        if isinstance(self.guard, GuardPipeline):
             self.guard.apply_limits(limits)
         session = EgressSession(self.policy, limits, self.secrets, self.guard, env,
                                 self.audit_enabled, self.mask_patterns)
@@ -77,9 +79,9 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     plugins = params.get("guard_plugins")
     if security is not None:
         placeholders = frozenset(i.placeholder for i in book.injections)
-        guard = PipelineGuard.build(security, placeholders, plugins)
+        guard = GuardPipeline(as_policy(security), secret_placeholders=placeholders, plugins=plugins)
         plan.guard_notes = guard.create_notes
-        if enforces_anything(guard.pipeline.policy):
+        if guard.enforces_anything:
             plan.guard = guard
     elif plugins is not None:
         raise InvalidArgumentException("guard_plugins: given without security= (nothing to enforce)")
@@ -91,13 +93,19 @@ def security_policy(value: Any) -> Any:
     the wire carries (`{"policy_json": "..."}`); None for none."""
     if value is None or hasattr(value, "to_dict"):
         return value
-    from ..security import SecurityPolicy
-
     if isinstance(value, dict) and set(value) == {"policy_json"}:
         value = json.loads(value["policy_json"])
+    return as_policy(value)
+
+
+def as_policy(security: Any) -> SecurityPolicy:
+    """Our SecurityPolicy for what `create` carries: ours, its dict, or any object with declaw's
+    `to_dict()` (declaw's own classes), through its wire form."""
+    if isinstance(security, SecurityPolicy):
+        return security
     try:
-        return SecurityPolicy.from_dict(value)
-    except (TypeError, ValueError) as exc:
+        return SecurityPolicy.from_dict(security.to_dict() if hasattr(security, "to_dict") else security)
+    except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidArgumentException(f"security: {exc}") from None
 
 

@@ -10,7 +10,7 @@ request can hide inside another's body. Responses are parsed the same way and wr
 the guest.
 
 On the way: secret injection (secrets.py) into the guest's request after the content guard
-(guard.py) saw it; with secrets on the sandbox, every response head (1xx ones too: reason, header
+(declaw_wasm/_guard/contract.py) saw it; with secrets on the sandbox, every response head (1xx ones too: reason, header
 names and values) and every decoded body scrubbed of secret values, a body the host cannot
 decode refused (502, or the connection aborted if its head went out already: a coded body's head
 waits for its first decoded bytes, so that a body that does not decode at all gets the 502),
@@ -43,10 +43,10 @@ import h11
 
 from .._codings import (DECODER_BYTES, BodyDecoder, EncodingError, Meter, decodable, parse_codings,
                         undecodable)
+from .._guard.contract import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
+                               ResponseFilter)
 from .audit import AuditEvent, now
 from .budget import Hold, HoldRefused
-from .guard import (COUNT_NAMES, BlockResponse, ContentGuard, GuardCut, Headers, IdentityGuard,
-                    ResponseFilter)
 from .policy import PolicyError, normalize_name, parse_address
 from .secrets import Scrubber, SecretBook
 

@@ -24,13 +24,13 @@ from collections import OrderedDict
 from typing import Any, Callable, Optional
 from urllib.parse import urlsplit
 
+from .._guard.contract import ContentGuard, IdentityGuard
 from .._printable import logger
 from .._wasm.guest import Guest, GuestStopping
 from ..limits import Limits
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
 from .budget import PROCESS_BUDGET, SANDBOX_ROOM, Budget, sandbox_keep
 from .connection import Connection, Destination, NetError
-from .guard import ContentGuard, IdentityGuard
 from .._wasm.door import RequestError
 from .ops import MAX_IDS, MAX_RECV, MAX_SEND, OPS
 from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, parse_address

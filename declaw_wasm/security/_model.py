@@ -9,9 +9,10 @@ class to write declaw's exact wire dict.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 
 class ConfigModel(BaseModel):
@@ -51,3 +52,24 @@ def check_choice(what: str, value: str, valid: set[str]) -> str:
     if value not in valid:
         raise ValueError(f"Invalid {what}: '{value}'. Valid: {sorted(valid)}")
     return value
+
+
+def check_member(what: str, value: Any, kind: type[Enum]) -> Any:
+    """`value`, a member of `kind` or one's value, as the value (declaw's enums are str-valued)."""
+    value = value.value if isinstance(value, kind) else value
+    return check_choice(what, value, {member.value for member in kind})
+
+
+class ScoredGuardConfig(ConfigModel):
+    """A guard that scores text (toxicity, code security): `threshold` in 0.0-1.0, `action` block
+    or log_only. The fields are each class's own, in declaw's order (they are positional)."""
+
+    @field_validator("action", check_fields=False)
+    @classmethod
+    def _action(cls, value: str) -> str:
+        return check_choice("action", value, {"block", "log_only"})
+
+    @field_validator("threshold", check_fields=False)
+    @classmethod
+    def _threshold(cls, value: float) -> float:
+        return check_range("threshold", value)

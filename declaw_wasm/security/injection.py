@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import field_validator
 
-from ._model import ConfigModel, check_choice, check_range
+from ._model import ConfigModel, check_choice, check_member, check_range
 
 
 class InjectionAction(str, Enum):
@@ -62,18 +62,16 @@ class InjectionDefenseConfig(ConfigModel):
     @field_validator("action", mode="before")
     @classmethod
     def _action(cls, value: Any) -> Any:
-        value = value.value if isinstance(value, InjectionAction) else value
         if value == "audit":  # the 1.0 name, still accepted by declaw with a warning
             warnings.warn("InjectionDefenseConfig action 'audit' is deprecated, use 'log_only' "
                           "instead.", DeprecationWarning, stacklevel=2)
             value = InjectionAction.LOG_ONLY.value
-        return check_choice("action", value, {a.value for a in InjectionAction})
+        return check_member("action", value, InjectionAction)
 
     @field_validator("sensitivity", mode="before")
     @classmethod
     def _sensitivity(cls, value: Any) -> Any:
-        value = value.value if isinstance(value, InjectionSensitivity) else value
-        return check_choice("sensitivity", value, {s.value for s in InjectionSensitivity})
+        return check_member("sensitivity", value, InjectionSensitivity)
 
     @field_validator("threshold")
     @classmethod

@@ -97,7 +97,7 @@ def parse_rule(entry: Any, where: str) -> Rule:
             raise PolicyError(f"{where}: {entry!r}: only allow_out takes ~regex entries")
         if not text[1:]:
             raise PolicyError(f"{where}: {entry!r}: a ~regex entry needs a pattern after the ~")
-        from ._re2 import compile_user_pattern  # (imported when a policy has one: RE2 is ~2 MB)
+        from .._re2 import compile_user_pattern  # (imported when a policy has one: RE2 is ~2 MB)
 
         try:  # RE2: the host names it is matched against are the guest's (_re2.py says why)
             return Rule(text, "regex", pattern=compile_user_pattern(text[1:]))

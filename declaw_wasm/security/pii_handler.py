@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 from typing import Self
 
-from .detectors import PIIDetector
+from .._guard.detectors import PIIDetector
 from .pii import ALL_PII_TYPES
-from .plugins import GuardPlugins
-from .rehydrate import partial_start
-from .tokens import TOKEN_RE, TokenMap
+from .._guard.plugins import GuardPlugins
+from .._guard.rehydrate import partial_start
+from .._guard.tokens import TOKEN_RE, TokenMap
 
 RedactionMap = dict[str, str]
 

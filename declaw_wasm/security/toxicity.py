@@ -4,26 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import field_validator
-
-from ._model import ConfigModel, check_choice, check_range
+from ._model import ScoredGuardConfig
 
 
-class ToxicityConfig(ConfigModel):
+class ToxicityConfig(ScoredGuardConfig):
     enabled: bool = False
     threshold: float = 0.9
     action: str = "block"
     domains: list[str] | None = None
-
-    @field_validator("action")
-    @classmethod
-    def _action(cls, value: str) -> str:
-        return check_choice("action", value, {"block", "log_only"})
-
-    @field_validator("threshold")
-    @classmethod
-    def _threshold(cls, value: float) -> float:
-        return check_range("threshold", value)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"enabled": self.enabled, "threshold": self.threshold,

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import field_validator
 
-from ._model import ConfigModel, check_choice
-from ._re2 import compile_user_pattern
+from ._model import ConfigModel, check_member
+from .._re2 import compile_user_pattern
 
 MAX_PATTERN_LENGTH = 1000
 
@@ -87,8 +87,7 @@ class TransformationRule(ConfigModel):
     @field_validator("direction", mode="before")
     @classmethod
     def _direction(cls, value: Any) -> Any:
-        value = value.value if isinstance(value, TransformDirection) else value
-        return check_choice("direction", value, {d.value for d in TransformDirection})
+        return check_member("direction", value, TransformDirection)
 
     @field_validator("match")
     @classmethod

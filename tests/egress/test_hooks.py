@@ -11,7 +11,7 @@ import pytest
 
 from declaw_wasm import testing
 from declaw_wasm import AsyncSandbox
-from declaw_wasm._egress.guard import BlockResponse, ContentGuard, Headers, RequestOutcome
+from declaw_wasm._guard.contract import BlockResponse, ContentGuard, Headers, RequestOutcome
 
 from .conftest import outcome
 from .upstream import Upstreams

@@ -24,12 +24,11 @@ import pytest
 
 from declaw_wasm import Limits
 from declaw_wasm._egress.budget import Budget, Hold
-from declaw_wasm._egress.guard import ContentGuard, IdentityGuard
-from declaw_wasm._egress.guardrails import PipelineGuard
+from declaw_wasm._guard.contract import ContentGuard, IdentityGuard
 from declaw_wasm._egress.http import HttpRelay, RelayContext
 from declaw_wasm._egress.policy import parse_rule
 from declaw_wasm._egress.secrets import Injection, SecretBook
-from declaw_wasm.security import InjectionDefenseConfig, PIIConfig, SecurityPolicy
+from declaw_wasm.security import GuardPipeline, InjectionDefenseConfig, PIIConfig, SecurityPolicy
 
 from .upstream import zstd_compress
 
@@ -171,7 +170,7 @@ def test_a_bodys_decoders_are_held_to_their_bounds(case: str, guarded: bool) -> 
     secrets), as its head waits for the first decoded bytes too."""
     coding, body, why = UNDECODABLE[case]
     budget, process = budgets()
-    guard = PipelineGuard.build(SecurityPolicy(injection_defense=InjectionDefenseConfig(
+    guard = GuardPipeline(SecurityPolicy(injection_defense=InjectionDefenseConfig(
         enabled=True, action="log_only", domains=["example.com"]))) if guarded else None
     made = relay(budget, SecretBook() if guarded else BOOK, guard)
     made.feed_upstream(answer(body, coding, "text/plain"))
@@ -219,8 +218,8 @@ def test_decoder_windows_are_counted_in_the_sandboxs_and_the_processs_budgets() 
 
 # -- what a content guard holds whole ----------------------------------------------------------------
 
-def _pii_guard(body_bytes: int = 16 * MiB) -> PipelineGuard:
-    guard = PipelineGuard.build(SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"])))
+def _pii_guard(body_bytes: int = 16 * MiB) -> GuardPipeline:
+    guard = GuardPipeline(SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"])))
     guard.apply_limits(Limits(net_guard_body_bytes=body_bytes))
     return guard
 
@@ -275,7 +274,7 @@ def test_an_answer_held_for_an_injection_scan_is_counted_in_the_sandboxs_budget(
     """A blocking scan holds an answer back up to Limits.net_guard_scan_bytes (4 MiB): kept as it
     grows, given back as it is released; with the sandbox's budget full, a 503 naming it (the
     head was held back, so the guest gets a clear answer, not a cut one)."""
-    guard = PipelineGuard.build(SecurityPolicy(injection_defense=InjectionDefenseConfig(
+    guard = GuardPipeline(SecurityPolicy(injection_defense=InjectionDefenseConfig(
         enabled=True, action="block", domains=["example.com"])))
     text = b"all is well with the quarterly figures\n" * (100 << 10)  # ~3.8 MiB: held whole
     budget, process = budgets()

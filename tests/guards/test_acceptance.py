@@ -36,7 +36,7 @@ from .conftest import (
 def _echo_json(pipe: GuardPipeline, doc: object) -> tuple[dict, object]:
     """Send `doc`; return what upstream received and what the guest reads from an echo."""
     out = post_json(pipe, doc)
-    assert not out.blocked
+    assert not out.block
     received = json.loads(out.body)
     _, back = run_response(pipe, json.dumps({"json": received}).encode())
     return received, json.loads(back)["json"]
@@ -73,7 +73,7 @@ def test_2_json_body_stays_valid_and_other_fields_identical() -> None:
     sent["messages"][0]["content"] = doc["messages"][0]["content"]
     assert sent == doc
     assert dict(out.headers)["content-length"] == str(len(out.body))
-    assert out.pii_redactions == 2
+    assert out.counts["pii_redactions"] == 2
 
 
 def test_3_ssn_alone_fires_and_declaw_03_echo_shows_none() -> None:
@@ -127,7 +127,7 @@ def test_declaw_02b_all_four_probes_tokenised_and_valid(content) -> None:
                            "max_completion_tokens": 80})
     sent = json.loads(out.body)
     text = sent["messages"][0]["content"]
-    assert out.pii_redactions >= 1 and "[REDACTED_" in text
+    assert out.counts["pii_redactions"] >= 1 and "[REDACTED_" in text
     for value in ("jordan@example.com", "123-45-6789", "Aarav Sharma", "alice@example.com"):
         assert value not in text
     assert sent["model"] == "gpt-4.1" and sent["max_completion_tokens"] == 80
@@ -157,7 +157,7 @@ def test_4_declaw_08_anthropic_body_keeps_model(stream) -> None:
               "4111 1111 1111 1111"):
         assert v not in out.body.decode()
     assert sent["messages"][0]["content"] == sent["messages"][1]["content"][0]["text"]
-    assert out.pii_redactions == 8 and out.transformations_applied == 2
+    assert out.counts["pii_redactions"] == 8 and out.counts["transformations_applied"] == 2
     # The answer, streamed or not, comes back rehydrated.
     email_token = pipe.tokens.tokenize("email", "aarav.sharma@example.com")
     if stream:
@@ -208,7 +208,7 @@ def test_6_pan_transformation_applies_outbound_only() -> None:
                               replace="[REDACTED_PAN]")
     pipe = GuardPipeline(SecurityPolicy(transformations=[rule]), TokenMap())
     out = post_json(pipe, {"pan": "ABCDE1234F"}, host="httpbin.org")
-    assert json.loads(out.body) == {"pan": "[REDACTED_PAN]"} and out.transformations_applied == 1
+    assert json.loads(out.body) == {"pan": "[REDACTED_PAN]"} and out.counts["transformations_applied"] == 1
     assert not pipe.wants_response_body("httpbin.org", "POST", "/", 200, JSON)
     f, got = run_response(pipe, b'{"pan": "ZYXWV9876A"}', host="httpbin.org")
     assert got == b'{"pan": "ZYXWV9876A"}' and f.transformations_applied == 0
@@ -248,9 +248,9 @@ def test_7_injection_only_audited_with_log_only() -> None:
 def test_9_block_request_gives_the_guest_a_403_it_can_read() -> None:
     pipe = pii_pipe(action="block")
     out = post_json(pipe, {"q": "my ssn is 123-45-6789"})
-    assert out.blocked and out.status == 403 and out.guard == "pii"
-    assert json.loads(out.body)["error"]["guard"] == "pii"
-    assert ("content-type", "application/json") in out.headers
+    assert out.block and out.block.status == 403 and out.block.guard == "pii"
+    assert json.loads(out.block.body)["error"]["guard"] == "pii"
+    assert ("content-type", "application/json") in out.block.headers
 
 
 # (8), (11) ---------------------------------------------------------------------------------------
@@ -258,11 +258,11 @@ def test_8_zero_width_characters_stripped() -> None:
     pipe = GuardPipeline(SecurityPolicy(invisible_text=InvisibleTextConfig(enabled=True)),
                          TokenMap())
     out = post_json(pipe, {"q": "hel\u200blo\u2060 wor\ufeffld\U000e0041"})
-    assert json.loads(out.body) == {"q": "hello world"} and out.invisible_chars == 4
+    assert json.loads(out.body) == {"q": "hello world"} and out.counts["invisible_chars"] == 4
     blocker = GuardPipeline(SecurityPolicy(invisible_text=InvisibleTextConfig(
         enabled=True, action="block")), TokenMap())
-    assert post_json(blocker, {"q": "a\u200bb"}).status == 403
-    assert not post_json(blocker, {"q": "plain"}).blocked
+    assert post_json(blocker, {"q": "a\u200bb"}).block.status == 403
+    assert not post_json(blocker, {"q": "plain"}).block
 
 
 def test_11_zero_width_inside_an_ssn_is_caught() -> None:
@@ -286,7 +286,8 @@ def test_10_every_case_reports_counts_for_the_audit() -> None:
     pipe = GuardPipeline(policy, TokenMap())
     assert any("person_name not enforced" in n for n in pipe.create_notes)
     out = post_json(pipe, {"q": f"ACME-1 alice@example.com\u200b {ATTACK}"})
-    assert (out.pii_redactions, out.transformations_applied, out.invisible_chars) == (1, 1, 1)
+    assert {k: out.counts[k] for k in ("pii_redactions", "transformations_applied", "invisible_chars")} \
+        == dict.fromkeys(("pii_redactions", "transformations_applied", "invisible_chars"), 1)
     assert any(n.startswith("injection_defense: detected") for n in out.notes)
 
 

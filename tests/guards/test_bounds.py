@@ -19,7 +19,7 @@ from declaw_wasm.security import (
     TokenMap,
     TransformationRule,
 )
-from declaw_wasm.security.detectors import PIIDetector
+from declaw_wasm._guard.detectors import PIIDetector
 from declaw_wasm._codings import BodyDecoder, decode_all, narrow_accept_encoding
 from declaw_wasm.security.pii import ALL_PII_TYPES
 
@@ -62,7 +62,7 @@ def test_gzip_bomb_fails_the_request_not_the_host() -> None:
     pipe = GuardPipeline(SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"])), TokenMap(),
                          limits=GuardLimits(max_request_body=8 << 20))
     out = pipe.request("h.example", "POST", "/", JSON + [("content-encoding", "gzip")], bomb)
-    assert out.blocked and out.status == 413 and out.guard == "limits"
+    assert out.block and out.block.status == 413 and out.block.guard == "limits"
     with pytest.raises(DecodedTooLarge):
         decode_all("gzip", bomb, 1 << 20)
 
@@ -103,7 +103,7 @@ def test_unknown_response_encoding_passes_unrehydrated_or_blocks_a_scan() -> Non
     f, got = run_response(pipe, b"\x1f\x9d...", JSON + [("content-encoding", "compress")])
     assert got == b"\x1f\x9d..." and any("not rehydrated" in n for n in f.notes)
     out = pipe.request("h.example", "POST", "/", JSON + [("content-encoding", "compress")], b"x")
-    assert out.blocked and out.status == 415
+    assert out.block and out.block.status == 415
 
 
 def test_accept_encoding_narrowed_to_what_we_decode() -> None:
@@ -144,7 +144,7 @@ def test_the_guards_decoders_have_the_relays_bounds() -> None:
             decode_all(coding, body, 64 << 20)
         out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
                                                       ("content-encoding", coding)], body)
-        assert out.blocked and out.status == 415 and why in out.body.decode(), (coding, out.body)
+        assert out.block and out.block.status == 415 and why in out.block.body.decode(), (coding, out.block)
     meter = Meter()  # what one body's decoders were charged, and that it stays under the cap
     assert decode_all("br, gzip", gzip.compress(brotli.compress(text, lgwin=24)), 1 << 20, meter) == text
     assert meter.total == (16 << 20) - 16 + (3 << 20) + (64 << 10) <= DECODER_BYTES
@@ -171,7 +171,7 @@ def test_every_frame_of_a_zstd_request_body_is_scanned() -> None:
     pipe = pii_pipe(action="block")
     out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
                                                   ("content-encoding", "zstd")], body)
-    assert out.blocked and out.guard == "pii"
+    assert out.block and out.block.guard == "pii"
     assert decode_all("zstd", body, 1 << 20) == b"hello, nothing to see here\nmail alice@example.com\n"
 
 
@@ -199,7 +199,7 @@ def test_a_body_cut_inside_its_coding_is_not_taken_for_whole() -> None:
                       (whole + b"trailing", "data after a gzip member is not another gzip member")):
         out = pipe.request("h.example", "POST", "/", [("content-type", "text/plain"),
                                                       ("content-encoding", "gzip")], body)
-        assert out.blocked and out.status == 415 and why in out.body.decode(), out.body
+        assert out.block and out.block.status == 415 and why in out.block.body.decode(), out.block
         f = pipe.response("h.example", "GET", "/", 200, [("content-type", "text/plain"),
                                                          ("content-encoding", "gzip")])
         with pytest.raises(ResponseCut, match=why):

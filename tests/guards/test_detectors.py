@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from declaw_wasm.security.detectors import PIIDetector
+from declaw_wasm._guard.detectors import PIIDetector
 from declaw_wasm.security.pii import ALL_PII_TYPES
 
 DET = PIIDetector(ALL_PII_TYPES)

@@ -17,7 +17,7 @@ from declaw_wasm.security import (
     TokenMap,
     TransformationRule,
 )
-from declaw_wasm.security.rehydrate import ChunkRehydrator, SSERehydrator
+from declaw_wasm._guard.rehydrate import ChunkRehydrator, SSERehydrator
 
 from .conftest import SSE, anthropic_text, openai_chunk, openai_text, pii_pipe, run_response, sse
 

@@ -1,7 +1,9 @@
 """The response side of the guard pipeline: decode, scan, transform, rehydrate, re-frame.
 
-`GuardPipeline.response()` makes one `ResponseFilter` per answer; see its docstring and
-pipeline.py's for the door's loop.
+`GuardPipeline.response()` makes one `ResponseFilter` per answer: the relay's `ResponseFilter`
+(contract.py), fed the body (decoded by the relay; a coding the relay could not undo arrives
+with its Content-Encoding header, and the filter refuses it or passes it unfiltered with a
+note).
 """
 
 from __future__ import annotations
@@ -10,58 +12,59 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._http import (
-    BINARY_PREFIXES,
-    DIGEST_HEADERS,
-    ResponseCut,
-    block_body,
-    block_headers,
-    header,
-    without,
-)
+from .._codings import (MAX_CODINGS, BodyDecoder, DecodedTooLarge, EncodingError, available_codings,
+                        parse_codings)
+from .._printable import logger
+from ._http import BINARY_PREFIXES, DIGEST_HEADERS, block_answer, header, without
 from .bodies import Body, parse_body, parse_content_type
-from .._codings import MAX_CODINGS, BodyDecoder, EncodingError, available_codings, parse_codings
+from .contract import GuardCut, Headers
 from .rehydrate import ChunkRehydrator, SSERehydrator, rehydrate_counted
 from .tokens import TokenMap
 
 if TYPE_CHECKING:
     from .pipeline import GuardPipeline
 
+log = logger("declaw_wasm.egress")
+
 
 class ResponseFilter:
-    """One response on its way to the guest. See the module docstring for the door's loop.
+    """One response on its way to the guest, as the relay's `ResponseFilter`.
 
     `head_ready` is False only while a blocking injection scan holds the response back; the
-    status and headers may then still become a 403 block answer. A response longer than
-    `GuardLimits.scan_buffer` is scanned in windows of that size (cut at a line end): the first
-    window before anything is released (a hit gives the guest a 403), later ones before each
-    release (a hit raises `ResponseCut`: the door must abort the guest's connection, and the notes
-    say where it was cut). With `log_only`, the response streams unchanged and a copy is scanned.
+    status and headers may then still become a 403 block answer (`blocked` names the guard; the
+    answer comes from `feed` or `end`, after which `done` is True and the relay drops the rest).
+    A response longer than `GuardLimits.scan_buffer` is scanned in windows of that size (cut at
+    a line end): the first window before anything is released (a hit gives the guest a 403),
+    later ones before each release (a hit raises `GuardCut`: the relay aborts the guest's
+    connection, and the notes say where it was cut). With `log_only`, the response streams
+    unchanged and a copy is scanned. The decoded body is bounded by `GuardLimits.max_response_body`
+    (the sandbox's `Limits.net_guard_response_bytes`): past it, `GuardCut` ("limits"). Should a
+    guard raise anything else (a bug of ours), the answer is cut ("guard") and the error logged.
     """
 
     def __init__(self, pipe: GuardPipeline, host: str, method: str, url: str, status: int,
-                 headers: list[tuple[str, str]]) -> None:
+                 headers: Headers) -> None:
         self.pipe = pipe
         self.host = host
         self.status = status
         self.headers = headers
         self.head_ready = True
-        self.blocked = False
+        self.blocked = ""  # the guard whose answer replaced the response
+        self.done = False  # that answer was returned whole: the relay ends the message
         self.pii_rehydrations = 0
         self.transformations_applied = 0
         self.injection_blocks = 0
         self.injection_detections = 0
         self.notes: list[str] = []
         self._windows = 0
-        self._decoder: Callable[[bytes], bytes] | None = None
-        self._body: BodyDecoder | None = None  # the body's decoder, for its end
+        # what the guard reads, decoded (identity: as fed) and bounded, past it `GuardCut`
+        self._body = BodyDecoder(None, limit=pipe.limits.max_response_body)
         self._proc: ChunkRehydrator | SSERehydrator | None = None
         self._buffer: list[bytes] | None = None  # held back until scanned / transformed
         self._copy: list[bytes] | None = None  # a copy to scan (log_only)
         self._buffered = 0
         self._tail = ""  # the end of the last scanned window, so a phrase across two is caught
-        self._block_body = b""
-        self._block_pending = False  # a block answer decided before any body was fed
+        self._block_body = b""  # the block answer, until it is returned
         self._active = pipe.wants_response_body(host, method, url, status, headers)
         if self._active:
             self._setup()
@@ -96,7 +99,6 @@ class ResponseFilter:
             return
         if codings:
             self._body = BodyDecoder(codings, limit=pipe.limits.max_response_body)
-            self._decoder = self._body.decode
         changes = bool(codings or rehydrate or pipe._in_rules)
         drop = {"transfer-encoding"} | DIGEST_HEADERS
         if changes:
@@ -138,37 +140,54 @@ class ResponseFilter:
         return rebuild(obj), n
 
     @property
+    def counts(self) -> dict[str, int]:
+        return {"pii_rehydrations": self.pii_rehydrations, "injection_blocks": self.injection_blocks,
+                "injection_detections": self.injection_detections,
+                "transformations_applied": self.transformations_applied}
+
+    @property
     def held(self) -> int:
         """Decoded bytes held back, which the door counts against its budgets: for a scan or a
         whole-body transformation (at most `GuardLimits.scan_buffer` and one chunk), and by the
         rehydrator (an unfinished SSE event, up to 1 MiB; a token's unfinished start)."""
         return self._buffered + (self._proc.held if self._proc is not None else 0)
 
-    # the door's calls -----------------------------------------------------------------------------
+    # the relay's calls ---------------------------------------------------------------------------
     def feed(self, chunk: bytes) -> bytes:
         if self.blocked:
-            return b""
-        if not self._active:
-            return chunk
-        data = self._decode(chunk)
-        if self._buffer is None:
-            if self._copy is not None:
-                self._tee(data, final=False)
-            return self._process(data)
-        self._buffer.append(data)
-        self._buffered += len(data)
-        if self._buffered < self.pipe.limits.scan_buffer:
-            return b""
-        return self._window(final=False)
+            return self._answer()
+        try:
+            data = self._decode(chunk)
+            if not self._active:
+                return data
+            if self._buffer is None:
+                if self._copy is not None:
+                    self._tee(data, final=False)
+                return self._process(data)
+            self._buffer.append(data)
+            self._buffered += len(data)
+            if self._buffered < self.pipe.limits.scan_buffer:
+                return b""
+            return self._window(final=False)
+        except GuardCut:
+            raise
+        except Exception as exc:  # a bug of ours: cut, never release unguarded
+            raise self._failed(exc) from None
 
     def end(self) -> bytes:
         if self.blocked:
-            out, self._block_pending = (self._block_body if self._block_pending else b""), False
-            return out
+            return self._answer()
         if not self._active:
             return b""
-        if self._body is not None:  # a body cut inside its coding is not a whole one
-            self._decode_step(self._body.end)
+        try:
+            return self._end()
+        except GuardCut:
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from None
+
+    def _end(self) -> bytes:
+        self._decode_step(self._body.end)  # a body cut inside its coding is not a whole one
         if self._buffer is not None:
             out = self._window(final=True)
         else:
@@ -181,19 +200,31 @@ class ResponseFilter:
                 self.transformations_applied += self._proc.transformed
         return out
 
+    def _failed(self, exc: Exception) -> GuardCut:
+        log.error("content guard failed on a response: %r", exc, exc_info=exc)
+        return GuardCut(f"the sandbox's content guard failed on this answer ({type(exc).__name__})", "guard")
+
+    def _answer(self) -> bytes:
+        """The block answer, once (then `done`)."""
+        out, self._block_body = self._block_body, b""
+        self.done = True
+        return out
+
     # internals ------------------------------------------------------------------------------------
     def _decode(self, chunk: bytes) -> bytes:
-        decoder = self._decoder
-        if decoder is None:
-            return chunk
-        return self._decode_step(lambda: decoder(chunk))
+        return self._decode_step(lambda: self._body.decode(chunk))
 
     def _decode_step(self, step: Callable[[], bytes | None]) -> bytes:
         try:
             return step() or b""
+        except DecodedTooLarge:
+            cap = self.pipe.limits.max_response_body
+            self.notes.append(f"limits: response cut past {cap} decoded bytes")
+            raise GuardCut(f"the decoded response is larger than {cap} bytes "
+                           "(Limits.net_guard_response_bytes)", "limits") from None
         except EncodingError as e:
             self.notes.append(f"content-encoding: response cut ({e})")
-            raise ResponseCut(str(e), "content-encoding") from e
+            raise GuardCut(str(e), "content-encoding") from e
 
     def _process(self, data: bytes, final: bool = False) -> bytes:
         if self._proc is None:
@@ -244,11 +275,10 @@ class ResponseFilter:
                     self.injection_blocks += 1
                     if first:
                         self._block_now(403, "injection_defense", f"prompt injection ({hit})")
-                        self._block_pending = False
-                        return self._block_body
+                        return self._answer()
                     self.notes.append(f"injection_defense: response cut at window {self._windows} "
                                       f"({hit})")
-                    raise ResponseCut(f"prompt injection in the response ({hit})", "injection_defense")
+                    raise GuardCut(f"prompt injection in the response ({hit})", "injection_defense")
                 self.notes.append(f"injection_defense: detected in response ({hit}), log_only")
         whole = first and final and not self._sse
         parsed = parse_body(self._ctype_header, data) if whole else None
@@ -278,13 +308,12 @@ class ResponseFilter:
         return parsed.rebuild(units)
 
     def _block_now(self, status: int, guard: str, message: str) -> None:
-        body = block_body(guard, f"blocked by the sandbox's security policy: {message}", status)
-        self.blocked = True
+        answer = block_answer(guard, f"blocked by the sandbox's security policy: {message}", status)
+        self.blocked = guard
         self.head_ready = True
         self.status = status
-        self.headers = block_headers(body, guard)
-        self._block_body = body
-        self._block_pending = True
+        self.headers = answer.headers + [("connection", "close")]
+        self._block_body = answer.body
         self.notes.append(f"{guard}: blocked ({message})")
 
 

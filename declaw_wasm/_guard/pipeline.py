@@ -1,4 +1,4 @@
-"""The guard pipeline the egress door runs on every plaintext HTTP request and response.
+"""The guard pipeline: one sandbox's content guards, as the egress relay's `ContentGuard`.
 
 Order (declaw's, with hidden text first so a zero-width character cannot hide PII):
 
@@ -9,21 +9,15 @@ Order (declaw's, with hidden text first so a zero-width character cannot hide PI
     response: decode Content-Encoding -> [buffer + injection scan when it may block] -> inbound
               transformations -> PII rehydration -> re-frame (encoding and length dropped)
 
-The door's side, in a few lines::
+`GuardPipeline` implements the relay's hook (contract.py) itself: `request()` gives the
+relay's `RequestOutcome` (a `BlockResponse` when a guard blocks; the counts named by
+`COUNT_NAMES`), `response()` a `ResponseFilter` (response_filter.py) that the relay feeds the
+decoded body. It fails closed: should a guard raise on some input (a bug of ours), the request
+is blocked (502) or the answer cut, and the error logged; nothing passes unguarded.
 
-    pipe = GuardPipeline(policy, token_map, secret_placeholders)   # at Sandbox.create
-    if pipe.wants_request_body(host, method, url, headers):       # buffer the body
-        out = pipe.request(host, method, url, headers, body)
-        if out.blocked: answer the guest with out.status/out.headers/out.body
-        else: send out.headers/out.body upstream (then inject secrets)
-    else:                                                          # stream the body untouched
-        send pipe.request_headers(host, method, url, headers), then the body
-    f = pipe.response(host, method, url, status, headers)
-    for chunk in upstream:                      # ResponseCut: abort the guest's connection
-        data = f.feed(chunk)
-        if f.head_ready and not sent: send f.status, f.headers
-        send data
-    data = f.end(); (send head if not yet); send data; audit with f's counts and notes
+`Sandbox.create(security=...)` builds one per sandbox (declaw_wasm/_egress/create.py); it owns
+the sandbox's PII token map, so a value sent to two hosts gets one token and an answer from
+either is rehydrated.
 """
 
 from __future__ import annotations
@@ -32,33 +26,35 @@ import json
 import re
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from declaw_wasm.exceptions import InvalidArgumentException
-
-from ._http import (
-    BINARY_PREFIXES,
-    DIGEST_HEADERS,
-    block_body,
-    block_headers,
-    header,
-    without,
-)
+from .._codings import DecodedTooLarge, EncodingError, decode_all, narrow_accept_encoding
+from .._printable import logger
+from ..exceptions import InvalidArgumentException
+from ..limits import Limits
+from ._http import BINARY_PREFIXES, DIGEST_HEADERS, block_answer, header, without
 from .bodies import Body, JsonBody, parse_body, parse_content_type
+from .contract import Headers, RequestOutcome
 from .detectors import Detection, PIIDetector
 from .domains import in_scope
-from .._codings import DecodedTooLarge, EncodingError, decode_all, narrow_accept_encoding
-from .injection_scan import InjectionScanner
-from .invisible import strip_invisible
+from .injection import InjectionScanner
+from .invisible_text import strip_invisible
 from .plugins import ContentRequest, GuardPlugins, JudgeRequest
-from .policy import SecurityPolicy
 from .response_filter import ResponseFilter
 from .tokens import TokenMap
 
+if TYPE_CHECKING:  # the configuration models (declaw_wasm.security, the layer above) are read,
+    from ..security.policy import SecurityPolicy  # never imported, here
+
 MiB = 1 << 20
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+\-]?[0-9]+)?")
+PLUGIN_GUARDS = ("toxicity", "code_security", "content_gate", "custom_policy")
+#: The counts a request's outcome carries (the relay's audit event has them all).
+REQUEST_COUNTS = ("pii_redactions", "pii_detections", "injection_blocks", "injection_detections",
+                  "transformations_applied", "invisible_chars")
+log = logger("declaw_wasm.egress")
 
 
 class GuardNotEnforcedWarning(UserWarning):
@@ -74,25 +70,12 @@ class GuardLimits(BaseModel):
     max_response_body: int = Field(default=256 * MiB, gt=0, description="decoded response, in total")
     scan_buffer: int = Field(default=4 * MiB, gt=0, description="response held back for a blocking scan")
 
-
-class RequestOutcome(BaseModel):
-    """What the door sends on: the rewritten request, or a block answer for the guest."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    blocked: bool = False
-    status: int = 0  # the block answer's status (403, 413, 415) when blocked
-    guard: str | None = None  # the guard that blocked
-    headers: list[tuple[str, str]]
-    body: bytes
-    modified: bool = False
-    pii_redactions: int = 0
-    pii_detections: int = 0  # found, whatever the action (redact, block, log_only)
-    transformations_applied: int = 0
-    injection_blocks: int = 0
-    injection_detections: int = 0  # found, whatever the action
-    invisible_chars: int = 0
-    notes: list[str] = Field(default_factory=list)
+    @classmethod
+    def of(cls, limits: Limits) -> "GuardLimits":
+        """A sandbox's `Limits` (net_guard_body_bytes, net_guard_response_bytes, net_guard_scan_bytes)."""
+        return cls(max_request_body=limits.net_guard_body_bytes,
+                   max_response_body=limits.net_guard_response_bytes,
+                   scan_buffer=limits.net_guard_scan_bytes)
 
 
 _WARNED: set[str] = set()
@@ -151,13 +134,17 @@ def check_enforceable(policy: SecurityPolicy, plugins: GuardPlugins | None = Non
 
 
 class GuardPipeline:
-    """One sandbox's guards. Thread-safe: connections of a sandbox may share it."""
+    """One sandbox's guards, as the relay's `ContentGuard`. Thread-safe: connections of a
+    sandbox may share it. Raises InvalidArgumentException for a guard switched on explicitly
+    without its engine (`check_enforceable`)."""
 
-    def __init__(self, policy: SecurityPolicy, token_map: TokenMap,
+    def __init__(self, policy: SecurityPolicy, token_map: TokenMap | None = None,
                  secret_placeholders: frozenset[str] = frozenset(),
                  plugins: GuardPlugins | None = None, limits: GuardLimits | None = None) -> None:
+        if plugins is not None and not isinstance(plugins, GuardPlugins):
+            raise InvalidArgumentException("guard_plugins must be a declaw_wasm.security.GuardPlugins")
         self.policy = policy
-        self.tokens = token_map
+        self.tokens = token_map if token_map is not None else TokenMap()
         self.plugins = plugins or GuardPlugins()
         self.limits = limits or GuardLimits()
         self.secret_placeholders = frozenset(secret_placeholders)
@@ -171,6 +158,20 @@ class GuardPipeline:
                                      self.plugins.injection_signatures)
         self._out_rules = [r for r in policy.transformations if r.applies_to("outbound")]
         self._in_rules = [r for r in policy.transformations if r.applies_to("inbound")]
+
+    def apply_limits(self, limits: Limits) -> None:
+        """The sandbox's bounds on what the guards buffer and decode."""
+        self.limits = GuardLimits.of(limits)
+
+    @property
+    def enforces_anything(self) -> bool:
+        """Whether any guard of the policy can act on traffic (else the relay stays untouched)."""
+        policy = self.policy
+        invisible = policy.invisible_text
+        return bool(policy.pii.enabled or policy.transformations or policy.injection_config.enabled
+                    or (invisible is not None and invisible.enabled)
+                    or any(getattr(policy, n) is not None and getattr(policy, n).enabled
+                           for n in PLUGIN_GUARDS))
 
     # scope ----------------------------------------------------------------------------------------
     def _pii_on(self, host: str) -> bool:
@@ -210,8 +211,7 @@ class GuardPipeline:
     def _request_guards(self, host: str) -> bool:
         return bool(self._out_rules or self._pii_on(host) or self._injection_on(host)
                     or self._invisible_on(host)
-                    or any(self._plugin_on(n, host) for n in
-                           ("toxicity", "code_security", "content_gate", "custom_policy")))
+                    or any(self._plugin_on(n, host) for n in PLUGIN_GUARDS))
 
     def _response_guards(self, host: str) -> bool:
         return bool(self._in_rules or self._injection_on(host)
@@ -239,16 +239,26 @@ class GuardPipeline:
             headers = without(headers, {"accept-encoding"}) + [("accept-encoding", ae)]
         return headers
 
-    def request(self, host: str, method: str, url: str, headers: Sequence[tuple[str, str]],
+    def request(self, host: str, method: str, url: str, headers: Headers,
                 body: bytes) -> RequestOutcome:
-        """Run the request guards on a whole (buffered) body; see `RequestOutcome`."""
+        """Run the request guards on a whole (buffered) body: the headers and body to send on,
+        or a `BlockResponse` for the guest. Fails closed (a 502 block) if a guard raises."""
+        try:
+            return self._request(host, method, url, headers, body)
+        except Exception as exc:  # a bug of ours: block, never send unguarded
+            log.exception("content guard failed on a request to %s", host)
+            message = f"the sandbox's content guard failed on this request ({type(exc).__name__})"
+            return RequestOutcome(list(headers), body, block_answer("guard", message, 502),
+                                  notes=[message])
+
+    def _request(self, host: str, method: str, url: str, headers: Headers,
+                 body: bytes) -> RequestOutcome:
         headers = self.request_headers(host, method, url, headers)
-        out = RequestOutcome(headers=headers, body=body)
+        out = RequestOutcome(headers, body, counts=dict.fromkeys(REQUEST_COUNTS, 0))
         if not body or not self._request_guards(host):
             return out
-        ce = header(headers, "content-encoding")
         try:
-            decoded = decode_all(ce, body, self.limits.max_request_body)
+            decoded = decode_all(header(headers, "content-encoding"), body, self.limits.max_request_body)
         except DecodedTooLarge as e:
             return self._block(out, "limits", f"request body too large to scan: {e}", 413)
         except EncodingError as e:
@@ -264,7 +274,6 @@ class GuardPipeline:
                 return blocked
         if units != parsed.units:
             out.body = parsed.rebuild(units)
-            out.modified = True
             drop = {"content-encoding", "content-length", "transfer-encoding"} | DIGEST_HEADERS
             out.headers = without(headers, drop) + [("content-length", str(len(out.body)))]
         return out
@@ -276,8 +285,7 @@ class GuardPipeline:
         if not (isinstance(parsed, JsonBody) and "\\" not in parsed.text and self._pii_on(host)
                 and not self._out_rules and not self._invisible_on(host)
                 and not self._injection_on(host) and not self.plugins.entity_detectors()
-                and not any(self._plugin_on(n, host) for n in
-                            ("toxicity", "code_security", "content_gate", "custom_policy"))):
+                and not any(self._plugin_on(n, host) for n in PLUGIN_GUARDS)):
             return None
         text = parsed.text
         dets = self._pii.find_json_text(text)
@@ -285,7 +293,7 @@ class GuardPipeline:
             return out
         action = self.policy.pii.action
         kinds = sorted({d.type for d in dets})
-        out.pii_detections += len(dets)
+        out.counts["pii_detections"] += len(dets)
         if action == "block":
             return self._block(out, "pii", f"the request body contains PII ({', '.join(kinds)})")
         if action == "log_only":
@@ -313,8 +321,7 @@ class GuardPipeline:
         except ValueError:
             return None
         out.body = result.encode("utf-8")
-        out.modified = True
-        out.pii_redactions += len(dets)
+        out.counts["pii_redactions"] += len(dets)
         if self.tokens.overflowed:
             out.notes.append("pii: token map full; new values redacted without a token")
         drop = {"content-encoding", "content-length", "transfer-encoding"} | DIGEST_HEADERS
@@ -327,26 +334,27 @@ class GuardPipeline:
         if self._invisible_on(host):
             cfg = self.policy.invisible_text
             assert cfg is not None
+            hidden = 0
             for i, u in enumerate(units):
                 new, n = strip_invisible(u)
                 if n:
-                    out.invisible_chars += n
+                    hidden += n
                     if cfg.action == "strip":
                         units[i] = new
-            if out.invisible_chars:
+            out.counts["invisible_chars"] += hidden
+            if hidden:
                 if cfg.action == "block":
-                    return self._block(out, "invisible_text",
-                                       f"{out.invisible_chars} hidden Unicode characters in the body")
-                out.notes.append(f"invisible_text: {out.invisible_chars} hidden characters "
+                    return self._block(out, "invisible_text", f"{hidden} hidden Unicode characters in the body")
+                out.notes.append(f"invisible_text: {hidden} hidden characters "
                                  f"{'stripped' if cfg.action == 'strip' else 'found (log_only)'}")
         # 2. outbound transformations
         if self._out_rules:
-            out.transformations_applied += apply_rules(self._out_rules, units)
+            out.counts["transformations_applied"] += apply_rules(self._out_rules, units)
         # 3. PII
         if self._pii_on(host):
             found = self._pii.find_units(units, parsed.contexts)
             total = sum(map(len, found))
-            out.pii_detections += total
+            out.counts["pii_detections"] += total
             if total:
                 action = self.policy.pii.action
                 kinds = sorted({d.type for ds in found for d in ds})
@@ -358,7 +366,7 @@ class GuardPipeline:
                     for i, ds in enumerate(found):
                         if ds:
                             units[i] = self._redact(units[i], ds)
-                    out.pii_redactions += total
+                    out.counts["pii_redactions"] += total
                     if self.tokens.overflowed:
                         out.notes.append("pii: token map full; new values redacted without a token")
         # 4. injection
@@ -367,9 +375,9 @@ class GuardPipeline:
             text = "\n".join(units)
             hit = self._injection(text, host, "outbound")
             if hit is not None:
-                out.injection_detections += 1
+                out.counts["injection_detections"] += 1
                 if self.policy.injection_config.action == "block":
-                    out.injection_blocks += 1
+                    out.counts["injection_blocks"] += 1
                     return self._block(out, "injection_defense", f"prompt injection ({hit})")
                 out.notes.append(f"injection_defense: detected ({hit}), log_only")
         # 5. plug-in guards
@@ -377,8 +385,7 @@ class GuardPipeline:
 
     def _plugin_guards(self, out: RequestOutcome, host: str, method: str, url: str, parsed: Body,
                        units: list[str], text: str | None) -> RequestOutcome | None:
-        names = [n for n in ("toxicity", "code_security", "content_gate", "custom_policy")
-                 if self._plugin_on(n, host)]
+        names = [n for n in PLUGIN_GUARDS if self._plugin_on(n, host)]
         if not names:
             return None
         text = text if text is not None else "\n".join(units)
@@ -434,18 +441,14 @@ class GuardPipeline:
         return f"score {verdict.score}: {', '.join(verdict.signatures)}"
 
     def _block(self, out: RequestOutcome, guard: str, message: str, status: int = 403) -> RequestOutcome:
-        body = block_body(guard, f"blocked by the sandbox's security policy: {message}", status)
-        out.blocked = True
-        out.status = status
-        out.guard = guard
-        out.body = body
-        out.headers = block_headers(body, guard)
+        out.block = block_answer(guard, f"blocked by the sandbox's security policy: {message}", status)
         out.notes.append(f"{guard}: blocked ({message})")
         return out
 
     # response -------------------------------------------------------------------------------------
     def response(self, host: str, method: str, url: str, status: int,
-                 headers: Sequence[tuple[str, str]]) -> ResponseFilter:
+                 headers: Headers) -> ResponseFilter:
+        """The filter the relay feeds this answer's decoded body (response_filter.py)."""
         return ResponseFilter(self, host, method, url, status, list(headers))
 
     # helpers for ResponseFilter ---------------------------------------------------------------

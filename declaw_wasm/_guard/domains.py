@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from ._re2 import compile_user_pattern
+from .._re2 import compile_user_pattern
 
 
 def normalize_host(host: str) -> str:

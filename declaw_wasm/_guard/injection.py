@@ -23,8 +23,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from ._re2 import compile_user_pattern
-from .invisible import strip_invisible
+from .._re2 import compile_user_pattern
+from .invisible_text import strip_invisible
 
 _HOMOGLYPHS = str.maketrans({
     "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",

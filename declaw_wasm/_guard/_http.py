@@ -5,33 +5,25 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from .contract import BlockResponse
+
 #: Headers that describe a body's bytes: wrong once a guard rewrites the body.
 DIGEST_HEADERS = {"content-md5", "digest", "content-digest", "repr-digest"}
 BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
 
 
-class ResponseCut(Exception):
-    """A response was found to need blocking after part of it was released: abort the guest's
-    connection (do not end the message cleanly). `guard` names the guard that cut it."""
-
-    def __init__(self, message: str, guard: str = "") -> None:
-        super().__init__(message)
-        self.guard = guard
-
-
-def block_body(guard: str, message: str, status: int = 403) -> bytes:
-    """A JSON error both the OpenAI and Anthropic SDKs surface, naming the guard."""
-    return json.dumps({
+def block_answer(guard: str, message: str, status: int = 403) -> BlockResponse:
+    """The guest's answer when `guard` blocks: a JSON error both the OpenAI and Anthropic SDKs
+    surface, naming the guard (also in `X-Declaw-Guard`)."""
+    body = json.dumps({
         "type": "error",
         "error": {"type": "permission_error" if status == 403 else "invalid_request_error",
                   "code": "declaw_guard_blocked", "guard": guard, "message": message},
         "guard": guard, "message": message, "code": status,
     }).encode()
-
-
-def block_headers(body: bytes, guard: str) -> list[tuple[str, str]]:
-    return [("content-type", "application/json"), ("content-length", str(len(body))),
-            ("cache-control", "no-store"), ("x-declaw-guard", guard)]
+    headers = [("content-type", "application/json"), ("content-length", str(len(body))),
+               ("cache-control", "no-store"), ("x-declaw-guard", guard)]
+    return BlockResponse(status, headers, body, guard)
 
 
 def header(headers: Sequence[tuple[str, str]], name: str) -> str | None:

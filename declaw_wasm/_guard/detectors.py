@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from ._re2 import compile_user_pattern
-from .invisible import visible_view
+from .._re2 import compile_user_pattern
+from .invisible_text import visible_view
 from .plugins import EntityDetector
 
 # Overlaps go to the longer match; on a tie, to the type listed first.

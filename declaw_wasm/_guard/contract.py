@@ -1,7 +1,7 @@
 """The hook content guards (PII redaction, injection defence, transformations...) plug into.
 
-The HTTP relay (http.py) calls a `ContentGuard` for every request it parses, on every
-connection of the sandbox, plaintext or TLS:
+The egress relay (declaw_wasm/_egress/http.py) calls a `ContentGuard` for every request it
+parses, on every connection of the sandbox, plaintext or TLS:
 
 * `wants_request_body(host, method, url, headers)`: if True, the relay buffers the request body
   (up to `Limits.net_guard_body_bytes`; more is refused with 413) and calls
@@ -18,14 +18,15 @@ connection of the sandbox, plaintext or TLS:
   against the sandbox's budget of kept bytes (budget.py): past it the guest gets a 503.
 * A filter may hold the response back (`head_ready` False: nothing goes to the guest yet) and
   then answer with another `status` and `headers` (a block answer, which `feed`/`end` return as
-  the body; `blocked` names the guard). Raising `GuardCut` from `feed`/`end` aborts the guest's
+  the body; `blocked` names the guard; `done` True once it was returned whole, after which the
+  relay drops the rest of the upstream's answer). Raising `GuardCut` from `feed`/`end` aborts the guest's
   connection mid-body (what was released stays released; the message never ends cleanly).
   An encoding the relay cannot undo reaches `response()` with its Content-Encoding header and
   raw bytes: the filter decides (refuse, or pass unfiltered with a note).
 
 Headers are lists of (name, value) str pairs, in order, as sent. Counts (`COUNT_NAMES`) and
 notes go into the audit event of the request. `IdentityGuard` is the default: it wants nothing,
-so untouched traffic pays nothing.
+so untouched traffic pays nothing; `GuardPipeline` (pipeline.py) is declaw's SecurityPolicy.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class ResponseFilter(Protocol):
 
     Optional attributes, read with these defaults when absent: `status` (the upstream's),
     `head_ready` (True: the head goes to the guest at once), `blocked` ("": the guard whose own
-    answer replaced the response), `notes` ([]: text for the audit event) and `held` (0: the
+    answer replaced the response), `done` (False: True once that answer was returned), `notes`
+    ([]: text for the audit event) and `held` (0: the
     bytes it holds back, which the relay counts against the sandbox's budget of kept bytes)."""
 
     @property
