@@ -25,19 +25,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from pydantic import BaseModel
 
-from .._wasm.boot import bash_cell_turn, cell_turn, kernel_spec, kernel_turn
-from .._wasm.guest import Guest, OutputSink
+from .._wasm.boot import bash_cell_turn, cell_turn, kernel_turn
+from .._wasm.guest import Guest
 from ..exceptions import ConflictException, InvalidArgumentException, TimeoutException
 from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputMessage, Result
-from .._packages.install_op import PIP_INSTALL
 from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
-from .doors import Routes, dispatch, net_routes, routes
+from .doors import Routes, dispatch, routes
 from .parking import parking
-from .processes import STDIN, WINSIZE, pip_install
-from .tools import ToolDoor, Tools
+from .processes import STDIN, WINSIZE
+from .tools import Tools
 
 if TYPE_CHECKING:
-    from .sandbox import LocalSandbox
+    from .launcher import GuestSandbox
 
 # The door ops a code context's guest may use besides stdin, winsize, pip_install, the
 # network's and host tools' (doors.py): what a cell reports. Their handlers are Kernel's below.
@@ -180,7 +179,7 @@ class _Cell:
 class Kernel:
     """One context's guest and the cell it is running."""
 
-    def __init__(self, sandbox: "LocalSandbox", context: Context, image: Any = None, count: int = 0,
+    def __init__(self, sandbox: "GuestSandbox", context: Context, image: Any = None, count: int = 0,
                  first_turn: Optional[str] = None) -> None:
         """`image`: a restored context's (GuestImage, BaseImage) (snapshots.py), applied when its
         guest starts (on first use), with its execution `count`; `first_turn` runs before its
@@ -199,8 +198,8 @@ class Kernel:
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
         # does), so any request the cell's own code forges can at most add to its own output.
         # host tools (tools.py): the running cell's, then the sandbox's
-        self._tools = ToolDoor(lambda: (self._current.tools if self._current else None, sandbox.tools),
-                               sandbox.egress.audit.record, sandbox.sandbox_id)
+        self._tools = sandbox.launcher.tool_door(
+            lambda: (self._current.tools if self._current else None, sandbox.tools))
         self._routes: Routes = routes(
             (STDOUT, lambda guest, r: self._cell().log("stdout", r.get("text", ""))),
             (STDERR, lambda guest, r: self._cell().log("stderr", r.get("text", ""))),
@@ -209,10 +208,8 @@ class Kernel:
                                                         r.get("traceback", ""))),
             (STDIN, lambda guest, r: b""),  # cells have no stdin (E2B's neither)
             (WINSIZE, lambda guest, r: [24, 80]),
-            # `!pip install` / `%pip install` in a cell
-            (PIP_INSTALL, lambda guest, r: pip_install(sandbox, guest, r)),
-            *net_routes(sandbox.egress),  # the guest's network (_egress)
-            *self._tools.routes())
+            # `!pip install` / `%pip install` in a cell, the guest's network (_egress), host tools
+            *sandbox.launcher.routes(self._tools))
 
     # -- the guest's side ------------------------------------------------------------------------
     def _door(self, guest: Guest, request: Any) -> Any:
@@ -234,35 +231,28 @@ class Kernel:
 
     # -- the caller's side -------------------------------------------------------------------------
     def _start(self) -> Guest:
-        sandbox, limits = self.sandbox, self.sandbox.limits
+        sandbox, launcher = self.sandbox, self.sandbox.launcher
+        cwd = self.context.cwd or "/home/user"
+        stdout, stderr = self._fd_output("stdout"), self._fd_output("stderr")
         parked = parking.take(sandbox) if self._image is None else None  # a restored context: its image
         if parked is not None:  # booted already: the kernel's set-up is its next turn
             self._count = 0
-            parked.stdout.rebind(self._fd_output("stdout"))
-            parked.stderr.rebind(self._fd_output("stderr"))
-            parked.door = self._door
-            parked.rename("declaw-guest")
+            launcher.bind(parked, stdout, stderr, self._door)
 
             def set_up(code: int) -> None:
                 if code != 0:  # the set-up failed (printed on stderr): no kernel to run cells
                     parked.kill("killed")
 
-            parked.run_turn(kernel_turn(self.context.cwd or "/home/user", sandbox.guest_env()),
-                            lambda: None, set_up)
+            parked.run_turn(kernel_turn(cwd, sandbox.guest_env()), lambda: None, set_up)
             sandbox.park_later()  # the sandbox's next command finds a guest parked again
             return parked
-        spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
-                           profile=sandbox.profile, mounts=sandbox.fs.mounts,
-                           memory_limit=limits.memory_limit, output_limit=limits.output_limit)
         first_turn = None
-        if self._image is not None:  # a restored context: its state instead of the setup turn, once
-            spec.turns, spec.image, self._image = [], self._image, None
+        image, self._image = self._image, None
+        if image is not None:  # a restored context: its state instead of the setup turn, once
             first_turn, self._first_turn = self._first_turn, None
         else:
             self._count = 0
-        guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
-                      stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
-                      more_turns=True)
+        guest = launcher.kernel(cwd, stdout, stderr, self._door, image)
         guest.start()
         if first_turn:
             guest.run_turn(first_turn, lambda: None, lambda _code: None)
@@ -334,7 +324,7 @@ class Kernel:
     def _ended(self, guest: Guest, cell: _Cell, timeout: Optional[float]) -> Execution:
         outcome = guest.wait()
         assert outcome is not None
-        self.sandbox.egress.release(guest)
+        self.sandbox.launcher.released(guest)
         self._tools.reset()
         self.guest, self._current = None, None
         if outcome.stopped == "timeout":
@@ -384,13 +374,13 @@ class Kernel:
             guest.kill("killed")
             if wait:
                 guest.wait(5.0)
-                self.sandbox.egress.release(guest)
+                self.sandbox.launcher.released(guest)
 
 
 class CodeInterpreter:
     """A sandbox's contexts: the default one (made on first use) and those created."""
 
-    def __init__(self, sandbox: "LocalSandbox") -> None:
+    def __init__(self, sandbox: "GuestSandbox") -> None:
         self.sandbox = sandbox
         self._lock = threading.Lock()
         self._kernels: dict[str, Kernel] = {}

@@ -21,19 +21,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
-from .._wasm.boot import park_spec
-from .._wasm.guest import Guest, GuestStopping, OutputSink
+from .._wasm.guest import Guest
 from ..settings import parked_guests
 
 if TYPE_CHECKING:
-    from .sandbox import LocalSandbox
-
-
-def _unbound(_guest: Guest, _request: Any) -> Any:
-    """The door of a guest with no command yet: nothing to answer."""
-    raise GuestStopping()
+    from .launcher import GuestSandbox
 
 
 class Parking:
@@ -44,7 +38,7 @@ class Parking:
         self._guests: "OrderedDict[str, Guest]" = OrderedDict()  # sandbox id -> its parked guest
         self.hits = 0  # commands that found a parked guest
 
-    def take(self, sandbox: "LocalSandbox") -> Optional[Guest]:
+    def take(self, sandbox: "GuestSandbox") -> Optional[Guest]:
         """The sandbox's parked guest, now its caller's (None: none is parked)."""
         with self._lock:
             guest = self._guests.pop(sandbox.sandbox_id, None)
@@ -53,11 +47,11 @@ class Parking:
         self.hits += 1
         return guest
 
-    def park(self, sandbox: "LocalSandbox") -> None:
+    def park(self, sandbox: "GuestSandbox") -> None:
         """Give the sandbox a parked guest (if it has none and may have one), evicting the least
         recently used sandbox's if the process is at its limit."""
         limit = parked_guests()
-        if limit <= 0 or not sandbox.runtime.warm or not sandbox.running:
+        if limit <= 0 or not sandbox.launcher.warm or not sandbox.running:
             return
         evicted: list[Guest] = []
         with self._lock:
@@ -66,14 +60,14 @@ class Parking:
                 return
             while len(self._guests) >= limit:
                 evicted.append(self._guests.popitem(last=False)[1])
-            guest = self._start(sandbox)
+            guest = sandbox.launcher.park()
             self._guests[sandbox.sandbox_id] = guest
         for old in evicted:
             old.kill("killed")
         if not sandbox.running:  # killed meanwhile: its kill may have looked before we parked
             self.drop(sandbox)
 
-    def drop(self, sandbox: "LocalSandbox") -> None:
+    def drop(self, sandbox: "GuestSandbox") -> None:
         """Stop the sandbox's parked guest, if any (the sandbox ends)."""
         with self._lock:
             guest = self._guests.pop(sandbox.sandbox_id, None)
@@ -84,21 +78,11 @@ class Parking:
         with self._lock:
             return len(self._guests)
 
-    def is_parked(self, sandbox: "LocalSandbox") -> bool:
+    def is_parked(self, sandbox: "GuestSandbox") -> bool:
         """Whether the sandbox has a parked guest that has finished parking (for tests)."""
         with self._lock:
             guest = self._guests.get(sandbox.sandbox_id)
         return guest is not None and guest.ready.is_set() and not guest.done
-
-    @staticmethod
-    def _start(sandbox: "LocalSandbox") -> Guest:
-        limits = sandbox.limits
-        spec = park_spec(sandbox.guest_env(), profile=sandbox.profile, mounts=sandbox.fs.mounts,
-                         memory_limit=limits.memory_limit, output_limit=limits.output_limit)
-        guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, None),
-                      stderr=OutputSink(limits.output_limit, None), door=_unbound, more_turns=True)
-        guest.start("declaw-parked")  # "declaw-guest" once it runs a command
-        return guest
 
 
 parking = Parking()

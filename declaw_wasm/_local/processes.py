@@ -14,17 +14,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._backend import Callback, EventLog, Stream
-from .._wasm.boot import shell_spec, shell_turn
-from .._wasm.guest import Guest, GuestOutcome, OutputSink
+from .._wasm.boot import shell_turn
+from .._wasm.guest import Guest, GuestOutcome
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
-from .._packages.install_op import PIP_INSTALL
 from .._wasm.door import Int, Num, Op
-from .doors import Routes, dispatch, net_routes, routes
-from .tools import ToolDoor
+from .doors import Routes, dispatch, routes
 
 if TYPE_CHECKING:
-    from .sandbox import LocalSandbox
+    from .launcher import GuestSandbox
 
 # The door ops a command's guest may use besides the network's and host tools' (doors.py);
 # their handlers are Process's below.
@@ -89,7 +87,7 @@ class StdinPipe:
 class Process(EventLog):
     """One command (or PTY) of a sandbox, from start to exit: the local `ProcessHandle`."""
 
-    def __init__(self, sandbox: "LocalSandbox", pid: int, cmd: str, cwd: str, env: dict[str, str],
+    def __init__(self, sandbox: "GuestSandbox", pid: int, cmd: str, cwd: str, env: dict[str, str],
                  envs: dict[str, str], timeout: Optional[float], stdin: bool,
                  pty: Optional[PtySize] = None, tag: Optional[str] = None,
                  callbacks: Optional[dict[str, Callback]] = None, parked: Optional[Guest] = None) -> None:
@@ -108,15 +106,12 @@ class Process(EventLog):
         self.killed = False
         self.quota_message = ""
         self.started = time.time()  # `ps`'s START and TIME (doors.py: sysinfo)
-        self._tools = ToolDoor(lambda: (sandbox.tools,), sandbox.egress.audit.record,  # create(tools=)
-                              sandbox.sandbox_id)
+        self._tools = sandbox.launcher.tool_door(lambda: (sandbox.tools,))  # create(tools=)
         self._routes: Routes = routes(  # what a command's guest may ask (doors.py)
             (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
             (WINSIZE, lambda guest, r: list(self._winsize())),
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid)),
-            (PIP_INSTALL, lambda guest, r: pip_install(sandbox, guest, r)),
-            *net_routes(sandbox.egress),  # the guest's network (_egress)
-            *self._tools.routes())
+            *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env
         self.outcome: Optional[GuestOutcome] = None
@@ -125,26 +120,15 @@ class Process(EventLog):
         self.guest = self._bind(parked) if parked is not None else self._fresh_guest()
 
     def _fresh_guest(self) -> Guest:
-        sandbox, limits = self.sandbox, self.sandbox.limits
-        keep = self.pty_size is not None  # a command's text is its event log's (a PTY's, the raw one)
-        stdout = OutputSink(limits.output_limit, self._on_output("stdout"), keep)
-        stderr = OutputSink(limits.output_limit, self._on_output("stderr"), keep)
-        spec = shell_spec(sandbox.runtime.warm, self.cwd, self.cmd, self._env, tty=self.pty_size is not None,
-                          profile=sandbox.profile, mounts=sandbox.fs.mounts, timeout=self.timeout,
-                          memory_limit=limits.memory_limit, output_limit=limits.output_limit,
-                          fuel=limits.cpu_instructions)
-        return Guest(sandbox.runtime, spec, stdout=stdout, stderr=stderr, door=self._door,
-                     on_done=self._finished)
+        return self.sandbox.launcher.shell(self.cwd, self.cmd, self._env, self.pty_size is not None, self.timeout,
+                                           self._on_output("stdout"), self._on_output("stderr"), self._door,
+                                           self._finished)
 
     def _bind(self, guest: Guest) -> Guest:
-        """Make the parked guest this command's: its output, its door, its end."""
-        keep = self.pty_size is not None
-        guest.stdout.rebind(self._on_output("stdout"), keep)
-        guest.stderr.rebind(self._on_output("stderr"), keep)
-        guest.door = self._door
-        guest.on_done = self._finished
-        guest.rename("declaw-guest")
-        return guest
+        """Make the parked guest this command's: its output, its door, its end (a command's text
+        is its event log's; a PTY's sinks keep the raw one)."""
+        return self.sandbox.launcher.bind(guest, self._on_output("stdout"), self._on_output("stderr"), self._door,
+                                          keep=self.pty_size is not None, on_done=self._finished)
 
     def info(self) -> ProcessInfo:
         args = ["-i", "-l"] if self.pty_size is not None else ["-l", "-c", self.cmd]
@@ -192,7 +176,7 @@ class Process(EventLog):
     def _finished(self, guest: Guest) -> None:
         """The guest ended (on its thread): publish the outcome."""
         outcome = guest.wait()
-        self.sandbox.egress.release(guest)  # its connections close with it
+        self.sandbox.launcher.released(guest)  # its connections close with it
         self._tools.reset()
         if self._parked is not None and not self._began and outcome is not None and outcome.stopped is None \
                 and self.sandbox.running:
@@ -280,9 +264,3 @@ class Process(EventLog):
             raise InvalidArgumentException(f"process {self.pid} is not a PTY")
         self.pty_size = size
 
-
-def pip_install(sandbox: "LocalSandbox", guest: Guest, request: dict[str, Any]) -> Any:
-    """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
-    from .._packages.pip import install_for_guest
-
-    return install_for_guest(sandbox.fs, request, guest.stop_requested, sandbox.egress)

@@ -1,5 +1,8 @@
 """Sandboxes in this process: `LocalSandbox` (one sandbox: its file tree, running guests and
-lifetime) and `LocalSandboxes` (the process's registry: create, connect, list).
+lifetime) and `LocalSandboxes` (the in-process backend: create, connect, list, resume, restore).
+
+The registry they are kept in and the paused-store helpers are registry.py's; every guest of a
+sandbox is built by its launcher (launcher.py).
 
 Both implement the backend contract (_backend.py) that the faces, the server and the other
 backends' workers use; arguments arrive checked (`_args.py`).
@@ -10,14 +13,13 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-import socket
 import sys
 import threading
 import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, ClassVar, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Union
 
 from .._args import checkpoint_policy
 from .._assets import rootfs_dir
@@ -29,22 +31,25 @@ from .._printable import logger
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.snapshot import get_runtime, guest_mounts
-from .._state import RecordNotFound, StateError, UntrustedRecord
+from .._state import RecordNotFound
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
-                          SandboxException, SandboxNotFoundException, SnapshotException, TimeoutException)
+                          SandboxException, SandboxNotFoundException, TimeoutException)
 from ..execution import Context, Execution
 from ..limits import Limits
 from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
                       WriteInfo)
-from ..settings import max_sandboxes, state_given, state_url
+from ..settings import max_sandboxes
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota
 from .checkpoints import Checkpoints, refused_here as checkpoint_refused_here
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
+from .launcher import Launcher
 from .lifetimes import Alarm, lifetimes
 from .parking import parking
 from .processes import Process
+from .registry import (clear_state, drop_older_pauses, forget_paused, in_background, latest, paused_info,
+                       paused_infos, read_snapshot, reopen, sandboxes, store_in_use)
 from .standby import Standby, standby_key
 from .tools import Tools, close_tools, host_tools
 from .watch import LocalWatcher, Watches
@@ -94,6 +99,7 @@ class LocalSandbox:
         `volumes` are attached now (their mounts are fixed before any guest starts)."""
         if getattr(self, "runtime", None) is None:  # a paused husk (connect) resuming
             self.runtime = runtime_for(limits)
+        self.launcher = Launcher(self)  # every guest of the sandbox is built by it
         self.template = template.name
         self.profile = template.profile(self.runtime)  # what each guest's start-up applies
         self.metadata = metadata
@@ -197,7 +203,7 @@ class LocalSandbox:
         with self._lock:
             if self._ended == "paused" and reason == "killed":
                 self._ended = "killed"
-                return _forget_paused(self)
+                return forget_paused(self.sandbox_id)
             if self._ended is not None:
                 return False
             self._ended = reason
@@ -217,15 +223,15 @@ class LocalSandbox:
         self.egress.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
         if paused:  # nothing reads the folder any more: freed in the background, not in pause()
-            _in_background(self.fs.destroy)
+            in_background(self.fs.destroy)
         else:
             self.fs.destroy()
-        LocalSandboxes.forget(self)
+        sandboxes.forget(self)
         if reason != "paused" and "declaw_wasm._local.snapshots" in sys.modules:
             from .snapshots import held
 
             if held.holds(self.sandbox_id):  # a sandbox in the store ends: its state goes, not its snapshots
-                _clear_state(self.sandbox_id)
+                clear_state(self.sandbox_id)
                 held.release(self.sandbox_id)
         return True
 
@@ -297,7 +303,7 @@ class LocalSandbox:
         from .fileurls import file_url
 
         self.ensure_running()
-        return file_url(self, path, write, user, expires_in, LocalSandboxes.live)
+        return file_url(self, path, write, user, expires_in, sandboxes.live)
 
     def watch(self, path: str, recursive: bool, include_entry: bool) -> LocalWatcher:
         return self.watches.start(self._files(), path, recursive, include_entry)
@@ -544,9 +550,8 @@ class LocalSandbox:
                                               "paused_at": datetime.now(timezone.utc).isoformat(),
                                               "info": info.model_dump(mode="json")})
             self._end("paused")
-        _in_background(lambda: _drop_older_pauses(store, self.sandbox_id, record.snapshot_id))
-        with LocalSandboxes._lock:
-            LocalSandboxes._paused[self.sandbox_id] = self
+        in_background(lambda: drop_older_pauses(store, self.sandbox_id, record.snapshot_id))
+        sandboxes.paused(self)
         held.release(self.sandbox_id)
         return True
 
@@ -557,6 +562,21 @@ class LocalSandbox:
     @property
     def paused(self) -> bool:
         return self._ended == "paused"
+
+    @classmethod
+    def husk(cls, sandbox_id: str, info: SandboxInfo) -> "LocalSandbox":
+        """A paused sandbox of the state store as `info` tells it (registry.paused_info), holding
+        nothing: `resume()` remakes it in place."""
+        husk = cls.__new__(cls)
+        husk.sandbox_id = sandbox_id
+        husk._lock = threading.Lock()
+        husk._ended = "paused"
+        husk.template, husk.metadata = info.template_id, dict(info.metadata)
+        husk.started_at, husk.end_at = info.started_at, info.end_at
+        husk.limits = Limits()
+        husk.options = CreateSandbox(lifecycle=info.lifecycle, network=info.network,
+                                     allow_internet_access=info.allow_internet_access)
+        return husk
 
     def fork(self, count: int) -> List["LocalSandbox"]:
         """`count` new sandboxes with this one's files and code contexts, diverging from here."""
@@ -576,12 +596,8 @@ class LocalSandbox:
 
 
 class LocalSandboxes:
-    """The sandboxes of this process (the `Sandboxes` of the in-process backend), and the paused
-    ones of the state store (resumed here on demand)."""
-
-    _registry: ClassVar[dict[str, LocalSandbox]] = {}
-    _paused: ClassVar[dict[str, LocalSandbox]] = {}  # paused here: kept to resume in place
-    _lock: ClassVar[threading.Lock] = threading.Lock()
+    """The sandboxes of this process (the `Sandboxes` of the in-process backend, kept in
+    registry.py's `sandboxes`), and the paused ones of the state store (resumed here on demand)."""
 
     hosted = False  # a pool's or Ray's host (_pool/host.py): its sandboxes may be checkpointed
 
@@ -620,8 +636,7 @@ class LocalSandboxes:
                 into.tools = tools
                 into._open(*args[:-1], restoring=restoring)
                 into.options = request.model_copy(update={"secrets": None})
-                with self._lock:
-                    self._registry[into.sandbox_id] = into
+                sandboxes.add(into)
                 return into
             sandbox = self.create_from(*args, restoring=restoring)
         except BaseException:
@@ -635,8 +650,7 @@ class LocalSandboxes:
                     egress: Optional[EgressPlan] = None, tools: Optional[Tools] = None,
                     restoring: Optional["Restoring"] = None) -> LocalSandbox:
         """A sandbox of `template`, which need not be in the catalog (a template build's own)."""
-        with self._lock:
-            live = len(self._registry)
+        live = sandboxes.count()
         if live >= max_sandboxes():
             raise RateLimitException(f"{live} sandboxes are live in this process "
                                      "(DECLAW_WASM_MAX_SANDBOXES); kill some first")
@@ -649,21 +663,19 @@ class LocalSandboxes:
             sandbox.begin(timeout, metadata, envs, egress or EgressPlan())
         else:
             sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress, tools, restoring)
-        with self._lock:
-            self._registry[sandbox.sandbox_id] = sandbox
+        sandboxes.add(sandbox)
         return sandbox
 
     def connect(self, sandbox_id: str, timeout: Optional[float] = None) -> LocalSandbox:
         """The live sandbox; or, paused (here or in the state store), its paused husk, which
         `resume()` brings back (the faces' `connect` does)."""
-        with self._lock:
-            sandbox = self._registry.get(sandbox_id) or self._paused.get(sandbox_id)
+        sandbox = sandboxes.get(sandbox_id)
         if sandbox is not None and sandbox.paused:
             return sandbox
         if sandbox is None or not sandbox.running:
-            husk = _paused_in_store(sandbox_id)
-            if husk is not None:
-                return husk
+            info = paused_info(sandbox_id)
+            if info is not None:
+                return sandboxes.paused(LocalSandbox.husk(sandbox_id, info), replace=False)
             raise SandboxNotFoundException(f"sandbox {sandbox_id!r} not found (killed, timed out, "
                                            "or never created in this process)")
         if timeout is not None:
@@ -672,16 +684,14 @@ class LocalSandboxes:
 
     def list(self) -> List[SandboxInfo]:
         """The live sandboxes of this process and the paused ones of the state store."""
-        with self._lock:
-            sandboxes = list(self._registry.values())
         infos = []
-        for sandbox in sandboxes:
+        for sandbox in sandboxes.all():
             try:
                 infos.append(sandbox.info())
             except SandboxException:  # ended while we looked
                 continue
         live = {i.sandbox_id for i in infos}
-        infos += [i for i in _paused_infos() if i.sandbox_id not in live]
+        infos += [i for i in paused_infos() if i.sandbox_id not in live]
         return sorted(infos, key=lambda i: i.started_at, reverse=True)
 
     # -- state (snapshots.py) ----------------------------------------------------------------------------
@@ -689,16 +699,14 @@ class LocalSandboxes:
                into: Optional[LocalSandbox] = None) -> LocalSandbox:
         """Bring a paused sandbox back (in place of `into`, its paused husk, if given): take its
         lease (one process runs it), restore its last pause snapshot."""
-        from .snapshots import held, load, snapshot_store
+        from .snapshots import snapshot_store
 
-        with self._lock:
-            live = self._registry.get(sandbox_id)
-            into = into or self._paused.get(sandbox_id)
+        live, paused = sandboxes.entry(sandbox_id)
         if live is not None and live.running:
             return live
         store = snapshot_store()
-        held.take(store.store, sandbox_id)
-        try:
+
+        def last_pause() -> tuple[Any, dict[str, Any]]:
             state = store.get_state(sandbox_id)
             if state is None or not state.get("snapshot_id"):
                 raise SandboxNotFoundException(f"sandbox {sandbox_id!r} is not paused (it was killed, or never "
@@ -706,42 +714,25 @@ class LocalSandboxes:
             if state.get("state") != "paused":
                 log.warning("sandbox %s: its last runner (%s) ended without pausing it; resuming its last pause",
                             sandbox_id, state.get("owner"))
-            record = _read_snapshot(store, sandbox_id, str(state["snapshot_id"]))
-            restoring = load(record, store, get_runtime(), sandbox_id)
-            sandbox = self._restore(restoring, request, into)
-            store.put_state(sandbox_id, {**state, "state": "running", "owner": _owner()})
-        except BaseException:
-            held.release(sandbox_id)
-            raise
-        with self._lock:
-            self._paused.pop(sandbox_id, None)
-        return sandbox
+            return read_snapshot(store, sandbox_id, str(state["snapshot_id"])), state
+
+        return reopen(store, sandbox_id, last_pause, lambda restoring: self._restore(restoring, request,
+                                                                                     into or paused))
 
     def restore(self, sandbox_id: str, snapshot_id: Optional[str] = None,
                 request: Optional[ResumeSandbox] = None, breaking: str = "") -> LocalSandbox:
         """declaw's `restore`: the sandbox `sandbox_id` remade from one of its snapshots (default:
         the latest, preferring pause > periodic > manual); a running copy of it here is replaced.
         `breaking`: the lease owner of its dead host (a node-loss restore, checkpoints.py)."""
-        from .snapshots import held, load, snapshot_store
+        from .snapshots import snapshot_store
 
         store = snapshot_store()
-        record = _read_snapshot(store, sandbox_id, snapshot_id) if snapshot_id else _latest(store, sandbox_id)
-        with self._lock:
-            live = self._registry.get(sandbox_id)
-            into = self._paused.get(sandbox_id)
+        record = read_snapshot(store, sandbox_id, snapshot_id) if snapshot_id else latest(store, sandbox_id)
+        live, into = sandboxes.entry(sandbox_id)
         if live is not None and live.running:
             live.kill()
-        held.take(store.store, sandbox_id, breaking=breaking)
-        try:
-            restoring = load(record, store, get_runtime(), sandbox_id)
-            sandbox = self._restore(restoring, request, into)
-            store.put_state(sandbox_id, {"state": "running", "snapshot_id": record.snapshot_id, "owner": _owner()})
-        except BaseException:
-            held.release(sandbox_id)
-            raise
-        with self._lock:
-            self._paused.pop(sandbox_id, None)
-        return sandbox
+        return reopen(store, sandbox_id, lambda: (record, {}),
+                      lambda restoring: self._restore(restoring, request, into), breaking)
 
     def _restore(self, restoring: "Restoring", request: Optional[ResumeSandbox],
                  into: Optional[LocalSandbox]) -> LocalSandbox:
@@ -758,9 +749,7 @@ class LocalSandboxes:
 
     def _from_snapshot(self, request: CreateSandbox) -> LocalSandbox:
         """`create(snapshot=...)`: a new sandbox (new id) as the snapshot was."""
-        from .snapshots import check_resume_secrets, load, snapshot_store
-
-        from .snapshots import reading
+        from .snapshots import check_resume_secrets, load, reading, snapshot_store
 
         store = snapshot_store()
         try:
@@ -784,7 +773,7 @@ class LocalSandboxes:
         """The state store's snapshots (of one sandbox, or all), newest first."""
         from .snapshots import snapshot_model, snapshot_store
 
-        if not _store_in_use():
+        if not store_in_use():
             return []
         return [snapshot_model(r) for r in snapshot_store().list(sandbox_id)]
 
@@ -793,28 +782,10 @@ class LocalSandboxes:
 
         return delete_snapshot(snapshot_store(), sandbox_id, snapshot_id, get_runtime())
 
-    @classmethod
-    def live(cls, sandbox_id: str) -> Optional[LocalSandbox]:
-        """The running sandbox `sandbox_id` of this process, if any (file URLs)."""
-        with cls._lock:
-            sandbox = cls._registry.get(sandbox_id)
-        return sandbox if sandbox is not None and sandbox.running else None
-
-    @classmethod
-    def forget(cls, sandbox: LocalSandbox) -> None:
-        with cls._lock:
-            cls._registry.pop(sandbox.sandbox_id, None)
-
-    @classmethod
-    def kill_all(cls) -> None:
-        """A program that ends without killing its sandboxes leaves no sandbox folders behind."""
-        with cls._lock:
-            sandboxes = list(cls._registry.values())
-        for sandbox in sandboxes:
-            try:
-                sandbox.kill()
-            except Exception:  # exiting anyway: clean up what can be
-                pass
+    @staticmethod
+    def kill_all() -> None:
+        """Kill every sandbox of this process (a pool's worker, as it ends)."""
+        sandboxes.kill_all()
 
 
 def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS, restoring: bool = False) -> Any:
@@ -822,7 +793,7 @@ def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS, restoring: b
     `restoring`: copies are not made (the snapshot's files are their content)."""
     from .._volumes.attach import attach_volumes, before_exit
 
-    before_exit(LocalSandboxes.kill_all)
+    before_exit(sandboxes.kill_all)
     try:
         return attach_volumes(sandbox_id, volumes, fs, restoring=restoring)
     except BaseException:
@@ -830,158 +801,6 @@ def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS, restoring: b
         raise
 
 
-# -- paused sandboxes in the state store ----------------------------------------------------------------------
-def _read_snapshot(store: Any, sandbox_id: str, snapshot_id: str) -> Any:
-    try:
-        return store.read(sandbox_id, snapshot_id)
-    except RecordNotFound:
-        raise NotFoundException(f"sandbox {sandbox_id} has no snapshot {snapshot_id!r}") from None
-    except StateError as exc:
-        raise SnapshotException(f"snapshot {snapshot_id} of sandbox {sandbox_id} cannot be read: {exc}") from None
-
-
-def _latest(store: Any, sandbox_id: str) -> Any:
-    try:
-        return store.latest(sandbox_id)
-    except RecordNotFound:
-        raise NotFoundException(f"sandbox {sandbox_id!r} has no snapshots in the state store") from None
-
-
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _store_in_use() -> bool:
-    """Whether this process may look in the state store (set explicitly, or the default folder
-    exists already): listing sandboxes must not create the user's state folder."""
-    return state_given() or os.path.isdir(state_url())
-
-
-def _paused_infos() -> List[SandboxInfo]:
-    """The paused sandboxes of the state store (not those paused here and resumed since)."""
-    if not _store_in_use():
-        return []
-    from .snapshots import snapshot_store
-
-    infos = []
-    try:
-        states = snapshot_store().states()
-    except (StateError, OSError) as exc:
-        log.warning("listing paused sandboxes: %s", exc)
-        return []
-    for state in states.values():
-        if state.get("state") != "paused":
-            continue
-        try:
-            infos.append(SandboxInfo.model_validate(state.get("info") or {}))
-        except ValueError:
-            continue
-    return infos
-
-
-def _paused_in_store(sandbox_id: str) -> Optional[LocalSandbox]:
-    """A husk for a sandbox paused in the state store (by this process or another), or None."""
-    if not _store_in_use():
-        return None
-    from .._state import check_id
-    from .._state.snapshots import lease_name
-    from .snapshots import snapshot_store
-
-    try:
-        check_id(sandbox_id, "sandbox id")
-        store = snapshot_store()
-        state = store.get_state(sandbox_id)
-        if state is None:
-            return None
-        running = state.get("state") != "paused" and store.store.leases.status(lease_name(sandbox_id))
-    except UntrustedRecord as exc:  # a record someone without the state key wrote: say so, use none of it
-        raise UntrustedRecord(f"sandbox {sandbox_id} cannot be resumed: {exc}", exc.reason) from None
-    except (SandboxException, OSError):
-        return None
-    if running and running.held:
-        raise ConflictException(f"sandbox {sandbox_id} is running in another process ({running.owner}); "
-                                "use it there, or pause it there first")
-    # a paused sandbox, or one whose runner ended without pausing it (its lease lapsed): the last
-    # pause is what it resumes from
-    try:
-        info = SandboxInfo.model_validate(state.get("info") or {})
-    except ValueError:
-        return None
-    husk = LocalSandbox.__new__(LocalSandbox)
-    husk.sandbox_id = sandbox_id
-    husk._lock = threading.Lock()
-    husk._ended = "paused"
-    husk.template, husk.metadata = info.template_id, dict(info.metadata)
-    husk.started_at, husk.end_at = info.started_at, info.end_at
-    husk.limits = Limits()
-    husk.options = CreateSandbox(lifecycle=info.lifecycle, network=info.network,
-                                 allow_internet_access=info.allow_internet_access)
-    with LocalSandboxes._lock:
-        return LocalSandboxes._paused.setdefault(sandbox_id, husk)
-
-
-_background: set[threading.Thread] = set()
-_background_lock = threading.Lock()
-_waits_at_exit = False
-
-
-def _in_background(work: Any) -> None:
-    """Clean-up a pause need not wait for (freeing its folder, deleting older pause snapshots),
-    on a thread of its own; the process waits for them at exit (a serverless function that
-    pauses and returns must not leave a folder behind)."""
-    def run() -> None:
-        try:
-            work()
-        finally:
-            with _background_lock:
-                _background.discard(threading.current_thread())
-
-    global _waits_at_exit
-    thread = threading.Thread(target=run, name="declaw-reap", daemon=True)
-    with _background_lock:
-        _background.add(thread)
-        if not _waits_at_exit:  # registered now, so it runs before the exit handlers of what the
-            _waits_at_exit = True  # store loaded (fsspec's event loop, for an object store)
-            atexit.register(_finish_background)
-    thread.start()
-
-
-def _finish_background(timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    with _background_lock:
-        pending = list(_background)
-    for thread in pending:
-        thread.join(max(0.0, deadline - time.monotonic()))
-
-
-def _drop_older_pauses(store: Any, sandbox_id: str, latest: str) -> None:
-    """The latest pause is what a sandbox resumes from: older pause snapshots go (in the
-    background: a pause returns once its own snapshot is stored)."""
-    try:
-        for older in store.list(sandbox_id):
-            if older.source == "pause" and older.snapshot_id != latest:
-                store.delete(sandbox_id, older.snapshot_id)
-    except (StateError, OSError) as exc:
-        log.warning("sandbox %s: deleting older pause snapshots: %s", sandbox_id, exc)
-
-
-def _forget_paused(sandbox: LocalSandbox) -> bool:
-    """Kill a paused sandbox: it is no longer resumable (its snapshots stay)."""
-    with LocalSandboxes._lock:
-        LocalSandboxes._paused.pop(sandbox.sandbox_id, None)
-    return _clear_state(sandbox.sandbox_id)
-
-
-def _clear_state(sandbox_id: str) -> bool:
-    from .snapshots import snapshot_store
-
-    try:
-        return snapshot_store().clear_state(sandbox_id)
-    except (StateError, OSError) as exc:
-        log.warning("sandbox %s: clearing its state in the store: %s", sandbox_id, exc)
-        return False
-
-
 standby = Standby(lambda template, limits: LocalSandbox(template, 0, {}, {}, limits, begin=False))
-atexit.register(LocalSandboxes.kill_all)
+atexit.register(sandboxes.kill_all)
 atexit.register(standby.close)
