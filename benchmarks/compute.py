@@ -110,13 +110,13 @@ def engine_check() -> None:
     import wasmtime
 
     from declaw_wasm._wasm.engine import DEFAULT_FLAGS
-    from declaw_wasm._wasm.snapshot import get_runtime
+    from declaw_wasm._wasm.warm_image import get_interpreter
 
-    runtime = get_runtime()
+    interpreter = get_interpreter()
     config = DEFAULT_FLAGS.config()
     config.wasm_simd = False
     config.wasm_relaxed_simd = False
-    data = runtime.files.module.read_bytes()
+    data = interpreter.files.module.read_bytes()
     try:
         wasmtime.Module.validate(wasmtime.Engine(config), data)
         uses = "no"

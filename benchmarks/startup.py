@@ -101,7 +101,7 @@ def main() -> None:
 
     start = time.perf_counter()
     first = Sandbox.create()  # loads the runtime (compiled modules from the cache)
-    path = "warm snapshot" if testing.is_warm(first) else "cold (DECLAW_WASM_SNAPSHOT=0)"
+    path = "warm snapshot" if testing.is_warm(first) else "cold (DECLAW_WASM_WARM_IMAGE=0)"
     first.kill()
     print(f"guest path: {path}; first Sandbox.create in this process (runtime load): "
           f"{(time.perf_counter() - start) * 1000:.0f} ms; native: a clean venv's python3 "

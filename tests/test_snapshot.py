@@ -11,7 +11,7 @@ from declaw_wasm import testing
 from declaw_wasm._wasm.boot import python_spec
 from declaw_wasm._wasm.guest import Guest
 from declaw_wasm._wasm.layout import Mount, base_env
-from declaw_wasm._wasm.snapshot import get_runtime
+from declaw_wasm._wasm.warm_image import get_interpreter
 
 DRAWS = ("import json, random, tempfile, uuid, numpy\n"
          "print(json.dumps([random.random(), float(numpy.random.rand()), "
@@ -88,19 +88,19 @@ def test_heavy_imports_are_already_done_on_the_warm_path(guests, guest_path) -> 
 
 
 def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, guest_path) -> None:
-    runtime = get_runtime(warm=guest_path == "warm")
+    interpreter = get_interpreter(warm=guest_path == "warm")
     folders = {name: tmp_path / name for name in ("home", "tmp", "data")}
     for name, folder in folders.items():
         folder.mkdir()
         (folder / "which.txt").write_text(name)
-    shared = [Mount("/usr/local/lib", runtime.files.lib_dir, False),
-              Mount("/usr/local/lib/declaw", Path(__file__).resolve().parent.parent / "runtime", False)]
+    shared = [Mount("/usr/local/lib", interpreter.files.lib_dir, False),
+              Mount("/usr/local/lib/declaw", Path(__file__).resolve().parent.parent / "guest", False)]
     # Another order than the build's, and a mount the build never had.
     mounts = [Mount("/data", folders["data"], True), *reversed(shared),
               Mount("/tmp", folders["tmp"], True), Mount("/home/user", folders["home"], True)]
     code = ("print([open(p + '/which.txt').read() for p in ('/home/user', '/tmp', '/data')]); "
             "open('/data/new.txt', 'w').write('written')")
-    guest = Guest(runtime, python_spec(runtime.warm, "/tmp", ["-c", code], base_env(), mounts=mounts))
+    guest = Guest(interpreter, python_spec(interpreter.warm, "/tmp", ["-c", code], base_env(), mounts=mounts))
     guest.start()
     outcome = guest.wait(60)
     assert outcome is not None and outcome.exit_code == 0, outcome and outcome.stderr
@@ -109,10 +109,10 @@ def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, gue
 
 
 def test_snapshot_can_be_switched_off(monkeypatch, guest_path) -> None:
-    monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "0")
-    assert get_runtime().warm is False
-    monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "1")
-    assert get_runtime().warm is True
+    monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "0")
+    assert get_interpreter().warm is False
+    monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "1")
+    assert get_interpreter().warm is True
 
 
 def test_unique_names_do_not_repeat_across_many_commands(guests) -> None:

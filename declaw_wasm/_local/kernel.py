@@ -1,6 +1,6 @@
 """`run_code` and code contexts (E2B code-interpreter's semantics), on the host side.
 
-A context is one long-lived guest holding the kernel (runtime/declaw_kernel), started from the
+A context is one long-lived guest holding the kernel (guest/declaw_kernel), started from the
 warm snapshot. Its first turn (the module's `turn` export) sets the kernel up; each cell is then
 one more turn, `declaw_kernel.cell(code, envs)`, run on the guest's thread while `run_code`
 collects what the guest reports through the door (stdout, stderr, results, the error). The cell
@@ -251,7 +251,7 @@ class Kernel:
                             lambda: None, set_up)
             sandbox.park_later()  # the sandbox's next command finds a guest parked again
             return parked
-        spec = kernel_spec(sandbox.runtime.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
+        spec = kernel_spec(sandbox.interpreter.warm, self.context.cwd or "/home/user", sandbox.guest_env(),
                            profile=sandbox.profile, mounts=sandbox.fs.mounts,
                            memory_limit=limits.memory_limit, output_limit=limits.output_limit)
         first_turn = None
@@ -260,7 +260,7 @@ class Kernel:
             first_turn, self._first_turn = self._first_turn, None
         else:
             self._count = 0
-        guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
+        guest = Guest(sandbox.interpreter, spec, stdout=OutputSink(limits.output_limit, self._fd_output("stdout")),
                       stderr=OutputSink(limits.output_limit, self._fd_output("stderr")), door=self._door,
                       more_turns=True)
         guest.start()

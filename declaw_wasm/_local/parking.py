@@ -57,7 +57,7 @@ class Parking:
         """Give the sandbox a parked guest (if it has none and may have one), evicting the least
         recently used sandbox's if the process is at its limit."""
         limit = parked_guests()
-        if limit <= 0 or not sandbox.runtime.warm or not sandbox.running:
+        if limit <= 0 or not sandbox.interpreter.warm or not sandbox.running:
             return
         evicted: list[Guest] = []
         with self._lock:
@@ -95,7 +95,7 @@ class Parking:
         limits = sandbox.limits
         spec = park_spec(sandbox.guest_env(), profile=sandbox.profile, mounts=sandbox.fs.mounts,
                          memory_limit=limits.memory_limit, output_limit=limits.output_limit)
-        guest = Guest(sandbox.runtime, spec, stdout=OutputSink(limits.output_limit, None),
+        guest = Guest(sandbox.interpreter, spec, stdout=OutputSink(limits.output_limit, None),
                       stderr=OutputSink(limits.output_limit, None), door=_unbound, more_turns=True)
         guest.start("declaw-parked")  # "declaw-guest" once it runs a command
         return guest

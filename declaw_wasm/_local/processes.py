@@ -2,7 +2,7 @@
 stdin, and its output as a sequence of events that handles, callbacks and waiters all read.
 
 Every command line (`commands.run`, background or not, and every PTY) is one guest instance:
-the shell (runtime/declaw_shell) parses and runs the whole line inside it, programs and all.
+the shell (guest/declaw_shell) parses and runs the whole line inside it, programs and all.
 Two commands of a sandbox are two instances: they run at once and share the sandbox's files.
 """
 
@@ -129,11 +129,11 @@ class Process(EventLog):
         keep = self.pty_size is not None  # a command's text is its event log's (a PTY's, the raw one)
         stdout = OutputSink(limits.output_limit, self._on_output("stdout"), keep)
         stderr = OutputSink(limits.output_limit, self._on_output("stderr"), keep)
-        spec = shell_spec(sandbox.runtime.warm, self.cwd, self.cmd, self._env, tty=self.pty_size is not None,
+        spec = shell_spec(sandbox.interpreter.warm, self.cwd, self.cmd, self._env, tty=self.pty_size is not None,
                           profile=sandbox.profile, mounts=sandbox.fs.mounts, timeout=self.timeout,
                           memory_limit=limits.memory_limit, output_limit=limits.output_limit,
                           fuel=limits.cpu_instructions)
-        return Guest(sandbox.runtime, spec, stdout=stdout, stderr=stderr, door=self._door,
+        return Guest(sandbox.interpreter, spec, stdout=stdout, stderr=stderr, door=self._door,
                      on_done=self._finished)
 
     def _bind(self, guest: Guest) -> Guest:

@@ -1,4 +1,4 @@
-"""The host half of runtime/_declaw_boot.py: `GuestSpec`s whose program is one of its entries.
+"""The host half of guest/_declaw_boot.py: `GuestSpec`s whose program is one of its entries.
 
 On the warm snapshot the boot module is already imported, so a guest's program is one `turn`
 calling `_declaw_boot.<entry>(...)`; on the cold module it is `run` with the boot script and

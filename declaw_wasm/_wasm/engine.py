@@ -1,6 +1,6 @@
 """The Wasmtime engine and the compiled guest module: configured once, compiled once, cached.
 
-One `Runtime` per process and engine flavour. Compiling the 100 MB CPython module takes 1–3
+One `Interpreter` per process and engine flavour. Compiling the 100 MB CPython module takes 1–3
 minutes on 2 cores, so the result is serialized to `<cache>/compiled/<key>.cwasm`, where the key
 covers everything the machine code depends on (module hash, wasmtime version, engine flags,
 CPU architecture). Later loads are an mmap (`Module.deserialize_file`, ~10 ms) and every
@@ -60,7 +60,7 @@ DEFAULT_FLAGS = EngineFlags()
 FUEL_FLAGS = EngineFlags(consume_fuel=True)
 
 
-class Runtime:
+class Interpreter:
     """An engine, a compiled CPython module, and (once per engine) its epoch ticker.
 
     `warm` runtimes run the snapshot module (commands as one `turn`, see snapshot.py); cold
@@ -134,7 +134,7 @@ def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], byt
     return wasmtime.Module.deserialize_file(engine, str(path))
 
 
-def load_plain_runtime(flags: EngineFlags, progress: Progress, build: bool = True) -> Runtime:
+def load_plain_interpreter(flags: EngineFlags, progress: Progress, build: bool = True) -> Interpreter:
     """The plain (cold) module for `flags` with its own engine and epoch ticker. `build=False`:
     a module not yet in the cache raises `BuildMissing` instead of compiling for minutes."""
     files = ensure_artifacts(progress)
@@ -150,4 +150,4 @@ def load_plain_runtime(flags: EngineFlags, progress: Progress, build: bool = Tru
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
                                 "compiling the Python runtime", EXPECTED_COMPILE_S)
-    return Runtime(files, flags, module, engine, source=path if path.exists() else None)
+    return Interpreter(files, flags, module, engine, source=path if path.exists() else None)
