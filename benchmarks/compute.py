@@ -4,7 +4,7 @@ interpreter (start-up excluded), best of `--repeat`.
     python benchmarks/compute.py [--repeat 5] [--fuel]
 
 Native is a clean venv's python3 with numpy and pandas only (_common.clean_python). The guest
-is the warm snapshot's CPython 3.15 on Wasmtime (Cranelift, opt level "speed", SIMD on: see the
+is the warm image's CPython 3.15 on Wasmtime (Cranelift, opt level "speed", SIMD on: see the
 engine check printed first). `--fuel` also runs the workloads on the fuel-enabled build
 (`declaw-wasm warmup --fuel`) and prints its slowdown against the plain one.
 """

@@ -18,9 +18,9 @@ def _asset(installed_name: str, checkout_name: str) -> Path:
 
 
 def guest_code_dir() -> Path:
-    """runtime/: the code that runs in the guest (start-up, shell, kernel), mounted read-only
-    at /usr/local/lib/declaw; installed as declaw_wasm/runtime/."""
-    return _asset("runtime", "runtime")
+    """guest/: the guest code, the Python the guest runs (start-up, shell, kernel), mounted
+    read-only at /usr/local/lib/declaw; installed as declaw_wasm/guest/."""
+    return _asset("guest", "guest")
 
 
 def rootfs_dir() -> Path:

@@ -125,11 +125,11 @@ def _warmup(fuel: bool = False) -> int:
     from .settings import cache_dir
 
     start = time.monotonic()
-    get_interpreter(warm=False)  # the plain module: what the snapshot is built from, and the fallback
+    get_interpreter(warm=False)  # the plain module: what the warm image is built from, and the fallback
     interpreter = get_interpreter()
     print(f"declaw-wasm: runtime ready in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
           file=sys.stderr)
-    path = "warm snapshot" if interpreter.warm else "cold module (DECLAW_WASM_WARM_IMAGE=0 or no snapshot)"
+    path = "warm image" if interpreter.warm else "cold module (DECLAW_WASM_WARM_IMAGE=0 or no warm image)"
     print(f"declaw-wasm: guests start from the {path}; plain module "
           f"{compiled_path(interpreter.files, interpreter.flags)}", file=sys.stderr)
     print(f"declaw-wasm: packages bundle ready: {ensure_bundle(interpreter, Progress())}", file=sys.stderr)

@@ -4,7 +4,7 @@ Built in:
 - `code-interpreter` (the default): the runtime's packages plus the packages bundle
   (plotly, IPython, requests...; see _packages/bundle.py).
 - `base`: the standard library only, the fastest start: the runtime's third-party packages are
-  hidden from imports (the same warm snapshot, so no slower to start than the default).
+  hidden from imports (the same warm image, so no slower to start than the default).
 
 Custom templates are built locally with E2B's builder vocabulary and kept in
 `<cache>/templates/<name>/` (so a shipped cache carries them)::

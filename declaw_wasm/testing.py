@@ -53,7 +53,7 @@ runtime_of = interpreter_of  # (old name), kept as an alias
 
 
 def is_warm(sbx: Any) -> bool:
-    """Whether the sandbox's guests start from the warm snapshot."""
+    """Whether the sandbox's guests start from the warm image."""
     return interpreter_of(sbx).warm
 
 

@@ -27,7 +27,7 @@ LOOP = "python3 -c 'n = 0\nwhile True:\n    n += 1'"
 @pytest.fixture(scope="module")
 def fuel_interpreter(guest_path: str) -> None:
     if guest_path != "warm":
-        pytest.skip("fuel is built for the warm snapshot")
+        pytest.skip("fuel is built for the warm image")
     os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
     get_interpreter(FUEL_FLAGS, build=True)
 

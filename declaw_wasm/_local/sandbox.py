@@ -92,7 +92,7 @@ class LocalSandbox:
               begin: bool = True) -> None:
         """Everything a running sandbox holds (made again when a paused one resumes in place).
         `volumes` are attached now (their mounts are fixed before any guest starts)."""
-        if getattr(self, "runtime", None) is None:  # a paused husk (connect) resuming
+        if getattr(self, "interpreter", None) is None:  # a paused husk (connect) resuming
             self.interpreter = interpreter_for(limits)
         self.template = template.name
         self.profile = template.profile(self.interpreter)  # what each guest's start-up applies

@@ -4,7 +4,7 @@ profile, files laid over its root, environment). The builder that makes custom t
 
 Built in: `code-interpreter` (the default: the runtime plus the packages bundle) and `base`
 (the standard library only: the runtime's third-party packages hidden from imports, on the same
-warm snapshot). Custom templates live in `<cache>/templates/<name>/` (a shipped cache carries
+warm image). Custom templates live in `<cache>/templates/<name>/` (a shipped cache carries
 them): `template.json` (`TemplateInfo`), `site/` (their packages), `root/` (their files).
 """
 

@@ -1,11 +1,12 @@
 """The Wasmtime engine and the compiled guest module: configured once, compiled once, cached.
 
-One `Interpreter` per process and engine flavour. Compiling the 100 MB CPython module takes 1–3
-minutes on 2 cores, so the result is serialized to `<cache>/compiled/<key>.cwasm`, where the key
-covers everything the machine code depends on (module hash, wasmtime version, engine flags,
-CPU architecture). Later loads are an mmap (`Module.deserialize_file`, ~10 ms) and every
-instance maps the module's memory image copy-on-write. A file lock keeps two processes from
-compiling at once; a read-only cache folder is opened as it is, never written.
+One `Interpreter` (an engine and a compiled CPython module of the runtime) per process and engine
+flavour. Compiling the 100 MB CPython module takes 1–3 minutes on 2 cores, so the result is
+serialized to `<cache>/compiled/<key>.cwasm`, where the key covers everything the machine code
+depends on (module hash, wasmtime version, engine flags, CPU architecture). Later loads are an
+mmap (`Module.deserialize_file`, ~10 ms) and every instance maps the module's memory image
+copy-on-write. A file lock keeps two processes from compiling at once; a read-only cache folder
+is opened as it is, never written.
 
 An epoch ticker thread advances the engine's epoch every `TICK_S`; each store's deadline
 callback (see guest.py) decides on every tick whether its guest may go on.
@@ -63,7 +64,7 @@ FUEL_FLAGS = EngineFlags(consume_fuel=True)
 class Interpreter:
     """An engine, a compiled CPython module, and (once per engine) its epoch ticker.
 
-    `warm` runtimes run the snapshot module (commands as one `turn`, see snapshot.py); cold
+    `warm` interpreters run the warm image (commands as one `turn`, see warm_image.py); cold
     ones run the plain module's `run` with a WASI argv.
     """
 
@@ -145,9 +146,9 @@ def load_plain_interpreter(flags: EngineFlags, progress: Progress, build: bool =
     if not path.exists() and not writable(path.parent):
         progress.say(f"cache {path.parent} is read-only and holds no compiled module; "
                      "compiling in memory (run `declaw-wasm warmup` where the cache is writable)")
-        with progress.timed("compiling the Python runtime", EXPECTED_COMPILE_S):
+        with progress.timed("compiling the Python runtime module", EXPECTED_COMPILE_S):
             module = wasmtime.Module.from_file(engine, str(files.module))
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
-                                "compiling the Python runtime", EXPECTED_COMPILE_S)
+                                "compiling the Python runtime module", EXPECTED_COMPILE_S)
     return Interpreter(files, flags, module, engine, source=path if path.exists() else None)

@@ -63,7 +63,7 @@ TurnDone = Callable[[int], None]
 @dataclass
 class GuestSpec:
     """What one guest runs. With `turns`, the sources run one after another through the
-    module's `turn` export (the warm snapshot's way in); otherwise `run` runs `argv`."""
+    module's `turn` export (the warm image's way in); otherwise `run` runs `argv`."""
 
     argv: list[str]
     env: dict[str, str]

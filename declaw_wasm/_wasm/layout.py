@@ -7,7 +7,7 @@ environment every guest starts from.
     /home/user, /tmp, /workspace                       <sandbox>/root/home/user, ...     read-write
     /root                                              <sandbox>/root/root (empty)       read-only
     /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
-    /usr/local/lib/declaw                              the package's runtime/ folder     read-only
+    /usr/local/lib/declaw                              the package's guest/ folder       read-only
     /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
     /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
     /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
@@ -33,9 +33,9 @@ HOME = "/home/user"
 WORKSPACE = "/workspace"  # declaw's and OpenAI Agents' default root; writable, in the disk quota
 GUEST_LIB = "/usr/local/lib"
 GUEST_PYTHON = "/usr/local/bin/python3"
-GUEST_DECLAW = "/usr/local/lib/declaw"  # runtime/: start-up, shell and kernel sources
+GUEST_DECLAW = "/usr/local/lib/declaw"  # guest/: start-up, shell and kernel sources
 BOOT_SCRIPT = f"{GUEST_DECLAW}/_declaw_boot.py"
-GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and runtime/'s packages, compiled
+GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and guest/'s packages, compiled
 BIN_STUBS = f"{GUEST_SITE}/bin"  # one script per shell program (guest/declaw_shell/binstubs.py)
 BIN_FOLDERS = ("/usr/bin", "/bin")  # where BIN_STUBS is mounted
 GUEST_BUNDLE = "/usr/local/lib/declaw-bundle"
@@ -96,7 +96,7 @@ def make_root(root: Path, skeleton: Path) -> None:
 
 @contextmanager
 def scratch_root(skeleton: Path) -> Iterator[list[Mount]]:
-    """A throw-away root for the host's own guests (the snapshot build, its self-check): its
+    """A throw-away root for the host's own guests (the warm image's build, its self-check): its
     mounts, deleted on exit."""
     base = make_folder("scratch")
     try:

@@ -12,7 +12,7 @@ read-only at /usr/local/lib/declaw-site (bin/ also at /usr/bin and /bin). Compil
 
 Copying (rather than mounting the host's site-packages) keeps everything else installed on the
 host out of the guest's sight; the key covers every file's hash, so an upgrade makes a new
-folder and the warm snapshot's key changes with it.
+folder and the warm image's key changes with it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .layout import BIN_STUBS, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip", "venv")  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip", "venv")  # from guest/
 
 
 def guest_site_distributions() -> dict[str, str]:

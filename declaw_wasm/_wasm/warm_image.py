@@ -1,4 +1,4 @@
-"""The warm snapshot: a module whose initial memory already has the heavy imports done.
+"""The warm image: a module whose initial memory already has the heavy imports done.
 
 Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
 
@@ -7,7 +7,7 @@ Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
 2. instantiate it in a throw-away sandbox and run the warm-up as `turn`s: import the guest
    boot module, numpy, pandas, matplotlib (Agg) with pyplot, sympy...; check that no file is
    open but the preopened folders;
-3. call `__wasilibc_reset_preopens`, so the snapshot remembers no fd → path mapping (a later
+3. call `__wasilibc_reset_preopens`, so the warm image remembers no fd → path mapping (a later
    instance, with its own mount layout, finds its preopens afresh);
 4. write the live memory back as the module's data segments (non-zero runs only), its size as
    the memory's minimum, and the stack pointer's value as the global's initial value;
@@ -73,7 +73,7 @@ matplotlib.use("Agg")
 del boot, spec
 import gc
 gc.collect()
-gc.freeze()  # what the snapshot holds is permanent: later collections skip it (0.15 s each)
+gc.freeze()  # what the warm image holds is permanent: later collections skip it (0.15 s each)
 sys.stdout.flush(); sys.stderr.flush()
 """
 
@@ -94,8 +94,9 @@ del _declaw_open_fds
 
 
 def warm_image_key(files_sha: str, flags: EngineFlags, site: str) -> str:
-    """Everything the snapshot's memory depends on: the runtime, the engine, the warm-up, our
-    guest code (runtime/) and the guest's site-packages."""
+    """Everything the warm image's memory depends on: the runtime, the engine, the warm-up, our
+    guest code (guest/) and the guest's site-packages. ("snapshot-v2" is the key's version tag
+    from before the rename: kept, so the rename does not rebuild every cache's image.)"""
     guest_code = hashlib.sha256()
     for path in sorted(guest_code_dir().glob("*.py")):  # declaw_shell/ is in the site
         guest_code.update(path.relative_to(guest_code_dir()).as_posix().encode() + b"\0")
@@ -147,7 +148,7 @@ def build_warm_module(cold: Interpreter, progress: Progress) -> bytes:
     config = cold.flags.config()
     config.cranelift_opt_level = "none"
     build_engine = wasmtime.Engine(config)
-    with progress.timed("compiling the snapshot builder", 60.0):
+    with progress.timed("compiling the warm image's builder", 60.0):
         instrumented = wasmtime.Module(build_engine, instrumented_bytes)
 
     with scratch_root(rootfs_dir()) as root:  # the build runs in a throw-away root folder
@@ -165,7 +166,7 @@ def build_warm_module(cold: Interpreter, progress: Progress) -> bytes:
                                f"{outcome.stderr[-2000:]}")
         fds = json.loads(outcome.stdout.strip().splitlines()[-1])
         if len(fds) != len(mounts) or not all(fds):
-            raise RuntimeError(f"files left open at snapshot time (fd kinds: {fds})")
+            raise RuntimeError(f"files left open when the warm image is taken (fd kinds: {fds})")
 
     image = guest.memory_image
     warmed = wb.Module.parse(original)  # from the original: no instrumentation exports
@@ -185,12 +186,12 @@ def warm_image_path(cold: Interpreter) -> Path:
 def ensure_warm_image(cold: Interpreter, progress: Progress) -> bytes:
     """The warmed module's bytes, built once (steps 1–4) and kept beside the compiled module."""
     if cold.flags.consume_fuel:
-        raise ValueError("the warm image is built on the plain runtime")
+        raise ValueError("the warm image is built on the plain interpreter")
 
     def build() -> bytes:
         start = time.monotonic()
         data = build_warm_module(cold, progress)
-        progress.say(f"snapshot built in {time.monotonic() - start:.0f}s "
+        progress.say(f"warm image built in {time.monotonic() - start:.0f}s "
                      f"({len(data) / 1e6:.0f} MB module)")
         return data
 
@@ -215,8 +216,8 @@ def warm_module_path(files: Artifacts, flags: EngineFlags, site: str) -> Path:
 
 def load_warm_interpreter(cold: Interpreter, progress: Progress, flags: Optional[EngineFlags] = None,
                       build: bool = True) -> Interpreter:
-    """The warm runtime for `flags` (default: the cold runtime's), built and compiled once per
-    machine, then loaded from the cache. `cold` is the plain runtime (fuel off): it builds the
+    """The warm interpreter for `flags` (default: the cold interpreter's), built and compiled once per
+    machine, then loaded from the cache. `cold` is the plain interpreter (fuel off): it builds the
     image. `build=False`: a compiled module missing from the cache raises `BuildMissing`."""
     flags = flags or cold.flags
     path = warm_module_path(cold.files, flags, ensure_site(cold).name)
@@ -224,14 +225,14 @@ def load_warm_interpreter(cold: Interpreter, progress: Progress, flags: Optional
         raise BuildMissing(path)
     engine = engine_for(flags)
     module = compile_cached(engine, path, lambda: ensure_warm_image(cold, progress), progress,
-                            f"compiling the warm snapshot{' with fuel' if flags.consume_fuel else ''}",
+                            f"compiling the warm image{' with fuel' if flags.consume_fuel else ''}",
                             EXPECTED_FUEL_COMPILE_S if flags.consume_fuel else EXPECTED_COMPILE_S,
                             supersedes=f"{_warm_prefix(flags)}-*")
     return Interpreter(cold.files, flags, module, engine, warm=True, source=path)
 
 
 def load_built_warm_interpreter(flags: EngineFlags, progress: Progress) -> tuple[Optional[Interpreter], Path]:
-    """The warm runtime straight from the cache if its compiled module and the guest site are
+    """The warm interpreter straight from the cache if its compiled module and the guest site are
     there (the plain module is not loaded: a serverless cold start maps one file), else None;
     and where the compiled module is (or would be). None for the path's site part means the
     guest site is not built."""
@@ -261,7 +262,7 @@ def checked(interpreter: Interpreter) -> Optional[str]:
 
 
 def self_check(interpreter: Interpreter) -> Optional[str]:
-    """None if the warm runtime runs a command correctly, else what went wrong."""
+    """None if the warm interpreter runs a command correctly, else what went wrong."""
     with scratch_root(rootfs_dir()) as root:
         line = "echo $((6 * 7)) | python3 -c 'import sys, pandas; print(input(), sys.argv)'"
         spec = shell_spec(True, "/tmp", line, base_env(), tty=False,
@@ -276,7 +277,7 @@ def self_check(interpreter: Interpreter) -> Optional[str]:
 
 
 def guest_mounts(interpreter: Interpreter) -> list[Mount]:
-    """The read-only mounts every guest of `runtime` shares (the guest site built if needed)."""
+    """The read-only mounts every guest of `interpreter` shares (the guest site built if needed)."""
     files = interpreter.files
     return shared_mounts(files.lib_dir, files.mpl_data_dir, guest_code_dir(), ensure_site(interpreter))
 
@@ -287,15 +288,15 @@ log = logger("declaw_wasm")
 
 
 def fuel_build_hint(warm: bool) -> str:
-    """The command that builds the fuel runtime for this path."""
+    """The command that builds the fuel interpreter for this path."""
     return "declaw-wasm warmup --fuel" if warm else "DECLAW_WASM_WARM_IMAGE=0 declaw-wasm warmup --fuel"
 
 
 def get_interpreter(flags: EngineFlags = DEFAULT_FLAGS, progress: Optional[Progress] = None,
                 warm: Optional[bool] = None, build: Optional[bool] = None) -> Interpreter:
-    """The process's runtime for `flags`: the warm snapshot unless disabled (or broken, then
+    """The process's interpreter for `flags`: the warm image unless disabled (or broken, then
     the cold module, with the reason logged). Builds and compiles once per machine if needed,
-    except the fuel runtime (minutes of compiling): without `build=True` (warmup --fuel) a
+    except the fuel interpreter (minutes of compiling): without `build=True` (warmup --fuel) a
     missing fuel build raises `SandboxException` naming the command that builds it."""
     want_warm = warm_image_enabled() if warm is None else warm
     build = not flags.consume_fuel if build is None else build
@@ -338,13 +339,13 @@ def _load_interpreter(flags: EngineFlags, want_warm: bool, progress: Progress) -
         problem = f"{type(exc).__name__}: {exc}"
     if problem is None and interpreter is not None:
         return interpreter
-    log.warning("warm snapshot unavailable, using the cold path: %s", problem)
-    progress.say(f"warm snapshot unavailable, using the cold path: {problem}")
+    log.warning("warm image unavailable, using the cold path: %s", problem)
+    progress.say(f"warm image unavailable, using the cold path: {problem}")
     return _cold(flags, progress)
 
 
 def _load_fuel_interpreter(want_warm: bool, progress: Progress, build: bool) -> Interpreter:
-    """The fuel runtime: the plain module compiled with fuel (cold), or the warm image compiled
+    """The fuel interpreter: the plain module compiled with fuel (cold), or the warm image compiled
     with fuel, which shares the plain warm build's image (only the compile differs)."""
     if not want_warm:
         return load_plain_interpreter(FUEL_FLAGS, progress, build=build)
@@ -355,5 +356,5 @@ def _load_fuel_interpreter(want_warm: bool, progress: Progress, build: bool) -> 
         interpreter = load_warm_interpreter(_cold(DEFAULT_FLAGS, progress), progress, FUEL_FLAGS)
     problem = checked(interpreter)
     if problem is not None:  # no cold fallback: the cold fuel module is another build
-        raise SandboxException(f"the fuel-enabled warm snapshot fails its self-check: {problem}")
+        raise SandboxException(f"the fuel-enabled warm image fails its self-check: {problem}")
     return interpreter

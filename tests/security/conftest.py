@@ -1,4 +1,4 @@
-"""The hostile-input corpus runs once, on the default (warm snapshot) path: the cold path runs
+"""The hostile-input corpus runs once, on the default (warm image) path: the cold path runs
 the same host code and the same guest code, a second slower per case.
 
 `box` is one sandbox per test module (and backend), for cases that cannot damage it;

@@ -1,4 +1,4 @@
-"""The warm snapshot: nothing from build time leaks into an instance; mounts map afresh. The
+"""The warm image: nothing from build time leaks into an instance; mounts map afresh. The
 renewal tests run on fresh guests and on parked ones (booted before their line came)."""
 
 import json
@@ -50,7 +50,7 @@ def guests(request: pytest.FixtureRequest, sbx: Any, guest_path: str) -> Any:
     if not testing.is_local(sbx):
         return sbx
     if request.param == "parked-guest" and guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
+        pytest.skip("only the warm image parks guests")
     return _Sandbox(sbx, parked=request.param == "parked-guest")
 
 
@@ -136,7 +136,7 @@ def test_parked_guests_keep_no_state_between_commands(guests) -> None:
 def test_a_parked_guest_becomes_a_code_context(guest_path) -> None:
     """The first `run_code` of a sandbox with a parked guest sets the kernel up on it."""
     if guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
+        pytest.skip("only the warm image parks guests")
     from declaw_wasm import Sandbox
 
     with Sandbox.create(envs={"WHERE": "sandbox"}) as sbx:
