@@ -142,7 +142,7 @@ _register_fuzz_profiles()
 @pytest.fixture
 def no_background_guests(monkeypatch: pytest.MonkeyPatch) -> None:
     """For cases that measure this process's RSS: no guest is parked and no standby sandbox is
-    made meanwhile. Each such guest maps pages of the snapshot's memory image (counted in RSS,
+    made meanwhile. Each such guest maps pages of the warm image's memory (counted in RSS,
     though shared with the page cache) and is bounded on its own (DECLAW_WASM_PARKED; see
     tests/test_parking.py); it is not the measured work's."""
     monkeypatch.setenv("DECLAW_WASM_PARKED", "0")

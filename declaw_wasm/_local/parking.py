@@ -2,7 +2,7 @@
 
 A guest's mounts and memory limit are fixed when its WASI context is built, and every sandbox
 has its own folders, so a parked guest belongs to one sandbox. It is instantiated from the warm
-snapshot and runs its first turn, `_declaw_boot.park` (the template applied, and a throw-away
+image and runs its first turn, `_declaw_boot.park` (the template applied, and a throw-away
 `true` through the shell, so the copy-on-write page faults a command line takes are behind it),
 then waits on its thread for its next turn. A command line becomes that turn: `_declaw_boot.
 shell` renews what a fresh guest would have (environment, working directory, seeds, tempfile

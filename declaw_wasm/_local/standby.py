@@ -1,7 +1,7 @@
 """Standby sandboxes: `Sandbox.create` hands out one made ahead of time, with a parked guest.
 
 Making a sandbox costs its folder (the root skeleton copied, a template's files laid over it)
-and, for its first command, a guest booted from the snapshot. Per template and limits,
+and, for its first command, a guest booted from the warm image. Per template and limits,
 `DECLAW_WASM_STANDBY` (settings.py) sandboxes are kept ready, each with its guest parked
 (parking.py): `create` takes one, gives it its lifetime, metadata, envs and network
 (`LocalSandbox.begin`: the envs reach guests with each command line, so a standby guest needs
