@@ -108,7 +108,7 @@ def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, gue
     assert (folders["data"] / "new.txt").read_text() == "written"
 
 
-def test_snapshot_can_be_switched_off(monkeypatch, guest_path) -> None:
+def test_the_warm_image_can_be_switched_off(monkeypatch, guest_path) -> None:
     monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "0")
     assert get_interpreter().warm is False
     monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "1")
