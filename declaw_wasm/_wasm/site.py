@@ -139,7 +139,7 @@ def _python_in_guest(interpreter: Interpreter, folder: Path, guest_path: str, ar
               Mount(GUEST_DECLAW, guest_code_dir(), False),
               Mount(guest_path, folder, True)]
     guest = Guest(interpreter, python_spec(interpreter.warm, GUEST_LIB, args, {}, mounts=mounts,
-                                       timeout=900))
+                                           timeout=900))
     guest.start()
     outcome = guest.wait()
     if outcome is None or outcome.exit_code != 0:

@@ -215,7 +215,7 @@ def warm_module_path(files: Artifacts, flags: EngineFlags, site: str) -> Path:
 
 
 def load_warm_interpreter(cold: Interpreter, progress: Progress, flags: Optional[EngineFlags] = None,
-                      build: bool = True) -> Interpreter:
+                          build: bool = True) -> Interpreter:
     """The warm interpreter for `flags` (default: the cold interpreter's), built and compiled once per
     machine, then loaded from the cache. `cold` is the plain interpreter (fuel off): it builds the
     image. `build=False`: a compiled module missing from the cache raises `BuildMissing`."""
@@ -293,7 +293,7 @@ def fuel_build_hint(warm: bool) -> str:
 
 
 def get_interpreter(flags: EngineFlags = DEFAULT_FLAGS, progress: Optional[Progress] = None,
-                warm: Optional[bool] = None, build: Optional[bool] = None) -> Interpreter:
+                    warm: Optional[bool] = None, build: Optional[bool] = None) -> Interpreter:
     """The process's interpreter for `flags`: the warm image unless disabled (or broken, then
     the cold module, with the reason logged). Builds and compiles once per machine if needed,
     except the fuel interpreter (minutes of compiling): without `build=True` (warmup --fuel) a

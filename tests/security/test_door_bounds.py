@@ -104,7 +104,7 @@ def test_every_request_gets_exactly_one_answer_even_when_encoding_it_fails(box: 
 
     box.files.write("/tmp/ask.py", ASK)
     guest = Guest(interpreter, python_spec(interpreter.warm, "/tmp", ["/tmp/ask.py"], base_env(),
-                                       mounts=testing.mounts(box)), door=door)
+                                           mounts=testing.mounts(box)), door=door)
     guest.start()
     outcome = guest.wait(60)
     assert outcome is not None and outcome.exit_code == 0, outcome and outcome.stderr
