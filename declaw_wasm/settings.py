@@ -76,6 +76,9 @@ def warm_image_enabled() -> bool:
     return value != "0"
 
 
+snapshot_enabled = warm_image_enabled  # (old name), kept as an alias
+
+
 def max_sandboxes() -> int:
     """`DECLAW_WASM_MAX_SANDBOXES`: live sandboxes per host process (default 1000): each costs a
     host folder, and its guests threads and memory.

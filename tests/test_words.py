@@ -110,3 +110,4 @@ def test_the_old_public_spellings_are_aliases() -> None:
 
     assert testing.runtime_of is testing.interpreter_of  # (old name)
     assert settings.SNAPSHOT_ENV == "DECLAW_WASM_SNAPSHOT"  # (old name)
+    assert settings.snapshot_enabled is settings.warm_image_enabled  # (old name)
