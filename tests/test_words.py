@@ -47,7 +47,7 @@ def _python_files() -> list[Path]:
 
 def _text_files() -> list[Path]:
     pages = [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").rglob("*.md")),
-             *sorted((ROOT / "benchmarks").rglob("*.md"))]
+             *sorted((ROOT / "benchmarks").rglob("*.md")), *sorted((ROOT / "packages-bundle").glob("*.txt"))]
     code = [*_python_files(), *sorted((ROOT / "guest").rglob("*.py"))]
     return [path for path in pages + code if path.is_file()]
 
