@@ -4,7 +4,7 @@ interpreter (start-up excluded), best of `--repeat`.
     python benchmarks/compute.py [--repeat 5] [--fuel]
 
 Native is a clean venv's python3 with numpy and pandas only (_common.clean_python). The guest
-is the warm snapshot's CPython 3.15 on Wasmtime (Cranelift, opt level "speed", SIMD on: see the
+is the warm image's CPython 3.15 on Wasmtime (Cranelift, opt level "speed", SIMD on: see the
 engine check printed first). `--fuel` also runs the workloads on the fuel-enabled build
 (`declaw-wasm warmup --fuel`) and prints its slowdown against the plain one.
 """
@@ -110,13 +110,13 @@ def engine_check() -> None:
     import wasmtime
 
     from declaw_wasm._wasm.engine import DEFAULT_FLAGS
-    from declaw_wasm._wasm.snapshot import get_runtime
+    from declaw_wasm._wasm.warm_image import get_interpreter
 
-    runtime = get_runtime()
+    interpreter = get_interpreter()
     config = DEFAULT_FLAGS.config()
     config.wasm_simd = False
     config.wasm_relaxed_simd = False
-    data = runtime.files.module.read_bytes()
+    data = interpreter.files.module.read_bytes()
     try:
         wasmtime.Module.validate(wasmtime.Engine(config), data)
         uses = "no"

@@ -162,7 +162,7 @@ def network(port: int, repeat: int) -> None:
     # Rounds of host-then-sandbox, so that both see the same machine load (the 2-core machine
     # is shared); figures are medians over the rounds, ratios medians of per-round ratios.
     sbx = Sandbox.create(timeout=3600)
-    path = "warm snapshot" if testing.is_warm(sbx) else "cold"
+    path = "warm image" if testing.is_warm(sbx) else "cold"
     session = requests.Session()
     session.get(base + "/warm")
     rounds: list[dict[str, float]] = []
@@ -229,7 +229,7 @@ def network(port: int, repeat: int) -> None:
 
     session_us = min(_time(lambda: EgressPlan().session(Limits(), {})) for _ in range(200)) * 1e6
     print(f"no connection: a sandbox's network session costs {session_us:.0f} µs to make (host); the "
-          "guest's socket/ssl/select patches are in the warm snapshot (no start-up work)")
+          "guest's socket/ssl/select patches are in the warm image (no start-up work)")
     print(f"no connection: create + kill {statistics.median(quiet) * 1000:.1f} ms, "
           f"`python3 -c 'print(1)'` {cmd * 1000:.1f} ms; door calls made: {testing.egress_of(q).calls} "
           f"(open connections left elsewhere: {calls_before})")

@@ -344,7 +344,7 @@ def main() -> None:
         first.commands.run("echo warm | tr a-z A-Z", timeout=OP_TIMEOUT)
         first.run_code("x = 1", timeout=OP_TIMEOUT)
         warm = testing.is_warm(first)
-    print(f"guest path: {'warm snapshot' if warm else 'cold (DECLAW_WASM_SNAPSHOT=0)'}; "
+    print(f"guest path: {'warm image' if warm else 'cold (DECLAW_WASM_WARM_IMAGE=0)'}; "
           f"runtime load + first command and cell: {(time.perf_counter() - start) * 1000:.0f} ms\n")
 
     failures: list[str] = []

@@ -6,7 +6,7 @@ The cell `x = 1` in a context that is already up (the issue's goal: ≤ 1 ms med
 same statement exec'd natively in this process (the floor: no isolation at all); then the
 seed's three snippets as three cells of one context, against a native exec of each in a fresh
 namespace of a clean venv's python3 (sympy, pandas, matplotlib), its imports done first (as the
-warm snapshot has them).
+warm image has them).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def main() -> None:
         start = time.perf_counter()
         exec(code, namespace)
         native.append(time.perf_counter() - start)
-    print(f"guest path: {'warm snapshot' if testing.is_warm(sbx) else 'cold'}")
+    print(f"guest path: {'warm image' if testing.is_warm(sbx) else 'cold'}")
     print(f"first cell of a new context (starts its guest): {first * 1000:.1f} ms")
     print("| work | native (exec in this process) | declaw-wasm `run_code` | |\n|---|---|---|---|")
     median = statistics.median(times)

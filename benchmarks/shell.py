@@ -63,7 +63,7 @@ def main() -> None:
     sbx.files.write_files([{"path": f"/home/user/bench/{n}", "data": c} for n, c in TREE.items()])
     # `python3` in native lines: a clean venv's (a pyenv shim or a development venv starts 5-20× slower)
     env = {"PATH": f"{clean_python().parent}:/usr/bin:/bin", "LANG": "C.UTF-8"}
-    print(f"guest path: {'warm snapshot' if testing.is_warm(sbx) else 'cold'}")
+    print(f"guest path: {'warm image' if testing.is_warm(sbx) else 'cold'}")
     print("| command line | native `bash -c` | declaw-wasm | ratio |\n|---|---|---|---|")
     for label, line in LINES:
         expected = subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True).stdout

@@ -298,7 +298,7 @@ def main() -> None:
     with Sandbox.create() as first:  # loads the runtime
         first.commands.run("echo warm", timeout=OP_TIMEOUT)
         warm = testing.is_warm(first)
-    print(f"guest path: {'warm snapshot' if warm else 'cold (DECLAW_WASM_SNAPSHOT=0)'}; runtime load: "
+    print(f"guest path: {'warm image' if warm else 'cold (DECLAW_WASM_WARM_IMAGE=0)'}; runtime load: "
           f"{(time.perf_counter() - start) * 1000:.0f} ms; {args.threads} threads for {args.seconds:g} s\n")
     settle()
     rss_start = rss_mib()

@@ -68,7 +68,7 @@ def memory_figures(gap: float) -> None:
     time.sleep(1.0)
     per_idle = (rss_mib() - before) / len(idle)
     base, parked_before = rss_mib(), parking.count()
-    for s in idle if testing.is_warm(idle[0]) else ():  # only the warm snapshot parks guests
+    for s in idle if testing.is_warm(idle[0]) else ():  # only the warm image parks guests
         testing.park(s)
     parked = parking.count() - parked_before
     per_parked = (rss_mib() - base) / max(parked, 1)
@@ -101,7 +101,7 @@ def main() -> None:
 
     start = time.perf_counter()
     first = Sandbox.create()  # loads the runtime (compiled modules from the cache)
-    path = "warm snapshot" if testing.is_warm(first) else "cold (DECLAW_WASM_SNAPSHOT=0)"
+    path = "warm image" if testing.is_warm(first) else "cold (DECLAW_WASM_WARM_IMAGE=0)"
     first.kill()
     print(f"guest path: {path}; first Sandbox.create in this process (runtime load): "
           f"{(time.perf_counter() - start) * 1000:.0f} ms; native: a clean venv's python3 "

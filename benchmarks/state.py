@@ -314,7 +314,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         Sandbox.create().kill()  # load the runtime first
-        guest = "warm" if os.environ.get("DECLAW_WASM_SNAPSHOT", "1") != "0" else "cold"
+        guest = "warm" if os.environ.get("DECLAW_WASM_WARM_IMAGE", "1") != "0" else "cold"
         print(f"state store: local folder; guest path: {guest}; load average at start: "
               f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         if args.only in (None, "snapshots"):

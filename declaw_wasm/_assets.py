@@ -17,10 +17,10 @@ def _asset(installed_name: str, checkout_name: str) -> Path:
     return installed if installed.is_dir() else _PACKAGE.parent / checkout_name
 
 
-def guest_runtime_dir() -> Path:
-    """runtime/: the code that runs in the guest (start-up, shell, kernel), mounted read-only
-    at /usr/local/lib/declaw; installed as declaw_wasm/runtime/."""
-    return _asset("runtime", "runtime")
+def guest_code_dir() -> Path:
+    """guest/: the guest code, the Python the guest runs (start-up, shell, kernel), mounted
+    read-only at /usr/local/lib/declaw; installed as declaw_wasm/guest/."""
+    return _asset("guest", "guest")
 
 
 def rootfs_dir() -> Path:

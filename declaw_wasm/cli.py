@@ -120,22 +120,22 @@ def _serve(args: argparse.Namespace) -> int:
 def _warmup(fuel: bool = False) -> int:
     from ._packages.bundle import ensure_bundle
     from ._wasm.engine import FUEL_FLAGS, compiled_path
-    from ._wasm.snapshot import get_runtime
+    from ._wasm.warm_image import get_interpreter
     from .progress import Progress
     from .settings import cache_dir
 
     start = time.monotonic()
-    get_runtime(warm=False)  # the plain module: what the snapshot is built from, and the fallback
-    runtime = get_runtime()
+    get_interpreter(warm=False)  # the plain module: what the warm image is built from, and the fallback
+    interpreter = get_interpreter()
     print(f"declaw-wasm: runtime ready in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
           file=sys.stderr)
-    path = "warm snapshot" if runtime.warm else "cold module (DECLAW_WASM_SNAPSHOT=0 or no snapshot)"
+    path = "warm image" if interpreter.warm else "cold module (DECLAW_WASM_WARM_IMAGE=0 or no warm image)"
     print(f"declaw-wasm: guests start from the {path}; plain module "
-          f"{compiled_path(runtime.files, runtime.flags)}", file=sys.stderr)
-    print(f"declaw-wasm: packages bundle ready: {ensure_bundle(runtime, Progress())}", file=sys.stderr)
+          f"{compiled_path(interpreter.files, interpreter.flags)}", file=sys.stderr)
+    print(f"declaw-wasm: packages bundle ready: {ensure_bundle(interpreter, Progress())}", file=sys.stderr)
     if fuel:
         start = time.monotonic()
-        get_runtime(FUEL_FLAGS, build=True)
+        get_interpreter(FUEL_FLAGS, build=True)
         print(f"declaw-wasm: fuel runtime ready in {time.monotonic() - start:.1f}s "
               "(Limits(cpu_instructions=...) works)", file=sys.stderr)
     return 0

@@ -1,6 +1,6 @@
 """`sbx.commands`: command lines run by the shell inside the sandbox (E2B's and declaw's `Commands`).
 
-Each command line runs in a guest of its own, under the in-guest shell (runtime/declaw_shell):
+Each command line runs in a guest of its own, under the in-guest shell (guest/declaw_shell):
 bash's language, the core utilities, `python3` as a program. Foreground runs wait and return a
 `CommandResult` (a non-zero exit is returned, not raised: declaw's rule); background runs return
 a `CommandHandle` at once, whose `wait()` raises `CommandExitException` on a non-zero exit (as

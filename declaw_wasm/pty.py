@@ -1,6 +1,6 @@
 """`sbx.pty`: an interactive shell on a pseudo-terminal (E2B's `Pty`).
 
-There is no kernel tty here: the in-guest shell does a tty's work itself (runtime/declaw_shell:
+There is no kernel tty here: the in-guest shell does a tty's work itself (guest/declaw_shell:
 echo, line editing, ^C/^D, the prompt, `python3` giving the REPL) and the host turns output
 newlines into CRLF. Output is one byte stream (stdout and stderr together), as on a terminal.
 The size is the host's to set; `$COLUMNS`/`$LINES` follow it before each prompt, `tput` at once.

@@ -2,7 +2,7 @@
 
 docs/configuration.md lists them all (a test checks that it lists every name defined here).
 Each is read when it is needed, not at import: tests and long-lived programs may change them
-(the test suite switches DECLAW_WASM_SNAPSHOT per test). Other modules call the functions below;
+(the test suite switches DECLAW_WASM_WARM_IMAGE per test). Other modules call the functions below;
 one that writes a variable for a child process (a pool worker's, a Ray actor's environment)
 names it by the constant defined here. tests/test_settings_only.py checks both.
 """
@@ -21,7 +21,8 @@ from .exceptions import InvalidArgumentException
 
 # -- the names (docs/configuration.md has a row for each) ---------------------------------------
 CACHE_ENV = "DECLAW_WASM_CACHE"
-SNAPSHOT_ENV = "DECLAW_WASM_SNAPSHOT"
+WARM_IMAGE_ENV = "DECLAW_WASM_WARM_IMAGE"
+SNAPSHOT_ENV = "DECLAW_WASM_SNAPSHOT"  # (old name) of WARM_IMAGE_ENV, still read: the new name wins
 MAX_SANDBOXES_ENV = "DECLAW_WASM_MAX_SANDBOXES"
 PARKED_ENV = "DECLAW_WASM_PARKED"
 STANDBY_ENV = "DECLAW_WASM_STANDBY"
@@ -64,12 +65,18 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("declaw-wasm", appauthor=False))
 
 
-def snapshot_enabled() -> bool:
-    """`DECLAW_WASM_SNAPSHOT`: whether guests start from the warm snapshot (default: yes).
+def warm_image_enabled() -> bool:
+    """`DECLAW_WASM_WARM_IMAGE`: whether guests start from the warm image (default: yes).
 
     `0` forces the cold path (guests start from the plain module); any other value, or unset,
-    keeps the warm one."""
-    return os.environ.get(SNAPSHOT_ENV, "1") != "0"
+    keeps the warm one. `DECLAW_WASM_SNAPSHOT`, its (old name), is read when the new one is unset."""
+    value = os.environ.get(WARM_IMAGE_ENV)
+    if value is None:
+        value = os.environ.get(SNAPSHOT_ENV, "1")  # (old name)
+    return value != "0"
+
+
+snapshot_enabled = warm_image_enabled  # (old name), kept as an alias
 
 
 def max_sandboxes() -> int:

@@ -4,7 +4,7 @@ Built in:
 - `code-interpreter` (the default): the runtime's packages plus the packages bundle
   (plotly, IPython, requests...; see _packages/bundle.py).
 - `base`: the standard library only, the fastest start: the runtime's third-party packages are
-  hidden from imports (the same warm snapshot, so no slower to start than the default).
+  hidden from imports (the same warm image, so no slower to start than the default).
 
 Custom templates are built locally with E2B's builder vocabulary and kept in
 `<cache>/templates/<name>/` (so a shipped cache carries them)::
@@ -37,7 +37,7 @@ from ._packages.catalog import (BUILTIN_TEMPLATES, NAME_RE, TEMPLATE_ALIASES, Gu
 from ._packages.pip import PackageError, fetch, install, resolve
 from ._wasm.layout import GUEST_TEMPLATE_SITE, WRITABLE
 from ._wasm.site import compile_in_guest
-from ._wasm.snapshot import get_runtime
+from ._wasm.warm_image import get_interpreter
 from .exceptions import InvalidArgumentException, TemplateException
 from .limits import Limits
 from .models import TemplateInfo
@@ -137,9 +137,9 @@ def _build(template: Template, alias: str) -> TemplateInfo:
             or alias in TEMPLATE_ALIASES:
         raise InvalidArgumentException(f"template name {alias!r}: use 1-63 of a-z 0-9 - _, "
                                        "starting with a letter or digit, not a built-in name")
-    runtime = get_runtime()
+    interpreter = get_interpreter()
     base = builtin(template._base)
-    present = base_distributions(runtime.files.lib_dir / "python315.zip")
+    present = base_distributions(interpreter.files.lib_dir / "python315.zip")
     if base.bundle:
         present.update(bundle_distributions())
     templates_dir().mkdir(parents=True, exist_ok=True)
@@ -156,7 +156,7 @@ def _build(template: Template, alias: str) -> TemplateInfo:
             except PackageError as exc:
                 raise TemplateException(f"template {alias!r}: {exc}") from None
             installed = [f"{pin.name}=={pin.version}" for pin in pins]
-            compile_in_guest(runtime, site, GUEST_TEMPLATE_SITE)
+            compile_in_guest(interpreter, site, GUEST_TEMPLATE_SITE)
         partial = GuestTemplate(alias, base.stdlib_only, base.bundle, site, None, dict(template._envs))
         _run_build_sandbox(template, partial, staging / "root")
         info = TemplateInfo(name=alias, base=template._base, packages=installed,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from ._local.sandbox import LocalSandbox
-from ._wasm.engine import Runtime
+from ._wasm.engine import Interpreter
 from ._wasm.layout import Mount
 from .limits import Limits
 
@@ -45,13 +45,16 @@ def limits_of(sbx: Any) -> Limits:
     return local(sbx).limits
 
 
-def runtime_of(sbx: Any) -> Runtime:
-    return local(sbx).runtime
+def interpreter_of(sbx: Any) -> Interpreter:
+    return local(sbx).interpreter
+
+
+runtime_of = interpreter_of  # (old name), kept as an alias
 
 
 def is_warm(sbx: Any) -> bool:
-    """Whether the sandbox's guests start from the warm snapshot."""
-    return runtime_of(sbx).warm
+    """Whether the sandbox's guests start from the warm image."""
+    return interpreter_of(sbx).warm
 
 
 def is_local(sbx: Any) -> bool:

@@ -3,7 +3,7 @@
 Two tiers. A test that starts a guest is a `guest` test: marked `guest` by hand, or found to be
 one because it uses a fixture that makes sandboxes (`GUEST_FIXTURES`). It runs on both guest
 paths: "warm" (the warm image, the default) and "cold" (the plain module,
-DECLAW_WASM_SNAPSHOT=0), which must behave the same, unless its folder's conftest pins the path.
+DECLAW_WASM_WARM_IMAGE=0), which must behave the same, unless its folder's conftest pins the path.
 Every other test is pure host code: it runs once and needs no runtime, so `pytest -m "not guest"`
 runs without a warmup. A test not marked `guest` that starts a guest fails, saying so, so the
 marker stays true. Tests marked `served` also run through `declaw-wasm serve`, in a process
@@ -69,13 +69,13 @@ def _on_guest_path(request: pytest.FixtureRequest, guest_path: str) -> Iterator[
     if not is_guest_test(request.node):
         yield
         return
-    before = os.environ.get("DECLAW_WASM_SNAPSHOT")
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1" if guest_path == "warm" else "0"
+    before = os.environ.get("DECLAW_WASM_WARM_IMAGE")
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1" if guest_path == "warm" else "0"
     yield
     if before is None:
-        os.environ.pop("DECLAW_WASM_SNAPSHOT", None)
+        os.environ.pop("DECLAW_WASM_WARM_IMAGE", None)
     else:
-        os.environ["DECLAW_WASM_SNAPSHOT"] = before
+        os.environ["DECLAW_WASM_WARM_IMAGE"] = before
 
 
 class GuestInPureTest(RuntimeError):
@@ -97,13 +97,13 @@ class _PureRun:
         atexit.register(shutil.rmtree, empty, True)
         os.environ["DECLAW_WASM_CACHE"] = empty
         os.environ["DECLAW_WASM_WHEEL"] = os.path.join(empty, "no-runtime-in-the-fast-tier.whl")
-        from declaw_wasm._wasm import artifacts, engine, guest, snapshot
+        from declaw_wasm._wasm import artifacts, engine, guest, warm_image
 
         def refused(*args: Any, **kwargs: Any) -> Any:
             raise GuestInPureTest(f"{self.current} starts a guest (or loads the runtime) but is not a guest "
                                   "test: mark it `@pytest.mark.guest` (tests/conftest.py)")
 
-        for module in (artifacts, engine, snapshot):
+        for module in (artifacts, engine, warm_image):
             module.ensure_artifacts = refused
         guest.Guest.__init__ = refused
 
@@ -142,7 +142,7 @@ _register_fuzz_profiles()
 @pytest.fixture
 def no_background_guests(monkeypatch: pytest.MonkeyPatch) -> None:
     """For cases that measure this process's RSS: no guest is parked and no standby sandbox is
-    made meanwhile. Each such guest maps pages of the snapshot's memory image (counted in RSS,
+    made meanwhile. Each such guest maps pages of the warm image's memory (counted in RSS,
     though shared with the page cache) and is bounded on its own (DECLAW_WASM_PARKED; see
     tests/test_parking.py); it is not the measured work's."""
     monkeypatch.setenv("DECLAW_WASM_PARKED", "0")
@@ -152,7 +152,7 @@ def no_background_guests(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def local_sbx(guest_path: str) -> Iterator[Sandbox]:
     """A sandbox shared by tests that only add files under their own names."""
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1" if guest_path == "warm" else "0"
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1" if guest_path == "warm" else "0"
     sandbox = Sandbox.create(timeout=3600)
     assert testing.is_warm(sandbox) == (guest_path == "warm")
     yield sandbox
@@ -256,7 +256,7 @@ def server_url() -> Iterator[str]:
 
 def served(server_url: str, **create: object) -> Sandbox:
     """A sandbox made through the server (remote mode)."""
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
     return Sandbox.create(domain=server_url, api_key=API_KEY, **create)  # type: ignore[arg-type]
 
 
@@ -286,7 +286,7 @@ def ray_cluster() -> Iterator[Any]:
 
     keep_wasm_traps()  # guests trap in this process too (docs/scale.md)
 
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
     cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
@@ -317,14 +317,14 @@ def make(mode: str, where: Callable[[str], dict[str, Any]]) -> Callable[..., San
     """Make a sandbox on the test's backend: `make(timeout=..., envs=...)`."""
     def create(**arguments: Any) -> Sandbox:
         if mode != "in-process":
-            os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+            os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
         return Sandbox.create(**where(mode), **arguments)
     return create
 
 
 @pytest.fixture(scope="session")
 def pool_sbx(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
     sandbox = Sandbox.create(timeout=3600, **where("processes"))
     yield sandbox
     sandbox.kill()
@@ -332,7 +332,7 @@ def pool_sbx(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
 
 @pytest.fixture(scope="session")
 def ray_sbx(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
     sandbox = Sandbox.create(timeout=3600, **where("ray"))
     yield sandbox
     sandbox.kill()

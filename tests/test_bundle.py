@@ -32,7 +32,7 @@ print(json.dumps(failed))
 
 
 def _bundle_modules(sbx: Sandbox) -> list[str]:
-    folder = ensure_bundle(testing.runtime_of(sbx))
+    folder = ensure_bundle(testing.interpreter_of(sbx))
     names = set()
     for entry in folder.iterdir():
         stem = entry.name[:-3] if entry.name.endswith(".py") else entry.name
@@ -105,5 +105,5 @@ def test_lock_pins_every_wheel_by_hash() -> None:
 def test_package_table_is_generated_from_the_lock(sbx: Sandbox) -> None:
     readme = (Path(__file__).resolve().parent.parent / "docs" / "templates-and-packages.md").read_text()
     section = readme.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip()
-    table = package_table(testing.runtime_of(sbx).files.lib_dir / "python315.zip")
+    table = package_table(testing.interpreter_of(sbx).files.lib_dir / "python315.zip")
     assert section == table.strip(), "the package table is stale: run python packages-bundle/lock.py --table"

@@ -182,7 +182,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HostileP
     marker = tmp_path_factory.mktemp("hostile") / "pwned"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HOSTILE_MARKER", str(marker))
-        env.setenv("DECLAW_WASM_SNAPSHOT", "1")
+        env.setenv("DECLAW_WASM_WARM_IMAGE", "1")
         env.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         pool = HostilePool(2)
     try:

@@ -1,7 +1,7 @@
 """CPU limits: `Limits(cpu_instructions=N)` gives each command line and each cell a budget of N
 instructions (Wasmtime fuel), whatever the wall clock says; the use is reported.
 
-They need the runtime compiled with fuel (`declaw-wasm warmup --fuel`): the `fuel_runtime`
+They need the runtime compiled with fuel (`declaw-wasm warmup --fuel`): the `fuel_interpreter`
 fixture builds it once if the cache lacks it (about 3 minutes of compiling on a quiet 2-core
 machine, more on a loaded one). Warm path only: the cold path's fuel module is another build.
 """
@@ -17,7 +17,7 @@ import pytest
 
 from declaw_wasm import Limits, Sandbox, testing
 from declaw_wasm._wasm.engine import FUEL_FLAGS
-from declaw_wasm._wasm.snapshot import get_runtime
+from declaw_wasm._wasm.warm_image import get_interpreter
 from declaw_wasm.settings import cache_dir
 
 pytestmark = [pytest.mark.fuel, pytest.mark.timeout(900)]  # the first test may compile the fuel build
@@ -25,15 +25,15 @@ LOOP = "python3 -c 'n = 0\nwhile True:\n    n += 1'"
 
 
 @pytest.fixture(scope="module")
-def fuel_runtime(guest_path: str) -> None:
+def fuel_interpreter(guest_path: str) -> None:
     if guest_path != "warm":
-        pytest.skip("fuel is built for the warm snapshot")
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
-    get_runtime(FUEL_FLAGS, build=True)
+        pytest.skip("fuel is built for the warm image")
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
+    get_interpreter(FUEL_FLAGS, build=True)
 
 
 @pytest.fixture(scope="module")
-def budget_sbx(fuel_runtime: None) -> Sandbox:
+def budget_sbx(fuel_interpreter: None) -> Sandbox:
     sandbox = Sandbox.create(timeout=600, limits=Limits(cpu_instructions=2_000_000_000))
     yield sandbox
     sandbox.kill()
@@ -81,7 +81,7 @@ def test_the_metrics_add_up_the_use(budget_sbx: Sandbox) -> None:
 
 
 @pytest.mark.served
-def test_the_use_reaches_the_caller_on_every_backend(fuel_runtime: None, make: Any) -> None:
+def test_the_use_reaches_the_caller_on_every_backend(fuel_interpreter: None, make: Any) -> None:
     """A command's instruction count crosses every backend's stream (the pool's and Ray's end
     line once dropped it)."""
     sandbox = make(timeout=300, limits=Limits(cpu_instructions=2_000_000_000))
@@ -120,7 +120,7 @@ def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path) -> Non
             "try:\n    Sandbox.create(limits=Limits(cpu_instructions=10**9))\n"
             "except SandboxException as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "DECLAW_WASM_CACHE": str(copy), "DECLAW_WASM_SNAPSHOT": "1"})
+                          env={**os.environ, "DECLAW_WASM_CACHE": str(copy), "DECLAW_WASM_WARM_IMAGE": "1"})
     assert "declaw-wasm warmup --fuel" in done.stdout, (done.stdout, done.stderr)
 
 

@@ -14,7 +14,7 @@ from declaw_wasm._wasm import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "declaw_wasm"
-GUEST = ROOT / "runtime"
+GUEST = ROOT / "guest"
 
 
 def _modules() -> dict[str, Path]:

@@ -75,7 +75,7 @@ def test_a_parked_guests_network_is_its_sandboxs(guest_path: str) -> None:
     """A parked guest booted before its command existed; its network calls reach the door of
     the sandbox it runs for, under that sandbox's policy (here: none allowed)."""
     if guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
+        pytest.skip("only the warm image parks guests")
     sbx = Sandbox.create(timeout=120, allow_internet_access=False)
     try:
         testing.park(sbx)
@@ -92,7 +92,7 @@ def test_a_parked_guests_network_is_its_sandboxs(guest_path: str) -> None:
 
 def test_parked_guests_are_bounded(monkeypatch: pytest.MonkeyPatch, guest_path: str) -> None:
     if guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
+        pytest.skip("only the warm image parks guests")
     monkeypatch.setenv("DECLAW_WASM_PARKED", "2")
     monkeypatch.setenv("DECLAW_WASM_STANDBY", "0")  # standby sandboxes would park guests of their own
     sandboxes = [Sandbox.create(timeout=120) for _ in range(4)]

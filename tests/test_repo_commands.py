@@ -20,11 +20,11 @@ def test_ci_runs_exactly_the_readme_test_command_which_lints_the_guest_code_test
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
           if line.strip() and not line.startswith(("#", "set ", "cd "))]
     assert ci == [command]
-    assert " ruff check declaw_wasm tests runtime benchmarks && mypy && lint-imports && " in command
+    assert " ruff check declaw_wasm tests guest benchmarks && mypy && lint-imports && " in command
 
 
 def test_mypy_with_no_arguments_checks_the_host_package_the_guest_code_and_the_benchmarks() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     files = [entry.removeprefix("$MYPY_CONFIG_FILE_DIR/") for entry in config["files"]]
-    assert files == ["declaw_wasm", "runtime", "benchmarks"]
+    assert files == ["declaw_wasm", "guest", "benchmarks"]
     assert all((ROOT / entry).is_dir() for entry in files)

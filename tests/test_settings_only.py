@@ -213,7 +213,7 @@ def test_defaults_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.volume_max_bytes(), settings.volume_max_files(), settings.volume_max_upload()) == \
         (1 << 30, 100_000, 500 << 20)
     assert settings.log_level() == "warning"
-    assert settings.snapshot_enabled() and not settings.offline() and not settings.unsafe_leases()
+    assert settings.warm_image_enabled() and not settings.offline() and not settings.unsafe_leases()
     assert not settings.egress_loopback_only() and not settings.state_given()
     assert settings.backend() is None and settings.state_namespace() is None
     assert settings.state_store_env() == {}

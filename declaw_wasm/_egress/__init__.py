@@ -1,7 +1,7 @@
 """Egress: the guest's network, run by the host through the door.
 
 WASI gives the guest no sockets, so the host is the network: the guest's `socket` and `ssl`
-(runtime/declaw_net) ask the host, through door calls (ops.py), to resolve names, open TCP
+(guest/declaw_net) ask the host, through door calls (ops.py), to resolve names, open TCP
 connections and run TLS; the host applies the sandbox's policy to every name and address
 (policy.py, resolve.py), terminates TLS with its own trust (tls.py), parses and re-serialises
 every HTTP/1.x request (http.py: Host binding, no smuggling, secret injection, content guards),

@@ -1,6 +1,6 @@
 """The network door ops: every one declared once, here, with its request and reply fields.
 
-The guest's side (runtime/declaw_net/_door.py) calls them as `call(op, **fields)` over
+The guest's side (guest/declaw_net/_door.py) calls them as `call(op, **fields)` over
 `_host.call` (msgpack); tests/egress/test_ops.py checks that both sides name the same ops and
 fields. Each field is declared with its type and bounds (_wasm/door.py); the door's dispatcher
 checks a request against them before the session sees it (a refusal is an error of kind

@@ -1,6 +1,6 @@
 """TLS for the guest's connections, run by the host with the host's own trust.
 
-The guest's `ssl` is a stub (runtime/declaw_net/ssl.py): `wrap_socket(sock, server_hostname=...)`
+The guest's `ssl` is a stub (guest/declaw_net/ssl.py): `wrap_socket(sock, server_hostname=...)`
 asks the host to run TLS on that connection, and the guest then speaks plaintext to the host.
 Whatever the guest configured (CERT_NONE, `_create_unverified_context()`, its own CA file)
 changes nothing here: the host always verifies the certificate against the name the connection

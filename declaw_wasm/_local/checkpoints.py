@@ -165,7 +165,7 @@ def _drop_later(store: "SnapshotStore", sandbox: "LocalSandbox", snapshot_id: st
 
     def drop() -> None:
         try:
-            delete_snapshot(store, sandbox.sandbox_id, snapshot_id, sandbox.runtime)
+            delete_snapshot(store, sandbox.sandbox_id, snapshot_id, sandbox.interpreter)
         except (SandboxException, StateError, OSError) as exc:
             log.warning("sandbox %s: deleting its superseded checkpoint %s: %s", sandbox.sandbox_id, snapshot_id, exc)
 

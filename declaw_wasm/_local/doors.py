@@ -1,7 +1,7 @@
 """The one dispatcher of door requests, and the list of every op a guest may ask for.
 
 A guest calls `_host.call(msgpack({"op": name, **fields}))` (guest side:
-runtime/declaw_shell/door.py's `call(op, **fields)`); the host answers on the guest's thread
+guest/declaw_shell/door.py's `call(op, **fields)`); the host answers on the guest's thread
 (_wasm/shims.py's `DoorTransport` reads the frame within _wasm/door.py's bounds). Every op is
 declared once, beside its handler, as an `Op` (_wasm/door.py: each request field's type,
 length or count, characters or range, required or not, None allowed or not):

@@ -1,7 +1,7 @@
 """`run_code` and code contexts (E2B code-interpreter's semantics), on the host side.
 
-A context is one long-lived guest holding the kernel (runtime/declaw_kernel), started from the
-warm snapshot. Its first turn (the module's `turn` export) sets the kernel up; each cell is then
+A context is one long-lived guest holding the kernel (guest/declaw_kernel), started from the
+warm image. Its first turn (the module's `turn` export) sets the kernel up; each cell is then
 one more turn, `declaw_kernel.cell(code, envs)`, run on the guest's thread while `run_code`
 collects what the guest reports through the door (stdout, stderr, results, the error). The cell
 is over when its turn returns: the host sees that itself, so nothing the cell's code sends

@@ -25,7 +25,7 @@ from .tools import ToolDoor, Tools
 
 if TYPE_CHECKING:
     from .._egress.session import EgressSession
-    from .._wasm.engine import Runtime
+    from .._wasm.engine import Interpreter
     from ..limits import Limits
     from .files import SandboxFS
 
@@ -38,7 +38,7 @@ class GuestParts(Protocol):
     @property
     def sandbox_id(self) -> str: ...
     @property
-    def runtime(self) -> "Runtime": ...
+    def interpreter(self) -> "Interpreter": ...
     @property
     def profile(self) -> dict[str, Any]: ...
     @property
@@ -81,7 +81,7 @@ class Launcher:
     @property
     def warm(self) -> bool:
         """Whether guests start from the warm image (only those park)."""
-        return self._sandbox.runtime.warm
+        return self._sandbox.interpreter.warm
 
     def _limits(self) -> dict[str, Any]:
         """The parts of a guest's spec that every guest of the sandbox shares."""
@@ -92,7 +92,7 @@ class Launcher:
     def _guest(self, spec: GuestSpec, stdout: Deliver, stderr: Deliver, door: DoorHandler, keep: bool = True,
                on_done: Optional[Callable[[Guest], None]] = None, more_turns: bool = False) -> Guest:
         limit = self._sandbox.limits.output_limit
-        return Guest(self._sandbox.runtime, spec, stdout=OutputSink(limit, stdout, keep),
+        return Guest(self._sandbox.interpreter, spec, stdout=OutputSink(limit, stdout, keep),
                      stderr=OutputSink(limit, stderr, keep), door=door, on_done=on_done, more_turns=more_turns)
 
     def shell(self, cwd: str, cmd: str, env: dict[str, str], tty: bool, timeout: Optional[float],

@@ -6,14 +6,14 @@ snapshot and runs its first turn, `_declaw_boot.park` (the template applied, and
 `true` through the shell, so the copy-on-write page faults a command line takes are behind it),
 then waits on its thread for its next turn. A command line becomes that turn: `_declaw_boot.
 shell` renews what a fresh guest would have (environment, working directory, seeds, tempfile
-names; tests/test_snapshot.py runs the renewal tests on parked guests) and runs the line. A
+names; tests/test_warm_image.py runs the renewal tests on parked guests) and runs the line. A
 guest still parking when its line comes runs the line right after, which is never slower than a
 fresh guest. After the command, the sandbox gets a new parked guest.
 
 Idle cost is bounded: each parked guest holds a thread and the pages its park turn touched
 (benchmarks/startup.py measures both), so at most `DECLAW_WASM_PARKED` (settings.py) guests are
 parked in a process, for the sandboxes used last (least recently used first out); a sandbox
-without one starts a fresh guest, as before. Only the warm snapshot parks (the cold path's
+without one starts a fresh guest, as before. Only the warm image parks (the cold path's
 programs are `run` once, with a fixed argv).
 """
 

@@ -2,7 +2,7 @@
 stdin, and its output as a sequence of events that handles, callbacks and waiters all read.
 
 Every command line (`commands.run`, background or not, and every PTY) is one guest instance:
-the shell (runtime/declaw_shell) parses and runs the whole line inside it, programs and all.
+the shell (guest/declaw_shell) parses and runs the whole line inside it, programs and all.
 Two commands of a sandbox are two instances: they run at once and share the sandbox's files.
 """
 

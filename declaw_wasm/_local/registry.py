@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, Protoc
 
 from .._printable import logger
 from .._state import RecordNotFound, StateError, UntrustedRecord
-from .._wasm.snapshot import get_runtime
+from .._wasm.warm_image import get_interpreter
 from ..exceptions import ConflictException, NotFoundException, SandboxException, SnapshotException
 from ..models import SandboxInfo
 from ..settings import state_given, state_url
@@ -127,7 +127,7 @@ def reopen(store: "SnapshotStore", sandbox_id: str, pick: Callable[[], tuple["Sn
     held.take(store.store, sandbox_id, breaking=breaking)
     try:
         record, state = pick()
-        restoring = load(record, store, get_runtime(), sandbox_id)
+        restoring = load(record, store, get_interpreter(), sandbox_id)
         sandbox = remake(restoring)
         store.put_state(sandbox_id, {**state, "state": "running", "snapshot_id": record.snapshot_id,
                                      "owner": owner()})

@@ -28,9 +28,9 @@ from ..security.audit import AuditEvent
 from .._egress.create import EgressPlan, plan_from_create, secrets_of, security_policy
 from .._packages.catalog import GuestTemplate, lookup
 from .._printable import logger
-from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Runtime
+from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Interpreter
 from .._wasm.layout import PTY_ENV, base_env
-from .._wasm.snapshot import get_runtime, guest_mounts
+from .._wasm.warm_image import get_interpreter, guest_mounts
 from .._state import RecordNotFound
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, TimeoutException)
@@ -63,9 +63,9 @@ PARK_AFTER_S = 0.05
 log = logger("declaw_wasm")
 
 
-def runtime_for(limits: Limits) -> Runtime:
+def interpreter_for(limits: Limits) -> Interpreter:
     """The runtime a sandbox with `limits` runs on: the fuel build for CPU limits."""
-    return get_runtime(FUEL_FLAGS if limits.cpu_instructions else DEFAULT_FLAGS)
+    return get_interpreter(FUEL_FLAGS if limits.cpu_instructions else DEFAULT_FLAGS)
 
 
 class LocalSandbox:
@@ -84,7 +84,7 @@ class LocalSandbox:
         """A new sandbox, or (with `restoring`, snapshots.py) one remade from a snapshot or a
         fork's source. `begin=False`: made ahead of time (standby.py); `begin()` starts its life
         when it is handed out."""
-        self.runtime = runtime_for(limits)
+        self.interpreter = interpreter_for(limits)
         self.tools = tools  # host tools every guest of the sandbox may call (tools.py)
         own_id = restoring.sandbox_id if restoring is not None else None
         self.sandbox_id = own_id or "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
@@ -97,18 +97,18 @@ class LocalSandbox:
               begin: bool = True) -> None:
         """Everything a running sandbox holds (made again when a paused one resumes in place).
         `volumes` are attached now (their mounts are fixed before any guest starts)."""
-        if getattr(self, "runtime", None) is None:  # a paused husk (connect) resuming
-            self.runtime = runtime_for(limits)
+        if getattr(self, "interpreter", None) is None:  # a paused husk (connect) resuming
+            self.interpreter = interpreter_for(limits)
         self.launcher = Launcher(self)  # every guest of the sandbox is built by it
         self.template = template.name
-        self.profile = template.profile(self.runtime)  # what each guest's start-up applies
+        self.profile = template.profile(self.interpreter)  # what each guest's start-up applies
         self.metadata = metadata
         self.envs = {**template.envs, **envs}
         self._template_envs = dict(template.envs)
         self.limits = limits
         # the network (_egress); a standby sandbox gets its create's in `begin`
         self.egress = (egress or EgressPlan()).session(limits, self.envs)
-        mounts = guest_mounts(self.runtime) + template.ensure_mounts(self.runtime)
+        mounts = guest_mounts(self.interpreter) + template.ensure_mounts(self.interpreter)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root,
                             kind="sbx" if begin else "standby")
         self.volumes: Optional[Any] = None  # declaw's volumes (_volumes/attach.py): mounts added to fs
@@ -519,7 +519,7 @@ class LocalSandbox:
     def delete_snapshot(self, snapshot_id: str) -> bool:
         from .snapshots import delete_snapshot, snapshot_store
 
-        return delete_snapshot(snapshot_store(), self.sandbox_id, snapshot_id, self.runtime)
+        return delete_snapshot(snapshot_store(), self.sandbox_id, snapshot_id, self.interpreter)
 
     def pause(self, keep_memory: bool = True, stop_running: bool = False) -> bool:
         """Snapshot the sandbox to the state store (source "pause") and free everything it holds;
@@ -657,7 +657,7 @@ class LocalSandboxes:
         sandbox = None
         if not volumes and restoring is None:  # a standby sandbox's guest is parked already: no volume
             # mounts can join it; a snapshot's sandbox has its own id and files
-            sandbox = standby.take(standby_key(template, limits, runtime_for(limits)), template, limits)
+            sandbox = standby.take(standby_key(template, limits, interpreter_for(limits)), template, limits)
         if sandbox is not None:
             sandbox.tools = tools
             sandbox.begin(timeout, metadata, envs, egress or EgressPlan())
@@ -757,7 +757,7 @@ class LocalSandboxes:
                 record = store.find(str(request.snapshot))
         except RecordNotFound:
             raise NotFoundException(f"no snapshot {request.snapshot!r} in the state store") from None
-        restoring = load(record, store, get_runtime(), None)
+        restoring = load(record, store, get_interpreter(), None)
         made = restoring.request.model_copy()
         if request.template not in (None, made.template):
             raise InvalidArgumentException(f"snapshot {request.snapshot} is of template {made.template!r}, "
@@ -780,7 +780,7 @@ class LocalSandboxes:
     def delete_snapshot(self, sandbox_id: str, snapshot_id: str) -> bool:
         from .snapshots import delete_snapshot, snapshot_store
 
-        return delete_snapshot(snapshot_store(), sandbox_id, snapshot_id, get_runtime())
+        return delete_snapshot(snapshot_store(), sandbox_id, snapshot_id, get_interpreter())
 
     @staticmethod
     def kill_all() -> None:

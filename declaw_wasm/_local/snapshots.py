@@ -56,7 +56,7 @@ from .._printable import logger
 from .._state import LeaseHeld, LeaseLost, RecordNotFound, StateError, StateStore, default_store
 from .._state.snapshots import SnapshotRecord, SnapshotStore, lease_name, new_snapshot_id
 from .._wasm import image as wimage
-from .._wasm.engine import Runtime, wasmtime_version
+from .._wasm.engine import Interpreter, wasmtime_version
 from .._wasm.guest import Guest
 from ..exceptions import ConflictException, InvalidArgumentException, NotFoundException, SnapshotException
 from ..execution import Context
@@ -81,8 +81,8 @@ EXPORTS = {"pause": "pause", "periodic": "checkpoint", "manual": "snapshot"}  # 
 
 
 # -- what a snapshot says about where it was made ----------------------------------------------------
-def base_of(runtime: Runtime) -> wimage.BaseImage:
-    return wimage.base_image(runtime.engine, runtime.module, runtime.source)
+def base_of(interpreter: Interpreter) -> wimage.BaseImage:
+    return wimage.base_image(interpreter.engine, interpreter.module, interpreter.source)
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,30 +90,30 @@ def _engine_version() -> str:
     return wasmtime_version()  # reads package metadata: tens of ms
 
 
-def engine_info(runtime: Runtime) -> dict[str, Any]:
-    return {"wasmtime": _engine_version(), "flags": runtime.flags.key(), "machine": platform.machine(),
+def engine_info(interpreter: Interpreter) -> dict[str, Any]:
+    return {"wasmtime": _engine_version(), "flags": interpreter.flags.key(), "machine": platform.machine(),
             "cpu": platform.processor() or platform.machine()}
 
 
-def base_info(runtime: Runtime, base: wimage.BaseImage) -> dict[str, Any]:
-    return {"module_sha256": runtime.files.module_sha256, "warm": runtime.warm, "image_sha256": base.sha256,
-            "image_size": base.size, "module_file": runtime.source.name if runtime.source else None}
+def base_info(interpreter: Interpreter, base: wimage.BaseImage) -> dict[str, Any]:
+    return {"module_sha256": interpreter.files.module_sha256, "warm": interpreter.warm, "image_sha256": base.sha256,
+            "image_size": base.size, "module_file": interpreter.source.name if interpreter.source else None}
 
 
-def check_compatible(manifest: dict[str, Any], runtime: Runtime) -> wimage.BaseImage:
+def check_compatible(manifest: dict[str, Any], interpreter: Interpreter) -> wimage.BaseImage:
     """This process's base image, if the snapshot can be restored on it; else RestoreError
     naming what is needed."""
     engine, want = manifest.get("engine") or {}, manifest.get("base") or {}
-    here = engine_info(runtime)
+    here = engine_info(interpreter)
     for key, what in (("wasmtime", "wasmtime"), ("flags", "engine flags")):
         if engine.get(key) != here[key]:
             raise RestoreError(f"snapshot {manifest.get('snapshot_id')} was made with {what} {engine.get(key)}, this "
                                f"process runs {here[key]}: restore it with {what} {engine.get(key)}")
-    if want.get("module_sha256") != runtime.files.module_sha256 or bool(want.get("warm")) != runtime.warm:
+    if want.get("module_sha256") != interpreter.files.module_sha256 or bool(want.get("warm")) != interpreter.warm:
         raise RestoreError(f"snapshot {manifest.get('snapshot_id')} was made on another CPython-WASI module "
                            f"({str(want.get('module_sha256'))[:16]}, warm={want.get('warm')}); this process runs "
-                           f"{runtime.files.module_sha256[:16]}, warm={runtime.warm}")
-    base = base_of(runtime)
+                           f"{interpreter.files.module_sha256[:16]}, warm={interpreter.warm}")
+    base = base_of(interpreter)
     if want.get("image_sha256") != base.sha256:
         raise RestoreError(
             f"snapshot {manifest.get('snapshot_id')} diffs against the warm image {str(want.get('image_sha256'))[:16]} "
@@ -156,8 +156,8 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"],
     """Each context's state (the sandbox held quiet by the caller). With `writer` (a factory of
     the store's part writers) each image is encoded straight from the guest's memory into one;
     without, the images are raw copies (fork)."""
-    runtime = sandbox.runtime
-    base = base_of(runtime)
+    interpreter = sandbox.interpreter
+    base = base_of(interpreter)
     preopens = len(sandbox.fs.mounts)
     states: list[ContextState] = []
     opened: list[Any] = []
@@ -174,7 +174,7 @@ def capture_contexts(sandbox: "LocalSandbox", kernels: list["Kernel"],
                                             f"snapshot ({type(exc).__name__}); it restarts afresh") from None
                 finally:
                     guest.set_deadline(None)
-                open_fds = wimage.open_descriptors(store, instance, runtime.engine, 3 + preopens)
+                open_fds = wimage.open_descriptors(store, instance, interpreter.engine, 3 + preopens)
                 if open_fds:
                     shown = ", ".join(f"fd {fd} ({kind})" for fd, kind in open_fds[:8])
                     raise ConflictException(
@@ -278,8 +278,8 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
 
     started = time.monotonic()
     snapshot_id = new_snapshot_id()
-    runtime = sandbox.runtime
-    base = base_of(runtime)
+    interpreter = sandbox.interpreter
+    base = base_of(interpreter)
     parts: dict[str, Any] = {}
     unchanged = unchanged or {}
     kept = kernels if keep_memory else []  # a filesystem-only pause keeps no context
@@ -327,8 +327,8 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
             parts["tokens"] = store.put_part(sandbox.sandbox_id, snapshot_id, json.dumps(tokens).encode())
         manifest = {
             "kind": "declaw-wasm sandbox snapshot", "snapshot_format": SNAPSHOT_FORMAT, "source": source,
-            "created_at": datetime.now(timezone.utc).isoformat(), "engine": engine_info(runtime),
-            "base": base_info(runtime, base), "mounts": layout_of(sandbox.fs),
+            "created_at": datetime.now(timezone.utc).isoformat(), "engine": engine_info(interpreter),
+            "base": base_info(interpreter, base), "mounts": layout_of(sandbox.fs),
             "sandbox": {"request": request_of(sandbox), "secrets": placeholders_of(sandbox),
                         "metadata": dict(sandbox.metadata), "started_at": sandbox.started_at.isoformat(),
                         "next_connection_id": sandbox.egress.next_connection_id(),
@@ -344,9 +344,9 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
                 state.written.discard()
         store.discard(sandbox.sandbox_id, snapshot_id)
         raise
-    if runtime.warm and runtime.source is not None:
+    if interpreter.warm and interpreter.source is not None:
         witness = store.store.path(f"{record.prefix}/manifest.json") if store.store.local else ""
-        pin(runtime.source, _pin_holder(store, record), witness)
+        pin(interpreter.source, _pin_holder(store, record), witness)
     return record
 
 
@@ -368,7 +368,8 @@ def _pin_holder(store: SnapshotStore, record: SnapshotRecord) -> str:
     return hashlib.sha256(f"{store.store.url}|{record.prefix}".encode()).hexdigest()[:32]
 
 
-def delete_snapshot(store: SnapshotStore, sandbox_id: str, snapshot_id: str, runtime: Optional[Runtime]) -> bool:
+def delete_snapshot(store: SnapshotStore, sandbox_id: str, snapshot_id: str,
+                    interpreter: Optional[Interpreter]) -> bool:
     """Delete a snapshot; its pin on the warm image (if this cache holds one) goes too."""
     try:
         record: Optional[SnapshotRecord] = store.read(sandbox_id, snapshot_id)
@@ -379,10 +380,10 @@ def delete_snapshot(store: SnapshotStore, sandbox_id: str, snapshot_id: str, run
         raise ConflictException(f"snapshot {snapshot_id} is what paused sandbox {sandbox_id} resumes from: "
                                 "resume or kill the sandbox first")
     existed = store.delete(sandbox_id, snapshot_id)
-    if record is not None and runtime is not None and runtime.source is not None:
+    if record is not None and interpreter is not None and interpreter.source is not None:
         module_file = (record.manifest.get("base") or {}).get("module_file")
         if module_file:
-            unpin(runtime.source.with_name(module_file), _pin_holder(store, record))
+            unpin(interpreter.source.with_name(module_file), _pin_holder(store, record))
     return existed
 
 
@@ -439,7 +440,7 @@ class Restoring:
 
 
 # What a forked context runs first (once, on its own guest): new random seeds and tempfile names,
-# so that forks diverge (the same renewal every guest start-up does, runtime/_declaw_boot.py).
+# so that forks diverge (the same renewal every guest start-up does, guest/_declaw_boot.py).
 RESEED = ("__declaw_m = __import__('sys').modules\n"
           "if 'random' in __declaw_m: __declaw_m['random'].seed()\n"
           "if 'numpy.random' in __declaw_m: __declaw_m['numpy.random'].seed()\n"
@@ -459,18 +460,20 @@ def reading(snapshot_id: str) -> Iterator[None]:
         raise SnapshotException(f"snapshot {snapshot_id} cannot be restored: {exc}") from None
 
 
-def load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbox_id: Optional[str]) -> Restoring:
+def load(record: SnapshotRecord, store: SnapshotStore, interpreter: Interpreter,
+         sandbox_id: Optional[str]) -> Restoring:
     """A stored snapshot, checked and read, ready to remake a sandbox from (with `sandbox_id`, or
     a new id when None)."""
     with reading(record.snapshot_id):
-        return _load(record, store, runtime, sandbox_id)
+        return _load(record, store, interpreter, sandbox_id)
 
 
-def _load(record: SnapshotRecord, store: SnapshotStore, runtime: Runtime, sandbox_id: Optional[str]) -> Restoring:
+def _load(record: SnapshotRecord, store: SnapshotStore, interpreter: Interpreter,
+          sandbox_id: Optional[str]) -> Restoring:
     import json
 
     m = record.manifest
-    base = check_compatible(m, runtime)
+    base = check_compatible(m, interpreter)
     sandbox = m.get("sandbox") or {}
     try:
         request = CreateSandbox.model_validate(sandbox.get("request") or {})
@@ -536,7 +539,7 @@ def fork_source(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> Restoring:
 
     request = CreateSandbox.model_validate(request_of(sandbox))
     request._host_only = dict(sandbox.options._host_only)
-    return Restoring(request, None, layout_of(sandbox.fs), contexts, base_of(sandbox.runtime), fill,
+    return Restoring(request, None, layout_of(sandbox.fs), contexts, base_of(sandbox.interpreter), fill,
                      placeholders_of(sandbox), sandbox.egress.next_connection_id(), token_map_of(sandbox),
                      reseed=True)
 

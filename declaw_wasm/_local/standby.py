@@ -1,7 +1,7 @@
 """Standby sandboxes: `Sandbox.create` hands out one made ahead of time, with a parked guest.
 
 Making a sandbox costs its folder (the root skeleton copied, a template's files laid over it)
-and, for its first command, a guest booted from the snapshot. Per template and limits,
+and, for its first command, a guest booted from the warm image. Per template and limits,
 `DECLAW_WASM_STANDBY` (settings.py) sandboxes are kept ready, each with its guest parked
 (parking.py): `create` takes one, gives it its lifetime, metadata, envs and network
 (`LocalSandbox.begin`: the envs reach guests with each command line, so a standby guest needs
@@ -36,7 +36,7 @@ STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
 QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped)
 
 
-def standby_key(template: GuestTemplate, limits: Limits, runtime: object) -> Optional[Hashable]:
+def standby_key(template: GuestTemplate, limits: Limits, interpreter: object) -> Optional[Hashable]:
     """What a standby sandbox must match (None: none can)."""
     stamp: tuple[int, int] = (0, 0)
     if template.root is not None:
@@ -46,7 +46,7 @@ def standby_key(template: GuestTemplate, limits: Limits, runtime: object) -> Opt
             return None
         stamp = (st.st_ino, st.st_mtime_ns)
     return (template.name, template.stdlib_only, template.bundle, str(template.site), str(template.root),
-            tuple(sorted(template.envs.items())), stamp, limits, id(runtime))
+            tuple(sorted(template.envs.items())), stamp, limits, id(interpreter))
 
 
 class Standby:
@@ -115,9 +115,9 @@ class Standby:
                         with self._lock:
                             self._wanted.pop(key, None)
                         continue
-                    if standby_key(template, limits, sandbox.runtime) != key:
+                    if standby_key(template, limits, sandbox.interpreter) != key:
                         # made from something else than the key says: the runtime switched meanwhile
-                        # (DECLAW_WASM_SNAPSHOT), or the template was rebuilt. Wanted again by the
+                        # (DECLAW_WASM_WARM_IMAGE), or the template was rebuilt. Wanted again by the
                         # next creates of the key, if they come.
                         sandbox.kill()
                         with self._lock:

@@ -1,4 +1,4 @@
-"""Host tools ("code mode"): the host's side of `declaw_tools` (runtime/declaw_tools).
+"""Host tools ("code mode"): the host's side of `declaw_tools` (guest/declaw_tools).
 
 A sandbox's code calls functions of the program that made it (`Sandbox.create(tools=...)`,
 `run_code(..., tools=...)`): `from declaw_tools import search; search(q="...")`. Each call is

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .._assets import bundle_source_dir
 from .._cache import ensure_folder
-from .._wasm.engine import Runtime
+from .._wasm.engine import Interpreter
 from .._wasm.layout import GUEST_BUNDLE
 from .._wasm.site import compile_in_guest, guest_site_distributions
 from ..exceptions import SandboxException
@@ -68,7 +68,7 @@ def base_distributions(runtime_zip: Path) -> dict[str, str]:
 _made: dict[str, Path] = {}
 
 
-def ensure_bundle(runtime: Runtime, progress: Optional[Progress] = None) -> Path:
+def ensure_bundle(interpreter: Interpreter, progress: Optional[Progress] = None) -> Path:
     """The folder to mount at GUEST_BUNDLE: built the first time (fetch, check, install,
     byte-compile in a guest), then reused."""
     key = lock_key()
@@ -83,7 +83,7 @@ def ensure_bundle(runtime: Runtime, progress: Optional[Progress] = None) -> Path
                 wheels = fetch(pins, Path(tmp))
                 with shown.timed("installing and byte-compiling the packages bundle", EXPECTED_BUILD_S):
                     install(wheels, staging, staging / "bin")
-                    compile_in_guest(runtime, staging, GUEST_BUNDLE)
+                    compile_in_guest(interpreter, staging, GUEST_BUNDLE)
 
         try:
             _made[key] = ensure_folder(cache_dir() / "runtime" / f"bundle-{key}", build, "bundle-*",
@@ -117,13 +117,13 @@ def package_table(runtime_zip: Path) -> str:
     where it comes from here."""
     from .pip import canonical, runtime_distributions
 
-    runtime = {canonical(n): v for n, v in runtime_distributions(runtime_zip).items()}
+    in_runtime = {canonical(n): v for n, v in runtime_distributions(runtime_zip).items()}
     bundle = {canonical(pin.name): pin.version for pin in read_lock()}
     lines = ["| package (E2B template) | here | version | why not |", "|---|---|---|---|"]
     for name, reason in e2b_template_packages():
         key = canonical(name)
-        if key in runtime:
-            where, version = "in the runtime", runtime[key]
+        if key in in_runtime:
+            where, version = "in the runtime", in_runtime[key]
         elif key in bundle:
             where, version = "in the bundle", bundle[key]
         elif reason:

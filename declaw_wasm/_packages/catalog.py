@@ -4,7 +4,7 @@ profile, files laid over its root, environment). The builder that makes custom t
 
 Built in: `code-interpreter` (the default: the runtime plus the packages bundle) and `base`
 (the standard library only: the runtime's third-party packages hidden from imports, on the same
-warm snapshot). Custom templates live in `<cache>/templates/<name>/` (a shipped cache carries
+warm image). Custom templates live in `<cache>/templates/<name>/` (a shipped cache carries
 them): `template.json` (`TemplateInfo`), `site/` (their packages), `root/` (their files).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .._wasm.engine import Runtime
+from .._wasm.engine import Interpreter
 from .._wasm.layout import GUEST_BUNDLE, GUEST_TEMPLATE_SITE, USER_SITE, Mount
 from ..exceptions import InvalidArgumentException
 from ..models import TemplateInfo
@@ -42,17 +42,17 @@ class GuestTemplate:
     root: Optional[Path] = None  # files laid over the sandbox's root folder
     envs: dict[str, str] = field(default_factory=dict)
 
-    def ensure_mounts(self, runtime: Runtime) -> list[Mount]:
+    def ensure_mounts(self, interpreter: Interpreter) -> list[Mount]:
         """The template's read-only mounts (the packages bundle built first if it is missing)."""
         mounts = []
         if self.bundle:
-            mounts.append(Mount(GUEST_BUNDLE, ensure_bundle(runtime), writable=False))
+            mounts.append(Mount(GUEST_BUNDLE, ensure_bundle(interpreter), writable=False))
         if self.site is not None:
             mounts.append(Mount(GUEST_TEMPLATE_SITE, self.site, writable=False))
         return mounts
 
-    def profile(self, runtime: Runtime) -> dict[str, Any]:
-        """What the guest's start-up applies (runtime/_declaw_boot.py `_apply_profile`): extra
+    def profile(self, interpreter: Interpreter) -> dict[str, Any]:
+        """What the guest's start-up applies (guest/_declaw_boot.py `_apply_profile`): extra
         import folders, in order, and the runtime's top-level names to hide (`base`)."""
         paths = [USER_SITE]
         if self.site is not None:
@@ -63,7 +63,7 @@ class GuestTemplate:
         if self.stdlib_only:
             from .pip import runtime_top_levels  # packaging & co.: only for `base`
 
-            hidden = runtime_top_levels(runtime.files.lib_dir / "python315.zip")
+            hidden = runtime_top_levels(interpreter.files.lib_dir / "python315.zip")
         return {"paths": paths, "hidden": list(hidden)}
 
 

@@ -187,9 +187,9 @@ class Worker:
 
     def run(self) -> int:
         try:
-            from .._wasm.snapshot import get_runtime
+            from .._wasm.warm_image import get_interpreter
 
-            get_runtime()  # warm before the first request (progress goes to stderr)
+            get_interpreter()  # warm before the first request (progress goes to stderr)
         except Exception as exc:
             self.send([0, "failed", f"{type(exc).__name__}: {exc}"])
             return 1

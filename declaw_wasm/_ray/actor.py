@@ -55,7 +55,7 @@ class SandboxHost:
     def __init__(self, name: str) -> None:
         import ray
 
-        from .._wasm.snapshot import get_runtime
+        from .._wasm.warm_image import get_interpreter
         from ..settings import cache_dir
 
         self.name = name
@@ -63,7 +63,7 @@ class SandboxHost:
         start = time.monotonic()
         print(f"declaw-wasm: host {name} on node {self.node[:12]} (pid {os.getpid()}): loading the "
               f"runtime from {cache_dir()}", file=sys.stderr, flush=True)
-        get_runtime()  # compiled once per node's cache (file-locked), then mapped
+        get_interpreter()  # compiled once per node's cache (file-locked), then mapped
         print(f"declaw-wasm: host {name}: runtime ready in {time.monotonic() - start:.1f}s",
               file=sys.stderr, flush=True)
         self.host = Host(f"Ray actor {name} on node {self.node[:12]}")

@@ -1,6 +1,6 @@
-"""A small reader/writer for the WebAssembly binary format: just what the snapshot needs.
+"""A small reader/writer for the WebAssembly binary format: just what the warm image needs.
 
-The snapshot builder must add exports, change the memory's initial size, a global's initial
+The warm image's builder must add exports, change the memory's initial size, a global's initial
 value, and the data segments, leaving every other byte of the 100 MB module as it was. The
 well-kept Python options parse far more than that (and hold the whole module as objects), so
 this reads the module as a list of raw sections and re-encodes only the ones it changes.

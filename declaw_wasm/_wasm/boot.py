@@ -1,6 +1,6 @@
-"""The host half of runtime/_declaw_boot.py: `GuestSpec`s whose program is one of its entries.
+"""The host half of guest/_declaw_boot.py: `GuestSpec`s whose program is one of its entries.
 
-On the warm snapshot the boot module is already imported, so a guest's program is one `turn`
+On the warm image the boot module is already imported, so a guest's program is one `turn`
 calling `_declaw_boot.<entry>(...)`; on the cold module it is `run` with the boot script and
 an argv. A code context runs as turns on both paths (its first turn sets the kernel up, each
 cell is one more turn).
@@ -17,7 +17,7 @@ from .layout import BOOT_SCRIPT, GUEST_PYTHON
 
 def boot_spec(warm: bool, entry: str, args: list[Any], cold_args: list[str], env: dict[str, str],
               profile: Optional[dict[str, Any]] = None, **spec: Any) -> GuestSpec:
-    """A guest running `_declaw_boot.<entry>(*args)`: one turn on the warm snapshot (the module
+    """A guest running `_declaw_boot.<entry>(*args)`: one turn on the warm image (the module
     is already imported), `run` with the boot script and `cold_args` on the cold module.
     `profile` is the template's (what the guest's start-up applies); `spec` holds GuestSpec's
     other fields."""
@@ -53,7 +53,7 @@ def shell_spec(warm: bool, cwd: str, script: str, env: dict[str, str], tty: bool
 
 
 def python_spec(warm: bool, cwd: str, args: list[str], env: dict[str, str], **spec: Any) -> GuestSpec:
-    """`python3 ARGS` alone, without the shell (the snapshot's self-check, byte-compiling)."""
+    """`python3 ARGS` alone, without the shell (the warm image's self-check, byte-compiling)."""
     return boot_spec(warm, "start", [cwd, args, env], [cwd, *args], env, **spec)
 
 
@@ -74,7 +74,7 @@ def bash_cell_turn(code: str, envs: dict[str, str]) -> str:
 
 
 def park_spec(env: dict[str, str], profile: Optional[dict[str, Any]] = None, **spec: Any) -> GuestSpec:
-    """A parked guest (warm snapshot only): its first turn applies the template and warms the
+    """A parked guest (warm image only): its first turn applies the template and warms the
     shell's pages (`_declaw_boot.park`); its command line comes later as `shell_turn`."""
     return GuestSpec(argv=[GUEST_PYTHON], env=env,
                      turns=[f"import _declaw_boot\n_declaw_boot.park(profile={profile!r})\n"], **spec)

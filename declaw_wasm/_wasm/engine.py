@@ -1,11 +1,12 @@
 """The Wasmtime engine and the compiled guest module: configured once, compiled once, cached.
 
-One `Runtime` per process and engine flavour. Compiling the 100 MB CPython module takes 1–3
-minutes on 2 cores, so the result is serialized to `<cache>/compiled/<key>.cwasm`, where the key
-covers everything the machine code depends on (module hash, wasmtime version, engine flags,
-CPU architecture). Later loads are an mmap (`Module.deserialize_file`, ~10 ms) and every
-instance maps the module's memory image copy-on-write. A file lock keeps two processes from
-compiling at once; a read-only cache folder is opened as it is, never written.
+One `Interpreter` (an engine and a compiled CPython module of the runtime) per process and engine
+flavour. Compiling the 100 MB CPython module takes 1–3 minutes on 2 cores, so the result is
+serialized to `<cache>/compiled/<key>.cwasm`, where the key covers everything the machine code
+depends on (module hash, wasmtime version, engine flags, CPU architecture). Later loads are an
+mmap (`Module.deserialize_file`, ~10 ms) and every instance maps the module's memory image
+copy-on-write. A file lock keeps two processes from compiling at once; a read-only cache folder
+is opened as it is, never written.
 
 An epoch ticker thread advances the engine's epoch every `TICK_S`; each store's deadline
 callback (see guest.py) decides on every tick whether its guest may go on.
@@ -60,10 +61,10 @@ DEFAULT_FLAGS = EngineFlags()
 FUEL_FLAGS = EngineFlags(consume_fuel=True)
 
 
-class Runtime:
+class Interpreter:
     """An engine, a compiled CPython module, and (once per engine) its epoch ticker.
 
-    `warm` runtimes run the snapshot module (commands as one `turn`, see snapshot.py); cold
+    `warm` interpreters run the warm image (commands as one `turn`, see warm_image.py); cold
     ones run the plain module's `run` with a WASI argv.
     """
 
@@ -134,7 +135,7 @@ def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], byt
     return wasmtime.Module.deserialize_file(engine, str(path))
 
 
-def load_plain_runtime(flags: EngineFlags, progress: Progress, build: bool = True) -> Runtime:
+def load_plain_interpreter(flags: EngineFlags, progress: Progress, build: bool = True) -> Interpreter:
     """The plain (cold) module for `flags` with its own engine and epoch ticker. `build=False`:
     a module not yet in the cache raises `BuildMissing` instead of compiling for minutes."""
     files = ensure_artifacts(progress)
@@ -145,9 +146,9 @@ def load_plain_runtime(flags: EngineFlags, progress: Progress, build: bool = Tru
     if not path.exists() and not writable(path.parent):
         progress.say(f"cache {path.parent} is read-only and holds no compiled module; "
                      "compiling in memory (run `declaw-wasm warmup` where the cache is writable)")
-        with progress.timed("compiling the Python runtime", EXPECTED_COMPILE_S):
+        with progress.timed("compiling the Python runtime module", EXPECTED_COMPILE_S):
             module = wasmtime.Module.from_file(engine, str(files.module))
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
-                                "compiling the Python runtime", EXPECTED_COMPILE_S)
-    return Runtime(files, flags, module, engine, source=path if path.exists() else None)
+                                "compiling the Python runtime module", EXPECTED_COMPILE_S)
+    return Interpreter(files, flags, module, engine, source=path if path.exists() else None)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional
 import wasmtime
 from wasmtime import _bindings as _ffi
 
-from .engine import Runtime
+from .engine import Interpreter
 from .layout import Mount
 from .paths import shadow_path_calls
 from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff
@@ -63,7 +63,7 @@ TurnDone = Callable[[int], None]
 @dataclass
 class GuestSpec:
     """What one guest runs. With `turns`, the sources run one after another through the
-    module's `turn` export (the warm snapshot's way in); otherwise `run` runs `argv`."""
+    module's `turn` export (the warm image's way in); otherwise `run` runs `argv`."""
 
     argv: list[str]
     env: dict[str, str]
@@ -162,7 +162,7 @@ _thread_stack_lock = threading.Lock()
 class Guest:
     """A running (or finished) guest instance. Create, `start()`, then `wait()`."""
 
-    def __init__(self, runtime: Runtime, spec: GuestSpec,
+    def __init__(self, interpreter: Interpreter, spec: GuestSpec,
                  stdout: Optional[OutputSink] = None, stderr: Optional[OutputSink] = None,
                  door: Optional[DoorHandler] = None, more_turns: bool = False,
                  on_done: Optional[Callable[["Guest"], None]] = None) -> None:
@@ -171,7 +171,7 @@ class Guest:
         the guest stays alive and runs the turns given to `run_turn`, one at a time, until it is
         stopped (a code context, a parked guest). `on_done(guest)` runs on the guest's thread
         once the outcome is known."""
-        self.runtime = runtime
+        self.interpreter = interpreter
         self.spec = spec
         self.door = door
         self.on_done = on_done
@@ -365,7 +365,7 @@ class Guest:
                 pass
 
     def _run(self) -> tuple[int, Optional[str]]:
-        engine = self.runtime.engine
+        engine = self.interpreter.engine
         image = self.spec.image
         # the WASI context's monotonic clock starts about here (a restored guest's goes on from its image's)
         clock_base = self.clock_base_ns = time.monotonic_ns() - (image[0].clock_ns if image else 0)
@@ -381,7 +381,7 @@ class Guest:
 
         store = self._store = wasmtime.Store(engine)
         store.set_limits(memory_size=self.spec.memory_limit)
-        if self.runtime.flags.consume_fuel:
+        if self.interpreter.flags.consume_fuel:
             store.set_fuel(self.spec.fuel if self.spec.fuel is not None else UNLIMITED_FUEL)
         self._keepalive = self._install_deadline_callback(store)  # until the store is closed
         store.set_wasi(wasi)
@@ -407,7 +407,7 @@ class Guest:
         shadow_path_calls(engine, linker, store)
         if self._should_stop():
             return -1, None
-        instance = linker.instantiate(store, self.runtime.module)
+        instance = linker.instantiate(store, self.interpreter.module)
         if image is not None:
             image[0].apply(store, instance, image[1])
         memory = instance.exports(store)["memory"]
@@ -463,7 +463,7 @@ class Guest:
     def _counting_fuel(self, store: wasmtime.Store, budget: Optional[int], reset: bool = False) -> Iterator[None]:
         """On a fuel runtime: run the body on `budget` instructions (None: unlimited; `reset`:
         refill the store first) and record how many it used, however it ends."""
-        if not self.runtime.flags.consume_fuel:
+        if not self.interpreter.flags.consume_fuel:
             yield
             return
         budget = UNLIMITED_FUEL if budget is None else budget

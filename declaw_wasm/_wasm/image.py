@@ -3,7 +3,7 @@ live instance and applied to a fresh one (snapshots, pause and resume, fork).
 
 Between two turns (no wasm frame live) a guest's whole state is:
 
-* its **linear memory**. Most of it is still the module's initial image (the warm snapshot every
+* its **linear memory**. Most of it is still the module's initial image (the warm image every
   guest starts from), so an image keeps only the 4 KiB pages that differ from it, as runs of
   consecutive pages, found with `memcmp` against a pristine instance of the same module
   (`BaseImage`); pages past the initial size are kept unless they are all zero;

@@ -7,15 +7,15 @@ environment every guest starts from.
     /home/user, /tmp, /workspace                       <sandbox>/root/home/user, ...     read-write
     /root                                              <sandbox>/root/root (empty)       read-only
     /usr/local/lib                                     <cache>/runtime/.../lib (shared)  read-only
-    /usr/local/lib/declaw                              the package's runtime/ folder     read-only
+    /usr/local/lib/declaw                              the package's guest/ folder       read-only
     /usr/local/lib/declaw-site                         <cache>/runtime/guest-site-*      read-only
     /usr/local/lib/declaw-bundle   (code-interpreter)  <cache>/runtime/bundle-*          read-only
     /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
     /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
     /usr/bin, /bin                                     <cache>/runtime/guest-site-*/bin  read-only
 
-The guest-side code repeats some of these paths (runtime/_declaw_boot.py's GUEST_SITE,
-runtime/declaw_shell/pip.py's USER_SITE, runtime/declaw_shell's WRITABLE); tests/test_layers.py
+The guest-side code repeats some of these paths (guest/_declaw_boot.py's GUEST_SITE,
+guest/declaw_shell/pip.py's USER_SITE, guest/declaw_shell's WRITABLE); tests/test_layers.py
 checks they agree.
 """
 
@@ -33,10 +33,10 @@ HOME = "/home/user"
 WORKSPACE = "/workspace"  # declaw's and OpenAI Agents' default root; writable, in the disk quota
 GUEST_LIB = "/usr/local/lib"
 GUEST_PYTHON = "/usr/local/bin/python3"
-GUEST_DECLAW = "/usr/local/lib/declaw"  # runtime/: start-up, shell and kernel sources
+GUEST_DECLAW = "/usr/local/lib/declaw"  # guest/: start-up, shell and kernel sources
 BOOT_SCRIPT = f"{GUEST_DECLAW}/_declaw_boot.py"
-GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and runtime/'s packages, compiled
-BIN_STUBS = f"{GUEST_SITE}/bin"  # one script per shell program (runtime/declaw_shell/binstubs.py)
+GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and guest/'s packages, compiled
+BIN_STUBS = f"{GUEST_SITE}/bin"  # one script per shell program (guest/declaw_shell/binstubs.py)
 BIN_FOLDERS = ("/usr/bin", "/bin")  # where BIN_STUBS is mounted
 GUEST_BUNDLE = "/usr/local/lib/declaw-bundle"
 GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
@@ -66,13 +66,13 @@ def base_env() -> dict[str, str]:
     }
 
 
-def shared_mounts(lib_dir: Path, mpl_data_dir: Path, guest_runtime: Path,
+def shared_mounts(lib_dir: Path, mpl_data_dir: Path, guest_code: Path,
                   site: Path) -> list[Mount]:
     """The read-only mounts every guest shares: stdlib + packages, boot and shell code, the
     guest's own site-packages (its bin/ also at /usr/bin and /bin), matplotlib data."""
     return [
         Mount(GUEST_LIB, lib_dir, writable=False),
-        Mount(GUEST_DECLAW, guest_runtime, writable=False),
+        Mount(GUEST_DECLAW, guest_code, writable=False),
         Mount(GUEST_SITE, site, writable=False),
         Mount(MPL_DATA, mpl_data_dir, writable=False),
         *(Mount(folder, site / "bin", writable=False) for folder in BIN_FOLDERS),  # BIN_STUBS
@@ -96,7 +96,7 @@ def make_root(root: Path, skeleton: Path) -> None:
 
 @contextmanager
 def scratch_root(skeleton: Path) -> Iterator[list[Mount]]:
-    """A throw-away root for the host's own guests (the snapshot build, its self-check): its
+    """A throw-away root for the host's own guests (the warm image's build, its self-check): its
     mounts, deleted on exit."""
     base = make_folder("scratch")
     try:

@@ -15,7 +15,7 @@ memory through their caller's exports, so the host calls them through a tiny was
 imports the guest's memory (see shims.FdReaddir). `path_unlink_file` is not shadowed: every
 unlink would pay a trip through Python (measured: several times the cost of the call itself),
 for one error code; the guest's `os.unlink`/`os.remove` answer for a trailing slash themselves
-(runtime/_declaw_boot.py).
+(guest/_declaw_boot.py).
 """
 
 from __future__ import annotations

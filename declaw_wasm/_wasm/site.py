@@ -4,15 +4,15 @@ The shell in the guest is `bash_purepython` (see README, "The shell"), and the d
 msgpack (its pure-Python fallback runs in the guest). Both are dependencies of this package, so
 pip has already fetched and hash-checked them; here their `.py` files are copied from the host's
 installed distributions into `<cache>/runtime/guest-site-<key>/`, each checked against the
-distribution's RECORD hashes, with our `runtime/declaw_shell` beside them; then a guest
+distribution's RECORD hashes, with our `guest/declaw_shell` beside them; then a guest
 byte-compiles the folder (for the guest's CPython, which the host's may not be) and writes its
-bin/ (a stub script per shell program: runtime/declaw_shell/binstubs.py), and it is mounted
+bin/ (a stub script per shell program: guest/declaw_shell/binstubs.py), and it is mounted
 read-only at /usr/local/lib/declaw-site (bin/ also at /usr/bin and /bin). Compiled parts
 (msgpack's C extension) are left out: they are host binaries.
 
 Copying (rather than mounting the host's site-packages) keeps everything else installed on the
 host out of the guest's sight; the key covers every file's hash, so an upgrade makes a new
-folder and the warm snapshot's key changes with it.
+folder and the warm image's key changes with it.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ import hashlib
 from pathlib import Path
 from typing import Optional
 
-from .._assets import guest_runtime_dir
+from .._assets import guest_code_dir
 from .._cache import ensure_folder
 from ..exceptions import SandboxException
 from ..settings import cache_dir
 from . import distinfo
 from .boot import python_spec
-from .engine import Runtime
+from .engine import Interpreter
 from .guest import Guest
 from .layout import BIN_STUBS, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip", "venv")  # from runtime/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip", "venv")  # from guest/
 
 
 def guest_site_distributions() -> dict[str, str]:
@@ -73,10 +73,10 @@ def _plan() -> tuple[str, list[tuple[Path, str, str]]]:
         for rel, digest in _guest_files(name, rows, packages):
             parts.append(f"{name}=={version}:{rel}:{digest}")
             plan.append((base / rel, rel, digest))
-    runtime = guest_runtime_dir()
+    interpreter = guest_code_dir()
     for package in OUR_PACKAGES:
-        for source in sorted((runtime / package).rglob("*.py")):
-            rel = source.relative_to(runtime).as_posix()
+        for source in sorted((interpreter / package).rglob("*.py")):
+            rel = source.relative_to(interpreter).as_posix()
             digest = _digest(source.read_bytes())
             parts.append(f"ours:{rel}:{digest}")
             plan.append((source, rel, digest))
@@ -99,7 +99,7 @@ def built_site() -> Optional[Path]:
     return target if key in _made or (target / "READY").exists() else None
 
 
-def ensure_site(runtime: Runtime) -> Path:
+def ensure_site(interpreter: Interpreter) -> Path:
     """The folder to mount at GUEST_SITE: made (and compiled by a guest of `runtime`) on first
     use, then reused."""
     key, plan = _plan()
@@ -113,8 +113,8 @@ def ensure_site(runtime: Runtime) -> Path:
                 dest = staging / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
-            compile_in_guest(runtime, staging)
-            _python_in_guest(runtime, staging, GUEST_SITE, ["-m", "declaw_shell.binstubs", BIN_STUBS],
+            compile_in_guest(interpreter, staging)
+            _python_in_guest(interpreter, staging, GUEST_SITE, ["-m", "declaw_shell.binstubs", BIN_STUBS],
                              "writing the shell's /usr/bin")
 
         target = cache_dir() / "runtime" / f"guest-site-{key}"
@@ -123,23 +123,23 @@ def ensure_site(runtime: Runtime) -> Path:
     return _made[key]
 
 
-def compile_in_guest(runtime: Runtime, folder: Path, guest_path: str = GUEST_SITE) -> None:
+def compile_in_guest(interpreter: Interpreter, folder: Path, guest_path: str = GUEST_SITE) -> None:
     """Byte-compile `folder` (seen at `guest_path`) inside a guest: the .pyc files must be the
     guest CPython's, which the host's may not be. Unchecked-hash pycs: the folder is read-only
     once made, so no stat per import."""
     args = ["-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", guest_path]
-    _python_in_guest(runtime, folder, guest_path, args, f"byte-compiling {guest_path}")
+    _python_in_guest(interpreter, folder, guest_path, args, f"byte-compiling {guest_path}")
 
 
-def _python_in_guest(runtime: Runtime, folder: Path, guest_path: str, args: list[str],
+def _python_in_guest(interpreter: Interpreter, folder: Path, guest_path: str, args: list[str],
                      what: str) -> None:
     """`python3 ARGS` in a guest that sees `folder` (writable) at `guest_path`."""
-    files = runtime.files
+    files = interpreter.files
     mounts = [Mount(GUEST_LIB, files.lib_dir, False),
-              Mount(GUEST_DECLAW, guest_runtime_dir(), False),
+              Mount(GUEST_DECLAW, guest_code_dir(), False),
               Mount(guest_path, folder, True)]
-    guest = Guest(runtime, python_spec(runtime.warm, GUEST_LIB, args, {}, mounts=mounts,
-                                       timeout=900))
+    guest = Guest(interpreter, python_spec(interpreter.warm, GUEST_LIB, args, {}, mounts=mounts,
+                                           timeout=900))
     guest.start()
     outcome = guest.wait()
     if outcome is None or outcome.exit_code != 0:

@@ -51,7 +51,7 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     been made after `settings.use_state_namespace`, as the CLI does."""
     import uvicorn
 
-    from .._wasm.snapshot import get_runtime
+    from .._wasm.warm_image import get_interpreter
 
     check_bind(host, api_key)
     use_state_namespace(state_namespace or settings_namespace() or SERVE_NAMESPACE)
@@ -59,7 +59,7 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
         print("declaw-wasm serve: no DECLAW_API_KEY set; requests are not authenticated "
               "(loopback only)", file=sys.stderr)
     if sandboxes is None:
-        get_runtime()  # load (or build) the runtime before taking requests
+        get_interpreter()  # load (or build) the runtime before taking requests
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
     print(f"declaw-wasm serve: {scheme}://{shown}:{port} (OpenAPI document: /openapi.json); state store "

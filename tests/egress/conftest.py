@@ -84,16 +84,16 @@ def _ready_offline() -> None:
     """Whatever the first sandbox fetches or builds (runtime artifacts, the guest site, the
     packages bundle; both guest paths) is made before the namespace is entered: a fresh
     machine runs this folder first, and would otherwise try to download them with no network."""
-    before = os.environ.get("DECLAW_WASM_SNAPSHOT")
+    before = os.environ.get("DECLAW_WASM_WARM_IMAGE")
     try:
         for snapshot in ("1", "0"):
-            os.environ["DECLAW_WASM_SNAPSHOT"] = snapshot
+            os.environ["DECLAW_WASM_WARM_IMAGE"] = snapshot
             Sandbox.create(timeout=120).kill()
     finally:
         if before is None:
-            os.environ.pop("DECLAW_WASM_SNAPSHOT", None)
+            os.environ.pop("DECLAW_WASM_WARM_IMAGE", None)
         else:
-            os.environ["DECLAW_WASM_SNAPSHOT"] = before
+            os.environ["DECLAW_WASM_WARM_IMAGE"] = before
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -154,7 +154,7 @@ def egress_pool(upstreams: upstream_module.Upstreams) -> Iterator[Any]:
     """A process pool whose workers start inside the namespace, with this folder's environment."""
     from declaw_wasm._pool.pool import ProcessPool
 
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
     pool = ProcessPool(2)
     yield pool
     pool.close()

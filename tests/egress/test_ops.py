@@ -9,7 +9,7 @@ from pathlib import Path
 from declaw_wasm._egress.ops import OPS
 from declaw_wasm._egress.session import EgressSession
 
-GUEST_DOOR = Path(__file__).resolve().parents[2] / "runtime" / "declaw_net" / "_door.py"
+GUEST_DOOR = Path(__file__).resolve().parents[2] / "guest" / "declaw_net" / "_door.py"
 
 
 def _guest_ops() -> dict[str, tuple[str, ...]]:

@@ -1,4 +1,4 @@
-"""The door fuzzer runs once, on the warm snapshot path (its sandboxes say so themselves): the
+"""The door fuzzer runs once, on the warm image path (its sandboxes say so themselves): the
 cold path answers the door with the same host code."""
 
 from __future__ import annotations

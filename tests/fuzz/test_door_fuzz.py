@@ -101,7 +101,7 @@ def fuzz() -> Iterator[Fuzz]:
         env.setenv("DECLAW_WASM_OFFLINE", "1")  # the host's pip: the wheel cache only
         env.setenv("DECLAW_WASM_PARKED", "0")
         env.setenv("DECLAW_WASM_STANDBY", "0")
-        env.setenv("DECLAW_WASM_SNAPSHOT", "1")
+        env.setenv("DECLAW_WASM_WARM_IMAGE", "1")
         sandbox = Sandbox.create(timeout=900, tools=TOOLS,
                                  limits=Limits(net_connect_timeout=0.5, net_idle_timeout=0.3))
         command = sandbox.commands.run("sleep 900", background=True, timeout=0)
@@ -407,7 +407,7 @@ def relay() -> Iterator[tuple[testing.Door, Upstream, Sandbox]]:
         env.setenv("DECLAW_WASM_RESOLVE", f"fuzz.example:80:127.0.0.1:{upstream.port}")
         env.setenv("DECLAW_WASM_PARKED", "0")
         env.setenv("DECLAW_WASM_STANDBY", "0")
-        env.setenv("DECLAW_WASM_SNAPSHOT", "1")
+        env.setenv("DECLAW_WASM_WARM_IMAGE", "1")
         sandbox = Sandbox.create(timeout=900, limits=Limits(net_connect_timeout=1.0, net_idle_timeout=0.5,
                                                             net_header_bytes=16 << 10))
         command = sandbox.commands.run("sleep 900", background=True, timeout=0)

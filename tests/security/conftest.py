@@ -1,4 +1,4 @@
-"""The hostile-input corpus runs once, on the default (warm snapshot) path: the cold path runs
+"""The hostile-input corpus runs once, on the default (warm image) path: the cold path runs
 the same host code and the same guest code, a second slower per case.
 
 `box` is one sandbox per test module (and backend), for cases that cannot damage it;
@@ -123,7 +123,7 @@ def box(mode: str, _boxes: dict[str, Sandbox], where: Callable[[str], dict[str, 
     their own names."""
     if mode not in _boxes or not _boxes[mode].is_running():
         with pytest.MonkeyPatch.context() as env:
-            env.setenv("DECLAW_WASM_SNAPSHOT", "1")
+            env.setenv("DECLAW_WASM_WARM_IMAGE", "1")
             _boxes[mode] = Sandbox.create(timeout=900, **where(mode))
         if mode == "in-process":
             assert testing.is_warm(_boxes[mode])

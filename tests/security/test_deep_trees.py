@@ -43,7 +43,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
         env.setattr(tempfile, "tempdir", str(tmp))
         env.setenv("DECLAW_WASM_PARKED", "0")  # no guest made meanwhile counts in the host's RSS
         env.setenv("DECLAW_WASM_STANDBY", "0")
-        env.setenv("DECLAW_WASM_SNAPSHOT", "1")
+        env.setenv("DECLAW_WASM_WARM_IMAGE", "1")
         pool = ProcessPool(2)
         try:
             yield Host(store, tmp, pool)

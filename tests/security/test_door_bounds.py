@@ -91,7 +91,7 @@ def test_every_request_gets_exactly_one_answer_even_when_encoding_it_fails(box: 
     """A real guest, a door whose handler answers what msgpack cannot encode, an answer over the
     door's limit, an exception: the guest gets the door's error for each, once, at once, and
     goes on; the next request is answered normally."""
-    runtime = testing.runtime_of(box)
+    interpreter = testing.interpreter_of(box)
     calls: list[str] = []
 
     def door(guest: Any, request: Any) -> Any:
@@ -103,8 +103,8 @@ def test_every_request_gets_exactly_one_answer_even_when_encoding_it_fails(box: 
                 "encoded": Encoded(msgpack.packb("pre-encoded"))}[what]
 
     box.files.write("/tmp/ask.py", ASK)
-    guest = Guest(runtime, python_spec(runtime.warm, "/tmp", ["/tmp/ask.py"], base_env(),
-                                       mounts=testing.mounts(box)), door=door)
+    guest = Guest(interpreter, python_spec(interpreter.warm, "/tmp", ["/tmp/ask.py"], base_env(),
+                                           mounts=testing.mounts(box)), door=door)
     guest.start()
     outcome = guest.wait(60)
     assert outcome is not None and outcome.exit_code == 0, outcome and outcome.stderr

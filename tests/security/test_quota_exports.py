@@ -79,7 +79,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
         # no parked guest or standby sandbox is made meanwhile (they would count in the host's RSS)
         env.setenv("DECLAW_WASM_PARKED", "0")
         env.setenv("DECLAW_WASM_STANDBY", "0")
-        env.setenv("DECLAW_WASM_SNAPSHOT", "1")
+        env.setenv("DECLAW_WASM_WARM_IMAGE", "1")
         pool = ProcessPool(2)  # its workers inherit this environment
         try:
             yield Host(store, tmp, pool)

@@ -43,7 +43,7 @@ def served(request: pytest.FixtureRequest, state: str) -> Iterator[str]:
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("DECLAW_API_KEY", "DECLAW_WASM_STATE_NAMESPACE")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env["DECLAW_WASM_SNAPSHOT"] = "1"
+    env["DECLAW_WASM_WARM_IMAGE"] = "1"
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from declaw_wasm.cli import main; "
                              "sys.exit(main(sys.argv[1:]))", "serve", "--port", str(port), "--backend", request.param],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -66,8 +66,8 @@ def test_two_processes_racing_to_resume_one_wins(sandbox: Sandbox, state: str, t
     racer = textwrap.dedent(f"""
         import os, time
         from declaw_wasm import ConflictException, Sandbox
-        from declaw_wasm._wasm.snapshot import get_runtime
-        get_runtime()  # loaded before the start line, so both try at once
+        from declaw_wasm._wasm.warm_image import get_interpreter
+        get_interpreter()  # loaded before the start line, so both try at once
         while not os.path.exists({str(go)!r}):
             time.sleep(0.005)
         try:

@@ -234,37 +234,37 @@ def test_another_base_image_or_engine_is_refused_naming_what_is_needed(sandbox: 
 
 @pytest.mark.guest
 def test_the_cache_keeps_the_warm_image_a_snapshot_pins(sandbox: Sandbox, state: str) -> None:
-    runtime = testing.runtime_of(sandbox)
-    assert runtime.source is not None
-    before = set(pins(runtime.source))
+    interpreter = testing.interpreter_of(sandbox)
+    assert interpreter.source is not None
+    before = set(pins(interpreter.source))
     info = sandbox.create_snapshot()
-    mine = set(pins(runtime.source)) - before
+    mine = set(pins(interpreter.source)) - before
     assert len(mine) == 1, "the snapshot pins its warm module in the cache"
     # an upgrade builds a new warm module and prunes the superseded ones: not the pinned one
-    newer = runtime.source.with_name("python-warm-newer.cwasm")
-    old = runtime.source.with_name("python-warm-unpinned.cwasm")
+    newer = interpreter.source.with_name("python-warm-newer.cwasm")
+    old = interpreter.source.with_name("python-warm-unpinned.cwasm")
     old.write_bytes(b"old")
     newer.write_bytes(b"new")
     try:
         prune_superseded(newer, "python-warm-*")
-        assert runtime.source.exists() and not old.exists()
+        assert interpreter.source.exists() and not old.exists()
     finally:
         newer.unlink()
     sandbox.delete_snapshot(info.snapshot_id)
-    assert not mine & set(pins(runtime.source))
+    assert not mine & set(pins(interpreter.source))
     # a pin whose snapshot is gone from a local store (deleted by another process) lapses by itself
     second = sandbox.create_snapshot()
-    mine = set(pins(runtime.source)) - before
+    mine = set(pins(interpreter.source)) - before
     assert len(mine) == 1
     import shutil
 
     shutil.rmtree(Path(state) / "sandboxes" / sandbox.sandbox_id / "snapshots" / second.snapshot_id)
-    assert not mine & set(pins(runtime.source))
+    assert not mine & set(pins(interpreter.source))
 
 
 @pytest.mark.guest
 def test_the_cold_path_snapshots_too(state: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "0")
+    monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "0")
     sbx = Sandbox.create()
     try:
         assert not testing.is_warm(sbx)
@@ -273,7 +273,7 @@ def test_the_cold_path_snapshots_too(state: str, monkeypatch: pytest.MonkeyPatch
         twin = Sandbox.create(snapshot=info.snapshot_id)
         assert "".join(twin.run_code("print(x)").logs.stdout) == "cold\n"
         twin.kill()
-        monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "1")  # the warm runtime cannot restore it
+        monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "1")  # the warm runtime cannot restore it
         with pytest.raises(SnapshotException, match="warm=False"):
             Sandbox.create(snapshot=info.snapshot_id)
     finally:

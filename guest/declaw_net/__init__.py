@@ -1,6 +1,6 @@
 """The guest's network: `socket`, `ssl`, `select`/`selectors` and asyncio over the host's door.
 
-`install(patch_on_import)` runs at every guest's start-up (runtime/_declaw_boot.py); on the
+`install(patch_on_import)` runs at every guest's start-up (guest/_declaw_boot.py); on the
 warm path the snapshot already holds it all, so a guest that opens no connection pays nothing:
 no door call happens until a program resolves a name or connects. See
 declaw_wasm/_egress/__init__.py for the host's side and docs/egress.md for the design.

@@ -1,4 +1,4 @@
-"""The warm snapshot: a module whose initial memory already has the heavy imports done.
+"""The warm image: a module whose initial memory already has the heavy imports done.
 
 Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
 
@@ -7,7 +7,7 @@ Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
 2. instantiate it in a throw-away sandbox and run the warm-up as `turn`s: import the guest
    boot module, numpy, pandas, matplotlib (Agg) with pyplot, sympy...; check that no file is
    open but the preopened folders;
-3. call `__wasilibc_reset_preopens`, so the snapshot remembers no fd → path mapping (a later
+3. call `__wasilibc_reset_preopens`, so the warm image remembers no fd → path mapping (a later
    instance, with its own mount layout, finds its preopens afresh);
 4. write the live memory back as the module's data segments (non-zero runs only), its size as
    the memory's minimum, and the stack pointer's value as the global's initial value;
@@ -15,7 +15,7 @@ Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
 
 Each instance of the warm module starts with those imports done (a few ms instead of
 seconds); `_declaw_boot.start()` renews per instance what must not be shared: environment,
-random seeds, tempfile names (see runtime/_declaw_boot.py). Commands on it run as one `turn`.
+random seeds, tempfile names (see guest/_declaw_boot.py). Commands on it run as one `turn`.
 """
 
 from __future__ import annotations
@@ -30,17 +30,17 @@ from typing import Optional
 
 import wasmtime
 
-from .._assets import guest_runtime_dir, rootfs_dir
+from .._assets import guest_code_dir, rootfs_dir
 from .._cache import ensure_file, prune_superseded, writable, write_atomic
 from .._printable import logger
 from ..exceptions import SandboxException
 from ..progress import Progress
-from ..settings import cache_dir, snapshot_enabled
+from ..settings import cache_dir, warm_image_enabled
 from . import binary as wb
 from .boot import shell_spec
 from .artifacts import Artifacts, ensure_artifacts
-from .engine import (DEFAULT_FLAGS, FUEL_FLAGS, BuildMissing, EngineFlags, Runtime, compile_cached,
-                     engine_for, load_plain_runtime, wasmtime_version)
+from .engine import (DEFAULT_FLAGS, FUEL_FLAGS, BuildMissing, EngineFlags, Interpreter, compile_cached,
+                     engine_for, load_plain_interpreter, wasmtime_version)
 from .guest import Guest, GuestSpec
 from .layout import GUEST_DECLAW, GUEST_PYTHON, Mount, base_env, scratch_root, shared_mounts
 from .site import built_site, ensure_site
@@ -73,7 +73,7 @@ matplotlib.use("Agg")
 del boot, spec
 import gc
 gc.collect()
-gc.freeze()  # what the snapshot holds is permanent: later collections skip it (0.15 s each)
+gc.freeze()  # what the warm image holds is permanent: later collections skip it (0.15 s each)
 sys.stdout.flush(); sys.stderr.flush()
 """
 
@@ -93,12 +93,13 @@ del _declaw_open_fds
 """
 
 
-def snapshot_key(files_sha: str, flags: EngineFlags, site: str) -> str:
-    """Everything the snapshot's memory depends on: the runtime, the engine, the warm-up, our
-    guest code (runtime/) and the guest's site-packages."""
+def warm_image_key(files_sha: str, flags: EngineFlags, site: str) -> str:
+    """Everything the warm image's memory depends on: the runtime, the engine, the warm-up, our
+    guest code (guest/) and the guest's site-packages. ("snapshot-v2" is the key's version tag
+    from before the rename: kept, so the rename does not rebuild every cache's image.)"""
     guest_code = hashlib.sha256()
-    for path in sorted(guest_runtime_dir().glob("*.py")):  # declaw_shell/ is in the site
-        guest_code.update(path.relative_to(guest_runtime_dir()).as_posix().encode() + b"\0")
+    for path in sorted(guest_code_dir().glob("*.py")):  # declaw_shell/ is in the site
+        guest_code.update(path.relative_to(guest_code_dir()).as_posix().encode() + b"\0")
         guest_code.update(path.read_bytes())
     parts = [files_sha, wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
              CHECK_SOURCE, guest_code.hexdigest(), site, "snapshot-v2"]
@@ -129,7 +130,7 @@ class _BuildGuest(Guest):
         return 0
 
 
-def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
+def build_warm_module(cold: Interpreter, progress: Progress) -> bytes:
     """The warmed module's bytes (steps 1–4 of the module docstring)."""
     original = cold.files.module.read_bytes()
     module = wb.Module.parse(original)
@@ -147,15 +148,15 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
     config = cold.flags.config()
     config.cranelift_opt_level = "none"
     build_engine = wasmtime.Engine(config)
-    with progress.timed("compiling the snapshot builder", 60.0):
+    with progress.timed("compiling the warm image's builder", 60.0):
         instrumented = wasmtime.Module(build_engine, instrumented_bytes)
 
     with scratch_root(rootfs_dir()) as root:  # the build runs in a throw-away root folder
         mounts = root + guest_mounts(cold)
-        build_runtime = Runtime(cold.files, cold.flags, instrumented, build_engine)  # no ticker: no deadline
+        build_interpreter = Interpreter(cold.files, cold.flags, instrumented, build_engine)  # no ticker: no deadline
         spec = GuestSpec(argv=[GUEST_PYTHON], env=base_env(), mounts=mounts,
                          turns=[warmup_source(), CHECK_SOURCE], timeout=600, memory_limit=2 << 30)
-        guest = _BuildGuest(build_runtime, spec)
+        guest = _BuildGuest(build_interpreter, spec)
         with progress.timed("importing the warm-up modules in a live guest", EXPECTED_WARMUP_S):
             guest.start()
             outcome = guest.wait()
@@ -165,7 +166,7 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
                                f"{outcome.stderr[-2000:]}")
         fds = json.loads(outcome.stdout.strip().splitlines()[-1])
         if len(fds) != len(mounts) or not all(fds):
-            raise RuntimeError(f"files left open at snapshot time (fd kinds: {fds})")
+            raise RuntimeError(f"files left open when the warm image is taken (fd kinds: {fds})")
 
     image = guest.memory_image
     warmed = wb.Module.parse(original)  # from the original: no instrumentation exports
@@ -175,22 +176,22 @@ def build_warm_module(cold: Runtime, progress: Progress) -> bytes:
     return warmed.encode()
 
 
-def warm_image_path(cold: Runtime) -> Path:
+def warm_image_path(cold: Interpreter) -> Path:
     """Where the warmed module's wasm bytes are kept: the plain and the fuel compile share them
     (the memory image does not depend on fuel), so `warmup --fuel` only compiles."""
-    key = snapshot_key(cold.files.module_sha256, cold.flags, ensure_site(cold).name)
+    key = warm_image_key(cold.files.module_sha256, cold.flags, ensure_site(cold).name)
     return cache_dir() / "compiled" / f"python-warm-{key}.wasm"
 
 
-def ensure_warm_image(cold: Runtime, progress: Progress) -> bytes:
+def ensure_warm_image(cold: Interpreter, progress: Progress) -> bytes:
     """The warmed module's bytes, built once (steps 1–4) and kept beside the compiled module."""
     if cold.flags.consume_fuel:
-        raise ValueError("the warm image is built on the plain runtime")
+        raise ValueError("the warm image is built on the plain interpreter")
 
     def build() -> bytes:
         start = time.monotonic()
         data = build_warm_module(cold, progress)
-        progress.say(f"snapshot built in {time.monotonic() - start:.0f}s "
+        progress.say(f"warm image built in {time.monotonic() - start:.0f}s "
                      f"({len(data) / 1e6:.0f} MB module)")
         return data
 
@@ -209,14 +210,14 @@ def _warm_prefix(flags: EngineFlags) -> str:
 
 def warm_module_path(files: Artifacts, flags: EngineFlags, site: str) -> Path:
     """The compiled warm module for `flags` (the plain one keeps its historical name)."""
-    key = snapshot_key(files.module_sha256, flags, site)
+    key = warm_image_key(files.module_sha256, flags, site)
     return cache_dir() / "compiled" / f"{_warm_prefix(flags)}-{key}.cwasm"
 
 
-def load_warm_runtime(cold: Runtime, progress: Progress, flags: Optional[EngineFlags] = None,
-                      build: bool = True) -> Runtime:
-    """The warm runtime for `flags` (default: the cold runtime's), built and compiled once per
-    machine, then loaded from the cache. `cold` is the plain runtime (fuel off): it builds the
+def load_warm_interpreter(cold: Interpreter, progress: Progress, flags: Optional[EngineFlags] = None,
+                          build: bool = True) -> Interpreter:
+    """The warm interpreter for `flags` (default: the cold interpreter's), built and compiled once per
+    machine, then loaded from the cache. `cold` is the plain interpreter (fuel off): it builds the
     image. `build=False`: a compiled module missing from the cache raises `BuildMissing`."""
     flags = flags or cold.flags
     path = warm_module_path(cold.files, flags, ensure_site(cold).name)
@@ -224,14 +225,14 @@ def load_warm_runtime(cold: Runtime, progress: Progress, flags: Optional[EngineF
         raise BuildMissing(path)
     engine = engine_for(flags)
     module = compile_cached(engine, path, lambda: ensure_warm_image(cold, progress), progress,
-                            f"compiling the warm snapshot{' with fuel' if flags.consume_fuel else ''}",
+                            f"compiling the warm image{' with fuel' if flags.consume_fuel else ''}",
                             EXPECTED_FUEL_COMPILE_S if flags.consume_fuel else EXPECTED_COMPILE_S,
                             supersedes=f"{_warm_prefix(flags)}-*")
-    return Runtime(cold.files, flags, module, engine, warm=True, source=path)
+    return Interpreter(cold.files, flags, module, engine, warm=True, source=path)
 
 
-def load_built_warm_runtime(flags: EngineFlags, progress: Progress) -> tuple[Optional[Runtime], Path]:
-    """The warm runtime straight from the cache if its compiled module and the guest site are
+def load_built_warm_interpreter(flags: EngineFlags, progress: Progress) -> tuple[Optional[Interpreter], Path]:
+    """The warm interpreter straight from the cache if its compiled module and the guest site are
     there (the plain module is not loaded: a serverless cold start maps one file), else None;
     and where the compiled module is (or would be). None for the path's site part means the
     guest site is not built."""
@@ -242,16 +243,16 @@ def load_built_warm_runtime(flags: EngineFlags, progress: Progress) -> tuple[Opt
         return None, path
     engine = engine_for(flags)
     module = wasmtime.Module.deserialize_file(engine, str(path))
-    return Runtime(files, flags, module, engine, warm=True, source=path), path
+    return Interpreter(files, flags, module, engine, warm=True, source=path), path
 
 
-def checked(runtime: Runtime) -> Optional[str]:
+def checked(interpreter: Interpreter) -> Optional[str]:
     """`self_check`, once per compiled module and machine: a pass is recorded beside the module
     (warmup records it, so a relocated read-only cache starts without the ~20 ms check)."""
-    mark = runtime.source.with_name(runtime.source.name + ".checked") if runtime.source else None
+    mark = interpreter.source.with_name(interpreter.source.name + ".checked") if interpreter.source else None
     if mark is not None and mark.exists():
         return None
-    problem = self_check(runtime)
+    problem = self_check(interpreter)
     if problem is None and mark is not None and writable(mark.parent):
         try:
             write_atomic(mark, b"")
@@ -260,13 +261,13 @@ def checked(runtime: Runtime) -> Optional[str]:
     return problem
 
 
-def self_check(runtime: Runtime) -> Optional[str]:
-    """None if the warm runtime runs a command correctly, else what went wrong."""
+def self_check(interpreter: Interpreter) -> Optional[str]:
+    """None if the warm interpreter runs a command correctly, else what went wrong."""
     with scratch_root(rootfs_dir()) as root:
         line = "echo $((6 * 7)) | python3 -c 'import sys, pandas; print(input(), sys.argv)'"
         spec = shell_spec(True, "/tmp", line, base_env(), tty=False,
-                          mounts=root + guest_mounts(runtime), timeout=60)
-        guest = Guest(runtime, spec)
+                          mounts=root + guest_mounts(interpreter), timeout=60)
+        guest = Guest(interpreter, spec)
         guest.start()
         outcome = guest.wait()
         assert outcome is not None
@@ -275,85 +276,85 @@ def self_check(runtime: Runtime) -> Optional[str]:
         return None
 
 
-def guest_mounts(runtime: Runtime) -> list[Mount]:
-    """The read-only mounts every guest of `runtime` shares (the guest site built if needed)."""
-    files = runtime.files
-    return shared_mounts(files.lib_dir, files.mpl_data_dir, guest_runtime_dir(), ensure_site(runtime))
+def guest_mounts(interpreter: Interpreter) -> list[Mount]:
+    """The read-only mounts every guest of `interpreter` shares (the guest site built if needed)."""
+    files = interpreter.files
+    return shared_mounts(files.lib_dir, files.mpl_data_dir, guest_code_dir(), ensure_site(interpreter))
 
 
-_runtimes: dict[tuple[EngineFlags, bool], Runtime] = {}
-_runtimes_lock = threading.Lock()
+_interpreters: dict[tuple[EngineFlags, bool], Interpreter] = {}
+_interpreters_lock = threading.Lock()
 log = logger("declaw_wasm")
 
 
 def fuel_build_hint(warm: bool) -> str:
-    """The command that builds the fuel runtime for this path."""
-    return "declaw-wasm warmup --fuel" if warm else "DECLAW_WASM_SNAPSHOT=0 declaw-wasm warmup --fuel"
+    """The command that builds the fuel interpreter for this path."""
+    return "declaw-wasm warmup --fuel" if warm else "DECLAW_WASM_WARM_IMAGE=0 declaw-wasm warmup --fuel"
 
 
-def get_runtime(flags: EngineFlags = DEFAULT_FLAGS, progress: Optional[Progress] = None,
-                warm: Optional[bool] = None, build: Optional[bool] = None) -> Runtime:
-    """The process's runtime for `flags`: the warm snapshot unless disabled (or broken, then
+def get_interpreter(flags: EngineFlags = DEFAULT_FLAGS, progress: Optional[Progress] = None,
+                    warm: Optional[bool] = None, build: Optional[bool] = None) -> Interpreter:
+    """The process's interpreter for `flags`: the warm image unless disabled (or broken, then
     the cold module, with the reason logged). Builds and compiles once per machine if needed,
-    except the fuel runtime (minutes of compiling): without `build=True` (warmup --fuel) a
+    except the fuel interpreter (minutes of compiling): without `build=True` (warmup --fuel) a
     missing fuel build raises `SandboxException` naming the command that builds it."""
-    want_warm = snapshot_enabled() if warm is None else warm
+    want_warm = warm_image_enabled() if warm is None else warm
     build = not flags.consume_fuel if build is None else build
-    with _runtimes_lock:
-        runtime = _runtimes.get((flags, want_warm))
-        if runtime is not None:
-            return runtime
+    with _interpreters_lock:
+        interpreter = _interpreters.get((flags, want_warm))
+        if interpreter is not None:
+            return interpreter
         progress = progress or Progress()
         try:
             if flags.consume_fuel:
-                runtime = _load_fuel_runtime(want_warm, progress, build)
+                interpreter = _load_fuel_interpreter(want_warm, progress, build)
             else:
-                runtime = _load_runtime(flags, want_warm, progress)
+                interpreter = _load_interpreter(flags, want_warm, progress)
         except BuildMissing as missing:
             raise SandboxException(
                 f"CPU limits (Limits.cpu_instructions) need the runtime compiled with fuel, which is "
                 f"not in the cache ({missing.path}): build it once with `{fuel_build_hint(want_warm)}` "
                 "(several minutes of compiling)") from None
-        _runtimes[(flags, want_warm)] = runtime
-        return runtime
+        _interpreters[(flags, want_warm)] = interpreter
+        return interpreter
 
 
-def _cold(flags: EngineFlags, progress: Progress) -> Runtime:
-    cold = _runtimes.get((flags, False))
+def _cold(flags: EngineFlags, progress: Progress) -> Interpreter:
+    cold = _interpreters.get((flags, False))
     if cold is None:
-        cold = _runtimes[(flags, False)] = load_plain_runtime(flags, progress)
+        cold = _interpreters[(flags, False)] = load_plain_interpreter(flags, progress)
     return cold
 
 
-def _load_runtime(flags: EngineFlags, want_warm: bool, progress: Progress) -> Runtime:
+def _load_interpreter(flags: EngineFlags, want_warm: bool, progress: Progress) -> Interpreter:
     if not want_warm:
         return _cold(flags, progress)
-    runtime: Optional[Runtime] = None
+    interpreter: Optional[Interpreter] = None
     try:
-        runtime, _ = load_built_warm_runtime(flags, progress)
-        if runtime is None:  # build it (and the plain module it is built from)
-            runtime = load_warm_runtime(_cold(flags, progress), progress)
-        problem = checked(runtime)
+        interpreter, _ = load_built_warm_interpreter(flags, progress)
+        if interpreter is None:  # build it (and the plain module it is built from)
+            interpreter = load_warm_interpreter(_cold(flags, progress), progress)
+        problem = checked(interpreter)
     except Exception as exc:  # never worse than the cold path
         problem = f"{type(exc).__name__}: {exc}"
-    if problem is None and runtime is not None:
-        return runtime
-    log.warning("warm snapshot unavailable, using the cold path: %s", problem)
-    progress.say(f"warm snapshot unavailable, using the cold path: {problem}")
+    if problem is None and interpreter is not None:
+        return interpreter
+    log.warning("warm image unavailable, using the cold path: %s", problem)
+    progress.say(f"warm image unavailable, using the cold path: {problem}")
     return _cold(flags, progress)
 
 
-def _load_fuel_runtime(want_warm: bool, progress: Progress, build: bool) -> Runtime:
-    """The fuel runtime: the plain module compiled with fuel (cold), or the warm image compiled
+def _load_fuel_interpreter(want_warm: bool, progress: Progress, build: bool) -> Interpreter:
+    """The fuel interpreter: the plain module compiled with fuel (cold), or the warm image compiled
     with fuel, which shares the plain warm build's image (only the compile differs)."""
     if not want_warm:
-        return load_plain_runtime(FUEL_FLAGS, progress, build=build)
-    runtime, path = load_built_warm_runtime(FUEL_FLAGS, progress)
-    if runtime is None:
+        return load_plain_interpreter(FUEL_FLAGS, progress, build=build)
+    interpreter, path = load_built_warm_interpreter(FUEL_FLAGS, progress)
+    if interpreter is None:
         if not build:
             raise BuildMissing(path)
-        runtime = load_warm_runtime(_cold(DEFAULT_FLAGS, progress), progress, FUEL_FLAGS)
-    problem = checked(runtime)
+        interpreter = load_warm_interpreter(_cold(DEFAULT_FLAGS, progress), progress, FUEL_FLAGS)
+    problem = checked(interpreter)
     if problem is not None:  # no cold fallback: the cold fuel module is another build
-        raise SandboxException(f"the fuel-enabled warm snapshot fails its self-check: {problem}")
-    return runtime
+        raise SandboxException(f"the fuel-enabled warm image fails its self-check: {problem}")
+    return interpreter

@@ -600,7 +600,7 @@ def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
-    door, runtime/declaw_net), asyncio (no socketpair), http.client (no ssl)."""
+    door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl)."""
     import declaw_net
 
     declaw_net.install(patch_on_import)

@@ -1,4 +1,4 @@
-"""The warm snapshot: nothing from build time leaks into an instance; mounts map afresh. The
+"""The warm image: nothing from build time leaks into an instance; mounts map afresh. The
 renewal tests run on fresh guests and on parked ones (booted before their line came)."""
 
 import json
@@ -11,7 +11,7 @@ from declaw_wasm import testing
 from declaw_wasm._wasm.boot import python_spec
 from declaw_wasm._wasm.guest import Guest
 from declaw_wasm._wasm.layout import Mount, base_env
-from declaw_wasm._wasm.snapshot import get_runtime
+from declaw_wasm._wasm.warm_image import get_interpreter
 
 DRAWS = ("import json, random, tempfile, uuid, numpy\n"
          "print(json.dumps([random.random(), float(numpy.random.rand()), "
@@ -50,7 +50,7 @@ def guests(request: pytest.FixtureRequest, sbx: Any, guest_path: str) -> Any:
     if not testing.is_local(sbx):
         return sbx
     if request.param == "parked-guest" and guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
+        pytest.skip("only the warm image parks guests")
     return _Sandbox(sbx, parked=request.param == "parked-guest")
 
 
@@ -88,19 +88,19 @@ def test_heavy_imports_are_already_done_on_the_warm_path(guests, guest_path) -> 
 
 
 def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, guest_path) -> None:
-    runtime = get_runtime(warm=guest_path == "warm")
+    interpreter = get_interpreter(warm=guest_path == "warm")
     folders = {name: tmp_path / name for name in ("home", "tmp", "data")}
     for name, folder in folders.items():
         folder.mkdir()
         (folder / "which.txt").write_text(name)
-    shared = [Mount("/usr/local/lib", runtime.files.lib_dir, False),
-              Mount("/usr/local/lib/declaw", Path(__file__).resolve().parent.parent / "runtime", False)]
+    shared = [Mount("/usr/local/lib", interpreter.files.lib_dir, False),
+              Mount("/usr/local/lib/declaw", Path(__file__).resolve().parent.parent / "guest", False)]
     # Another order than the build's, and a mount the build never had.
     mounts = [Mount("/data", folders["data"], True), *reversed(shared),
               Mount("/tmp", folders["tmp"], True), Mount("/home/user", folders["home"], True)]
     code = ("print([open(p + '/which.txt').read() for p in ('/home/user', '/tmp', '/data')]); "
             "open('/data/new.txt', 'w').write('written')")
-    guest = Guest(runtime, python_spec(runtime.warm, "/tmp", ["-c", code], base_env(), mounts=mounts))
+    guest = Guest(interpreter, python_spec(interpreter.warm, "/tmp", ["-c", code], base_env(), mounts=mounts))
     guest.start()
     outcome = guest.wait(60)
     assert outcome is not None and outcome.exit_code == 0, outcome and outcome.stderr
@@ -108,11 +108,11 @@ def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, gue
     assert (folders["data"] / "new.txt").read_text() == "written"
 
 
-def test_snapshot_can_be_switched_off(monkeypatch, guest_path) -> None:
-    monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "0")
-    assert get_runtime().warm is False
-    monkeypatch.setenv("DECLAW_WASM_SNAPSHOT", "1")
-    assert get_runtime().warm is True
+def test_the_warm_image_can_be_switched_off(monkeypatch, guest_path) -> None:
+    monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "0")
+    assert get_interpreter().warm is False
+    monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "1")
+    assert get_interpreter().warm is True
 
 
 def test_unique_names_do_not_repeat_across_many_commands(guests) -> None:
@@ -136,7 +136,7 @@ def test_parked_guests_keep_no_state_between_commands(guests) -> None:
 def test_a_parked_guest_becomes_a_code_context(guest_path) -> None:
     """The first `run_code` of a sandbox with a parked guest sets the kernel up on it."""
     if guest_path != "warm":
-        pytest.skip("only the warm snapshot parks guests")
+        pytest.skip("only the warm image parks guests")
     from declaw_wasm import Sandbox
 
     with Sandbox.create(envs={"WHERE": "sandbox"}) as sbx:
