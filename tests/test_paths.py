@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 TABLE = r'''
 import errno, json, os, shutil
-
-pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
 def fixture():

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from declaw_wasm import ALL_TRAFFIC
 
 from .conftest import PROBE, outcome
 from .upstream import Upstreams
 
-EXCHANGE = PROBE + """
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
-
+EXCHANGE = PROBE + """
 def exchange(payload, host="api.openai.com", port=80, tls=False, wait=3.0):
     s = socket.create_connection((host, port), timeout=wait)
     if tls:

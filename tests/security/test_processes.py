@@ -19,12 +19,11 @@ from declaw_wasm import TimeoutException
 
 from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
 
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
 BYTES_LITERAL = r"b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\""  # a printed repr(bytes)
 DOOR = """
 import _host, msgpack
-pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
-
-
 def door(frame):
     try:
         return repr(_host.call(frame))
