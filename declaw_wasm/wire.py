@@ -419,7 +419,8 @@ class PtyLine(_Message):
 
 
 class EndLine(_Message):
-    """Last line of a command's stream (or a PTY's last text frame)."""
+    """Last line of a command's stream (or a PTY's last text frame): the `CommandResult`'s
+    fields but its output (which came in output lines)."""
 
     type: Literal["end"] = "end"
     exit_code: int
@@ -458,8 +459,12 @@ class CellErrorLine(ExecutionError):
 
 
 class ExecutionCountLine(_Message):
+    """A cell's `Execution` fields other than its logs, results and error (which come in lines
+    of their own), before its end."""
+
     type: Literal["number_of_executions"] = "number_of_executions"
     execution_count: Optional[int] = None
+    cpu_instructions_used: Optional[int] = None
 
 
 class EndOfExecutionLine(_Message):

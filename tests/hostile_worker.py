@@ -177,20 +177,24 @@ class Hostile(real.Worker):
 
     def _flood(self, rid: int, method: str, mib: int) -> None:
         """A command's or a cell's stream: `mib` MiB of stdout (and a cell's results)."""
-        from declaw_wasm.execution import Execution, OutputMessage, Result
-        from declaw_wasm.wire import EndLine
+        from datetime import datetime, timezone
+
+        from declaw_wasm.wire import (CellLogLine, CellResultLine, EndLine, EndOfExecutionLine, ExecutionCountLine,
+                                      OutputLine, StartLine)
 
         block = "x" * MiB
         if method == "run_code":
+            now = datetime.now(timezone.utc)
             for _ in range(mib):
-                self.answer(rid, ("item", ["on_stdout", OutputMessage(line=block)]), method)
-                self.answer(rid, ("item", ["on_result", Result(html=block)]), method)
-            self.answer(rid, ("item", ["done", Execution(logs={"stdout": [block] * 16})]), method)
+                self.answer(rid, ("item", [CellLogLine(type="stdout", text=block, timestamp=now)]), method)
+                self.answer(rid, ("item", [CellResultLine(html=block)]), method)
+            last = [CellLogLine(type="stdout", text=block, timestamp=now)] * 16  # one message of 16 MiB
+            self.answer(rid, ("item", [*last, ExecutionCountLine(execution_count=1), EndOfExecutionLine()]), method)
         else:
-            self.answer(rid, ("item", ["start", 4242]), method)
+            self.answer(rid, ("item", [StartLine(pid=4242)]), method)
             for _ in range(mib):
-                self.answer(rid, ("item", ["events", [["stdout", block]]]), method)
-            self.answer(rid, ("item", ["end", [], EndLine(exit_code=0)]), method)
+                self.answer(rid, ("item", [OutputLine(type="stdout", data=block)]), method)
+            self.answer(rid, ("item", [EndLine(exit_code=0)]), method)
         self.answer(rid, ("ok", None), method)
 
     def _flood_cell(self, rid: int, method: str) -> None:

@@ -417,7 +417,7 @@ def test_a_workers_output_costs_the_driver_at_most_the_output_limit(hostile: tup
         assert sum(map(len, lines)) <= MiB + OUTPUT_SLACK + 100 and lines[-1].endswith(TRUNCATED)
         assert sum(len(r.html or "") for r in results) <= 2 * MiB + OUTPUT_SLACK
         assert sum(map(len, ex.logs.stdout)) <= MiB + OUTPUT_SLACK + 100
-        # the cell's last message (a 16 MiB Execution) decoded, and messages in flight: not the 600 MiB sent
+        # the cell's last message (16 MiB of log lines) decoded, and messages in flight: not the 600 MiB sent
         assert mem.growth < 80 * MiB, mem.growth
         ex = sandbox.run_code("'/hostile/flood/56'")  # no callbacks: one answer of 56 MiB
         assert sum(map(len, ex.logs.stdout)) <= MiB + OUTPUT_SLACK + 100 and ex.logs.stdout[-1].endswith(TRUNCATED)
@@ -464,7 +464,7 @@ def _hostile_host_class(marker: str) -> type:  # noqa: C901 (one class: its meth
     from declaw_wasm._pool.codec import pack as encode
     from declaw_wasm._ray.actor import SandboxHost
     from declaw_wasm.execution import Execution, Result
-    from declaw_wasm.wire import EndLine
+    from declaw_wasm.wire import EndLine, OutputLine, StartLine
 
     def deep_chart(depth: int) -> bytes:  # as tests/hostile_worker.py's (here: shipped by value)
         chart: dict[str, Any] = {"type": "line", "elements": []}
@@ -500,7 +500,7 @@ def _hostile_host_class(marker: str) -> type:  # noqa: C901 (one class: its meth
             if not mode.startswith("flood/"):
                 return super().run(sandbox_id, args, envs, wait)
             self.flooding = int(mode.split("/")[1])
-            return encode([[["start", 4242]], "flood"])
+            return encode([[[StartLine(pid=4242)]], "flood"])
 
         def stream_open(self, sandbox_id: str, op: str, args: list[Any], envs: Any, wait: float) -> bytes:
             if args == ["flood"]:
@@ -511,9 +511,9 @@ def _hostile_host_class(marker: str) -> type:  # noqa: C901 (one class: its meth
             if token != "flood":
                 return super().stream_next(token, wait)
             if self.flooding <= 0:
-                return encode([True, [["end", [], EndLine(exit_code=0)]]])
+                return encode([True, [[EndLine(exit_code=0)]]])
             self.flooding -= 1
-            return encode([False, [["events", [["stdout", "x" * (1 << 20)]]]]])
+            return encode([False, [[OutputLine(type="stdout", data="x" * (1 << 20))]]])
 
         def call(self, sandbox_id: Any, method: str, args: list[Any], envs: Any = None,
                  secrets: Any = None, state_key: Any = None) -> Any:

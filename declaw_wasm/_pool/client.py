@@ -11,14 +11,15 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
 
-from .._backend import Callback, EventLog, ToolSpec, WriteData, tools_unreachable
+from .._backend import Callback, ToolSpec, WriteData, tools_unreachable
+from .._lines import CellReader, LineProcess
 from ..security.audit import AuditEvent
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
-from ..execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
+from ..execution import Context, Execution, Logs, Result
 from ..limits import Limits
-from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+from ..models import (EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                       SandboxMetrics, Snapshot, WriteInfo)
-from ..wire import (CreateContext, CreatePty, EndLine, ErrorBody, ResumeSandbox, RunCode, RunCommand,
+from ..wire import (CreateContext, CreatePty, ErrorBody, ResumeSandbox, RunCode, RunCommand, StartLine,
                     exception_from)
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
@@ -85,16 +86,21 @@ class OutputBudget:
         self.rooms["results"] -= cost
         return True
 
+    def close(self, execution: Execution) -> None:
+        """A cell's end: its stderr says so if results were dropped."""
+        if "results" in self.cut:
+            execution.logs.stderr.append(RESULTS_DROPPED)
+
     def execution(self, execution: Execution) -> Execution:
-        """A cell's whole answer, its logs and results held to the budget."""
+        """A cell's whole answer (one call, no stream), its logs and results held to the budget."""
         logs = {}
         for stream in ("stdout", "stderr"):
             kept = [self.log(stream, text) for text in getattr(execution.logs, stream)]
             logs[stream] = [text for text in kept if text is not None]
         results = [r for r in execution.results if self.result(r)]
-        if "results" in self.cut:
-            logs["stderr"].append(RESULTS_DROPPED)
-        return execution.model_copy(update={"results": results, "logs": Logs(**logs)})
+        done = execution.model_copy(update={"results": results, "logs": Logs(**logs)})
+        self.close(done)
+        return done
 
 
 RESULTS_DROPPED = ("[declaw-wasm] results dropped: this cell's output (logs and results) reached the sandbox's "
@@ -270,77 +276,21 @@ class HostedChunks:
                 pass
 
 
-class HostedProcess(EventLog):
-    """The client's copy of a hosted command or PTY: output events as the host sends them
-    (read by `pump` on a thread), how it ended, and control as calls."""
+class HostedProcess(LineProcess):
+    """The client's copy of a hosted command or PTY: its lines as the host sends them (read
+    by `pump`, _lines.py), held to the sandbox's output limit (`OutputBudget`), and control as
+    calls."""
 
     def __init__(self, sandbox: "HostedSandbox", pid: int, cmd: str, callbacks: dict[str, Callback]) -> None:
+        super().__init__(pid, cmd, callbacks, OutputBudget(sandbox.output_limit))
         self.sandbox = sandbox
-        self.pid = pid
-        self.cmd = cmd
-        self._cond = threading.Condition()
-        self._callbacks = {k: v for k, v in callbacks.items() if v is not None}
-        self._end: Optional[Union[EndLine, ErrorBody]] = None
-        self._budget = OutputBudget(sandbox.output_limit)  # what the host may send of each stream
 
-    @property
-    def done(self) -> bool:
-        return self._end is not None
-
-    def pump(self, messages: Iterator[Any], inline: bool = False) -> None:
-        """Read the command's messages on a thread of its own (`inline`: here, now: they are
-        all there already)."""
-        def run() -> None:
-            end: Union[EndLine, ErrorBody] = ErrorBody(
-                error="SandboxException", message="the host ended the command's stream early")
-            try:
-                for message in messages:
-                    if message[0] in ("events", "end"):
-                        for stream, data in message[1]:
-                            if not isinstance(data, bytes if stream == "pty" else str) or \
-                                    stream not in ("stdout", "stderr", "pty"):
-                                raise SandboxException(f"the host sent a malformed event ({type(data).__name__} "
-                                                       "on a stream)")
-                            kept = self._budget.take(stream, data)
-                            if kept:
-                                self._emit(stream, kept)
-                    if message[0] == "end":
-                        end = expect(message[2], (EndLine, ErrorBody), "a command's end")
-                        break
-                    if message[0] == "error":
-                        end = expect(message[1], ErrorBody, "a command's error")
-                        break
-            except HostLost as exc:
-                end = ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
-            except TimeoutException as exc:  # its host did not end it in time (client.stream_wait)
-                end = ErrorBody(error="TimeoutException", message=str(exc))
-            except Exception as exc:  # whatever broke the stream, the command's waiters hear of it
-                end = ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
-            with self._cond:
-                self._end = end
-                self._cond.notify_all()
-
-        if inline:
-            run()
-        else:
-            threading.Thread(target=run, name=f"declaw-hosted-{self.pid}", daemon=True).start()
-
-    def result(self) -> CommandResult:
-        with self._cond:
-            while self._end is None:
-                self._cond.wait(0.5)
-            end = self._end
-        if isinstance(end, ErrorBody):
-            exc = raised(end)
-            if isinstance(exc, TimeoutException):  # the output so far, as in-process
-                exc.stdout, exc.stderr = self.text("stdout"), self.text("stderr")
-            raise exc
-        error = end.error
-        if self._budget.cut and not error:  # more than an honest host sends: cut here, said as in-process
-            error = f"{' and '.join(self._budget.cut)} truncated at the sandbox's output limit"
-        return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
-                             exit_code=end.exit_code, error=error,
-                             cpu_instructions_used=end.cpu_instructions_used)
+    def broken(self, exc: Exception) -> ErrorBody:
+        if isinstance(exc, HostLost):
+            return ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
+        if isinstance(exc, TimeoutException):  # its host did not end it in time (client.stream_wait)
+            return ErrorBody(error="TimeoutException", message=str(exc))
+        return ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
 
     def kill(self) -> bool:
         return self.sandbox.kill_process(self.pid)
@@ -355,16 +305,12 @@ class HostedProcess(EventLog):
         self.sandbox.resize_pty(self.pid, size)
 
 
-CALLBACK_TYPES: dict[str, type] = {"on_stdout": OutputMessage, "on_stderr": OutputMessage, "on_result": Result,
-                                   "on_error": ExecutionError}
-
-
-def _call(callback: Callback, value: Any) -> None:
-    if callback is not None:
-        try:
-            callback(value)
-        except Exception:  # the caller's bug must not break the cell (as in-process)
-            pass
+def lines_of(messages: Iterator[Any]) -> Iterator[Any]:
+    """A host's stream messages (each a list of lines) as one iterator of lines."""
+    for message in messages:
+        if not isinstance(message, list):
+            raise SandboxException(f"the host sent a {type(message).__name__} in a stream, not a list of lines")
+        yield from message
 
 
 def create_arguments(request: Any) -> tuple[Any, Any]:
@@ -628,17 +574,17 @@ class HostedSandbox:
     def _attach(self, messages: Union[List[Any], Iterator[Any]], cmd: str,
                 callbacks: dict[str, Callback]) -> HostedProcess:
         complete = isinstance(messages, list)  # every message is here (a short command in one call)
-        messages = iter(messages)
+        lines = lines_of(iter(messages))
         try:
-            first = next(messages, None)
+            first = next(lines, None)
         except HostLost as exc:
             raise self.lost(exc) from None
-        if first is not None and first[0] == "error":
-            raise raised(first[1])
-        if first is None or first[0] != "start":
-            raise SandboxException(f"unexpected first message from the host: {first!r}")
-        process = HostedProcess(self, int(first[1]), cmd, callbacks)
-        process.pump(messages, inline=complete)
+        if isinstance(first, ErrorBody):
+            raise raised(first)
+        if not isinstance(first, StartLine):
+            raise SandboxException(f"unexpected first line from the host: a {type(first).__name__}")
+        process = HostedProcess(self, first.pid, cmd, callbacks)
+        process.pump(lines, inline=complete)
         return process
 
     def process(self, pid: int, pty: bool = False) -> HostedProcess:
@@ -674,35 +620,14 @@ class HostedSandbox:
 
     def _run_code(self, request: RunCode, on_stdout: Callback, on_stderr: Callback, on_result: Callback,
                   on_error: Callback, *tools: Any) -> Execution:
-        callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
-                     "on_error": on_error}
-        if not any(callbacks.values()):  # one call, no stream
+        if not any((on_stdout, on_stderr, on_result, on_error)):  # one call, no stream
             execution: Execution = expect(self._call("run_code", request, *tools), Execution, "run_code")
             return OutputBudget(self.output_limit).execution(execution)
-        budget = OutputBudget(self.output_limit)  # what the callbacks are given
-        erred = False
+        reader = CellReader(on_stdout, on_stderr, on_result, on_error, budget=OutputBudget(self.output_limit))
         try:
-            for message in self._stream("run_code", request, *tools):
-                if message[0] in callbacks:
-                    value = expect(message[1], CALLBACK_TYPES[message[0]], message[0])
-                    if isinstance(value, OutputMessage):
-                        line = budget.log("stderr" if message[0] == "on_stderr" else "stdout", value.line)
-                        value = None if line is None else value if line is value.line else \
-                            value.model_copy(update={"line": line})
-                    elif isinstance(value, Result):
-                        value = value if budget.result(value) else None
-                    else:  # a cell raises once
-                        value, erred = None if erred else value, True
-                    if value is not None:
-                        _call(callbacks[message[0]], value)
-                elif message[0] == "done":
-                    done: Execution = expect(message[1], Execution, "run_code")
-                    return OutputBudget(self.output_limit).execution(done)
-                elif message[0] == "error":
-                    raise raised(message[1])
+            return reader.read(lines_of(self._stream("run_code", request, *tools)))
         except HostLost as exc:
             raise self.lost(exc) from None
-        raise SandboxException("the host ended the cell's stream early")
 
     def create_context(self, request: CreateContext) -> Context:
         context: Context = expect(self._call("create_context", request), Context, "create_context")

@@ -37,19 +37,23 @@ import msgpack
 from msgpack import Timestamp
 from pydantic import BaseModel
 
-from ..execution import Context, Execution, ExecutionError, Logs, OutputMessage, Result
+from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from ..limits import Limits
 from ..security.audit import AuditEvent
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                      SandboxMetrics, Snapshot, WriteInfo)
-from ..wire import (CellResultLine, CreateContext, CreatePty, CreateSandbox, EndLine, ErrorBody,
-                    ResumeSandbox, RunCode, RunCommand)
+from ..wire import (CellErrorLine, CellLogLine, CellResultLine, CreateContext, CreatePty, CreateSandbox,
+                    EndLine, EndOfExecutionLine, ErrorBody, ExceptionLine, ExecutionCountLine, OutputLine,
+                    PtyLine, ResumeSandbox, RunCode, RunCommand, StartLine)
 
 MODEL = 1  # the one extension type: [name, fields]
 MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in (
     CreateSandbox, RunCommand, CreatePty, RunCode, CreateContext, Limits, SandboxInfo, EntryInfo,
     WriteInfo, ProcessInfo, Context, CommandResult, OutputMessage, ExecutionError, ErrorBody,
-    EndLine, AuditEvent, SandboxMetrics, FilesystemEvent, Snapshot, ResumeSandbox)}
+    AuditEvent, SandboxMetrics, FilesystemEvent, Snapshot, ResumeSandbox,
+    # a stream's lines (_lines.py), as the server's NDJSON carries them
+    StartLine, OutputLine, PtyLine, EndLine, ExceptionLine, CellLogLine, CellResultLine, CellErrorLine,
+    ExecutionCountLine, EndOfExecutionLine)}
 MAX_MESSAGE = 64 << 20  # bytes of one message, either way (file chunks and output batches are <= 1 MiB)
 # Messages of one stream a worker may send ahead of its reader (pool.py `Worker.stream`): the
 # reader grants more as it takes them (`credit`), so a slow reader makes the worker wait (where
@@ -82,12 +86,11 @@ def _result(fields: Any) -> Result:
 
 
 def _execution(fields: Any) -> Execution:
+    """An `Execution`, its results' charts rebuilt as their classes; every other field as it is
+    (a field added to `Execution` crosses with no change here)."""
     if not isinstance(fields, dict) or not isinstance(fields.get("results", []), list):
         raise BadMessage("an Execution's fields must be a map with a list of results")
-    return Execution(results=[_result(r) for r in fields.get("results", [])],
-                     logs=Logs.model_validate(fields.get("logs", {})),
-                     error=None if fields.get("error") is None else ExecutionError.model_validate(fields["error"]),
-                     execution_count=fields.get("execution_count"))
+    return Execution.model_validate({**fields, "results": [_result(r) for r in fields.get("results", [])]})
 
 
 def _pty_size(fields: Any) -> PtySize:

@@ -9,9 +9,11 @@ as the server does), so every backend raises what the in-process one raises. Lar
 in sessions of bounded chunks (`read_open`/`read_next`, `write_open`/`write_chunk`/`write_close`),
 pulled by the client, so no message is ever larger than the transport allows.
 
-Messages of a stream: `("start", pid)`, `("events", [[stream, data], ...])`, `("end", events,
-EndLine | ErrorBody)` for commands; `("on_stdout", OutputMessage)`, `("on_result", Result)`, ...
-then `("done", Execution)` for cells; `("error", ErrorBody)` ends either.
+Each message of a stream is a list of wire.py's line models, made by _lines.py as the server's
+NDJSON lines are: a command's `[StartLine]`, then its output lines in batches of at most `limit`
+bytes of data, the last batch ending with its `EndLine` (or `ExceptionLine`); a cell's log,
+result and error lines as they come, then `ExecutionCountLine, EndOfExecutionLine` (or an
+`ExceptionLine`). The client reads them with _lines.py's handles.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from collections import OrderedDict
 from typing import Any, Callable, Generator, Iterator, Optional, cast
 
 from .._args import checkpoint_policy
-from .._backend import CellNews, tools_unreachable
+from .._backend import tools_unreachable
+from .._lines import cell_lines, end_line, event_line, start_cell
 from .._local import checkpoints
 from .._local.checkpoints import Checkpoints
 from .._local.files import FileChunks
@@ -33,7 +36,7 @@ from .._local.snapshots import owner
 from .._state import RecordNotFound, keys
 from .._local.sandbox import LocalSandbox, LocalSandboxes
 from ..exceptions import NotFoundException, RateLimitException, SandboxException
-from ..wire import EndLine, ErrorBody, error_body
+from ..wire import ErrorBody, ExceptionLine, OutputLine, PtyLine, StartLine, error_body
 
 Reply = tuple[Any, ...]  # (kind, payload...)
 POLL = 1.0  # seconds a stream waits for output before looking again
@@ -74,16 +77,26 @@ def error(exc: BaseException) -> Reply:
     return ("error", body)
 
 
+def exception(exc: BaseException) -> ExceptionLine:
+    """A stream's failure as its last line (without a timeout's output: the client has it)."""
+    return ExceptionLine(**error(exc)[1].model_dump())
+
+
+def data_size(lines: list[Any]) -> int:
+    """The output data in a message of lines."""
+    return sum(len(line.data) for line in lines if isinstance(line, (OutputLine, PtyLine)))
+
+
 def split(events: list[Any], limit: int) -> Iterator[list[Any]]:
-    """Event batches of at most `limit` bytes of data each (one event may be larger)."""
+    """Output lines in batches of at most `limit` bytes of data each (one event may be larger)."""
     batch: list[Any] = []
     size = 0
     for event in events:
-        if batch and size + len(event[1]) > limit:
+        if batch and size + len(event.data) > limit:
             yield batch
             batch, size = [], 0
-        batch.append(event)
-        size += len(event[1])
+        batch.append(event_line(event))
+        size += len(event.data)
     if batch:
         yield batch
 
@@ -170,9 +183,9 @@ class _Pull:
 
     DEPTH = 64  # messages made ahead of the client's pulls
 
-    def __init__(self, messages: Generator[Reply, None, None]) -> None:
+    def __init__(self, messages: Generator[list[Any], None, None]) -> None:
         self._messages = messages
-        self._queue: "queue.Queue[Optional[Reply]]" = queue.Queue(self.DEPTH)
+        self._queue: "queue.Queue[Optional[list[Any]]]" = queue.Queue(self.DEPTH)
         self._closed = threading.Event()
         self._ended = False
         self._pulled = time.monotonic()
@@ -184,12 +197,12 @@ class _Pull:
                 if not self._put(message):
                     return
         except BaseException as exc:  # the stream broke: its client hears why
-            self._put(error(exc))
+            self._put([exception(exc)])
         finally:
             self._messages.close()
             self._put(None)
 
-    def _put(self, message: Optional[Reply]) -> bool:
+    def _put(self, message: Optional[list[Any]]) -> bool:
         while not self._closed.is_set():
             try:
                 self._queue.put(message, timeout=1.0)
@@ -202,13 +215,13 @@ class _Pull:
     LINGER = 0.005  # seconds a pull waits for a further message once it has one (a short command's all)
     MAX_LINGER = 0.05
 
-    def take(self, wait: float, limit: int) -> tuple[list[Reply], bool]:
+    def take(self, wait: float, limit: int) -> tuple[list[list[Any]], bool]:
         """The messages made so far (waiting up to `wait` s for one, then while more keep coming
         within `LINGER` s of each other, `MAX_LINGER` at most: a short command's start, output
         and end in one answer), up to about `limit` bytes of output; and whether the stream has
         ended."""
         self._pulled = time.monotonic()
-        taken: list[Reply] = []
+        taken: list[list[Any]] = []
         size = 0
         timeout: Optional[float] = wait
         until = 0.0
@@ -224,8 +237,7 @@ class _Pull:
                 self._ended = True
                 break
             taken.append(message)
-            if message[0] in ("events", "end"):
-                size += sum(len(event[1]) for event in message[1])
+            size += data_size(message)
         return taken, self._ended
 
     def close(self) -> None:
@@ -466,14 +478,14 @@ class Host:
 
     # -- streams pulled a batch at a time (Ray) ---------------------------------------------------
     def pull_open(self, sandbox_id: str, op: str, args: list[Any], wait: float,
-                  limit: int) -> tuple[Optional[str], list[Reply]]:
+                  limit: int) -> tuple[Optional[str], list[list[Any]]]:
         """Start a stream (`stream`'s ops) for a client that pulls it: its first messages
         (waiting up to `wait` s for one) and the token its next pulls name (None: it ended)."""
         pull = _Pull(self.stream(sandbox_id, op, args, limit))
         messages, ended = pull.take(wait, limit)
         return (None if ended else self._session(pull)), messages
 
-    def pull_next(self, token: str, wait: float, limit: int) -> tuple[bool, list[Reply]]:
+    def pull_next(self, token: str, wait: float, limit: int) -> tuple[bool, list[list[Any]]]:
         """The stream's next messages (waiting up to `wait` s for one), and whether it ended
         (its session is then closed)."""
         pull: _Pull = self._take(token)
@@ -489,7 +501,7 @@ class Host:
 
     # -- streams ----------------------------------------------------------------------------------
     def stream(self, sandbox_id: str, op: str, args: list[Any],
-               limit: int = 1 << 20) -> Generator[Reply, None, None]:
+               limit: int = 1 << 20) -> Generator[list[Any], None, None]:
         """A command's (`start`, `attach`) or a cell's (`run_code`) messages; `limit` bounds the
         output data in one message."""
         try:
@@ -510,13 +522,13 @@ class Host:
             else:
                 raise SandboxException(f"unknown stream {op!r}")
         except BaseException as exc:
-            yield error(exc)
+            yield [exception(exc)]
             return
-        yield ("start", process.pid)
+        yield [StartLine(pid=process.pid)]
         yield from _pump(process, limit, lambda: after_turn(sandbox, "command"))
 
     def run(self, sandbox_id: str, request: Any, wait: float,
-            limit: int = 1 << 20) -> tuple[list[Reply], Optional[str]]:
+            limit: int = 1 << 20) -> tuple[list[list[Any]], Optional[str]]:
         """A foreground command nobody streams (no callbacks) in one call: its messages (start,
         output, end) if it ends within `wait` seconds and `limit` bytes of output; else those so
         far and a token whose `follow` stream carries the rest. One call instead of a stream of
@@ -525,8 +537,8 @@ class Host:
             sandbox = self.sandbox(sandbox_id)
             process: Any = sandbox.start(request)
         except BaseException as exc:
-            return [error(exc)], None
-        messages: list[Reply] = [("start", process.pid)]
+            return [[exception(exc)]], None
+        messages: list[list[Any]] = [[StartLine(pid=process.pid)]]
 
         def ended() -> None:
             after_turn(sandbox, "command")
@@ -540,34 +552,21 @@ class Host:
             if done:
                 return messages + list(_ending(process, got, 0, limit, ended)), None
             if size >= limit or time.monotonic() >= deadline:
-                messages += [("events", batch) for batch in split([[e.stream, e.data] for e in got], limit)]
+                messages += list(split(got, limit))
                 return messages, self._session((process, len(got)))
             if events:  # output keeps coming: let it gather (see _pump), unless it ends
                 process.wait(max(0.0, min(PACE, deadline - time.monotonic())))
 
-    def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[Reply]:
-        """A cell's reports as they come; while its client is behind (the stream's sender waits
+    def _cell(self, sandbox: LocalSandbox, request: Any) -> Iterator[list[Any]]:
+        """A cell's lines as they come; while its client is behind (the stream's sender waits
         for the client to take earlier messages), later logs join those waiting (CellNews)."""
-        news = CellNews()
-
-        def work() -> None:
-            try:
-                news.put("done", sandbox.run_code(
-                    request, on_stdout=lambda m: news.log("on_stdout", m),
-                    on_stderr=lambda m: news.log("on_stderr", m),
-                    on_result=lambda r: news.put("on_result", r),
-                    on_error=lambda e: news.put("on_error", e)))
-            except BaseException as exc:
-                news.put(*error(exc))
-
-        threading.Thread(target=work, name="declaw-host-cell", daemon=True).start()
+        news = start_cell(sandbox.run_code, request, after=lambda: after_turn(sandbox, "run_code"))
         while True:
-            for message in news.take(POLL):
-                if message[0] == "done":
-                    after_turn(sandbox, "run_code")
-                yield message
-                if message[0] in ("done", "error"):
-                    return
+            lines, finished = cell_lines(news.take(POLL), output=False)
+            if lines:
+                yield lines
+            if finished:
+                return
 
 
 def after_turn(sandbox: LocalSandbox, what: str) -> None:
@@ -576,8 +575,8 @@ def after_turn(sandbox: LocalSandbox, what: str) -> None:
         sandbox.checkpoints.after_turn(sandbox, what)
 
 
-def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -> Iterator[Reply]:
-    """A command's messages from its event `index` on, until its end. Output that keeps coming
+def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -> Iterator[list[Any]]:
+    """A command's lines from its event `index` on, until its end. Output that keeps coming
     is sent at most every `PACE` s (a first write goes at once): meanwhile later writes join
     the events not read yet (_backend.EventLog), so a guest's million 1-byte writes cross as a
     few hundred messages, not a million events the client would queue."""
@@ -593,22 +592,15 @@ def _pump(process: Any, limit: int, ended: Callable[[], None], index: int = 0) -
         if done:
             yield from _ending(process, events, 0, limit, ended)
             return
-        for batch in split([[e.stream, e.data] for e in events], limit):
-            yield ("events", batch)
+        yield from split(events, limit)
 
 
-def _ending(process: Any, events: list[Any], start: int, limit: int, ended: Callable[[], None]) -> Iterator[Reply]:
-    """The last messages of an ended command: its remaining output (`events[start:]`), then its
-    end (after `ended`: a checkpoint, before the reply that says the turn is over)."""
-    batches = list(split([[e.stream, e.data] for e in events[start:]], limit))
-    for batch in batches[:-1]:
-        yield ("events", batch)
-    last = batches[-1] if batches else []
+def _ending(process: Any, events: list[Any], start: int, limit: int,
+            ended: Callable[[], None]) -> Iterator[list[Any]]:
+    """The last messages of an ended command: its remaining output (`events[start:]`), the last
+    batch ending with its end line (after `ended`: a checkpoint, before the reply that says the
+    turn is over)."""
+    batches = list(split(events[start:], limit)) or [[]]
+    yield from batches[:-1]
     ended()
-    try:
-        result = process.result()
-    except SandboxException as exc:
-        yield ("end", last, error(exc)[1])
-    else:
-        yield ("end", last, EndLine(exit_code=result.exit_code, error=result.error,
-                                     cpu_instructions_used=result.cpu_instructions_used))
+    yield batches[-1] + [end_line(process, output=False)]

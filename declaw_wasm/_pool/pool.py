@@ -179,8 +179,8 @@ class Worker:
                         yield payload
                     elif kind == "ok":
                         return
-                    elif kind == "error":
-                        yield ["error", payload]
+                    elif kind == "error":  # the request failed: its stream's last line
+                        yield [payload]
                         return
                     else:
                         raise HostLost(payload)

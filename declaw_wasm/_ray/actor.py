@@ -26,7 +26,7 @@ import time
 from typing import Any, Optional
 
 from .._pool.codec import pack
-from .._pool.host import Host, error
+from .._pool.host import Host, error, exception
 from ..exceptions import SandboxException
 
 CHUNK = 64 << 10  # output data per streamed message: under Ray's 100 KiB inline limit
@@ -95,12 +95,12 @@ class SandboxHost:
         return packed(list(self.host.pull_open(sandbox_id, op, with_envs(args, envs), wait, CHUNK)), op)
 
     def stream_next(self, token: str, wait: float) -> bytes:
-        """The stream's next messages: `[ended, messages]` (`["error", ErrorBody]` for a token
-        this host does not know)."""
+        """The stream's next messages: `[ended, messages]` (an exception line for a token this
+        host does not know)."""
         try:
             return packed(list(self.host.pull_next(token, wait, CHUNK)), "a stream")
         except Exception as exc:  # a closed session
-            return pack([True, [list(error(exc))]])
+            return pack([True, [[exception(exc)]]])
 
     def stream_close(self, token: str) -> bytes:
         self.host.pull_close(token)

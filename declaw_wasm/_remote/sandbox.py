@@ -13,23 +13,22 @@ from __future__ import annotations
 import base64
 import gzip as gzip_module
 import json
-import threading
 import zlib
 from typing import Any, Iterator, List, Optional, Sequence, Union
 
 import httpx
 from pydantic import ValidationError
 
-from .._backend import Callback, EventLog, WriteData, tools_unreachable
+from .._backend import Callback, WriteData, tools_unreachable
 from .._egress.create import secrets_of
+from .._lines import CellReader, LineProcess
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
-from ..execution import Context, Execution, OutputMessage
-from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+from ..execution import Context, Execution
+from ..models import (EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                       SandboxMetrics, Snapshot, WriteInfo)
-from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CellErrorLine, CellLogLine, CellResultLine,
-                    CreateContext, CreatePty, CreateSandbox, EndLine, EndOfExecutionLine,
-                    ExceptionLine, ExecutionCountLine, Forked, OutputLine, PtyLine, ResumeSandbox, RunCode,
-                    RunCommand, SandboxList, SnapshotList, StartLine, exception_from)
+from ..wire import (CELL_LINES, COMMAND_LINES, PREFIX, PTY_END, CreateContext, CreatePty, CreateSandbox,
+                    ExceptionLine, Forked, PtyLine, ResumeSandbox, RunCode, RunCommand, SandboxList, SnapshotList,
+                    StartLine, exception_from)
 from .connection import CONNECT_TIMEOUT, Connection, lines, segment
 
 CHUNK = 1 << 20
@@ -176,59 +175,15 @@ def _upload(data: WriteData) -> Union[bytes, Iterator[bytes]]:
     return chunks()
 
 
-class RemoteProcess(EventLog):
-    """The client's copy of a server-side command or PTY: its output events as they arrive
-    (read by `pump` on a thread), how it ended, and control as HTTP calls."""
+class RemoteProcess(LineProcess):
+    """The client's copy of a server-side command or PTY: its lines as they arrive (read by
+    `pump`, _lines.py), how it ended, and control as HTTP calls."""
 
-    def __init__(self, sandbox: "RemoteSandbox", pid: int, cmd: str,
-                 callbacks: dict[str, Callback]) -> None:
+    source = "the declaw server"
+
+    def __init__(self, sandbox: "RemoteSandbox", pid: int, cmd: str, callbacks: dict[str, Callback]) -> None:
+        super().__init__(pid, cmd, callbacks)
         self.sandbox = sandbox
-        self.pid = pid
-        self.cmd = cmd
-        self._cond = threading.Condition()
-        self._callbacks = callbacks
-        self._end: Optional[Union[EndLine, ExceptionLine]] = None
-
-    @property
-    def done(self) -> bool:
-        return self._end is not None
-
-    def pump(self, messages: Iterator[Any], close: Any) -> None:
-        """Read the server's messages on a thread until the end (or the connection's)."""
-        def run() -> None:
-            try:
-                for message in messages:
-                    if isinstance(message, OutputLine):
-                        self._emit(message.type, message.data)
-                    elif isinstance(message, PtyLine):
-                        self._emit("pty", base64.b64decode(message.data))
-                    elif isinstance(message, (EndLine, ExceptionLine)):
-                        self._finish(message)
-                        return
-                self._finish(ExceptionLine(error="SandboxException",
-                                           message="the declaw server ended the command's stream early"))
-            except SandboxException as exc:
-                self._finish(ExceptionLine(error=type(exc).__name__, message=str(exc)))
-            finally:
-                close()
-
-        threading.Thread(target=run, name=f"declaw-remote-{self.pid}", daemon=True).start()
-
-    def _finish(self, end: Union[EndLine, ExceptionLine]) -> None:
-        with self._cond:
-            self._end = end
-            self._cond.notify_all()
-
-    def result(self) -> CommandResult:
-        with self._cond:
-            while self._end is None:
-                self._cond.wait(0.5)
-            end = self._end
-        if isinstance(end, ExceptionLine):
-            raise exception_from(end.model_dump())
-        return CommandResult(stdout=self.text("stdout"), stderr=self.text("stderr"),
-                             exit_code=end.exit_code, error=end.error,
-                             cpu_instructions_used=end.cpu_instructions_used)
 
     def kill(self) -> bool:
         return self.sandbox.kill_process(self.pid)
@@ -478,34 +433,14 @@ class RemoteSandbox:
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         if request._host_only.get("tools") is not None:
             raise tools_unreachable(SERVED)
-        execution = Execution()
+        reader = CellReader(on_stdout, on_stderr, on_result, on_error, source="the declaw server")
         response = self.conn.open("POST", self._ours("/execute"), json=request.model_dump(mode="json"))
         try:
-            for text in lines(response):
-                message = CELL_LINES.validate_json(text)
-                if isinstance(message, CellLogLine):
-                    getattr(execution.logs, message.type).append(message.text)
-                    _call(on_stdout if message.type == "stdout" else on_stderr,
-                          OutputMessage(line=message.text, error=message.type == "stderr",
-                                        timestamp=message.timestamp))
-                elif isinstance(message, CellResultLine):
-                    result = message.to_result()
-                    execution.results.append(result)
-                    _call(on_result, result)
-                elif isinstance(message, CellErrorLine):
-                    execution.error = message
-                    _call(on_error, execution.error)
-                elif isinstance(message, ExecutionCountLine):
-                    execution.execution_count = message.execution_count
-                elif isinstance(message, EndOfExecutionLine):
-                    return execution
-                elif isinstance(message, ExceptionLine):
-                    raise exception_from(message.model_dump())
+            return reader.read(CELL_LINES.validate_json(text) for text in lines(response))
         except ValidationError:
             raise SandboxException("unexpected line in the cell's stream from the declaw server") from None
         finally:
             response.close()
-        raise SandboxException("the declaw server ended the cell's stream early (was it stopped?)")
 
     def create_context(self, request: CreateContext) -> Context:
         return Context.model_validate(self.conn.request("POST", self._ours("/contexts"),
@@ -519,11 +454,3 @@ class RemoteSandbox:
 
     def remove_context(self, context_id: str) -> None:
         self.conn.request("DELETE", self._ours(f"/contexts/{segment(context_id)}"))
-
-
-def _call(callback: Callback, value: Any) -> None:
-    if callback is not None:
-        try:
-            callback(value)
-        except Exception:  # the caller's bug must not break the stream (as in-process)
-            pass

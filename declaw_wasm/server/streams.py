@@ -7,35 +7,25 @@ and a quiet guest holds a thread, not the event loop."""
 from __future__ import annotations
 
 import base64
-import threading
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 from fastapi import WebSocket, WebSocketDisconnect
-from pydantic import BaseModel
 
-from .._backend import CellNews, Event, ProcessHandle, SandboxBackend
+from .._backend import ProcessHandle, SandboxBackend
 from .._codings import BodyDecoder, DecodedStream, EncodingError
+from .._lines import cell_lines as lines_of_cell, end_line, event_line, start_cell
 from .._threads import in_thread
 from ..exceptions import InvalidArgumentException, SandboxException
-from ..execution import Execution, ExecutionError, OutputMessage, Result
 from ..models import PtySize
-from ..wire import (PTY_CONTROL, CellErrorLine, CellLogLine, CellResultLine, EndLine,
-                    EndOfExecutionLine, ExecutionCountLine, OutputLine, PtyData, PtyLine, ResizeMessage,
-                    RunCode, StartLine, StdioChunk, StreamError, StreamExit, StreamOutput,
-                    exception_line, line, sse)
+from ..wire import (PTY_CONTROL, PtyData, ResizeMessage, RunCode, StartLine, StdioChunk, StreamError,
+                    StreamExit, StreamOutput, line, sse)
 
 POLL = 1.0  # seconds a stream's worker waits for news before checking on its client
 PACE = 0.005  # seconds between a command's output chunks while output keeps coming
-
-
-def _event_line(event: Event) -> bytes:
-    if event.stream == "pty":
-        return line(PtyLine(data=base64.b64encode(event.data).decode()))
-    return line(OutputLine(type=event.stream, data=event.data))
 
 
 async def process_lines(process: ProcessHandle, kill_on_disconnect: bool) -> AsyncIterator[bytes]:
@@ -54,16 +44,10 @@ async def process_lines(process: ProcessHandle, kill_on_disconnect: bool) -> Asy
             index += len(events)
             if events:
                 sent = time.monotonic()
-                yield b"".join(_event_line(e) for e in events)
+                yield b"".join(line(event_line(e)) for e in events)
             if done:
                 break
-        try:
-            result = process.result()
-        except SandboxException as exc:
-            yield line(exception_line(exc))
-        else:
-            yield line(EndLine(exit_code=result.exit_code, error=result.error,
-                             cpu_instructions_used=result.cpu_instructions_used))
+        yield line(end_line(process))
         finished = True
     finally:
         if not finished and kill_on_disconnect:
@@ -153,40 +137,9 @@ async def cell_lines(backend: SandboxBackend, body: RunCode) -> AsyncIterator[by
     waiting, so what the server holds for the cell stays within its output limit. A client that
     disconnects does not stop the cell (its timeout does): a kill would lose the context's
     state."""
-    news = CellNews()
-
-    def work() -> None:
-        try:
-            execution = backend.run_code(
-                body, on_stdout=lambda m: news.log("log", m), on_stderr=lambda m: news.log("log", m),
-                on_result=lambda r: news.put("result", r), on_error=lambda e: news.put("error", e))
-            news.put("done", execution)
-        except BaseException as exc:  # reported to the client as an `exception` line
-            news.put("exception", exc)
-
-    threading.Thread(target=work, name="declaw-serve-cell", daemon=True).start()
+    news = start_cell(backend.run_code, body)
     while True:
-        items = await in_thread(news.take, POLL)
-        out: list[BaseModel] = []
-        finished = False
-        for kind, value in items:
-            if kind == "log":
-                message: OutputMessage = value
-                out.append(CellLogLine(type="stderr" if message.error else "stdout", text=message.line,
-                                       timestamp=message.timestamp))
-            elif kind == "result":
-                result: Result = value
-                out.append(CellResultLine.model_validate(result.model_dump(mode="json")))
-            elif kind == "error":
-                error: ExecutionError = value
-                out.append(CellErrorLine(**error.model_dump()))
-            elif kind == "done":
-                execution: Execution = value
-                out += [ExecutionCountLine(execution_count=execution.execution_count), EndOfExecutionLine()]
-                finished = True
-            else:
-                out.append(exception_line(value))
-                finished = True
+        out, finished = lines_of_cell(await in_thread(news.take, POLL))
         if out:
             yield b"".join(line(message) for message in out)
         if finished:
@@ -206,13 +159,7 @@ async def serve_pty(websocket: WebSocket, process: ProcessHandle) -> None:
                 await websocket.send_bytes(data)
             if done:
                 break
-        try:
-            result = process.result()
-            end: Any = EndLine(exit_code=result.exit_code, error=result.error,
-                             cpu_instructions_used=result.cpu_instructions_used)
-        except SandboxException as exc:
-            end = exception_line(exc)
-        await websocket.send_text(end.model_dump_json(exclude_none=True))
+        await websocket.send_text(end_line(process).model_dump_json(exclude_none=True))
         await websocket.close()
 
     async def control() -> None:

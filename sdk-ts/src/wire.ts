@@ -125,7 +125,7 @@ export interface Created {
   created: boolean;
 }
 
-/** Last line of a command's stream (or a PTY's last text frame). */
+/** Last line of a command's stream (or a PTY's last text frame): the `CommandResult`'s fields but its output (which came in output lines). */
 export interface EndLine {
   type: "end";
   exit_code: number;
@@ -181,9 +181,11 @@ export interface ExceptionLine {
   type: "exception";
 }
 
+/** A cell's `Execution` fields other than its logs, results and error (which come in lines of their own), before its end. */
 export interface ExecutionCountLine {
   type: "number_of_executions";
   execution_count?: number | null;
+  cpu_instructions_used?: number | null;
 }
 
 export interface Exists {

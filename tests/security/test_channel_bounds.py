@@ -221,7 +221,10 @@ def test_a_cells_tiny_writes_cost_the_host_the_output_limit_however_slowly_they_
     out, err = "".join(ex.logs.stdout), "".join(ex.logs.stderr)
     assert set(out.replace(TRUNCATED, "")) == {"x"} and set(err.replace(TRUNCATED, "")) == {"y"}, (out[-80:], err[-80:])
     assert "".join(got["stdout"]) == out and "".join(got["stderr"]) == err
-    assert 4_000 < len(ex.logs.stdout) + len(ex.logs.stderr) < 40_000  # each write costs what is kept of it
+    # each write costs what is kept of it; a hosted cell's logs are its stream's pieces, which a
+    # reader that is behind gets merged (on Ray ~3 000 of them here), in-process each write kept
+    low = 4_000 if mode == "in-process" else 100
+    assert low < len(ex.logs.stdout) + len(ex.logs.stderr) < 40_000
     bound = 8 * MiB * support.copies()
     assert cost < bound, cost  # before: ~30 MB queued in a pool's driver behind on_stdout
     assert stalled < bound, stalled  # before: ~50 MB queued in the server (99 MB for 200 000 writes)
