@@ -26,7 +26,7 @@ import pytest
 
 from declaw_wasm import CommandExitException, Limits, Sandbox
 from declaw_wasm._wasm.engine import FUEL_FLAGS
-from declaw_wasm._wasm.snapshot import get_runtime
+from declaw_wasm._wasm.warm_image import get_interpreter
 from declaw_wasm.models import PtySize
 
 from conftest import RAY  # tests/ is on sys.path
@@ -67,8 +67,8 @@ def guest_path() -> str:
 
 @pytest.fixture(scope="module")
 def fuel() -> None:
-    os.environ["DECLAW_WASM_SNAPSHOT"] = "1"
-    get_runtime(FUEL_FLAGS, build=True)
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
+    get_interpreter(FUEL_FLAGS, build=True)
 
 
 def _command(sbx: Sandbox) -> dict[str, Any]:
