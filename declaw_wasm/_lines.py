@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Union
 from ._backend import Callback, CellNews, Event, EventLog, Stream
 from .exceptions import SandboxException, TimeoutException
 from .execution import Execution, ExecutionError, OutputMessage, Result
-from .models import CommandResult
+from .models import CommandResult, PtySize
 from .wire import (CellErrorLine, CellLogLine, CellResultLine, EndLine, EndOfExecutionLine, ErrorBody,
                    ExceptionLine, ExecutionCountLine, OutputLine, PtyLine, StartLine, exception_line)
 
@@ -127,15 +127,29 @@ def call(callback: Callback, value: Any) -> None:
             pass
 
 
+class Controls(Protocol):
+    """What a command's client copy asks of the sandbox that runs it (the backend's calls)."""
+
+    def kill_process(self, pid: int) -> bool: ...
+
+    def send_stdin(self, pid: int, data: bytes) -> None: ...
+
+    def close_stdin(self, pid: int) -> None: ...
+
+    def resize_pty(self, pid: int, size: PtySize) -> None: ...
+
+
 class LineProcess(EventLog):
     """The client's copy of a command or PTY that runs elsewhere: its output as the lines come
     (`pump` reads them on a thread of their own), how it ended, and a `CommandResult` from its
-    end line. Control (kill, stdin, resize) is the subclass's. `source` names the sender in
-    errors; `budget`, if any, bounds what is kept of each stream."""
+    end line; control (kill, stdin, resize) goes through the sandbox's calls. `source` names the
+    sender in errors; `budget`, if any, bounds what is kept of each stream."""
 
     source = "the host"
 
-    def __init__(self, pid: int, cmd: str, callbacks: dict[str, Callback], budget: Optional[Budget] = None) -> None:
+    def __init__(self, controls: Controls, pid: int, cmd: str, callbacks: dict[str, Callback],
+                 budget: Optional[Budget] = None) -> None:
+        self.controls = controls
         self.pid = pid
         self.cmd = cmd
         self._cond = threading.Condition()
@@ -146,6 +160,18 @@ class LineProcess(EventLog):
     @property
     def done(self) -> bool:
         return self._end is not None
+
+    def kill(self) -> bool:
+        return self.controls.kill_process(self.pid)
+
+    def send_stdin(self, data: bytes) -> None:
+        self.controls.send_stdin(self.pid, data)
+
+    def close_stdin(self) -> None:
+        self.controls.close_stdin(self.pid)
+
+    def resize(self, size: PtySize) -> None:
+        self.controls.resize_pty(self.pid, size)
 
     def take(self, line: Any) -> bool:
         """One line of the stream; True when it is the last."""

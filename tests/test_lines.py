@@ -13,6 +13,7 @@ import pytest
 from declaw_wasm import SandboxException, TimeoutException
 from declaw_wasm._lines import CellReader, LineProcess, cell_lines
 from declaw_wasm._pool.codec import pack, unpack
+from declaw_wasm.models import PtySize
 from declaw_wasm.execution import Execution, ExecutionError, OutputMessage, Result
 from declaw_wasm.wire import (CellErrorLine, CellLogLine, CellResultLine, EndLine, EndOfExecutionLine,
                               ExceptionLine, ExecutionCountLine, OutputLine, PtyLine, StartLine)
@@ -20,15 +21,35 @@ from declaw_wasm.wire import (CellErrorLine, CellLogLine, CellResultLine, EndLin
 NOW = datetime(2026, 1, 2, tzinfo=timezone.utc)
 
 
+class Calls:
+    """A sandbox's control calls, recorded (what a command's copy asks of its sandbox)."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[Any, ...]] = []
+
+    def kill_process(self, pid: int) -> bool:
+        self.made.append(("kill_process", pid))
+        return True
+
+    def send_stdin(self, pid: int, data: bytes) -> None:
+        self.made.append(("send_stdin", pid, data))
+
+    def close_stdin(self, pid: int) -> None:
+        self.made.append(("close_stdin", pid))
+
+    def resize_pty(self, pid: int, size: PtySize) -> None:
+        self.made.append(("resize_pty", pid, size.rows, size.cols))
+
+
 def _process(lines: list[Any]) -> LineProcess:
-    process = LineProcess(1, "cmd", {})
+    process = LineProcess(Calls(), 1, "cmd", {})
     process.pump(iter(lines), inline=True)
     return process
 
 
 def test_a_commands_lines_make_its_result_and_its_callbacks() -> None:
     seen: list[Any] = []
-    process = LineProcess(1, "cmd", {"stdout": seen.append, "pty": seen.append})
+    process = LineProcess(Calls(), 1, "cmd", {"stdout": seen.append, "pty": seen.append})
     process.pump(iter([OutputLine(type="stdout", data="a"), OutputLine(type="stderr", data="b"),
                        PtyLine(data=base64.b64encode(b"\x00t").decode()), OutputLine(type="stdout", data="c"),
                        EndLine(exit_code=3, error="e", cpu_instructions_used=7)]), inline=True)
@@ -92,3 +113,13 @@ LINES = [StartLine(pid=1), OutputLine(type="stdout", data="x\udcff"), PtyLine(da
 
 def test_every_line_crosses_the_pool_codec() -> None:
     assert unpack(pack([LINES])) == [LINES]
+
+
+def test_a_commands_control_goes_to_its_sandbox_naming_its_pid() -> None:
+    calls = Calls()
+    process = LineProcess(calls, 7, "cmd", {})
+    assert process.kill() is True
+    process.send_stdin(b"x")
+    process.close_stdin()
+    process.resize(PtySize(rows=3, cols=4))
+    assert calls.made == [("kill_process", 7), ("send_stdin", 7, b"x"), ("close_stdin", 7), ("resize_pty", 7, 3, 4)]

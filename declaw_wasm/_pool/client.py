@@ -282,7 +282,7 @@ class HostedProcess(LineProcess):
     calls."""
 
     def __init__(self, sandbox: "HostedSandbox", pid: int, cmd: str, callbacks: dict[str, Callback]) -> None:
-        super().__init__(pid, cmd, callbacks, OutputBudget(sandbox.output_limit))
+        super().__init__(sandbox, pid, cmd, callbacks, OutputBudget(sandbox.output_limit))
         self.sandbox = sandbox
 
     def broken(self, exc: Exception) -> ErrorBody:
@@ -291,18 +291,6 @@ class HostedProcess(LineProcess):
         if isinstance(exc, TimeoutException):  # its host did not end it in time (client.stream_wait)
             return ErrorBody(error="TimeoutException", message=str(exc))
         return ErrorBody(error="SandboxException", message=f"the command's stream broke: {exc}")
-
-    def kill(self) -> bool:
-        return self.sandbox.kill_process(self.pid)
-
-    def send_stdin(self, data: bytes) -> None:
-        self.sandbox.send_stdin(self.pid, data)
-
-    def close_stdin(self) -> None:
-        self.sandbox.close_stdin(self.pid)
-
-    def resize(self, size: PtySize) -> None:
-        self.sandbox.resize_pty(self.pid, size)
 
 
 def lines_of(messages: Iterator[Any]) -> Iterator[Any]:

@@ -182,20 +182,8 @@ class RemoteProcess(LineProcess):
     source = "the declaw server"
 
     def __init__(self, sandbox: "RemoteSandbox", pid: int, cmd: str, callbacks: dict[str, Callback]) -> None:
-        super().__init__(pid, cmd, callbacks)
+        super().__init__(sandbox, pid, cmd, callbacks)
         self.sandbox = sandbox
-
-    def kill(self) -> bool:
-        return self.sandbox.kill_process(self.pid)
-
-    def send_stdin(self, data: bytes) -> None:
-        self.sandbox.send_stdin(self.pid, data)
-
-    def close_stdin(self) -> None:
-        self.sandbox.close_stdin(self.pid)
-
-    def resize(self, size: PtySize) -> None:
-        self.sandbox.resize_pty(self.pid, size)
 
 
 def _command_messages(texts: Iterator[str]) -> Iterator[Any]:
