@@ -101,11 +101,16 @@ async def pty_sse(process: ProcessHandle) -> AsyncIterator[bytes]:
             yield sse("data", PtyData(data=base64.b64encode(data).decode()))
         if done:
             break
+    yield _exit_event(process)
+
+
+def _exit_event(process: ProcessHandle) -> bytes:
+    """The last event of a PTY's or stdio's stream: the exit code (-1 if the command failed)."""
     try:
         code = process.result().exit_code
     except SandboxException:
         code = -1
-    yield sse("exit", StreamExit(exit_code=code))
+    return sse("exit", StreamExit(exit_code=code))
 
 
 async def stdio_sse(process: ProcessHandle, last_entry_id: int) -> AsyncIterator[bytes]:
@@ -124,11 +129,7 @@ async def stdio_sse(process: ProcessHandle, last_entry_id: int) -> AsyncIterator
             yield b"".join(out)
         if done:
             break
-    try:
-        code = process.result().exit_code
-    except SandboxException:
-        code = -1
-    yield sse("exit", StreamExit(exit_code=code))
+    yield _exit_event(process)
 
 
 async def cell_lines(backend: SandboxBackend, body: RunCode) -> AsyncIterator[bytes]:
