@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -135,7 +136,7 @@ def test_the_state_key_reaches_hosts_as_a_call_argument_never_runtime_env_or_the
         assert sbx.run_code("w").text == "3"
         environ = Path(f"/proc/{backend.host_of(sbx.sandbox_id)['pid']}/environ").read_bytes()  # this machine's
         assert value.encode() not in environ and b"DECLAW_WASM_STATE_KEY=" not in environ
-        stored = b"".join(p.read_bytes() for p in state.rglob("*") if p.is_file())
+        stored = _stored_bytes(state)
         assert bytes.fromhex(value) not in stored and value.encode() not in stored
         assert put == []
     finally:
@@ -337,9 +338,22 @@ def test_a_checkpointed_sandbox_is_restored_on_another_node(
     assert backend.host_of(sbx.sandbox_id)["node"] != node_id
     assert sbx.files.read("/home/user/kept.txt") == "keptmore\n"
     assert sbx.is_running() is True
-    stored = b"".join(p.read_bytes() for p in state.rglob("*") if p.is_file())
+    stored = _stored_bytes(state)
     assert stored and secret.encode() not in stored  # secrets never enter a checkpoint
     assert sbx.kill() is True
+
+
+def _stored_bytes(root: Path) -> bytes:
+    """Every file's bytes under `root`, read while the checkpointer may still be dropping an older
+    checkpoint (os.walk skips a folder gone meanwhile; a file gone meanwhile is skipped here)."""
+    found = []
+    for top, _folders, files in os.walk(root):
+        for name in files:
+            try:
+                found.append((Path(top) / name).read_bytes())
+            except FileNotFoundError:
+                continue
+    return b"".join(found)
 
 
 def test_checkpoints_are_refused_in_process_and_named_right(backend: RaySandboxes) -> None:
