@@ -5,14 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from pydantic import ValidationError
-
-from declaw_wasm.security._model import ConfigModel
-
-# `# type: ignore[call-arg, misc]` below: pydantic's mypy plugin gives each model a keyword-only
-# __init__, but ConfigModel.__init__ also takes the fields positionally (declaw's API), as tested here.
 
 from declaw_wasm.security import (
     ALL_TRAFFIC,
@@ -37,6 +33,16 @@ from declaw_wasm.security import (
     ToxicityConfig,
     TransformationRule,
 )
+from declaw_wasm.security._model import ConfigModel
+
+M = TypeVar("M", bound=ConfigModel)
+
+
+def positional(model: type[M]) -> Callable[..., M]:
+    """`model` called with fields positionally, as declaw's API allows (ConfigModel.__init__) and
+    these tests do: pydantic's mypy plugin types each model's __init__ keyword-only."""
+    return model
+
 
 # Measured on declaw 1.7.0 (shared/declaw-reference.md 1.13.1).
 DEFAULT_POLICY = {
@@ -65,7 +71,7 @@ EVERY = [
     InjectionDefenseConfig(enabled=True, action="block", sensitivity="high", threshold=0.5,
                            domains=["*.x.com", "~^a\\.b$"], injection_mode="agentic-tool",
                            judge=InjectionJudgeConfig(enabled=True, always=True, policy="p")),
-    InjectionJudgeConfig(enabled=True), TransformationRule(r"\d{3}", "X", "both"),  # type: ignore[call-arg, misc]
+    InjectionJudgeConfig(enabled=True), positional(TransformationRule)(r"\d{3}", "X", "both"),
     NetworkPolicy(allow_out=["api.openai.com", "*.pythonhosted.org", "10.0.0.0/8", "::1"],
                   deny_out=[ALL_TRAFFIC, "2001:db8::/32"], allow_public_traffic=False,
                   mask_request_host="h.example"),
@@ -73,7 +79,7 @@ EVERY = [
     AuditEntry(timestamp=datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
                method="POST", url="https://x/y", status_code=200, pii_redactions=2),
     EnvSecurityConfig(mask_patterns=["*_PAT"], auto_mask_in_audit=False),
-    SecureEnvVar("K", "v", True), ToxicityConfig(enabled=True, threshold=0.5, domains=[]),  # type: ignore[call-arg, misc]
+    positional(SecureEnvVar)("K", "v", True), ToxicityConfig(enabled=True, threshold=0.5, domains=[]),
     CodeSecurityConfig(enabled=True, excluded_languages=["python"], domains=["a.com"]),
     InvisibleTextConfig(enabled=True, action="block", domains=["a.com"]),
     ContentGateConfig(enabled=True, domains=["a.com"]),
@@ -152,11 +158,11 @@ def test_properties() -> None:
     (lambda: InjectionDefenseConfig(sensitivity="extreme"), "sensitivity"),
     (lambda: InjectionDefenseConfig(threshold=1.5), "threshold"),
     (lambda: InjectionDefenseConfig(injection_mode="paranoid"), "injection_mode"),
-    (lambda: TransformationRule(r"(a+)+", "x"), "match"),  # type: ignore[call-arg, misc]
-    (lambda: TransformationRule("a" * 1001, "x"), "match"),  # type: ignore[call-arg, misc]
-    (lambda: TransformationRule("(", "x"), "match"),  # type: ignore[call-arg, misc]
-    (lambda: TransformationRule(r"(a)\1", "x"), "match"),  # type: ignore[call-arg, misc]  # Python re yes, RE2 no
-    (lambda: TransformationRule("a", "x", direction="egress"), "direction"),  # type: ignore[call-arg, misc]
+    (lambda: positional(TransformationRule)(r"(a+)+", "x"), "match"),
+    (lambda: positional(TransformationRule)("a" * 1001, "x"), "match"),
+    (lambda: positional(TransformationRule)("(", "x"), "match"),
+    (lambda: positional(TransformationRule)(r"(a)\1", "x"), "match"),  # Python re yes, RE2 no
+    (lambda: positional(TransformationRule)("a", "x", direction="egress"), "direction"),
     (lambda: NetworkPolicy(deny_out=["evil.com"]), "deny_out"),
     (lambda: NetworkPolicy(allow_out=["~("]), "allow_out"),
     (lambda: NetworkPolicy(allow_out=["localhost"]), "allow_out"),
@@ -181,22 +187,22 @@ def test_assignment_is_validated_too() -> None:
 
 
 def test_enums_positional_args_and_deprecated_audit_action() -> None:
-    assert PIIConfig(True, [PIIType.SSN], RedactionAction.BLOCK).to_dict()["types"] == ["ssn"]  # type: ignore[call-arg, misc]
-    assert InjectionDefenseConfig(True, InjectionAction.BLOCK,  # type: ignore[call-arg, misc]
+    assert positional(PIIConfig)(True, [PIIType.SSN], RedactionAction.BLOCK).to_dict()["types"] == ["ssn"]
+    assert positional(InjectionDefenseConfig)(True, InjectionAction.BLOCK,
                                   InjectionSensitivity.HIGH).action == "block"
     with pytest.warns(DeprecationWarning):
         assert InjectionDefenseConfig(action="audit").action == "log_only"
     with pytest.raises(TypeError):
-        TransformationRule("a", "b", "outbound", "extra")  # type: ignore[call-arg, misc]
+        positional(TransformationRule)("a", "b", "outbound", "extra")
 
 
 def test_transformation_rule_apply_and_directions() -> None:
-    r = TransformationRule(r"(\d+)-(\d+)", r"\2-\1", "inbound")  # type: ignore[call-arg, misc]
+    r = positional(TransformationRule)(r"(\d+)-(\d+)", r"\2-\1", "inbound")
     assert r.apply("x 12-34") == "x 34-12"
     assert r.applies_to("inbound") and not r.applies_to("outbound")
-    assert TransformationRule("a", "b", "both").applies_to("outbound")  # type: ignore[call-arg, misc]
+    assert positional(TransformationRule)("a", "b", "both").applies_to("outbound")
     for ok in ("(a|b)*c", "[A-Z]{5}[0-9]{4}[A-Z]", "(a+)?", r"CIBIL[:\s]*[3-9][0-9]{2}"):
-        TransformationRule(ok, "x")  # type: ignore[call-arg, misc]
+        positional(TransformationRule)(ok, "x")
 
 
 def test_network_opts() -> None:
@@ -213,9 +219,9 @@ def test_env_security_and_secure_env_var() -> None:
     env = EnvSecurityConfig()
     assert env.is_sensitive("openai_api_key") and env.is_sensitive("API_KEY")
     assert not env.is_sensitive("HOME")
-    assert SecureEnvVar("K", "v", secret=True).to_safe_dict() == {"key": "K", "value": "***",  # type: ignore[call-arg, misc]
+    assert positional(SecureEnvVar)("K", "v", secret=True).to_safe_dict() == {"key": "K", "value": "***",
                                                                   "secret": True}
-    assert SecureEnvVar("K", "v").to_safe_dict()["value"] == "v"  # type: ignore[call-arg, misc]
+    assert positional(SecureEnvVar)("K", "v").to_safe_dict()["value"] == "v"
 
 
 def test_pii_default_types_are_known_on_the_wire() -> None:
