@@ -13,24 +13,26 @@ from declaw_wasm import (FileNotFoundException, InvalidArgumentException, NotFou
 
 pytestmark = [pytest.mark.guest, pytest.mark.served]  # every test here starts guests (tests/conftest.py)
 
+# Each call is wrong on purpose, some in the type of an argument (the `type: ignore`s): the SDK
+# checks at run time what a caller without a type checker sends.
 CALLS: dict[str, tuple[Callable[[Sandbox], Any], type[Exception]]] = {
-    "cmd not a string": (lambda s: s.commands.run(123), InvalidArgumentException),
+    "cmd not a string": (lambda s: s.commands.run(123), InvalidArgumentException),  # type: ignore[arg-type]
     "cmd over 128 KiB": (lambda s: s.commands.run("x" * (128 << 10)), InvalidArgumentException),
     "env name with =": (lambda s: s.commands.run("true", envs={"A=B": "1"}), InvalidArgumentException),
     "env value with NUL": (lambda s: s.commands.run("true", envs={"A": "\0"}), InvalidArgumentException),
     "negative timeout": (lambda s: s.commands.run("true", timeout=-1), InvalidArgumentException),
-    "stdin of a bad type": (lambda s: s.commands.run("cat", stdin=3), InvalidArgumentException),
+    "stdin of a bad type": (lambda s: s.commands.run("cat", stdin=3), InvalidArgumentException),  # type: ignore[arg-type]
     "missing cwd": (lambda s: s.commands.run("true", cwd="/no/such/dir"), InvalidArgumentException),
     "empty path": (lambda s: s.files.read(""), InvalidArgumentException),
     "path with NUL": (lambda s: s.files.read("/tmp/a\0b"), InvalidArgumentException),
-    "unknown format": (lambda s: s.files.read("/etc/hostname", format="yaml"), InvalidArgumentException),
-    "data of a bad type": (lambda s: s.files.write("/tmp/x", 3), InvalidArgumentException),
+    "unknown format": (lambda s: s.files.read("/etc/hostname", format="yaml"), InvalidArgumentException),  # type: ignore[call-overload]
+    "data of a bad type": (lambda s: s.files.write("/tmp/x", 3), InvalidArgumentException),  # type: ignore[arg-type]
     "missing file": (lambda s: s.files.read("/tmp/no-such-file"), FileNotFoundException),
     "read-only path": (lambda s: s.files.write("/etc/passwd", "x"), Exception),
     "zero-size pty": (lambda s: s.pty.create(PtySize(0, 80)), InvalidArgumentException),
-    "code not a string": (lambda s: s.run_code(3), InvalidArgumentException),
+    "code not a string": (lambda s: s.run_code(3), InvalidArgumentException),  # type: ignore[arg-type]
     "unknown language": (lambda s: s.run_code("1", language="r"), InvalidArgumentException),
-    "unknown context": (lambda s: s.run_code("1", context="no-such-context"), InvalidArgumentException),
+    "unknown context": (lambda s: s.run_code("1", context="no-such-context"), InvalidArgumentException),  # type: ignore[arg-type]
     "negative lifetime": (lambda s: s.set_timeout(-1), InvalidArgumentException),
     "no such command": (lambda s: s.commands.connect(99999), NotFoundException),
     "metadata key not a token": (lambda s: s.files.write("/tmp/m", "x", metadata={"a b": "c"}),
@@ -40,7 +42,7 @@ CALLS: dict[str, tuple[Callable[[Sandbox], Any], type[Exception]]] = {
     "watch a file": (lambda s: s.files.watch_dir("/etc/hostname"), InvalidArgumentException),
     "watch a missing folder": (lambda s: s.files.watch_dir("/tmp/no-such-dir"), FileNotFoundException),
     "write entry without data": (lambda s: s.files.write_files([{"path": "/tmp/w"}]), InvalidArgumentException),
-    "stdio cmd not a string": (lambda s: s.stdio.start(3), InvalidArgumentException),
+    "stdio cmd not a string": (lambda s: s.stdio.start(3), InvalidArgumentException),  # type: ignore[arg-type]
 }
 
 

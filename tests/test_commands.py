@@ -11,12 +11,12 @@ from declaw_wasm import Sandbox, TimeoutException
 pytestmark = [pytest.mark.guest, pytest.mark.served]  # every test on `sbx` runs in-process and served
 
 
-def test_exit_code_is_returned_not_raised(sbx) -> None:
+def test_exit_code_is_returned_not_raised(sbx: Sandbox) -> None:
     r = sbx.commands.run("python3 -c 'import sys; print(\"out\"); print(\"err\", file=sys.stderr); exit(3)'")
     assert (r.exit_code, r.stdout, r.stderr) == (3, "out\n", "err\n")
 
 
-def test_uncaught_exception_prints_a_cpython_traceback(sbx) -> None:
+def test_uncaught_exception_prints_a_cpython_traceback(sbx: Sandbox) -> None:
     r = sbx.commands.run("python3 -c '1/0'")
     assert r.exit_code == 1
     assert r.stderr.startswith("Traceback (most recent call last):\n  File \"<string>\", line 1")
@@ -24,7 +24,7 @@ def test_uncaught_exception_prints_a_cpython_traceback(sbx) -> None:
     assert "_declaw_boot" not in r.stderr
 
 
-def test_script_sees_file_argv_and_imports_a_module_beside_it(sbx) -> None:
+def test_script_sees_file_argv_and_imports_a_module_beside_it(sbx: Sandbox) -> None:
     sbx.files.write("proj/helper.py", "VALUE = 41\n")
     sbx.files.write("proj/main.py", "import sys, helper\nprint(helper.VALUE + 1, __file__, sys.argv, __name__)\n")
     r = sbx.commands.run("python3 proj/main.py a 'b c'")
@@ -33,24 +33,24 @@ def test_script_sees_file_argv_and_imports_a_module_beside_it(sbx) -> None:
     assert r.stdout == "42 /home/user/proj/main.py ['main.py', 'x'] __main__\n"
 
 
-def test_dash_m_runs_a_module_from_the_cwd(sbx) -> None:
+def test_dash_m_runs_a_module_from_the_cwd(sbx: Sandbox) -> None:
     sbx.files.write("/tmp/mods/greet.py", "import sys\nprint('hello', sys.argv[1:], __name__)\n")
     r = sbx.commands.run("python3 -m greet 1 2", cwd="/tmp/mods")
     assert r.stdout == "hello ['1', '2'] __main__\n"
 
 
-def test_missing_script_is_exit_2(sbx) -> None:
+def test_missing_script_is_exit_2(sbx: Sandbox) -> None:
     r = sbx.commands.run("python3 /tmp/does_not_exist.py")
     assert r.exit_code == 2
     assert "can't open file '/tmp/does_not_exist.py'" in r.stderr
 
 
-def test_unknown_command_is_bash_127(sbx) -> None:
+def test_unknown_command_is_bash_127(sbx: Sandbox) -> None:
     r = sbx.commands.run("frobnicate --now")
     assert (r.exit_code, r.stderr) == (127, "bash: frobnicate: command not found\n")
 
 
-def test_lists_prefix_assignments_and_cd(sbx) -> None:
+def test_lists_prefix_assignments_and_cd(sbx: Sandbox) -> None:
     r = sbx.commands.run("false && echo no || echo yes; GREETING=hi python3 -c "
                          "'import os; print(os.environ[\"GREETING\"], os.getcwd())'")
     assert r.stdout == "yes\nhi /home/user\n"
@@ -60,7 +60,7 @@ def test_lists_prefix_assignments_and_cd(sbx) -> None:
     assert r.exit_code == 1 and "No such file or directory" in r.stderr and r.stdout == ""
 
 
-def test_host_environment_never_reaches_the_guest(sbx, monkeypatch) -> None:
+def test_host_environment_never_reaches_the_guest(sbx: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_TEST_SECRET_KEY", "sk-host-secret")
     r = sbx.commands.run("python3 -c 'import os; print(sorted(os.environ.items()))'")
     assert "sk-host-secret" not in r.stdout and "DECLAW_TEST_SECRET_KEY" not in r.stdout
@@ -74,7 +74,7 @@ def test_sandbox_and_command_envs() -> None:
         assert s.commands.run(code).stdout == "sandbox sandbox\n"
 
 
-def test_streaming_callbacks_get_output_while_running(sbx) -> None:
+def test_streaming_callbacks_get_output_while_running(sbx: Sandbox) -> None:
     seen: list[tuple[float, str]] = []
     start = time.monotonic()
     r = sbx.commands.run(
@@ -85,7 +85,7 @@ def test_streaming_callbacks_get_output_while_running(sbx) -> None:
     assert seen[0][0] < seen[-1][0] - 0.4  # the first line arrived well before the last
 
 
-def test_timeout_stops_a_busy_loop_and_the_sandbox_goes_on(sbx) -> None:
+def test_timeout_stops_a_busy_loop_and_the_sandbox_goes_on(sbx: Sandbox) -> None:
     start = time.monotonic()
     with pytest.raises(TimeoutException) as info:
         sbx.commands.run("python3 -c 'print(\"started\", flush=True)\nwhile True: pass'", timeout=3)
@@ -94,20 +94,20 @@ def test_timeout_stops_a_busy_loop_and_the_sandbox_goes_on(sbx) -> None:
     assert sbx.commands.run("python3 -c 'print(2)'").stdout == "2\n"
 
 
-def test_timeout_stops_a_sleeping_guest(sbx) -> None:
+def test_timeout_stops_a_sleeping_guest(sbx: Sandbox) -> None:
     start = time.monotonic()
     with pytest.raises(TimeoutException):
         sbx.commands.run("python3 -c 'import time; time.sleep(60)'", timeout=1)
     assert time.monotonic() - start < 1.5
 
 
-def test_sleep_sleeps_for_the_time_asked(sbx) -> None:
+def test_sleep_sleeps_for_the_time_asked(sbx: Sandbox) -> None:
     r = sbx.commands.run("python3 -c 'import time; t = time.monotonic(); time.sleep(0.3); "
                          "print(round(time.monotonic() - t, 1))'")
     assert r.stdout == "0.3\n"
 
 
-def test_asyncio_run_works(sbx) -> None:
+def test_asyncio_run_works(sbx: Sandbox) -> None:
     code = ("import asyncio\n"
             "async def work(i):\n    await asyncio.sleep(0.05 * i)\n    return i * i\n"
             "async def main():\n    q = asyncio.Queue()\n    await q.put(7)\n"
@@ -118,11 +118,11 @@ def test_asyncio_run_works(sbx) -> None:
     assert (r.exit_code, r.stdout) == (0, "([0, 1, 4, 9], 7)\n"), r.stderr
 
 
-def test_os_exit_code(sbx) -> None:
+def test_os_exit_code(sbx: Sandbox) -> None:
     assert sbx.commands.run("python3 -c 'import os; os._exit(7)'").exit_code == 7
 
 
-def test_atexit_runs_and_files_are_flushed_at_exit(sbx) -> None:
+def test_atexit_runs_and_files_are_flushed_at_exit(sbx: Sandbox) -> None:
     code = ("import atexit\nf = open('/tmp/unflushed.txt', 'w')\nf.write('kept')\n"
             "atexit.register(lambda: print('atexit ran'))\n")
     r = sbx.commands.run(f"python3 -c \"{code}\"")
@@ -149,7 +149,7 @@ def test_two_sandboxes_from_two_threads_keep_their_files_apart() -> None:
     assert results == {"left": "left\n" * 3, "right": "right\n" * 3}
 
 
-def test_output_is_separated_per_concurrent_command(sbx) -> None:
+def test_output_is_separated_per_concurrent_command(sbx: Sandbox) -> None:
     outs: dict[int, str] = {}
 
     def work(i: int) -> None:
@@ -163,7 +163,7 @@ def test_output_is_separated_per_concurrent_command(sbx) -> None:
     assert outs == {i: f"{i}\n" * 200 for i in range(4)}
 
 
-def test_host_process_environment_is_untouched(sbx) -> None:
+def test_host_process_environment_is_untouched(sbx: Sandbox) -> None:
     before = dict(os.environ)
     sbx.commands.run("python3 -c 'import os; os.environ[\"X\"] = \"1\"'")
     assert dict(os.environ) == before

@@ -38,7 +38,7 @@ class Policy:
 @pytest.mark.guest
 def test_create_takes_declaws_options_as_data() -> None:
     with pytest.raises(TypeError):
-        Sandbox.create("base", 60, None, None, {"vault": "ref"})  # keyword-only after envs
+        Sandbox.create("base", 60, None, None, {"vault": "ref"})  # type: ignore[call-arg]  # keyword-only after envs
     from declaw_wasm import VaultClient, Volumes
 
     vault = VaultClient()
@@ -250,7 +250,7 @@ def test_file_metadata(sbx: Sandbox) -> None:
     assert [w.metadata for w in written] == [{"batch": "yes"}] * 2
     for bad in ({"bad key": "v"}, {"k": "tab\there"}, {"k": "é"}, {"k": 1}, {"k": "v" * 3000}):
         with pytest.raises(InvalidArgumentException):
-            sbx.files.write("/tmp/meta/bad", "x", metadata=bad)
+            sbx.files.write("/tmp/meta/bad", "x", metadata=bad)  # type: ignore[arg-type]  # wrong on purpose
     assert not sbx.files.exists("/tmp/meta/bad")  # refused before anything is written
 
 

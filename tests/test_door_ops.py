@@ -65,6 +65,7 @@ def test_a_request_the_declaration_refuses_names_the_op_and_the_field(data: Any)
 
 def test_refusals_say_what_was_wrong() -> None:
     connect = OPS["net.connect"]
+    cases: list[tuple[dict[str, Any], str]]
     cases = [({"host": "x", "port": 80, "colour": 1}, "net.connect: colour: not a field of net.connect"),
              ({"host": "x"}, "net.connect: port: is required"),
              ({"host": "x", "port": "80"}, "net.connect: port: must be a whole number from 1 to 65535, not '80'"),
@@ -98,7 +99,12 @@ def test_a_refused_pip_install_is_answered_as_pip_fails() -> None:
 def test_the_dispatcher_refuses_before_the_handler_runs_and_hands_over_declared_fields_only() -> None:
     seen: list[dict[str, Any]] = []
     op = Op("t.echo", {"text": Str(5, required=True), "n": Int(0, 9)}, "nil", "a test op")
-    table = routes((op, lambda guest, fields: seen.append(fields) or "ok"))
+
+    def echo(guest: Any, fields: dict[str, Any]) -> str:
+        seen.append(fields)
+        return "ok"
+
+    table = routes((op, echo))
     assert dispatch(table, None, {"op": "t.echo", "text": "hello", "n": 3}) == "ok"  # type: ignore[arg-type]
     assert seen == [{"text": "hello", "n": 3}]
     for bad in ({"text": "too long"}, {"text": "x", "n": 10}, {"text": "x", "other": 1}, {"n": 1}):
@@ -107,6 +113,7 @@ def test_the_dispatcher_refuses_before_the_handler_runs_and_hands_over_declared_
     reply = dispatch(table, None, {"op": "t.nope"})  # type: ignore[arg-type]
     assert reply["error"]["message"] == "t.nope: not an op this guest may use (its ops: t.echo)"
     assert len(seen) == 1  # no refused request reached the handler
+    not_a_request: object
     for not_a_request in ([], "t.echo", {"op": 5}, {"text": "x"}):
         with pytest.raises(ValueError, match="not a door request"):
             dispatch(table, None, not_a_request)  # type: ignore[arg-type]

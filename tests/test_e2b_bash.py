@@ -44,12 +44,14 @@ def test_bash_cell_status_stderr_and_programs(box: Sandbox) -> None:
     failed = box.run_code("echo out; echo err >&2; false", language="bash")
     assert failed.logs.stdout == ["out\n"] and failed.logs.stderr == ["err\n"]
     assert failed.error is not None and failed.error.value == "1"
-    assert box.run_code("ls /nope", language="bash").error.value == "2"
+    error = box.run_code("ls /nope", language="bash").error
+    assert error is not None and error.value == "2"
     piped = box.run_code("printf 'b\\na\\n' | sort | python3 -c 'import sys; print(sys.stdin.read().split())'",
                          language="bash")
     assert piped.logs.stdout == ["['a', 'b']\n"] and piped.error is None
     # `exit` ends the session: the next cell starts a fresh one, the context lives on
-    assert box.run_code("Y=1; exit 3", language="bash").error.value == "3"
+    error = box.run_code("Y=1; exit 3", language="bash").error
+    assert error is not None and error.value == "3"
     assert box.run_code("echo ${Y:-fresh}; pwd", language="bash").logs.stdout == ["fresh\n", "/home/user\n"]
 
 

@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 import pytest
 
+from declaw_wasm import Sandbox
+
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +29,7 @@ def test_code_interpreter_example_output() -> None:
     assert 10_000 < size < 200_000
 
 
-def test_chart_is_a_real_png(sbx) -> None:
+def test_chart_is_a_real_png(sbx: Sandbox) -> None:
     code = ("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
             "plt.plot([1, 2, 3], [3, 1, 2])\nplt.savefig('/tmp/t_chart.png', dpi=120)\n")
     sbx.files.write("/tmp/t_chart.py", code)

@@ -9,9 +9,10 @@ machine, more on a loaded one). Warm path only: the cold path's fuel module is a
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import subprocess
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -33,7 +34,7 @@ def fuel_interpreter(guest_path: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def budget_sbx(fuel_interpreter: None) -> Sandbox:
+def budget_sbx(fuel_interpreter: None) -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=600, limits=Limits(cpu_instructions=2_000_000_000))
     yield sandbox
     sandbox.kill()
@@ -110,7 +111,7 @@ def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -
 
 
 @pytest.mark.guest
-def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path) -> None:
+def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path: Path) -> None:
     """A cache without the fuel build: creating a CPU-limited sandbox fails at once."""
     copy = tmp_path / "cache"
     subprocess.run(["cp", "-al", str(cache_dir()), str(copy)], check=True)  # hard links: cheap

@@ -10,11 +10,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from humaneval import problems, run_in_sandbox  # noqa: E402
 
+from declaw_wasm import Sandbox  # noqa: E402
+
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
-def test_humaneval_problems_pass(sbx, guest_path) -> None:
+def test_humaneval_problems_pass(sbx: Sandbox, guest_path: str) -> None:
     items = problems()
     assert len(items) == 164
     if guest_path == "cold":

@@ -34,7 +34,7 @@ def test_running_commands_per_sandbox_are_capped() -> None:
         assert sandbox.commands.run("echo room again").stdout == "room again\n"
 
 
-def test_live_sandboxes_per_process_are_capped(monkeypatch) -> None:
+def test_live_sandboxes_per_process_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     live = len(Sandbox.list().next_items())
     monkeypatch.setenv("DECLAW_WASM_MAX_SANDBOXES", str(live + 1))
     with Sandbox.create():

@@ -59,7 +59,7 @@ def _accepts(judge: Any) -> bool:
 def test_every_network_entry_is_judged_by_one_parser(entry: Any, where: str) -> None:
     kind = _kind(entry, where)
     allow = where == "allow_out"
-    model_kwargs = {where: [entry]}
+    model_kwargs: dict[str, Any] = {where: [entry]}
     verdicts = {
         "validate_network_entry": _accepts(lambda: validate_network_entry(entry, allow_domains=allow)),
         "NetworkPolicy": _accepts(lambda: NetworkPolicy(**model_kwargs)),

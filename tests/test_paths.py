@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from declaw_wasm import Sandbox
+
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 TABLE = r'''
@@ -122,7 +124,7 @@ def native_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[
     return json.loads(done.stdout)
 
 
-def test_path_calls_answer_as_on_linux(local_sbx, native_outcomes) -> None:
+def test_path_calls_answer_as_on_linux(local_sbx: Sandbox, native_outcomes: dict[str, list[object]]) -> None:
     local_sbx.files.write("/tmp/paths/table.py", TABLE)
     run = local_sbx.commands.run("cd /tmp/paths && mkdir -p work && cd work && python3 ../table.py")
     assert run.exit_code == 0, run.stderr
@@ -133,7 +135,7 @@ def test_path_calls_answer_as_on_linux(local_sbx, native_outcomes) -> None:
     assert not differ, json.dumps(differ, indent=1)
 
 
-def test_the_shell_removes_folders_named_with_a_slash(local_sbx) -> None:
+def test_the_shell_removes_folders_named_with_a_slash(local_sbx: Sandbox) -> None:
     r = local_sbx.commands.run("cd /tmp && mkdir -p sl1/x sl2 && touch sl1/x/f && rm -r sl1/ && rmdir sl2/ "
                                "&& ls -d sl1 sl2 2>&1; rmdir /tmp/nothere/; echo $?")
     assert "No such file" in r.stdout and r.stdout.rstrip().endswith("1"), r

@@ -71,7 +71,12 @@ def test_secrets_travel_inline_never_through_the_object_store(backend: RaySandbo
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     put: list[Any] = []
     real_put = ray.put
-    monkeypatch.setattr(ray, "put", lambda value, **kw: put.append(value) or real_put(value, **kw))
+
+    def recording_put(value: Any, **kw: Any) -> Any:
+        put.append(value)
+        return real_put(value, **kw)
+
+    monkeypatch.setattr(ray, "put", recording_put)
     with Sandbox.create(backend="ray", envs={"API_TOKEN": "sk-ray-secret"}) as sbx:
         r = sbx.commands.run("echo $API_TOKEN $CMD_TOKEN", envs={"CMD_TOKEN": "sk-cmd-secret"})
         assert r.stdout == "sk-ray-secret sk-cmd-secret\n"
@@ -88,7 +93,12 @@ def test_secret_values_go_as_the_creates_argument_and_stay_on_this_machine(
     TLS they go only to a host on this machine."""
     put: list[Any] = []
     real_put = ray.put
-    monkeypatch.setattr(ray, "put", lambda value, **kw: put.append(value) or real_put(value, **kw))
+
+    def recording_put(value: Any, **kw: Any) -> Any:
+        put.append(value)
+        return real_put(value, **kw)
+
+    monkeypatch.setattr(ray, "put", recording_put)
     vault = Vault()
     vault.create_secret("sk-ray-vaulted", name="rv", provider="openai")
     with Sandbox.create(backend="ray", vault=vault, vault_refs={"OPENAI_API_KEY": "rv"},
@@ -117,7 +127,12 @@ def test_the_state_key_reaches_hosts_as_a_call_argument_never_runtime_env_or_the
 
     put: list[Any] = []
     real_put = ray.put
-    monkeypatch.setattr(ray, "put", lambda value, **kw: put.append(value) or real_put(value, **kw))
+
+    def recording_put(value: Any, **kw: Any) -> Any:
+        put.append(value)
+        return real_put(value, **kw)
+
+    monkeypatch.setattr(ray, "put", recording_put)
     value = os.urandom(32).hex()
     monkeypatch.setenv("DECLAW_WASM_STATE_KEY", value)
     assert value not in repr(host_env())  # what `runtime_env` gets
@@ -157,7 +172,7 @@ def test_large_files_cross_in_inline_chunks(backend: RaySandboxes) -> None:
 def test_ray_data_batch_runs_rows_in_sandboxes(backend: RaySandboxes) -> None:
     from declaw_wasm.batch import run_batch
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"code": "print(6 * 7)", "tests": None},
         {"code": "def add(a, b):\n    return a + b", "tests": "assert add(2, 3) == 5\nprint('passed')"},
         {"code": "def add(a, b):\n    return a - b", "tests": "assert add(2, 3) == 5"},

@@ -23,8 +23,10 @@ def test_ci_runs_exactly_the_readme_test_command_which_lints_the_guest_code_test
     assert " ruff check declaw_wasm tests guest benchmarks && mypy && lint-imports && " in command
 
 
-def test_mypy_with_no_arguments_checks_the_host_package_the_guest_code_and_the_benchmarks() -> None:
+def test_mypy_with_no_arguments_checks_the_host_package_the_guest_code_the_benchmarks_and_the_tests() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     files = [entry.removeprefix("$MYPY_CONFIG_FILE_DIR/") for entry in config["files"]]
-    assert files == ["declaw_wasm", "guest", "benchmarks"]
+    assert files == ["declaw_wasm", "guest", "benchmarks", "tests"]
     assert all((ROOT / entry).is_dir() for entry in files)
+    # the tests by the names pytest imports them by (tests/ on its sys.path: `from conftest import`)
+    assert "$MYPY_CONFIG_FILE_DIR/tests" in config["mypy_path"] and config["explicit_package_bases"]

@@ -90,7 +90,12 @@ def _command(sbx: Sandbox) -> dict[str, Any]:
 def _pty(sbx: Sandbox) -> dict[str, Any]:
     data: list[bytes] = []
     got = threading.Event()
-    handle = sbx.pty.create(PtySize(rows=24, cols=80), on_data=lambda b: (data.append(b), got.set()))
+
+    def on_data(chunk: bytes) -> None:
+        data.append(chunk)
+        got.set()
+
+    handle = sbx.pty.create(PtySize(rows=24, cols=80), on_data=on_data)
     got.wait(30)  # the prompt: the shell reads its input from now on
     sbx.pty.send_stdin(handle.pid, PTY_INPUT)
     with pytest.raises(CommandExitException) as exited:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import base64
 import time
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import anyio
 import pytest
 
 from declaw_wasm import testing
 from declaw_wasm import AsyncSandbox, Sandbox, TimeoutException
+from declaw_wasm.execution import OutputMessage
 from declaw_wasm.charts import (BarChart, BoxAndWhiskerChart, Chart, LineChart, PieChart,
                                 ScatterChart, SuperChart)
 from declaw_wasm._assets import examples_dir
@@ -33,21 +34,21 @@ def local_ci(guest_path: str) -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="session")
-def served_ci(make_served) -> Iterator[Sandbox]:
+def served_ci(make_served: Callable[..., Sandbox]) -> Iterator[Sandbox]:
     sandbox = make_served(timeout=3600, envs={"SANDBOX_WIDE": "yes"})
     yield sandbox
     sandbox.kill()
 
 
 @pytest.fixture(scope="session")
-def pool_ci(where) -> Iterator[Sandbox]:
+def pool_ci(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=3600, envs={"SANDBOX_WIDE": "yes"}, **where("processes"))
     yield sandbox
     sandbox.kill()
 
 
 @pytest.fixture(scope="session")
-def ray_ci(where) -> Iterator[Sandbox]:
+def ray_ci(where: Callable[[str], dict[str, Any]]) -> Iterator[Sandbox]:
     sandbox = Sandbox.create(timeout=3600, envs={"SANDBOX_WIDE": "yes"}, **where("ray"))
     yield sandbox
     sandbox.kill()
@@ -61,17 +62,17 @@ def ci(mode: str, request: pytest.FixtureRequest) -> Sandbox:
 
 
 @pytest.mark.served
-def test_state_carries_over_and_cells_are_counted(ci) -> None:
+def test_state_carries_over_and_cells_are_counted(ci: Sandbox) -> None:
     first = ci.run_code("counter_a = 40")
     second = ci.run_code("counter_a + 2")
     assert (first.text, second.text) == (None, "42")
-    assert second.execution_count == first.execution_count + 1
+    assert first.execution_count is not None and second.execution_count == first.execution_count + 1
     failed = ci.run_code("1 / 0")
     assert failed.execution_count == second.execution_count + 1
 
 
 @pytest.mark.served
-def test_code_errors_fill_error_and_do_not_raise(ci) -> None:
+def test_code_errors_fill_error_and_do_not_raise(ci: Sandbox) -> None:
     execution = ci.run_code("def f():\n    return undefined_name\nf()")
     error = execution.error
     assert error is not None and error.name == "NameError"
@@ -81,7 +82,7 @@ def test_code_errors_fill_error_and_do_not_raise(ci) -> None:
     assert ci.run_code("'still alive'").text == "still alive"
 
 
-def test_a_cell_that_exits_with_a_status_reports_it_and_the_context_goes_on(ci) -> None:
+def test_a_cell_that_exits_with_a_status_reports_it_and_the_context_goes_on(ci: Sandbox) -> None:
     execution = ci.run_code("counter_exit = 1\nimport sys\nsys.exit(3)")
     assert execution.error is not None and execution.error.name == "SystemExit"
     assert execution.error.value == "3"
@@ -90,7 +91,7 @@ def test_a_cell_that_exits_with_a_status_reports_it_and_the_context_goes_on(ci) 
 
 
 @pytest.mark.served
-def test_logs_and_streaming_callbacks(ci) -> None:
+def test_logs_and_streaming_callbacks(ci: Sandbox) -> None:
     seen: list[tuple[float, str]] = []
     start = time.monotonic()
     execution = ci.run_code(
@@ -102,8 +103,9 @@ def test_logs_and_streaming_callbacks(ci) -> None:
 
 
 @pytest.mark.served
-def test_results_errors_callbacks_and_indentation(ci) -> None:
-    results, errors = [], []
+def test_results_errors_callbacks_and_indentation(ci: Sandbox) -> None:
+    results: list[Any] = []
+    errors: list[Any] = []
     execution = ci.run_code("""
         value = 6 * 7
         display('shown')
@@ -117,20 +119,20 @@ def test_results_errors_callbacks_and_indentation(ci) -> None:
 
 
 @pytest.mark.served
-def test_envs_last_one_cell_and_sandbox_envs_are_seen(ci) -> None:
+def test_envs_last_one_cell_and_sandbox_envs_are_seen(ci: Sandbox) -> None:
     code = "import os; (os.environ.get('PER_RUN'), os.environ.get('SANDBOX_WIDE'))"
     assert ci.run_code(code, envs={"PER_RUN": "1"}).text == "('1', 'yes')"
     assert ci.run_code(code).text == "(None, 'yes')"
 
 
 @pytest.mark.served
-def test_shell_escape_runs_in_the_sandbox(ci) -> None:
+def test_shell_escape_runs_in_the_sandbox(ci: Sandbox) -> None:
     execution = ci.run_code("!pwd\n!echo $((6*7)) | tr 4 X")
     assert execution.logs.stdout == ["/home/user\n", "X2\n"] or "".join(execution.logs.stdout) == "/home/user\nX2\n"
 
 
 @pytest.mark.served
-def test_matplotlib_gives_png_and_chart_per_figure(ci) -> None:
+def test_matplotlib_gives_png_and_chart_per_figure(ci: Sandbox) -> None:
     execution = ci.run_code("""
         import matplotlib.pyplot as plt
         plt.figure(); plt.plot([1, 2, 3], [4, 5, 6], label='up'); plt.title('first')
@@ -140,8 +142,8 @@ def test_matplotlib_gives_png_and_chart_per_figure(ci) -> None:
     assert execution.error is None
     figures = [r for r in execution.results if r.png]
     assert len(figures) == 2
-    assert base64.b64decode(figures[0].png).startswith(PNG_MAGIC)
-    assert figures[0].text.startswith("<Figure size")
+    assert base64.b64decode(figures[0].png or "").startswith(PNG_MAGIC)
+    assert (figures[0].text or "").startswith("<Figure size")
     assert isinstance(figures[0].chart, LineChart) and figures[0].chart.title == "first"
     assert isinstance(figures[1].chart, BarChart) and figures[1].chart.title == "second"
     assert "png" in figures[0].formats() and "chart" in figures[0].formats()
@@ -150,7 +152,7 @@ def test_matplotlib_gives_png_and_chart_per_figure(ci) -> None:
 
 @pytest.mark.parametrize("name, source, check", CHART_CASES, ids=[c[0] for c in CHART_CASES])
 @pytest.mark.served
-def test_chart_extraction(ci, name: str, source: str, check) -> None:
+def test_chart_extraction(ci: Sandbox, name: str, source: str, check: Callable[[dict], None]) -> None:
     execution = ci.run_code(source)
     assert execution.error is None, execution.error and execution.error.traceback
     charts = [r.chart for r in execution.results if r.png]
@@ -161,44 +163,44 @@ def test_chart_extraction(ci, name: str, source: str, check) -> None:
 
 
 @pytest.mark.served
-def test_dataframe_gives_html_and_data(ci) -> None:
+def test_dataframe_gives_html_and_data(ci: Sandbox) -> None:
     execution = ci.run_code("""
         import pandas as pd
         pd.DataFrame({'region': ['EU', 'APAC'], 'amount': [30, 100],
                       'day': pd.to_datetime(['2024-01-01', '2024-01-02'])})
     """)
     main = execution.results[0]
-    assert main.is_main_result and "<table" in main.html
+    assert main.is_main_result and "<table" in (main.html or "")
     assert main.data == {"region": ["EU", "APAC"], "amount": [30, 100],
                          "day": ["2024-01-01T00:00:00", "2024-01-02T00:00:00"]}
 
 
 @pytest.mark.served
-def test_pillow_image_gives_png(ci) -> None:
+def test_pillow_image_gives_png(ci: Sandbox) -> None:
     execution = ci.run_code("from PIL import Image\nimg = Image.new('RGB', (8, 4), 'red')\nimg")
-    assert base64.b64decode(execution.results[0].png).startswith(PNG_MAGIC)
+    assert base64.b64decode(execution.results[0].png or "").startswith(PNG_MAGIC)
     shown = ci.run_code("img.show()")
     assert len(shown.results) == 1 and not shown.results[0].is_main_result
-    assert base64.b64decode(shown.results[0].png).startswith(PNG_MAGIC)
+    assert base64.b64decode(shown.results[0].png or "").startswith(PNG_MAGIC)
 
 
 @pytest.mark.served
-def test_sympy_gives_latex_and_text(ci) -> None:
+def test_sympy_gives_latex_and_text(ci: Sandbox) -> None:
     execution = ci.run_code("import sympy as sp\nx = sp.symbols('x')\nsp.Integral(x**2, x)")
     main = execution.results[0]
-    assert main.text == "Integral(x**2, x)" and "\\int" in main.latex
+    assert main.text == "Integral(x**2, x)" and "\\int" in (main.latex or "")
 
 
-def test_plotly_figure_gives_html_and_its_json(ci) -> None:
+def test_plotly_figure_gives_html_and_its_json(ci: Sandbox) -> None:
     execution = ci.run_code("import plotly.express as px\npx.line(x=[1, 2], y=[3, 4])")
     main = execution.results[0]
-    assert "plotly-graph-div" in main.html
+    assert "plotly-graph-div" in (main.html or "") and main.extra is not None
     figure = main.extra["application/vnd.plotly.v1+json"]
     assert figure["data"][0]["type"] == "scatter" and figure["data"][0]["mode"] == "lines"
 
 
 @pytest.mark.served
-def test_contexts_are_independent(ci) -> None:
+def test_contexts_are_independent(ci: Sandbox) -> None:
     one = ci.create_code_context()
     two = ci.create_code_context(cwd="/tmp")
     ci.run_code("where = 'one'", context=one)
@@ -208,12 +210,13 @@ def test_contexts_are_independent(ci) -> None:
     ids = {c.id for c in ci.list_code_contexts()}
     assert {one.id, two.id} <= ids
     ci.restart_code_context(one)
-    assert ci.run_code("where", context=one).error.name == "NameError"
+    error = ci.run_code("where", context=one).error
+    assert error is not None and error.name == "NameError"
     ci.remove_code_context(two)
     assert two.id not in {c.id for c in ci.list_code_contexts()}
 
 
-def test_timeout_raises_promptly_and_the_context_comes_back(guest_path) -> None:
+def test_timeout_raises_promptly_and_the_context_comes_back(guest_path: str) -> None:
     sandbox = Sandbox.create()
     try:
         sandbox.run_code("kept = 1")
@@ -224,7 +227,8 @@ def test_timeout_raises_promptly_and_the_context_comes_back(guest_path) -> None:
         after = sandbox.run_code("1 + 1")
         assert after.text == "2"
         assert "restarted" in "".join(after.logs.stderr)
-        assert sandbox.run_code("kept").error.name == "NameError"
+        error = sandbox.run_code("kept").error
+        assert error is not None and error.name == "NameError"
         with pytest.raises(TimeoutException):
             sandbox.run_code("while True: pass", timeout=1)
         assert sandbox.run_code("2 + 2").text == "4"
@@ -233,8 +237,8 @@ def test_timeout_raises_promptly_and_the_context_comes_back(guest_path) -> None:
 
 
 @pytest.mark.served
-def test_seed_snippets_as_cells_of_one_context(ci) -> None:
-    namespace: dict[str, object] = {}
+def test_seed_snippets_as_cells_of_one_context(ci: Sandbox) -> None:
+    namespace: dict[str, Any] = {}
     source = (examples_dir() / "code_interpreter.py").read_text()
     exec(compile(source, "code_interpreter.py", "exec"), namespace)
     context = ci.create_code_context()
@@ -251,21 +255,23 @@ def test_async_run_code() -> None:
         try:
             lines: list[str] = []
 
-            async def on_stdout(message) -> None:
+            async def on_stdout(message: OutputMessage) -> None:
                 lines.append(message.line)
 
             await sandbox.run_code("a = 20")
             execution = await sandbox.run_code("print('hi'); a + 1", on_stdout=on_stdout)
             assert (execution.text, lines) == ("21", ["hi\n"])
             context = await sandbox.create_code_context()
-            assert (await sandbox.run_code("a", context=context)).error.name == "NameError"
+            error = (await sandbox.run_code("a", context=context)).error
+            assert error is not None
+            assert error.name == "NameError"
         finally:
             await sandbox.kill()
 
     anyio.run(main)
 
 
-def test_huge_output_is_capped_and_the_context_goes_on(ci) -> None:
+def test_huge_output_is_capped_and_the_context_goes_on(ci: Sandbox) -> None:
     execution = ci.run_code("for _ in range(40):\n    print('x' * (1 << 20))")  # 40 MiB
     kept = "".join(execution.logs.stdout)
     assert len(kept) <= testing.limits_of(ci).output_limit + 200 and kept.endswith("output limit\n")

@@ -16,7 +16,7 @@ def _host_home(s: Sandbox) -> Path:
     return testing.host_root(s) / "home" / "user"
 
 
-def test_dotdot_paths_stay_in_the_sandbox(sbx, tmp_path) -> None:
+def test_dotdot_paths_stay_in_the_sandbox(sbx: Sandbox, tmp_path: Path) -> None:
     marker = f"escape-{uuid.uuid4().hex}.txt"
     sbx.files.write(f"../../../../../../../tmp/{marker}", "x")
     assert not (Path("/tmp") / marker).exists()  # the host's /tmp is untouched
@@ -25,7 +25,7 @@ def test_dotdot_paths_stay_in_the_sandbox(sbx, tmp_path) -> None:
     assert "user:x:1000" in passwd and passwd != Path("/etc/passwd").read_text()
 
 
-def test_guest_cannot_make_or_follow_links_out(sbx) -> None:
+def test_guest_cannot_make_or_follow_links_out(sbx: Sandbox) -> None:
     r = sbx.commands.run("python3 -c 'import os; os.symlink(\"/etc\", \"/home/user/abs\")'")
     assert r.exit_code == 1 and "PermissionError" in r.stderr
     r = sbx.commands.run("python3 -c 'import os; os.symlink(\"../../../../etc\", \"/home/user/up\"); "
@@ -33,7 +33,7 @@ def test_guest_cannot_make_or_follow_links_out(sbx) -> None:
     assert r.exit_code == 1
 
 
-def test_api_through_a_guest_made_escaping_symlink_stays_inside(sbx) -> None:
+def test_api_through_a_guest_made_escaping_symlink_stays_inside(sbx: Sandbox) -> None:
     sbx.commands.run("python3 -c 'import os; os.symlink(\"../../../../../../etc\", \"/home/user/esc\")'")
     passwd = sbx.files.read("/home/user/esc/passwd")  # resolves to the sandbox's own /etc
     assert passwd != Path("/etc/passwd").read_text() and "user:x:1000" in passwd
@@ -43,7 +43,7 @@ def test_api_through_a_guest_made_escaping_symlink_stays_inside(sbx) -> None:
 
 
 @pytest.mark.parametrize("kind", ["absolute", "relative"])
-def test_api_never_follows_a_planted_link_to_a_host_folder(fresh, tmp_path, kind) -> None:
+def test_api_never_follows_a_planted_link_to_a_host_folder(fresh: Sandbox, tmp_path: Path, kind: str) -> None:
     # The worst case: a link in the sandbox's folder pointing at a host folder with a secret.
     secret_dir = tmp_path / "secret"
     secret_dir.mkdir()
@@ -63,7 +63,7 @@ def test_api_never_follows_a_planted_link_to_a_host_folder(fresh, tmp_path, kind
     assert [e.name for e in fresh.files.list("/home/user") if e.name == "planted"] == []
 
 
-def test_read_only_parts_refuse_writes(sbx) -> None:
+def test_read_only_parts_refuse_writes(sbx: Sandbox) -> None:
     for path in ("/etc/passwd", "/usr/local/lib/python315.zip", "/newdir/x"):
         with pytest.raises(SandboxException, match="read-only"):
             sbx.files.write(path, "x")
@@ -71,7 +71,7 @@ def test_read_only_parts_refuse_writes(sbx) -> None:
     assert r.exit_code == 1
 
 
-def test_a_sandbox_cannot_see_another_sandboxs_files(sbx) -> None:
+def test_a_sandbox_cannot_see_another_sandboxs_files(sbx: Sandbox) -> None:
     with Sandbox.create() as other:
         other.files.write("/tmp/private.txt", "mine")
         assert not sbx.files.exists("/tmp/private.txt")

@@ -8,6 +8,7 @@ import gzip
 import io
 import threading
 import time
+from typing import Any, Callable, Iterator
 
 import anyio
 import httpx
@@ -29,19 +30,19 @@ def guest_path() -> str:
 
 
 @pytest.fixture
-def api(server_url: str):
+def api(server_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server_url, headers={"X-API-Key": API_KEY}, timeout=30) as client:
         yield client
 
 
-def _until(predicate, timeout: float = 10.0) -> None:
+def _until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.05)
 
 
-def test_openapi_document_lists_the_api(api) -> None:
+def test_openapi_document_lists_the_api(api: httpx.Client) -> None:
     doc = api.get("/openapi.json").json()
     paths = doc["paths"]
     for path in ("/sandboxes", "/sandboxes/{sandbox_id}", "/sandboxes/{sandbox_id}/files",
@@ -54,7 +55,7 @@ def test_openapi_document_lists_the_api(api) -> None:
     assert "SandboxInfo" in doc["components"]["schemas"]
 
 
-def test_every_request_needs_the_key(server_url: str, monkeypatch) -> None:
+def test_every_request_needs_the_key(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DECLAW_API_KEY", raising=False)
     with pytest.raises(AuthenticationException):
         Sandbox.create(domain=server_url)
@@ -70,7 +71,7 @@ def test_every_request_needs_the_key(server_url: str, monkeypatch) -> None:
 
 
 @pytest.mark.guest
-def test_the_key_comes_from_the_environment(server_url: str, monkeypatch) -> None:
+def test_the_key_comes_from_the_environment(server_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_DOMAIN", server_url)
     monkeypatch.setenv("DECLAW_API_KEY", API_KEY)
     with Sandbox.create() as sbx:
@@ -78,14 +79,14 @@ def test_the_key_comes_from_the_environment(server_url: str, monkeypatch) -> Non
         assert sbx.commands.run("echo from-env").stdout == "from-env\n"
 
 
-def test_the_servers_environment_never_reaches_a_guest(served_sbx, monkeypatch) -> None:
+def test_the_servers_environment_never_reaches_a_guest(served_sbx: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_API_KEY", "sk-served-secret")  # the server runs in this process
     r = served_sbx.commands.run("env; python3 -c 'import os; print(dict(os.environ))'")
     assert "sk-served-secret" not in r.stdout and "DECLAW_API_KEY" not in r.stdout
     assert "sk-served-secret" not in str(served_sbx.run_code("import os; dict(os.environ)").text)
 
 
-def test_no_key_means_loopback_only(monkeypatch) -> None:
+def test_no_key_means_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     check_bind("127.0.0.1", None)
     check_bind("::1", None)
     check_bind("0.0.0.0", "a-key")
@@ -103,7 +104,7 @@ def test_domain_forms() -> None:
         base_url("ftp://x")
 
 
-def test_oversize_uploads_and_bodies_are_refused(served_sbx, api) -> None:
+def test_oversize_uploads_and_bodies_are_refused(served_sbx: Sandbox, api: httpx.Client) -> None:
     big = b"x" * (UPLOAD_LIMIT + 1)
     with pytest.raises(InvalidArgumentException, match="larger than"):
         served_sbx.files.write("/tmp/too-big.bin", big)  # a declared Content-Length
@@ -122,7 +123,7 @@ def test_oversize_uploads_and_bodies_are_refused(served_sbx, api) -> None:
     assert served_sbx.files.get_info("/tmp/just-fits.bin").size == UPLOAD_LIMIT
 
 
-def test_streaming_is_real(served_sbx) -> None:
+def test_streaming_is_real(served_sbx: Sandbox) -> None:
     seen: list[float] = []
     start = time.monotonic()
     result = served_sbx.commands.run("echo a; sleep 2; echo b",
@@ -131,7 +132,7 @@ def test_streaming_is_real(served_sbx) -> None:
     assert seen[0] < 1.0 and seen[-1] > 1.9 and time.monotonic() - start > 1.9
 
 
-def test_a_client_disconnecting_mid_stream_leaves_the_server_healthy(served_sbx, api) -> None:
+def test_a_client_disconnecting_mid_stream_leaves_the_server_healthy(served_sbx: Sandbox, api: httpx.Client) -> None:
     base = f"/sandboxes/{served_sbx.sandbox_id}"
     ours = "/declaw-wasm" + base
     with api.stream("POST", ours + "/commands", json={"cmd": "echo up; sleep 30", "timeout": 0}) as r:
@@ -152,7 +153,7 @@ def test_a_client_disconnecting_mid_stream_leaves_the_server_healthy(served_sbx,
     assert served_sbx.run_code("y").text == "5"  # the abandoned cell finished
 
 
-def test_twenty_concurrent_clients_and_a_slow_guest(make_served) -> None:
+def test_twenty_concurrent_clients_and_a_slow_guest(make_served: Callable[..., Sandbox]) -> None:
     slow = make_served()
     slow_handle = slow.commands.run("python3 -c 'while True: pass'", background=True, timeout=0)
     errors: list[BaseException] = []
@@ -184,9 +185,9 @@ def test_twenty_concurrent_clients_and_a_slow_guest(make_served) -> None:
     slow.kill()
 
 
-def test_lifecycle_through_the_server(make_served, server_url: str) -> None:
+def test_lifecycle_through_the_server(make_served: Callable[..., Sandbox], server_url: str) -> None:
     sbx = make_served(metadata={"owner": "served"}, timeout=60)
-    params = {"domain": server_url, "api_key": API_KEY}
+    params: dict[str, Any] = {"domain": server_url, "api_key": API_KEY}
     info = sbx.get_info()
     assert (info.sandbox_id, info.template_id, info.metadata) == (sbx.sandbox_id, "code-interpreter",
                                                                     {"owner": "served"})
@@ -210,7 +211,7 @@ def test_lifecycle_through_the_server(make_served, server_url: str) -> None:
     assert len(sbx.sandbox_id) == 4 + 32  # 128 random bits
 
 
-def test_errors_keep_their_class(served_sbx, make_served) -> None:
+def test_errors_keep_their_class(served_sbx: Sandbox, make_served: Callable[..., Sandbox]) -> None:
     with pytest.raises(InvalidArgumentException, match="unknown template"):
         make_served(template="no-such-template")
     with pytest.raises(InvalidArgumentException, match="may not exceed"):
@@ -226,7 +227,7 @@ def test_errors_keep_their_class(served_sbx, make_served) -> None:
     with pytest.raises(InvalidArgumentException, match="only python and bash"):
         served_sbx.run_code("1", language="r")
     with pytest.raises(InvalidArgumentException, match="PtySize"):
-        served_sbx.pty.create(None)
+        served_sbx.pty.create(None)  # type: ignore[arg-type]  # wrong on purpose
     with pytest.raises(NotFoundException):
         served_sbx.pty.connect(99999)
 
@@ -285,7 +286,7 @@ def test_the_seed_example_prints_the_same_when_served(server_url: str) -> None:
     assert 10_000 < int(lines[6].split(":")[1].split()[0]) < 200_000
 
 
-def test_pty_over_a_raw_websocket(served_sbx, server_url: str) -> None:
+def test_pty_over_a_raw_websocket(served_sbx: Sandbox, server_url: str) -> None:
     """The socket alone is enough for a terminal client: stdin and resizes go up it too."""
     from websockets.sync.client import connect
 
@@ -336,7 +337,7 @@ def test_stopping_the_server_kills_its_sandboxes() -> None:
 
 # -- declaw's wire, as its SDKs speak it (the SDKs themselves: tests/test_declaw_sdk.py) ----------
 @pytest.mark.guest
-def test_declaw_shapes_at_declaws_paths(api) -> None:
+def test_declaw_shapes_at_declaws_paths(api: httpx.Client) -> None:
     made = api.post("/sandboxes", json={"template": "base", "timeout": 60, "secure": True, "user": "x",
                                         "network": {"allow_out": ["pypi.org"]}, "unknown": 1})
     assert made.status_code == 201, made.text
@@ -368,7 +369,7 @@ def test_declaw_shapes_at_declaws_paths(api) -> None:
         "results": {sid: {"error": "sandbox not found"}}}
 
 
-def test_gzip_travels_both_ways(served_sbx, api) -> None:
+def test_gzip_travels_both_ways(served_sbx: Sandbox, api: httpx.Client) -> None:
     data = b"compress me " * 10_000
     info = served_sbx.files.write("/tmp/gz.bin", data, gzip=True)
     assert info.size == len(data)

@@ -6,6 +6,7 @@ Commands and Pty surfaces promise."""
 from __future__ import annotations
 
 import time
+from typing import Any, Callable
 
 import anyio
 import pytest
@@ -16,7 +17,7 @@ from declaw_wasm import (AsyncSandbox, CommandExitException, CommandHandle, NotF
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
-def _until(predicate, timeout: float = 30.0) -> None:
+def _until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"
@@ -24,7 +25,7 @@ def _until(predicate, timeout: float = 30.0) -> None:
 
 
 @pytest.mark.served
-def test_output_streams_while_the_command_runs(sbx) -> None:
+def test_output_streams_while_the_command_runs(sbx: Sandbox) -> None:
     chunks: list[tuple[float, str]] = []
     start = time.monotonic()
     code = "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(1)"
@@ -38,7 +39,7 @@ def test_output_streams_while_the_command_runs(sbx) -> None:
 
 
 @pytest.mark.served
-def test_utf8_split_across_writes_is_decoded_whole(sbx) -> None:
+def test_utf8_split_across_writes_is_decoded_whole(sbx: Sandbox) -> None:
     code = ("import sys, time; b = 'é€'.encode()\n"
             "for i in range(len(b)):\n    sys.stdout.buffer.write(b[i:i+1]); sys.stdout.flush(); time.sleep(0.05)")
     chunks: list[str] = []
@@ -47,7 +48,7 @@ def test_utf8_split_across_writes_is_decoded_whole(sbx) -> None:
 
 
 @pytest.mark.served
-def test_background_command_returns_a_handle_at_once(sbx) -> None:
+def test_background_command_returns_a_handle_at_once(sbx: Sandbox) -> None:
     start = time.monotonic()
     handle = sbx.commands.run("sleep 1; echo late", background=True, envs={"K": "v"}, cwd="/tmp")
     assert isinstance(handle, CommandHandle) and time.monotonic() - start < 1.0
@@ -59,7 +60,7 @@ def test_background_command_returns_a_handle_at_once(sbx) -> None:
 
 
 @pytest.mark.served
-def test_background_commands_run_at_once_and_share_files(sbx) -> None:
+def test_background_commands_run_at_once_and_share_files(sbx: Sandbox) -> None:
     waiter = sbx.commands.run("while [ ! -f /tmp/flag-bg ]; do sleep 0.1; done; cat /tmp/flag-bg",
                               background=True, timeout=30)
     setter = sbx.commands.run("echo from-the-other > /tmp/flag-bg", background=True)
@@ -68,7 +69,7 @@ def test_background_commands_run_at_once_and_share_files(sbx) -> None:
 
 
 @pytest.mark.served
-def test_iterating_a_handle_gives_output_tuples(sbx) -> None:
+def test_iterating_a_handle_gives_output_tuples(sbx: Sandbox) -> None:
     handle = sbx.commands.run("echo a; echo b >&2; echo c", background=True)
     items = list(handle)
     assert all(sum(x is not None for x in item) == 1 for item in items)
@@ -77,7 +78,7 @@ def test_iterating_a_handle_gives_output_tuples(sbx) -> None:
 
 
 @pytest.mark.served
-def test_stdin_reaches_a_pipeline_and_python(sbx) -> None:
+def test_stdin_reaches_a_pipeline_and_python(sbx: Sandbox) -> None:
     handle = sbx.commands.run("cat | tr a-z A-Z", background=True, stdin=True)
     handle.send_stdin("hello\n")
     sbx.commands.send_stdin(handle.pid, b"world\n")
@@ -90,13 +91,13 @@ def test_stdin_reaches_a_pipeline_and_python(sbx) -> None:
 
 
 @pytest.mark.served
-def test_stdin_data_given_up_front(sbx) -> None:
+def test_stdin_data_given_up_front(sbx: Sandbox) -> None:
     assert sbx.commands.run("read a b; echo \"$b-$a\"", stdin="one two\n").stdout == "two-one\n"
     assert sbx.commands.run("wc -l").stdout.strip() == "0"  # no stdin: end of input at once
 
 
 @pytest.mark.served
-def test_sending_to_closed_stdin_says_so(sbx) -> None:
+def test_sending_to_closed_stdin_says_so(sbx: Sandbox) -> None:
     handle = sbx.commands.run("sleep 5", background=True)
     with pytest.raises(SandboxException, match="stdin"):
         handle.send_stdin("x")
@@ -104,7 +105,7 @@ def test_sending_to_closed_stdin_says_so(sbx) -> None:
 
 
 @pytest.mark.served
-def test_kill_list_and_connect(sbx) -> None:
+def test_kill_list_and_connect(sbx: Sandbox) -> None:
     seen: list[str] = []
     handle = sbx.commands.run("echo started; sleep 30", background=True, on_stdout=seen.append)
     _until(lambda: "started\n" in seen)
@@ -120,7 +121,7 @@ def test_kill_list_and_connect(sbx) -> None:
 
 
 @pytest.mark.served
-def test_background_timeout_raises_on_wait(sbx) -> None:
+def test_background_timeout_raises_on_wait(sbx: Sandbox) -> None:
     handle = sbx.commands.run("sleep 30", background=True, timeout=1)
     start = time.monotonic()
     with pytest.raises(TimeoutException):
@@ -130,7 +131,7 @@ def test_background_timeout_raises_on_wait(sbx) -> None:
 
 @pytest.mark.parametrize("line, code", [("exit 200", 200), ("python3 -c 'import sys; sys.exit(130)'", 130),
                                         ("exit 126", 126), ("(exit 255); echo $?", 0)])
-def test_exit_statuses_above_125_come_through(sbx, line: str, code: int) -> None:
+def test_exit_statuses_above_125_come_through(sbx: Sandbox, line: str, code: int) -> None:
     assert sbx.commands.run(line).exit_code == code
 
 
@@ -142,7 +143,8 @@ def test_killing_the_sandbox_stops_background_commands() -> None:
         handle.wait()
 
 
-def _pty_session(sbx, *inputs: bytes, size: PtySize | None = None) -> tuple[str, list[bytes]]:
+def _pty_session(sbx: Sandbox, *inputs: bytes | Callable[[Any], None],
+                 size: PtySize | None = None) -> tuple[str, list[bytes]]:
     output: list[bytes] = []
     handle = sbx.pty.create(size or PtySize(24, 80), on_data=output.append, timeout=60)
     text = lambda: b"".join(output).decode()  # noqa: E731
@@ -151,16 +153,19 @@ def _pty_session(sbx, *inputs: bytes, size: PtySize | None = None) -> tuple[str,
         if callable(data):
             data(handle)
             continue
-        seen = len(text())
+
+        def answered(seen: int = len(text())) -> bool:
+            return len(text()) > seen and (text().endswith("$ ") or text().endswith(">>> "))
+
         handle.send_stdin(data)
-        _until(lambda seen=seen: len(text()) > seen and (text().endswith("$ ") or text().endswith(">>> ")))
+        _until(answered)
     handle.send_stdin(b"exit\n")
     handle.wait()
     return text(), output
 
 
 @pytest.mark.served
-def test_pty_is_an_interactive_shell(sbx) -> None:
+def test_pty_is_an_interactive_shell(sbx: Sandbox) -> None:
     text, _ = _pty_session(sbx, b"cd /tmp && echo hi-$((6*7))\r", b"pwd\n")
     assert text.startswith("user@sandbox:~$ ")
     assert "cd /tmp && echo hi-$((6*7))\r\nhi-42\r\n" in text  # echo, CRLF, output
@@ -168,8 +173,8 @@ def test_pty_is_an_interactive_shell(sbx) -> None:
 
 
 @pytest.mark.served
-def test_pty_size_follows_resize(sbx) -> None:
-    def resize(handle):
+def test_pty_size_follows_resize(sbx: Sandbox) -> None:
+    def resize(handle: Any) -> None:
         sbx.pty.resize(handle.pid, PtySize(rows=40, cols=123))
 
     text, _ = _pty_session(sbx, b"tput cols; echo $COLUMNS\n", resize, b"tput cols; tput lines; echo $COLUMNS\n",
@@ -178,14 +183,14 @@ def test_pty_size_follows_resize(sbx) -> None:
 
 
 @pytest.mark.served
-def test_python3_on_a_pty_is_the_repl(sbx) -> None:
+def test_python3_on_a_pty_is_the_repl(sbx: Sandbox) -> None:
     text, _ = _pty_session(sbx, b"python3\n", b"x = 6 * 7\n", b"x\n", b"exit()\n")
     assert ">>> x\r\n42\r\n>>> " in text
     assert text.rstrip().endswith("exit")
 
 
 @pytest.mark.served
-def test_pty_line_editing_and_kill(sbx) -> None:
+def test_pty_line_editing_and_kill(sbx: Sandbox) -> None:
     output: list[bytes] = []
     handle = sbx.pty.create(PtySize(24, 80), on_data=output.append)
     _until(lambda: b"".join(output).endswith(b"$ "))

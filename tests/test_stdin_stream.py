@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import queue
 import time
+from typing import Callable
 
 import anyio
 
 import pytest
 
-from declaw_wasm import AsyncSandbox
+from declaw_wasm import AsyncSandbox, Sandbox
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
@@ -19,14 +20,21 @@ READ_ONE_AT_A_TIME = ("python3 -c 'import sys\nfor _ in range(3):\n"
                       "    print(repr(sys.stdin.read(1)), flush=True)\nprint(repr(sys.stdin.read()))'")
 
 
+def _each_line_into(lines: "queue.Queue[str]") -> Callable[[str], None]:
+    def put(text: str) -> None:
+        for line in text.splitlines():
+            lines.put(line)
+    return put
+
+
 def _next(lines: "queue.Queue[str]", timeout: float = 10.0) -> str:
     return lines.get(timeout=timeout)
 
 
-def test_each_chunk_reaches_the_program_as_soon_as_it_is_sent(local_sbx) -> None:
+def test_each_chunk_reaches_the_program_as_soon_as_it_is_sent(local_sbx: Sandbox) -> None:
     lines: "queue.Queue[str]" = queue.Queue()
     handle = local_sbx.commands.run(READ_ONE_AT_A_TIME, background=True, stdin=True,
-                                    on_stdout=lambda text: [lines.put(line) for line in text.splitlines()])
+                                    on_stdout=_each_line_into(lines))
     for chunk in ("H", "é", "\n"):  # no newline to wait for: read(1) returns each at once
         handle.send_stdin(chunk)
         assert _next(lines) == repr(chunk)
@@ -36,12 +44,12 @@ def test_each_chunk_reaches_the_program_as_soon_as_it_is_sent(local_sbx) -> None
     assert handle.wait().exit_code == 0
 
 
-def test_a_chunk_without_newline_reaches_input_readers(local_sbx) -> None:
+def test_a_chunk_without_newline_reaches_input_readers(local_sbx: Sandbox) -> None:
     """os.read on fd-less stdin and sys.stdin.buffer.read1 get partial input too."""
     lines: "queue.Queue[str]" = queue.Queue()
     code = "python3 -c 'import sys; print(sys.stdin.buffer.read1(100), flush=True); print(sys.stdin.read())'"
     handle = local_sbx.commands.run(code, background=True, stdin=True,
-                                    on_stdout=lambda text: [lines.put(line) for line in text.splitlines()])
+                                    on_stdout=_each_line_into(lines))
     handle.send_stdin(b"Hello, World!")
     assert _next(lines) == repr(b"Hello, World!")
     handle.send_stdin("more")

@@ -54,7 +54,7 @@ def guests(request: pytest.FixtureRequest, sbx: Any, guest_path: str) -> Any:
     return _Sandbox(sbx, parked=request.param == "parked-guest")
 
 
-def test_fresh_instances_draw_different_random_numbers(guests) -> None:
+def test_fresh_instances_draw_different_random_numbers(guests: Any) -> None:
     sbx = guests
     sbx.files.write("/tmp/draws.py", DRAWS)
     first, second = (json.loads(sbx.commands.run("python3 /tmp/draws.py").stdout) for _ in range(2))
@@ -62,7 +62,7 @@ def test_fresh_instances_draw_different_random_numbers(guests) -> None:
         assert a != b
 
 
-def test_environment_is_exactly_the_commands(guests) -> None:
+def test_environment_is_exactly_the_commands(guests: Any) -> None:
     sbx = guests
     r = sbx.commands.run("python3 -c 'import os, sys, json; print(json.dumps([dict(os.environ), "
                          "os.getcwd(), sys.argv]))' x", envs={"ONLY_HERE": "1"}, cwd="/tmp")
@@ -74,20 +74,20 @@ def test_environment_is_exactly_the_commands(guests) -> None:
     assert r.stdout == "None\n"
 
 
-def test_matplotlib_config_dir_is_the_sandboxs(guests) -> None:
+def test_matplotlib_config_dir_is_the_sandboxs(guests: Any) -> None:
     sbx = guests
     r = sbx.commands.run("python3 -c 'import matplotlib; print(matplotlib.get_configdir(), "
                          "matplotlib.get_backend())'")
     assert r.stdout.lower().split() == ["/home/user/.config/matplotlib", "agg"]
 
 
-def test_heavy_imports_are_already_done_on_the_warm_path(guests, guest_path) -> None:
+def test_heavy_imports_are_already_done_on_the_warm_path(guests: Any, guest_path: str) -> None:
     sbx = guests
     r = sbx.commands.run("python3 -c 'import sys; print(\"pandas\" in sys.modules)'")
     assert r.stdout == ("True\n" if guest_path == "warm" else "False\n")
 
 
-def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, guest_path) -> None:
+def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, guest_path: str) -> None:
     interpreter = get_interpreter(warm=guest_path == "warm")
     folders = {name: tmp_path / name for name in ("home", "tmp", "data")}
     for name, folder in folders.items():
@@ -108,20 +108,20 @@ def test_reordered_and_extra_mounts_map_to_the_right_folders(tmp_path: Path, gue
     assert (folders["data"] / "new.txt").read_text() == "written"
 
 
-def test_the_warm_image_can_be_switched_off(monkeypatch, guest_path) -> None:
+def test_the_warm_image_can_be_switched_off(monkeypatch: pytest.MonkeyPatch, guest_path: str) -> None:
     monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "0")
     assert get_interpreter().warm is False
     monkeypatch.setenv("DECLAW_WASM_WARM_IMAGE", "1")
     assert get_interpreter().warm is True
 
 
-def test_unique_names_do_not_repeat_across_many_commands(guests) -> None:
+def test_unique_names_do_not_repeat_across_many_commands(guests: Any) -> None:
     sbx = guests
     seen = {sbx.commands.run("python3 -c 'import uuid; print(uuid.uuid4())'").stdout for _ in range(5)}
     assert len(seen) == 5
 
 
-def test_parked_guests_keep_no_state_between_commands(guests) -> None:
+def test_parked_guests_keep_no_state_between_commands(guests: Any) -> None:
     """What a line does (a module's global, the working directory, sys.path, a leaked file
     handle, an atexit handler) is gone for the next line: each line's guest is its own."""
     sbx = guests
@@ -133,7 +133,7 @@ def test_parked_guests_keep_no_state_between_commands(guests) -> None:
     assert first.stdout == second.stdout == '[false, "/home/user", ["/tmp"]]\nbye\n', (first, second)
 
 
-def test_a_parked_guest_becomes_a_code_context(guest_path) -> None:
+def test_a_parked_guest_becomes_a_code_context(guest_path: str) -> None:
     """The first `run_code` of a sandbox with a parked guest sets the kernel up on it."""
     if guest_path != "warm":
         pytest.skip("only the warm image parks guests")

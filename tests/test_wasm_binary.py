@@ -11,7 +11,7 @@ def test_leb128_round_trips() -> None:
         assert wb.read_s(wb.s(n), 0) == (n, len(wb.s(n)))
 
 
-def test_the_runtime_module_round_trips_and_edits_stay_local(guest_path) -> None:
+def test_the_runtime_module_round_trips_and_edits_stay_local(guest_path: str) -> None:
     data = (runtime_dir() / "python-snapshot.wasm").read_bytes()
     module = wb.Module.parse(data)
     assert module.encode() == data

@@ -188,8 +188,8 @@ def run(sbx: Sandbox, code: str, timeout: float = 120) -> str:
     return result.stdout
 
 
-def outcome(sbx: Sandbox, code: str, timeout: float = 120) -> dict[str, Any]:
-    """Run `code`, which prints one JSON object last; that object."""
+def outcome(sbx: Sandbox, code: str, timeout: float = 120) -> Any:
+    """Run `code`, which prints one JSON value (mostly an object) last; that value."""
     import json
 
     out = run(sbx, code, timeout)

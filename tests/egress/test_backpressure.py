@@ -107,7 +107,7 @@ class Relay:
         self.made: list[Sandbox] = []
 
     def make(self, **create: Any) -> Sandbox:
-        backend = {"backend": self.pool} if self.pool is not None else {}
+        backend: dict[str, Any] = {"backend": self.pool} if self.pool is not None else {}
         sandbox = Sandbox.create(timeout=300, network={"allow_out": ["127.0.0.1/32"]}, **backend,
                                  **create)
         self.made.append(sandbox)

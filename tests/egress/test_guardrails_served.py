@@ -44,7 +44,7 @@ def guest_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def where(upstreams: Upstreams) -> Iterator[dict[str, str]]:
+def where(upstreams: Upstreams) -> Iterator[dict[str, Any]]:
     from declaw_wasm.server import serve_in_thread
 
     with serve_in_thread(KEY) as url:
@@ -60,12 +60,12 @@ def _check(stdout: str, up: Upstreams) -> None:
     assert sent["messages"][0]["content"] == "ssn [REDACTED_SSN_1], mail [REDACTED_EMAIL_1], PAN [REDACTED_PAN]"
 
 
-def _audit(where: dict[str, str], sandbox_id: str) -> list[Any]:
+def _audit(where: dict[str, Any], sandbox_id: str) -> list[Any]:
     events = Sandbox.connect(sandbox_id, **where).audit_events()
     return [e for e in events if e.kind == "request"]
 
 
-def test_declaws_own_sdk_security_is_enforced(where: dict[str, str], up: Upstreams) -> None:
+def test_declaws_own_sdk_security_is_enforced(where: dict[str, Any], up: Upstreams) -> None:
     policy = declaw.SecurityPolicy(
         pii=declaw.PIIConfig(enabled=True, types=["ssn", "email", "phone", "credit_card"]),
         injection_defense=declaw.InjectionDefenseConfig(enabled=True, action="block",
@@ -85,11 +85,12 @@ def test_declaws_own_sdk_security_is_enforced(where: dict[str, str], up: Upstrea
         sbx.kill()
 
 
-def test_our_remote_client_and_what_is_refused(where: dict[str, str], up: Upstreams) -> None:
+def test_our_remote_client_and_what_is_refused(where: dict[str, Any], up: Upstreams) -> None:
     policy = SecurityPolicy(pii=PIIConfig(enabled=True, types=["ssn", "email"]),
                             injection_defense=InjectionDefenseConfig(enabled=True, action="block",
                                                                      domains=["api.openai.com"]),
-                            transformations=[TransformationRule(r"[A-Z]{5}[0-9]{4}[A-Z]", "[REDACTED_PAN]")])
+                            transformations=[TransformationRule(match=r"[A-Z]{5}[0-9]{4}[A-Z]",
+                                                                replace="[REDACTED_PAN]")])
     sbx = Sandbox.create(security=policy, timeout=300, **where)
     try:
         sbx.files.write("/tmp/guarded.py", GUEST)
@@ -115,7 +116,8 @@ def test_a_process_pool_worker_enforces_the_policy(upstreams: Upstreams, up: Ups
         policy = SecurityPolicy(pii=PIIConfig(enabled=True, types=["ssn", "email"]),
                                 injection_defense=InjectionDefenseConfig(enabled=True, action="block",
                                                                          domains=["api.openai.com"]),
-                                transformations=[TransformationRule(r"[A-Z]{5}[0-9]{4}[A-Z]", "[REDACTED_PAN]")])
+                                transformations=[TransformationRule(match=r"[A-Z]{5}[0-9]{4}[A-Z]",
+                                                                replace="[REDACTED_PAN]")])
         sbx = Sandbox.create(security=policy, timeout=300, backend=pool)
         sbx.files.write("/tmp/guarded.py", GUEST)
         _check(sbx.commands.run("python3 /tmp/guarded.py", timeout=120).stdout, up)

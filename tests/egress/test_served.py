@@ -166,7 +166,7 @@ def test_secret_values_never_cross_plain_http_to_another_machine(server: str) ->
     # the server's side: a request in clear from a non-loopback peer (httpx's ASGI transport
     # plays the peer 192.0.2.7)
     app = create_app(KEY)
-    transport = httpx.ASGITransport(app=app, client=("192.0.2.7", 40000))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=app, client=("192.0.2.7", 40000))
     body = {"secrets": {"K": {"value": "v-in-clear", "hosts": ["x.com"]}}}
 
     async def post() -> list[httpx.Response]:

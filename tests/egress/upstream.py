@@ -183,18 +183,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             lines = [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events]
             lines.append(b"data: [DONE]\n\n")
         else:
-            msg = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                   "content": [], "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
-            events = [("message_start", {"type": "message_start", "message": msg}),
-                      ("content_block_start", {"type": "content_block_start", "index": 0,
-                                               "content_block": {"type": "text", "text": ""}})]
-            events += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                "delta": {"type": "text_delta", "text": p}}) for p in parts]
-            events += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                       ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
-                                          "usage": {"output_tokens": 4}}),
-                       ("message_stop", {"type": "message_stop"})]
-            lines = [f"event: {name}\ndata: {json.dumps(e)}\n\n".encode() for name, e in events]
+            msg: dict[str, Any] = {"id": "msg_1", "type": "message", "role": "assistant",
+                                   "model": "claude-sonnet-4-5", "content": [], "stop_reason": None,
+                                   "usage": {"input_tokens": 1, "output_tokens": 1}}
+            named: list[tuple[str, dict[str, Any]]] = [
+                ("message_start", {"type": "message_start", "message": msg}),
+                ("content_block_start", {"type": "content_block_start", "index": 0,
+                                         "content_block": {"type": "text", "text": ""}})]
+            named += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": p}}) for p in parts]
+            named += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                      ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+                                         "usage": {"output_tokens": 4}}),
+                      ("message_stop", {"type": "message_stop"})]
+            lines = [f"event: {name}\ndata: {json.dumps(e)}\n\n".encode() for name, e in named]
         self._chunked(lines, "text/event-stream")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
@@ -288,9 +290,9 @@ def _cut(text: str, n: int) -> list[str]:
 
 def zstd_compress(data: bytes, window_log: int = 0) -> bytes:
     try:
-        from compression import zstd  # type: ignore[import-not-found]
+        from compression import zstd
     except ImportError:
-        from backports import zstd  # type: ignore[no-redef]
+        from backports import zstd
     if window_log:
         return bytes(zstd.compress(data, options={zstd.CompressionParameter.window_log: window_log}))
     return bytes(zstd.compress(data))

@@ -6,9 +6,10 @@ fields, nested junk), and raw frames (garbage, truncations, bombs)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
-from typing import Any
+from typing import Any, Sequence
 
 import msgpack
 from hypothesis import strategies as st
@@ -63,7 +64,7 @@ def accepted(spec: Field) -> st.SearchStrategy[Any]:
     """Values `spec` accepts (None among them when it allows it)."""
     base: st.SearchStrategy[Any]
     if isinstance(spec, Int):
-        edges = [v for v in EDGE_INTS if spec.low <= v <= spec.high] + [spec.low, spec.high]
+        edges: Sequence[float] = [v for v in EDGE_INTS if spec.low <= v <= spec.high] + [spec.low, spec.high]
         base = st.one_of(st.sampled_from(edges), st.integers(spec.low, spec.high))
     elif isinstance(spec, Num):
         edges = [v for v in EDGE_INTS + EDGE_FLOATS if spec.low <= v <= spec.high]
@@ -169,6 +170,18 @@ def _past_bounds(spec: Field) -> list[st.SearchStrategy[Any]]:
     return options
 
 
+def _only(key: str, value: Any) -> dict[str, Any]:
+    return {key: value}
+
+
+def _with(name: str, pair: tuple[dict[str, Any], Any]) -> dict[str, Any]:
+    return {**pair[0], name: pair[1]}
+
+
+def _without(name: str, request: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in request.items() if k != name}
+
+
 def _refused(spec: Field) -> st.SearchStrategy[Any]:
     """Values `spec` must refuse: another type, one past a bound, a character it does not allow
     (nothing for a field that takes any plain value)."""
@@ -180,7 +193,7 @@ def _refused(spec: Field) -> st.SearchStrategy[Any]:
         options.append(st.just([None] * (spec.max_items + 1) if spec.max_items < 1 << 16 else [None]))
         options.append(_refused(spec.items).map(lambda v: [v]))
     elif isinstance(spec, Keyed):
-        options += [_refused(known).map(lambda v, key=key: {key: v})
+        options += [_refused(known).map(functools.partial(_only, key))
                     for key, known in spec.known.items() if not isinstance(known, Json)]
     elif isinstance(spec, Map):
         if not isinstance(spec.values, Json):
@@ -197,9 +210,9 @@ def refused_request(op: Op) -> st.SearchStrategy[dict[str, Any]]:
         if isinstance(spec, Json):
             continue
         choices.append(st.tuples(accepted_request(op), _refused(spec)).map(
-            lambda pair, name=name: {**pair[0], name: pair[1]}))
+            functools.partial(_with, name)))
         if spec.required:
-            choices.append(accepted_request(op).map(lambda r, name=name: {k: v for k, v in r.items() if k != name}))
+            choices.append(accepted_request(op).map(functools.partial(_without, name)))
     unknown = st.sampled_from(["extra", "OP", "op ", "\x00", "__class__", "id2", "password", "a" * 200])
     choices.append(st.tuples(accepted_request(op), unknown, plain).map(lambda t: {**t[0], t[1]: t[2]}))
     return st.one_of(*choices)

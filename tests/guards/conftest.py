@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 import pytest
 
+from declaw_wasm._guard.contract import Headers, RequestOutcome
+from declaw_wasm._guard.response_filter import ResponseFilter
 from declaw_wasm.security import GuardPipeline, PIIConfig, SecurityPolicy, TokenMap
 
 JSON = [("content-type", "application/json")]
@@ -24,7 +26,7 @@ def guest_path() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _quiet_not_enforced():
+def _quiet_not_enforced() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         yield
@@ -35,14 +37,15 @@ def pii_pipe(**pii: object) -> GuardPipeline:
     return GuardPipeline(SecurityPolicy(pii=PIIConfig(enabled=True, **pii)), TokenMap())
 
 
-def post_json(pipe: GuardPipeline, doc: object, host: str = "api.openai.com", headers=None):
+def post_json(pipe: GuardPipeline, doc: object, host: str = "api.openai.com",
+              headers: Headers | None = None) -> RequestOutcome:
     body = json.dumps(doc).encode()
     hdrs = list(headers or JSON) + [("content-length", str(len(body)))]
     return pipe.request(host, "POST", f"https://{host}/v1/x", hdrs, body)
 
 
-def run_response(pipe: GuardPipeline, body: bytes | Iterable[bytes], headers=None,
-                 host: str = "api.openai.com", status: int = 200):
+def run_response(pipe: GuardPipeline, body: bytes | Iterable[bytes], headers: Headers | None = None,
+                 host: str = "api.openai.com", status: int = 200) -> tuple[ResponseFilter, bytes]:
     """(filter, bytes the guest gets) for a response fed in the given chunks."""
     chunks = [body] if isinstance(body, bytes) else list(body)
     f = pipe.response(host, "POST", f"https://{host}/v1/x", status, list(headers or JSON))
@@ -55,7 +58,7 @@ def split_n(data: bytes, n: int) -> list[bytes]:
     return [data[i:i + k] for i in range(0, len(data), k)]
 
 
-def sse(events: list[object], event_names: list[str] | None = None) -> bytes:
+def sse(events: Sequence[object], event_names: list[str] | None = None) -> bytes:
     out = b""
     for i, e in enumerate(events):
         if event_names:

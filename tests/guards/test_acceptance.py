@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+from typing import Any
 
 import pytest
 
 from declaw_wasm.security import (
     GuardPipeline,
+    GuardPlugins,
     InjectionDefenseConfig,
     InvisibleTextConfig,
     PIIConfig,
@@ -33,7 +35,7 @@ from .conftest import (
 )
 
 
-def _echo_json(pipe: GuardPipeline, doc: object) -> tuple[dict, object]:
+def _echo_json(pipe: GuardPipeline, doc: object) -> tuple[dict[str, Any], Any]:
     """Send `doc`; return what upstream received and what the guest reads from an echo."""
     out = post_json(pipe, doc)
     assert not out.block
@@ -44,7 +46,7 @@ def _echo_json(pipe: GuardPipeline, doc: object) -> tuple[dict, object]:
 
 # (1) and declaw #01 ------------------------------------------------------------------------------
 @pytest.mark.parametrize("accept", ["gzip, deflate", "gzip, deflate, br, zstd", None])
-def test_1_gzip_answer_is_rehydrated(accept) -> None:
+def test_1_gzip_answer_is_rehydrated(accept: str | None) -> None:
     pipe = pii_pipe()
     hdrs = JSON + ([("accept-encoding", accept)] if accept else [])
     out = post_json(pipe, {"messages": [{"content": "mail alice@example.com"}]}, headers=hdrs)
@@ -63,9 +65,9 @@ def test_1_gzip_answer_is_rehydrated(accept) -> None:
 
 # (2), (3), declaw #02, #02b, #03 -------------------------------------------------------------------
 def test_2_json_body_stays_valid_and_other_fields_identical() -> None:
-    doc = {"model": "gpt-4.1", "temperature": 0.2, "stream": False, "max_tokens": 80,
-           "messages": [{"role": "user",
-                         "content": "ssn=123-45-6789 email=alice@example.com"}]}
+    doc: dict[str, Any] = {"model": "gpt-4.1", "temperature": 0.2, "stream": False, "max_tokens": 80,
+                           "messages": [{"role": "user",
+                                         "content": "ssn=123-45-6789 email=alice@example.com"}]}
     out = post_json(pii_pipe(), doc)
     sent = json.loads(out.body)
     content = sent["messages"][0]["content"]
@@ -89,7 +91,7 @@ def test_3_ssn_alone_fires_and_declaw_03_echo_shows_none() -> None:
     assert back == received
 
 
-def _names_plugin():
+def _names_plugin() -> GuardPlugins:
     """A tiny person-name detector standing in for a real NER plug-in (the plug-in point is what
     is tested; the pipeline under test is real)."""
     import re
@@ -119,7 +121,7 @@ def test_declaw_02_key_value_with_a_name_stays_valid_json() -> None:
     "Echo bot. <<<name=Aarav Sharma>>>",
     "Echo bot. <<<email=alice@example.com>>>",
 ])
-def test_declaw_02b_all_four_probes_tokenised_and_valid(content) -> None:
+def test_declaw_02b_all_four_probes_tokenised_and_valid(content: str) -> None:
     policy = SecurityPolicy(pii=PIIConfig(enabled=True, types=["ssn", "credit_card", "email",
                                                                "phone", "person_name"]))
     pipe = GuardPipeline(policy, TokenMap(), plugins=_names_plugin())
@@ -140,10 +142,10 @@ HEAVY = ("Draft a 2-sentence decline notice for customer Aarav Sharma (PAN ABCDE
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_4_declaw_08_anthropic_body_keeps_model(stream) -> None:
+def test_4_declaw_08_anthropic_body_keeps_model(stream: bool) -> None:
     policy = SecurityPolicy(
         pii=PIIConfig(enabled=True, types=["ssn", "credit_card", "email", "phone"]),
-        transformations=[TransformationRule(r"[A-Z]{5}[0-9]{4}[A-Z]", "[REDACTED_PAN]")])
+        transformations=[TransformationRule(match=r"[A-Z]{5}[0-9]{4}[A-Z]", replace="[REDACTED_PAN]")])
     pipe = GuardPipeline(policy, TokenMap())
     doc = {"model": "claude-sonnet-4-5", "max_tokens": 60, "stream": stream,
            "messages": [{"role": "user", "content": HEAVY},
@@ -161,7 +163,7 @@ def test_4_declaw_08_anthropic_body_keeps_model(stream) -> None:
     # The answer, streamed or not, comes back rehydrated.
     email_token = pipe.tokens.tokenize("email", "aarav.sharma@example.com")
     if stream:
-        evs = [{"type": "message_start", "message": {"model": "claude-sonnet-4-5"}},
+        evs: list[dict[str, Any]] = [{"type": "message_start", "message": {"model": "claude-sonnet-4-5"}},
                {"type": "content_block_start", "index": 0,
                 "content_block": {"type": "text", "text": ""}}]
         for piece in ("Dear customer ", email_token[:6], email_token[6:15], email_token[15:], "."):
@@ -261,7 +263,8 @@ def test_8_zero_width_characters_stripped() -> None:
     assert json.loads(out.body) == {"q": "hello world"} and out.counts["invisible_chars"] == 4
     blocker = GuardPipeline(SecurityPolicy(invisible_text=InvisibleTextConfig(
         enabled=True, action="block")), TokenMap())
-    assert post_json(blocker, {"q": "a\u200bb"}).block.status == 403
+    block = post_json(blocker, {"q": "a\u200bb"}).block
+    assert block is not None and block.status == 403
     assert not post_json(blocker, {"q": "plain"}).block
 
 
@@ -279,7 +282,7 @@ def test_11_zero_width_inside_an_ssn_is_caught() -> None:
 def test_10_every_case_reports_counts_for_the_audit() -> None:
     policy = SecurityPolicy(
         pii=PIIConfig(enabled=True),  # default types: person_name/address noted, not enforced
-        transformations=[TransformationRule(r"ACME-\d+", "ACME-X")],
+        transformations=[TransformationRule(match=r"ACME-\d+", replace="ACME-X")],
         invisible_text=InvisibleTextConfig(enabled=True),
         injection_defense=InjectionDefenseConfig(enabled=True, action="log_only",
                                                  domains=["api.openai.com"]))
@@ -353,7 +356,7 @@ def test_pii_domains_scope() -> None:
 
 
 def test_request_headers_narrow_accept_encoding_even_when_the_body_streams() -> None:
-    rule = TransformationRule("x", "y", "inbound")
+    rule = TransformationRule(match="x", replace="y", direction="inbound")
     pipe = GuardPipeline(SecurityPolicy(transformations=[rule]), TokenMap())
     hdrs = [("accept-encoding", "gzip, compress, exotic")]
     assert not pipe.wants_request_body("h.example", "POST", "/", hdrs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from .conftest import JSON, STRUCTURED, pii_pipe
 
 PII_VALUES = ["123-45-6789", "alice@example.com", "4111 1111 1111 1111", "+91 98210 34567",
               "10.20.30.40", "sk-proj-abcdefghijklmnopqrstuvwxyz123456"]
-PLAIN = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20).filter(
+PLAIN = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20).filter(
     lambda s: not any(c.isdigit() for c in s) and "@" not in s and "sk-" not in s
     and ":" not in s)
 WITH_PII = st.builds(lambda a, v, b: f"{a} {v} {b}", PLAIN, st.sampled_from(PII_VALUES), PLAIN)
@@ -47,7 +48,8 @@ def _same_shape(a: object, b: object) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=DOCS, indent=st.sampled_from([None, 2]), ascii_only=st.booleans())
-def test_redacting_random_json_keeps_it_valid_with_the_same_shape(doc, indent, ascii_only) -> None:
+def test_redacting_random_json_keeps_it_valid_with_the_same_shape(doc: Any, indent: int | None,
+                                                                  ascii_only: bool) -> None:
     pipe = pii_pipe()
     body = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode()
     out = pipe.request("api.openai.com", "POST", "/", JSON, body)
@@ -126,7 +128,7 @@ def test_log_only_changes_nothing_but_notes() -> None:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=st.dictionaries(KEYS, DOCS, max_size=6))
-def test_one_pass_json_scan_agrees_with_the_unit_by_unit_scan(doc) -> None:
+def test_one_pass_json_scan_agrees_with_the_unit_by_unit_scan(doc: dict[str, Any]) -> None:
     """A body without backslashes takes the one-pass path; one string with an escape sends the
     same document down the unit-by-unit path. Both must redact alike."""
     fast = json.loads(pii_pipe().request("h.example", "POST", "/", JSON,

@@ -29,13 +29,13 @@ from .conftest import JSON, pii_pipe, run_response
 def test_redos_shaped_pattern_is_rejected() -> None:
     for p in (r"(a+)+$", r"(\w+\s?)*$", r"(?:x*)*y", r"(a|aa+)+b"):
         with pytest.raises(ValueError, match="nested quantifiers"):
-            TransformationRule(p, "x")
+            TransformationRule(match=p, replace="x")
 
 
 def test_a_backtracking_pattern_that_passes_the_heuristic_stays_linear() -> None:
     # `(a|a)*c` is exponential for a backtracking engine (Python's re would not finish on this
     # input), passes declaw's heuristic, and runs in linear time on RE2.
-    rule = TransformationRule(r"(a|a)*c", "X")
+    rule = TransformationRule(match=r"(a|a)*c", replace="X")
     pipe = GuardPipeline(SecurityPolicy(transformations=[rule]), TokenMap())
     body = json.dumps({"q": "a" * 200_000}).encode()
     t = time.perf_counter()
@@ -50,7 +50,7 @@ def test_a_backtracking_pattern_that_passes_the_heuristic_stays_linear() -> None
     "f:" * 50_000, "::" * 50_000, "1." * 50_000, "sk-" + "a" * 100_000, "key=" + "a1" * 50_000,
     "[REDACTED_" * 10_000, "-----BEGIN PRIVATE KEY-----" + "a" * 100_000,
 ])
-def test_detectors_stay_fast_on_hostile_input(text) -> None:
+def test_detectors_stay_fast_on_hostile_input(text: str) -> None:
     det = PIIDetector(ALL_PII_TYPES)
     t = time.perf_counter()
     det.find(text)

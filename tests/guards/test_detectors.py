@@ -59,7 +59,7 @@ def found(text: str, context: str | None = None) -> list[tuple[str, str]]:
     ("risk-assessment-framework-guide", []),
     ("the key findings and token economy", []),
 ])
-def test_detectors(text, want) -> None:
+def test_detectors(text: str, want: list[str]) -> None:
     assert found(text) == want
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ from .conftest import post_json
         enabled=True, judge=InjectionJudgeConfig(enabled=True, policy="p"))),
      "injection_defense.judge"),
 ])
-def test_explicit_guard_without_engine_is_refused_naming_the_field(policy, field) -> None:
+def test_explicit_guard_without_engine_is_refused_naming_the_field(policy: SecurityPolicy, field: str) -> None:
     with pytest.raises(InvalidArgumentException, match=rf"security\.{re.escape(field)}.*GuardPlugins"):
         GuardPipeline(policy, TokenMap())
 
@@ -75,7 +76,7 @@ def test_named_entity_plugin_enforces_person_name() -> None:
 def test_classifier_judge_and_custom_signatures() -> None:
     seen = []
 
-    def judge(req):
+    def judge(req: Any) -> bool:
         seen.append(req)
         return "wire" in req.text
 
@@ -101,19 +102,27 @@ def test_toxicity_code_security_content_gate_custom_policy_plugins() -> None:
         code_security=CodeSecurityConfig(enabled=True, excluded_languages=["sql"]),
         content_gate=ContentGateConfig(enabled=True, domains=["api.openai.com"]),
         custom_policy=CustomPolicyConfig(enabled=True, inline_rego="package declaw.platform.content"))
-    langs = []
+    langs: list[list[str]] = []
+
+    def code_security(text: str, excluded: list[str]) -> float:
+        langs.append(excluded)
+        return 0.7 if "rm -rf" in text else 0.0
+
     plugins = GuardPlugins(
         toxicity=lambda t: 0.9 if "idiot" in t else 0.1,
-        code_security=lambda t, ex: (langs.append(ex), 0.7 if "rm -rf" in t else 0.0)[1],
+        code_security=code_security,
         content_gate=lambda r: [] if r.attributes.get("model") == "gpt-4.1" else ["model not allowed"],
         custom_policy=lambda r: ["no exports"] if "export" in r.text else [])
     pipe = GuardPipeline(policy, TokenMap(), plugins=plugins)
     ok = {"model": "gpt-4.1", "messages": [{"content": "hello"}]}
     assert not post_json(pipe, ok).block
-    assert post_json(pipe, {**ok, "x": "you idiot"}).block.guard == "toxicity"
+    block = post_json(pipe, {**ok, "x": "you idiot"}).block
+    assert block is not None and block.guard == "toxicity"
     out = post_json(pipe, {**ok, "x": "rm -rf /"})
     assert not out.block and any("code_security" in n for n in out.notes)  # log_only default
     assert langs[-1] == ["sql"]
-    assert post_json(pipe, {**ok, "model": "gpt-3"}).block.guard == "content_gate"
+    block = post_json(pipe, {**ok, "model": "gpt-3"}).block
+    assert block is not None and block.guard == "content_gate"
     assert not post_json(pipe, {**ok, "model": "gpt-3"}, host="other.example").block
-    assert post_json(pipe, {**ok, "x": "export data"}, host="other.example").block.guard == "custom_policy"
+    block = post_json(pipe, {**ok, "x": "export data"}, host="other.example").block
+    assert block is not None and block.guard == "custom_policy"

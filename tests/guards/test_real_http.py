@@ -103,14 +103,14 @@ def _fetch_through_filter(port: int, path: str) -> tuple[list[tuple[str, str]], 
     return filt.headers, out, pieces
 
 
-def test_gzip_json_from_a_real_server(server) -> None:
+def test_gzip_json_from_a_real_server(server: int) -> None:
     headers, out, _ = _fetch_through_filter(server, "/json.gz")
     assert json.loads(out) == {"msg": f"to {EMAIL} now"}
     assert not any(k.lower() in ("content-encoding", "content-length") for k, _ in headers)
 
 
 @pytest.mark.parametrize("path", ["/sse", "/sse.gz"])
-def test_chunked_sse_from_a_real_server(server, path) -> None:
+def test_chunked_sse_from_a_real_server(server: int, path: str) -> None:
     headers, out, pieces = _fetch_through_filter(server, path)
     assert pieces > 4  # really streamed in pieces
     assert openai_text(out) == f"Write to {EMAIL} today."

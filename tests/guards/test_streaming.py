@@ -57,7 +57,7 @@ def test_json_values_are_escaped_when_rehydrated_into_json() -> None:
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_openai_token_split_across_random_deltas_and_chunks(seed) -> None:
+def test_openai_token_split_across_random_deltas_and_chunks(seed: int) -> None:
     rng = random.Random(seed)
     tm, (email, ssn, quote) = _tokens()
     text = f"Mail {email} about {ssn}; then {quote} [brackets] ok."
@@ -164,7 +164,7 @@ def test_stream_without_tokens_passes_byte_for_byte() -> None:
 
 def test_sse_through_the_pipeline_with_inbound_transformations() -> None:
     policy = SecurityPolicy(pii=PIIConfig(enabled=True, types=["email"]), transformations=[
-        TransformationRule("secret-word", "[censored]", "inbound")])
+        TransformationRule(match="secret-word", replace="[censored]", direction="inbound")])
     pipe = GuardPipeline(policy, TokenMap())
     pipe.tokens.tokenize("email", "alice@example.com")
     stream = sse([openai_chunk("a secret-word and [REDACTED_EMAIL_1]"), openai_chunk(None, "stop")])

@@ -266,7 +266,12 @@ def test_in_a_process_pool_the_calls_come_back_here() -> None:
         assert sbx.run_code("1 + 1").text == "2"
         outcome: list[Any] = []
         started = threading.Event()
-        blocking = {"block": lambda: (started.set(), release.wait(60))}
+
+        def block() -> bool:
+            started.set()
+            return release.wait(60)
+
+        blocking = {"block": block}
         thread = threading.Thread(target=lambda: outcome.append(
             _outcome(sbx, "from declaw_tools import block\nblock()", blocking)))
         thread.start()

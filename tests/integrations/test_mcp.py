@@ -20,6 +20,7 @@ pytest.importorskip("mcp", reason="pip install 'declaw-wasm[mcp]'")
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.types import ImageContent, TextContent
 
 from declaw_wasm import AsyncSandbox, Sandbox
 from declaw_wasm.integrations.mcp import DeclawMcpServer, ServerOptions, main
@@ -88,16 +89,17 @@ async def test_run_code_is_stateful_and_returns_charts() -> None:
             "plt.title('sales')\nplt.show()\nprint('done')")})
         assert not result.is_error
         text, image = result.content
+        assert isinstance(text, TextContent) and isinstance(image, ImageContent)
         assert "done" in text.text and "[chart: bar] sales" in text.text
         assert image.type == "image" and image.mime_type == "image/png"
         assert base64.b64decode(image.data).startswith(b"\x89PNG")
         assert "[result]\n42" in _text(await client.call_tool("run_code", {"code": "v * 2"}))
         # another context is independent
         context_id = _text(await client.call_tool("create_code_context", {}))
-        text = _text(await client.call_tool("run_code", {"code": "v", "context_id": context_id}))
-        assert "NameError" in text
+        answer = _text(await client.call_tool("run_code", {"code": "v", "context_id": context_id}))
+        assert "NameError" in answer
         bad = await client.call_tool("run_code", {"code": "1", "context_id": "nope"})
-        assert bad.is_error and "no code context" in bad.content[0].text
+        assert bad.is_error and isinstance(bad.content[0], TextContent) and "no code context" in bad.content[0].text
 
 
 @pytest.mark.guest
@@ -110,7 +112,8 @@ async def test_commands_and_files() -> None:
         listing = _text(await client.call_tool("list_files", {"path": "/home/user/d"}))
         assert listing == "/home/user/d/a.txt\t6"
         missing = await client.call_tool("read_file", {"path": "/home/user/nope"})
-        assert missing.is_error and "FileNotFoundException" in missing.content[0].text
+        assert missing.is_error and isinstance(missing.content[0], TextContent)
+        assert "FileNotFoundException" in missing.content[0].text
         assert "cat: " in _text(await client.call_tool("run_command", {"command": "cat /nope"}))
 
 
@@ -168,6 +171,7 @@ def test_http_answers_only_loopback_names_and_no_other_origins_page(http_server:
             answer = client.post(http_server, headers={**ACCEPT, **headers}, **kw)
             return answer.status_code
 
+        origin: str | None  # None in the last loop: no Origin header
         for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.nip.io:{port}", "localhost.evil", ""):
             assert post({"Host": host}, json=INITIALIZE) == 421, host
         for origin in ("http://evil.example", "null", "http://localhost:1", f"http://8000-sbx_1.localhost:{port}"):

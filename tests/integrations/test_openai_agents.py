@@ -40,6 +40,7 @@ from declaw_wasm.integrations.openai_agents import (
     FALLBACK_ROOT,
     DeclawWasmSandboxClient,
     DeclawWasmSandboxClientOptions,
+    DeclawWasmSandboxSessionState,
 )
 
 pytestmark = [pytest.mark.guest, pytest.mark.anyio]
@@ -115,8 +116,9 @@ async def test_resume_in_a_new_sandbox_from_the_tar_snapshot(tmp_path: Path) -> 
     agent = SandboxAgent(name="dev", model=write)
     first = await Runner.run(agent, "write", run_config=RunConfig(tracing_disabled=True, sandbox=SandboxRunConfig(
         client=client, options=options, snapshot=LocalSnapshotSpec(base_path=tmp_path))))
-    payload = first.to_state().to_json()["sandbox"]["session_state"]  # type: ignore[index]
+    payload = first.to_state().to_json()["sandbox"]["session_state"]
     state = client.deserialize_session_state(payload)
+    assert isinstance(state, DeclawWasmSandboxSessionState)
     assert state.sandbox_id not in _live()  # the first sandbox is gone
     read = ScriptedModel([{"name": "exec_command", "arguments": {"cmd": "cat sub/n.txt"}},
                           "read"])
@@ -244,6 +246,7 @@ async def test_sandbox_options_reach_the_sandbox_and_survive_a_resume() -> None:
                                              security={"audit": {"enabled": True}})
     sess = await client.create(manifest=Manifest(root=FALLBACK_ROOT), options=options)
     async with sess:
+        assert isinstance(sess.state, DeclawWasmSandboxSessionState)
         first = sess.state.sandbox_id
         token = (await sess.exec("echo $API_TOKEN")).stdout.decode().strip()
         assert token and token != "tok-value-123"  # the guest sees a placeholder
@@ -254,6 +257,7 @@ async def test_sandbox_options_reach_the_sandbox_and_survive_a_resume() -> None:
     state = client.deserialize_session_state(payload)
     resumed = await client.resume(state)
     async with resumed:
+        assert isinstance(resumed.state, DeclawWasmSandboxSessionState)
         assert resumed.state.sandbox_id not in (None, first)
         info = await (await AsyncSandbox.connect(resumed.state.sandbox_id)).get_info()
         assert info.network == {"deny_out": ["0.0.0.0/0"]}

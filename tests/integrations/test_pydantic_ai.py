@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pydantic_ai.workspaces", reason="pip install 'declaw-wasm[pydantic-ai]'")
 
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, ModelResponsePart, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.workspaces import WorkspaceBackend, WorkspaceRef
 from pydantic_ai.workspaces.conformance import WorkspaceBackendSuite
@@ -56,6 +56,7 @@ class TestDeclawWasmWorkspaceBackend(WorkspaceBackendSuite):
 
 @pytest.mark.guest
 async def test_agent_uses_the_capability_and_continues_by_ref() -> None:
+    script: list[list[ModelResponsePart]]
     script = [[ToolCallPart("execute", {"command": "echo kept > note.txt; python3 -c 'print(6*7)'"})],
               [TextPart("first done")],
               [ToolCallPart("execute", {"command": "cat note.txt"})],
@@ -91,6 +92,7 @@ async def test_code_mode_folds_the_tools_into_run_code() -> None:
     code = ("import asyncio\n"
             "paris, tokyo = await asyncio.gather(weather(city='Paris'), weather(city='Tokyo'))\n"
             "{c['city']: round((c['temp_f'] - 32) * 5 / 9, 1) for c in (paris, tokyo)}")
+    script: list[list[ModelResponsePart]]
     script = [[ToolCallPart("run_code", {"code": "weather(city=3)"})],  # fails validation
               [ToolCallPart("run_code", {"code": code})],
               [TextPart("done")]]

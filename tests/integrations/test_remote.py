@@ -53,21 +53,25 @@ def test_deepagents_on_a_served_sandbox(served_sbx: object) -> None:
 async def test_openai_agents_session_remote(remote_env: None) -> None:
     _need("agents.sandbox")
     import io
+    from pathlib import Path
 
     from declaw_wasm.integrations.openai_agents import (
         DeclawWasmSandboxClient,
         DeclawWasmSandboxClientOptions,
+        DeclawWasmSandboxSession,
     )
 
     client = DeclawWasmSandboxClient()
     session = await client.create(options=DeclawWasmSandboxClientOptions())
     async with session:
+        assert isinstance(session._inner, DeclawWasmSandboxSession)
         assert not testing.is_local(session._inner.sandbox)
-        await session.write("f.txt", io.BytesIO(b"remote"))
+        await session.write(Path("f.txt"), io.BytesIO(b"remote"))
         assert (await session.exec("cat f.txt")).stdout == b"remote"
         archive = (await session._inner.persist_workspace()).read()
         assert b"remote" in archive
         update = await session.pty_exec_start("python3", tty=True, yield_time_s=1)
+        assert update.process_id is not None
         update = await session.pty_write_stdin(session_id=update.process_id, chars="2**10\n",
                                                yield_time_s=1)
         assert b"1024" in update.output

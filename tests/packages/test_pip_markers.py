@@ -11,7 +11,7 @@ import json
 import platform
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from packaging.markers import Marker
@@ -141,10 +141,11 @@ def test_requirement_markers_are_judged_for_the_guest_never_the_host(
     # on the process-pool backend, a pool started now (its worker gets the test's index), whose
     # worker runs the host's pip for the sandbox
     pool = ProcessPool(1) if mode == "processes" else None
+    backend: dict[str, Any] = {"backend": pool} if pool else {}
     with contextlib.ExitStack() as stack:
         if pool is not None:
             stack.callback(pool.close)
-        sbx = stack.enter_context(Sandbox.create(timeout=600, **({"backend": pool} if pool else {})))
+        sbx = stack.enter_context(Sandbox.create(timeout=600, **backend))
         sbx.files.write("/home/user/requirements.txt",
                         "".join(f"mk{name}; {marker}\n" for name, marker in direct.items()) + "mkparent\n")
         sbx.files.write("/home/user/markers.json", json.dumps(every))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from declaw_wasm import testing
-from declaw_wasm import Sandbox
+from declaw_wasm import CommandResult, Sandbox
 
 GUEST_THREAD = "declaw-guest"
 # The backend of a case running on every backend (conftest.py `ON_EVERY_BACKEND`): the keyword
@@ -62,14 +62,14 @@ def assert_host_fine(*sandboxes: Sandbox) -> None:
         echo_ok(other)
 
 
-def run_py(sandbox: Sandbox, code: str, **kwargs: Any):  # -> CommandResult
+def run_py(sandbox: Sandbox, code: str, **kwargs: Any) -> CommandResult:
     """Run `code` as `python3 FILE` in the sandbox's shell."""
     path = f"/tmp/prog-{uuid.uuid4().hex}.py"
     sandbox.files.write(path, code)
     return sandbox.commands.run(f"python3 {path}", **kwargs)
 
 
-def deep_tree(sandbox: Sandbox, where: str, levels: int = 1040):  # -> CommandResult
+def deep_tree(sandbox: Sandbox, where: str, levels: int = 1040) -> CommandResult:
     """The guest makes `levels` nested folders `d/d/d/...` under `where` (WASI's path limit stops
     it near 1048 levels); the result says how many it made."""
     code = (f"import os\nos.makedirs({where!r}, exist_ok=True)\nos.chdir({where!r})\nmade = 0\n"
@@ -178,7 +178,10 @@ def read_only_mounts(sandbox: Sandbox) -> dict[str, Path]:
     return {m.guest: m.host for m in testing.mounts(sandbox) if not m.writable and m.guest != "/"}
 
 
-def inside(path: Path, folder: Path) -> bool:
+def inside(path: Path | None, folder: Path) -> bool:
+    """Whether `path` is within `folder` (None, a guest path with no host folder, is not)."""
+    if path is None:
+        return False
     try:
         path.resolve().relative_to(folder.resolve())
         return True

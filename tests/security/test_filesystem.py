@@ -52,7 +52,7 @@ def _no_leak(value: object) -> None:
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_dotdot_and_absolute_paths_in_every_files_call(box, tmp_path, op) -> None:
+def test_dotdot_and_absolute_paths_in_every_files_call(box: Sandbox, tmp_path: Path, op: str) -> None:
     """Defends against `..`/absolute paths that name a host file through any files-API call."""
     folder, secret, names = _host_target(tmp_path)
     base = testing.host_folder(box)
@@ -102,7 +102,7 @@ def test_dotdot_and_absolute_paths_in_every_files_call(box, tmp_path, op) -> Non
     assert_host_fine(box)
 
 
-def test_host_paths_outside_tmp_are_not_readable(box) -> None:
+def test_host_paths_outside_tmp_are_not_readable(box: Sandbox) -> None:
     """Defends against the files API reading the host's checkout, home and system files."""
     readme = Path(__file__).resolve().parents[2] / "README.md"
     assert readme.exists()
@@ -123,7 +123,7 @@ def test_host_paths_outside_tmp_are_not_readable(box) -> None:
     assert_host_fine(box)
 
 
-def test_guest_cannot_create_absolute_symlinks(box) -> None:
+def test_guest_cannot_create_absolute_symlinks(box: Sandbox) -> None:
     """Defends against a guest planting an absolute symlink toward host folders."""
     r = box.commands.run("cd /tmp && ln -s /etc etc-link; echo rc=$?; ln -s / root-link; echo rc=$?")
     assert r.stdout == "rc=1\nrc=1\n" and "Operation not permitted" in r.stderr
@@ -134,7 +134,7 @@ def test_guest_cannot_create_absolute_symlinks(box) -> None:
     assert_host_fine(box)
 
 
-def test_guest_relative_symlink_to_exact_host_path(box, tmp_path) -> None:
+def test_guest_relative_symlink_to_exact_host_path(box: Sandbox, tmp_path: Path) -> None:
     """Defends against a guest symlink whose relative target reaches a host folder on disk."""
     folder, secret, names = _host_target(tmp_path)
     home = testing.host_root(box) / "home" / "user"
@@ -172,7 +172,7 @@ for f in (lambda: open('/home/user/{link}/secret.txt').read(),
     assert_host_fine(box)
 
 
-def test_guest_hard_links_to_read_only_and_runtime_files_are_refused(box) -> None:
+def test_guest_hard_links_to_read_only_and_runtime_files_are_refused(box: Sandbox) -> None:
     """Defends against hard links from the shared runtime files into a writable folder."""
     mounts = read_only_mounts(box)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}
@@ -196,7 +196,7 @@ def test_guest_hard_links_to_read_only_and_runtime_files_are_refused(box) -> Non
     assert_host_fine(box)
 
 
-def test_api_through_guest_symlink_into_runtime_mounts_cannot_write(box) -> None:
+def test_api_through_guest_symlink_into_runtime_mounts_cannot_write(box: Sandbox) -> None:
     """Defends against using a guest symlink to reach the read-only runtime code via the API."""
     mounts = read_only_mounts(box)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}
@@ -223,7 +223,7 @@ def test_api_through_guest_symlink_into_runtime_mounts_cannot_write(box) -> None
     assert_host_fine(box)
 
 
-def test_guest_cannot_write_runtime_mounts(box) -> None:
+def test_guest_cannot_write_runtime_mounts(box: Sandbox) -> None:
     """Defends against a guest tampering with the stdlib, the boot code or the shell code."""
     mounts = read_only_mounts(box)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}
@@ -326,7 +326,7 @@ print('swaps', n)
     return rounds, odd
 
 
-def test_symlink_swapped_in_while_the_api_walks(box, tmp_path) -> None:
+def test_symlink_swapped_in_while_the_api_walks(box: Sandbox, tmp_path: Path) -> None:
     """Defends against a guest swapping a folder for an escaping symlink during API calls."""
     folder, secret, names = _host_target(tmp_path)
     rounds, _ = _swap_race(box, folder, 3, stop_on_first_oddity=False)
@@ -335,7 +335,7 @@ def test_symlink_swapped_in_while_the_api_walks(box, tmp_path) -> None:
     assert_host_fine(box)
 
 
-def test_symlink_swap_race_fails_the_sdk_way(box) -> None:
+def test_symlink_swap_race_fails_the_sdk_way(box: Sandbox) -> None:
     """Defends against a symlink race surfacing raw OSErrors that carry host paths."""
     work = f"/home/user/flip-{uuid.uuid4().hex}"
     box.files.make_dir(work)
@@ -357,7 +357,7 @@ def test_symlink_swap_race_fails_the_sdk_way(box) -> None:
     assert not odd, f"{type(odd[0]).__name__}: {odd[0]}"
 
 
-def test_symlink_loops_fail_fast(box) -> None:
+def test_symlink_loops_fail_fast(box: Sandbox) -> None:
     """Defends against guest symlink loops hanging the host's path resolution."""
     r = box.commands.run("mkdir -p /home/user/loops && cd /home/user/loops && ln -s b a && ln -s a b "
                          "&& ln -s self self && ln -s ../loops/deeper/../a deeper && echo made")
@@ -376,7 +376,7 @@ def test_symlink_loops_fail_fast(box) -> None:
     assert_host_fine(box)
 
 
-def test_symlink_loop_does_not_break_listing(fresh) -> None:
+def test_symlink_loop_does_not_break_listing(fresh: Sandbox) -> None:
     """Defends against a guest symlink loop hiding a whole folder from files.list."""
     fresh.files.write("/home/user/out/result.csv", "a,b\n")
     r = fresh.commands.run("cd /home/user/out && ln -s b a && ln -s a b && ls -la | wc -l")
@@ -388,7 +388,7 @@ def test_symlink_loop_does_not_break_listing(fresh) -> None:
     assert "result.csv" in {e.name for e in fresh.files.list("/home/user", depth=2)}
 
 
-def test_writes_to_the_read_only_root_fail_like_bash(box) -> None:
+def test_writes_to_the_read_only_root_fail_like_bash(box: Sandbox) -> None:
     """Defends against a write to the read-only / crashing the whole command line with a traceback."""
     cases = {"echo x > /etc/passwd": "bash: /etc/passwd: Read-only file system\n",
              "echo x >> /etc/hostname": "bash: /etc/hostname: Read-only file system\n",
@@ -407,7 +407,7 @@ def test_writes_to_the_read_only_root_fail_like_bash(box) -> None:
     assert_host_fine(box)
 
 
-def test_rm_rf_root_keeps_the_sandbox_working(fresh) -> None:
+def test_rm_rf_root_keeps_the_sandbox_working(fresh: Sandbox) -> None:
     """Defends against `cd /; rm -rf /` deleting anything outside the writable mounts."""
     mounts = read_only_mounts(fresh)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}

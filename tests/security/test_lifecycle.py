@@ -5,12 +5,13 @@ and killing a sandbox while commands, background commands, a PTY, a cell and a f
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import IO, Awaitable, Callable, cast
 
 import anyio
 import pytest
@@ -35,7 +36,7 @@ def _sibling_paths(b: Sandbox) -> list[str]:
             f"../../../{base.name}/root/tmp/private.txt", f"/{base.name}/root/tmp/private.txt"]
 
 
-def test_sibling_sandbox_files_are_unreachable_through_the_api(box) -> None:
+def test_sibling_sandbox_files_are_unreachable_through_the_api(box: Sandbox) -> None:
     """Defends against one sandbox's files API reading or changing another sandbox's files."""
     with Sandbox.create(timeout=60) as b:
         b.files.write("/tmp/private.txt", SECRET)
@@ -55,12 +56,13 @@ def test_sibling_sandbox_files_are_unreachable_through_the_api(box) -> None:
         assert_host_fine(box, b)
 
 
-def test_sibling_sandbox_files_are_unreachable_from_the_guest(box) -> None:
+def test_sibling_sandbox_files_are_unreachable_from_the_guest(box: Sandbox) -> None:
     """Defends against guest code (paths, `..`, symlinks) reaching another sandbox's folder."""
     with Sandbox.create(timeout=60) as b:
         b.files.write("/tmp/private.txt", SECRET)
-        home = testing.host_path(box, "/home/user")
-        link_target = os.path.relpath(testing.host_path(b, "/tmp"), home)  # B's /tmp, on the host
+        home, b_tmp = testing.host_path(box, "/home/user"), testing.host_path(b, "/tmp")
+        assert home is not None and b_tmp is not None
+        link_target = os.path.relpath(b_tmp, home)  # B's /tmp, on the host
         code = f"""
 import os
 paths = {_sibling_paths(b)!r}
@@ -89,7 +91,7 @@ for d in ('/..', '/tmp/..', '/home/user/to-b', '/home/../..'):
         assert_host_fine(box, b)
 
 
-def test_guest_state_does_not_leak_between_commands_contexts_and_sandboxes(box) -> None:
+def test_guest_state_does_not_leak_between_commands_contexts_and_sandboxes(box: Sandbox) -> None:
     """Defends against one guest poisoning the shared snapshot or stdlib for later guests."""
     poison = ("import json, builtins, os, sys\njson.dumps = lambda *a, **k: 'POISONED'\n"
               "builtins.EVIL = 'set'\nos.environ['POISON'] = '1'\nsys.path.insert(0, '/tmp/evil')\n"
@@ -122,8 +124,8 @@ def test_kill_while_everything_runs(mode: str, make: Callable[..., Sandbox]) -> 
     base = testing.host_folder(s) if here else None
     outcomes: dict[str, object] = {}
 
-    def record(name, fn):
-        def body():
+    def record(name: str, fn: Callable[[], object]) -> threading.Thread:
+        def body() -> None:
             try:
                 outcomes[name] = fn()
             except BaseException as exc:
@@ -210,7 +212,7 @@ def test_process_and_context_calls_on_a_killed_sandbox_raise() -> None:
             call()
 
 
-def test_lifetime_timeout_stops_running_work(box) -> None:
+def test_lifetime_timeout_stops_running_work(box: Sandbox) -> None:
     """Defends against work outliving its sandbox's lifetime (the timeout kills everything)."""
     before = guest_threads()
     s = Sandbox.create(timeout=1)
@@ -236,7 +238,7 @@ def test_async_kill_while_running() -> None:
         s = await AsyncSandbox.create(timeout=60)
         results: list[object] = []
 
-        async def attempt(coro_fn) -> None:
+        async def attempt(coro_fn: Callable[[], Awaitable[object]]) -> None:
             try:
                 results.append(await coro_fn())
             except Exception as exc:
@@ -282,7 +284,9 @@ def test_kill_during_files_writes_fails_them_cleanly() -> None:
     s = Sandbox.create(timeout=60)
     base = testing.host_folder(s)
     try:
-        writes = [Bounded(lambda i=i: s.files.write(f"/tmp/deep/{i}/big.bin", _Slow())) for i in range(3)]
+        # _Slow has only read(), all the SDK uses of a file object
+        writes = [Bounded(functools.partial(s.files.write, f"/tmp/deep/{i}/big.bin", cast(IO[bytes], _Slow())))
+                  for i in range(3)]
         many = Bounded(lambda: [s.files.write(f"/home/user/n{i}/f.txt", "x") for i in range(100_000)])
         time.sleep(0.3)
         assert s.kill() is True
@@ -296,14 +300,18 @@ def test_kill_during_files_writes_fails_them_cleanly() -> None:
         _remove_tree(base)  # a racing write can leave it behind: see the next case
 
 
+def _write_many(s: Sandbox, prefix: str) -> None:
+    for i in range(100_000):
+        s.files.write(f"{prefix}{i}/f.txt", "x")
+
+
 def test_kill_racing_files_writes_leaves_no_host_folder() -> None:
     """Defends against a write racing kill leaving the sandbox's files on the host disk."""
     leaked: list[Path] = []
     for _ in range(8):
         s = Sandbox.create(timeout=60)
         base = testing.host_folder(s)
-        calls = [Bounded(lambda k=k, s=s: [s.files.write(f"/home/user/t{k}-{i}/f.txt", "x") for i in range(100_000)])
-                 for k in range(4)]
+        calls = [Bounded(functools.partial(_write_many, s, f"/home/user/t{k}-")) for k in range(4)]
         time.sleep(0.2)
         s.kill()
         for call in calls:
@@ -325,7 +333,7 @@ def test_many_sandboxes_at_once_stay_isolated() -> None:
             s.files.write("/tmp/same-name.txt", f"owner {i}")
             r = s.commands.run("for n in 1 2 3; do cat /tmp/same-name.txt; echo \" $ME\"; done")
             return r.stdout + s.files.read("/tmp/same-name.txt")
-        calls = [Bounded(lambda i=i, s=s: work(i, s)) for i, s in enumerate(sandboxes)]
+        calls = [Bounded(functools.partial(work, i, s)) for i, s in enumerate(sandboxes)]
         for i, call in enumerate(calls):
             assert call.wait(30) and call.error is None, call.error
             assert call.result == f"owner {i} {i}\n" * 3 + f"owner {i}"
@@ -354,7 +362,7 @@ def test_kill_removes_a_guest_made_deep_tree() -> None:
         assert_host_fine()
 
 
-def test_files_remove_of_a_deep_tree(fresh) -> None:
+def test_files_remove_of_a_deep_tree(fresh: Sandbox) -> None:
     """Defends against a deep folder chain making files.remove raise a non-SDK exception."""
     deep_tree(fresh, "/tmp/nest")
     try:

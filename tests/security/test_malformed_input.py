@@ -20,7 +20,7 @@ MiB = 1 << 20
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 
-def test_invalid_utf8_in_output(box) -> None:
+def test_invalid_utf8_in_output(box: Sandbox) -> None:
     """Defends against invalid UTF-8 output breaking the host's decoding or callbacks."""
     code = ("import sys, os\nsys.stdout.buffer.write(b'\\xff\\xfe')\nsys.stdout.buffer.write(b'|\\xe2\\x82')\n"
             "sys.stdout.flush()\nsys.stdout.buffer.write(b'\\xac|\\xed\\xa0\\x80|\\xc0\\x80')\n"
@@ -41,7 +41,7 @@ def test_invalid_utf8_in_output(box) -> None:
     assert_host_fine(box)
 
 
-def test_guest_cannot_create_non_utf8_file_names(box) -> None:
+def test_guest_cannot_create_non_utf8_file_names(box: Sandbox) -> None:
     """Defends against guest-made names with surrogates or invalid bytes breaking files.list."""
     code = """
 import os
@@ -62,7 +62,7 @@ for name in ('/home/user/bad\\udcff\\udcfe.txt', b'/home/user/raw\\xff\\xfe.txt'
     assert_host_fine(box)
 
 
-def test_api_surrogate_names_do_not_break_the_guests_listing(fresh) -> None:
+def test_api_surrogate_names_do_not_break_the_guests_listing(fresh: Sandbox) -> None:
     """Defends against host-API file names the guest's (UTF-8-only) WASI cannot read back."""
     fresh.files.write("/home/user/report.txt", "ok")
     for call in (lambda: fresh.files.write("/home/user/w\udcff.txt", "x"),
@@ -76,18 +76,19 @@ def test_api_surrogate_names_do_not_break_the_guests_listing(fresh) -> None:
     assert r.exit_code == 0 and "report.txt" in r.stdout, r
 
 
-def test_bad_paths_and_argument_types_to_the_files_api(box) -> None:
+def test_bad_paths_and_argument_types_to_the_files_api(box: Sandbox) -> None:
     """Defends against malformed arguments (NUL, empty, wrong types, over-long names) reaching the OS."""
+    # the `type: ignore`s: wrong types on purpose, as a caller without a type checker sends them
     checks = [
         (lambda: box.files.read("/etc/pass\x00wd"), InvalidArgumentException),
         (lambda: box.files.write("/tmp/a\x00b", "x"), InvalidArgumentException),
         (lambda: box.files.read(""), InvalidArgumentException),
-        (lambda: box.files.read(None), InvalidArgumentException),
-        (lambda: box.files.read(b"/etc/passwd"), InvalidArgumentException),
-        (lambda: box.files.write(5, "x"), InvalidArgumentException),
-        (lambda: box.files.write("/tmp/x", 123), InvalidArgumentException),
-        (lambda: box.files.write("/tmp/x", ["a"]), InvalidArgumentException),
-        (lambda: box.files.read("/etc/passwd", format="evil"), InvalidArgumentException),
+        (lambda: box.files.read(None), InvalidArgumentException),  # type: ignore[call-overload]
+        (lambda: box.files.read(b"/etc/passwd"), InvalidArgumentException),  # type: ignore[call-overload]
+        (lambda: box.files.write(5, "x"), InvalidArgumentException),  # type: ignore[arg-type]
+        (lambda: box.files.write("/tmp/x", 123), InvalidArgumentException),  # type: ignore[arg-type]
+        (lambda: box.files.write("/tmp/x", ["a"]), InvalidArgumentException),  # type: ignore[arg-type]
+        (lambda: box.files.read("/etc/passwd", format="evil"), InvalidArgumentException),  # type: ignore[call-overload]
         (lambda: box.files.list("/", depth=0), InvalidArgumentException),
         (lambda: box.files.list("/", depth=-5), InvalidArgumentException),
         (lambda: box.files.write_files([{"path": "/tmp/a"}]), InvalidArgumentException),
@@ -108,15 +109,16 @@ def test_bad_paths_and_argument_types_to_the_files_api(box) -> None:
     assert_host_fine(box)
 
 
-def test_bad_arguments_to_commands_and_run_code(box) -> None:
+def test_bad_arguments_to_commands_and_run_code(box: Sandbox) -> None:
     """Defends against malformed command arguments (cwd escapes, env names, types) misbehaving."""
-    for call in (lambda: box.commands.run(b"echo"), lambda: box.commands.run("echo", stdin=5),
-                 lambda: box.commands.run("echo", timeout=-1), lambda: box.commands.run("echo", timeout="x"),
-                 lambda: box.commands.run("echo", envs={"A": 1}), lambda: box.commands.run("echo", envs=["A"]),
+    # the `type: ignore`s: wrong types on purpose
+    for call in (lambda: box.commands.run(b"echo"), lambda: box.commands.run("echo", stdin=5),  # type: ignore[arg-type]
+                 lambda: box.commands.run("echo", timeout=-1), lambda: box.commands.run("echo", timeout="x"),  # type: ignore[arg-type]
+                 lambda: box.commands.run("echo", envs={"A": 1}), lambda: box.commands.run("echo", envs=["A"]),  # type: ignore[arg-type, dict-item]
                  lambda: box.commands.run("pwd", cwd="/tmp\x00"), lambda: box.commands.run("pwd", cwd="/nope"),
                  lambda: box.commands.run("pwd", cwd="/usr/local/lib/declaw/../../../../root/.cache"),
                  lambda: box.create_code_context(cwd="../../../../root/.cache"),
-                 lambda: box.run_code(b"1"), lambda: box.run_code("1", language="cobol"),
+                 lambda: box.run_code(b"1"), lambda: box.run_code("1", language="cobol"),  # type: ignore[arg-type]
                  lambda: box.run_code("1", timeout=-3), lambda: box.pty.create(PtySize(0, 0)),
                  lambda: box.pty.create(PtySize(10**9, 10**9))):
         with pytest.raises(InvalidArgumentException):
@@ -136,7 +138,7 @@ def test_bad_arguments_to_commands_and_run_code(box) -> None:
     assert_host_fine(box)
 
 
-def test_nul_and_surrogates_in_command_lines_and_code(box) -> None:
+def test_nul_and_surrogates_in_command_lines_and_code(box: Sandbox) -> None:
     """Defends against NULs and lone surrogates in command lines and cells crashing the host."""
     for cmd in ("echo a\x00b", "echo \udcff", "printf '\\377\\376\\0'", "echo '\ud800' | wc -c",
                 "python3 -c 'print(\"\\udcff\")'"):
@@ -155,7 +157,7 @@ def test_nul_and_surrogates_in_command_lines_and_code(box) -> None:
     assert_host_fine(box)
 
 
-def test_ten_thousand_env_vars_and_huge_values(box) -> None:
+def test_ten_thousand_env_vars_and_huge_values(box: Sandbox) -> None:
     """Defends against enormous environments (10k vars, 10 MB values) hanging the guest start."""
     envs = {f"V{i}": "x" * 16 for i in range(10_000)}
     start = time.monotonic()
@@ -169,7 +171,7 @@ def test_ten_thousand_env_vars_and_huge_values(box) -> None:
     assert_host_fine(box)
 
 
-def test_enormous_command_line_is_bounded(box) -> None:
+def test_enormous_command_line_is_bounded(box: Sandbox) -> None:
     """Defends against a 10 MB command line hanging the host: refused at once, like bash -c's E2BIG."""
     start = time.monotonic()
     with pytest.raises(InvalidArgumentException, match="Argument list too long"):
@@ -178,7 +180,7 @@ def test_enormous_command_line_is_bounded(box) -> None:
     assert_host_fine(box)
 
 
-def test_enormous_command_line_gets_a_prompt_answer(box) -> None:
+def test_enormous_command_line_gets_a_prompt_answer(box: Sandbox) -> None:
     """Defends against a long command line costing its whole timeout instead of a clean answer."""
     start = time.monotonic()
     with pytest.raises(InvalidArgumentException, match=r"131072 bytes.*Argument list too long"):
@@ -189,7 +191,7 @@ def test_enormous_command_line_gets_a_prompt_answer(box) -> None:
     assert_host_fine(box)
 
 
-def test_pty_garbage_input(box) -> None:
+def test_pty_garbage_input(box: Sandbox) -> None:
     """Defends against random bytes, invalid UTF-8 and escape sequences typed into a PTY."""
     rng = random.Random(1234)
     junk = bytes(b for b in (rng.randrange(256) for _ in range(20_000)) if b not in (3, 4, 10, 13))
@@ -207,7 +209,7 @@ def test_pty_garbage_input(box) -> None:
     assert_host_fine(box)
 
 
-def test_binary_garbage_on_stdin(box) -> None:
+def test_binary_garbage_on_stdin(box: Sandbox) -> None:
     """Defends against binary or invalid UTF-8 stdin confusing the door that carries it."""
     blob = random.Random(7).randbytes(2 * MiB)
     r = box.commands.run("python3 -c 'import sys, hashlib; d = sys.stdin.buffer.read(); "
@@ -224,7 +226,7 @@ def test_binary_garbage_on_stdin(box) -> None:
     assert handle.wait().stdout == f"{50 * 4096}\n"
     cat = box.commands.run("cat", stdin=True, background=True)
     with pytest.raises(InvalidArgumentException):
-        cat.send_stdin(12345)  # type: ignore[arg-type]
+        cat.send_stdin(12345)
     cat.close_stdin()
     assert cat.wait().exit_code == 0
     assert_host_fine(box)

@@ -15,7 +15,7 @@ import msgpack
 import pytest
 
 from declaw_wasm import testing
-from declaw_wasm import TimeoutException
+from declaw_wasm import Sandbox, TimeoutException
 
 from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
 
@@ -49,7 +49,7 @@ def _host_children() -> set[int]:
     return kids
 
 
-def test_no_fork_exec_spawn_or_subprocess(box) -> None:
+def test_no_fork_exec_spawn_or_subprocess(box: Sandbox) -> None:
     """Defends against the guest starting host processes (fork, exec, spawn, subprocess, popen)."""
     kids = _host_children()
     code = """
@@ -82,7 +82,7 @@ for f in (lambda: subprocess.run(['/bin/sh', '-c', 'touch /tmp/pwned-by-guest'])
     assert_host_fine(box)
 
 
-def test_ctypes_cannot_reach_memory_or_libraries(box) -> None:
+def test_ctypes_cannot_reach_memory_or_libraries(box: Sandbox) -> None:
     """Defends against ctypes loading host libraries or poking raw memory."""
     code = """
 import ctypes
@@ -104,7 +104,7 @@ for f in (lambda: ctypes.CDLL(None), lambda: ctypes.CDLL('libc.so.6'),
     assert_host_fine(box)
 
 
-def test_no_sockets_to_the_host(box) -> None:
+def test_no_sockets_to_the_host(box: Sandbox) -> None:
     """Defends against the guest connecting to services on the host's loopback."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
@@ -149,7 +149,7 @@ for f in (lambda: socket.create_connection(('127.0.0.1', {port}), timeout=1),
     assert_host_fine(box)
 
 
-def test_signals_stay_in_the_guest(box) -> None:
+def test_signals_stay_in_the_guest(box: Sandbox) -> None:
     """Defends against guest code signalling host processes or installing host handlers."""
     handler = signal.getsignal(signal.SIGINT)
     code = """
@@ -170,7 +170,7 @@ signal.signal(signal.SIGINT, lambda *a: print('guest handler'))
     assert_host_fine(box)
 
 
-def test_threads_are_refused_and_aborts_end_only_the_guest(box) -> None:
+def test_threads_are_refused_and_aborts_end_only_the_guest(box: Sandbox) -> None:
     """Defends against guest threads on the host and against guest aborts taking the host down."""
     before = guest_threads()
     r = run_py(box, "import threading\ntry:\n    threading.Thread(target=print).start()\n"
@@ -183,7 +183,7 @@ def test_threads_are_refused_and_aborts_end_only_the_guest(box) -> None:
     assert_host_fine(box)
 
 
-def test_deep_recursion_ends_the_guest_with_an_error(box) -> None:
+def test_deep_recursion_ends_the_guest_with_an_error(box: Sandbox) -> None:
     """Defends against sys.setrecursionlimit(10**6) recursion crashing the host's native stack."""
     code = ("import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\n"
             "try:\n    f(0)\nexcept RecursionError:\n    print('RecursionError', flush=True)\n")
@@ -198,7 +198,7 @@ def test_deep_recursion_ends_the_guest_with_an_error(box) -> None:
     assert_host_fine(box)
 
 
-def test_uncaught_deep_recursion_ends_with_an_error(box) -> None:
+def test_uncaught_deep_recursion_ends_with_an_error(box: Sandbox) -> None:
     """Defends against a one-line recursion bomb burning the guest's whole timeout."""
     code = "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\nf(0)\n"
     start = time.monotonic()
@@ -215,7 +215,7 @@ def test_uncaught_deep_recursion_ends_with_an_error(box) -> None:
     assert box.run_code("sum(range(4))").text == "6"  # the context lives on: nothing trapped
 
 
-def test_door_garbage_frames(box) -> None:
+def test_door_garbage_frames(box: Sandbox) -> None:
     """Defends against malformed door frames crashing or confusing the host."""
     code = DOOR + """
 frames = [b'garbage', b'', b'\\xc1' * 100, b'\\x81', b'\\xdf\\xff\\xff\\xff\\xff', b'\\x92\\x01',
@@ -240,7 +240,7 @@ print('survived')
     assert_host_fine(box)
 
 
-def test_door_huge_frames(box) -> None:
+def test_door_huge_frames(box: Sandbox) -> None:
     """Defends against oversized door frames exhausting host memory."""
     code = DOOR + """
 print(door(b'x' * (17 << 20)))
@@ -257,7 +257,7 @@ print(req(op='stdin', n=10**12))
     assert_host_fine(box)
 
 
-def test_door_forged_exit_codes(box) -> None:
+def test_door_forged_exit_codes(box: Sandbox) -> None:
     """Defends against forged `exit` requests (negative, huge, non-numeric codes) confusing the host."""
     r = run_py(box, DOOR + "print(req(op='exit', code=-5))\nimport os\nos._exit(0)\n")
     assert 0 <= r.exit_code <= 255 and r.exit_code == (-5 & 0xFF)
@@ -274,7 +274,7 @@ def test_door_forged_exit_codes(box) -> None:
     assert_host_fine(box)
 
 
-def test_door_requests_out_of_place_in_run_code(box) -> None:
+def test_door_requests_out_of_place_in_run_code(box: Sandbox) -> None:
     """Defends against a cell forging kernel door requests (results, errors, logs, unknown ops)."""
     ctx = box.create_code_context()
     ex = box.run_code(DOOR + "print(req(op='result', data={'text/plain': 5, 'image/png': ['x']}, main=True))\n"
@@ -296,7 +296,7 @@ def test_door_requests_out_of_place_in_run_code(box) -> None:
     assert_host_fine(box)
 
 
-def test_door_next_cannot_escape_the_cell_timeout(fresh) -> None:
+def test_door_next_cannot_escape_the_cell_timeout(fresh: Sandbox) -> None:
     """Defends against a cell forging the kernel's `next` request to escape its timeout."""
     call = Bounded(lambda: fresh.run_code(DOOR + "req(op='next')\nwhile True: pass", timeout=1))
     ended = call.wait(3)
@@ -307,7 +307,7 @@ def test_door_next_cannot_escape_the_cell_timeout(fresh) -> None:
     assert ended and isinstance(call.error, TimeoutException), "run_code(timeout=1) still running after 3 s"
 
 
-def test_door_done_cannot_hijack_the_next_cell(fresh) -> None:
+def test_door_done_cannot_hijack_the_next_cell(fresh: Sandbox) -> None:
     """Defends against a cell forging `done` to intercept the next cell's code and results."""
     first = Bounded(lambda: fresh.run_code(DOOR + "print('stolen:', req(op='done'))\n'first'", timeout=10))
     assert first.wait(10)

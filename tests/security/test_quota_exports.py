@@ -209,6 +209,7 @@ def test_snapshots_and_pauses_carry_at_most_the_disk_quota(mode: str, host: Host
     assert sandbox.is_running() and sandbox.run_code("x + 1").text == "42"  # it goes on, context and all
     sandbox.commands.run("rm /tmp/hole")
     snapshot = sandbox.snapshot()  # declaw's: with its size
+    assert snapshot.size_bytes is not None
     assert 2 * MIB < snapshot.size_bytes and [s.snapshot_id for s in sandbox.list_snapshots()] == [snapshot.snapshot_id]
 
 
@@ -237,7 +238,7 @@ def test_reading_a_file_is_bounded_by_the_disk_quota(mode: str, host: Host, make
     with Peak(host, _pid(mode, host, sandbox)) as peak:
         for form in ("text", "bytes", "stream"):
             with pytest.raises(NotEnoughSpaceException, match=f"reading /tmp/hole refused: it is {REFUSED}"):
-                sandbox.files.read("/tmp/hole", format=form)  # type: ignore[call-overload]
+                sandbox.files.read("/tmp/hole", format=form)
         with pytest.raises(urllib.error.HTTPError) as answer:  # a server's URL takes its API key
             urllib.request.urlopen(urllib.request.Request(url, headers=_key(mode)), timeout=30)
         assert answer.value.code == 413

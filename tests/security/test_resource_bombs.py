@@ -11,11 +11,12 @@ import gzip
 import hashlib
 import tarfile
 import time
+from typing import IO, Any, Callable, cast
 
 import pytest
 
 from declaw_wasm import testing
-from declaw_wasm import CommandResult, Limits, SandboxException, TimeoutException
+from declaw_wasm import CommandResult, Limits, Sandbox, SandboxException, TimeoutException
 
 from . import support
 from .support import (Bounded, PeakRSS, assert_host_fine, deep_tree, guest_threads, run_py,
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.
 MiB = 1 << 20
 
 
-def _timed(fn, *args, **kwargs):  # -> (result or exception, seconds)
+def _timed(fn: Callable[..., object], *args: Any, **kwargs: Any) -> tuple[Any, float]:  # (result or exception, s)
     start = time.monotonic()
     try:
         out = fn(*args, **kwargs)
@@ -35,7 +36,7 @@ def _timed(fn, *args, **kwargs):  # -> (result or exception, seconds)
     return out, time.monotonic() - start
 
 
-def test_memory_bomb_in_a_command(box) -> None:
+def test_memory_bomb_in_a_command(box: Sandbox) -> None:
     """Defends against a guest allocating past its memory limit (bytearray(4<<30), growing lists)."""
     limit = testing.limits_of(box).memory_limit
     code = """
@@ -62,7 +63,7 @@ print('still running', len(bytearray(10 << 20)))
     assert_host_fine(box)
 
 
-def test_memory_bomb_in_run_code(box) -> None:
+def test_memory_bomb_in_run_code(box: Sandbox) -> None:
     """Defends against a run_code cell exhausting memory and taking the context or host down."""
     ctx = box.create_code_context()
     box.run_code("kept = 'survivor'", context=ctx)
@@ -73,7 +74,7 @@ def test_memory_bomb_in_run_code(box) -> None:
     assert_host_fine(box)
 
 
-def test_cpu_bomb_is_stopped_by_its_timeout(box) -> None:
+def test_cpu_bomb_is_stopped_by_its_timeout(box: Sandbox) -> None:
     """Defends against busy loops running past their timeout (command, background, run_code)."""
     out, took = _timed(box.commands.run, "python3 -c 'while True: pass'", timeout=0.5)
     assert isinstance(out, TimeoutException) and took < 2.5
@@ -92,7 +93,7 @@ def test_cpu_bomb_is_stopped_by_its_timeout(box) -> None:
     assert_host_fine(box)
 
 
-def test_sleeps_and_blocking_reads_are_stopped_by_their_timeout(box) -> None:
+def test_sleeps_and_blocking_reads_are_stopped_by_their_timeout(box: Sandbox) -> None:
     """Defends against guests parking forever in sleep, select or a stdin read."""
     for cmd, kwargs in (("python3 -c 'import time; time.sleep(1e9)'", {}),
                         ("sleep 100000", {}),
@@ -107,7 +108,7 @@ def test_sleeps_and_blocking_reads_are_stopped_by_their_timeout(box) -> None:
     assert_host_fine(box)
 
 
-def test_output_bomb_is_capped_at_the_output_limit(box, no_background_guests) -> None:
+def test_output_bomb_is_capped_at_the_output_limit(box: Sandbox, no_background_guests: None) -> None:
     """Defends against a stdout/stderr flood growing host memory past the sandbox's output limit.
     (RSS is the host's: a first command pays once for what the process loads lazily.)"""
     box.commands.run("true")
@@ -119,12 +120,13 @@ def test_output_bomb_is_capped_at_the_output_limit(box, no_background_guests) ->
         r = run_py(box, code, timeout=60, on_stdout=lambda text: seen.append(len(text)))
     assert len(r.stdout) == limit and len(r.stderr) == limit
     assert sum(seen) == limit
-    assert r.exit_code == 0 and "truncated" in str(r.error) and "stdout" in r.error and "stderr" in r.error
+    assert r.exit_code == 0 and r.error is not None
+    assert "truncated" in r.error and "stdout" in r.error and "stderr" in r.error
     assert mem.growth < 8 * limit * support.copies(), mem.growth
     assert_host_fine(box)
 
 
-def test_endless_output_flood_is_capped_and_stopped(make, no_background_guests) -> None:
+def test_endless_output_flood_is_capped_and_stopped(make: Callable[..., Sandbox], no_background_guests: None) -> None:
     """Defends against an endless output flood (command, background, run_code) outrunning the host."""
     with make(limits=Limits(output_limit=MiB), timeout=120) as s:
         with PeakRSS() as mem:
@@ -145,7 +147,7 @@ def test_endless_output_flood_is_capped_and_stopped(make, no_background_guests) 
         assert_host_fine(s)
 
 
-def test_fork_bomb_like_shell_loops(fresh) -> None:
+def test_fork_bomb_like_shell_loops(fresh: Sandbox) -> None:
     """Defends against shell fork-bomb patterns (background recursion, endless `&` loops)."""
     before = guest_threads()
     for cmd in ("b() { b & b; }; b", "while true; do sleep 10 & done", ":(){ :|:& };:",
@@ -160,7 +162,7 @@ def test_fork_bomb_like_shell_loops(fresh) -> None:
     assert_host_fine(fresh)
 
 
-def test_file_count_bomb(fresh) -> None:
+def test_file_count_bomb(fresh: Sandbox) -> None:
     """Defends against 20000 guest-created files hanging the guest, the files API or kill."""
     code = """
 import os
@@ -189,7 +191,7 @@ print('made', made)
     assert_host_fine()
 
 
-def test_listing_a_big_folder_in_the_guest_is_not_quadratic(fresh) -> None:
+def test_listing_a_big_folder_in_the_guest_is_not_quadratic(fresh: Sandbox) -> None:
     """Defends against a file-count bomb turning every later `ls` into a minutes-long stall."""
     r = run_py(fresh, "import os\nos.makedirs('/tmp/many')\nfor i in range(8000):\n"
                       "    os.close(os.open('/tmp/many/f%d' % i, os.O_CREAT | os.O_WRONLY))\n", timeout=30)
@@ -199,7 +201,7 @@ def test_listing_a_big_folder_in_the_guest_is_not_quadratic(fresh) -> None:
     assert not isinstance(out, Exception) and out.stdout == "8000\n", f"{out!r} after {took:.1f} s"
 
 
-def test_guest_listing_past_the_first_buffer_is_exact(fresh) -> None:
+def test_guest_listing_past_the_first_buffer_is_exact(fresh: Sandbox) -> None:
     """Defends against the host's fd_readdir shim losing or repeating entries of a big folder."""
     code = ("import os\nos.makedirs('/tmp/long/sub')\nnames = {'n%05d-' % i + 'y' * 60 for i in range(6000)}\n"
             "for n in names:\n    os.close(os.open('/tmp/long/' + n, os.O_CREAT | os.O_WRONLY))\n"
@@ -211,7 +213,7 @@ def test_guest_listing_past_the_first_buffer_is_exact(fresh) -> None:
     assert fresh.commands.run("ls /tmp/long | wc -l").stdout == "5991\n"
 
 
-def test_directory_depth_bomb(fresh) -> None:
+def test_directory_depth_bomb(fresh: Sandbox) -> None:
     """Defends against a guest-made ~1000-level folder chain stalling the guest, API or shell."""
     out, took = _timed(deep_tree, fresh, "/tmp/nest", levels=1040)
     made = int(out.stdout.split()[-1])
@@ -229,7 +231,7 @@ def test_directory_depth_bomb(fresh) -> None:
     assert_host_fine(fresh)
 
 
-def test_files_list_with_depth_on_a_deep_chain_is_prompt(fresh) -> None:
+def test_files_list_with_depth_on_a_deep_chain_is_prompt(fresh: Sandbox) -> None:
     """Defends against a deep folder chain turning one files.list call into a host-side stall."""
     deep_tree(fresh, "/tmp/chain", levels=300)
     call = Bounded(lambda: fresh.files.list("/tmp/chain", depth=1000))
@@ -252,7 +254,7 @@ def _gzip_bomb() -> tuple[bytes, bytes]:
 
 @pytest.mark.parametrize("cmd", ["gzip -dc /tmp/bomb.gz | wc -c",
                                  "mkdir -p /tmp/out && cd /tmp/out && tar xzf /tmp/bomb.tar.gz"])
-def test_zip_bombs_in_the_shell(fresh, cmd) -> None:
+def test_zip_bombs_in_the_shell(fresh: Sandbox, cmd: str) -> None:
     """Defends against gzip/tar bombs (1 MB -> 1 GiB) exhausting host memory or hanging."""
     gz, tgz = _gzip_bomb()
     fresh.files.write("/tmp/bomb.gz", gz)
@@ -288,11 +290,11 @@ class _Generated:
         return block
 
 
-def test_huge_files_through_the_files_api(fresh) -> None:
+def test_huge_files_through_the_files_api(fresh: Sandbox) -> None:
     """Defends against 200 MB writes/reads through the files API buffering on the host."""
     source = _Generated(200 * MiB)
     with PeakRSS() as mem:
-        info = fresh.files.write("/tmp/big.bin", source)
+        info = fresh.files.write("/tmp/big.bin", cast(IO[bytes], source))  # read() is all the SDK uses
         digest, size = hashlib.sha256(), 0
         with fresh.files.read("/tmp/big.bin", format="stream") as stream:
             for chunk in stream:
@@ -308,7 +310,7 @@ def test_huge_files_through_the_files_api(fresh) -> None:
     assert_host_fine(fresh)
 
 
-def test_many_background_commands_end_with_kill(fresh) -> None:
+def test_many_background_commands_end_with_kill(fresh: Sandbox) -> None:
     """Defends against a swarm of background guests outliving their sandbox."""
     before = guest_threads()
     handles = [fresh.commands.run("sleep 1000" if i % 2 else "python3 -c 'while True: pass'",

@@ -21,7 +21,7 @@ FAKE_KEY = "sk-test-declaw-security-0123456789abcdef"
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-def test_etc_passwd_is_the_sandboxs_own(box) -> None:
+def test_etc_passwd_is_the_sandboxs_own(box: Sandbox) -> None:
     """Defends against reading the host's /etc/passwd, group or hostname."""
     host_passwd = Path("/etc/passwd").read_text()
     r = box.commands.run("cat /etc/passwd; echo ---; cat /etc/hostname; echo ---; cat /etc/shadow")
@@ -30,13 +30,14 @@ def test_etc_passwd_is_the_sandboxs_own(box) -> None:
     assert hostname.strip() == "sandbox" and "No such file" in r.stderr
     code = "import sys\nsys.stdout.write(open('/etc/passwd').read())\n"
     assert run_py(box, code).stdout == passwd
-    assert box.run_code("open('/etc/passwd').read()").text.strip("'\"") != host_passwd
+    text = box.run_code("open('/etc/passwd').read()").text
+    assert text is not None and text.strip("'\"") != host_passwd
     api = box.files.read("/etc/passwd")
     assert api != host_passwd and api == passwd
     assert_host_fine(box)
 
 
-def test_proc_and_sys_are_absent(box) -> None:
+def test_proc_and_sys_are_absent(box: Sandbox) -> None:
     """Defends against reading the host process's /proc (environ, maps, cmdline, fds). The
     guest's /proc holds one file of its own, the sandbox's boot id (as Linux has it)."""
     r = box.commands.run("ls /sys /dev; cat /proc/self/environ /proc/self/maps /proc/1/cmdline "
@@ -65,7 +66,7 @@ for p in ('/proc/self/environ', '/proc/self/maps', '/proc/self/mem', '/proc/1/en
     assert_host_fine(box)
 
 
-def test_host_home_and_checkout_are_absent(box) -> None:
+def test_host_home_and_checkout_are_absent(box: Sandbox) -> None:
     """Defends against reading the host's home (/root), its caches, and the /work checkout."""
     r = box.commands.run("ls /root/.cache /work; ls -a ~; cat /root/.bashrc; find / -maxdepth 2 -name '*.md'; "
                          "cat ~/../../root/.cache/declaw-wasm/*; ls /usr/local/lib/declaw/../../../../work")
@@ -88,7 +89,7 @@ print(found, os.listdir('/root'))
     assert_host_fine(box)
 
 
-def test_runtime_mount_shows_only_guest_code(box) -> None:
+def test_runtime_mount_shows_only_guest_code(box: Sandbox) -> None:
     """Defends against the read-only runtime mounts exposing host files beyond the guest's code."""
     r = box.commands.run("ls /usr/local/lib; ls /usr/local/lib/declaw; ls /usr/local/lib/declaw/..")
     listed = set(r.stdout.split())
@@ -114,7 +115,7 @@ def _no_secret(text: str) -> None:
     assert FAKE_KEY not in text and "OPENAI_API_KEY" not in text and "AWS_SECRET" not in text
 
 
-def test_host_environment_is_invisible_to_commands(host_secret_env) -> None:
+def test_host_environment_is_invisible_to_commands(host_secret_env: str) -> None:
     """Defends against host environment variables (API keys) leaking into a command's guest."""
     with Sandbox.create(timeout=120) as s:
         r = s.commands.run("env; printenv OPENAI_API_KEY; echo \"[$OPENAI_API_KEY]\"; set | grep -i key; "
@@ -137,7 +138,7 @@ def test_host_environment_is_invisible_to_commands(host_secret_env) -> None:
         assert_host_fine(s)
 
 
-def test_host_environment_is_invisible_to_run_code_and_pty(host_secret_env) -> None:
+def test_host_environment_is_invisible_to_run_code_and_pty(host_secret_env: str) -> None:
     """Defends against host environment variables leaking into run_code contexts or a PTY."""
     with Sandbox.create(timeout=120) as s:
         ex = s.run_code("import os\n"
@@ -159,7 +160,7 @@ def test_host_environment_is_invisible_to_run_code_and_pty(host_secret_env) -> N
         assert_host_fine(s)
 
 
-def test_sandbox_envs_do_not_leak_between_sandboxes_or_commands(box) -> None:
+def test_sandbox_envs_do_not_leak_between_sandboxes_or_commands(box: Sandbox) -> None:
     """Defends against one command's or sandbox's `envs=` secrets reaching another."""
     with Sandbox.create(envs={"TENANT_TOKEN": "tenant-a-secret"}, timeout=60) as a:
         assert a.commands.run("echo $TENANT_TOKEN").stdout == "tenant-a-secret\n"
@@ -173,7 +174,7 @@ def test_sandbox_envs_do_not_leak_between_sandboxes_or_commands(box) -> None:
     assert_host_fine(box)
 
 
-def test_errors_never_name_host_paths(box) -> None:
+def test_errors_never_name_host_paths(box: Sandbox) -> None:
     """Defends against error messages and results disclosing the sandbox's host folder."""
     base = str(testing.host_folder(box))
     messages: list[str] = []
@@ -191,6 +192,7 @@ def test_errors_never_name_host_paths(box) -> None:
                          "python3 -c 'import os, sys; print(os.getcwd(), sys.executable, sys.path, __file__)'")
     messages += [r.stdout, r.stderr]
     ex = box.run_code("import os, sys\nraise OSError(os.getcwd() + ' ' + repr(sys.path))")
+    assert ex.error is not None
     messages += [ex.error.value, ex.error.traceback]
     for text in messages:
         assert base not in text and "declaw-wasm-sbx" not in text, text

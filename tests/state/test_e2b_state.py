@@ -76,9 +76,10 @@ def test_filesystem_only_pause(sandbox: Sandbox, state: str) -> None:
     assert sandbox.pause(keep_memory=False)
     sandbox.connect()
     assert sandbox.files.read("/home/user/marker.txt") == "persisted"
-    assert sandbox.run_code("x").error.name == "NameError"  # the contexts started afresh
+    error = sandbox.run_code("x").error
+    assert error is not None and error.name == "NameError"  # the contexts started afresh
     with pytest.raises(InvalidArgumentException):
-        sandbox.pause(keep_memory="no")  # type: ignore[arg-type]
+        sandbox.pause(keep_memory="no")
 
 
 def test_boot_id(sandbox: Sandbox, state: str) -> None:
@@ -114,7 +115,8 @@ def test_lifecycle_forms(state: str) -> None:
         assert sbx.get_info().state == SandboxState.PAUSED
         sbx.connect()
         assert sbx.files.read("/home/user/m.txt") == "m"
-        assert sbx.run_code("y").error.name == "NameError"  # filesystem-only
+        error = sbx.run_code("y").error
+        assert error is not None and error.name == "NameError"  # filesystem-only
     finally:
         sbx.kill()
     with pytest.raises(InvalidArgumentException):

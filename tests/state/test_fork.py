@@ -51,7 +51,7 @@ def test_fork_of_a_fork_and_a_single_fork(sandbox: Sandbox, state: str) -> None:
 def test_fork_rules(sandbox: Sandbox, state: str) -> None:
     for bad in (0, 65, -1, True, "2"):
         with pytest.raises(InvalidArgumentException):
-            sandbox.fork(count=bad)  # type: ignore[arg-type]
+            sandbox.fork(count=bad)
     sandbox.run_code("f = open('/tmp/x', 'w')")
     with pytest.raises(ConflictException, match="open files"):
         sandbox.fork(count=2)

@@ -123,7 +123,8 @@ def test_every_context_and_its_cwd_are_kept(sandbox: Sandbox, state: str) -> Non
         out = twin.run_code("import os; print(y, os.getcwd())", context=ctx)
         assert "".join(out.logs.stdout) == "second /tmp/work\n"
         assert "".join(twin.run_code("print(y)").logs.stdout) == "default\n"
-        assert twin.run_code("y", context=fresh_ctx).error.name == "NameError"
+        error = twin.run_code("y", context=fresh_ctx).error
+        assert error is not None and error.name == "NameError"
     finally:
         twin.kill()
 

@@ -13,7 +13,7 @@ import tarfile
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Literal, Mapping, Optional
 
 import pytest
 
@@ -79,7 +79,10 @@ def s3_options() -> Iterator[dict[str, object]]:
         proc.wait(10)
 
 
-def make_tar(files: dict[str, Optional[bytes]], *, mode: str = "w:gz",
+TarWriteMode = Literal["w", "w:gz", "w:bz2", "w:xz"]
+
+
+def make_tar(files: Mapping[str, Optional[bytes]], *, mode: TarWriteMode = "w:gz",
              extra: Optional[list[tarfile.TarInfo]] = None) -> bytes:
     """A tar.gz of `files` (None: a folder), plus raw `extra` members."""
     buf = io.BytesIO()

@@ -163,7 +163,7 @@ def test_our_volumes_in_remote_mode(server: str, tmp_path: Path) -> None:
     (folder / "sub").mkdir(parents=True)
     (folder / "sub" / "f.txt").write_text("from a folder")
     (folder / "link").symlink_to("/etc/passwd")
-    where = {"domain": server, "api_key": KEY}
+    where: dict[str, Any] = {"domain": server, "api_key": KEY}
     vol = Volumes.create("from-folder", folder, **where)  # packed here, uploaded as bytes
     try:
         files = Volumes.files(vol.volume_id, **where)

@@ -11,7 +11,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -217,7 +217,7 @@ def test_expired_lease_of_a_dead_process_can_be_taken(tmp_path: Path, monkeypatc
 
 
 # -- S3 through moto's server (tests/volumes/conftest.py; skipped without s3fs and moto) --------
-def test_s3_store_blobs_and_leases(s3_options: dict[str, object]) -> None:
+def test_s3_store_blobs_and_leases(s3_options: dict[str, Any]) -> None:
     url = f"s3://declaw-state/run-{uuid.uuid4().hex}"
     store = StateStore(url, **s3_options)
     assert store.exclusive == "if-none-match" and store.lease_safe

@@ -30,7 +30,7 @@ from declaw_wasm.volumes import (
     Volumes,
 )
 
-from .conftest import make_tar, tar_names
+from .conftest import TarWriteMode, make_tar, tar_names
 
 CORPUS = {"docs/": None, "docs/a.txt": b"alpha\n", "docs/deep/b.bin": bytes(range(256)) * 40,
           "empty.txt": b"", "top.md": "héllo wörld\n".encode()}
@@ -59,7 +59,7 @@ def test_round_trip_through_download(state_url: str) -> None:
     """download() of a volume made from download() holds the same files, modes and mtimes."""
     first = Volumes.create("one", make_tar(CORPUS))
     again = Volumes.create("two", Volumes.download(first.volume_id))
-    def describe(volume_id: str) -> list[tuple[str, bytes, int, int, int]]:
+    def describe(volume_id: str) -> list[tuple[str, bytes, int, int, float]]:
         with tarfile.open(fileobj=io.BytesIO(Volumes.download(volume_id))) as tar:
             return sorted((m.name, m.type, m.size, m.mode, m.mtime) for m in tar.getmembers())
 
@@ -113,7 +113,8 @@ def test_volume_files_read_write_list_info(state_url: str) -> None:
         files.read("/made")
     with pytest.raises(InvalidArgumentException, match="is a file"):
         files.write("/top.md/inside", b"x")
-    assert Volumes.get(vol.volume_id).size_bytes == len(CORPUS["top.md"]) + 2 + 0
+    top = CORPUS["top.md"]
+    assert top is not None and Volumes.get(vol.volume_id).size_bytes == len(top) + 2 + 0
 
 
 def test_compare_and_set_versions(state_url: str) -> None:
@@ -241,7 +242,7 @@ def test_async_volumes(state_url: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["w", "w:bz2", "w:xz"])
-def test_other_archive_formats(state_url: str, mode: str) -> None:
+def test_other_archive_formats(state_url: str, mode: TarWriteMode) -> None:
     """declaw takes tar.gz; plain tar, bzip2 and xz are read too (same rules)."""
     vol = Volumes.create("fmt", make_tar({"a/b.txt": b"bee"}, mode=mode))
     assert Volumes.files(vol.volume_id).read("/a/b.txt") == b"bee"
