@@ -293,12 +293,13 @@ class GuardPipeline:
             return out
         action = self.policy.pii.action
         kinds = sorted({d.type for d in dets})
-        out.counts["pii_detections"] += len(dets)
-        if action == "block":
-            return self._block(out, "pii", f"the request body contains PII ({', '.join(kinds)})")
-        if action == "log_only":
+        if action in ("block", "log_only"):
+            out.counts["pii_detections"] += len(dets)
+            if action == "block":
+                return self._block(out, "pii", f"the request body contains PII ({', '.join(kinds)})")
             out.notes.append(f"pii: {len(dets)} found ({', '.join(kinds)}), log_only")
             return out
+        # redaction: counted only once it is done here (a fall back to the unit path counts there)
         parts: list[str] = []
         pos = counted = quotes = 0
         for d in dets:
@@ -321,6 +322,7 @@ class GuardPipeline:
         except ValueError:
             return None
         out.body = result.encode("utf-8")
+        out.counts["pii_detections"] += len(dets)
         out.counts["pii_redactions"] += len(dets)
         if self.tokens.overflowed:
             out.notes.append("pii: token map full; new values redacted without a token")

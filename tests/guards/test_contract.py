@@ -94,3 +94,15 @@ def test_a_block_answer_is_given_once_then_done() -> None:
     assert f.blocked == "injection_defense" and f.done and f.status == 403
     assert json.loads(answer)["guard"] == "injection_defense" and ("connection", "close") in f.headers
     assert f.feed(b"more") == b"" and f.end() == b""
+
+
+@pytest.mark.parametrize("body", [
+    b'{"e": "a@b.io", "f": "c@d.io"}',  # redacted by the one-pass JSON scan
+    b'{"n": 4111111111111111e0, "e": "a@b.io"}',  # the scan gives up (a number it cannot replace whole): unit path
+])
+def test_pii_in_a_json_body_is_counted_once_whichever_path_redacts_it(body: bytes) -> None:
+    """The audit's counts say what was found: a body the one-pass scan starts on and then hands
+    to the unit-by-unit path was counted by both (4 detections for 2)."""
+    out = pii_pipe().request("api.openai.com", "POST", "https://api.openai.com/v1/x",
+                             JSON + [("content-length", str(len(body)))], body)
+    assert out.counts["pii_detections"] == out.counts["pii_redactions"] == 2, out.counts
