@@ -51,11 +51,21 @@ def end_line(process: Any, output: bool = True) -> Union[EndLine, ExceptionLine]
     try:
         result: CommandResult = process.result()
     except SandboxException as exc:
-        line = exception_line(exc)
-        if not output:
-            line.stdout = line.stderr = None
-        return line
-    return EndLine(**{name: getattr(result, name) for name in EndLine.model_fields if name != "type"})
+        return _exception(exc, output)
+    return EndLine(**_carried(EndLine, result))
+
+
+def _exception(exc: BaseException, output: bool) -> ExceptionLine:
+    """The exception line that ends a stream, with the output so far only if `output`."""
+    line = exception_line(exc)
+    if not output:
+        line.stdout = line.stderr = None
+    return line
+
+
+def _carried(line: type[Any], result: Any) -> dict[str, Any]:
+    """The fields an end line carries of a result, by name (all of the line's but its type)."""
+    return {name: getattr(result, name) for name in line.model_fields if name != "type"}
 
 
 def start_cell(run_code: Callable[..., Execution], request: Any,
@@ -94,14 +104,10 @@ def cell_lines(items: Iterable[tuple[str, Any]], output: bool = True) -> tuple[l
             out.append(CellErrorLine(**value.model_dump()))
         elif kind == "done":
             execution: Execution = value
-            fields = {name: getattr(execution, name) for name in ExecutionCountLine.model_fields if name != "type"}
-            out += [ExecutionCountLine(**fields), EndOfExecutionLine()]
+            out += [ExecutionCountLine(**_carried(ExecutionCountLine, execution)), EndOfExecutionLine()]
             return out, True
         else:
-            line = exception_line(value)
-            if not output:
-                line.stdout = line.stderr = None
-            out.append(line)
+            out.append(_exception(value, output))
             return out, True
     return out, False
 
