@@ -6,8 +6,11 @@ paths: "warm" (the warm image, the default) and "cold" (the plain module,
 DECLAW_WASM_WARM_IMAGE=0), which must behave the same, unless its folder's conftest pins the path.
 Every other test is pure host code: it runs once and needs no runtime, so `pytest -m "not guest"`
 runs without a warmup. A test not marked `guest` that starts a guest fails, saying so, so the
-marker stays true. Tests marked `served` also run through `declaw-wasm serve`, in a process
-pool and on a Ray cluster (see "backends" below).
+marker stays true. A pure test that takes seconds (hundreds of property examples, a bound measured
+on large inputs, the host's real pip) is marked `heavy`: it runs in the second tier, beside the
+guest tests (`-m guest` selects it, `-m "not guest"` leaves it out), so the fast tier stays under a
+minute; it still needs no runtime and runs once. Tests marked `served` also run through
+`declaw-wasm serve`, in a process pool and on a Ray cluster (see "backends" below).
 """
 
 from __future__ import annotations
@@ -230,6 +233,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if is_guest_test(item) and item.get_closest_marker("guest") is None:
             item.add_marker(pytest.mark.guest)
+        elif item.get_closest_marker("heavy") is not None and item.get_closest_marker("guest") is None:
+            item.add_marker(pytest.mark.guest)  # the second tier's (see the module's docstring)
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:

@@ -87,6 +87,7 @@ def _pulled(coding: str, body: bytes, cut: int, step: int) -> bytes:
     return b"".join(out)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", list(CODED))
 def test_every_coding_decodes_however_it_is_cut(name: str) -> None:
     coding, body = CODED[name]
@@ -135,6 +136,7 @@ def test_decoding_is_bounded_whatever_the_ratio(coding: str) -> None:
         decode_all(coding, body, 1 << 20)
 
 
+@pytest.mark.heavy
 def test_stacked_padding_costs_bounded_work() -> None:
     """Zero padding, empty members and skippable frames decode to nothing: stacked, a few KiB of
     them would make one step chew through gigabytes without output. The inner codings are fed at

@@ -69,6 +69,7 @@ def test_nesting_is_bounded() -> None:
     assert isinstance(out, BadMessage) and "another extension type" in str(out)
 
 
+@pytest.mark.heavy
 @pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_a_message_costs_a_bounded_multiple_of_its_size() -> None:
     """The costliest things one byte of msgpack can stand for (empty arrays, maps of one entry,
@@ -84,6 +85,7 @@ def test_a_message_costs_a_bounded_multiple_of_its_size() -> None:
     assert isinstance(_cost(_array(n // 3, b"\x81\xc0\xc0"))[0], BadMessage)  # one map per 16 bytes
 
 
+@pytest.mark.heavy
 @pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 def test_a_message_costs_a_bounded_amount_whatever_its_size() -> None:
     """A large message padded with bytes (raising its proportional budget) still holds at most

@@ -38,6 +38,7 @@ def test_every_op_declares_its_fields_with_types_and_bounds() -> None:
             assert field.isidentifier() and field != "op", (name, field)
 
 
+@pytest.mark.heavy
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_a_request_the_declaration_accepts_is_passed_on_with_its_declared_fields_only(data: Any) -> None:
@@ -48,6 +49,7 @@ def test_a_request_the_declaration_accepts_is_passed_on_with_its_declared_fields
     assert fields == {k: v for k, v in request.items() if k != "op"}
 
 
+@pytest.mark.heavy
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_a_request_the_declaration_refuses_names_the_op_and_the_field(data: Any) -> None:
@@ -163,6 +165,7 @@ SHAPES = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.traces_memory  # tracemalloc stays on after it (tracing.py)
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_estimate_covers_what_decoding_takes_and_the_bound_holds(shape: str) -> None:
@@ -203,6 +206,7 @@ def test_hostile_frames_are_refused_before_anything_is_built() -> None:
     assert decode(b"\xd6\xff\x00\x00\x00\x01") == 1.0  # a timestamp in a small frame: a number
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None)
 @given(strategies.plain)
 def test_decode_gives_what_msgpack_gives_for_plain_values(value: Any) -> None:
@@ -212,6 +216,7 @@ def test_decode_gives_what_msgpack_gives_for_plain_values(value: Any) -> None:
     measure(frame)  # every plain value this small is in bounds
 
 
+@pytest.mark.heavy
 @settings(max_examples=500, deadline=None)
 @given(strategies.frames)
 def test_a_frame_the_walk_passes_is_one_msgpack_decodes_or_refuses_cleanly(frame: bytes) -> None:

@@ -1,12 +1,16 @@
 """The test tiers themselves (tests/conftest.py): which `-m` expressions let the fast tier skip
-importing modules of guest tests, and that a module's markers are declared once (a second
+importing modules of guest tests, that `heavy` pure tests run in the second tier, and that a
+module's markers are declared once (a second
 `pytestmark = ...` silently replaces the first: a module of guest tests that trace memory lost its
 `traces_memory` marker that way, so tracing started before tests that measure RSS)."""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,3 +49,24 @@ def test_every_module_declares_its_markers_once_at_its_top_level() -> None:
         if len(declared) > 1 or len(spelled) != len(declared):
             wrong.append(str(path.relative_to(TESTS)))
     assert wrong == []
+
+
+@pytest.mark.heavy
+def test_heavy_pure_tests_run_in_the_second_tier_and_nowhere_twice() -> None:
+    """`-m "not guest"` (the fast tier) leaves out a module's `heavy` tests and keeps its others;
+    `-m guest` takes them (beside the module's guest tests), and no test is in both."""
+    def collected(markexpr: str) -> set[str]:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:randomly",
+                               "-m", markexpr, str(TESTS / "test_door_ops.py")],
+                              capture_output=True, text=True, timeout=120, cwd=TESTS.parent,
+                              env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {line for line in done.stdout.splitlines() if "::" in line}
+
+    source = (TESTS / "test_door_ops.py").read_text(encoding="utf-8")
+    heavy = {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef)
+             and any("heavy" in ast.unparse(d) for d in node.decorator_list)}
+    fast, second = collected("not guest"), collected("guest")
+    assert heavy and fast and not fast & second
+    assert heavy <= {test.split("::")[1].split("[")[0] for test in second}
+    assert not {test.split("::")[1].split("[")[0] for test in fast} & heavy

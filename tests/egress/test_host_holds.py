@@ -275,6 +275,7 @@ def test_request_bodies_a_guard_holds_are_counted_in_the_sandboxs_budget() -> No
     assert b"[REDACTED_EMAIL_1]" in bytes(made.to_upstream)
 
 
+@pytest.mark.heavy
 def test_an_answer_held_for_an_injection_scan_is_counted_in_the_sandboxs_budget() -> None:
     """A blocking scan holds an answer back up to Limits.net_guard_scan_bytes (4 MiB): kept as it
     grows, given back as it is released; with the sandbox's budget full, a 503 naming it (the

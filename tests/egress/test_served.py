@@ -156,6 +156,7 @@ def test_our_vault_client_and_sdk_in_remote_mode(server: str, up: Upstreams) -> 
         vault.delete_secret("ours")
 
 
+@pytest.mark.heavy
 def test_secret_values_never_cross_plain_http_to_another_machine(server: str) -> None:
     """Our SDK refuses before connecting; a server that got them anyway refuses them."""
     for domain in ("http://192.0.2.10:8080", "http://[2001:db8::1]:8080"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +47,7 @@ def _same_shape(a: object, b: object) -> None:
         assert a == b and type(a) is type(b)
 
 
+@pytest.mark.heavy
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=DOCS, indent=st.sampled_from([None, 2]), ascii_only=st.booleans())
 def test_redacting_random_json_keeps_it_valid_with_the_same_shape(doc: Any, indent: int | None,
@@ -126,6 +128,7 @@ def test_log_only_changes_nothing_but_notes() -> None:
     assert any("log_only" in n for n in out.notes)
 
 
+@pytest.mark.heavy
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=st.dictionaries(KEYS, DOCS, max_size=6))
 def test_one_pass_json_scan_agrees_with_the_unit_by_unit_scan(doc: dict[str, Any]) -> None:

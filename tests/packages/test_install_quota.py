@@ -44,6 +44,7 @@ def used(fs: SandboxFS) -> tuple[int, int]:
     return usage(fs.writable_folders())
 
 
+@pytest.mark.heavy
 def test_an_installed_tree_is_written_within_the_disk_quota_as_it_counts(fs: SandboxFS, tmp_path: Path) -> None:
     """The quota counts each file's blocks: 2 000 one-byte modules are 2 KB of content but ~8 MiB
     of a 4 MiB quota. Refused whole before anything is written (not written, then the guest killed
@@ -77,6 +78,7 @@ def test_an_install_the_estimate_let_through_is_stopped_at_the_quota(fs: Sandbox
     assert [name for name, _ in fs.entries("/home/user/keep", 10)] == ["old.py"]
 
 
+@pytest.mark.heavy
 def test_a_folder_is_looked_at_entry_by_entry_up_to_a_bound(fs: SandboxFS) -> None:
     """`entries` yields names and types as the folder gives them and refuses one past its
     bound: a folder of 20 000 files with 250-byte names costs the host about the bound's worth

@@ -23,6 +23,8 @@ from declaw_wasm._packages.pip import (GUARD_FILE, GUARD_MARK, GUARD_NETWORK, GU
 from .conftest import Hits, Index
 from wheels import make_wheel, stuffed_wheel
 
+pytestmark = pytest.mark.heavy  # each runs the host's real pip or fills a cache: seconds each
+
 
 def _resolve_args(tmp: Path, constraints: Path, index: str, requirement: str) -> list[str]:
     """What resolve() hands pip, with a constraints file of the test's choosing."""

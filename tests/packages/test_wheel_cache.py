@@ -17,6 +17,8 @@ from declaw_wasm._packages.pip import PackageError, Pin, fetch, resolve, wheel_c
 
 from wheels import make_wheel
 
+pytestmark = pytest.mark.heavy  # each runs the host's real pip or fills a cache: seconds each
+
 
 @pytest.fixture
 def house(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

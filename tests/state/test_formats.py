@@ -167,6 +167,7 @@ def test_sparse_files_count_at_their_apparent_size(tmp_path: Path) -> None:
     assert (tmp_path / "hole").stat().st_blocks * 512 < MIB
 
 
+@pytest.mark.heavy
 def test_a_tree_export_carries_at_most_its_quota_and_reads_nothing_past_it(tmp_path: Path) -> None:
     """write_tar (snapshots), copy_tree (fork) and read_tar (restore) refuse a tree whose files
     add up to more than the quota + 1 MiB, naming the quota and the file, before reading it."""
@@ -306,6 +307,7 @@ def test_a_tree_export_counts_names_and_headers_against_the_quota(tmp_path: Path
     assert usage([again]) == (used, entries)
 
 
+@pytest.mark.heavy
 def test_a_tree_export_carries_at_most_the_quotas_file_count(tmp_path: Path) -> None:
     """Empty files cost the byte quota nothing; each counts as one entry against its file count
     (Limits.disk_files + 1024): write_tar, count_files (a fork's check), copy_tree and read_tar
@@ -335,6 +337,7 @@ def test_a_tree_export_carries_at_most_the_quotas_file_count(tmp_path: Path) -> 
         trees.read_tar(written, back, ExportBudget(1 << 30, "test export", files=10), "/home/user")
 
 
+@pytest.mark.heavy
 def test_a_tree_no_restore_could_read_is_refused_as_it_is_written(tmp_path: Path) -> None:
     """A restore reads at most `MAX_DEPTH` levels: a deeper tree (a guest can nest folders as
     deep as its file count allows) fails its snapshot, naming the path, rather than being
@@ -368,6 +371,7 @@ def test_reading_a_tree_back_bounds_its_extended_headers(tmp_path: Path) -> None
     assert os.listdir(top) == []
 
 
+@pytest.mark.heavy
 def test_writing_a_tree_holds_no_name_once_written(tmp_path: Path) -> None:
     """3000 files with ~3.6 KB paths (10 MB of names): the export's memory stays far below that
     (tarfile's TarFile would keep every member it wrote, names and all)."""

@@ -91,6 +91,7 @@ def resign(store: StateStore, capsys: pytest.CaptureFixture[str]) -> Callable[..
 
 
 # -- another principal writes the store ----------------------------------------------------------------
+@pytest.mark.heavy
 def test_a_record_changed_without_the_key_is_refused_and_nothing_of_it_used(store: StateStore) -> None:
     states = SnapshotStore(store)
     states.put_state("sbx_1", {"state": "paused", "snapshot_id": "snap_1", "network": {"allow_out": []}})
@@ -210,6 +211,7 @@ def test_a_record_signed_with_another_key_says_so(store: StateStore) -> None:
 
 
 # -- records of before signing, and `declaw-wasm state resign` -----------------------------------------------
+@pytest.mark.heavy
 def test_unsigned_records_are_refused_naming_the_resign_command_and_work_after_it(
         store: StateStore, resign: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     vol = Volumes.create("written before signing")

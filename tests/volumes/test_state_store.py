@@ -120,6 +120,7 @@ def test_store_refused_inside_the_runtime_cache(tmp_path: Path, monkeypatch: pyt
     StateStore(tmp_path / "elsewhere")
 
 
+@pytest.mark.heavy
 def test_lease_take_renew_release(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_WASM_LEASE_GRACE", "0.2")
     leases = store.leases
@@ -194,6 +195,7 @@ def _race(url: str, name: str, racers: int, options: dict[str, object]) -> list[
     return outs
 
 
+@pytest.mark.heavy
 def test_lease_race_between_processes(tmp_path: Path) -> None:
     """Processes racing for one lease: exactly one wins, every round."""
     url = str(tmp_path / "state")
@@ -217,6 +219,7 @@ def test_expired_lease_of_a_dead_process_can_be_taken(tmp_path: Path, monkeypatc
 
 
 # -- S3 through moto's server (tests/volumes/conftest.py; skipped without s3fs and moto) --------
+@pytest.mark.heavy
 def test_s3_store_blobs_and_leases(s3_options: dict[str, Any]) -> None:
     url = f"s3://declaw-state/run-{uuid.uuid4().hex}"
     store = StateStore(url, **s3_options)

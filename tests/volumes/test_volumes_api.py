@@ -132,6 +132,7 @@ def test_compare_and_set_versions(state_url: str) -> None:
     assert files.info("/counter").version not in (seen, "")
 
 
+@pytest.mark.heavy
 def test_locks_tokens_and_expiry(state_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DECLAW_WASM_LEASE_GRACE", "0.1")
     vol = Volumes.empty("locked")
