@@ -3,11 +3,13 @@ command, from a relocated read-only cache, side by side with a native `python3 -
 pandas'`.
 
     sudo python benchmarks/coldstart.py [--repeat 7]      (root: bind mounts, drop_caches)
+    python benchmarks/coldstart.py --smoke                 (one run, no mount: tests/test_benchmarks_run.py)
 
 The cache (DECLAW_WASM_CACHE, built by `declaw-wasm warmup`) is bind-mounted read-only at a new
 path and used with DECLAW_WASM_OFFLINE=1, as a function image would ship it. Both sides run in
-fresh processes of clean venvs (_common.clean_python): ours holds declaw-wasm's dependencies
-(same versions as this environment) and runs this checkout's code; native holds pandas. Figures:
+fresh processes of clean venvs (_common.clean_python): ours holds declaw-wasm's dependencies as the
+installed project's own metadata lists them (its core requirements, no extras, at the versions
+installed here) and runs this checkout's code; native holds pandas. Figures:
 in-process splits (import, create, command) and the whole process, spawn to exit; medians with
 the page cache warm, then one run each right after `echo 3 > /proc/sys/vm/drop_caches`.
 """
@@ -30,8 +32,22 @@ sys.path.insert(0, str(REPO))
 
 from _common import clean_python  # noqa: E402
 
-DEPS = ["wasmtime", "msgpack", "anyio", "pydantic", "platformdirs", "filelock", "bash_purepython",
-        "packaging", "installer"]  # the core's (the server's fastapi/uvicorn are not imported)
+
+
+def core_requirements() -> list[str]:
+    """declaw-wasm's core dependencies, read from the installed project's metadata (never a list
+    kept here: one went stale and the benchmark stopped running), pinned to the versions installed
+    in this environment; those whose markers exclude this Python, and every extra's, left out."""
+    from packaging.requirements import Requirement
+
+    pinned = []
+    for line in importlib.metadata.requires("declaw-wasm") or []:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        pinned.append(f"{requirement.name}=={importlib.metadata.version(requirement.name)}")
+    return pinned
+
 
 OURS = """
 import time
@@ -61,14 +77,32 @@ def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     return time.perf_counter() - start, done.stdout
 
 
+def smoke() -> None:
+    """One fresh process of ours in the clean venv, on the cache as it is (no mount, no root):
+    what the test suite runs, so the benchmark cannot stop running unnoticed."""
+    from declaw_wasm.settings import cache_dir
+
+    ours_python = clean_python(core_requirements())
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
+           "DECLAW_WASM_CACHE": str(cache_dir()), "DECLAW_WASM_OFFLINE": "1"}
+    took, out = wall([str(ours_python), "-c", OURS], env)
+    split = json.loads(out.strip().splitlines()[-1])
+    print(f"smoke: import {split[0] * 1000:.0f} ms, create {split[1] * 1000:.0f} ms, command "
+          f"{split[2] * 1000:.0f} ms, whole process {took * 1000:.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=7)
-    repeat = parser.parse_args().repeat
+    parser.add_argument("--smoke", action="store_true", help="one run, no read-only mount (the test suite's)")
+    args = parser.parse_args()
+    if args.smoke:
+        return smoke()
+    repeat = args.repeat
     from declaw_wasm.settings import cache_dir
 
     source = cache_dir()
-    ours_python = clean_python([f"{d}=={importlib.metadata.version(d)}" for d in DEPS])
+    ours_python = clean_python(core_requirements())
     native_python = clean_python(["pandas"])
     mount = Path(tempfile.mkdtemp(prefix="declaw-wasm-ro-cache-"))
     subprocess.run(["mount", "--bind", str(source), str(mount)], check=True)

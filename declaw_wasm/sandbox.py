@@ -102,8 +102,6 @@ def create_request(template: Optional[str], timeout: Optional[float],
     `options` holds the keyword-only parameters; config objects become declaw's JSON shapes. The
     network's arguments are checked here too, once (docs/egress.md); `Secret`s, a vault and
     the policy object ride in `_host_only` (each backend sends what it may: docs/egress.md)."""
-    from ._egress.create import plan_from_create, security_policy
-
     _args.create_params(extra)
     limits = options.get("limits")
     if limits is not None and not isinstance(limits, Limits):
@@ -126,10 +124,15 @@ def create_request(template: Optional[str], timeout: Optional[float],
     host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins", "tools")
                  if options.get(k) is not None}
     # a bad policy, guard or secret is refused now; vault refs are resolved by the backend, where
-    # the vault is (this process's, or a server's)
-    plan_from_create({"network": options.get("network"), "allow_internet_access": allow,
-                      "secrets": options.get("secrets"), "guard_plugins": options.get("guard_plugins")},
-                     security_policy(options.get("security")))
+    # the vault is (this process's, or a server's). With none of them, nothing to check: the
+    # egress code is not even imported (a plain create pays for what it uses)
+    if allow is not True or any(options.get(k) is not None for k in ("network", "secrets", "guard_plugins",
+                                                                      "security")):
+        from ._egress.create import plan_from_create, security_policy
+
+        plan_from_create({"network": options.get("network"), "allow_internet_access": allow,
+                          "secrets": options.get("secrets"), "guard_plugins": options.get("guard_plugins")},
+                         security_policy(options.get("security")))
     request._host_only = host_only
     return request
 

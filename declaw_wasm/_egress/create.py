@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .._guard.contract import ContentGuard
-from .._guard.pipeline import GuardPipeline
 from ..exceptions import InvalidArgumentException
 from ..limits import Limits
-from ..security import SecurityPolicy
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, now
 from .policy import Policy, PolicyError
 from .secrets import Secret, SecretBook
 from .session import EgressSession
+
+if TYPE_CHECKING:
+    from ..security import SecurityPolicy
 
 EGRESS_PARAMS = ("network", "allow_internet_access", "secrets", "vault_refs", "vault", "guard_plugins")
 
@@ -52,8 +53,9 @@ class EgressPlan:
         return self.secrets.guest_env()
 
     def session(self, limits: Limits, env: dict[str, str]) -> EgressSession:
-        if isinstance(self.guard, GuardPipeline):
-            self.guard.apply_limits(limits)
+        apply_limits = getattr(self.guard, "apply_limits", None)  # the GuardPipeline's (security=)
+        if apply_limits is not None:
+            apply_limits(limits)
         session = EgressSession(self.policy, limits, self.secrets, self.guard, env,
                                 self.audit_enabled, self.mask_patterns)
         for note in self.guard_notes:
@@ -77,7 +79,9 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     patterns = tuple(getattr(env_security, "mask_patterns", None) or DEFAULT_MASK_PATTERNS)
     plan = EgressPlan(policy, book, enabled, patterns)
     plugins = params.get("guard_plugins")
-    if security is not None:
+    if security is not None:  # the guard engine is imported only for a sandbox with a policy
+        from .._guard.pipeline import GuardPipeline
+
         placeholders = frozenset(i.placeholder for i in book.injections)
         guard = GuardPipeline(as_policy(security), secret_placeholders=placeholders, plugins=plugins)
         plan.guard_notes = guard.create_notes
@@ -98,9 +102,11 @@ def security_policy(value: Any) -> Any:
     return as_policy(value)
 
 
-def as_policy(security: Any) -> SecurityPolicy:
+def as_policy(security: Any) -> "SecurityPolicy":
     """Our SecurityPolicy for what `create` carries: ours, its dict, or any object with declaw's
     `to_dict()` (declaw's own classes), through its wire form."""
+    from ..security import SecurityPolicy
+
     if isinstance(security, SecurityPolicy):
         return security
     try:

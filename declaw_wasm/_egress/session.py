@@ -1,8 +1,8 @@
 """One sandbox's network: the door ops (ops.py) of all its guests, its connections, its audit.
 
-`route(op)` is the door's handler of one `net.*` op, run on the guest's thread once the door's
-dispatcher has checked the request against the op's declaration (ops.py); `handle(guest,
-request)` does both, for callers outside the door. Requests are untrusted: every field is
+`answer(guest, op, fields)` answers one `net.*` op, run on the guest's thread once the door's
+dispatcher (_local/doors.py's `net_routes`) has checked the request against the op's declaration
+(ops.py); `handle(guest, request)` does both, for callers outside the door. Requests are untrusted: every field is
 type- and range-checked (declared, and checked again here), every buffer is bounded, and every
 failure is an `{"error": ...}` reply (never an exception into the door), except the guest-stopping
 signal, which the door turns into its own error while the guest is being stopped. A waiting op
@@ -90,11 +90,6 @@ class EgressSession:
             self.calls += 1
             return exc.reply()
         return self.answer(guest, op, fields)
-
-    def route(self, op: str) -> Callable[[Guest, dict[str, Any]], dict[str, Any]]:
-        """The door's handler of `op` (its request checked against its declaration already)."""
-        assert op in self._ops, op
-        return lambda guest, fields: self.answer(guest, op, fields)
 
     def answer(self, guest: Guest, op: str, request: dict[str, Any]) -> dict[str, Any]:
         """Answer one checked request of `op`."""

@@ -66,8 +66,12 @@ def dispatch(table: Mapping[str, Route], guest: Guest, request: Any) -> Any:
     return handler(guest, fields)
 
 
-def net_routes(egress: Any) -> list[Route]:
-    """The network ops, answered by the sandbox's egress session (any guest may use them)."""
+def net_routes(egress: Callable[[], Any]) -> list[Route]:
+    """The network ops, answered by the sandbox's egress session, `egress()`: built at a guest's
+    first network op (any guest may use them)."""
     from .._egress.ops import OPS as NET_OPS
 
-    return [(op, egress.route(name)) for name, op in NET_OPS.items()]
+    def answer(name: str) -> Handler:
+        return lambda guest, fields: egress().answer(guest, name, fields)
+
+    return [(op, answer(name)) for name, op in NET_OPS.items()]

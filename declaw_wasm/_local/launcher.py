@@ -48,6 +48,8 @@ class GuestParts(Protocol):
     @property
     def egress(self) -> "EgressSession": ...
     @property
+    def has_egress(self) -> bool: ...
+    @property
     def tools(self) -> Optional[Tools]: ...
     def guest_env(self) -> dict[str, str]: ...
 
@@ -133,12 +135,14 @@ class Launcher:
     # -- what every guest may ask besides its own ops (doors.py) -----------------------------------------
     def tool_door(self, sources: Callable[[], Iterable[Optional[Tools]]]) -> ToolDoor:
         """A guest's host tools (tools.py): `sources()`, the tools it may call now, first match wins."""
-        return ToolDoor(sources, self._sandbox.egress.audit.record, self._sandbox.sandbox_id)
+        sandbox = self._sandbox  # its egress session (and audit) is built when a tool is first called
+        return ToolDoor(sources, lambda event: sandbox.egress.audit.record(event), sandbox.sandbox_id)
 
     def routes(self, tools: ToolDoor) -> list[Route]:
         """The door routes every guest of the sandbox has: `pip install`, the network (_egress)
         and its host tools."""
-        return [(PIP_INSTALL, self.pip_install), *net_routes(self._sandbox.egress), *tools.routes()]
+        sandbox = self._sandbox  # its egress session is built at the guest's first network op
+        return [(PIP_INSTALL, self.pip_install), *net_routes(lambda: sandbox.egress), *tools.routes()]
 
     def pip_install(self, guest: Guest, request: dict[str, Any]) -> Any:
         """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
@@ -148,4 +152,5 @@ class Launcher:
 
     def released(self, guest: Guest) -> None:
         """A guest ended: its network connections close with it."""
-        self._sandbox.egress.release(guest)
+        if self._sandbox.has_egress:
+            self._sandbox.egress.release(guest)

@@ -19,7 +19,6 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, Protocol, TypeVar
 
 from .._printable import logger
-from .._state import RecordNotFound, StateError, UntrustedRecord
 from .._wasm.warm_image import get_interpreter
 from ..exceptions import ConflictException, NotFoundException, SandboxException, SnapshotException
 from ..models import SandboxInfo
@@ -139,6 +138,8 @@ def reopen(store: "SnapshotStore", sandbox_id: str, pick: Callable[[], tuple["Sn
 
 
 def read_snapshot(store: Any, sandbox_id: str, snapshot_id: str) -> Any:
+    from .._state import RecordNotFound, StateError  # the store's code loads with the store
+
     try:
         return store.read(sandbox_id, snapshot_id)
     except RecordNotFound:
@@ -148,6 +149,8 @@ def read_snapshot(store: Any, sandbox_id: str, snapshot_id: str) -> Any:
 
 
 def latest(store: Any, sandbox_id: str) -> Any:
+    from .._state import RecordNotFound
+
     try:
         return store.latest(sandbox_id)
     except RecordNotFound:
@@ -165,6 +168,7 @@ def paused_infos() -> List[SandboxInfo]:
     """The paused sandboxes of the state store (not those paused here and resumed since)."""
     if not store_in_use():
         return []
+    from .._state import StateError
     from .snapshots import snapshot_store
 
     infos = []
@@ -189,7 +193,7 @@ def paused_info(sandbox_id: str) -> Optional[SandboxInfo]:
     ConflictException; a record someone without the state key wrote, UntrustedRecord."""
     if not store_in_use():
         return None
-    from .._state import check_id
+    from .._state import UntrustedRecord, check_id
     from .._state.snapshots import lease_name
     from .snapshots import snapshot_store
 
@@ -218,6 +222,8 @@ def paused_info(sandbox_id: str) -> Optional[SandboxInfo]:
 def drop_older_pauses(store: Any, sandbox_id: str, latest: str) -> None:
     """The latest pause is what a sandbox resumes from: older pause snapshots go (in the
     background: a pause returns once its own snapshot is stored)."""
+    from .._state import StateError
+
     try:
         for older in store.list(sandbox_id):
             if older.source == "pause" and older.snapshot_id != latest:
@@ -233,6 +239,7 @@ def forget_paused(sandbox_id: str) -> bool:
 
 
 def clear_state(sandbox_id: str) -> bool:
+    from .._state import StateError
     from .snapshots import snapshot_store
 
     try:

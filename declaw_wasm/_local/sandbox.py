@@ -24,14 +24,11 @@ from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Union
 from .._args import checkpoint_policy
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
-from ..security.audit import AuditEvent
-from .._egress.create import EgressPlan, plan_from_create, secrets_of, security_policy
 from .._packages.catalog import GuestTemplate, lookup
 from .._printable import logger
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Interpreter
 from .._wasm.layout import PTY_ENV, base_env
 from .._wasm.warm_image import get_interpreter, guest_mounts
-from .._state import RecordNotFound
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, TimeoutException)
 from ..execution import Context, Execution
@@ -41,7 +38,6 @@ from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetri
 from ..settings import max_sandboxes
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota
-from .checkpoints import Checkpoints, refused_here as checkpoint_refused_here
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .launcher import Launcher
@@ -55,12 +51,39 @@ from .tools import Tools, close_tools, host_tools
 from .watch import LocalWatcher, Watches
 
 if TYPE_CHECKING:
+    from .._egress.create import EgressPlan
+    from .checkpoints import Checkpoints
+    from .._egress.session import EgressSession
+    from ..security.audit import AuditEvent
     from .snapshots import Restoring
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_LIMITS = Limits.model_construct()  # the defaults, without a first validation (~20 ms)
 PARK_AFTER_S = 0.05
 log = logger("declaw_wasm")
+
+
+def egress_plan(request: CreateSandbox, restoring: Optional["Restoring"] = None) -> Optional["EgressPlan"]:
+    """The checked network plan of a create (_egress/create.py), or None when the create names
+    no network, secret, vault or security option: the default plan, built with the sandbox's
+    egress session at its first use, so a plain create imports no egress or guard code."""
+    host_only = request._host_only
+    asked = (request.network is not None or request.allow_internet_access is False or bool(request.secrets)
+             or bool(request.vault_refs) or request.security is not None
+             or (restoring is not None and bool(restoring.placeholders))
+             or any(host_only.get(key) is not None for key in ("secrets", "vault", "guard_plugins", "security")))
+    if not asked:
+        return None
+    from .._egress.create import plan_from_create, secrets_of, security_policy
+
+    plan = plan_from_create({"network": request.network,
+                             "allow_internet_access": request.allow_internet_access is not False,
+                             "secrets": secrets_of(request), "vault_refs": request.vault_refs,
+                             "vault": host_only.get("vault"), "guard_plugins": host_only.get("guard_plugins")},
+                            security_policy(host_only.get("security") or request.security))
+    if restoring is not None:
+        plan.secrets.use_placeholders(restoring.placeholders)
+    return plan
 
 
 def interpreter_for(limits: Limits) -> Interpreter:
@@ -106,8 +129,12 @@ class LocalSandbox:
         self.envs = {**template.envs, **envs}
         self._template_envs = dict(template.envs)
         self.limits = limits
-        # the network (_egress); a standby sandbox gets its create's in `begin`
-        self.egress = (egress or EgressPlan()).session(limits, self.envs)
+        # the network (_egress), built at its first use (`egress`); a standby sandbox gets its
+        # create's in `begin`
+        self._egress_plan = egress
+        self._egress: Optional["EgressSession"] = None
+        self._egress_lock = threading.Lock()
+        self._egress_ended = False  # closed with the sandbox: a late op gets a closed session
         mounts = guest_mounts(self.interpreter) + template.ensure_mounts(self.interpreter)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root,
                             kind="sbx" if begin else "standby")
@@ -139,8 +166,9 @@ class LocalSandbox:
         self.metadata = metadata
         self.envs = {**self._template_envs, **envs}
         if egress is not None:
-            self.egress.close()  # the standby sandbox's own, never used
-            self.egress = egress.session(self.limits, self.envs)
+            self._close_egress()  # the standby sandbox's own, never used
+            with self._egress_lock:
+                self._egress, self._egress_plan, self._egress_ended = None, egress, False
         self.started_at = datetime.now(timezone.utc)
         self.started_monotonic = time.monotonic()
         try:
@@ -220,7 +248,7 @@ class LocalSandbox:
         close_tools(getattr(self, "tools", None))  # host callables are not kept across a pause
         self.tools = None
         self.watches.stop_all()
-        self.egress.close()
+        self._close_egress()
         self._release_volumes()  # after the guests stop: live mounts are written back
         if paused:  # nothing reads the folder any more: freed in the background, not in pause()
             in_background(self.fs.destroy)
@@ -234,6 +262,47 @@ class LocalSandbox:
                 clear_state(self.sandbox_id)
                 held.release(self.sandbox_id)
         return True
+
+    @property
+    def egress(self) -> "EgressSession":
+        """The sandbox's network (_egress: policy, secrets, guards, audit), built at its first use:
+        a guest's first connection, `pip install`, a host tool's call, the audit or a pause. A
+        sandbox created with no network, secrets or security options whose guests never connect
+        imports no egress or guard code (a cold start pays for what it uses)."""
+        session = self._egress
+        if session is None:
+            with self._egress_lock:
+                session = self._egress
+                if session is None:
+                    plan = self._egress_plan
+                    if plan is None:
+                        from .._egress.create import EgressPlan
+
+                        plan = EgressPlan()
+                    session = self._egress = plan.session(self.limits, self.envs)
+                    if self._egress_ended:  # an op racing the sandbox's end opens nothing
+                        session.close()
+        return session
+
+    def egress_in_use(self) -> Optional["EgressSession"]:
+        """The egress session if it was built or the create asked for one (a policy, secrets,
+        guards: its plan); None for a plain sandbox whose guests never connected (a snapshot
+        of it records no network state, and imports no egress code)."""
+        if self._egress is None and self._egress_plan is None:
+            return None
+        return self.egress
+
+    @property
+    def has_egress(self) -> bool:
+        """Whether the egress session was built (a guest connected, or something asked for it)."""
+        return self._egress is not None
+
+    def _close_egress(self) -> None:
+        with self._egress_lock:
+            session = self._egress
+            self._egress_ended = True
+        if session is not None:
+            session.close()
 
     def _release_volumes(self) -> None:
         if self.volumes is not None:
@@ -261,10 +330,11 @@ class LocalSandbox:
         if self._ended is not None:
             raise SandboxException(f"sandbox {self.sandbox_id} was killed")
 
-    def audit_events(self) -> List[AuditEvent]:
+    def audit_events(self) -> List["AuditEvent"]:
         """The sandbox's outbound events, oldest first (docs/egress.md, "Audit")."""
         self.ensure_running()
-        return self.egress.audit_events()
+        session = self.egress_in_use()
+        return [] if session is None else session.audit_events()  # none: nothing happened
 
     def info(self) -> SandboxInfo:
         with self._lock:
@@ -603,7 +673,9 @@ class LocalSandboxes:
 
     def create(self, request: CreateSandbox) -> LocalSandbox:
         if not self.hosted and checkpoint_policy(request.lifecycle):
-            raise InvalidArgumentException(checkpoint_refused_here())
+            from .checkpoints import refused_here
+
+            raise InvalidArgumentException(refused_here())
         if request.snapshot:
             return self._from_snapshot(request)
         return self.build(request)
@@ -614,22 +686,16 @@ class LocalSandboxes:
         `into` if given)."""
         template = lookup(request.template)
         host_only = request._host_only
-        egress = plan_from_create({"network": request.network,
-                                   "allow_internet_access": request.allow_internet_access is not False,
-                                   "secrets": secrets_of(request), "vault_refs": request.vault_refs,
-                                   "vault": host_only.get("vault"),
-                                   "guard_plugins": host_only.get("guard_plugins")},
-                                  security_policy(host_only.get("security") or request.security))
-        if restoring is not None:
-            egress.secrets.use_placeholders(restoring.placeholders)
+        egress = egress_plan(request, restoring)
         envs = dict(request.envs or {})
-        clash = set(envs) & set(egress.guest_env())
+        secret_envs = egress.guest_env() if egress is not None else {}
+        clash = set(envs) & set(secret_envs)
         if clash:
             raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
                                            "secret or vault_ref")
         tools = host_tools(host_only.get("tools"))
         args = (template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
-                dict(request.metadata or {}), {**envs, **egress.guest_env()}, request.limits or DEFAULT_LIMITS,
+                dict(request.metadata or {}), {**envs, **secret_envs}, request.limits or DEFAULT_LIMITS,
                 request.volumes or (), egress, tools)
         try:
             if into is not None:
@@ -660,7 +726,7 @@ class LocalSandboxes:
             sandbox = standby.take(standby_key(template, limits, interpreter_for(limits)), template, limits)
         if sandbox is not None:
             sandbox.tools = tools
-            sandbox.begin(timeout, metadata, envs, egress or EgressPlan())
+            sandbox.begin(timeout, metadata, envs, egress)
         else:
             sandbox = LocalSandbox(template, timeout, metadata, envs, limits, volumes, egress, tools, restoring)
         sandboxes.add(sandbox)
@@ -749,6 +815,7 @@ class LocalSandboxes:
 
     def _from_snapshot(self, request: CreateSandbox) -> LocalSandbox:
         """`create(snapshot=...)`: a new sandbox (new id) as the snapshot was."""
+        from .._state import RecordNotFound
         from .snapshots import check_resume_secrets, load, reading, snapshot_store
 
         store = snapshot_store()

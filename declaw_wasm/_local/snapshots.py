@@ -233,7 +233,14 @@ def request_of(sandbox: "LocalSandbox") -> dict[str, Any]:
 
 def placeholders_of(sandbox: "LocalSandbox") -> dict[str, str]:
     """{secret name: its placeholder in the guest's environment} (no values)."""
-    return {i.name: i.placeholder for i in sandbox.egress.secrets.injections if i.scope is None}
+    session = sandbox.egress_in_use()
+    return {} if session is None else {i.name: i.placeholder for i in session.secrets.injections if i.scope is None}
+
+
+def next_connection_id(sandbox: "LocalSandbox") -> int:
+    """The id the sandbox's next connection gets (1: it never opened one)."""
+    session = sandbox.egress_in_use()
+    return 1 if session is None else session.next_connection_id()
 
 
 # -- the PII token map (the guard's) -------------------------------------------------------------------
@@ -241,7 +248,7 @@ def _tokens(sandbox: "LocalSandbox") -> Any:
     """The sandbox's PII token map, if its guard keeps one: the egress session's `token_map`
     (the guard wiring: a `security.TokenMap`), None otherwise (no PII guard, or a build without
     the wiring: then nothing is persisted)."""
-    return getattr(sandbox.egress, "token_map", None)
+    return getattr(sandbox.egress_in_use(), "token_map", None)
 
 
 def token_map_of(sandbox: "LocalSandbox") -> Optional[dict[str, Any]]:
@@ -331,7 +338,7 @@ def take_snapshot(sandbox: "LocalSandbox", source: str, store: SnapshotStore,
             "base": base_info(interpreter, base), "mounts": layout_of(sandbox.fs),
             "sandbox": {"request": request_of(sandbox), "secrets": placeholders_of(sandbox),
                         "metadata": dict(sandbox.metadata), "started_at": sandbox.started_at.isoformat(),
-                        "next_connection_id": sandbox.egress.next_connection_id(),
+                        "next_connection_id": next_connection_id(sandbox),
                         "boot_id": sandbox.boot_id if keep_memory else None},
             "trees": tree_entries, "contexts": context_entries, "tokens": "tokens" if tokens is not None else None,
             "pause_duration_ms": None, "checkpoint": checkpoint, "names": [label] if label else [],
@@ -429,7 +436,8 @@ class Restoring:
             raise RestoreError("the restored sandbox's mount layout differs from the snapshot's "
                                f"(snapshot: {self.layout}, here: {layout_of(sandbox.fs)}): the same volumes must be "
                                "attached at the same paths, with the same template")
-        sandbox.egress.reserve_connection_ids(self.next_connection_id)
+        if self.next_connection_id > 1:  # else no connection was ever opened: nothing to reserve
+            sandbox.egress.reserve_connection_ids(self.next_connection_id)
         if self.tokens is not None:
             restore_token_map(sandbox, self.tokens)
         for state in self.contexts:
@@ -540,7 +548,7 @@ def fork_source(sandbox: "LocalSandbox", kernels: list["Kernel"]) -> Restoring:
     request = CreateSandbox.model_validate(request_of(sandbox))
     request._host_only = dict(sandbox.options._host_only)
     return Restoring(request, None, layout_of(sandbox.fs), contexts, base_of(sandbox.interpreter), fill,
-                     placeholders_of(sandbox), sandbox.egress.next_connection_id(), token_map_of(sandbox),
+                     placeholders_of(sandbox), next_connection_id(sandbox), token_map_of(sandbox),
                      reseed=True)
 
 

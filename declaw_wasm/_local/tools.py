@@ -41,17 +41,20 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Mapping, Optional, Protocol
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Protocol
 
 import msgpack
 
 from .._backend import ToolSpec
-from .._egress.audit import AuditEvent, now
 from .._threads import CapReached, ThreadCap
 from .._wasm.door import PRINTABLE, Bytes, Int, Op, Str, decode
 from .._wasm.guest import Guest
 from .._wasm.shims import DoorTransport, Encoded
 from .doors import Route
+
+if TYPE_CHECKING:
+    from ..security.audit import AuditEvent
 
 LIMIT = DoorTransport.MAX_REQUEST  # bytes of arguments, and of a result, per call
 SLICE = 0.05  # seconds the door waits for a call between looks at the guest's deadline and kill
@@ -420,7 +423,7 @@ class _Pending:
         self.call = call
         self.size = size
         self.started = time.monotonic()
-        self.at = now()
+        self.at = datetime.now(timezone.utc)
 
 
 class ToolDoor:
@@ -428,7 +431,7 @@ class ToolDoor:
     cell's, then the sandbox's), its calls in flight, and the audit of each."""
 
     def __init__(self, sources: Callable[[], Iterable[Optional[Tools]]],
-                 record: Callable[[AuditEvent], None], owner: Any = None) -> None:
+                 record: Callable[["AuditEvent"], None], owner: Any = None) -> None:
         self._sources = sources
         self._record = record
         self._owner = owner  # the sandbox (its id): whose thread cap its calls count against
@@ -480,7 +483,9 @@ class ToolDoor:
             guest.check_stopped()
 
     def _refuse(self, name: str, reason: str) -> dict[str, Any]:
-        self._record(AuditEvent(timestamp=now(), method="TOOL", url=f"tool:{name}", kind="tool",
+        from ..security.audit import AuditEvent
+
+        self._record(AuditEvent(timestamp=datetime.now(timezone.utc), method="TOOL", url=f"tool:{name}", kind="tool",
                                 decision="denied", reason=reason))
         return {"error": {"type": "", "message": reason, "builtin": False}}
 
@@ -518,6 +523,8 @@ class ToolDoor:
         return Encoded(call.reply())
 
     def _audit(self, pending: _Pending, error: str) -> None:
+        from ..security.audit import AuditEvent
+
         self._record(AuditEvent(timestamp=pending.at, method="TOOL", url=f"tool:{pending.name}",
                                 kind="tool", bytes_out=pending.size, bytes_in=len(pending.call.reply()),
                                 duration_ms=round((time.monotonic() - pending.started) * 1000, 3),
