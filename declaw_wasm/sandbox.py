@@ -84,10 +84,13 @@ def sandboxes_for(choice: BackendChoice) -> Sandboxes:
 
 
 def _home_of(sandbox_id: str) -> Optional[Sandboxes]:
-    """The pool or Ray backend of this process that made (or met) this sandbox, if any."""
-    from ._pool.pool import home_of
+    """The pool or Ray backend of this process that made (or met) this sandbox, if any (only a
+    process that made a pool, or uses Ray, can know one: neither is imported to find out)."""
+    home: Optional[Sandboxes] = None
+    if "declaw_wasm._pool.pool" in sys.modules:
+        from ._pool.pool import home_of
 
-    home: Optional[Sandboxes] = home_of(sandbox_id)
+        home = home_of(sandbox_id)
     if home is None and "ray" in sys.modules:  # only a process that uses Ray can know a Ray id
         from ._ray.sandboxes import home_of as ray_home_of
 
