@@ -43,6 +43,7 @@ import functools
 import platform
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -418,7 +419,7 @@ class Restoring:
     request: CreateSandbox
     sandbox_id: Optional[str]  # None: a new id (create(snapshot=...), fork)
     layout: list[list[Any]]
-    contexts: list[ContextState]
+    contexts: "list[ContextState] | Future[list[ContextState]]"  # a stored snapshot's: being read
     base: wimage.BaseImage
     fill: Callable[["SandboxFS"], None]
     placeholders: dict[str, str] = field(default_factory=dict)
@@ -440,7 +441,8 @@ class Restoring:
             sandbox.egress.reserve_connection_ids(self.next_connection_id)
         if self.tokens is not None:
             restore_token_map(sandbox, self.tokens)
-        for state in self.contexts:
+        contexts = self.contexts.result() if isinstance(self.contexts, Future) else self.contexts
+        for state in contexts:
             image = (state.image, self.base) if state.image is not None else None
             kernel = Kernel(sandbox, state.context.model_copy(), image=image, count=state.count if image else 0,
                             first_turn=RESEED if self.reseed else None)
@@ -468,6 +470,20 @@ def reading(snapshot_id: str) -> Iterator[None]:
         raise SnapshotException(f"snapshot {snapshot_id} cannot be restored: {exc}") from None
 
 
+_reader_pool: Optional[ThreadPoolExecutor] = None
+_reader_lock = threading.Lock()
+
+
+def _readers() -> ThreadPoolExecutor:
+    """The threads that read snapshots' context images beside the rest of a restore (reading
+    and hashing release the GIL)."""
+    global _reader_pool
+    with _reader_lock:
+        if _reader_pool is None:
+            _reader_pool = ThreadPoolExecutor(2, thread_name_prefix="declaw-restore-read")
+        return _reader_pool
+
+
 def load(record: SnapshotRecord, store: SnapshotStore, interpreter: Interpreter,
          sandbox_id: Optional[str]) -> Restoring:
     """A stored snapshot, checked and read, ready to remake a sandbox from (with `sandbox_id`, or
@@ -487,20 +503,33 @@ def _load(record: SnapshotRecord, store: SnapshotStore, interpreter: Interpreter
         request = CreateSandbox.model_validate(sandbox.get("request") or {})
     except ValueError as exc:
         raise RestoreError(f"snapshot {record.snapshot_id}: its sandbox record is malformed ({exc})") from None
-    contexts = []
-    for entry in m.get("contexts") or []:
-        part = entry.get("part")
-        try:
-            context = Context(id=str(entry["id"]), language=str(entry.get("language") or "python"),
-                              cwd=str(entry.get("cwd") or "/home/user"))
-            image = wimage.decode(store.read_part(record, str(part))) if part else None
-        except wimage.ImageError as exc:
-            raise RestoreError(f"snapshot {record.snapshot_id}: context image damaged ({exc})") from None
-        except (KeyError, TypeError):
-            raise RestoreError(f"snapshot {record.snapshot_id}: malformed context entry") from None
-        if image is not None and image.base_sha256 != base.sha256:
-            raise RestoreError(f"snapshot {record.snapshot_id}: a context image names another base image")
-        contexts.append(ContextState(context, int(entry.get("execution_count") or 0), image))
+    entries = list(m.get("contexts") or [])
+    for entry in entries:
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise RestoreError(f"snapshot {record.snapshot_id}: malformed context entry")
+
+    def read_contexts() -> list[ContextState]:
+        """Every context's image read, its digest checked, decoded: on a thread, while the
+        sandbox's folder is made and its files written (the restore waits for it before it
+        installs the contexts; whatever fails here fails the restore, as before)."""
+        contexts = []
+        with reading(record.snapshot_id):
+            for entry in entries:
+                part = entry.get("part")
+                try:
+                    context = Context(id=str(entry["id"]), language=str(entry.get("language") or "python"),
+                                      cwd=str(entry.get("cwd") or "/home/user"))
+                    image = wimage.decode(store.read_part(record, str(part))) if part else None
+                except wimage.ImageError as exc:
+                    raise RestoreError(f"snapshot {record.snapshot_id}: context image damaged ({exc})") from None
+                except (KeyError, TypeError):
+                    raise RestoreError(f"snapshot {record.snapshot_id}: malformed context entry") from None
+                if image is not None and image.base_sha256 != base.sha256:
+                    raise RestoreError(f"snapshot {record.snapshot_id}: a context image names another base image")
+                contexts.append(ContextState(context, int(entry.get("execution_count") or 0), image))
+        return contexts
+
+    contexts = _readers().submit(read_contexts) if any(e.get("part") for e in entries) else read_contexts()
     tree_parts = [(str(t["guest"]), str(t["part"])) for t in m.get("trees") or []]
     for _, part in tree_parts:
         store.part_ref(record, part)  # every part the manifest names is listed
