@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, StrictBool, TypeAdapter
 
 from ._model import Model
 
@@ -76,7 +76,7 @@ class CreateSandbox(_Body):
     envs: Optional[dict[str, str]] = None
     limits: Optional[Limits] = None
     secure: bool = True
-    allow_internet_access: Optional[bool] = None
+    allow_internet_access: Optional[StrictBool] = None  # "no" or 0 is refused, as the SDK refuses it
     network: Optional[dict[str, Any]] = Field(None, description="declaw's SandboxNetworkOpts as JSON "
                                               "(allow_out, deny_out, ...)")
     security: Optional[dict[str, Any]] = Field(None, description='{"policy_json": "<SecurityPolicy JSON>"}')

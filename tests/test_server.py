@@ -387,3 +387,12 @@ def test_gzip_travels_both_ways(served_sbx: Sandbox, api: httpx.Client) -> None:
     cut = api.put(f"/sandboxes/{served_sbx.sandbox_id}/files/raw", params={"path": "/tmp/cut.bin"},
                   content=gzip.compress(data)[:-6], headers={"content-encoding": "gzip"})
     assert cut.status_code == 400 and "ends inside a gzip stream" in cut.text, cut.text
+
+
+def test_a_raw_create_with_a_flag_that_is_not_a_bool_is_refused(api: httpx.Client) -> None:
+    """`allow_internet_access` is a JSON bool: "no", "off" or 0 from a client that is not ours
+    is refused naming the field (it was read as False), as the SDKs refuse it."""
+    for value in ("no", "off", 0, "false"):
+        answer = api.post("/sandboxes", json={"allow_internet_access": value})
+        assert answer.status_code in (400, 422), (value, answer.status_code, answer.text)
+        assert "allow_internet_access" in answer.text

@@ -25,6 +25,7 @@ from .tools import ToolDoor, Tools
 
 if TYPE_CHECKING:
     from .._egress.session import EgressSession
+    from .sandbox import EgressSlot
     from .._wasm.engine import Interpreter
     from ..limits import Limits
     from .files import SandboxFS
@@ -48,7 +49,7 @@ class GuestParts(Protocol):
     @property
     def egress(self) -> "EgressSession": ...
     @property
-    def has_egress(self) -> bool: ...
+    def egress_slot(self) -> "EgressSlot": ...
     @property
     def tools(self) -> Optional[Tools]: ...
     def guest_env(self) -> dict[str, str]: ...
@@ -135,14 +136,14 @@ class Launcher:
     # -- what every guest may ask besides its own ops (doors.py) -----------------------------------------
     def tool_door(self, sources: Callable[[], Iterable[Optional[Tools]]]) -> ToolDoor:
         """A guest's host tools (tools.py): `sources()`, the tools it may call now, first match wins."""
-        sandbox = self._sandbox  # its egress session (and audit) is built when a tool is first called
-        return ToolDoor(sources, lambda event: sandbox.egress.audit.record(event), sandbox.sandbox_id)
+        slot = self._sandbox.egress_slot  # this generation's network: its audit is built at a first call
+        return ToolDoor(sources, lambda event: slot.session().audit.record(event), self._sandbox.sandbox_id)
 
     def routes(self, tools: ToolDoor) -> list[Route]:
         """The door routes every guest of the sandbox has: `pip install`, the network (_egress)
         and its host tools."""
-        sandbox = self._sandbox  # its egress session is built at the guest's first network op
-        return [(PIP_INSTALL, self.pip_install), *net_routes(lambda: sandbox.egress), *tools.routes()]
+        # this generation's network (sandbox.py's EgressSlot), built at the guest's first network op
+        return [(PIP_INSTALL, self.pip_install), *net_routes(self._sandbox.egress_slot.session), *tools.routes()]
 
     def pip_install(self, guest: Guest, request: dict[str, Any]) -> Any:
         """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""
@@ -152,5 +153,5 @@ class Launcher:
 
     def released(self, guest: Guest) -> None:
         """A guest ended: its network connections close with it."""
-        if self._sandbox.has_egress:
+        if self._sandbox.egress_slot.built:
             self._sandbox.egress.release(guest)

@@ -35,7 +35,7 @@ from ..execution import Context, Execution
 from ..limits import Limits
 from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
                       WriteInfo)
-from ..settings import max_sandboxes
+from ..settings import dns_answers, max_sandboxes, resolve_overrides
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota
 from .files import FileChunks, SandboxFS
@@ -91,6 +91,67 @@ def interpreter_for(limits: Limits) -> Interpreter:
     return get_interpreter(FUEL_FLAGS if limits.cpu_instructions else DEFAULT_FLAGS)
 
 
+class EgressSlot:
+    """One generation of a sandbox's network: its create's plan (None: the default one) and the
+    egress session built from it at its first use — a guest's first network op, `pip install`,
+    a host tool's audit, the audit API, a snapshot of a sandbox with network options. A sandbox
+    created with no network, secrets or security options whose guests never connect imports no
+    egress or guard code (a cold start pays for what it uses).
+
+    Each `_open` of a sandbox (a create, a resume in place) makes a new slot, and a guest's door
+    routes and tool door keep the slot of their generation: an op from before a pause reaches
+    that generation's session, closed with it, never the resumed sandbox's; an op racing the
+    sandbox's end gets a closed session (the error "closed"), never a new open one."""
+
+    def __init__(self, sandbox: "LocalSandbox", plan: Optional["EgressPlan"]) -> None:
+        self._sandbox = sandbox
+        self._plan = plan
+        self._session: Optional["EgressSession"] = None
+        self._lock = threading.Lock()
+        self._ended = False
+
+    def session(self) -> "EgressSession":
+        session = self._session
+        if session is None:
+            with self._lock:
+                session = self._session
+                if session is None:
+                    plan = self._plan
+                    if plan is None:
+                        from .._egress.create import EgressPlan
+
+                        plan = EgressPlan()
+                    session = self._session = plan.session(self._sandbox.limits, self._sandbox.envs)
+                    if self._ended:
+                        session.close()
+        return session
+
+    def in_use(self) -> Optional["EgressSession"]:
+        """The session if it was built or the plan asks for one; else None (nothing built)."""
+        if self._session is None and self._plan is None:
+            return None
+        return self.session()
+
+    @property
+    def built(self) -> bool:
+        return self._session is not None
+
+    def adopt(self, plan: "EgressPlan") -> bool:
+        """A standby sandbox handed out takes its create's plan, if no session was built yet."""
+        with self._lock:
+            if self._session is not None or self._ended:
+                return False
+            self._plan = plan
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            session = self._session
+            self._ended = True
+        if session is not None:
+            session.close()
+
+
 class LocalSandbox:
     """One sandbox in this process."""
 
@@ -131,10 +192,9 @@ class LocalSandbox:
         self.limits = limits
         # the network (_egress), built at its first use (`egress`); a standby sandbox gets its
         # create's in `begin`
-        self._egress_plan = egress
-        self._egress: Optional["EgressSession"] = None
-        self._egress_lock = threading.Lock()
-        self._egress_ended = False  # closed with the sandbox: a late op gets a closed session
+        self.egress_slot = EgressSlot(self, egress)
+        if resolve_overrides().strip() or dns_answers().strip():  # the testing hooks: a bad one is
+            self.egress_slot.session()  # refused at create, as a bad network option is
         mounts = guest_mounts(self.interpreter) + template.ensure_mounts(self.interpreter)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root,
                             kind="sbx" if begin else "standby")
@@ -165,10 +225,9 @@ class LocalSandbox:
         the session sees the envs, whose values its audit log masks)."""
         self.metadata = metadata
         self.envs = {**self._template_envs, **envs}
-        if egress is not None:
-            self._close_egress()  # the standby sandbox's own, never used
-            with self._egress_lock:
-                self._egress, self._egress_plan, self._egress_ended = None, egress, False
+        if egress is not None and not self.egress_slot.adopt(egress):
+            self.egress_slot.close()  # the standby sandbox's own, used meanwhile
+            self.egress_slot = EgressSlot(self, egress)
         self.started_at = datetime.now(timezone.utc)
         self.started_monotonic = time.monotonic()
         try:
@@ -248,7 +307,7 @@ class LocalSandbox:
         close_tools(getattr(self, "tools", None))  # host callables are not kept across a pause
         self.tools = None
         self.watches.stop_all()
-        self._close_egress()
+        self.egress_slot.close()
         self._release_volumes()  # after the guests stop: live mounts are written back
         if paused:  # nothing reads the folder any more: freed in the background, not in pause()
             in_background(self.fs.destroy)
@@ -265,44 +324,15 @@ class LocalSandbox:
 
     @property
     def egress(self) -> "EgressSession":
-        """The sandbox's network (_egress: policy, secrets, guards, audit), built at its first use:
-        a guest's first connection, `pip install`, a host tool's call, the audit or a pause. A
-        sandbox created with no network, secrets or security options whose guests never connect
-        imports no egress or guard code (a cold start pays for what it uses)."""
-        session = self._egress
-        if session is None:
-            with self._egress_lock:
-                session = self._egress
-                if session is None:
-                    plan = self._egress_plan
-                    if plan is None:
-                        from .._egress.create import EgressPlan
-
-                        plan = EgressPlan()
-                    session = self._egress = plan.session(self.limits, self.envs)
-                    if self._egress_ended:  # an op racing the sandbox's end opens nothing
-                        session.close()
-        return session
+        """The sandbox's network (_egress: policy, secrets, guards, audit), built at its first use
+        (`EgressSlot`)."""
+        return self.egress_slot.session()
 
     def egress_in_use(self) -> Optional["EgressSession"]:
-        """The egress session if it was built or the create asked for one (a policy, secrets,
-        guards: its plan); None for a plain sandbox whose guests never connected (a snapshot
-        of it records no network state, and imports no egress code)."""
-        if self._egress is None and self._egress_plan is None:
-            return None
-        return self.egress
-
-    @property
-    def has_egress(self) -> bool:
-        """Whether the egress session was built (a guest connected, or something asked for it)."""
-        return self._egress is not None
-
-    def _close_egress(self) -> None:
-        with self._egress_lock:
-            session = self._egress
-            self._egress_ended = True
-        if session is not None:
-            session.close()
+        """The egress session if it was built or the create asked for one; None for a plain
+        sandbox whose guests never connected (a snapshot of it records no network state, and
+        imports no egress code)."""
+        return self.egress_slot.in_use()
 
     def _release_volumes(self) -> None:
         if self.volumes is not None:
