@@ -4,6 +4,9 @@ if that is not so).
 
     python benchmarks/warmup.py [--runs N] [--cold] [--keep] [--root FOLDER]
 
+(`PYTHONPATH=OTHER_CHECKOUT python benchmarks/warmup.py` times another checkout's warmup, for a
+side-by-side on the same machine and load.)
+
 Each run is `declaw-wasm warmup [--cold]` in a subprocess with `DECLAW_WASM_CACHE` set to a new
 folder under `--root` (deleted afterwards unless `--keep`); the load average is read before and
 after. Each step's wall time and CPU time come from the warmup's own progress lines ("...: done in
@@ -25,7 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-STEP = re.compile(r"^declaw-wasm: (?P<what>.+?): (?:done|failed) in (?P<wall>\d+)s \((?P<cpu>\d+) CPU-s\)$")
+# "...: done in 58s (45 CPU-s)"; older checkouts print no CPU time (run them with PYTHONPATH set to theirs)
+STEP = re.compile(r"^declaw-wasm: (?P<what>.+?): (?:done|failed) in (?P<wall>\d+)s(?: \((?P<cpu>\d+) CPU-s\))?$")
 
 
 @dataclass
@@ -43,7 +47,7 @@ def steps_of(stderr: str) -> list[tuple[str, float, float]]:
     for line in stderr.splitlines():
         match = STEP.match(line.strip())
         if match:
-            found.append((match["what"], float(match["wall"]), float(match["cpu"])))
+            found.append((match["what"], float(match["wall"]), float(match["cpu"] or "nan")))
     return found
 
 
@@ -68,7 +72,7 @@ def one_run(root: Path, cold: bool, keep: bool) -> Run:
 
 def table(run: Run) -> str:
     lines = ["| step | wall s | CPU s |", "|---|---:|---:|"]
-    lines += [f"| {what} | {wall:.0f} | {cpu:.0f} |" for what, wall, cpu in run.steps]
+    lines += [f"| {what} | {wall:.0f} | {'-' if cpu != cpu else f'{cpu:.0f}'} |" for what, wall, cpu in run.steps]
     lines.append(f"| **total** (load {run.load_before:.1f} before, {run.load_after:.1f} after) "
                  f"| **{run.total_s:.0f}** | {run.cpu_s:.0f} |")
     return "\n".join(lines)

@@ -93,10 +93,10 @@ def status(warm: Optional[bool] = None, fuel: bool = False, rates: Optional[Rate
                        cpu("compile-fast", code_mb) + cpu("warm-up"),
                        "only compiled from: the compiled warm module is cached" if warm else "the cold path is in use"))
     rows.append(module("warm module", at(lambda f: warm_module_path(f, DEFAULT_FLAGS, site_name())), warm,
-                       "compile the warm image", cpu("compile", code_mb), "the cold path is in use"))
+                       "compile the warm image", cpu("compile-warm", code_mb), "the cold path is in use"))
     fuel_note = "only for Limits(cpu_instructions=...): `declaw-wasm warmup --fuel`"
     rows.append(module("fuel warm module", at(lambda f: warm_module_path(f, FUEL_FLAGS, site_name())),
-                       fuel and warm, "compile the warm image with fuel", cpu("compile-fuel", code_mb), fuel_note))
+                       fuel and warm, "compile the warm image with fuel", cpu("compile-warm-fuel", code_mb), fuel_note))
     rows.append(module("fuel cold module", at(lambda f: compiled_path(f, FUEL_FLAGS)), fuel and not warm,
                        "compile the plain module with fuel", cpu("compile-fuel", code_mb), fuel_note))
     bundle = bundle_path()

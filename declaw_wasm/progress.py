@@ -27,8 +27,10 @@ from typing import Callable, Iterator, Optional, TextIO
 # CPU-seconds per unit of each kind of step on the reference machine (2 cores, measured there;
 # benchmarks/warmup.py): what a first-ever warmup assumes before it has measured anything.
 DEFAULT_CPU_PER_UNIT = {
-    "compile": 0.83,         # per MB of code, Cranelift optimising for speed
+    "compile": 0.83,         # per MB of code, Cranelift optimising for speed: the plain module
     "compile-fuel": 1.5,     # the same with fuel checks
+    "compile-warm": 1.3,     # the warm module (the same code, and its memory image)
+    "compile-warm-fuel": 2.0,
     "compile-fast": 0.55,    # per MB of code, the warm image's builder (no optimisation, single-pass allocator)
     "warm-up": 9.0,          # the warm-up's imports in a live guest (one unit)
     "site": 10.0,            # byte-compiling the guest site in a guest (one unit)
@@ -36,7 +38,8 @@ DEFAULT_CPU_PER_UNIT = {
 }
 # How many cores a step keeps busy at most (Wasmtime compiles functions in parallel; a guest runs
 # on one thread).
-PARALLELISM = {"compile": 8.0, "compile-fuel": 8.0, "compile-fast": 8.0}  # other steps: 1
+PARALLELISM = {"compile": 8.0, "compile-fuel": 8.0, "compile-warm": 8.0, "compile-warm-fuel": 8.0,
+               "compile-fast": 8.0}  # other steps: 1
 RATE_WINDOW_S = 10.0
 LINE_EVERY_S = 15.0  # a progress line this often when stderr is not a terminal
 MAX_RATES_BYTES = 4096

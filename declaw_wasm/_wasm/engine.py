@@ -52,9 +52,10 @@ class EngineFlags:
         cfg.wasm_exceptions = True
         return cfg
 
-    def compile_kind(self) -> str:
-        """The kind of compile step for progress estimates (fuel checks make more code)."""
-        return "compile-fuel" if self.consume_fuel else "compile"
+    def compile_kind(self, warm: bool = False) -> str:
+        """The kind of compile step for progress estimates (fuel checks make more code; the warm
+        module's memory image costs more too)."""
+        return "compile" + ("-warm" if warm else "") + ("-fuel" if self.consume_fuel else "")
 
     def key(self) -> str:
         return f"epoch{int(self.epoch_interruption)}-fuel{int(self.consume_fuel)}-stack{self.max_wasm_stack}"

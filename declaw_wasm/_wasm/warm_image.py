@@ -268,7 +268,7 @@ def load_warm_interpreter(files: Artifacts, flags: EngineFlags, progress: Progre
     engine = engine_for(flags)
     module = compile_cached(engine, path, lambda: ensure_warm_image(helper), progress,
                             f"compiling the warm image{' with fuel' if flags.consume_fuel else ''}",
-                            supersedes=f"{_warm_prefix(flags)}-*", kind=flags.compile_kind())
+                            supersedes=f"{_warm_prefix(flags)}-*", kind=flags.compile_kind(warm=True))
     return Interpreter(files, flags, module, engine, warm=True, source=path)
 
 
