@@ -58,7 +58,8 @@ def one_run(root: Path, cold: bool, keep: bool) -> Run:
     load_before = os.getloadavg()[0]
     before = os.times()
     start = time.monotonic()
-    done = subprocess.run(args, env=env, capture_output=True, text=True)
+    # run from the cache folder: `-m` puts the working directory first on sys.path, before PYTHONPATH
+    done = subprocess.run(args, env=env, capture_output=True, text=True, cwd=cache)
     total = time.monotonic() - start
     after = os.times()
     load_after = os.getloadavg()[0]
