@@ -147,9 +147,10 @@ def instrumented_module(original: bytes) -> bytes:
 
 def builder_config(flags: EngineFlags) -> wasmtime.Config:
     """The builder's engine: `flags` (the same code semantics), compiled as cheaply as Cranelift
-    allows: no optimisation and the single-pass register allocator (together a quarter of the
-    optimised compile's CPU time; Winch, Wasmtime's baseline compiler, cannot compile the module:
-    it has no wasm exceptions). The builder runs once, for a few seconds of guest code."""
+    allows: no optimisation and the single-pass register allocator (~45 CPU-s on the reference
+    machine; no optimisation alone, the old setting, ~78, more than the optimised compile's
+    ~61-100: docs/architecture.md, "Warmup"; Winch, Wasmtime's baseline compiler, cannot compile
+    the module: it has no wasm exceptions). The builder runs once, for a few seconds of guest code."""
     config = flags.config()
     config.cranelift_opt_level = BUILDER_OPT_LEVEL
     config.cranelift_flag_set("regalloc_algorithm", BUILDER_REGALLOC)
@@ -171,7 +172,7 @@ def builder_interpreter(files: Artifacts, flags: EngineFlags, progress: Progress
 class Helper:
     """The interpreter that builds what the warm image needs (the guest site, the memory image),
     made on first need: the builder, compiled once per build. (The plain module would do for the
-    site, but compiling it is four times the builder's cost; it is built only for the cold path.)"""
+    site, and does when this process has it loaded, but it is compiled only for the cold path.)"""
 
     def __init__(self, files: Artifacts, flags: EngineFlags, progress: Progress) -> None:
         self.files, self.flags, self.progress = files, flags, progress
@@ -183,10 +184,6 @@ class Helper:
             if self._builder is None:
                 self._builder = builder_interpreter(self.files, self.flags, self.progress)
             return self._builder
-
-    @property
-    def built(self) -> bool:
-        return self._builder is not None
 
 
 def build_warm_module(builder: Interpreter, progress: Progress) -> bytes:
