@@ -24,17 +24,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional, TextIO
 
-# CPU-seconds per unit of each kind of step on the reference machine (2 cores, measured there;
-# benchmarks/warmup.py): what a first-ever warmup assumes before it has measured anything.
+# CPU-seconds per unit of each kind of step on the reference machine (2 cores, busy with another
+# job; benchmarks/README.md, `warmup.py`, 2026-12-02): what a first-ever warmup assumes before it
+# has measured anything here.
 DEFAULT_CPU_PER_UNIT = {
-    "compile": 0.83,         # per MB of code, Cranelift optimising for speed: the plain module
-    "compile-fuel": 1.5,     # the same with fuel checks
+    "compile": 1.1,          # per MB of code, Cranelift optimising for speed: the plain module
+    "compile-fuel": 1.6,     # the same with fuel checks
     "compile-warm": 1.3,     # the warm module (the same code, and its memory image)
-    "compile-warm-fuel": 2.0,
-    "compile-fast": 0.55,    # per MB of code, the warm image's builder (no optimisation, single-pass allocator)
-    "warm-up": 9.0,          # the warm-up's imports in a live guest (one unit)
-    "site": 10.0,            # byte-compiling the guest site in a guest (one unit)
-    "bundle": 25.0,          # installing and byte-compiling the packages bundle (one unit)
+    "compile-warm-fuel": 1.75,
+    "compile-fast": 0.62,    # per MB of code, the warm image's builder (no optimisation, single-pass allocator)
+    "warm-up": 6.0,          # the warm-up's imports in a live guest (one unit)
+    "site": 2.0,             # byte-compiling the guest site in a guest (one unit)
+    "bundle": 22.0,          # installing and byte-compiling the packages bundle (one unit)
 }
 # How many cores a step keeps busy at most (Wasmtime compiles functions in parallel; a guest runs
 # on one thread).
