@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import runpy
 import sys
-import time
 from typing import Callable, Optional, Sequence
 
 
@@ -23,7 +22,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     warmup = sub.add_parser("warmup", help="fetch, verify and compile the runtime once (cached on disk)")
     warmup.add_argument("--fuel", action="store_true",
                         help="also compile the runtime with fuel, for Limits(cpu_instructions=...) "
-                             "(several minutes more)")
+                             "(minutes more)")
+    warmup.add_argument("--cold", action="store_true",
+                        help="also compile the plain module, for the cold path (DECLAW_WASM_WARM_IMAGE=0; "
+                             "the test suite runs both paths); otherwise it is built on its first use")
+    warmup.add_argument("--status", action="store_true",
+                        help="build nothing: say what is cached and what a first use would still build")
+    warmup.add_argument("--json", action="store_true", help="with --status: as JSON")
     sub.add_parser("demo", help="run the declaw code-interpreter example")
     run = sub.add_parser("run", help="run Python code in a fresh sandbox")
     what = run.add_mutually_exclusive_group(required=True)
@@ -61,7 +66,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "warmup":
-        return _warmup(args.fuel)
+        if args.json and not args.status:
+            parser.error("--json goes with --status")
+        if args.status:
+            return _warmup_status(args.fuel, args.json)
+        return _warmup(args.fuel, args.cold)
     if args.command == "template":
         return _template(args)
     if args.command == "state":
@@ -117,27 +126,20 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warmup(fuel: bool = False) -> int:
-    from ._packages.bundle import ensure_bundle
-    from ._wasm.engine import FUEL_FLAGS, compiled_path
-    from ._wasm.warm_image import get_interpreter
-    from .progress import Progress
-    from .settings import cache_dir
+def _warmup(fuel: bool = False, cold: bool = False) -> int:
+    from ._warmup import warmup
 
-    start = time.monotonic()
-    get_interpreter(warm=False)  # the plain module: what the warm image is built from, and the fallback
-    interpreter = get_interpreter()
-    print(f"declaw-wasm: runtime ready in {time.monotonic() - start:.1f}s; cache {cache_dir()}",
-          file=sys.stderr)
-    path = "warm image" if interpreter.warm else "cold module (DECLAW_WASM_WARM_IMAGE=0 or no warm image)"
-    print(f"declaw-wasm: guests start from the {path}; plain module "
-          f"{compiled_path(interpreter.files, interpreter.flags)}", file=sys.stderr)
-    print(f"declaw-wasm: packages bundle ready: {ensure_bundle(interpreter, Progress())}", file=sys.stderr)
-    if fuel:
-        start = time.monotonic()
-        get_interpreter(FUEL_FLAGS, build=True)
-        print(f"declaw-wasm: fuel runtime ready in {time.monotonic() - start:.1f}s "
-              "(Limits(cpu_instructions=...) works)", file=sys.stderr)
+    warmup(cold=cold, fuel=fuel)
+    return 0
+
+
+def _warmup_status(fuel: bool, as_json: bool) -> int:
+    from ._warmup import status, status_json, status_lines
+    from .settings import warm_image_enabled
+
+    warm = warm_image_enabled()
+    rows = status(warm, fuel)
+    print(status_json(rows, warm) if as_json else "\n".join(status_lines(rows, warm)))
     return 0
 
 

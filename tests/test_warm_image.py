@@ -148,3 +148,35 @@ def test_a_parked_guest_becomes_a_code_context(guest_path: str) -> None:
         second = sbx.run_code("print(os.getcwd(), os.environ['WHERE'], x)")
         assert second.logs.stdout == ["/home/user sandbox 42\n"]
         assert sbx.commands.run("echo after").stdout == "after\n"
+
+
+def test_a_warm_image_that_cannot_be_compiled_leaves_the_cold_path_working(tmp_path: Path, guest_path: str) -> None:
+    """Warmup no longer compiles the plain module for the warm path, so the fallback finds it
+    or builds it: here a cache whose warm image is damaged (its compiled module gone, its bytes
+    not wasm) still runs commands, on the cold path, saying why; the builder is not compiled
+    again (the image's bytes are there, only bad)."""
+    import os
+    import subprocess
+    import sys
+
+    from declaw_wasm._wasm.engine import DEFAULT_FLAGS
+    from declaw_wasm._wasm.warm_image import warm_image_path
+    from declaw_wasm.settings import cache_dir
+
+    if guest_path != "warm":
+        pytest.skip("it sets the path itself: one run is enough")
+    cold = get_interpreter(warm=False)  # the plain module in the cache (compiled now if it was not)
+    copy = tmp_path / "cache"
+    subprocess.run(["cp", "-al", str(cache_dir()), str(copy)], check=True)  # hard links: cheap
+    for path in copy.glob("compiled/python-warm-*"):
+        path.unlink()  # unlinked, never written: the original cache shares the inodes
+    bad = copy / warm_image_path(cold.files, DEFAULT_FLAGS).relative_to(cache_dir())
+    bad.write_bytes(b"\0asm\1\0\0\0" + b"\x0a\xff\xff\xff\xff\x0f")  # a code section past the end
+    code = ("from declaw_wasm import Sandbox\n"
+            "with Sandbox.create() as sbx:\n"
+            "    print(sbx.commands.run(\"python3 -c 'import sys; print(\\\"pandas\\\" in sys.modules)'\").stdout)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "DECLAW_WASM_CACHE": str(copy), "DECLAW_WASM_WARM_IMAGE": "1"})
+    assert done.returncode == 0 and done.stdout.strip() == "False", (done.stdout, done.stderr[-2000:])
+    assert "warm image unavailable, using the cold path" in done.stderr
+    assert "builder" not in done.stderr and "compiling the Python runtime module" not in done.stderr

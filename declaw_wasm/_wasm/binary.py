@@ -91,6 +91,21 @@ class Section:
         return read_name(self.payload, 0)[0] if self.id == CUSTOM else None
 
 
+def code_size(data: bytes) -> int:
+    """The size of the code section (what compiling a module takes scales with), 0 if it has
+    none: the section headers are walked, nothing is copied."""
+    if data[:8] != MAGIC:
+        raise WasmFormatError("not a WebAssembly 1.0 module")
+    pos = 8
+    while pos < len(data):
+        sid = data[pos]
+        size, pos = read_u(data, pos + 1)
+        if sid == CODE:
+            return size
+        pos += size
+    return 0
+
+
 class Module:
     """A module as an ordered list of raw sections."""
 

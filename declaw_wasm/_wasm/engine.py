@@ -26,13 +26,14 @@ from typing import Callable, Optional
 import wasmtime
 
 from .._cache import ensure_file, writable
-from ..progress import Progress
+from ..progress import Progress, Rates, Work
 from ..settings import cache_dir
 from .artifacts import Artifacts, ensure_artifacts
+from .binary import code_size
 
 TICK_S = 0.01
 MAX_WASM_STACK = 2 << 20  # the largest wasmtime-py allows without a larger async stack
-EXPECTED_COMPILE_S = 100.0
+RATES_FILE = "rates.json"  # CPU-seconds per unit of each warmup step, measured here (progress.py)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class EngineFlags:
         cfg.max_wasm_stack = self.max_wasm_stack
         cfg.wasm_exceptions = True
         return cfg
+
+    def compile_kind(self, warm: bool = False) -> str:
+        """The kind of compile step for progress estimates (fuel checks make more code; the warm
+        module's memory image costs more too)."""
+        return "compile" + ("-warm" if warm else "") + ("-fuel" if self.consume_fuel else "")
 
     def key(self) -> str:
         return f"epoch{int(self.epoch_interruption)}-fuel{int(self.consume_fuel)}-stack{self.max_wasm_stack}"
@@ -120,14 +126,30 @@ def wasmtime_version() -> str:
     return version("wasmtime", "wasmtime")
 
 
+def machine_rates() -> Rates:
+    """The measured rates of this machine's warmup steps, kept in the cache (progress.py)."""
+    return Rates(cache_dir() / "compiled" / RATES_FILE)
+
+
+def with_rates(progress: Progress) -> Progress:
+    """`progress`, estimating from this machine's measured rates (read from the cache once)."""
+    if progress.rates.path is None:
+        progress.rates = machine_rates()
+    return progress
+
+
+def compile_work(data: bytes, kind: str = "compile") -> Work:
+    """Compiling `data`: MB of code (the data segments of the warm image cost next to nothing)."""
+    return Work(kind, (code_size(data) or len(data)) / 1e6)
+
+
 def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], bytes],
-                   progress: Progress, what: str, expected_s: float,
-                   supersedes: str = "") -> wasmtime.Module:
+                   progress: Progress, what: str, supersedes: str = "", kind: str = "compile") -> wasmtime.Module:
     """Load the compiled module at `path`, or compile `source()` (the wasm bytes) once and
     store it there (see _cache.py: locked, atomic, superseded keys pruned)."""
     def build() -> bytes:
         data = source()
-        with progress.timed(what, expected_s):
+        with with_rates(progress).timed(what, compile_work(data, kind)):
             return bytes(wasmtime.Module(engine, data).serialize())
 
     ensure_file(path, build, supersedes)
@@ -146,9 +168,10 @@ def load_plain_interpreter(flags: EngineFlags, progress: Progress, build: bool =
     if not path.exists() and not writable(path.parent):
         progress.say(f"cache {path.parent} is read-only and holds no compiled module; "
                      "compiling in memory (run `declaw-wasm warmup` where the cache is writable)")
-        with progress.timed("compiling the Python runtime module", EXPECTED_COMPILE_S):
-            module = wasmtime.Module.from_file(engine, str(files.module))
+        data = files.module.read_bytes()
+        with progress.timed("compiling the Python runtime module", compile_work(data, flags.compile_kind())):
+            module = wasmtime.Module(engine, data)
     else:
         module = compile_cached(engine, path, files.module.read_bytes, progress,
-                                "compiling the Python runtime module", EXPECTED_COMPILE_S)
+                                "compiling the Python runtime module", kind=flags.compile_kind())
     return Interpreter(files, flags, module, engine, source=path if path.exists() else None)

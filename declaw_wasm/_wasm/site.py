@@ -92,10 +92,15 @@ def _digest(data: bytes) -> str:
 _made: dict[str, Path] = {}
 
 
+def site_name() -> str:
+    """The guest site's folder name (its key), built or not."""
+    return f"guest-site-{_plan()[0]}"
+
+
 def built_site() -> Optional[Path]:
     """The guest site's folder if it is built (None: `ensure_site` would build it)."""
     key, _ = _plan()
-    target = cache_dir() / "runtime" / f"guest-site-{key}"
+    target = cache_dir() / "runtime" / site_name()
     return target if key in _made or (target / "READY").exists() else None
 
 

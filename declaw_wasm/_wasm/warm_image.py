@@ -3,7 +3,8 @@
 Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
 
 1. instrument the runtime module: export wasi-libc's `__wasilibc_reset_preopens` (found by
-   name in the name section) and the stack-pointer global;
+   name in the name section) and the stack-pointer global; compile it as cheaply as Cranelift
+   allows (the *builder*: it runs once, for seconds; it also byte-compiles the guest site);
 2. instantiate it in a throw-away sandbox and run the warm-up as `turn`s: import the guest
    boot module, numpy, pandas, matplotlib (Agg) with pyplot, sympy...; check that no file is
    open but the preopened folders;
@@ -11,7 +12,8 @@ Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
    instance, with its own mount layout, finds its preopens afresh);
 4. write the live memory back as the module's data segments (non-zero runs only), its size as
    the memory's minimum, and the stack pointer's value as the global's initial value;
-5. compile and cache it like the plain module.
+5. compile it optimised and cache it like the plain module (which is compiled only for the
+   cold path: docs/architecture.md, "Warmup").
 
 Each instance of the warm module starts with those imports done (a few ms instead of
 seconds); `_declaw_boot.start()` renews per instance what must not be shared: environment,
@@ -34,16 +36,16 @@ from .._assets import guest_code_dir, rootfs_dir
 from .._cache import ensure_file, prune_superseded, writable, write_atomic
 from .._printable import logger
 from ..exceptions import SandboxException
-from ..progress import Progress
+from ..progress import Progress, Work
 from ..settings import cache_dir, warm_image_enabled
 from . import binary as wb
 from .boot import shell_spec
 from .artifacts import Artifacts, ensure_artifacts
 from .engine import (DEFAULT_FLAGS, FUEL_FLAGS, BuildMissing, EngineFlags, Interpreter, compile_cached,
-                     engine_for, load_plain_interpreter, wasmtime_version)
+                     compile_work, engine_for, load_plain_interpreter, wasmtime_version, with_rates)
 from .guest import Guest, GuestSpec
 from .layout import GUEST_DECLAW, GUEST_PYTHON, Mount, base_env, scratch_root, shared_mounts
-from .site import built_site, ensure_site
+from .site import built_site, ensure_site, site_name
 
 # Each costs seconds cold; together ~75 MB of initial memory (file-backed, shared, CoW).
 WARMUP_IMPORTS = [
@@ -51,9 +53,8 @@ WARMUP_IMPORTS = [
 ]
 RESET_EXPORT = "__declaw_reset_preopens"
 STACK_EXPORT = "__declaw_stack_pointer"
-EXPECTED_WARMUP_S = 20.0
-EXPECTED_COMPILE_S = 110.0
-EXPECTED_FUEL_COMPILE_S = 200.0
+BUILDER_OPT_LEVEL = "none"
+BUILDER_REGALLOC = "single_pass"
 
 
 def warmup_source() -> str:
@@ -130,9 +131,8 @@ class _BuildGuest(Guest):
         return 0
 
 
-def build_warm_module(cold: Interpreter, progress: Progress) -> bytes:
-    """The warmed module's bytes (steps 1–4 of the module docstring)."""
-    original = cold.files.module.read_bytes()
+def instrumented_module(original: bytes) -> bytes:
+    """Step 1: the runtime module with the two exports the build needs."""
     module = wb.Module.parse(original)
     names = module.function_names()
     if "__wasilibc_reset_preopens" not in names:
@@ -142,22 +142,58 @@ def build_warm_module(cold: Interpreter, progress: Progress) -> bytes:
         raise RuntimeError("the runtime module imports globals; the stack pointer is not global 0")
     module.set_exports(exports + [(RESET_EXPORT, wb.EXPORT_FUNC, names["__wasilibc_reset_preopens"]),
                                   (STACK_EXPORT, wb.EXPORT_GLOBAL, 0)])
-    instrumented_bytes = module.encode()
+    return module.encode()
 
-    # The instrumented module runs once: compile it fast (no optimisation), same engine flags.
-    config = cold.flags.config()
-    config.cranelift_opt_level = "none"
-    build_engine = wasmtime.Engine(config)
-    with progress.timed("compiling the warm image's builder", 60.0):
-        instrumented = wasmtime.Module(build_engine, instrumented_bytes)
 
+def builder_config(flags: EngineFlags) -> wasmtime.Config:
+    """The builder's engine: `flags` (the same code semantics), compiled as cheaply as Cranelift
+    allows: no optimisation and the single-pass register allocator (~45 CPU-s on the reference
+    machine; no optimisation alone, the old setting, ~78, more than the optimised compile's
+    ~61-100: docs/architecture.md, "Warmup"; Winch, Wasmtime's baseline compiler, cannot compile
+    the module: it has no wasm exceptions). The builder runs once, for a few seconds of guest code."""
+    config = flags.config()
+    config.cranelift_opt_level = BUILDER_OPT_LEVEL
+    config.cranelift_flag_set("regalloc_algorithm", BUILDER_REGALLOC)
+    return config
+
+
+def builder_interpreter(files: Artifacts, flags: EngineFlags, progress: Progress) -> Interpreter:
+    """The instrumented module, compiled cheaply on an engine of its own (no ticker: no deadline;
+    it runs only our code: the warm-up, byte-compiling the guest site). It can run everything
+    the plain module runs (`run` with an argv, `turn`s); compiled in memory, never cached."""
+    data = instrumented_module(files.module.read_bytes())
+    engine = wasmtime.Engine(builder_config(flags))
+    with with_rates(progress).timed("compiling the warm image's builder (no optimisation)",
+                                    compile_work(data, "compile-fast")):
+        module = wasmtime.Module(engine, data)
+    return Interpreter(files, flags, module, engine)
+
+
+class Helper:
+    """The interpreter that builds what the warm image needs (the guest site, the memory image),
+    made on first need: the builder, compiled once per build. (The plain module would do for the
+    site, and does when this process has it loaded, but it is compiled only for the cold path.)"""
+
+    def __init__(self, files: Artifacts, flags: EngineFlags, progress: Progress) -> None:
+        self.files, self.flags, self.progress = files, flags, progress
+        self._builder: Optional[Interpreter] = None
+        self._lock = threading.Lock()
+
+    def builder(self) -> Interpreter:
+        with self._lock:
+            if self._builder is None:
+                self._builder = builder_interpreter(self.files, self.flags, self.progress)
+            return self._builder
+
+
+def build_warm_module(builder: Interpreter, progress: Progress) -> bytes:
+    """The warmed module's bytes (steps 2–4 of the module docstring), run on `builder`."""
     with scratch_root(rootfs_dir()) as root:  # the build runs in a throw-away root folder
-        mounts = root + guest_mounts(cold)
-        build_interpreter = Interpreter(cold.files, cold.flags, instrumented, build_engine)  # no ticker: no deadline
+        mounts = root + guest_mounts(builder)
         spec = GuestSpec(argv=[GUEST_PYTHON], env=base_env(), mounts=mounts,
                          turns=[warmup_source(), CHECK_SOURCE], timeout=600, memory_limit=2 << 30)
-        guest = _BuildGuest(build_interpreter, spec)
-        with progress.timed("importing the warm-up modules in a live guest", EXPECTED_WARMUP_S):
+        guest = _BuildGuest(builder, spec)
+        with with_rates(progress).timed("importing the warm-up modules in a live guest", Work("warm-up")):
             guest.start()
             outcome = guest.wait()
         assert outcome is not None
@@ -169,33 +205,34 @@ def build_warm_module(cold: Interpreter, progress: Progress) -> bytes:
             raise RuntimeError(f"files left open when the warm image is taken (fd kinds: {fds})")
 
     image = guest.memory_image
-    warmed = wb.Module.parse(original)  # from the original: no instrumentation exports
+    warmed = wb.Module.parse(builder.files.module.read_bytes())  # from the original: no instrumentation exports
     warmed.set_data(wb.nonzero_segments(image))
     warmed.set_memory_min(len(image) // 65536)
     warmed.set_global_i32(0, guest.stack_pointer)
     return warmed.encode()
 
 
-def warm_image_path(cold: Interpreter) -> Path:
+def warm_image_path(files: Artifacts, flags: EngineFlags) -> Path:
     """Where the warmed module's wasm bytes are kept: the plain and the fuel compile share them
     (the memory image does not depend on fuel), so `warmup --fuel` only compiles."""
-    key = warm_image_key(cold.files.module_sha256, cold.flags, ensure_site(cold).name)
+    key = warm_image_key(files.module_sha256, flags, site_name())
     return cache_dir() / "compiled" / f"python-warm-{key}.wasm"
 
 
-def ensure_warm_image(cold: Interpreter, progress: Progress) -> bytes:
+def ensure_warm_image(helper: Helper) -> bytes:
     """The warmed module's bytes, built once (steps 1–4) and kept beside the compiled module."""
-    if cold.flags.consume_fuel:
+    if helper.flags.consume_fuel:
         raise ValueError("the warm image is built on the plain interpreter")
+    progress = helper.progress
 
     def build() -> bytes:
         start = time.monotonic()
-        data = build_warm_module(cold, progress)
+        data = build_warm_module(helper.builder(), progress)
         progress.say(f"warm image built in {time.monotonic() - start:.0f}s "
                      f"({len(data) / 1e6:.0f} MB module)")
         return data
 
-    path = warm_image_path(cold)
+    path = warm_image_path(helper.files, helper.flags)
     if not writable(path.parent):  # a read-only cache: build in memory (compiled in memory too)
         return path.read_bytes() if path.exists() else build()
     if not path.exists():  # a new image: compiled modules of older ones go (fuel's included)
@@ -214,32 +251,31 @@ def warm_module_path(files: Artifacts, flags: EngineFlags, site: str) -> Path:
     return cache_dir() / "compiled" / f"{_warm_prefix(flags)}-{key}.cwasm"
 
 
-def load_warm_interpreter(cold: Interpreter, progress: Progress, flags: Optional[EngineFlags] = None,
-                          build: bool = True) -> Interpreter:
-    """The warm interpreter for `flags` (default: the cold interpreter's), built and compiled once per
-    machine, then loaded from the cache. `cold` is the plain interpreter (fuel off): it builds the
-    image. `build=False`: a compiled module missing from the cache raises `BuildMissing`."""
-    flags = flags or cold.flags
-    path = warm_module_path(cold.files, flags, ensure_site(cold).name)
-    if not build and not path.exists():
-        raise BuildMissing(path)
+def load_warm_interpreter(files: Artifacts, flags: EngineFlags, progress: Progress,
+                          cold: Optional[Interpreter] = None) -> Interpreter:
+    """The warm interpreter for `flags`, built and compiled once per machine, then loaded from
+    the cache. What has to be built first (the guest site, the warm image's bytes) is built on
+    `cold` if this process has the plain interpreter loaded, else on a builder compiled for it."""
+    helper = Helper(files, DEFAULT_FLAGS, progress)
+    if built_site() is None:
+        runner = cold if cold is not None else helper.builder()
+        with with_rates(progress).timed("byte-compiling the guest site in a guest", Work("site")):
+            ensure_site(runner)
+    path = warm_module_path(files, flags, site_name())
     engine = engine_for(flags)
-    module = compile_cached(engine, path, lambda: ensure_warm_image(cold, progress), progress,
+    module = compile_cached(engine, path, lambda: ensure_warm_image(helper), progress,
                             f"compiling the warm image{' with fuel' if flags.consume_fuel else ''}",
-                            EXPECTED_FUEL_COMPILE_S if flags.consume_fuel else EXPECTED_COMPILE_S,
-                            supersedes=f"{_warm_prefix(flags)}-*")
-    return Interpreter(cold.files, flags, module, engine, warm=True, source=path)
+                            supersedes=f"{_warm_prefix(flags)}-*", kind=flags.compile_kind(warm=True))
+    return Interpreter(files, flags, module, engine, warm=True, source=path)
 
 
 def load_built_warm_interpreter(flags: EngineFlags, progress: Progress) -> tuple[Optional[Interpreter], Path]:
     """The warm interpreter straight from the cache if its compiled module and the guest site are
     there (the plain module is not loaded: a serverless cold start maps one file), else None;
-    and where the compiled module is (or would be). None for the path's site part means the
-    guest site is not built."""
+    and where the compiled module is (or would be)."""
     files = ensure_artifacts(progress)
-    site = built_site()
-    path = warm_module_path(files, flags, site.name if site is not None else "unbuilt")
-    if site is None or not path.exists():
+    path = warm_module_path(files, flags, site_name())
+    if built_site() is None or not path.exists():
         return None, path
     engine = engine_for(flags)
     module = wasmtime.Module.deserialize_file(engine, str(path))
@@ -332,13 +368,15 @@ def _load_interpreter(flags: EngineFlags, want_warm: bool, progress: Progress) -
     interpreter: Optional[Interpreter] = None
     try:
         interpreter, _ = load_built_warm_interpreter(flags, progress)
-        if interpreter is None:  # build it (and the plain module it is built from)
-            interpreter = load_warm_interpreter(_cold(flags, progress), progress)
+        if interpreter is None:  # build it (on a builder: the plain module is compiled only if wanted)
+            interpreter = load_warm_interpreter(ensure_artifacts(progress), flags, progress,
+                                                _interpreters.get((flags, False)))
         problem = checked(interpreter)
     except Exception as exc:  # never worse than the cold path
         problem = f"{type(exc).__name__}: {exc}"
     if problem is None and interpreter is not None:
         return interpreter
+    # The plain module, compiled now if it is not in the cache (warmup builds it only when asked).
     log.warning("warm image unavailable, using the cold path: %s", problem)
     progress.say(f"warm image unavailable, using the cold path: {problem}")
     return _cold(flags, progress)
@@ -353,7 +391,8 @@ def _load_fuel_interpreter(want_warm: bool, progress: Progress, build: bool) -> 
     if interpreter is None:
         if not build:
             raise BuildMissing(path)
-        interpreter = load_warm_interpreter(_cold(DEFAULT_FLAGS, progress), progress, FUEL_FLAGS)
+        interpreter = load_warm_interpreter(ensure_artifacts(progress), FUEL_FLAGS, progress,
+                                            _interpreters.get((DEFAULT_FLAGS, False)))
     problem = checked(interpreter)
     if problem is not None:  # no cold fallback: the cold fuel module is another build
         raise SandboxException(f"the fuel-enabled warm image fails its self-check: {problem}")
