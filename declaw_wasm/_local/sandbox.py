@@ -86,6 +86,19 @@ def egress_plan(request: CreateSandbox, restoring: Optional["Restoring"] = None)
     return plan
 
 
+def checked_hooks(sandbox: "LocalSandbox") -> "LocalSandbox":
+    """With an egress testing hook set (DECLAW_WASM_RESOLVE, DECLAW_WASM_DNS_ANSWERS), the sandbox's
+    network is built now, so a bad hook is refused by the create (or resume) that meets it, as a
+    bad network option is, and not by the guest's first connection."""
+    if resolve_overrides().strip() or dns_answers().strip():
+        try:
+            sandbox.egress_slot.session()
+        except BaseException:
+            sandbox.kill()
+            raise
+    return sandbox
+
+
 def interpreter_for(limits: Limits) -> Interpreter:
     """The runtime a sandbox with `limits` runs on: the fuel build for CPU limits."""
     return get_interpreter(FUEL_FLAGS if limits.cpu_instructions else DEFAULT_FLAGS)
@@ -193,8 +206,6 @@ class LocalSandbox:
         # the network (_egress), built at its first use (`egress`); a standby sandbox gets its
         # create's in `begin`
         self.egress_slot = EgressSlot(self, egress)
-        if resolve_overrides().strip() or dns_answers().strip():  # the testing hooks: a bad one is
-            self.egress_slot.session()  # refused at create, as a bad network option is
         mounts = guest_mounts(self.interpreter) + template.ensure_mounts(self.interpreter)
         self.fs = SandboxFS(mounts, skeleton=rootfs_dir(), limits=limits, overlay=template.root,
                             kind="sbx" if begin else "standby")
@@ -733,13 +744,13 @@ class LocalSandboxes:
                 into._open(*args[:-1], restoring=restoring)
                 into.options = request.model_copy(update={"secrets": None})
                 sandboxes.add(into)
-                return into
+                return checked_hooks(into)
             sandbox = self.create_from(*args, restoring=restoring)
         except BaseException:
             close_tools(tools)
             raise
         sandbox.options = request.model_copy(update={"secrets": None})  # the values stay in the egress plan
-        return sandbox
+        return checked_hooks(sandbox)
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
                     envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
