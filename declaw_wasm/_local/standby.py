@@ -11,13 +11,6 @@ standby sandboxes are not listed and do not count as live until handed out, and 
 exit. A create with volumes makes its own sandbox (their mounts are fixed before any guest
 starts). (Not to be confused with `_pool/`, the backend that runs sandboxes in worker processes.)
 
-When to refill follows the creates' observed pace: after an agent's create (seconds apart) a
-refill waits for 50 ms of quiet, so a burst of creates is not slowed by making sandboxes
-nobody takes yet; when creates come back to back (an evaluation harness's loop: their average
-interval, a moving average, is under that quiet), waiting for quiet would never refill, so the
-next one is made at once, beside the loop, on another core. How many are kept stays
-`DECLAW_WASM_STANDBY` per key (memory: each holds a folder and a parked guest).
-
 The key covers what a standby sandbox was made from: the template (for a custom one, its
 template.json as it is on disk now, so a rebuilt template is never served stale), the limits
 (the memory limit and fuel are fixed in a guest's store) and the runtime (tests switch between
@@ -40,8 +33,7 @@ if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
-QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped)...
-PACE_WEIGHT = 0.3  # ...unless creates come faster than that (a moving average of their intervals)
+QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped)
 
 
 def standby_key(template: GuestTemplate, limits: Limits, interpreter: object) -> Optional[Hashable]:
@@ -71,19 +63,13 @@ class Standby:
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         self._last_take = 0.0
-        self._interval = float("inf")  # the creates' pace: a moving average of their intervals
 
     def take(self, key: Optional[Hashable], template: GuestTemplate, limits: Limits) -> Optional["LocalSandbox"]:
         """A standby sandbox for `key` (None if none is ready); counts the create either way."""
         if key is None or standby_size() <= 0:
             return None
         with self._lock:
-            now = time.monotonic()
-            if self._last_take:
-                gap = now - self._last_take
-                self._interval = gap if self._interval == float("inf") else \
-                    PACE_WEIGHT * gap + (1 - PACE_WEIGHT) * self._interval
-            self._last_take = now
+            self._last_take = time.monotonic()
             self._creates[key] = self._creates.get(key, 0) + 1
             if self._creates[key] >= STANDBY_AFTER and key not in self._wanted:
                 self._wanted[key] = (template, limits)
@@ -94,11 +80,6 @@ class Standby:
         if sandbox is not None and not sandbox.running:
             return None
         return sandbox
-
-    def quiet_needed(self) -> float:
-        """How long after the last create a refill waits (under the lock): QUIET_S at an agent's
-        pace, none when creates come back to back (see the module's docstring)."""
-        return 0.0 if self._interval < QUIET_S else QUIET_S
 
     def ready(self, key: Hashable) -> int:
         with self._lock:
@@ -123,10 +104,9 @@ class Standby:
                              if len(self._ready.get(key, ())) < size]
                 if not short:
                     break
-                with self._lock:
-                    wait = self.quiet_needed() - (time.monotonic() - self._last_take)
-                if wait > 0:
-                    time.sleep(wait)
+                quiet = time.monotonic() - self._last_take
+                if quiet < QUIET_S:
+                    time.sleep(QUIET_S - quiet)
                     continue
                 for key, (template, limits) in short[:1]:
                     try:
