@@ -118,7 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _warmup(fuel: bool = False) -> int:
-    from ._packages.bundle import ensure_bundle
+    from ._packages.bundle import ensure_agent_site, ensure_bundle
     from ._wasm.engine import FUEL_FLAGS, compiled_path
     from ._wasm.warm_image import get_interpreter
     from .progress import Progress
@@ -133,6 +133,8 @@ def _warmup(fuel: bool = False) -> int:
     print(f"declaw-wasm: guests start from the {path}; plain module "
           f"{compiled_path(interpreter.files, interpreter.flags)}", file=sys.stderr)
     print(f"declaw-wasm: packages bundle ready: {ensure_bundle(interpreter, Progress())}", file=sys.stderr)
+    print(f"declaw-wasm: ai-agent template's packages ready: {ensure_agent_site(interpreter, Progress())}",
+          file=sys.stderr)
     if fuel:
         start = time.monotonic()
         get_interpreter(FUEL_FLAGS, build=True)
