@@ -6,7 +6,8 @@ Built in: `code-interpreter` (the default: the runtime plus the packages bundle)
 (the standard library only: the runtime's third-party packages hidden from imports, on the same
 warm image) and `ai-agent` (the code interpreter plus the official openai and anthropic
 clients: packages-bundle/ai-agent-lock.txt, mounted as a template site). Custom templates
-live in `<cache>/templates/<name>/` (a shipped cache carries them): `template.json` (`TemplateInfo`), `site/` (their packages), `root/` (their files).
+live in `<cache>/templates/<name>/` (a shipped cache carries them): `template.json`
+(`TemplateInfo`), `site/` (their packages), `root/` (their files).
 """
 
 from __future__ import annotations
