@@ -2,23 +2,26 @@
 local TLS upstreams standing in for api.openai.com and api.anthropic.com (providers.py speaks
 their wire formats), with keys injected by the host, PII guarded and every call audited.
 
-One sandbox per backend does every check (module-scoped: the clients' import is the slow part).
+One sandbox per backend (in-process, the process pool, `declaw-wasm serve`) does every check
+(module-scoped: the clients' import is the slow part).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
-from declaw_wasm import Sandbox, Secret
+from declaw_wasm import Sandbox, Secret, Vault
 from declaw_wasm.security import ALL_TRAFFIC, PIIConfig, SecurityPolicy
+from declaw_wasm.server import serve_in_thread
 
 from .providers import ANTHROPIC_KEY, OPENAI_KEY
 from .upstream import Upstreams
 
 pytestmark = [pytest.mark.guest, pytest.mark.timeout(600)]
+SERVER_KEY = "llm-clients-served-key"
 
 SDK_CALLS = r'''
 import asyncio, json, os
@@ -135,9 +138,20 @@ def guest_path() -> str:
     return "warm"  # the clients run on the guest's network stack, the same on both paths
 
 
-@pytest.fixture(scope="module", params=["in-process", "processes"])
+@pytest.fixture(scope="module")
+def agent_server(upstreams: Upstreams) -> Iterator[str]:
+    """`declaw-wasm serve` in a thread, inside the namespace (after the resolve hook and CA)."""
+    with serve_in_thread(SERVER_KEY, vault=Vault()) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=["in-process", "processes", "served"])
 def agent(request: pytest.FixtureRequest, upstreams: Upstreams) -> Iterator[Sandbox]:
-    where = {"backend": request.getfixturevalue("egress_pool")} if request.param == "processes" else {}
+    where: dict[str, Any] = {}
+    if request.param == "processes":
+        where = {"backend": request.getfixturevalue("egress_pool")}
+    elif request.param == "served":
+        where = {"domain": request.getfixturevalue("agent_server"), "api_key": SERVER_KEY}
     sbx = Sandbox.create(
         template="ai-agent", timeout=600, **where,
         network={"allow_out": ["api.openai.com", "api.anthropic.com"], "deny_out": [ALL_TRAFFIC]},
