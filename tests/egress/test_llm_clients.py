@@ -9,6 +9,10 @@ One sandbox per backend (in-process, the process pool, `declaw-wasm serve`) does
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -214,3 +218,15 @@ def test_an_agent_loop_runs_inside_one_sandbox_and_the_key_never_enters_it(agent
         assert key not in env.stdout + env.stderr
         assert key not in "".join(run.logs.stdout + run.logs.stderr)
         assert key not in "".join(e.model_dump_json() for e in agent.audit_events())
+
+
+def test_the_agent_in_sandbox_example_runs_against_the_local_api(upstreams: Upstreams) -> None:
+    """examples/agents/agent_in_sandbox.py, unchanged, in a process of its own (in the namespace,
+    with this folder's resolve hook and CA in its environment)."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "agents" / "agent_in_sandbox.py"
+    run = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "OPENAI_API_KEY": OPENAI_KEY}, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines[0] == "the tool said: 5050", run.stdout
+    assert lines[1:] == ["POST https://api.openai.com/v1/chat/completions 200 key injected: True"] * 2, run.stdout
