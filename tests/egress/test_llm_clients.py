@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from declaw_wasm import Sandbox, Secret, Vault
+from declaw_wasm import Sandbox, Secret, Vault, VaultClient
 from declaw_wasm.security import ALL_TRAFFIC, PIIConfig, SecurityPolicy
 from declaw_wasm.server import serve_in_thread
 
@@ -230,3 +230,23 @@ def test_the_agent_in_sandbox_example_runs_against_the_local_api(upstreams: Upst
     lines = run.stdout.splitlines()
     assert lines[0] == "the tool said: 5050", run.stdout
     assert lines[1:] == ["POST https://api.openai.com/v1/chat/completions 200 key injected: True"] * 2, run.stdout
+
+
+def test_the_client_reads_a_vault_ref_placeholder_and_the_host_injects_the_key(upstreams: Upstreams) -> None:
+    """declaw's `vault_refs`: the guest's `OpenAI()` reads `declaw:vault-managed`, the provider
+    preset puts the vault's value into requests to api.openai.com."""
+    vault = VaultClient()
+    vault.create_secret(OPENAI_KEY, name="llm-clients-openai", provider="openai")
+    sbx = Sandbox.create(template="ai-agent", timeout=300, vault_refs={"OPENAI_API_KEY": "llm-clients-openai"})
+    try:
+        upstreams.clear()
+        run = sbx.run_code("import os, openai\nprint(os.environ['OPENAI_API_KEY'])\nprint(openai.OpenAI("
+                           "max_retries=0).chat.completions.create(model='gpt-4.1', messages=[{'role': 'user', "
+                           "'content': 'vault'}]).choices[0].message.content)", timeout=300)
+        assert run.error is None, run.error.traceback if run.error else ""
+        assert "".join(run.logs.stdout) == "declaw:vault-managed\nyou said: vault\n"
+        sent = [r for r in upstreams.records() if r.path == "/v1/chat/completions"]
+        assert [r.header("Authorization") for r in sent] == [f"Bearer {OPENAI_KEY}"]
+    finally:
+        sbx.kill()
+        vault.delete_secret("llm-clients-openai")
