@@ -1,6 +1,8 @@
 """The OpenAI and Anthropic wire formats, for the upstream that stands in for api.openai.com and
-api.anthropic.com (upstream.py routes /v1/chat/completions, /v1/responses and /v1/messages
-here): non-streamed and streamed (SSE) answers, tool calls, structured output and errors.
+api.anthropic.com (upstream.py routes the official clients' POSTs to /v1/chat/completions,
+/v1/responses and /v1/messages here, told by their User-Agent; other tests' requests to those
+paths get the echo): non-streamed and streamed (SSE) answers, tool calls, structured output and
+errors.
 
 The "model" is deterministic: it answers `you said: <last user message>`; offered tools and no
 tool result yet, it calls the first tool with `{"code": <last user message>}`; given a tool
@@ -17,6 +19,12 @@ from typing import Any, Callable
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"
 PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/messages")
+SDK_AGENTS = ("OpenAI/Python", "Anthropic/Python")  # in the official clients' User-Agent (and Async...)
+
+
+def is_sdk_call(method: str, path: str, user_agent: str | None) -> bool:
+    """A call of the official clients (other tests' requests to the same paths get the echo)."""
+    return method == "POST" and path.split("?")[0] in PATHS and any(agent in (user_agent or "") for agent in SDK_AGENTS)
 
 Send = Callable[[int, bytes], None]  # (status, JSON body)
 Stream = Callable[[list[bytes]], None]  # SSE events, each its own write

@@ -106,7 +106,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/echo-auth-header":
             self._send(200, b"ok\n", "text/plain",
                        extra=(("X-Echo-Auth", record.header("Authorization") or ""),))
-        elif path.split("?")[0] in providers.PATHS and self.command == "POST":
+        elif providers.is_sdk_call(self.command, path, self.headers.get("User-Agent")):
             providers.handle(path, dict(self.headers.items()), body, lambda status, data: self._send(status, data),
                              lambda events: self._chunked(events, "text/event-stream"))
         elif path.startswith("/leak/"):
