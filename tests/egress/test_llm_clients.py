@@ -66,7 +66,10 @@ async def in_asyncio():
     text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
     both = await asyncio.gather(*(aclient.chat.completions.create(
         model="gpt-4.1", messages=[{"role": "user", "content": f"n{i}"}]) for i in range(3)))
-    return [got.choices[0].message.content, text, [b.choices[0].message.content for b in both]]
+    claude = await anthropic.AsyncAnthropic(max_retries=0).messages.create(
+        model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": "async claude"}])
+    return [got.choices[0].message.content, text, [b.choices[0].message.content for b in both],
+            claude.content[0].text]
 out["async"] = asyncio.run(in_asyncio())
 
 claude = anthropic.Anthropic(max_retries=0)
@@ -179,7 +182,7 @@ def test_the_official_clients_work_in_the_guest_through_the_egress_door(agent: S
     assert got["parsed"] == ["City", "Paris", 42]
     assert got["responses"] == "you said: hi there"
     assert got["async"] == ["you said: async", "you said: async stream",
-                            ["you said: n0", "you said: n1", "you said: n2"]]
+                            ["you said: n0", "you said: n1", "you said: n2"], "you said: async claude"]
     assert got["claude"] == "you said: bonjour"
     assert got["claude_stream"] == "you said: stream alice@example.com"
     assert got["claude_tool"] == ["tool_use", "run_python", {"code": "print(2)"}]
@@ -191,7 +194,7 @@ def test_the_official_clients_work_in_the_guest_through_the_egress_door(agent: S
     calls = [r for r in upstreams.records() if r.path.startswith("/v1/")]
     to_openai = [r for r in calls if r.header("Authorization") == f"Bearer {OPENAI_KEY}"]
     to_claude = [r for r in calls if ANTHROPIC_KEY in (r.header("x-api-key"), (r.header("Authorization") or "")[7:])]
-    assert len(to_openai) == 11 and len(to_claude) == 3, [(r.path, r.header("Authorization")) for r in calls]
+    assert len(to_openai) == 11 and len(to_claude) == 4, [(r.path, r.header("Authorization")) for r in calls]
     assert all(b"alice@example.com" not in r.body for r in calls)
     assert any(b"[REDACTED_EMAIL_1]" in r.body for r in to_openai)
     # the audit shows each call, and the denial
