@@ -13,6 +13,7 @@ here are contacted (api.openai.com is mapped to them with DECLAW_WASM_RESOLVE).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
@@ -43,19 +44,20 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args(argv)
-    from tests.egress import upstream
-    from tests.egress.providers import OPENAI_KEY
+    # the egress tests' servers (by name: mypy knows tests/ as top-level packages)
+    upstream = importlib.import_module("tests.egress.upstream")
+    OPENAI_KEY = importlib.import_module("tests.egress.providers").OPENAI_KEY
 
     servers = upstream.start(["api.openai.com"], Path(tempfile.mkdtemp(prefix="agents-bench-")))
     os.environ.update(DECLAW_WASM_RESOLVE=servers.resolve_env(), DECLAW_WASM_CA_BUNDLE=str(servers.ca_path),
                       DECLAW_WASM_EGRESS_LOOPBACK_ONLY="1")
-    import httpx
+    import httpx2
     import openai
 
     from declaw_wasm import ALL_TRAFFIC, Sandbox, Secret
 
     host = openai.OpenAI(api_key=OPENAI_KEY, base_url=f"https://127.0.0.1:{servers.https.port}/v1", max_retries=0,
-                         http_client=httpx.Client(verify=str(servers.ca_path)))
+                         http_client=httpx2.Client(verify=str(servers.ca_path)))
 
     def host_call() -> None:
         host.chat.completions.create(model="gpt-4.1", messages=[{"role": "user", "content": "hi"}])
