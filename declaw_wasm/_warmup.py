@@ -2,9 +2,10 @@
 
 What a warmup builds depends on the guest path in use. The default (warm) path needs the
 unpacked runtime, the guest site, the warm image (built on a cheaply compiled builder, then
-compiled optimised) and the packages bundle; the plain module (the cold path) only with `--cold`
+compiled optimised), the packages bundle and the `ai-agent` template's packages (the official
+LLM clients, installed like the bundle; offline once warmed); the plain module (the cold path) only with `--cold`
 or `DECLAW_WASM_WARM_IMAGE=0` (the test suite runs both paths), and the fuel modules only with
-`--fuel`. The bundle's wheels are fetched on a thread while the modules compile (network time
+`--fuel`. Both locks' wheels are fetched on a thread while the modules compile (network time
 overlapped with CPU time). docs/architecture.md ("Warmup") says why each compile remains.
 """
 
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ._packages.bundle import bundle_path, ensure_bundle, prefetch_bundle
+from ._packages.bundle import agent_site_path, bundle_path, ensure_agent_site, ensure_bundle, prefetch_bundle
 from ._wasm.artifacts import Artifacts, runtime_dir
 from ._wasm.binary import code_size
 from ._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, compiled_path, machine_rates
@@ -104,6 +105,11 @@ def status(warm: Optional[bool] = None, fuel: bool = False, rates: Optional[Rate
     rows.append(Artifact("packages bundle", CACHED if built else MISSING, str(bundle),
                          "" if built else "fetch, install and byte-compile the bundle's wheels",
                          0.0 if built else cpu("bundle")))
+    agent = agent_site_path()
+    built = (agent / "READY").exists()
+    rows.append(Artifact("ai-agent template's packages", CACHED if built else MISSING, str(agent),
+                         "" if built else "fetch, install and byte-compile the ai-agent template's wheels",
+                         0.0 if built else cpu("bundle")))
     return rows
 
 
@@ -140,7 +146,7 @@ def warmup(cold: bool = False, fuel: bool = False, progress: Optional[Progress] 
     start = time.monotonic()
     warm = warm_image_enabled()
     prefetch: Optional[threading.Thread] = None
-    if not (bundle_path() / "READY").exists():  # download while the modules compile
+    if not ((bundle_path() / "READY").exists() and (agent_site_path() / "READY").exists()):  # fetch meanwhile
         prefetch = threading.Thread(target=prefetch_bundle, name="declaw-bundle-fetch", daemon=True)
         prefetch.start()
     interpreter = get_interpreter(progress=progress)
@@ -149,6 +155,7 @@ def warmup(cold: bool = False, fuel: bool = False, progress: Optional[Progress] 
     if prefetch is not None:
         prefetch.join()
     progress.say(f"packages bundle ready: {ensure_bundle(interpreter, progress)}")
+    progress.say(f"ai-agent template's packages ready: {ensure_agent_site(interpreter, progress)}")
     if fuel:
         get_interpreter(FUEL_FLAGS, progress=progress, build=True)
     elapsed = time.monotonic() - start

@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 
 from ._local.sandbox import LocalSandboxes
 from ._packages.bundle import base_distributions, bundle_distributions
-from ._packages.catalog import (BUILTIN_TEMPLATES, NAME_RE, TEMPLATE_ALIASES, GuestTemplate,
+from ._packages.catalog import (BUILDABLE_BASES, BUILTIN_TEMPLATES, NAME_RE, TEMPLATE_ALIASES, GuestTemplate,
                                 builtin, list_templates, templates_dir)
 from ._packages.pip import PackageError, fetch, install, resolve
 from ._wasm.layout import GUEST_TEMPLATE_SITE, WRITABLE
@@ -63,9 +63,11 @@ class Template:
     def from_template(self, name: str) -> "Template":
         """Start from a built-in template: "code-interpreter" (default) or "base"."""
         name = TEMPLATE_ALIASES.get(name, name)
-        if name not in BUILTIN_TEMPLATES:
-            raise InvalidArgumentException(f"a template builds on {' or '.join(BUILTIN_TEMPLATES)}, "
-                                           f"not {name!r}")
+        if name not in BUILDABLE_BASES:
+            raise InvalidArgumentException(f"a template builds on {' or '.join(BUILDABLE_BASES)}, "
+                                           f"not {name!r}" + (" (for the official LLM clients, "
+                                           "pip_install(['openai', 'anthropic']) on code-interpreter)"
+                                           if name == "ai-agent" else ""))
         self._base = name
         return self
 

@@ -670,6 +670,26 @@ def _patch_asyncio(asyncio: Any) -> None:
     loop_class._make_self_pipe = lambda self: None
     loop_class._close_self_pipe = lambda self: None
     loop_class._write_to_self = lambda self: None
+    original_run_in_executor = loop_class.run_in_executor
+
+    def run_in_executor(self: Any, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
+        """The default executor's threads do not exist here: its calls (`asyncio.to_thread`,
+        so the official LLM clients' async `get_platform`) run inline, blocking the loop for
+        that long, and the result comes back as a done future. A caller's own executor is its
+        own business."""
+        if executor is not None:
+            return original_run_in_executor(self, executor, func, *args)
+        self._check_closed()
+        future = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    loop_class.run_in_executor = run_in_executor
 
 
 if __name__ == "__main__":

@@ -2,10 +2,12 @@
 profile, files laid over its root, environment). The builder that makes custom templates is
 `declaw_wasm/templates.py`, above the sandbox faces; this is what sandboxes read.
 
-Built in: `code-interpreter` (the default: the runtime plus the packages bundle) and `base`
+Built in: `code-interpreter` (the default: the runtime plus the packages bundle), `base`
 (the standard library only: the runtime's third-party packages hidden from imports, on the same
-warm image). Custom templates live in `<cache>/templates/<name>/` (a shipped cache carries
-them): `template.json` (`TemplateInfo`), `site/` (their packages), `root/` (their files).
+warm image) and `ai-agent` (the code interpreter plus the official openai and anthropic
+clients: packages-bundle/ai-agent-lock.txt, mounted as a template site). Custom templates
+live in `<cache>/templates/<name>/` (a shipped cache carries them): `template.json`
+(`TemplateInfo`), `site/` (their packages), `root/` (their files).
 """
 
 from __future__ import annotations
@@ -20,14 +22,12 @@ from .._wasm.layout import GUEST_BUNDLE, GUEST_TEMPLATE_SITE, USER_SITE, Mount
 from ..exceptions import InvalidArgumentException
 from ..models import TemplateInfo
 from ..settings import cache_dir
-from .bundle import ensure_bundle
+from .bundle import ensure_agent_site, ensure_bundle
 
-BUILTIN_TEMPLATES = ("code-interpreter", "base")
-# E2B's name of its code interpreter; declaw's `python`; declaw's `ai-agent` (an agent step's
-# pure-Python pieces -- requests, aiohttp, httpx... -- are in the packages bundle: see
-# docs/templates-and-packages.md for what official LLM clients can and cannot do in a guest)
-TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter", "python": "code-interpreter",
-                    "ai-agent": "code-interpreter"}
+BUILTIN_TEMPLATES = ("code-interpreter", "base", "ai-agent")
+BUILDABLE_BASES = ("code-interpreter", "base")  # what a custom template builds on (one template site)
+# E2B's name of its code interpreter; declaw's `python`
+TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter", "python": "code-interpreter"}
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
@@ -41,6 +41,7 @@ class GuestTemplate:
     site: Optional[Path] = None  # a custom template's installed packages
     root: Optional[Path] = None  # files laid over the sandbox's root folder
     envs: dict[str, str] = field(default_factory=dict)
+    agent_site: bool = False  # ai-agent: its locked packages (built like the bundle) as the site
 
     def ensure_mounts(self, interpreter: Interpreter) -> list[Mount]:
         """The template's read-only mounts (the packages bundle built first if it is missing)."""
@@ -49,13 +50,15 @@ class GuestTemplate:
             mounts.append(Mount(GUEST_BUNDLE, ensure_bundle(interpreter), writable=False))
         if self.site is not None:
             mounts.append(Mount(GUEST_TEMPLATE_SITE, self.site, writable=False))
+        elif self.agent_site:
+            mounts.append(Mount(GUEST_TEMPLATE_SITE, ensure_agent_site(interpreter), writable=False))
         return mounts
 
     def profile(self, interpreter: Interpreter) -> dict[str, Any]:
         """What the guest's start-up applies (guest/_declaw_boot.py `_apply_profile`): extra
         import folders, in order, and the runtime's top-level names to hide (`base`)."""
         paths = [USER_SITE]
-        if self.site is not None:
+        if self.site is not None or self.agent_site:
             paths.append(GUEST_TEMPLATE_SITE)
         if self.bundle:
             paths.append(GUEST_BUNDLE)
@@ -70,6 +73,8 @@ class GuestTemplate:
 def builtin(name: str) -> GuestTemplate:
     if name == "base":
         return GuestTemplate("base", stdlib_only=True)
+    if name == "ai-agent":
+        return GuestTemplate("ai-agent", bundle=True, agent_site=True)
     return GuestTemplate("code-interpreter", bundle=True)
 
 

@@ -79,6 +79,7 @@ from .pip_guard import FILE_BYTES as PIP_FILE_BYTES
 from .pip_guard import GUEST_MARKERS
 from .pip_guard import MARK as GUARD_MARK
 from .pip_guard import MEMORY_BYTES as PIP_MEMORY_BYTES
+from .standins import HELD, STAND_INS, constraint_lines
 from .wheel_check import WheelError, check_wheel
 
 
@@ -277,13 +278,14 @@ def pip_command(args: list[str], tmp: Optional[Path] = None, memory: int = PIP_M
 
 
 def run_pip(args: list[str], should_stop: Optional[StopCheck] = None,
-            timeout: float = PIP_TIMEOUT_S, memory: int = PIP_MEMORY_BYTES) -> tuple[int, str]:
+            timeout: float = PIP_TIMEOUT_S, memory: int = PIP_MEMORY_BYTES,
+            stdout: bool = False) -> tuple[int, str]:
     """Run the host's pip (under the guard, with a temporary folder of its own); (exit status,
-    stderr). Stops early when `should_stop()` says so. A failure the guard caused, or pip's
-    memory bound, raises PackageError saying so."""
+    stderr, and stdout too if `stdout`: the last MiB of it). Stops early when `should_stop()`
+    says so. A failure the guard caused, or pip's memory bound, raises PackageError saying so."""
     with tempfile.TemporaryDirectory(prefix="declaw-pip-run-") as tmp, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(pip_command(args, Path(tmp), memory), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err,
+                                stdout=err if stdout else subprocess.DEVNULL, stderr=err,
                                 env={**os.environ, "TMPDIR": tmp})
         deadline = time.monotonic() + timeout
         while True:
@@ -295,8 +297,8 @@ def run_pip(args: list[str], should_stop: Optional[StopCheck] = None,
                     proc.kill()
                     proc.wait()
                     raise PackageError("pip was stopped before it finished") from None
-        err.seek(0)
-        text = err.read(1 << 20).decode("utf-8", "replace")  # what pip says, bounded
+        err.seek(max(0, err.seek(0, os.SEEK_END) - (1 << 20)))
+        text = err.read(1 << 20).decode("utf-8", "replace")  # what pip says last, bounded
     if status != 0:
         for kind, message in (("process", GUARD_REFUSAL), ("network", GUARD_NETWORK),
                               ("file", GUARD_FILE)):
@@ -349,10 +351,11 @@ def index_urls() -> list[str]:
 
 
 def _write_stubs(folder: Path, present: Mapping[str, str]) -> Path:
-    """Stub wheels (metadata only) for what the guest already has, and constraints pinning them:
-    pip then resolves dependencies on them to the versions the guest holds. `present` holds
-    canonical names and versions as `packaging` wrote them (parse_request), so each constraint
-    line is `name==version` and nothing else."""
+    """Stub wheels (metadata only) for what the guest already has (and the compiled projects
+    that have stand-ins, standins.py), and constraints pinning them: pip then resolves
+    dependencies on them to the versions the guest holds. `present` holds canonical names and
+    versions as `packaging` wrote them (parse_request), so each constraint line is
+    `name==version` and nothing else; the held-back lines (`pydantic<2`...) are the host's own."""
     folder.mkdir(parents=True, exist_ok=True)
     constraints = folder / "constraints.txt"
     lines = []
@@ -366,6 +369,7 @@ def _write_stubs(folder: Path, present: Mapping[str, str]) -> Path:
                            "Root-Is-Purelib: true\nTag: py3-none-any\n")
             wheel.writestr(f"{stem}.dist-info/RECORD", "")
         lines.append(f"{name}=={version}")
+    lines += [line for line in constraint_lines() if line.split("<", 1)[0] not in present]
     constraints.write_text("\n".join(lines) + "\n")
     return constraints
 
@@ -384,22 +388,31 @@ def resolve(requirements: list[str], present: Mapping[str, str], *, find_links: 
         if req.marker is not None and not req.marker.evaluate(dict(GUEST_MARKERS)):
             continue  # not for the guest's environment: pip skips it too
         have = present.get(canonical(req.name))
+        standin = STAND_INS.get(canonical(req.name))
+        if have is None and standin is not None and req.specifier and \
+                not req.specifier.contains(standin.provides, prereleases=True):
+            raise PackageError(f"{req.name} is compiled code; the sandbox installs its pure-Python "
+                               f"stand-in {standin.project} {standin.version} instead, presented as "
+                               f"{standin.name} {standin.provides}, which does not satisfy {text!r}")
         if have is not None and req.specifier and not req.specifier.contains(have, prereleases=True):
             raise PackageError(f"{req.name} is part of the sandbox at version {have} and cannot be "
                                f"replaced by {text!r} (it is compiled into the runtime or "
                                "preinstalled by the template)")
+    stand_ins = {name: s.provides for name, s in STAND_INS.items() if name not in present}
     with tempfile.TemporaryDirectory(prefix="declaw-pip-") as tmp:
-        constraints = _write_stubs(Path(tmp) / "stubs", present)
+        constraints = _write_stubs(Path(tmp) / "stubs", {**stand_ins, **present})
         report = Path(tmp) / "report.json"
-        status, err = run_pip(["install", "--dry-run", "--ignore-installed", "--quiet", "--report",
-                               str(report), *PIP_GUEST_TARGET, "--target", str(Path(tmp) / "target"),
-                               "--find-links", str(constraints.parent), "-c", str(constraints),
-                               *(["--no-deps"] if no_deps else []), *index_args(find_links, no_index),
-                               *requirements], should_stop)
+        args = ["install", "--dry-run", "--ignore-installed", "--report", str(report),
+                *PIP_GUEST_TARGET, "--target", str(Path(tmp) / "target"),
+                "--find-links", str(constraints.parent), "-c", str(constraints),
+                *(["--no-deps"] if no_deps else []), *index_args(find_links, no_index), *requirements]
+        status, err = run_pip([*args, "--quiet"], should_stop)
+        if status != 0 and "ResolutionImpossible" in err:  # again, for pip's account of the conflict
+            status, err = run_pip(args, should_stop, stdout=True)
         if status != 0:
             raise PackageError(_explain(err, present, find_links, no_index, should_stop))
         items = _report_items(report)
-    pins = []
+    pins: list[Pin] = []
     for item in items:
         meta, info = item.get("metadata"), item.get("download_info")
         if not isinstance(meta, dict) or not isinstance(info, dict):
@@ -407,6 +420,12 @@ def resolve(requirements: list[str], present: Mapping[str, str], *, find_links: 
         shown = meta.get("name")
         name = project_name(shown, "a resolved package's name")  # shown is checked as well
         if name in present:
+            continue
+        if name in stand_ins:  # the compiled project's stub: its stand-in is what gets installed
+            standin = STAND_INS[name]
+            if canonical(standin.project) not in present and \
+                    all(canonical(pin.name) != canonical(standin.project) for pin in pins):
+                pins.append(Pin(standin.project, standin.version, standin.sha256))
             continue
         url = info.get("url")
         if item.get("is_direct") or not isinstance(url, str) or \
@@ -458,10 +477,38 @@ def _explain(err: str, present: Mapping[str, str], find_links: Iterable[Path], n
                 "configured index or wheelhouse)")
     causes = [line.strip() for line in err.splitlines() if " depends on " in line
               or line.strip().startswith("The user requested")]
+    held = _held_back(causes)
+    if held:
+        return held
     if "ResolutionImpossible" in err or causes:
         return "the requirements conflict with each other or with the sandbox's packages:\n  " + \
             "\n  ".join(no_host_paths(cause) for cause in causes[:12] or [_last_error(err)])
     return _last_error(err)
+
+
+def _held_back(causes: list[str]) -> Optional[str]:
+    """The reason, if pip's conflict is a package needing a line the guest is held below
+    (standins.HELD: pydantic 2...)."""
+    for cause in causes:
+        match = re.fullmatch(r"(?:(\S+ \S+) depends on|The user requested) ([A-Za-z0-9._-]+)(\S*)", cause)
+        if not match or canonical(match.group(2)) not in HELD:
+            continue
+        held = HELD[canonical(match.group(2))]
+        try:
+            req = Requirement(match.group(2) + match.group(3))
+        except InvalidRequirement:
+            continue
+        floors = [spec.version.removesuffix(".*") for spec in req.specifier
+                  if spec.operator in (">=", ">", "==", "~=")]
+        try:
+            newer = any(Version(floor) >= Version(held.below) for floor in floors)
+        except InvalidVersion:
+            continue
+        if newer:
+            who = no_host_paths(match.group(1)) if match.group(1) else "the request"
+            return (f"{who} needs {held.name}{no_host_paths(match.group(3))}, which cannot go into "
+                    f"the sandbox: {held.why}")
+    return None
 
 
 # a host path or file URL in pip's words: `/` starting a word (not inside a URL's `//host/path`)

@@ -26,6 +26,8 @@ def install(patch_on_import: Callable[[str, Callable[[ModuleType], None]], None]
 
         _ssl._declaw_net = True
         sys.modules["ssl"] = _ssl
+    sys.modules.setdefault("_ssl", sys.modules["ssl"])  # truststore imports it (no OpenSSL here)
     from . import aio
 
     patch_on_import("asyncio.selector_events", aio.patch)
+    patch_on_import("anyio.streams.tls", aio.patch_anyio_tls)

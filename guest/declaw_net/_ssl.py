@@ -8,6 +8,9 @@ connection is bound to against the host's own trust, whatever this context says:
 `_create_unverified_context()`, `load_verify_locations` or `check_hostname = False` change
 nothing on the host side (they are kept, and read back, for the code that sets them).
 Client certificates, TLS servers and in-memory TLS (`wrap_bio`) are not available.
+It is also registered as `_ssl` (truststore, which httpx2 and so the official `openai` and
+`anthropic` clients use, imports it for its constants), and `get_unverified_chain` /
+`get_verified_chain` (public since 3.13) give the peer's certificate as the host verified it.
 """
 
 from __future__ import annotations
@@ -176,6 +179,10 @@ DefaultVerifyPaths = _namedtuple("DefaultVerifyPaths", "cafile capath openssl_ca
 def get_default_verify_paths() -> DefaultVerifyPaths:
     return DefaultVerifyPaths(None, None, "SSL_CERT_FILE", "/etc/ssl/cert.pem", "SSL_CERT_DIR",
                               "/etc/ssl/certs")
+
+
+ENCODING_PEM = 1  # `_ssl`'s values (certificate encodings)
+ENCODING_DER = 2
 
 
 class SSLSession:
@@ -386,6 +393,16 @@ class SSLSocket(_sockets.DoorSocket):
         if self._context.verify_mode == CERT_NONE:
             return {}
         return _plain_cert(self._tls.get("peercert") or {})
+
+    def get_unverified_chain(self) -> list[bytes]:
+        """The peer's certificate (DER) as the host received it; the host verified the chain
+        against its own trust (truststore's check of it on Linux is a no-op)."""
+        self._ensure()
+        assert self._tls is not None
+        der = self._tls.get("peercert_der")
+        return [der] if isinstance(der, bytes) and der else []
+
+    get_verified_chain = get_unverified_chain
 
     def cipher(self) -> tuple[Any, ...] | None:
         cipher = self._tls and self._tls.get("cipher")

@@ -148,3 +148,90 @@ def patch(selector_events: Any) -> None:
                                   "the sandbox; open it with ssl= instead")
 
     loop_class.start_tls = start_tls
+
+
+def patch_anyio_tls(tls_module: Any) -> None:
+    """anyio's TLS (`TLSStream.wrap`, so httpcore2's and httpx2's async clients, and the official
+    `AsyncOpenAI` / `AsyncAnthropic`) drives an in-memory TLS object, which the stub ssl cannot
+    provide. On a fresh client connection of the sandbox's network, the host runs TLS instead
+    (as for asyncio's `ssl=` above), and the stream carries plaintext with the TLS details as
+    its extra attributes. Anything else (a server side, a non-sandbox stream) takes anyio's
+    own path (and fails there, as before)."""
+    import asyncio
+
+    stream_class: Any = tls_module.TLSStream
+    if getattr(stream_class, "_declaw_net", False):
+        return
+    stream_class._declaw_net = True
+    original = stream_class.wrap.__func__
+    from anyio.abc import ByteStream, SocketAttribute
+
+    attribute: Any = tls_module.TLSAttribute
+
+    class HostTLSStream(ByteStream):
+        """A stream the host encrypts: reads and writes go to the plaintext transport stream."""
+
+        def __init__(self, inner: Any, tls: _TLSInfo, standard_compatible: bool) -> None:
+            self.transport_stream = inner
+            self._tls = tls
+            self.standard_compatible = standard_compatible
+
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            return await self.transport_stream.receive(max_bytes)
+
+        async def send(self, item: bytes) -> None:
+            await self.transport_stream.send(item)
+
+        async def send_eof(self) -> None:
+            raise NotImplementedError("send_eof() is not supported on TLS streams")
+
+        async def aclose(self) -> None:
+            await self.transport_stream.aclose()
+
+        async def unwrap(self) -> tuple[Any, bytes]:
+            return self.transport_stream, b""
+
+        @property
+        def extra_attributes(self) -> Any:
+            tls = self._tls
+            return {**self.transport_stream.extra_attributes,
+                    attribute.alpn_protocol: tls.selected_alpn_protocol,
+                    attribute.channel_binding_tls_unique: lambda: None,
+                    attribute.cipher: tls.cipher,
+                    attribute.peer_certificate: tls.getpeercert,
+                    attribute.peer_certificate_binary: lambda: tls.getpeercert(True),
+                    attribute.server_side: lambda: False,
+                    attribute.shared_ciphers: lambda: None,
+                    attribute.ssl_object: lambda: tls,
+                    attribute.standard_compatible: lambda: self.standard_compatible,
+                    attribute.tls_version: tls.version}
+
+    async def wrap(cls: Any, transport_stream: Any, *, server_side: bool | None = None,
+                   hostname: str | None = None, ssl_context: Any = None,
+                   standard_compatible: bool = True) -> Any:
+        raw = transport_stream.extra(SocketAttribute.raw_socket, None)
+        sock = getattr(raw, "_sock", raw)
+        if server_side or not hostname or not hasattr(sock, "_door_start_tls"):
+            return await original(cls, transport_stream, server_side=server_side, hostname=hostname,
+                                  ssl_context=ssl_context, standard_compatible=standard_compatible)
+        loop = asyncio.get_running_loop()
+        transport = getattr(transport_stream, "_transport", None)
+        if transport is not None:
+            transport.pause_reading()  # the transport must not read while the host shakes hands
+        try:
+            info = sock._door_start_tls(hostname, timeout=60.0, wait=False)
+            while info.get("pending"):
+                # the transport owns the descriptor, so the loop's own (unchecked) registration
+                ready = loop.create_future()
+                loop._add_writer(sock.fileno(), _settle, ready)  # type: ignore[attr-defined]
+                try:
+                    await ready
+                finally:
+                    loop._remove_writer(sock.fileno())  # type: ignore[attr-defined]
+                info = sock._door_start_tls(hostname, timeout=60.0, wait=False)
+        finally:
+            if transport is not None and not transport.is_closing():
+                transport.resume_reading()
+        return HostTLSStream(transport_stream, _TLSInfo(info, hostname, ssl_context), standard_compatible)
+
+    stream_class.wrap = classmethod(wrap)

@@ -82,9 +82,14 @@ def _interfaces() -> list[str]:
 
 def _ready_offline() -> None:
     """Whatever the first sandbox fetches or builds (runtime artifacts, the guest site, the
-    packages bundle; both guest paths) is made before the namespace is entered: a fresh
-    machine runs this folder first, and would otherwise try to download them with no network."""
+    packages bundle, the ai-agent template's packages; both guest paths) is made before the
+    namespace is entered: a fresh machine runs this folder first, and would otherwise try to
+    download them with no network."""
+    from declaw_wasm._packages.bundle import ensure_agent_site
+    from declaw_wasm._wasm.warm_image import get_interpreter
+
     before = os.environ.get("DECLAW_WASM_WARM_IMAGE")
+    ensure_agent_site(get_interpreter())
     try:
         for snapshot in ("1", "0"):
             os.environ["DECLAW_WASM_WARM_IMAGE"] = snapshot

@@ -31,6 +31,8 @@ from typing import Any
 
 import trustme
 
+from . import providers
+
 
 @dataclass
 class Record:
@@ -104,6 +106,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/echo-auth-header":
             self._send(200, b"ok\n", "text/plain",
                        extra=(("X-Echo-Auth", record.header("Authorization") or ""),))
+        elif providers.is_sdk_call(self.command, path, self.headers.get("User-Agent")):
+            providers.handle(path, dict(self.headers.items()), body, lambda status, data: self._send(status, data),
+                             lambda events: self._chunked(events, "text/event-stream"))
         elif path.startswith("/leak/"):
             self._leak(path.split("/", 2)[2], self.server.planted or record.header("X-Echo") or "")
         elif not self._guard_route(path, body, echo):

@@ -19,6 +19,8 @@ CASES = {  # example -> (module it needs, text its output must contain)
     "mcp_client.py": ("mcp", "3628800"),
     "anthropic_tools.py": ("declaw_wasm", "/tmp/job\n42\n"),
     "code_mode.py": ("declaw_wasm", "3 products, total 23.75\n4 tool calls audited: tool:search, "),
+    # needs an api.openai.com: tests/egress/test_llm_clients.py runs it against the local one
+    "agent_in_sandbox.py": ("declaw_wasm", ""),
 }
 
 
@@ -32,6 +34,8 @@ def test_every_example_is_covered() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_runs(name: str) -> None:
     module, expected = CASES[name]
+    if not expected:
+        pytest.skip("run with the egress tests' local upstreams (tests/egress/test_llm_clients.py)")
     try:
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
