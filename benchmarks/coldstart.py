@@ -77,15 +77,19 @@ def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     return time.perf_counter() - start, done.stdout
 
 
+def environment(cache: Path) -> dict[str, str]:
+    """A fresh process's environment: this checkout's code, `cache` offline, nothing else."""
+    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
+            "DECLAW_WASM_CACHE": str(cache), "DECLAW_WASM_OFFLINE": "1"}
+
+
 def smoke() -> None:
     """One fresh process of ours in the clean venv, on the cache as it is (no mount, no root):
     what the test suite runs, so the benchmark cannot stop running unnoticed."""
     from declaw_wasm.settings import cache_dir
 
     ours_python = clean_python(core_requirements())
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
-           "DECLAW_WASM_CACHE": str(cache_dir()), "DECLAW_WASM_OFFLINE": "1"}
-    took, out = wall([str(ours_python), "-c", OURS], env)
+    took, out = wall([str(ours_python), "-c", OURS], environment(cache_dir()))
     split = json.loads(out.strip().splitlines()[-1])
     print(f"smoke: import {split[0] * 1000:.0f} ms, create {split[1] * 1000:.0f} ms, command "
           f"{split[2] * 1000:.0f} ms, whole process {took * 1000:.0f} ms")
@@ -108,8 +112,7 @@ def main() -> None:
     subprocess.run(["mount", "--bind", str(source), str(mount)], check=True)
     try:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], check=True)
-        env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
-               "DECLAW_WASM_CACHE": str(mount), "DECLAW_WASM_OFFLINE": "1"}
+        env = environment(mount)
         ours_cmd, native_cmd = [str(ours_python), "-c", OURS], [str(native_python), "-c", "import pandas"]
         # the floor under ours: the interpreter and the two libraries every sandbox needs
         floor_cmd = [str(ours_python), "-c", "import pydantic.main, wasmtime"]

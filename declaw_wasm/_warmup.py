@@ -100,16 +100,12 @@ def status(warm: Optional[bool] = None, fuel: bool = False, rates: Optional[Rate
                        fuel and warm, "compile the warm image with fuel", cpu("compile-warm-fuel", code_mb), fuel_note))
     rows.append(module("fuel cold module", at(lambda f: compiled_path(f, FUEL_FLAGS)), fuel and not warm,
                        "compile the plain module with fuel", cpu("compile-fuel", code_mb), fuel_note))
-    bundle = bundle_path()
-    built = (bundle / "READY").exists()
-    rows.append(Artifact("packages bundle", CACHED if built else MISSING, str(bundle),
-                         "" if built else "fetch, install and byte-compile the bundle's wheels",
-                         0.0 if built else cpu("bundle")))
-    agent = agent_site_path()
-    built = (agent / "READY").exists()
-    rows.append(Artifact("ai-agent template's packages", CACHED if built else MISSING, str(agent),
-                         "" if built else "fetch, install and byte-compile the ai-agent template's wheels",
-                         0.0 if built else cpu("bundle")))
+    for name, folder, wheels in (("packages bundle", bundle_path(), "the bundle's wheels"),
+                                 ("ai-agent template's packages", agent_site_path(), "the ai-agent template's wheels")):
+        built = (folder / "READY").exists()
+        rows.append(Artifact(name, CACHED if built else MISSING, str(folder),
+                             "" if built else f"fetch, install and byte-compile {wheels}",
+                             0.0 if built else cpu("bundle")))
     return rows
 
 

@@ -339,12 +339,6 @@ class LocalSandbox:
         (`EgressSlot`)."""
         return self.egress_slot.session()
 
-    def egress_in_use(self) -> Optional["EgressSession"]:
-        """The egress session if it was built or the create asked for one; None for a plain
-        sandbox whose guests never connected (a snapshot of it records no network state, and
-        imports no egress code)."""
-        return self.egress_slot.in_use()
-
     def _release_volumes(self) -> None:
         if self.volumes is not None:
             self.volumes.release()
@@ -374,7 +368,7 @@ class LocalSandbox:
     def audit_events(self) -> List["AuditEvent"]:
         """The sandbox's outbound events, oldest first (docs/egress.md, "Audit")."""
         self.ensure_running()
-        session = self.egress_in_use()
+        session = self.egress_slot.in_use()
         return [] if session is None else session.audit_events()  # none: nothing happened
 
     def info(self) -> SandboxInfo:

@@ -234,13 +234,13 @@ def request_of(sandbox: "LocalSandbox") -> dict[str, Any]:
 
 def placeholders_of(sandbox: "LocalSandbox") -> dict[str, str]:
     """{secret name: its placeholder in the guest's environment} (no values)."""
-    session = sandbox.egress_in_use()
+    session = sandbox.egress_slot.in_use()
     return {} if session is None else {i.name: i.placeholder for i in session.secrets.injections if i.scope is None}
 
 
 def next_connection_id(sandbox: "LocalSandbox") -> int:
     """The id the sandbox's next connection gets (1: it never opened one)."""
-    session = sandbox.egress_in_use()
+    session = sandbox.egress_slot.in_use()
     return 1 if session is None else session.next_connection_id()
 
 
@@ -249,7 +249,7 @@ def _tokens(sandbox: "LocalSandbox") -> Any:
     """The sandbox's PII token map, if its guard keeps one: the egress session's `token_map`
     (the guard wiring: a `security.TokenMap`), None otherwise (no PII guard, or a build without
     the wiring: then nothing is persisted)."""
-    return getattr(sandbox.egress_in_use(), "token_map", None)
+    return getattr(sandbox.egress_slot.in_use(), "token_map", None)
 
 
 def token_map_of(sandbox: "LocalSandbox") -> Optional[dict[str, Any]]:
@@ -476,7 +476,8 @@ _reader_lock = threading.Lock()
 
 def _readers() -> ThreadPoolExecutor:
     """The threads that read snapshots' context images beside the rest of a restore (reading
-    and hashing release the GIL)."""
+    and hashing release the GIL). Not image.py's pool: a capture or an image's apply waits on
+    that one, and a reader queued behind them could hold a restore up."""
     global _reader_pool
     with _reader_lock:
         if _reader_pool is None:

@@ -71,14 +71,19 @@ def base_distributions(runtime_zip: Path) -> dict[str, str]:
 _made: dict[str, Path] = {}
 
 
+def _locked_path(lock: str, prefix: str) -> Path:
+    """Where a lock's wheels are installed in the cache (built or not): keyed by the lock's hash."""
+    return cache_dir() / "runtime" / f"{prefix}{lock_key(lock)}"
+
+
 def bundle_path() -> Path:
     """The bundle's folder in the cache (built or not)."""
-    return cache_dir() / "runtime" / f"bundle-{lock_key()}"
+    return _locked_path("lock.txt", "bundle-")
 
 
 def agent_site_path() -> Path:
     """The `ai-agent` template's packages folder in the cache (built or not)."""
-    return cache_dir() / "runtime" / f"ai-agent-{lock_key(AGENT_LOCK)}"
+    return _locked_path(AGENT_LOCK, "ai-agent-")
 
 
 def prefetch_bundle() -> None:
@@ -100,7 +105,8 @@ def _ensure_locked(interpreter: Interpreter, lock: str, prefix: str, guest_path:
                    progress: Optional[Progress]) -> Path:
     """The folder a lock's wheels are installed in: built the first time (fetch by hash, check,
     install, byte-compile in a guest for `guest_path`), then reused; keyed by the lock's hash."""
-    key = f"{prefix}{lock_key(lock)}"
+    folder = _locked_path(lock, prefix)
+    key = folder.name
     if key not in _made:
         def build(staging: Path) -> None:
             from .pip import fetch, install
@@ -115,7 +121,7 @@ def _ensure_locked(interpreter: Interpreter, lock: str, prefix: str, guest_path:
                     compile_in_guest(interpreter, staging, guest_path)
 
         try:
-            _made[key] = ensure_folder(cache_dir() / "runtime" / key, build, f"{prefix}*",
+            _made[key] = ensure_folder(folder, build, f"{prefix}*",
                                        "run `declaw-wasm warmup` where it is writable before shipping it")
         except RuntimeError as exc:  # a read-only cache without it
             raise SandboxException(f"{what}: {exc}") from None
