@@ -306,6 +306,21 @@ def ray_cluster() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """A real headless browser: Debian's `chromium` (`apt-get install chromium`), driven by
+    Playwright (the `test` extra) pointed at that binary, so no browser is downloaded. Skips,
+    saying why, where either is missing. Tests open their own pages (`browser.new_page()`)."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="no Playwright (the `test` extra)")
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    with playwright.sync_playwright() as p:
+        chrome = p.chromium.launch(executable_path=binary, args=["--no-sandbox"])
+        yield chrome
+        chrome.close()
+
+
+@pytest.fixture(scope="session")
 def where(request: pytest.FixtureRequest) -> Callable[[str], dict[str, Any]]:
     """The keyword arguments that put a sandbox (or a by-id call) on a mode's backend."""
     def arguments(mode: str) -> dict[str, Any]:
