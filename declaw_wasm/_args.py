@@ -204,6 +204,13 @@ def moment(value: Any, what: str) -> datetime:
     return value if value.tzinfo is not None else value.astimezone()
 
 
+def port(value: Any) -> int:
+    """A port of the sandbox: a whole number from 1 to 65535."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise InvalidArgumentException(f"port must be a whole number from 1 to 65535, got {value!r}")
+    return value
+
+
 def timeout(value: Any) -> Optional[float]:
     """A command's or cell's timeout: seconds >= 0 (0 or None: none)."""
     if value is None:

@@ -295,6 +295,10 @@ class SandboxBackend(Protocol):
     def audit_events(self) -> List[Any]:
         """The sandbox's outbound network events (`AuditEvent`s), oldest first."""
     def metrics(self) -> SandboxMetrics: ...
+    def get_host(self, port: int) -> str:
+        """Where a server on the sandbox's `port` is reached (a host, no scheme)."""
+    def traffic_access_token(self) -> Optional[str]:
+        """The token inbound requests must carry, or None (public)."""
 
     # files (paths in the guest's namespace)
     def read(self, path: str, gzip: bool = False) -> Chunks:

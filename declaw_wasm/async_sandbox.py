@@ -508,6 +508,14 @@ class AsyncSandbox:
     def sandbox_id(self) -> str:
         return self._sync.sandbox_id
 
+    def get_host(self, port: int) -> str:
+        """Not a coroutine (E2B's): `Sandbox.get_host`."""
+        return self._sync.get_host(port)
+
+    @property
+    def traffic_access_token(self) -> Optional[str]:
+        return self._sync.traffic_access_token
+
     @_async_instance_or_id.returning(False)
     async def kill(self, request_timeout: Optional[float] = None, *, wait: bool = False, **e2b_params: Any) -> bool:
         return await in_thread(self._sync.kill, request_timeout, wait=wait, **e2b_params)

@@ -290,6 +290,21 @@ class Sandbox:
     def sandbox_id(self) -> str:
         return self._backend.sandbox_id
 
+    def get_host(self, port: int) -> str:
+        """Where a server listening on the sandbox's `port` is reached, as E2B's and declaw's
+        `get_host` (a host, no scheme): in this process `127.0.0.1:<host port>` (a host listener
+        on loopback that stands for the port); under `declaw-wasm serve`
+        `<port>-<sandbox id>.localhost:<serve port>` (docs/inbound.md). With
+        `network={"allow_public_traffic": False}`, requests must carry `traffic_access_token` in
+        the `e2b-traffic-access-token` header."""
+        return self._backend.get_host(_args.port(port))
+
+    @property
+    def traffic_access_token(self) -> Optional[str]:
+        """The token a request to `get_host(port)` must carry in `e2b-traffic-access-token` when
+        the sandbox was created with `network={"allow_public_traffic": False}`; else None."""
+        return self._backend.traffic_access_token()
+
     @instance_or_id.returning(False)
     def kill(self, request_timeout: Optional[float] = None, *, wait: bool = False, **e2b_params: Any) -> bool:
         """Stop everything in the sandbox and delete its files (done before the call returns,

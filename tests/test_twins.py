@@ -41,6 +41,7 @@ NOT_COROUTINES = {
     "__aiter__": "the protocol's",
     "download_url": "E2B's AsyncSandbox.download_url builds a URL: a plain method",
     "upload_url": "E2B's AsyncSandbox.upload_url builds a URL: a plain method",
+    "get_host": "E2B's AsyncSandbox.get_host builds a host name: a plain method",
 }
 
 

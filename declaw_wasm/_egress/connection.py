@@ -117,6 +117,9 @@ class Connection:
         # the smallest windows: a whole head (Limits.net_header_bytes) must always fit
         self._floor = max(MIN_ROOM, session.limits.net_header_bytes + 1)
 
+    def label(self) -> str:
+        return f"the connection to {self.dest.label()}"
+
     # -- setting up ----------------------------------------------------------------------------
     def start(self) -> None:
         """Begin the TCP connection (non-blocking)."""

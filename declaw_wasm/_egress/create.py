@@ -20,6 +20,7 @@ resolved where the vault is, as a call argument of the create (`hosted_secrets`,
 from __future__ import annotations
 
 import json
+from secrets import token_urlsafe
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -47,6 +48,8 @@ class EgressPlan:
     mask_patterns: tuple[str, ...] = DEFAULT_MASK_PATTERNS
     guard: Optional[ContentGuard] = None
     guard_notes: list[str] = field(default_factory=list)  # guards named but not enforced
+    # `network={"allow_public_traffic": False}`: inbound connections need this token (inbound.py)
+    traffic_token: Optional[str] = None
 
     def guest_env(self) -> dict[str, str]:
         """Variables the guest gets for the secrets (placeholders, never values)."""
@@ -57,7 +60,7 @@ class EgressPlan:
         if apply_limits is not None:
             apply_limits(limits)
         session = EgressSession(self.policy, limits, self.secrets, self.guard, env,
-                                self.audit_enabled, self.mask_patterns)
+                                self.audit_enabled, self.mask_patterns, self.traffic_token)
         for note in self.guard_notes:
             session.audit.record(AuditEvent(timestamp=now(), kind="guard", method="GUARD",
                                             guard=note.split(":", 1)[0], reason=note,
@@ -78,6 +81,8 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     env_security = getattr(security, "env_security", None)
     patterns = tuple(getattr(env_security, "mask_patterns", None) or DEFAULT_MASK_PATTERNS)
     plan = EgressPlan(policy, book, enabled, patterns)
+    if not public_traffic(params.get("network"), security):
+        plan.traffic_token = token_urlsafe(24)
     plugins = params.get("guard_plugins")
     if security is not None:  # the guard engine is imported only for a sandbox with a policy
         from .._guard.pipeline import GuardPipeline
@@ -90,6 +95,18 @@ def plan_from_create(params: dict[str, Any], security: Any = None) -> EgressPlan
     elif plugins is not None:
         raise InvalidArgumentException("guard_plugins: given without security= (nothing to enforce)")
     return plan
+
+
+def public_traffic(network: Any, security: Any = None) -> bool:
+    """`allow_public_traffic` of create's `network=` (E2B's dict, or declaw's objects; else
+    `security.network`'s): True unless it is False."""
+    if network is None and security is not None:
+        network = getattr(security, "network", None)
+    value = network.get("allow_public_traffic", True) if isinstance(network, dict) else \
+        getattr(network, "allow_public_traffic", True)
+    if not isinstance(value, bool):
+        raise InvalidArgumentException(f"network: allow_public_traffic must be True or False, got {value!r}")
+    return value
 
 
 def security_policy(value: Any) -> Any:

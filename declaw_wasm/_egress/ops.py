@@ -69,5 +69,15 @@ OPS = {op.name: op for op in [
        "(connected with room, or failed); waits up to `timeout` for one if none is."),
     Op("net.shutdown", {"id": ID, "how": Int(0, 2, required=True)}, "{}",
        "Half-close: how 0 = read, 1 = write, 2 = both."),
-    Op("net.close", {"id": ID}, "{}", "Close the connection (idempotent)."),
+    Op("net.close", {"id": ID}, "{}", "Close the connection or listening socket (idempotent)."),
+    Op("net.listen", {"port": Int(0, 65535, required=True), "backlog": Int(0, 1 << 16, null=True),
+                      "fd": Int(-1, 1 << 30, null=True)},
+       "{id, port}",
+       "Listen on the sandbox's `port` (0: a free one; `port` in the reply): the host maps it to "
+       "a host listener on loopback (inbound.py) and queues its connections for net.accept. A "
+       "port another socket of the sandbox listens on fails with EADDRINUSE."),
+    Op("net.accept", {"id": ID, "wait": WAIT, "timeout": TIMEOUT}, "{id, peer}",
+       "The next connection on the listening socket `id`: its connection id (for net.send, "
+       "net.recv, net.poll...) and the client's [address, port]. Not waiting and none queued: "
+       "`id` None. net.poll says the listening socket is readable while one is queued."),
 ]}

@@ -31,6 +31,7 @@ from ..limits import Limits
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
 from .budget import PROCESS_BUDGET, SANDBOX_ROOM, Budget, sandbox_keep
 from .connection import Connection, Destination, NetError
+from .inbound import Inbound, InboundConnection, Listener
 from .._wasm.door import RequestError
 from .ops import MAX_IDS, MAX_RECV, MAX_SEND, OPS
 from .policy import Decision, IPAddress, Policy, PolicyError, normalize_name, parse_address
@@ -49,7 +50,8 @@ class EgressSession:
     def __init__(self, policy: Policy, limits: Limits, secrets: Optional[SecretBook] = None,
                  guard: Optional[ContentGuard] = None, env: Optional[dict[str, str]] = None,
                  audit_enabled: bool = True,
-                 mask_patterns: tuple[str, ...] = DEFAULT_MASK_PATTERNS) -> None:
+                 mask_patterns: tuple[str, ...] = DEFAULT_MASK_PATTERNS,
+                 traffic_token: Optional[str] = None) -> None:
         self.policy = policy
         self.limits = limits
         self.secrets = secrets or SecretBook()
@@ -57,7 +59,8 @@ class EgressSession:
         self.resolver = Resolver(overrides_from_env(), dns_answers=dns_answers_from_env())
         self.audit = AuditLog(self.secrets.values(), env or {}, mask_patterns, audit_enabled)
         self._lock = threading.Lock()
-        self._conns: dict[int, Connection] = {}
+        self._conns: dict[int, Any] = {}  # Connection, and inbound.py's Listener, InboundConnection
+        self.inbound = Inbound(self, traffic_token, "")
         self._next_id = 1
         self._names: "OrderedDict[IPAddress, list[str]]" = OrderedDict()
         self.bytes_total = 0
@@ -68,7 +71,8 @@ class EgressSession:
         self._ops: dict[str, Callable[[Guest, dict[str, Any]], dict[str, Any]]] = {
             "net.resolve": self._resolve, "net.connect": self._connect, "net.status": self._status,
             "net.tls": self._tls, "net.send": self._send, "net.recv": self._recv,
-            "net.poll": self._poll, "net.shutdown": self._shutdown, "net.close": self._close}
+            "net.poll": self._poll, "net.shutdown": self._shutdown, "net.close": self._close,
+            "net.listen": self._listen, "net.accept": self._accept}
         assert set(self._ops) == set(OPS)
 
     @property
@@ -133,7 +137,7 @@ class EgressSession:
         timeout = _timeout(req, "timeout")
         _int(req, "fd", -1, 1 << 30, default=-1)  # the guest's number: checked, not needed here
         with self._lock:
-            live = sum(1 for c in self._conns.values() if c.state != "closed")
+            live = sum(1 for c in self._conns.values() if isinstance(c, Connection) and c.state != "closed")
         if live >= self.limits.net_connections:
             raise NetError("limit", f"the sandbox has {live} network connections open "
                            f"(Limits.net_connections); close some first")
@@ -183,6 +187,9 @@ class EgressSession:
 
     def _tls(self, guest: Guest, req: dict[str, Any]) -> dict[str, Any]:
         conn = self._own(guest, req)
+        if not isinstance(conn, Connection):
+            raise NetError("invalid", "TLS is available on outbound connections only (an inbound "
+                           "connection's TLS is the client's and the host's business)")
         wanted = req.get("server_hostname")
         timeout = _timeout(req, "timeout")
         if wanted is not None and (not isinstance(wanted, str) or len(wanted) > 1024):
@@ -263,7 +270,7 @@ class EgressSession:
         read = _ids(req, "read")
         write = _ids(req, "write")
         timeout = _timeout(req, "timeout")
-        conns = {i: self._own(guest, {"id": i}) for i in {*read, *write}}
+        conns = {i: self._own(guest, {"id": i}, listeners=True) for i in {*read, *write}}
 
         def ready() -> tuple[list[int], list[int]]:
             return ([i for i in read if conns[i].readable()], [i for i in write if conns[i].writable()])
@@ -379,14 +386,57 @@ class EgressSession:
             raise
         return conn
 
-    def _own(self, guest: Guest, req: dict[str, Any]) -> Connection:
-        """The guest's own open connection with the request's id."""
+    def _own(self, guest: Guest, req: dict[str, Any], listeners: bool = False) -> Any:
+        """The guest's own open connection (outbound or inbound; with `listeners`, or a
+        listening socket) with the request's id."""
         cid = _int(req, "id", 0, 1 << 62)
         with self._lock:
             conn = self._conns.get(cid)
         if conn is None or conn.owner is not guest:
             raise NetError("closed", f"no connection {cid} (closed)", "EBADF")
+        if isinstance(conn, Listener) and not listeners:
+            raise NetError("invalid", f"socket {cid} is listening: accept() its connections",
+                           "ENOTCONN")
         return conn
+
+    # -- inbound (inbound.py) --------------------------------------------------------------------
+    def _listen(self, guest: Guest, req: dict[str, Any]) -> dict[str, Any]:
+        port = _int(req, "port", 0, 65535, default=0)
+
+        def make(mapped: Any) -> Listener:
+            with self._lock:
+                cid = self._next_id
+                self._next_id += 1
+                listener = Listener(self.inbound, cid, guest, mapped)
+                self._conns[cid] = listener
+            return listener
+
+        listener, port = self.inbound.listen(port, make)
+        return {"id": listener.id, "port": port}
+
+    def _accept(self, guest: Guest, req: dict[str, Any]) -> dict[str, Any]:
+        listener = self._own(guest, req, listeners=True)
+        if not isinstance(listener, Listener):
+            raise NetError("invalid", "accept() needs a listening socket", "EINVAL")
+        wait = bool(req.get("wait", True))
+        timeout = _timeout(req, "timeout")
+        listener.pump()
+        if not listener.readable() and wait:
+            if not self._wait(guest, [listener], listener.readable, timeout):
+                raise NetError("timeout", "timed out")
+        accepted = listener.take()
+        if accepted is None:
+            if listener.state != "open":
+                raise NetError("closed", "the listening socket is closed", "EBADF")
+            return {"id": None, "peer": None}
+        event = self.inbound.record(listener.port, accepted.peer[0], accepted.method,
+                                    accepted.target, "allowed", "accepted by the sandbox's server")
+        with self._lock:
+            cid = self._next_id
+            self._next_id += 1
+            conn = InboundConnection(self.inbound, cid, guest, accepted, listener.port, event)
+            self._conns[cid] = conn
+        return {"id": cid, "peer": list(accepted.peer)}
 
     def _forget(self, conn: Connection) -> None:
         conn.close()
@@ -399,8 +449,8 @@ class EgressSession:
             if conn.error is not None and not event.error:
                 event.error = self.audit.text(str(conn.error))
 
-    def _wait(self, guest: Guest, conns: list[Connection], ready: Callable[[], Any],
-              timeout: Optional[float], idle: Optional[Connection] = None) -> bool:
+    def _wait(self, guest: Guest, conns: list[Any], ready: Callable[[], Any],
+              timeout: Optional[float], idle: Any = None) -> bool:
         """Pump until `ready()`, the timeout (None: none), or the guest is to stop (raises)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -412,7 +462,7 @@ class EgressSession:
             if deadline is not None and current >= deadline:
                 return False
             if idle is not None and current - idle.last_activity > self.limits.net_idle_timeout:
-                idle.fail(NetError("timeout", f"no traffic on the connection to {idle.dest.label()} "
+                idle.fail(NetError("timeout", f"no traffic on {idle.label()} "
                                    f"for {self.limits.net_idle_timeout:g} s (Limits.net_idle_timeout)"))
                 return True
             guest.check_stopped()
@@ -531,6 +581,7 @@ class EgressSession:
     def close(self) -> None:
         """The sandbox ended: close everything; later ops fail."""
         self.closed = True
+        self.inbound.close()
         with self._lock:
             conns = list(self._conns.values())
         for conn in conns:

@@ -135,9 +135,13 @@ class EgressSlot:
 
                         plan = EgressPlan()
                     session = self._session = plan.session(self._sandbox.limits, self._sandbox.envs)
+                    session.inbound.label = self._sandbox.sandbox_id
                     if self._ended:
                         session.close()
         return session
+
+    def traffic_token(self) -> Optional[str]:
+        return None if self._plan is None else self._plan.traffic_token
 
     def in_use(self) -> Optional["EgressSession"]:
         """The session if it was built or the plan asks for one; else None (nothing built)."""
@@ -370,6 +374,22 @@ class LocalSandbox:
         self.ensure_running()
         session = self.egress_slot.in_use()
         return [] if session is None else session.audit_events()  # none: nothing happened
+
+    def get_host(self, port: int) -> str:
+        """`127.0.0.1:<host port>`: the host listener that stands for the sandbox's `port`
+        (_egress/inbound.py; mapped now if it was not; docs/inbound.md)."""
+        self.ensure_running()
+        from .._egress.connection import NetError
+
+        try:
+            return f"127.0.0.1:{self.egress.inbound.host_port(port)}"
+        except NetError as exc:
+            raise SandboxException(f"get_host({port}): {exc}") from None
+
+    def traffic_access_token(self) -> Optional[str]:
+        """The token inbound connections must carry (`network={"allow_public_traffic": False}`),
+        or None: the sandbox's servers are public."""
+        return self.egress_slot.traffic_token()
 
     def info(self) -> SandboxInfo:
         with self._lock:

@@ -136,7 +136,7 @@ class HostLost(SandboxException):
 # Calls that change nothing: when the host is lost under one of them and the sandbox is restored
 # from its checkpoint, it is asked again of the restored sandbox instead of failing.
 READS = frozenset({"info", "is_running", "list", "get_info", "exists", "processes", "list_contexts",
-                   "metrics", "audit_events", "list_snapshots"})
+                   "metrics", "audit_events", "list_snapshots", "traffic_access_token"})
 
 
 class Recovery:
@@ -438,6 +438,18 @@ class HostedSandbox:
             raise InvalidArgumentException("file URLs of a sandbox on a Ray cluster are not made: the host serves "
                                            "them on its own loopback, which may be another machine's")
         return expect(self._call("file_url", path, write, user, expires_in), str, "file_url")
+
+    def get_host(self, port: int) -> str:
+        """The host process's loopback listener for the port: a host of this machine only."""
+        if not self.link.same_machine:
+            raise InvalidArgumentException(
+                "get_host: a sandbox on a Ray cluster is served on its host actor's loopback, which "
+                "may be another machine's; reach it through `declaw-wasm serve --backend ray`")
+        return expect(self._call("get_host", port), str, "get_host")
+
+    def traffic_access_token(self) -> Optional[str]:
+        token = self._call("traffic_access_token")
+        return None if token is None else expect(token, str, "traffic_access_token")
 
     def pause(self, keep_memory: bool = True) -> bool:
         return bool(self._call("pause", keep_memory))

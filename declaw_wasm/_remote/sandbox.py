@@ -231,6 +231,13 @@ class RemoteSandbox:
     def metrics(self) -> SandboxMetrics:
         return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])
 
+    def get_host(self, port: int) -> str:
+        raise SandboxException("get_host: servers in a sandbox are reached in this process or on "
+                               "a process pool; not yet through `declaw-wasm serve`")
+
+    def traffic_access_token(self) -> Optional[str]:
+        return None
+
     # -- state ---------------------------------------------------------------------------------------
     def create_snapshot(self, name: Optional[str] = None) -> Snapshot:
         params = {} if name is None else {"name": name}

@@ -76,8 +76,8 @@ class AuditEvent(Model):
     pii_redactions: int = 0
     injection_blocks: int = 0
     transformations_applied: int = 0
-    direction: Literal["outbound"] = "outbound"
-    kind: Literal["dns", "connection", "request", "guard", "tool"] = "request"  # "tool": a host tool call
+    direction: Literal["outbound", "inbound"] = "outbound"  # "inbound": a connection to a server in the sandbox
+    kind: Literal["dns", "connection", "request", "guard", "tool", "inbound"] = "request"  # "tool": a host tool call
     decision: Literal["allowed", "denied"] = "allowed"
     rule: str = ""  # the policy entry (or check) that decided
     reason: str = ""

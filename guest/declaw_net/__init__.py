@@ -31,3 +31,4 @@ def install(patch_on_import: Callable[[str, Callable[[ModuleType], None]], None]
 
     patch_on_import("asyncio.selector_events", aio.patch)
     patch_on_import("anyio.streams.tls", aio.patch_anyio_tls)
+    patch_on_import("socketserver", sockets.patch_socketserver)

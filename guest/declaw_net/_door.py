@@ -26,6 +26,8 @@ OPS = {
     "net.poll": ("read", "write", "timeout"),
     "net.shutdown": ("id", "how"),
     "net.close": ("id",),
+    "net.listen": ("port", "backlog", "fd"),
+    "net.accept": ("id", "wait", "timeout"),
 }
 
 _codec: list[Callable[[bytes], bytes]] = []  # _host.call, imported on first use: start-up stays free

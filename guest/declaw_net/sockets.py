@@ -9,6 +9,13 @@ select/poll (readiness.py) count what it holds as readable. Blocking, timeout an
 modes behave as CPython's: a timeout raises `TimeoutError("timed out")`, a non-blocking call
 that would wait raises `BlockingIOError`, a non-blocking connect raises EINPROGRESS and the
 result comes through `getsockopt(SOL_SOCKET, SO_ERROR)`.
+
+Servers: `bind` records the port, `listen` asks the host to listen for it (door op net.listen:
+the host maps the sandbox's port to a host listener on loopback, declaw_wasm/_egress/inbound.py),
+and `accept` takes the next connection the host queued (net.accept), blocking, with a timeout
+or not at all (BlockingIOError) as CPython's; a listening socket is readable in select/poll
+while a connection waits. `patch_socketserver` makes socketserver's threading servers
+(`python -m http.server`, werkzeug's) handle each request in turn: the guest has no threads.
 """
 
 from __future__ import annotations
@@ -125,6 +132,8 @@ class DoorSocket:
         self._eof = False
         self._shut_rd = False
         self._opts: dict[tuple[int, int], Any] = {}
+        self._bound: tuple[str, int] | None = None  # bind()'s address
+        self._listening = False
         self._io_refs = 0
         self._closed = False
         self._fd = _next_fd[0]
@@ -211,6 +220,8 @@ class DoorSocket:
     def _connect(self, host: str, port: int, by_name: bool = False, any_family: bool = False) -> None:
         if self._gone:
             raise OSError(errno.EBADF, "Bad file descriptor")
+        if self._listening:
+            raise OSError(errno.EINVAL, "Invalid argument")
         if self._id is not None:
             if self._pending:
                 raise BlockingIOError(errno.EALREADY, "Operation already in progress")
@@ -234,7 +245,7 @@ class DoorSocket:
     def _connected(self) -> None:
         if self._gone:
             raise OSError(errno.EBADF, "Bad file descriptor")
-        if self._id is None:
+        if self._id is None or self._listening:
             raise OSError(errno.ENOTCONN, "Transport endpoint is not connected")
         if self._pending:
             self._settle()
@@ -379,9 +390,10 @@ class DoorSocket:
         return self._peer
 
     def getsockname(self) -> tuple[Any, ...]:
+        host, port = self._bound or ("::" if self._family == _s().AF_INET6 else "0.0.0.0", 0)
         if self._family == _s().AF_INET6:
-            return ("::", 0, 0, 0)
-        return ("0.0.0.0", 0)
+            return (host, port, 0, 0)
+        return (host, port)
 
     def setsockopt(self, level: int, optname: int, value: object, optlen: int | None = None) -> None:
         self._opts[(level, optname)] = value
@@ -403,13 +415,53 @@ class DoorSocket:
         return value
 
     def bind(self, address: object) -> None:
-        pass  # the host picks the local address
+        """Record the address: a server's port is the sandbox's (the host maps it at listen)."""
+        if self._gone:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        if self._bound is not None or self._id is not None:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        if not isinstance(address, tuple) or len(address) not in (2, 4):
+            raise TypeError("%s(): AF_INET address must be tuple, not %s"
+                            % ("bind", type(address).__name__))
+        host, port = address[0], address[1]
+        if not isinstance(port, int) or isinstance(port, bool):
+            raise TypeError("'%s' object cannot be interpreted as an integer" % type(port).__name__)
+        if not 0 <= port <= 65535:
+            raise OverflowError("bind(): port must be 0-65535.")
+        host = _encode_host(host) if host else ("::" if self._family == _s().AF_INET6 else "0.0.0.0")
+        self._bound = (host, port)
 
-    def listen(self, backlog: int = 0) -> None:
-        raise OSError(errno.EOPNOTSUPP, "listening sockets are not available in the sandbox")
+    def listen(self, backlog: int = 128) -> None:
+        if self._gone:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        if self._listening:
+            return
+        if self._id is not None:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        host, port = self._bound or ("::" if self._family == _s().AF_INET6 else "0.0.0.0", 0)
+        reply = _door.call("net.listen", port=port, backlog=min(max(int(backlog), 0), 1 << 16),
+                           fd=self._fd)
+        self._id = reply["id"]
+        self._bound = (host, reply["port"])
+        self._listening = True
 
     def accept(self) -> tuple[DoorSocket, tuple[Any, ...]]:
-        raise OSError(errno.EINVAL, "Invalid argument")
+        if self._gone:
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        if not self._listening:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        reply = _door.call("net.accept", id=self._id, wait=self._wait(), timeout=self._timeout)
+        if reply["id"] is None:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        s = _s()
+        sock = DoorSocket(self._family, s.SOCK_STREAM)
+        sock._id = reply["id"]
+        ip, port = reply["peer"]
+        sock._peer = (ip, port) if self._family != s.AF_INET6 else ("::ffff:" + ip, port, 0, 0)
+        sock._bound = self._bound
+        if s.getdefaulttimeout() is None and self.gettimeout():
+            sock.setblocking(True)
+        return sock, sock._peer
 
     def dup(self) -> DoorSocket:
         raise OSError(errno.EOPNOTSUPP, "dup() is not available for sandbox sockets")
@@ -532,8 +584,40 @@ def create_connection(address: tuple[Any, ...], timeout: Any = _UNSET, source_ad
     return sock
 
 
-def create_server(*args: object, **kwargs: object) -> DoorSocket:
-    raise OSError(errno.EOPNOTSUPP, "listening sockets are not available in the sandbox")
+def create_server(address: tuple[Any, ...], *, family: int = -1, backlog: int | None = None,
+                  reuse_port: bool = False, dualstack_ipv6: bool = False) -> DoorSocket:
+    s = _s()
+    sock = DoorSocket(s.AF_INET if family == -1 else family, s.SOCK_STREAM)
+    try:
+        sock.bind(address)
+        sock.listen(128 if backlog is None else backlog)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def has_dualstack_ipv6() -> bool:
+    return False
+
+
+def patch_socketserver(socketserver: Any) -> None:
+    """The guest has no threads: a threading server (`ThreadingMixIn`: `python -m http.server`,
+    werkzeug's) handles each request in turn, as a plain server does."""
+    mixin = socketserver.ThreadingMixIn
+    if getattr(mixin, "_declaw_net", False):
+        return
+    mixin._declaw_net = True
+
+    def process_request(self: Any, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    mixin.process_request = process_request
 
 
 def install() -> None:
@@ -553,6 +637,7 @@ def install() -> None:
     s.socket = DoorSocket
     s.create_connection = create_connection
     s.create_server = create_server
+    s.has_dualstack_ipv6 = has_dualstack_ipv6
     s.getaddrinfo = getaddrinfo
     s.gethostbyname = gethostbyname
     s.gethostbyname_ex = gethostbyname_ex

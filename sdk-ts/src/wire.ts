@@ -11,8 +11,8 @@ export interface AuditEvent {
   pii_redactions?: number;
   injection_blocks?: number;
   transformations_applied?: number;
-  direction?: "outbound";
-  kind?: "dns" | "connection" | "request" | "guard" | "tool";
+  direction?: "outbound" | "inbound";
+  kind?: "dns" | "connection" | "request" | "guard" | "tool" | "inbound";
   decision?: "allowed" | "denied";
   rule?: string;
   reason?: string;
