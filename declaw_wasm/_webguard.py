@@ -26,11 +26,12 @@ send requests to loopback. Without a key, a listener on loopback would answer it
   the raw body's real type), as declaw's and our SDKs do. (Browsers that send `Origin` are
   refused above already; this is the second lock for requests that come without it.)
 
-Preview names (`<port>-<sandbox_id>.localhost`, for servers running in sandboxes) are a place
-kept for later: such servers do not exist yet, so no route is a preview route and no Host is
-answered as one. When they come, `WebGuard(preview_route=...)` says which requests are preview
-routes; only those accept preview names, and an Origin with a preview name is never ours (it is
-the guest's page).
+Preview names (`<port>-<sandbox_id>.localhost`, servers running in sandboxes) never reach a
+listener's routes: `declaw-wasm serve` answers them before its guard (server/previews.py), so
+here a preview name is a foreign Host (421) and its Origin a foreign page (403).
+`WebGuard(preview_route=...)` says which requests are the path route to a preview
+(`/sandboxes/{id}/ports/{port}`): the guest's own traffic, so the content-type rule for
+state-changing requests does not apply to them (Host and Origin checks do).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def check_names(names: Iterable[str]) -> tuple[str, ...]:
 
 def preview_name(name: str) -> Optional[tuple[int, str]]:
     """`<port>-<sandbox_id>.localhost` -> (port, sandbox id): the name a server running in a
-    sandbox would be previewed under. Kept for when such servers exist (see the module's doc)."""
+    sandbox is previewed under (server/previews.py answers them before any listener's guard)."""
     found = _PREVIEW.match(name.lower())
     return (int(found.group(1)), found.group(2)) if found else None
 
@@ -236,7 +237,8 @@ async def plain_answer(scope: Scope, receive: Receive, send: Send, status: int, 
 class WebGuard:
     """ASGI middleware: the checks above before `app` sees a request (HTTP and WebSocket).
     `origin`: refuse other origins' pages; `bodies`: refuse simple state-changing requests;
-    `preview_route(scope)`: whether a request is for a sandbox's preview (none are yet);
+    `preview_route(scope)`: whether a request is the path route to a sandbox's server (no
+    content-type rule for it);
     `answer`: how a refusal is sent (the listener's error shape)."""
 
     def __init__(self, app: ASGIApp, policy: HostPolicy, *, origin: bool = True, bodies: bool = True,
@@ -252,10 +254,11 @@ class WebGuard:
     def refusal(self, scope: Scope) -> Optional[Refusal]:
         headers = headers_of(scope)
         host = host_of(headers)
-        refused = self.policy.host_refusal(host, self.preview_route(scope))
+        preview = self.preview_route(scope)
+        refused = self.policy.host_refusal(host)
         if refused is None and self.origin:
             refused = self.policy.origin_refusal(headers, host)
-        if refused is None and self.bodies and scope["type"] == "http":
+        if refused is None and self.bodies and scope["type"] == "http" and not preview:
             refused = simple_body_refusal(scope["method"],
                                           [v.decode("latin-1") for v in headers.get(b"content-type", [])])
         return refused

@@ -16,7 +16,7 @@ from declaw_wasm import Sandbox
 from declaw_wasm.limits import Limits
 
 pytestmark = pytest.mark.guest
-BACKENDS = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+BACKENDS = pytest.mark.parametrize("mode", ["in-process", "processes", "served"], indirect=True)
 
 WSGI_APP = r'''
 import time
@@ -66,11 +66,21 @@ asyncio.run(main())
 '''
 
 
+def _connection(host: str) -> tuple[http.client.HTTPConnection, dict[str, str]]:
+    """A connection to `host` as get_host gave it: a `*.localhost` preview name (served) is
+    reached at 127.0.0.1 with its name as the Host, as a browser does (this machine's resolver
+    may not know `*.localhost`)."""
+    name, port = tuple_of(host)
+    if name.endswith(".localhost"):
+        return http.client.HTTPConnection("127.0.0.1", port, timeout=30), {"Host": host}
+    return http.client.HTTPConnection(host, timeout=30), {}
+
+
 def _get(host: str, path: str = "/", method: str = "GET", body: Optional[bytes] = None,
          headers: Optional[dict[str, str]] = None) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection(host, timeout=30)
+    conn, extra = _connection(host)
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        conn.request(method, path, body=body, headers={**extra, **(headers or {})})
         answer = conn.getresponse()
         return answer.status, answer.read()
     finally:
@@ -108,7 +118,10 @@ def test_python_http_server_is_reached_through_get_host(make: Callable[..., Sand
     sbx = make(timeout=300)
     try:
         host = sbx.get_host(8000)
-        assert host.startswith("127.0.0.1:")
+        if mode == "served":
+            assert host.startswith(f"8000-{sbx.sandbox_id}.localhost:")
+        else:
+            assert host.startswith("127.0.0.1:")
         status, body = _get(host)
         assert status == 502 and b"listens on port 8000" in body  # nothing yet
         sbx.files.write("/home/user/site/index.html", "<h1>from the sandbox</h1>")
@@ -121,8 +134,11 @@ def test_python_http_server_is_reached_through_get_host(make: Callable[..., Sand
         assert any(e.url == "/index.html" and e.port == 8000 and e.bytes_out > 0 for e in events)
     finally:
         sbx.kill()
-    with pytest.raises(OSError):  # a killed sandbox's ports close at once
-        socket.create_connection(tuple_of(host), timeout=5)
+    if mode == "served":  # the server knows the sandbox is gone
+        assert _get(host)[0] in (404, 502)
+    else:
+        with pytest.raises(OSError):  # a killed sandbox's ports close at once
+            socket.create_connection(tuple_of(host), timeout=5)
 
 
 def tuple_of(host: str) -> tuple[str, int]:
@@ -139,8 +155,8 @@ def test_a_wsgi_app_takes_a_form_and_streams(server: Callable[..., Sandbox], mod
     status, body = _get(host, "/", "POST", b"name=sandbox",
                         {"Content-Type": "application/x-www-form-urlencoded"})
     assert (status, body) == (200, b"hello sandbox")
-    conn = http.client.HTTPConnection(host, timeout=30)
-    conn.request("GET", "/stream")
+    conn, extra = _connection(host)
+    conn.request("GET", "/stream", headers=extra)
     answer = conn.getresponse()
     started = time.monotonic()
     first = answer.readline()
@@ -227,16 +243,19 @@ def _retry_ok(host: str) -> bool:
 def test_bytes_in_flight_are_bounded(server: Callable[..., Sandbox]) -> None:
     """A client sends far more than a server reads: the host holds at most its window and the
     client's sends stop (backpressure), not the host's memory growing."""
-    from declaw_wasm import testing  # noqa: F401  (the in-process sandbox behind the face)
     from declaw_wasm._egress.inbound import WINDOW, InboundConnection
 
     code = ("import socket, time\ns = socket.create_server(('', 9000))\nc, _ = s.accept()\n"
             "c.recv(10)\ntime.sleep(600)\n")
     sbx = server(code)
     host = sbx.get_host(9000)
-    time.sleep(1)
+    session = sbx._backend.egress  # type: ignore[attr-defined]
+    for _ in range(300):  # the server is listening
+        if session.inbound.ports[9000].listener is not None:
+            break
+        time.sleep(0.1)
     sock = socket.create_connection(tuple_of(host), timeout=5)
-    sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
     sent = 0
     sock.settimeout(3)
     try:
@@ -244,7 +263,6 @@ def test_bytes_in_flight_are_bounded(server: Callable[..., Sandbox]) -> None:
             sent += sock.send(b"x" * 65536)
     except (TimeoutError, OSError):
         pass
-    session = sbx._backend.egress  # type: ignore[attr-defined]
     held = [len(c.to_guest) for c in session._conns.values() if isinstance(c, InboundConnection)]
     assert held and max(held) <= WINDOW
     assert sent < 64 << 20, "the client was never held back"
@@ -296,3 +314,94 @@ c.close()
     status, body = _get(host)
     assert status == 200
     assert body.decode() == repr([7000, "would block", True, "timed out", True, True, True, "127.0.0.1"])
+
+
+ECHO_APP = r'''
+import json
+from wsgiref.simple_server import make_server
+
+def app(environ, start_response):
+    size = int(environ.get("CONTENT_LENGTH") or 0)
+    seen = {"path": environ["PATH_INFO"], "query": environ["QUERY_STRING"],
+            "method": environ["REQUEST_METHOD"], "body": environ["wsgi.input"].read(size).decode(),
+            "headers": sorted(k for k in environ if k.startswith("HTTP_"))}
+    start_response("200 OK", [("Content-Type", "text/html"), ("Content-Security-Policy", "default-src *")])
+    return [json.dumps(seen).encode()]
+
+make_server("0.0.0.0", 8000, app).serve_forever()
+'''
+
+
+def _served_app(sbx: Sandbox) -> None:
+    sbx.files.write("/home/user/app.py", ECHO_APP)
+    sbx.commands.run("python3 /home/user/app.py", background=True)
+
+
+def test_served_previews_by_host_name_and_by_declaws_path(make_served: Callable[..., Sandbox], server_url: str,
+                                                          where: Callable[[str], dict[str, Any]]) -> None:
+    """Through `declaw-wasm serve`: our SDK's preview name needs no API key and never reaches an
+    API route; declaw's path route needs the key, never passes it on, and sandboxes the page."""
+    import json
+
+    import httpx
+
+    API_KEY = where("served")["api_key"]
+    sbx = make_served(timeout=300)
+    try:
+        _served_app(sbx)
+        host = sbx.get_host(8000)
+        status, body = _until_served(host, "/health?x=1", headers={"X-API-Key": API_KEY})
+        seen = json.loads(body)
+        assert status == 200 and seen["path"] == "/health" and seen["query"] == "x=1"  # the guest's
+        assert "HTTP_X_API_KEY" not in seen["headers"]
+        status, body = _get(host, "/form", "POST", b"a=1", {"Content-Type": "application/x-www-form-urlencoded"})
+        assert status == 200 and json.loads(body)["body"] == "a=1"
+        url = f"{server_url}/sandboxes/{sbx.sandbox_id}/ports/8000/page?q=2"
+        assert httpx.get(url).status_code == 401
+        answer = httpx.get(url, headers={"X-API-Key": API_KEY})
+        assert answer.status_code == 200
+        assert answer.headers.get_list("content-security-policy") == ["sandbox"]
+        seen = answer.json()
+        assert seen["path"] == "/page" and seen["query"] == "q=2"
+        assert "HTTP_X_API_KEY" not in seen["headers"] and "HTTP_AUTHORIZATION" not in seen["headers"]
+        answer = httpx.get(url, headers={"Authorization": f"Bearer {API_KEY}"})
+        assert answer.status_code == 200 and "HTTP_AUTHORIZATION" not in answer.json()["headers"]
+        assert httpx.get(f"{server_url}/sandboxes/{sbx.sandbox_id}/ports/8001/",
+                         headers={"X-API-Key": API_KEY}).status_code == 502
+    finally:
+        sbx.kill()
+
+
+def test_served_traffic_token(make_served: Callable[..., Sandbox]) -> None:
+    sbx = make_served(timeout=300, network={"allow_public_traffic": False})
+    try:
+        _served_app(sbx)
+        token = sbx.traffic_access_token
+        assert token
+        host = sbx.get_host(8000)
+        assert _get(host)[0] == 403
+        assert _until_served(host, headers={"e2b-traffic-access-token": token})[0] == 200
+    finally:
+        sbx.kill()
+
+
+def test_a_keyless_server_lets_previews_take_forms(make: Callable[..., Sandbox]) -> None:
+    """The content-type rule against web pages is the API's: a preview (by name or path) is the
+    guest's own site and takes its forms; preview names never reach the API's routes."""
+    import httpx
+
+    from declaw_wasm.server import serve_in_thread
+
+    with serve_in_thread(None) as url:
+        sbx = Sandbox.create(domain=url, timeout=300)
+        try:
+            _served_app(sbx)
+            host = sbx.get_host(8000)
+            _until_served(host)
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            assert _get(host, "/sandboxes", "POST", b"a=1", form)[0] == 200  # the guest's, not the API's
+            answer = httpx.post(f"{url}/sandboxes/{sbx.sandbox_id}/ports/8000/x", content=b"a=2", headers=form)
+            assert answer.status_code == 200 and answer.json()["body"] == "a=2"
+            assert httpx.post(f"{url}/sandboxes", content=b"a=1", headers=form).status_code == 415
+        finally:
+            sbx.kill()

@@ -28,7 +28,7 @@ FILL = {"sandbox_id": "sbx_0000000000000000", "pid": "1", "cmd_id": "1", "volume
 # Host values a page can make a browser send (rebinding), malformed ones, and a preview name
 FOREIGN_HOSTS = ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io", "127.0.0.1.nip.io:{port}",
                  "localhost.evil", "localhost.evil:{port}", "", "localhost:", "localhost:x", "[::1", "::1",
-                 "[::2]:{port}", "10.0.0.1:{port}", "localhost:{port}@evil.example", "8000-sbx_1.localhost:{port}"]
+                 "[::2]:{port}", "10.0.0.1:{port}", "localhost:{port}@evil.example"]
 OWN_HOSTS = ["localhost", "localhost:{port}", "LOCALHOST:{port}", "127.0.0.1", "127.0.0.1:{port}",
              "127.0.0.2:{port}", "[::1]", "[::1]:{port}"]
 FOREIGN_ORIGINS = ["http://evil.example", "https://evil.example:{port}", "null", "http://localhost:1",
@@ -113,7 +113,7 @@ def _complete(data: bytes) -> bool:
 
 def _routes() -> list[tuple[str, frozenset[str], bool]]:
     """Every route of the server's app: (path with ids filled in, methods, is a WebSocket)."""
-    app = create_app().app  # type: ignore[attr-defined]  # the Guard's app
+    app = create_app().api  # type: ignore[attr-defined]  # the FastAPI app behind the previews and the Guard
     try:
         from fastapi.routing import iter_route_contexts
 
@@ -174,6 +174,9 @@ def test_a_keyless_server_answers_only_its_own_host_names(keyless: str) -> None:
             assert b"DNS rebinding" in body
     status, _ = _raw(keyless, "GET", "/sandboxes", {"Host": None}, version="HTTP/1.0")  # no Host at all
     assert status == 421
+    # a preview name is a sandbox's server (server/previews.py), never the API's routes
+    status, body = _raw(keyless, "GET", "/sandboxes", {"Host": f"8000-sbx_1.localhost:{port}"})
+    assert status == 404 and body.startswith(b"no sandbox sbx_1"), body
     for host in [*OWN_HOSTS, "sandboxes.internal", "SANDBOXES.internal:{port}"]:  # + --allowed-host
         status, body = _raw(keyless, "GET", "/sandboxes", {"Host": host.format(port=port)})
         assert status == 200, (host, status, body)

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from .._backend import Callback, WriteData, tools_unreachable
 from .._egress.create import secrets_of
 from .._lines import CellReader, LineProcess
+from .._webguard import is_loopback
 from ..exceptions import InvalidArgumentException, NotFoundException, SandboxException
 from ..execution import Context, Execution
 from ..models import (EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
@@ -232,11 +233,21 @@ class RemoteSandbox:
         return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])
 
     def get_host(self, port: int) -> str:
-        raise SandboxException("get_host: servers in a sandbox are reached in this process or on "
-                               "a process pool; not yet through `declaw-wasm serve`")
+        """`<port>-<sandbox id>.localhost:<serve port>` (a loopback server: browsers resolve every
+        `*.localhost` name to loopback), or `<port>-<sandbox id>.<server name>[:port]`: the
+        server answers preview names itself (server/previews.py)."""
+        url = httpx.URL(self.conn.url)
+        name = url.host or "localhost"
+        if is_loopback(name):
+            name = "localhost"
+        default = {"http": 80, "https": 443}.get(url.scheme)
+        suffix = "" if url.port is None or url.port == default else f":{url.port}"
+        return f"{port}-{self.sandbox_id.lower()}.{name}{suffix}"
 
     def traffic_access_token(self) -> Optional[str]:
-        return None
+        found = self.conn.request("GET", self._ours("/traffic-access-token"))
+        token = found.get("traffic_access_token") if isinstance(found, dict) else None
+        return token if isinstance(token, str) else None
 
     # -- state ---------------------------------------------------------------------------------------
     def create_snapshot(self, name: Optional[str] = None) -> Snapshot:

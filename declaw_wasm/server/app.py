@@ -30,6 +30,7 @@ from ..settings import allowed_hosts as allowed_hosts_setting
 from ..wire import (API_KEY_HEADER, PREFIX, STREAMED, CellLine, CommandLine, PtyControl, PtyEnd,
                     error_body, status_of)
 from .guard import Guard
+from .previews import Previews, is_path_preview
 from .registry import Registry
 from .routes import routers
 
@@ -58,10 +59,12 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
 
         sandboxes = LocalSandboxes()
     registry = Registry(sandboxes, vault)
+    previews = Previews(registry, api_key, hosts)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        await previews.aclose()
         await in_thread(registry.kill_all)
 
     # no /docs or /redoc: they load their scripts from a CDN and fetch the document without the key
@@ -123,4 +126,7 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return Guard(app, api_key, max_body, max_upload, hosts)
+    previews.api = app
+    previews.app = Guard(previews.path_app(app), api_key, max_body, max_upload, hosts,
+                         preview_route=is_path_preview)
+    return previews

@@ -8,7 +8,7 @@ request; a body without one is counted as it arrives."""
 from __future__ import annotations
 
 import hmac
-from typing import Optional
+from typing import Callable, Optional
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,13 +29,15 @@ class BodyTooLarge(HTTPException):
 
 class Guard:
     def __init__(self, app: ASGIApp, api_key: Optional[str], max_body: int, max_upload: int,
-                 hosts: Optional[HostPolicy] = None) -> None:
+                 hosts: Optional[HostPolicy] = None,
+                 preview_route: Callable[[Scope], bool] = lambda scope: False) -> None:
         self.app = app
         self.key = api_key.encode() if api_key else None
         self.max_body = max_body
         self.max_upload = max_upload
         # without a key, what a web page may not do (with one, a page cannot know the key)
-        self.web = WebGuard(app, hosts or HostPolicy(), answer=_refuse) if self.key is None else None
+        self.web = WebGuard(app, hosts or HostPolicy(), answer=_refuse,
+                            preview_route=preview_route) if self.key is None else None
 
     def _authorized(self, scope: Scope) -> bool:
         if self.key is None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from fastapi import APIRouter
 
 from ...security.audit import AuditEvent
@@ -20,5 +22,12 @@ def router(registry: Registry) -> APIRouter:
     async def audit(sandbox_id: str) -> list[AuditEvent]:
         """The sandbox's outbound network events, oldest first (docs/egress.md, "Audit")."""
         return await in_thread((await sandbox(sandbox_id)).audit_events)
+
+    @network.get("/sandboxes/{sandbox_id}/traffic-access-token", responses=ERRORS)
+    async def traffic_access_token(sandbox_id: str) -> dict[str, Optional[str]]:
+        """The token a request to the sandbox's servers must carry (`e2b-traffic-access-token`)
+        when it was created with `network={"allow_public_traffic": False}`; else null."""
+        backend = await sandbox(sandbox_id)
+        return {"traffic_access_token": await in_thread(backend.traffic_access_token)}
 
     return network

@@ -1,0 +1,189 @@
+"""Previews: servers in the server's sandboxes, reached through `declaw-wasm serve` (docs/inbound.md).
+
+Two ways in, both proxied to the sandbox's host listener (`get_host(port)` on the server's
+backend: a loopback listener of this process or of its pool worker, _egress/inbound.py, which
+checks the request head, the Host, the traffic token and the bounds again):
+
+* **By host name** (our SDKs' `get_host`): `Host: <port>-<sandbox id>.localhost[:<serve port>]`,
+  or `<port>-<sandbox id>.<name>` for a name of the server's (`--allowed-host`). `Previews`
+  answers every request with such a Host before anything else of the server sees it — no API
+  route, no API key (a preview is public unless its sandbox says otherwise:
+  `allow_public_traffic=False` and its token), no web-page check of the API's (the preview is
+  the guest's own origin; its forms post as they like). A preview name never reaches an API route.
+* **By path** (declaw's SDK computes `{api_url}/sandboxes/{id}/ports/{port}`): an API route like
+  the others — behind the API key, or the keyless server's web-page checks but the
+  content-type rule — and its answers carry `Content-Security-Policy: sandbox`, so the guest's
+  HTML and script never run with the API's origin.
+
+The proxy streams both ways (httpx, no body held whole), drops hop-by-hop headers, and never
+passes the server's API key on (`X-API-Key`, and an `Authorization` that carries the key).
+WebSocket upgrades through `serve` are refused with a message (reach `get_host` in-process).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from typing import Any, Optional
+
+import httpx
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .._threads import in_thread
+from .._webguard import HostPolicy, headers_of, host_of, plain_answer, split_host
+from ..exceptions import NotFoundException, SandboxException
+from ..wire import API_KEY_HEADER
+from .registry import Registry
+
+HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te",
+                 b"trailer", b"transfer-encoding", b"upgrade", b"proxy-connection"})
+_LABEL = re.compile(r"^([0-9]{1,5})-([a-z0-9][a-z0-9_-]{0,127})$")
+_PATH = re.compile(rb"^/sandboxes/([A-Za-z0-9_-]{1,128})/ports/([0-9]{1,5})(/[^?#]*)?(\?.*)?$")
+CSP = b"sandbox"
+
+
+def preview_target(host: Optional[str], names: HostPolicy) -> Optional[tuple[int, str]]:
+    """(port, sandbox id) for a preview Host: `<port>-<id>.localhost` or `<port>-<id>.<a name of
+    the server's>`, with or without a port; None for any other Host."""
+    found = split_host(host) if host else None
+    if found is None:
+        return None
+    label, _, rest = found[0].partition(".")
+    match = _LABEL.match(label)
+    if match is None or not (rest == "localhost" or rest in names.allowed):
+        return None
+    port = int(match.group(1))
+    return (port, match.group(2)) if 1 <= port <= 65535 else None
+
+
+def path_target(scope: Scope) -> Optional[tuple[int, str, bytes]]:
+    """(port, sandbox id, the rest of the target) for declaw's path route."""
+    if scope["type"] != "http":
+        return None
+    raw = scope.get("raw_path") or scope["path"].encode("latin-1")
+    query = scope.get("query_string") or b""
+    match = _PATH.match(raw)
+    if match is None:
+        return None
+    port = int(match.group(2))
+    if not 1 <= port <= 65535:
+        return None
+    rest = (match.group(3) or b"/") + (match.group(4) or (b"?" + query if query else b""))
+    return port, match.group(1).decode("ascii"), rest
+
+
+def is_path_preview(scope: Scope) -> bool:
+    return path_target(scope) is not None
+
+
+class Previews:
+    """Outermost ASGI layer: preview host names go to their sandbox's server, the rest to `app`
+    (the Guard and the API)."""
+
+    app: ASGIApp  # set once the Guard around the API is made (app.py)
+    api: Any  # the FastAPI app inside it (its routes, for tests and docs)
+
+    def __init__(self, registry: Registry, api_key: Optional[str], names: HostPolicy) -> None:
+        self.registry = registry
+        self.key = api_key.encode() if api_key else None
+        self.names = names
+        self._client: Optional[httpx.AsyncClient] = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(connect=10.0, read=300.0, write=300.0, pool=10.0),
+                limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
+                follow_redirects=False, trust_env=False)
+        return self._client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            target = preview_target(host_of(headers_of(scope)), self.names)
+            if target is not None:
+                if scope["type"] == "websocket":
+                    await plain_answer(scope, receive, send, 501, "WebSockets to a sandbox's server are "
+                                       "not proxied by declaw-wasm serve yet")
+                    return
+                raw = scope.get("raw_path") or scope["path"].encode("latin-1")
+                query = scope.get("query_string") or b""
+                await self.proxy(scope, receive, send, target[1], target[0],
+                                 raw + (b"?" + query if query else b""), by_path=False)
+                return
+        await self.app(scope, receive, send)
+
+    def path_app(self, app: ASGIApp) -> ASGIApp:
+        """The path route, inside the Guard (so behind the key): declaw's `/sandboxes/{id}/ports/{port}`."""
+        async def route(scope: Scope, receive: Receive, send: Send) -> None:
+            found = path_target(scope)
+            if found is None:
+                await app(scope, receive, send)
+                return
+            port, sandbox_id, rest = found
+            await self.proxy(scope, receive, send, sandbox_id, port, rest, by_path=True)
+        return route
+
+    def _keeps(self, name: bytes, value: bytes, by_path: bool) -> bool:
+        name = name.lower()
+        if name in HOP or name == API_KEY_HEADER.lower().encode() or (by_path and name == b"host"):
+            return False
+        if name == b"authorization" and (by_path or (
+                self.key is not None and value[:7].lower() == b"bearer "
+                and hmac.compare_digest(value[7:].strip(), self.key))):
+            return False
+        return True
+
+    async def proxy(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str, port: int,
+                    target: bytes, by_path: bool) -> None:
+        try:
+            backend = await in_thread(self.registry.get, sandbox_id)
+            host = await in_thread(backend.get_host, port)
+        except NotFoundException:
+            await plain_answer(scope, receive, send, 404, f"no sandbox {sandbox_id[:140]} on this server")
+            return
+        except SandboxException as exc:
+            await plain_answer(scope, receive, send, 502, str(exc))
+            return
+        headers = [(k, v) for k, v in scope.get("headers") or [] if self._keeps(k, v, by_path)]
+        if by_path:
+            headers.append((b"host", host.encode("ascii")))
+
+        async def body() -> Any:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                if chunk:
+                    yield chunk
+                if not message.get("more_body", False):
+                    return
+
+        method = scope["method"]
+        has_body = any(k.lower() in (b"content-length", b"transfer-encoding") for k, _ in scope.get("headers") or [])
+        request = self.client.build_request(method, f"http://{host}" + target.decode("latin-1"),
+                                            headers=headers, content=body() if has_body else None)
+        try:
+            answer = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            await plain_answer(scope, receive, send, 502, f"the sandbox's server on port {port} did not "
+                               f"answer: {type(exc).__name__}")
+            return
+        try:
+            out = [(k.lower(), v) for k, v in answer.headers.raw if k.lower() not in HOP]
+            if by_path:
+                out = [(k, v) for k, v in out if k != b"content-security-policy"]
+                out.append((b"content-security-policy", CSP))
+            await send({"type": "http.response.start", "status": answer.status_code, "headers": out})
+            async for chunk in answer.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except httpx.HTTPError:
+            pass  # the answer was cut: the client sees its connection end
+        finally:
+            await answer.aclose()
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
