@@ -169,3 +169,23 @@ def test_async_sandbox_flat_methods(where: dict[str, str]) -> None:
             await sandbox.kill()
 
     asyncio.run(main())
+
+
+def test_get_host_reaches_a_server_in_the_sandbox(sbx: Any) -> None:
+    """declaw's `get_host(port)` is its path route, `{api_url}/sandboxes/{id}/ports/{port}`,
+    behind the API key; the server's answers carry `Content-Security-Policy: sandbox`."""
+    import httpx
+
+    sbx.files.write("/home/user/site/index.html", "<h1>declaw</h1>")
+    sbx.commands.run("python3 -m http.server 8000 -d /home/user/site", background=True)
+    url = sbx.get_host(8000)
+    assert url.endswith(f"/sandboxes/{sbx.sandbox_id}/ports/8000")
+    answer = httpx.get(f"{url}/index.html", headers={"X-API-Key": API_KEY})
+    for _ in range(100):
+        if answer.status_code != 502:
+            break
+        time.sleep(0.2)
+        answer = httpx.get(f"{url}/index.html", headers={"X-API-Key": API_KEY})
+    assert answer.status_code == 200 and answer.text == "<h1>declaw</h1>"
+    assert answer.headers["content-security-policy"] == "sandbox"
+    assert httpx.get(f"{url}/index.html").status_code == 401

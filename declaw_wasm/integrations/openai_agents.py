@@ -74,6 +74,7 @@ try:
         ExecNonZeroError,
         ExecTimeoutError,
         ExecTransportError,
+        ExposedPortUnavailableError,
         WorkspaceArchiveReadError,
         WorkspaceArchiveWriteError,
         WorkspaceReadNotFoundError,
@@ -97,7 +98,7 @@ try:
     from agents.sandbox.session.sandbox_session import SandboxSession
     from agents.sandbox.session.sandbox_session_state import SandboxSessionState
     from agents.sandbox.snapshot import SnapshotBase, SnapshotSpec, resolve_snapshot
-    from agents.sandbox.types import ExecResult, Permissions, User
+    from agents.sandbox.types import ExecResult, ExposedPortEndpoint, Permissions, User
 except ImportError as exc:  # the framework is an optional extra
     raise missing_extra("openai-agents") from exc
 
@@ -123,6 +124,7 @@ class DeclawWasmSandboxClientOptions(BaseSandboxClientOptions):
     network: Any = None
     volumes: Any = None
     secrets: dict[str, Any] | None = Field(default=None, exclude=True)
+    exposed_ports: tuple[int, ...] = ()  # ports of the sandbox `resolve_exposed_port` may resolve
 
 
 class DeclawWasmSandboxSessionState(SandboxSessionState):
@@ -225,6 +227,20 @@ class DeclawWasmSandboxSession(BaseSandboxSession):
 
     async def running(self) -> bool:
         return self._sandbox is not None and await self._sandbox.is_running()
+
+    async def _resolve_exposed_port(self, port: int) -> ExposedPortEndpoint:
+        """Where a server on the sandbox's `port` is reached: `get_host(port)` (in-process a
+        loopback listener, through `serve` its preview name; docs/inbound.md), as host and port."""
+        try:
+            host = self.sandbox.get_host(port)
+            name, _, number = host.rpartition(":")
+            endpoint = ExposedPortEndpoint(host=name, port=int(number), tls=False)
+        except (SandboxException, ValueError) as exc:
+            raise ExposedPortUnavailableError(port=port, exposed_ports=self.state.exposed_ports,
+                                              reason="backend_unavailable",
+                                              context={"backend": BACKEND_ID, "detail": str(exc)},
+                                              cause=exc) from exc
+        return endpoint
 
     def supports_pty(self) -> bool:
         return True
@@ -504,7 +520,8 @@ class DeclawWasmSandboxClient(BaseSandboxClient[DeclawWasmSandboxClientOptions])
             session_id=session_id, manifest=manifest,
             snapshot=resolve_snapshot(snapshot, str(session_id)),
             sandbox_id=sandbox.sandbox_id, template=options.template, timeout=options.timeout,
-            envs=dict(options.envs or {}), metadata=dict(options.metadata or {}), **saved)
+            envs=dict(options.envs or {}), metadata=dict(options.metadata or {}),
+            exposed_ports=options.exposed_ports, **saved)
         return self._wrap_session(DeclawWasmSandboxSession(state=state, sandbox=sandbox, secrets=secrets))
 
     async def delete(self, session: SandboxSession) -> SandboxSession:

@@ -23,7 +23,7 @@ def document() -> dict[str, Any]:
     from declaw_wasm.server import create_app
 
     app: Any = create_app()
-    return app.app.openapi()
+    return app.api.openapi()
 
 
 def ts_type(schema: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@ resume from serialized state into a new sandbox, and the session API the SDK rel
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import tarfile
@@ -263,3 +264,36 @@ async def test_sandbox_options_reach_the_sandbox_and_survive_a_resume() -> None:
         assert info.network == {"deny_out": ["0.0.0.0/0"]}
         assert (await resumed.exec("echo $API_TOKEN")).stdout.strip()
     await client.delete(resumed)
+
+
+async def test_resolve_exposed_port_reaches_a_server_in_the_sandbox() -> None:
+    """The SDK's `resolve_exposed_port`: an exposed port resolves to where the sandbox's server
+    is reached (get_host, docs/inbound.md); a port not exposed is the SDK's own refusal."""
+    import http.client
+
+    from agents.sandbox.errors import ExposedPortUnavailableError
+
+    client = DeclawWasmSandboxClient()
+    sess = await client.create(manifest=Manifest(root=FALLBACK_ROOT),
+                               options=DeclawWasmSandboxClientOptions(exposed_ports=(8000,)))
+    async with sess:
+        await sess.exec("mkdir -p site && echo served > site/index.html")
+        inner: Any = sess._inner
+        await inner.sandbox.commands.run(f"python3 -m http.server 8000 -d {FALLBACK_ROOT}/site",
+                                         background=True)
+        endpoint = await sess.resolve_exposed_port(8000)
+        assert endpoint.url_for("http").startswith("http://127.0.0.1:")
+        status, body = 502, b""
+        for _ in range(100):
+            conn = http.client.HTTPConnection(endpoint.host, endpoint.port, timeout=10)
+            conn.request("GET", "/index.html")
+            answer = conn.getresponse()
+            status, body = answer.status, answer.read()
+            conn.close()
+            if status != 502:
+                break
+            await asyncio.sleep(0.2)
+        assert (status, body) == (200, b"served\n")
+        with pytest.raises(ExposedPortUnavailableError):
+            await sess.resolve_exposed_port(9000)
+    await client.delete(sess)
