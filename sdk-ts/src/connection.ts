@@ -14,7 +14,7 @@ export interface ConnectionOpts {
   requestTimeoutMs?: number;
 }
 
-const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[?::1\]?)$/;
+export const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[?::1\]?)$/;
 
 /** `host:port` or a URL -> base URL (http on loopback, https elsewhere without a scheme). */
 export function baseUrl(domain: string): string {

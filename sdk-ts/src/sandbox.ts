@@ -1,8 +1,8 @@
 /** `Sandbox`: one sandbox on a declaw server (`declaw-wasm serve`), with E2B's API shape. */
 
 import { Commands } from "./commands.js";
-import { Connection, ConnectionOpts, ndjson } from "./connection.js";
-import { errorFrom, SandboxError, SandboxNotFoundError } from "./errors.js";
+import { Connection, ConnectionOpts, LOOPBACK, ndjson } from "./connection.js";
+import { errorFrom, InvalidArgumentError, SandboxError, SandboxNotFoundError } from "./errors.js";
 import { Context, Execution, OutputMessage, Result, ExecutionError } from "./execution.js";
 import { Filesystem } from "./files.js";
 import { Pty } from "./pty.js";
@@ -35,6 +35,9 @@ export interface SandboxNetworkOpts {
   denyOut?: string[];
   allow_out?: string[];
   deny_out?: string[];
+  /** false: requests to the sandbox's servers need its `trafficAccessToken()` (default true). */
+  allowPublicTraffic?: boolean;
+  allow_public_traffic?: boolean;
 }
 
 /** A secret the guest may use but never see: its environment variable holds a placeholder, and
@@ -112,7 +115,9 @@ function createBody(opts: SandboxOpts): wire.CreateSandbox {
   } else if (opts.network !== undefined) {
     const allow = opts.network.allowOut ?? opts.network.allow_out;
     const deny = opts.network.denyOut ?? opts.network.deny_out;
-    body.network = { ...(allow ? { allow_out: allow } : {}), ...(deny ? { deny_out: deny } : {}) };
+    const open = opts.network.allowPublicTraffic ?? opts.network.allow_public_traffic;
+    body.network = { ...(allow ? { allow_out: allow } : {}), ...(deny ? { deny_out: deny } : {}),
+                     ...(open === false ? { allow_public_traffic: false } : {}) };
   }
   if (opts.lifecycle !== undefined) {
     body.lifecycle = { on_timeout: opts.lifecycle.onTimeout ?? "kill", auto_resume: opts.lifecycle.autoResume ?? false };
@@ -255,6 +260,27 @@ export class Sandbox {
 
   async getInfo(): Promise<SandboxInfo> {
     return sandboxInfo(await this.conn.json<Raw>("GET", this.base));
+  }
+
+  /** Where a server listening on the sandbox's `port` is reached (E2B's `getHost`: a host, no
+   *  scheme): `<port>-<sandbox id>.localhost:<server port>` for a server on loopback (browsers
+   *  resolve every `*.localhost` name to loopback), `<port>-<sandbox id>.<server name>` otherwise.
+   *  The server answers it from the sandbox's server, with no API key (docs/inbound.md). */
+  getHost(port: number): string {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new InvalidArgumentError(`port must be a whole number from 1 to 65535, got ${port}`);
+    }
+    const url = new URL(this.conn.url);
+    const name = LOOPBACK.test(url.hostname) ? "localhost" : url.hostname;
+    return `${port}-${this.sandboxId.toLowerCase()}.${name}${url.port ? ":" + url.port : ""}`;
+  }
+
+  /** The token a request to `getHost(port)` must carry in `e2b-traffic-access-token` when the
+   *  sandbox was created with `network: { allowPublicTraffic: false }`; else undefined. */
+  async trafficAccessToken(): Promise<string | undefined> {
+    const found = await this.conn.json<{ traffic_access_token: string | null }>(
+      "GET", `${this.ours}/traffic-access-token`);
+    return found.traffic_access_token ?? undefined;
   }
 
   /** The sandbox's outbound network events, oldest first: each connection and request with

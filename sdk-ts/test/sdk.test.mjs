@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
+import { request as httpRequest } from "node:http";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -527,4 +528,52 @@ test("examples/code_interpreter.ts prints what the Python example prints", async
   ]);
   const size = Number(lines[6].match(/^chart\.png size: (\d+) bytes$/)[1]);
   assert.ok(size > 10_000 && size < 200_000);
+});
+
+/** GET `path` on a preview host (`<port>-<id>.localhost:<port>`): sent to 127.0.0.1 with that
+ *  name as the Host, as a browser does (this machine's resolver may not know `*.localhost`). */
+function previewGet(host, path, headers = {}) {
+  const port = Number(host.split(":").at(-1));
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: "127.0.0.1", port, path, headers: { ...headers, Host: host } }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+async function previewServed(host, path, headers = {}) {
+  for (let i = 0; i < 150; i++) {
+    const got = await previewGet(host, path, headers);
+    if (got.status !== 502) return got;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return previewGet(host, path, headers);
+}
+
+test("getHost: a server in the sandbox, by its preview name, with the traffic token when not public", async () => {
+  const open = await Sandbox.create({ timeout: 300 });
+  const closed = await Sandbox.create({ timeout: 300, network: { allowPublicTraffic: false } });
+  try {
+    for (const s of [open, closed]) {
+      await s.files.write("/home/user/site/index.html", "<h1>ts</h1>");
+      await s.commands.run("python3 -m http.server 8000 -d /home/user/site", { background: true });
+    }
+    const host = open.getHost(8000);
+    assert.equal(host, `8000-${open.sandboxId}.localhost:${domain.split(":").at(-1)}`);
+    assert.deepEqual(await previewServed(host, "/index.html"), { status: 200, body: "<h1>ts</h1>" });
+    assert.equal(await open.trafficAccessToken(), undefined);
+    const token = await closed.trafficAccessToken();
+    assert.ok(token);
+    assert.equal((await previewGet(closed.getHost(8000), "/index.html")).status, 403);
+    const got = await previewServed(closed.getHost(8000), "/index.html", { "e2b-traffic-access-token": token });
+    assert.equal(got.status, 200);
+    assert.throws(() => open.getHost(0), InvalidArgumentError);
+  } finally {
+    await open.kill();
+    await closed.kill();
+  }
 });
