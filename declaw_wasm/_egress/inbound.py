@@ -173,6 +173,10 @@ class Front:
                 except OSError:
                     return
             sock.setblocking(False)
+            try:  # the guest's writes go out as it makes them (as outbound connections' do)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
             inbound = port.inbound
             if inbound.closed:
                 sock.close()
