@@ -39,11 +39,13 @@ TABLE_END = "<!-- packages-table:end -->"
 
 
 def lock_path(name: str = "lock.txt") -> Path:
-    """A lock in packages-bundle/: `lock.txt` (the bundle), `ai-agent-lock.txt` (ai-agent)."""
+    """A lock in packages-bundle/: `lock.txt` (the bundle), `ai-agent-lock.txt` (ai-agent),
+    `web-dev-lock.txt` (web-dev)."""
     return bundle_source_dir() / name
 
 
 AGENT_LOCK = "ai-agent-lock.txt"
+WEB_LOCK = "web-dev-lock.txt"
 
 
 def read_lock(name: str = "lock.txt") -> list[Pin]:
@@ -142,13 +144,22 @@ def ensure_agent_site(interpreter: Interpreter, progress: Optional[Progress] = N
                           "the ai-agent template's packages", progress)
 
 
-def make_agent_lock(runtime_zip: Path) -> list[Pin]:
-    """Resolve ai-agent.in for the guest on top of the code interpreter (ai-agent-lock.txt):
-    the stand-ins and held-back lines of standins.py apply, as to every guest resolution."""
+def ensure_web_site(interpreter: Interpreter, progress: Optional[Progress] = None) -> Path:
+    """The `web-dev` template's packages (Flask, Werkzeug, Bottle, Dash, websockets...:
+    web-dev-lock.txt), mounted at GUEST_TEMPLATE_SITE over the code interpreter's bundle; built
+    like the bundle, at the template's first use."""
+    return _ensure_locked(interpreter, WEB_LOCK, "web-dev-", GUEST_TEMPLATE_SITE,
+                          "the web-dev template's packages", progress)
+
+
+def make_agent_lock(runtime_zip: Path, source: str = "ai-agent.in") -> list[Pin]:
+    """Resolve ai-agent.in (or another template's `source`, web-dev.in) for the guest on top of
+    the code interpreter (ai-agent-lock.txt): the stand-ins and held-back lines of standins.py
+    apply, as to every guest resolution."""
     from .pip import resolve
 
     wanted = [line.split("#", 1)[0].strip()
-              for line in (bundle_source_dir() / "ai-agent.in").read_text().splitlines()]
+              for line in (bundle_source_dir() / source).read_text().splitlines()]
     return resolve([w for w in wanted if w], {**base_distributions(runtime_zip), **bundle_distributions()})
 
 

@@ -5,7 +5,9 @@ profile, files laid over its root, environment). The builder that makes custom t
 Built in: `code-interpreter` (the default: the runtime plus the packages bundle), `base`
 (the standard library only: the runtime's third-party packages hidden from imports, on the same
 warm image) and `ai-agent` (the code interpreter plus the official openai and anthropic
-clients: packages-bundle/ai-agent-lock.txt, mounted as a template site). Custom templates
+clients: packages-bundle/ai-agent-lock.txt, mounted as a template site), `web-dev` (the code
+interpreter plus pure-Python web frameworks: Flask, Werkzeug, Bottle, Dash, websockets:
+packages-bundle/web-dev-lock.txt, the same way; built at its first use). Custom templates
 live in `<cache>/templates/<name>/` (a shipped cache carries them): `template.json`
 (`TemplateInfo`), `site/` (their packages), `root/` (their files).
 """
@@ -22,9 +24,9 @@ from .._wasm.layout import GUEST_BUNDLE, GUEST_TEMPLATE_SITE, USER_SITE, Mount
 from ..exceptions import InvalidArgumentException
 from ..models import TemplateInfo
 from ..settings import cache_dir
-from .bundle import ensure_agent_site, ensure_bundle
+from .bundle import ensure_agent_site, ensure_bundle, ensure_web_site
 
-BUILTIN_TEMPLATES = ("code-interpreter", "base", "ai-agent")
+BUILTIN_TEMPLATES = ("code-interpreter", "base", "ai-agent", "web-dev")
 BUILDABLE_BASES = ("code-interpreter", "base")  # what a custom template builds on (one template site)
 # E2B's name of its code interpreter; declaw's `python`
 TEMPLATE_ALIASES = {"code-interpreter-v1": "code-interpreter", "python": "code-interpreter"}
@@ -42,6 +44,7 @@ class GuestTemplate:
     root: Optional[Path] = None  # files laid over the sandbox's root folder
     envs: dict[str, str] = field(default_factory=dict)
     agent_site: bool = False  # ai-agent: its locked packages (built like the bundle) as the site
+    web_site: bool = False  # web-dev: its locked packages (Flask, Bottle, Dash...) as the site
 
     def ensure_mounts(self, interpreter: Interpreter) -> list[Mount]:
         """The template's read-only mounts (the packages bundle built first if it is missing)."""
@@ -52,13 +55,15 @@ class GuestTemplate:
             mounts.append(Mount(GUEST_TEMPLATE_SITE, self.site, writable=False))
         elif self.agent_site:
             mounts.append(Mount(GUEST_TEMPLATE_SITE, ensure_agent_site(interpreter), writable=False))
+        elif self.web_site:
+            mounts.append(Mount(GUEST_TEMPLATE_SITE, ensure_web_site(interpreter), writable=False))
         return mounts
 
     def profile(self, interpreter: Interpreter) -> dict[str, Any]:
         """What the guest's start-up applies (guest/_declaw_boot.py `_apply_profile`): extra
         import folders, in order, and the runtime's top-level names to hide (`base`)."""
         paths = [USER_SITE]
-        if self.site is not None or self.agent_site:
+        if self.site is not None or self.agent_site or self.web_site:
             paths.append(GUEST_TEMPLATE_SITE)
         if self.bundle:
             paths.append(GUEST_BUNDLE)
@@ -75,6 +80,8 @@ def builtin(name: str) -> GuestTemplate:
         return GuestTemplate("base", stdlib_only=True)
     if name == "ai-agent":
         return GuestTemplate("ai-agent", bundle=True, agent_site=True)
+    if name == "web-dev":
+        return GuestTemplate("web-dev", bundle=True, web_site=True)
     return GuestTemplate("code-interpreter", bundle=True)
 
 

@@ -1,7 +1,8 @@
 """`socket` for the guest: TCP over the host's door.
 
-WASI has no sockets; this replaces `socket.socket` for AF_INET/AF_INET6 SOCK_STREAM (others
-fail with OSError) and the resolver functions. The host resolves, applies the sandbox's policy,
+WASI has no sockets; this replaces `socket.socket` for AF_INET/AF_INET6 SOCK_STREAM (a
+SOCK_DGRAM socket can be made but every use of it fails with ENETUNREACH; other kinds fail with
+OSError) and the resolver functions. The host resolves, applies the sandbox's policy,
 connects, and runs TLS when the stub `ssl` asks; here a socket is an id on the host, a fake file
 descriptor (from 10000 up, never a real WASI fd) for select/poll/selectors, and a receive buffer:
 one door call fetches up to 256 KiB, later `recv`s are served from it, and the patched
@@ -115,11 +116,15 @@ class DoorSocket:
         if family not in (s.AF_INET, s.AF_INET6):
             raise OSError(errno.EAFNOSUPPORT, "Address family not supported by protocol (the "
                           "sandbox has TCP over IPv4 and IPv6 only)")
-        if type & ~flags != s.SOCK_STREAM:
+        kind = type & ~flags
+        if kind not in (s.SOCK_STREAM, s.SOCK_DGRAM):
             raise OSError(getattr(errno, "EPROTONOSUPPORT", errno.EINVAL),
                           "Protocol not supported (the sandbox has TCP only: no UDP or raw sockets)")
+        # a UDP socket can be made (werkzeug's banner probes an interface address with one) but
+        # not used: connect, sendto, bind and listen fail as on a host with no route
+        self._udp = kind == s.SOCK_DGRAM
         self._family = family
-        self._type = s.SOCK_STREAM
+        self._type = kind
         self._proto = proto
         self._timeout: float | None = None if type & getattr(s, "SOCK_NONBLOCK", 0) == 0 else 0.0
         if self._timeout is None:
@@ -203,7 +208,12 @@ class DoorSocket:
             raise OverflowError("connect(): port must be 0-65535.")
         return _encode_host(host), port
 
+    def _no_udp(self) -> None:
+        if self._udp:
+            raise OSError(errno.ENETUNREACH, "Network is unreachable (the sandbox has no UDP)")
+
     def connect(self, address: tuple[Any, ...]) -> None:
+        self._no_udp()
         self._connect(*self._address(address))
 
     def connect_ex(self, address: tuple[Any, ...]) -> int:
@@ -290,6 +300,7 @@ class DoorSocket:
         return self.send(data)
 
     def sendto(self, data: Buffer, *args: object) -> int:
+        self._no_udp()
         raise OSError(errno.EISCONN, "Transport endpoint is already connected")
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
@@ -408,7 +419,7 @@ class DoorSocket:
             code, self._error = self._error, 0
             return code
         if level == s.SOL_SOCKET and optname == getattr(s, "SO_TYPE", -1):
-            return s.SOCK_STREAM
+            return self._type
         value = self._opts.get((level, optname), 0)
         if buflen is not None and isinstance(value, int):
             return value.to_bytes(max(buflen, 4), sys.byteorder)[:buflen]
@@ -416,6 +427,7 @@ class DoorSocket:
 
     def bind(self, address: object) -> None:
         """Record the address: a server's port is the sandbox's (the host maps it at listen)."""
+        self._no_udp()
         if self._gone:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._bound is not None or self._id is not None:
@@ -432,6 +444,7 @@ class DoorSocket:
         self._bound = (host, port)
 
     def listen(self, backlog: int = 128) -> None:
+        self._no_udp()
         if self._gone:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._listening:
