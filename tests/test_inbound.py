@@ -6,6 +6,7 @@ pool (`backend="processes:2"`)."""
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import time
 from typing import Any, Callable, Iterator, Optional
@@ -405,3 +406,31 @@ def test_a_keyless_server_lets_previews_take_forms(make: Callable[..., Sandbox])
             assert httpx.post(f"{url}/sandboxes", content=b"a=1", headers=form).status_code == 415
         finally:
             sbx.kill()
+
+
+def test_a_sandbox_reaches_its_own_servers_on_localhost(server: Callable[..., Sandbox]) -> None:
+    """`http://localhost:<port>/` from inside the sandbox reaches the sandbox's own server (no
+    token needed even when its traffic is not public); loopback ports nothing in the sandbox
+    listens on stay refused, as before."""
+    sbx = server(WSGI_APP, network={"allow_public_traffic": False})
+    _until_served(sbx.get_host(8000), headers={"e2b-traffic-access-token": sbx.traffic_access_token or ""})
+    probe = r'''
+import json, socket, urllib.request
+import requests
+out = [urllib.request.urlopen("http://localhost:8000/", timeout=30).read().decode()[:5],
+       urllib.request.urlopen("http://127.0.0.1:8000/", timeout=30).read().decode()[:5],
+       requests.post("http://localhost:8000/", data={"name": "me"}, timeout=30).text]
+for url in ("http://localhost:8001/", "http://127.0.0.1:8001/"):
+    try:
+        urllib.request.urlopen(url, timeout=5)
+        out.append("reached")
+    except OSError:
+        out.append("refused")
+print(json.dumps(out))
+'''
+    sbx.files.write("/home/user/probe.py", probe)
+    r = sbx.commands.run("python3 /home/user/probe.py", timeout=120)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout) == ["<form", "<form", "hello me", "refused", "refused"]
+    own = [e for e in sbx.audit_events() if e.kind == "connection" and e.rule == "own server"]
+    assert own and all(e.port == 8000 for e in own)

@@ -49,6 +49,7 @@ RECV_CHUNK = 256 << 10
 OUT_ROOM = 1 << 20  # bytes queued for the upstream before the guest's send waits
 IN_ROOM = 4 << 20  # bytes held for the guest before the host stops reading the upstream
 MIN_ROOM = 64 << 10  # what a connection keeps of each window while a shared budget is spent
+OWN_SERVER = "own server"  # the rule of a connection to a server of the same sandbox (session.py)
 
 
 class NetError(Exception):
@@ -105,6 +106,7 @@ class Connection:
         self.pre = bytearray()  # the guest's first bytes, until they show what the traffic is
         self.upstream_eof = False
         self.upstream_shut = False
+        self.local: Any = None  # the host socket's own address, once connecting
         self.bytes_in = 0
         self.bytes_out = 0
         self.opened = time.monotonic()
@@ -133,6 +135,10 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         address = str(ip).split("%", 1)[0]
+        if self.dest.decision.rule == OWN_SERVER:  # known to the host listener before it accepts
+            sock.bind(("127.0.0.1", 0))
+            self.local = sock.getsockname()
+            self.session.inbound.own_peer(self.local, True)
         code = sock.connect_ex((address, self.dest.real_port))
         if code not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
             self._fail_connect(code)

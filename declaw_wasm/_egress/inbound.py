@@ -85,13 +85,13 @@ class Pending:
 class Accepted:
     """A checked connection waiting for the guest's accept: its socket and the bytes read."""
 
-    def __init__(self, pending: Pending, request: h11.Request) -> None:
+    def __init__(self, pending: Pending, request: Optional[h11.Request]) -> None:
         self.sock = pending.sock
         self.peer = pending.peer
         self.data = bytes(pending.data)
         self.started = pending.started
-        self.method = request.method.decode("ascii", "replace")
-        self.target = request.target.decode("ascii", "replace")
+        self.method = request.method.decode("ascii", "replace") if request is not None else "OWN"
+        self.target = request.target.decode("ascii", "replace") if request is not None else ""
 
 
 class Front:
@@ -188,6 +188,9 @@ class Front:
                 continue
             pending = Pending(sock, port, (str(peer[0]), int(peer[1])),
                               inbound.session.limits.net_header_bytes)
+            if pending.peer in inbound.own:  # the sandbox's own connection: no head to check
+                inbound.arrive(pending, None)
+                continue
             with self.lock:
                 self.heads += 1
                 inbound.heads.add(pending)
@@ -262,6 +265,7 @@ class Inbound:
         self.label = label
         self.ports: dict[int, HostPort] = {}
         self.heads: set[Pending] = set()
+        self.own: set[tuple[str, int]] = set()  # host sockets of this sandbox's own connections
         self.count = 0  # connections admitted: head being read, queued, or accepted and open
         self.closed = False
         self._lock = threading.Lock()
@@ -303,6 +307,18 @@ class Inbound:
             mapped.listener = listener
         return listener, port
 
+    def own_peer(self, address: Any, on: bool) -> None:
+        """A host socket that connects a guest of this sandbox to its own server (session.py):
+        its requests need no traffic token (the token keeps others out, not the sandbox)."""
+        if not isinstance(address, tuple) or len(address) < 2:
+            return
+        key = (str(address[0]), int(address[1]))
+        with self._lock:
+            if on:
+                self.own.add(key)
+            else:
+                self.own.discard(key)
+
     # -- admission ------------------------------------------------------------------------------
     def admit(self) -> bool:
         with self._lock:
@@ -315,15 +331,15 @@ class Inbound:
         with self._lock:
             self.count = max(0, self.count - 1)
 
-    def arrive(self, pending: Pending, request: h11.Request) -> None:
+    def arrive(self, pending: Pending, request: Optional[h11.Request]) -> None:
         """A whole first head: check the Host and the token, find the listener, queue it for
-        the guest."""
-        refused = host_refusal(request)
+        the guest. (None: a connection of the sandbox's own, queued as it is.)"""
+        refused = host_refusal(request) if request is not None else None
         if refused is not None:
             self.refuse(pending.sock, pending.peer, pending.port, refused[0], refused[1],
                         admitted=True, request=request)
             return
-        if self.token is not None:
+        if self.token is not None and request is not None:
             given = next((v for k, v in request.headers if k == TOKEN_HEADER), b"")
             if not hmac.compare_digest(given, self.token.encode()):
                 self.refuse(pending.sock, pending.peer, pending.port, 403,

@@ -30,7 +30,7 @@ from .._wasm.guest import Guest, GuestStopping
 from ..limits import Limits
 from .audit import DEFAULT_MASK_PATTERNS, AuditEvent, AuditLog, now
 from .budget import PROCESS_BUDGET, SANDBOX_ROOM, Budget, sandbox_keep
-from .connection import Connection, Destination, NetError
+from .connection import OWN_SERVER, Connection, Destination, NetError
 from .inbound import Inbound, InboundConnection, Listener
 from .._wasm.door import RequestError
 from .ops import MAX_IDS, MAX_RECV, MAX_SEND, OPS
@@ -41,6 +41,7 @@ from .secrets import SecretBook
 log = logger("declaw_wasm.egress")
 
 SLICE = 0.05
+LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 MAX_NAMES = 4096  # addresses whose resolved names are remembered, per sandbox
 
 
@@ -125,6 +126,10 @@ class EgressSession:
         if ip is not None:
             return {"addresses": [[ip.version, str(ip).split("%", 1)[0]]]}
         name = _name(host)
+        if name == "localhost" and self._serves(port):  # this sandbox's own server (inbound.py)
+            with self._lock:
+                self._names[LOOPBACK] = ["localhost"]
+            return {"addresses": [[4, str(LOOPBACK)]] if family in (0, 4) else []}
         answer = self._lookup(guest, name, port)
         return {"addresses": [[a.version, str(a)] for a in answer.addresses
                               if family in (0, a.version)]}
@@ -145,7 +150,10 @@ class EgressSession:
             ip = parse_address(host)
         except PolicyError as exc:
             raise NetError("gai", str(exc), "EAI_NONAME") from None
-        if ip is not None:
+        own = self._own_server(host, ip, port)
+        if own is not None:
+            candidates = [own]
+        elif ip is not None:
             candidates = [self._destination_for_address(ip, port)]
         else:
             name = _name(host)
@@ -329,6 +337,37 @@ class EgressSession:
                 self._names.popitem(last=False)
         return answer
 
+    def _serves(self, port: int) -> bool:
+        mapped = self.inbound.ports.get(port)
+        return mapped is not None and mapped.listener is not None
+
+    def _own_server(self, host: str, ip: Optional[IPAddress], port: int) -> Optional[Destination]:
+        """A connection to a server of this very sandbox: `localhost` or a loopback address, on a
+        port one of its guests listens on, goes to that port's host listener (the policy's
+        loopback rule is for everything else; another sandbox's or the host's services stay
+        refused). Bound to `localhost` when the guest named it (or resolved it), else to the
+        literal; its requests need no traffic token (inbound.py: `own_peer`)."""
+        if not self._serves(port):
+            return None
+        if ip is None:
+            try:
+                if _name(host) != "localhost":
+                    return None
+            except NetError:
+                return None
+            name, by_name = "localhost", True
+        else:
+            plain = _plain(ip)
+            if not plain.is_loopback:
+                return None
+            with self._lock:
+                known = "localhost" in self._names.get(plain, [])
+            name, by_name = ("localhost", True) if known else (str(plain), False)
+        decision = Decision(True, OWN_SERVER, f"port {port} is a server of this sandbox "
+                            "(docs/inbound.md)", explicit=True)
+        return Destination(LOOPBACK, port, name, by_name, self.inbound.host_port(port), True, decision,
+                           named=by_name)
+
     def _destination(self, ip: IPAddress, port: int, name: str, by_name: bool,
                      mapped: bool, named: bool = False) -> Destination:
         decision = self.policy.check_address(ip, name if by_name else None, mapped)
@@ -438,7 +477,9 @@ class EgressSession:
             self._conns[cid] = conn
         return {"id": cid, "peer": list(accepted.peer)}
 
-    def _forget(self, conn: Connection) -> None:
+    def _forget(self, conn: Any) -> None:
+        if isinstance(conn, Connection) and conn.dest.decision.rule == OWN_SERVER:
+            self.inbound.own_peer(conn.local, False)
         conn.close()
         with self._lock:
             self._conns.pop(conn.id, None)

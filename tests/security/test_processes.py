@@ -122,7 +122,7 @@ for f in (lambda: socket.create_connection(('127.0.0.1', {port}), timeout=1),
           lambda: socket.socket().connect(('127.0.0.1', {port})),
           lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {uport})),
           lambda: socket.socket(socket.AF_UNIX).connect('/tmp/.X11-unix/X0'),
-          lambda: socket.socketpair(), lambda: socket.getaddrinfo('localhost', {port}),
+          lambda: socket.getaddrinfo('localhost', {port}),
           lambda: socket.gethostbyname('localhost'),
           lambda: __import__('urllib.request').request.urlopen('http://127.0.0.1:{port}/', timeout=1)):
     try:
@@ -131,7 +131,11 @@ for f in (lambda: socket.create_connection(('127.0.0.1', {port}), timeout=1),
         print('refused')
 """
         r = run_py(box, code, timeout=20)
-        assert r.stdout == "refused\n" * 8, r
+        assert r.stdout == "refused\n" * 7, r
+        # socketpair() is a listening socket of the sandbox and a connection to it: the sandbox
+        # talking to itself through the host (docs/inbound.md), never reaching the host's ports
+        r = run_py(box, "import socket\na, b = socket.socketpair()\na.sendall(b'ping')\nprint(b.recv(4))")
+        assert r.stdout == "b'ping'\n", r
         ex = box.run_code(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)")
         assert ex.error is not None
         r = box.commands.run(f"curl http://127.0.0.1:{port}/; wget http://127.0.0.1:{port}/; "
