@@ -170,3 +170,28 @@ def test_web_dev_has_the_frameworks(web: Sandbox) -> None:
     found: Callable[[str], Any] = web.commands.run
     r = found("python3 -c 'import flask, werkzeug, itsdangerous, jinja2, bottle, dash, websockets'")
     assert r.exit_code == 0, r.stderr
+
+
+def test_a_websocket_echo_through_serve(make_served: Callable[..., Sandbox]) -> None:
+    """The same echo through `declaw-wasm serve`'s preview name: the server proxies the upgrade."""
+    import socket
+
+    websockets_sync: Any = pytest.importorskip("websockets.sync.client")
+    sbx = make_served(template="web-dev", timeout=300)
+    try:
+        _start(sbx, "ws_app", WS_APP)
+        host = sbx.get_host(8765)  # <port>-<id>.localhost:<serve port>
+        end = time.monotonic() + 90
+        while True:
+            sock = socket.create_connection(("127.0.0.1", int(host.rsplit(":", 1)[1])), timeout=30)
+            try:
+                with websockets_sync.connect(f"ws://{host}/", sock=sock, open_timeout=30) as ws:
+                    ws.send("through serve")
+                    assert ws.recv(timeout=30) == "echo: through serve"
+                return
+            except Exception:  # the server is still starting (a 502 fails the handshake)
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.5)
+    finally:
+        sbx.kill()

@@ -17,7 +17,7 @@ checks the request head, the Host, the traffic token and the bounds again):
 
 The proxy streams both ways (httpx, no body held whole), drops hop-by-hop headers, and never
 passes the server's API key on (`X-API-Key`, and an `Authorization` that carries the key).
-WebSocket upgrades through `serve` are refused with a message (reach `get_host` in-process).
+WebSockets are proxied too (websockets' client upstream, messages both ways, each bounded).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-au
 _LABEL = re.compile(r"^([0-9]{1,5})-([a-z0-9][a-z0-9_-]{0,127})$")
 _PATH = re.compile(rb"^/sandboxes/([A-Za-z0-9_-]{1,128})/ports/([0-9]{1,5})(/[^?#]*)?(\?.*)?$")
 CSP = b"sandbox"
+WS_MAX = 16 << 20  # bytes of one WebSocket message from the sandbox's server (uvicorn's bound the other way)
 
 
 def preview_target(host: Optional[str], names: HostPolicy) -> Optional[tuple[int, str]]:
@@ -58,7 +59,7 @@ def preview_target(host: Optional[str], names: HostPolicy) -> Optional[tuple[int
 
 def path_target(scope: Scope) -> Optional[tuple[int, str, bytes]]:
     """(port, sandbox id, the rest of the target) for declaw's path route."""
-    if scope["type"] != "http":
+    if scope["type"] not in ("http", "websocket"):
         return None
     raw = scope.get("raw_path") or scope["path"].encode("latin-1")
     query = scope.get("query_string") or b""
@@ -102,14 +103,13 @@ class Previews:
         if scope["type"] in ("http", "websocket"):
             target = preview_target(host_of(headers_of(scope)), self.names)
             if target is not None:
-                if scope["type"] == "websocket":
-                    await plain_answer(scope, receive, send, 501, "WebSockets to a sandbox's server are "
-                                       "not proxied by declaw-wasm serve yet")
-                    return
                 raw = scope.get("raw_path") or scope["path"].encode("latin-1")
                 query = scope.get("query_string") or b""
-                await self.proxy(scope, receive, send, target[1], target[0],
-                                 raw + (b"?" + query if query else b""), by_path=False)
+                rest = raw + (b"?" + query if query else b"")
+                if scope["type"] == "websocket":
+                    await self.proxy_websocket(scope, receive, send, target[1], target[0], rest, by_path=False)
+                else:
+                    await self.proxy(scope, receive, send, target[1], target[0], rest, by_path=False)
                 return
         await self.app(scope, receive, send)
 
@@ -121,7 +121,10 @@ class Previews:
                 await app(scope, receive, send)
                 return
             port, sandbox_id, rest = found
-            await self.proxy(scope, receive, send, sandbox_id, port, rest, by_path=True)
+            if scope["type"] == "websocket":
+                await self.proxy_websocket(scope, receive, send, sandbox_id, port, rest, by_path=True)
+            else:
+                await self.proxy(scope, receive, send, sandbox_id, port, rest, by_path=True)
         return route
 
     def _keeps(self, name: bytes, value: bytes, by_path: bool) -> bool:
@@ -136,14 +139,8 @@ class Previews:
 
     async def proxy(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str, port: int,
                     target: bytes, by_path: bool) -> None:
-        try:
-            backend = await in_thread(self.registry.get, sandbox_id)
-            host = await in_thread(backend.get_host, port)
-        except NotFoundException:
-            await plain_answer(scope, receive, send, 404, f"no sandbox {sandbox_id[:140]} on this server")
-            return
-        except SandboxException as exc:
-            await plain_answer(scope, receive, send, 502, str(exc))
+        host = await self._host(scope, receive, send, sandbox_id, port)
+        if host is None:
             return
         headers = [(k, v) for k, v in scope.get("headers") or [] if self._keeps(k, v, by_path)]
         if by_path:
@@ -183,6 +180,79 @@ class Previews:
             pass  # the answer was cut: the client sees its connection end
         finally:
             await answer.aclose()
+
+    async def _host(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str,
+                    port: int) -> Optional[str]:
+        """The sandbox's host listener for `port`, or None once the refusal was sent."""
+        try:
+            backend = await in_thread(self.registry.get, sandbox_id)
+            return str(await in_thread(backend.get_host, port))
+        except NotFoundException:
+            await plain_answer(scope, receive, send, 404, f"no sandbox {sandbox_id[:140]} on this server")
+        except SandboxException as exc:
+            await plain_answer(scope, receive, send, 502, str(exc))
+        return None
+
+    async def proxy_websocket(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str,
+                              port: int, target: bytes, by_path: bool) -> None:
+        """A WebSocket to the sandbox's server: the handshake made upstream first (its refusal
+        is the client's), then messages both ways, each at most `WS_MAX` bytes, until either
+        side closes."""
+        import asyncio
+
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+        host = await self._host(scope, receive, send, sandbox_id, port)
+        if host is None:
+            return
+        skip = {b"host", b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions",
+                b"sec-websocket-protocol", b"origin"}
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers") or []
+                   if k.lower() not in skip and self._keeps(k, v, by_path)]
+        origin = next((v.decode("latin-1") for k, v in scope.get("headers") or [] if k.lower() == b"origin"), None)
+        try:
+            upstream = await connect(f"ws://{host}" + target.decode("latin-1"), additional_headers=headers,
+                                     subprotocols=scope.get("subprotocols") or None, origin=origin,
+                                     open_timeout=10, max_size=WS_MAX, compression=None, proxy=None)
+        except InvalidStatus as exc:
+            await plain_answer(scope, receive, send, exc.response.status_code,
+                               exc.response.body.decode("utf-8", "replace")[:1000] or "refused")
+            return
+        except (OSError, asyncio.TimeoutError, ValueError) as exc:
+            await plain_answer(scope, receive, send, 502, f"the sandbox's server on port {port} did not "
+                               f"take the WebSocket: {type(exc).__name__}")
+            return
+        try:
+            if (await receive())["type"] != "websocket.connect":
+                return
+            await send({"type": "websocket.accept", "subprotocol": upstream.subprotocol})
+
+            async def down() -> None:
+                async for message in upstream:
+                    key = "text" if isinstance(message, str) else "bytes"
+                    await send({"type": "websocket.send", key: message})
+                await send({"type": "websocket.close", "code": upstream.close_code or 1000})
+
+            async def up() -> None:
+                while True:
+                    message = await receive()
+                    if message["type"] == "websocket.disconnect":
+                        return
+                    if message["type"] == "websocket.receive":
+                        data = message.get("text")
+                        await upstream.send(data if data is not None else message.get("bytes") or b"")
+
+            tasks = [asyncio.ensure_future(down()), asyncio.ensure_future(up())]
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            for task in done:
+                task.exception()  # retrieved: a closed side ends the proxy, both close below
+        except ConnectionClosed:
+            pass
+        finally:
+            await upstream.close()
 
     async def aclose(self) -> None:
         if self._client is not None:
