@@ -189,3 +189,28 @@ def test_get_host_reaches_a_server_in_the_sandbox(sbx: Any) -> None:
     assert answer.status_code == 200 and answer.text == "<h1>declaw</h1>"
     assert answer.headers["content-security-policy"] == "sandbox"
     assert httpx.get(f"{url}/index.html").status_code == 401
+
+
+def test_traffic_access_token_for_a_sandbox_without_public_traffic(where: dict[str, str]) -> None:
+    """declaw's `SandboxNetworkOpts(allow_public_traffic=False)`: the create's answer carries the
+    token (declaw's SDK keeps it as `traffic_access_token`); the sandbox's servers need it in
+    `e2b-traffic-access-token`, the API key alone is not enough."""
+    import httpx
+
+    sandbox = declaw.Sandbox.create(network=declaw.SandboxNetworkOpts(allow_public_traffic=False), **where)
+    try:
+        token = sandbox.traffic_access_token
+        assert token
+        sandbox.commands.run("python3 -m http.server 8000 -d /tmp", background=True)
+        url = f"{sandbox.get_host(8000)}/"
+        key = {"X-API-Key": API_KEY}
+        answer = httpx.get(url, headers={**key, "e2b-traffic-access-token": token})
+        for _ in range(100):
+            if answer.status_code != 502:
+                break
+            time.sleep(0.2)
+            answer = httpx.get(url, headers={**key, "e2b-traffic-access-token": token})
+        assert answer.status_code == 200
+        assert httpx.get(url, headers=key).status_code == 403
+    finally:
+        sandbox.kill()

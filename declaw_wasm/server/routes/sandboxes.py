@@ -8,7 +8,8 @@ from typing import Any, Optional
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, Response
 
 from ... import __version__, _args
 from ..._threads import in_thread
@@ -66,6 +67,14 @@ async def kill(registry: Registry, sandbox_id: str) -> bool:
 STATE = Query(None, description="repeated or comma-separated")
 
 
+def created(info: SandboxInfo, token: Optional[str]) -> Any:
+    """The create's answer: the info, and for a sandbox without public traffic declaw's
+    `traffic_access_token` beside it (declaw's SDK reads it from there)."""
+    if token is None:
+        return info
+    return JSONResponse({**jsonable_encoder(info), "traffic_access_token": token}, status_code=201)
+
+
 def router(registry: Registry) -> APIRouter:
     sandbox = finder(registry)
     sandboxes = APIRouter(tags=["sandboxes"])
@@ -76,8 +85,8 @@ def router(registry: Registry) -> APIRouter:
 
     # The server makes and finds sandboxes on its backend, never `Sandbox.create/connect/list`:
     # those would follow DECLAW_DOMAIN (remote mode) if the server's environment had it set.
-    @sandboxes.post("/sandboxes", status_code=201, responses=ERRORS)
-    async def create_sandbox(body: CreateSandbox, http: Request) -> SandboxInfo:
+    @sandboxes.post("/sandboxes", status_code=201, responses=ERRORS, response_model=SandboxInfo)
+    async def create_sandbox(body: CreateSandbox, http: Request) -> Any:
         """declaw's create: its body (unknown fields ignored) plus our `limits` and `secrets`
         (values held by the server, never by the guest: docs/egress.md; only over TLS or from
         loopback). `vault_refs` name secrets of the server's vault (declaw's vault routes)."""
@@ -90,7 +99,7 @@ def router(registry: Registry) -> APIRouter:
             "network": _args.config(body.network, "network"),
             "lifecycle": _args.lifecycle(body.lifecycle), "volumes": _args.volumes(body.volumes)})
         backend = await in_thread(registry.create, request)
-        return await in_thread(backend.info)
+        return created(await in_thread(backend.info), await in_thread(backend.traffic_access_token))
 
     @sandboxes.get("/sandboxes", responses=ERRORS)
     async def list_sandboxes(metadata: Optional[str] = None, state: Optional[list[str]] = STATE,
