@@ -434,3 +434,13 @@ print(json.dumps(out))
     assert json.loads(r.stdout) == ["<form", "<form", "hello me", "refused", "refused"]
     own = [e for e in sbx.audit_events() if e.kind == "connection" and e.rule == "own server"]
     assert own and all(e.port == 8000 for e in own)
+
+
+def test_pause_is_refused_while_a_server_runs(server: Callable[..., Sandbox]) -> None:
+    from declaw_wasm.exceptions import ConflictException
+
+    sbx = server(WSGI_APP)
+    _until_served(sbx.get_host(8000))
+    with pytest.raises(ConflictException, match="running"):
+        sbx.pause()
+    assert _get(sbx.get_host(8000))[0] == 200  # still serving
