@@ -691,6 +691,16 @@ def _patch_asyncio(asyncio: Any) -> None:
 
     loop_class.run_in_executor = run_in_executor
 
+    unix_loop = getattr(getattr(asyncio, "unix_events", None), "_UnixSelectorEventLoop", None)
+    if unix_loop is not None:
+        def add_signal_handler(self: Any, sig: int, callback: Callable[..., Any], *args: Any) -> None:
+            """No signal reaches a guest: refused as on a platform without them (servers such as
+            aiohttp's `run_app` then go on without their Ctrl-C handler)."""
+            raise NotImplementedError("signal handlers do not exist in the sandbox")
+
+        unix_loop.add_signal_handler = add_signal_handler
+        unix_loop.remove_signal_handler = lambda self, sig: False
+
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--profile"]:

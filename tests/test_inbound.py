@@ -444,3 +444,23 @@ def test_pause_is_refused_while_a_server_runs(server: Callable[..., Sandbox]) ->
     with pytest.raises(ConflictException, match="running"):
         sbx.pause()
     assert _get(sbx.get_host(8000))[0] == 200  # still serving
+
+
+AIOHTTP_APP = r'''
+from aiohttp import web
+
+async def hello(request):
+    return web.json_response({"hello": request.match_info["name"]})
+
+app = web.Application()
+app.add_routes([web.get("/hi/{name}", hello)])
+web.run_app(app, host="0.0.0.0", port=8001, print=None)
+'''
+
+
+def test_an_aiohttp_server_runs(server: Callable[..., Sandbox]) -> None:
+    """aiohttp (in the bundle) serves with `web.run_app`: the loop refuses signal handlers as a
+    platform without signals does, and aiohttp goes on without its Ctrl-C handler."""
+    sbx = server(AIOHTTP_APP)
+    status, body = _until_served(sbx.get_host(8001), "/hi/you")
+    assert status == 200 and json.loads(body) == {"hello": "you"}
