@@ -27,6 +27,7 @@ the duration); refused ones too, with the reason.
 from __future__ import annotations
 
 import hmac
+import os
 import select
 import selectors
 import socket
@@ -102,9 +103,13 @@ class Front:
         self.selector: Optional[selectors.BaseSelector] = None
         self.heads = 0
         self._wake: Optional[tuple[socket.socket, socket.socket]] = None
+        self._pid = 0
 
     def _start(self) -> selectors.BaseSelector:
+        if self.selector is not None and self._pid != os.getpid():  # a forked child: no thread here
+            self.selector, self._wake, self.heads = None, None, 0
         if self.selector is None:
+            self._pid = os.getpid()
             self.selector = selectors.DefaultSelector()
             wake = socket.socketpair()
             for s in wake:
