@@ -118,3 +118,15 @@ def test_a_page_rebinding_its_name_to_loopback_is_refused() -> None:
             assert _get(port, {"Host": fine})[0] == 502, fine  # past the Host check
     finally:
         session.close()
+
+
+def test_an_operators_names_and_names_under_them_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECLAW_WASM_ALLOWED_HOSTS", "sandboxes.example")
+    session = EgressSession(Policy(), Limits())
+    try:
+        port = session.inbound.host_port(8000)
+        for fine in ("sandboxes.example", "8000-sbx_1.sandboxes.example"):
+            assert _get(port, {"Host": fine})[0] == 502, fine
+        assert _get(port, {"Host": "evilsandboxes.example"})[0] == 421
+    finally:
+        session.close()

@@ -7,7 +7,7 @@ process (`Front`) accepts on every host listener and reads each new connection's
 request head (bounded: `Limits.net_header_bytes` and `HEAD_SECONDS`; parsed by h11), then:
 
 * a `Host` that is not a loopback name or address, a `*.localhost` name or an operator's name
-  (DECLAW_WASM_ALLOWED_HOSTS): 421 (a web page rebinding its own name to 127.0.0.1);
+  (DECLAW_WASM_ALLOWED_HOSTS) or a name under one: 421 (a web page rebinding its own name to 127.0.0.1);
 * a sandbox created with `network={"allow_public_traffic": False}`: the head must carry the
   sandbox's token in `e2b-traffic-access-token` (compared in constant time), else 403;
 * nothing in the sandbox listens on the port: 502, saying so;
@@ -416,6 +416,8 @@ def host_refusal(request: h11.Request) -> Optional[tuple[int, str]]:
         policy = HostPolicy.of(settings.allowed_hosts())
     except ValueError as exc:
         return 421, str(exc)
+    if found is not None and any(found[0].endswith("." + name) for name in policy.allowed):
+        return None  # a preview name under an operator's name (serve's `<port>-<id>.<name>`)
     return policy.host_refusal(host or None)
 
 
