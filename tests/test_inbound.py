@@ -18,6 +18,7 @@ from declaw_wasm.limits import Limits
 
 pytestmark = pytest.mark.guest
 BACKENDS = pytest.mark.parametrize("mode", ["in-process", "processes", "served"], indirect=True)
+POOL_BACKENDS = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
 
 WSGI_APP = r'''
 import time
@@ -168,12 +169,13 @@ def test_a_wsgi_app_takes_a_form_and_streams(server: Callable[..., Sandbox], mod
     conn.close()
 
 
-def test_an_asyncio_server_streams_chunks(server: Callable[..., Sandbox]) -> None:
+@BACKENDS
+def test_an_asyncio_server_streams_chunks(server: Callable[..., Sandbox], mode: str) -> None:
     sbx = server(ASYNC_APP)
     host = sbx.get_host(8080)
     _until_served(host)
-    conn = http.client.HTTPConnection(host, timeout=30)
-    conn.request("GET", "/")
+    conn, extra = _connection(host)
+    conn.request("GET", "/", headers=extra)
     answer = conn.getresponse()
     assert answer.status == 200
     started = time.monotonic()
@@ -182,7 +184,8 @@ def test_an_asyncio_server_streams_chunks(server: Callable[..., Sandbox]) -> Non
     assert answer.read() == b"tick 1\ntick 2\n"
 
 
-def test_two_sandboxes_serve_the_same_port(server: Callable[..., Sandbox]) -> None:
+@BACKENDS
+def test_two_sandboxes_serve_the_same_port(server: Callable[..., Sandbox], mode: str) -> None:
     code = ("import http.server\nclass H(http.server.SimpleHTTPRequestHandler):\n"
             "    def do_GET(self):\n        b = open('/home/user/who').read().encode()\n"
             "        self.send_response(200); self.send_header('Content-Length', str(len(b)))\n"
@@ -196,7 +199,9 @@ def test_two_sandboxes_serve_the_same_port(server: Callable[..., Sandbox]) -> No
     assert _until_served(two.get_host(8000)) == (200, b"two")
 
 
-def test_traffic_access_token_is_required_when_traffic_is_not_public(server: Callable[..., Sandbox]) -> None:
+@POOL_BACKENDS
+def test_traffic_access_token_is_required_when_traffic_is_not_public(server: Callable[..., Sandbox],
+                                                                     mode: str) -> None:
     sbx = server(WSGI_APP, network={"allow_public_traffic": False})
     token = sbx.traffic_access_token
     assert token
@@ -214,7 +219,8 @@ def test_traffic_access_token_is_required_when_traffic_is_not_public(server: Cal
         public.kill()
 
 
-def test_inbound_connections_are_bounded(server: Callable[..., Sandbox]) -> None:
+@POOL_BACKENDS
+def test_inbound_connections_are_bounded(server: Callable[..., Sandbox], mode: str) -> None:
     """A flood of connections: past Limits.net_connections the host answers 503 itself, and the
     server goes on serving once the flood is gone."""
     code = WSGI_APP
