@@ -305,11 +305,14 @@ def ray_cluster() -> Iterator[Any]:
     cluster.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """A real headless browser: Debian's `chromium` (`apt-get install chromium`), driven by
     Playwright (the `test` extra) pointed at that binary, so no browser is downloaded. Skips,
-    saying why, where either is missing. Tests open their own pages (`browser.new_page()`)."""
+    saying why, where either is missing. Tests open their own pages (`browser.new_page()`).
+    Per module: Playwright's sync API keeps an event loop running on the main thread while it
+    is open, and every later test's `asyncio.run` would fail ("cannot be called from a running
+    event loop")."""
     playwright = pytest.importorskip("playwright.sync_api", reason="no Playwright (the `test` extra)")
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
