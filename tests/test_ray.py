@@ -167,6 +167,16 @@ def test_large_files_cross_in_inline_chunks(backend: RaySandboxes) -> None:
         assert r.stdout == "y" * 300000 + "\n"
 
 
+def test_get_host_is_refused_in_a_ray_driver(backend: RaySandboxes) -> None:
+    """A host actor's listener is on its node's loopback, maybe another machine's: the driver
+    gets a clear refusal naming the way that works (docs/inbound.md)."""
+    from declaw_wasm.exceptions import InvalidArgumentException
+
+    with Sandbox.create(backend="ray") as sbx:
+        with pytest.raises(InvalidArgumentException, match="not on Ray yet"):
+            sbx.get_host(8000)
+
+
 
 
 def test_ray_data_batch_runs_rows_in_sandboxes(backend: RaySandboxes) -> None:

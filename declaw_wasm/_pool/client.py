@@ -443,8 +443,9 @@ class HostedSandbox:
         """The host process's loopback listener for the port: a host of this machine only."""
         if not self.link.same_machine:
             raise InvalidArgumentException(
-                "get_host: a sandbox on a Ray cluster is served on its host actor's loopback, which "
-                "may be another machine's; reach it through `declaw-wasm serve --backend ray`")
+                "get_host: a sandbox on a Ray cluster listens on its host actor's loopback, which "
+                "may be another machine's: servers in sandboxes are reached in this process or on a "
+                "process pool (not on Ray yet, nor through `declaw-wasm serve --backend ray`)")
         return expect(self._call("get_host", port), str, "get_host")
 
     def traffic_access_token(self) -> Optional[str]:
