@@ -49,6 +49,8 @@ CA_BUNDLE_ENV = "DECLAW_WASM_CA_BUNDLE"
 RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
 DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
 LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
+HOST_BLAS_ENV = "DECLAW_WASM_HOST_BLAS"
+BLAS_THREADS_ENV = "DECLAW_WASM_BLAS_THREADS"
 
 
 def cache_dir() -> Path:
@@ -113,6 +115,20 @@ def standby_size() -> int:
 
     Default 2; a whole number (0 or below: none); anything else raises `ValueError`."""
     return _count(STANDBY_ENV, 2)
+
+
+def host_blas() -> bool:
+    """`DECLAW_WASM_HOST_BLAS`: whether the guest's large BLAS calls run on the host's BLAS
+    (docs/compute.md). Default on; `0`, `false`, `no` or `off`: every call stays in the guest,
+    bit for bit as on a runtime without routing. Read at each routed call."""
+    return os.environ.get(HOST_BLAS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def blas_threads() -> int:
+    """`DECLAW_WASM_BLAS_THREADS`: the host BLAS's threads, a budget every sandbox of the process
+    shares (its thread pool is process-wide). Default: the machine's cores. Read once, at the
+    process's first routed call; a positive whole number, else `ValueError`."""
+    return positive_int(BLAS_THREADS_ENV, os.cpu_count() or 1)
 
 
 def runtime_wheel() -> Optional[Path]:
