@@ -126,9 +126,11 @@ def host_blas() -> bool:
 
 def blas_threads() -> int:
     """`DECLAW_WASM_BLAS_THREADS`: the host BLAS's threads, a budget every sandbox of the process
-    shares (its thread pool is process-wide). Default: the machine's cores. Read once, at the
-    process's first routed call; a positive whole number, else `ValueError`."""
-    return positive_int(BLAS_THREADS_ENV, os.cpu_count() or 1)
+    shares (its thread pool is process-wide). Default 1: each routed call runs on its guest's own
+    thread, as native code at one thread does; more helps large calls only where cores are idle
+    (docs/compute.md: on a busy machine two threads made calls several times slower). Read once,
+    at the process's first routed call; a positive whole number, else `ValueError`."""
+    return positive_int(BLAS_THREADS_ENV, 1)
 
 
 def runtime_wheel() -> Optional[Path]:

@@ -1,4 +1,4 @@
-"""The BLAS routing rewrite (`_wasm/routing.py`) on the real runtime module: it validates,
+"""The BLAS routing rewrite (`_wasm/routing.py`) on the real CPython-WASI module: it validates,
 renumbers nothing, and changes nothing but the routed bodies (and adds their copies)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from declaw_wasm._wasm.artifacts import ensure_artifacts
 from declaw_wasm._wasm.routing import Route, function_bodies, names_by_function, route_functions
 from declaw_wasm._wasm.warm_image import blas_routes
 
-pytestmark = pytest.mark.guest  # needs the runtime's files (not a guest)
+pytestmark = pytest.mark.guest  # needs the interpreter's files (not a guest)
 
 
 @pytest.fixture(scope="session")
@@ -21,15 +21,15 @@ def guest_path() -> str:
 
 
 @pytest.fixture(scope="module")
-def runtime() -> bytes:
+def module_bytes() -> bytes:
     return ensure_artifacts().module.read_bytes()
 
 
-def test_the_routed_module_validates_and_only_the_routed_bodies_change(runtime: bytes) -> None:
-    routed, skipped = route_functions(runtime, blas_routes())
+def test_the_routed_module_validates_and_only_the_routed_bodies_change(module_bytes: bytes) -> None:
+    routed, skipped = route_functions(module_bytes, blas_routes())
     assert skipped == []
     wasmtime.Module.validate(wasmtime.Engine(), routed)
-    before, after = wb.Module.parse(runtime), wb.Module.parse(routed)
+    before, after = wb.Module.parse(module_bytes), wb.Module.parse(routed)
     names = names_by_function(before)
     first = before.imported_count(0)
     targets = {names[r.name][0] - first for r in ROUTINES}
@@ -47,8 +47,8 @@ def test_the_routed_module_validates_and_only_the_routed_bodies_change(runtime: 
         assert len(after_names[f"{r.name}.guest"]) == 1
 
 
-def test_a_name_given_to_two_functions_is_not_routed(runtime: bytes) -> None:
-    module = wb.Module.parse(runtime)
+def test_a_name_given_to_two_functions_is_not_routed(module_bytes: bytes) -> None:
+    module = wb.Module.parse(module_bytes)
     names = names_by_function(module)
     # rename `dgemv_` to `dgemm_` in the name section (same length): two functions named dgemm_
     sec = module.section(wb.CUSTOM, "name")

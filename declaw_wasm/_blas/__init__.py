@@ -1,4 +1,4 @@
-"""The guest's BLAS on the host's cores (docs/compute.md).
+"""Large guest BLAS and LAPACK calls, computed in place by the host's BLAS (docs/compute.md).
 
 `routines` names the guest routines the warm image routes to the host (their order gives each
 its route id); `host` computes a routed call on the guest's memory in place, after validating

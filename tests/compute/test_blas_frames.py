@@ -171,3 +171,32 @@ def test_a_stop_between_blocks_ends_the_call() -> None:
     assert outcome.done and len(calls) == 4  # three blocks ran, the fourth check stopped it
     c = np.frombuffer(mem.read(pc, n * n * 8)).reshape((n, n), order="F")
     assert (c[:, :3] == n).all() and (c[:, 3:] == 0).all()
+
+
+@settings(max_examples=400, deadline=None)
+@given(route=st.integers(0, len(ROUTINES) - 1), data=st.data())
+def test_every_routine_with_hostile_arguments_stays_in_memory(route: int, data: st.DataObject) -> None:
+    """Each slot holds what the routine might read there: a pointer to a small integer, to a
+    character the BLAS knows, to a scalar, into a matrix-sized region, or any 32-bit value; the
+    call computes within memory or declines, for every routine."""
+    mem = Memory()
+    matrix = mem.alloc(np.ones(40 * 40).tobytes())
+    slots = []
+    for _ in range(15):
+        kind = data.draw(st.sampled_from(["int", "char", "scalar", "matrix", "raw", "enum"]))
+        if kind == "int":
+            slots.append(("<I", mem.alloc(struct.pack("<i", data.draw(st.integers(-3, 60))))))
+        elif kind == "char":
+            slots.append(("<I", mem.alloc(data.draw(st.sampled_from(list(b"NTCULRVSAO")))
+                                          .to_bytes(1, "little"))))
+        elif kind == "scalar":
+            slots.append(("<I", mem.alloc(struct.pack("<dd", 1.5, -0.5))))
+        elif kind == "matrix":
+            slots.append(("<I", matrix + 8 * data.draw(st.integers(0, 1600))))
+        elif kind == "enum":
+            slots.append(("<i", data.draw(st.sampled_from([101, 102, 111, 112, 113, 121, 122, 0, 40, -1]))))
+        else:
+            slots.append(("<I", data.draw(st.integers(0, 2**32 - 1))))
+    frame = mem.frame(*slots)
+    ROUTER.call(mem.base, SIZE, frame, route, never)
+    assert mem.guards_intact()

@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -178,9 +178,13 @@ def test_a_view_past_the_end_of_memory_is_declined_and_the_guest_traps_as_before
 BIG = "import numpy as np\na = np.ones((6000, 6000))\nb = a @ a\nprint(b[0, 0])\n"
 
 
+BACKENDS = pytest.mark.parametrize("mode", ["in-process", "processes"], indirect=True)
+
+
+@BACKENDS
 @pytest.mark.timeout(300)
-def test_a_huge_routed_matmul_ends_within_a_second_of_its_deadline() -> None:
-    with Sandbox.create(timeout=300, limits=Limits(memory_limit=2 << 30)) as sandbox:
+def test_a_huge_routed_matmul_ends_within_a_second_of_its_deadline(make: Callable[..., Sandbox]) -> None:
+    with make(timeout=300, limits=Limits(memory_limit=2 << 30)) as sandbox:
         sandbox.run_code("import numpy as np")
         start = time.monotonic()
         with pytest.raises(TimeoutException):
@@ -189,9 +193,10 @@ def test_a_huge_routed_matmul_ends_within_a_second_of_its_deadline() -> None:
         assert elapsed < 4 + 1.0, elapsed
 
 
+@BACKENDS
 @pytest.mark.timeout(300)
-def test_a_huge_routed_matmul_ends_within_a_second_of_kill() -> None:
-    sandbox = Sandbox.create(timeout=300, limits=Limits(memory_limit=2 << 30))
+def test_a_huge_routed_matmul_ends_within_a_second_of_kill(make: Callable[..., Sandbox]) -> None:
+    sandbox = make(timeout=300, limits=Limits(memory_limit=2 << 30))
     sandbox.run_code("import numpy as np")
     ended: list[float] = []
 
