@@ -229,3 +229,12 @@ def test_host_work_is_charged_to_the_instruction_budget() -> None:
         cheap = sandbox.run_code("import numpy as np\nb = np.ones((400, 400)) @ np.ones((400, 400))\nprint('done')")
         assert cheap.error is None and cheap.cpu_instructions_used is not None
         assert cheap.cpu_instructions_used >= 400 ** 3  # each multiply-add costs one instruction
+
+
+def test_host_work_counts_in_the_sandboxes_cpu_time() -> None:
+    with Sandbox.create(timeout=300) as sandbox:
+        sandbox.run_code("import numpy as np\na = np.ones((1500, 1500))")
+        before = sandbox.get_metrics()[-1].cpu_time_seconds
+        sandbox.run_code("for _ in range(3): b = a @ a")  # 1e10 multiply-adds on the host
+        after = sandbox.get_metrics()[-1].cpu_time_seconds
+        assert after - before >= 0.3, (before, after)
