@@ -6,16 +6,25 @@ everything it points to, is the guest's and hostile: `HostBlas.call` reads each 
 explicit bounds check, validates every dimension, leading dimension and increment as the
 reference BLAS does (a call the reference would reject with `xerbla` is declined, so the guest's
 own routine reports it), and checks — with Python integers — that the last byte of every operand
-lies inside the guest's memory before any work starts. Only then are numpy views made onto that
-memory (numpy checks each view against the buffer a second time) and the call handed to SciPy's
-wrappers of the host's BLAS (`scipy.linalg.blas`), whose argument conventions are the BLAS's own.
-A call that is small (under the measured thresholds), malformed, or arrives without numpy/SciPy on
-the host is declined: the guest runs its own copy of the routine, as before routing existed.
+lies inside the guest's memory before any work starts. Only then is the host's routine called,
+with scalars the host re-serialised into its own memory and the operands' addresses inside the
+guest's memory: no copy of any operand.
 
-Large calls run in blocks of independent columns (or rows) of the output, asking `stop()` between
-blocks; a stopped call returns as done (the guest is being stopped: the deadline callback traps it
-at its next instruction). Every BLAS thread the host uses is its BLAS's own pool, joined before
-each wrapper returns, and sized once per process (`configure`).
+The host's routines are SciPy's BLAS and LAPACK (the `blas` extra), taken from the function
+pointers `scipy.linalg.cython_blas` and `cython_lapack` publish, and called through ctypes, which
+releases the GIL for the call: a routed call never stalls the host's other threads (other
+sandboxes, the door, the server). Their semantics are the Fortran BLAS's own, with one exception
+made good here: with alpha = 0 the reference BLAS does not read A and B, while OpenBLAS's
+small-matrix kernels multiply them by zero (NaN · 0), so that case is computed here with numpy.
+
+A call that is small (under the thresholds), malformed, arrives without numpy/SciPy on the host,
+or costs more than the instruction budget left is not computed: declined (the guest runs its own
+copy of the routine) or, for the budget, answered as done with the budget emptied (the guest stops
+at its next instruction, as it would have in its own routine). Level-3 calls run in blocks of
+independent columns (or rows) of the output, asking `stop()` between blocks; a stopped call
+returns as done (the deadline callback traps the guest at its next instruction). A LAPACK driver
+runs whole, so it is routed only up to MAX_UNSPLIT_MADDS. The BLAS's threads are its own pool,
+finished before each call returns, sized once per process (`configure`).
 """
 
 from __future__ import annotations
@@ -43,10 +52,15 @@ BLOCK_MADDS = 1 << 30  # multiply-adds between two stop checks (~0.1–0.3 s on 
 # A LAPACK driver runs whole (it cannot be split): a larger one stays in the guest, where a kill
 # or deadline stops it at once. ~0.1–0.5 s of host work.
 MAX_UNSPLIT_MADDS = 1 << 31
+_REAL = {"s": ctypes.c_float, "d": ctypes.c_double, "c": ctypes.c_float, "z": ctypes.c_double}
 
 
 class Declined(Exception):
     """The host will not compute this call: the guest's own routine runs."""
+
+
+class OverBudget(Exception):
+    """The call costs more instructions than the guest has left."""
 
 
 @dataclass
@@ -55,20 +69,54 @@ class Outcome:
     madds: int = 0  # multiply-adds computed (what the call is charged for)
     seconds: float = 0.0  # wall time on the host
     threads: int = 1
+    over_budget: bool = False  # not computed: the guest's instruction budget is to be emptied
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The smallest calls the host takes (in multiply-adds): smaller ones stay in the guest,
-    where a call costs no round trip (~10–15 µs here). Measured (docs/compute.md): a square
-    `dgemm` costs the same both ways near n = 40, a square `dgemv` near n = 128."""
+    """The smallest calls the host takes (in multiply-adds), a second filter behind the guest's
+    own size check (`routines.py`): smaller ones stay in the guest, where a call costs no round
+    trip (~10–15 µs here). Measured (docs/compute.md): a square `dgemm` costs the same both ways
+    near n = 40, a square `dgemv` near n = 128."""
 
     level3: int = 40 ** 3
     level2: int = 128 * 128
 
 
+class _Libraries:
+    """numpy, and the host's BLAS and LAPACK routines as ctypes functions (made once each)."""
+
+    def __init__(self) -> None:
+        import numpy
+        import scipy.linalg.cython_blas as cython_blas
+        import scipy.linalg.cython_lapack as cython_lapack
+
+        self.np = numpy
+        self._capi = {**cython_lapack.__pyx_capi__, **cython_blas.__pyx_capi__}
+        self._functions: dict[str, Any] = {}
+        get_name = ctypes.pythonapi.PyCapsule_GetName
+        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        self._get_name, self._get_pointer = get_name, get_pointer
+
+    def function(self, name: str) -> Any:
+        """SciPy's `name` (void, every argument a pointer), callable with addresses; ctypes
+        releases the GIL while it runs."""
+        found = self._functions.get(name)
+        if found is None:
+            capsule = self._capi[name]
+            signature = self._get_name(capsule).decode()
+            if not signature.startswith("void ("):
+                raise RuntimeError(f"SciPy's {name} returns a value")
+            nargs = signature.count(",") + 1
+            address = self._get_pointer(capsule, self._get_name(capsule))
+            found = self._functions[name] = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * nargs)(address)
+        return found
+
+
 _lock = threading.Lock()
-_libs: Optional[tuple[Any, Any, Any]] = None  # numpy, scipy.linalg.blas, scipy.linalg.lapack
+_libs: Optional[_Libraries] = None
 _missing = False
 
 
@@ -81,10 +129,8 @@ def configure(threads: int) -> bool:
         if _libs is not None or _missing:
             return _libs is not None
         try:
-            import numpy
-            import scipy.linalg.blas as fblas
-            import scipy.linalg.lapack as flapack
-        except ImportError:
+            libs = _Libraries()
+        except (ImportError, AttributeError, KeyError):
             _missing = True
             return False
         try:
@@ -93,7 +139,7 @@ def configure(threads: int) -> bool:
             threadpool_limits(limits=max(1, threads), user_api="blas")
         except ImportError:
             pass
-        _libs = (numpy, fblas, flapack)
+        _libs = libs
         return True
 
 
@@ -101,6 +147,7 @@ class _Memory:
     """Bounds-checked reads of the guest's memory, and numpy views onto it."""
 
     def __init__(self, base: int, size: int) -> None:
+        self.base = base
         self.size = size
         self.raw = (ctypes.c_ubyte * size).from_address(base)
 
@@ -121,8 +168,10 @@ class HostBlas:
         self.threads = threads
         self.thresholds = thresholds
 
-    def call(self, base: int, size: int, frame: int, route: int, stop: Callable[[], bool]) -> Outcome:
-        """Compute routed call `route` whose arguments are at `frame`, or decline (done False)."""
+    def call(self, base: int, size: int, frame: int, route: int, stop: Callable[[], bool],
+             budget: Optional[int] = None) -> Outcome:
+        """Compute routed call `route` whose arguments are at `frame`, or decline (done False).
+        `budget`: the multiply-adds the guest can still pay for (None: no instruction limit)."""
         if not 0 <= route < len(ROUTINES):
             return Outcome(False)
         routine = ROUTINES[route]
@@ -133,11 +182,13 @@ class HostBlas:
             return Outcome(False)
         assert _libs is not None
         start = time.monotonic()
+        call = _Call(_libs, _Memory(base, size), frame, routine, self.thresholds, stop, budget)
         try:
-            call = _Call(_libs, _Memory(base, size), frame, routine, self.thresholds, stop)
             madds = call.run()
         except Declined:
             return Outcome(False)
+        except OverBudget:
+            return Outcome(True, call.madds, time.monotonic() - start, self.threads, over_budget=True)
         return Outcome(True, madds, time.monotonic() - start, self.threads)
 
 
@@ -145,19 +196,24 @@ class _Call:
     """One call: its arguments read and validated (`Declined` on anything the reference BLAS
     would reject, or that reaches outside the guest's memory), then computed."""
 
-    def __init__(self, libs: tuple[Any, Any, Any], memory: _Memory, frame: int, routine: Routine,
-                 thresholds: Thresholds, stop: Callable[[], bool]) -> None:
-        self.np, self.fblas, self.flapack = libs
+    def __init__(self, libs: _Libraries, memory: _Memory, frame: int, routine: Routine,
+                 thresholds: Thresholds, stop: Callable[[], bool], budget: Optional[int]) -> None:
+        self.libs = libs
+        self.np = libs.np
         self.memory = memory
         self.frame = frame
         self.routine = routine
         self.thresholds = thresholds
         self.stop = stop
-        self.dtype = self.np.dtype({"s": "float32", "d": "float64", "c": "complex64",
-                                    "z": "complex128"}[routine.precision])
-        self.complex = routine.precision in "cz"
+        self.budget = budget
+        self.madds = 0
+        self.p = routine.precision
+        self.dtype = self.np.dtype({"s": "float32", "d": "float64", "c": "complex64", "z": "complex128"}[self.p])
+        self.isz = self.dtype.itemsize
+        self.complex = self.p in "cz"
+        self._keep: list[Any] = []  # the host's copies of the scalar arguments, alive for the call
 
-    # -- arguments ------------------------------------------------------------------------------
+    # -- reading the guest's arguments ----------------------------------------------------------
     def slot_i32(self, i: int) -> int:
         return int(self.memory.read("<i", self.frame + i * SLOT))
 
@@ -173,20 +229,18 @@ class _Call:
         return chr(self.memory.read("<B", self.slot_ptr(i))).upper()
 
     def scalar_at(self, ptr: int) -> complex | float:
-        p = self.routine.precision
-        if p == "s":
+        if self.p == "s":
             return float(self.memory.read("<f", ptr))
-        if p == "d":
+        if self.p == "d":
             return float(self.memory.read("<d", ptr))
-        fmt = "<f" if p == "c" else "<d"
-        half = 4 if p == "c" else 8
+        fmt, half = ("<f", 4) if self.p == "c" else ("<d", 8)
         return complex(self.memory.read(fmt, ptr), self.memory.read(fmt, ptr + half))
 
     def scalar_arg(self, i: int) -> complex | float:
         """alpha/beta: a pointer to the scalar, except CBLAS's real ones, passed by value."""
-        if self.routine.cblas and self.routine.precision == "s":
+        if self.routine.cblas and self.p == "s":
             return float(self.memory.read("<f", self.frame + i * SLOT))
-        if self.routine.cblas and self.routine.precision == "d":
+        if self.routine.cblas and self.p == "d":
             return float(self.memory.read("<d", self.frame + i * SLOT))
         return self.scalar_at(self.slot_ptr(i))
 
@@ -203,55 +257,75 @@ class _Call:
             raise Declined("bad order")
         return value == ROW_MAJOR
 
-    # -- operands -------------------------------------------------------------------------------
-    def matrix(self, ptr: int, rows: int, cols: int, ld: int) -> Any:
-        """The column-major rows×cols matrix at `ptr` with leading dimension `ld`, as a view."""
-        if ld < max(1, rows):
+    # -- validating operands --------------------------------------------------------------------
+    def matrix(self, ptr: int, rows: int, cols: int, ld: int) -> int:
+        """The column-major rows×cols matrix at `ptr` with leading dimension `ld`: checked to lie
+        in the guest's memory; its host address."""
+        if ld < max(1, rows) or rows < 0 or cols < 0:
             raise Declined("leading dimension smaller than the rows")
-        isz = self.dtype.itemsize
-        last = (rows - 1) + (cols - 1) * ld
-        if not _fits(self.memory.size, ptr, last, isz):
+        if rows and cols and not _fits(self.memory.size, ptr, (rows - 1) + (cols - 1) * ld, self.isz):
             raise Declined("a matrix reaches outside the guest's memory")
-        return self.np.ndarray((rows, cols), self.dtype, buffer=self.memory.raw, offset=ptr,
-                               strides=(isz, ld * isz))
+        return self.memory.base + ptr
 
-    def vector(self, ptr: int, n: int, inc: int) -> Any:
+    def view(self, ptr: int, rows: int, cols: int, ld: int) -> Any:
+        """A numpy view of a matrix `matrix` has checked."""
+        return self.np.ndarray((rows, cols), self.dtype, buffer=self.memory.raw, offset=ptr,
+                               strides=(self.isz, ld * self.isz))
+
+    def vector(self, ptr: int, n: int, inc: int) -> int:
         if inc == 0:
             raise Declined("zero increment")
-        isz = self.dtype.itemsize
-        span = (n - 1) * abs(inc)
-        if not _fits(self.memory.size, ptr, span, isz):
+        if n and not _fits(self.memory.size, ptr, (n - 1) * abs(inc), self.isz):
             raise Declined("a vector reaches outside the guest's memory")
-        first = ptr if inc > 0 else ptr + span * isz  # BLAS: a negative increment walks backwards
-        return self.np.ndarray((n,), self.dtype, buffer=self.memory.raw, offset=first, strides=(inc * isz,))
+        return self.memory.base + ptr
 
-    def ints(self, ptr: int, n: int) -> Any:
-        """n int32s at `ptr` (pivots, info), as a view."""
+    def vector_view(self, ptr: int, n: int, inc: int) -> Any:
+        first = ptr if inc > 0 else ptr + (n - 1) * -inc * self.isz  # BLAS: a negative increment walks backwards
+        return self.np.ndarray((n,), self.dtype, buffer=self.memory.raw, offset=first, strides=(inc * self.isz,))
+
+    def ints(self, ptr: int, n: int) -> int:
+        """n int32s at `ptr` (pivots, info): checked; their host address."""
         if not _fits(self.memory.size, ptr, max(n, 1) - 1, 4):
             raise Declined("an integer array reaches outside the guest's memory")
-        return self.np.ndarray((n,), self.np.int32, buffer=self.memory.raw, offset=ptr)
+        return self.memory.base + ptr
 
-    def wrapper(self, family: str) -> Any:
-        return getattr(self.fblas, self.routine.precision + family)
-
-    def lapack(self, family: str) -> Any:
-        return getattr(self.flapack, self.routine.precision + family)
-
-    def unsplit(self, madds: int) -> None:
-        self.enough(madds)
-        if madds > MAX_UNSPLIT_MADDS:
-            raise Declined("too large to run without a stop check: the guest computes it")
-
-    def check_trans(self, trans: str, allowed: str) -> int:
+    def check_trans(self, trans: str, allowed: str) -> str:
         if trans == "C" and not self.complex and "C" in allowed:
-            return 1  # real: conjugate transpose is transpose
+            return "T"  # real: conjugate transpose is transpose
         if trans not in allowed:
             raise Declined(f"bad transpose {trans!r}")
-        return "NTC".index(trans)
+        return trans
 
-    def enough(self, madds: int, level3: bool = True) -> None:
-        if madds < (self.thresholds.level3 if level3 else self.thresholds.level2) or madds <= 0:
+    def cost(self, madds: int, level3: bool = True, whole: bool = False) -> None:
+        """Decline a small call (the guest's is faster) or an unsplittable one over the cap;
+        raise OverBudget if the guest cannot pay for it."""
+        if madds <= 0 or madds < (self.thresholds.level3 if level3 else self.thresholds.level2):
             raise Declined("small: the guest computes it")
+        if whole and madds > MAX_UNSPLIT_MADDS:
+            raise Declined("too large to run without a stop check: the guest computes it")
+        self.madds = madds
+        if self.budget is not None and madds > self.budget:
+            raise OverBudget()
+
+    # -- the host's arguments (re-serialised, alive until the call ends) --------------------------
+    def c_int(self, value: int) -> int:
+        box = ctypes.c_int(value)
+        self._keep.append(box)
+        return ctypes.addressof(box)
+
+    def c_char(self, value: str) -> int:
+        box = ctypes.c_char(value.encode())
+        self._keep.append(box)
+        return ctypes.addressof(box)
+
+    def c_scalar(self, value: complex | float) -> int:
+        real = _REAL[self.p]
+        box: Any = (real * 2)(value.real, value.imag) if self.complex else real(float(value.real))
+        self._keep.append(box)
+        return ctypes.addressof(box)
+
+    def blas(self, family: str) -> Any:
+        return self.libs.function(self.p + family)
 
     # -- the routines ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -273,25 +347,26 @@ class _Call:
             alpha, a, lda = self.scalar_arg(5), self.slot_ptr(6), self.int_arg(7)
             b, ldb, beta = self.slot_ptr(8), self.int_arg(9), self.scalar_arg(10)
             c, ldc = self.slot_ptr(11), self.int_arg(12)
-        trans_a, trans_b = self.check_trans(ta, "NTC"), self.check_trans(tb, "NTC")
+        ta, tb = self.check_trans(ta, "NTC"), self.check_trans(tb, "NTC")
         if min(m, n, k) < 0:
             raise Declined("negative dimension")
-        self.enough(m * n * k)
-        A = self.matrix(a, m if trans_a == 0 else k, k if trans_a == 0 else m, lda)
-        B = self.matrix(b, k if trans_b == 0 else n, n if trans_b == 0 else k, ldb)
+        A = self.matrix(a, m if ta == "N" else k, k if ta == "N" else m, lda)
+        B = self.matrix(b, k if tb == "N" else n, n if tb == "N" else k, ldb)
         C = self.matrix(c, m, n, ldc)
-        A, B = self.np.asfortranarray(A), self.np.asfortranarray(B)  # copied once if strided
-        gemm = self.wrapper("gemm")
+        self.cost(m * n * k)
+        if alpha == 0:
+            return self._scale(self.view(c, m, n, ldc), beta)
+        gemm, isz = self.blas("gemm"), self.isz
+        args = (self.c_char(ta), self.c_char(tb), self.c_int(m))
+        k_, alpha_, lda_, ldb_, beta_, ldc_ = (self.c_int(k), self.c_scalar(alpha), self.c_int(lda),
+                                               self.c_int(ldb), self.c_scalar(beta), self.c_int(ldc))
         step = max(1, BLOCK_MADDS // max(1, m * k))
-        for j0 in range(0, n, step):
+        for j0 in range(0, n, step):  # independent column blocks of C
             if self.stop():
                 break
-            j1 = min(n, j0 + step)
-            Bj = B[:, j0:j1] if trans_b == 0 else B[j0:j1, :]
-            Cj = C[:, j0:j1]
-            out = gemm(alpha, A, Bj, beta, Cj, trans_a=trans_a, trans_b=trans_b, overwrite_c=1)
-            if out is not Cj:
-                Cj[...] = out
+            nb = min(step, n - j0)
+            Bj = B + (j0 * ldb if tb == "N" else j0) * isz
+            gemm(*args, self.c_int(nb), k_, alpha_, A, lda_, Bj, ldb_, beta_, C + j0 * ldc * isz, ldc_)
         return m * n * k
 
     def _syrk(self) -> int:
@@ -301,30 +376,49 @@ class _Call:
             n, k = self.slot_i32(3), self.slot_i32(4)
             alpha, a, lda = self.scalar_arg(5), self.slot_ptr(6), self.slot_i32(7)
             beta, c, ldc = self.scalar_arg(8), self.slot_ptr(9), self.slot_i32(10)
-            if row:  # C^T = (A^T)^T-style: flip the triangle and the transpose
-                uplo = "L" if uplo == "U" else "U"
+            if row:  # the row-major C is the column-major C^T: flip the triangle and the transpose
                 if trans == "C" and self.complex:
                     raise Declined("syrk takes no conjugate transpose")
+                uplo = "L" if uplo == "U" else "U"
                 trans = "T" if trans == "N" else "N"
         else:
             uplo, trans = self.char_arg(0), self.char_arg(1)
             n, k = self.int_arg(2), self.int_arg(3)
             alpha, a, lda = self.scalar_arg(4), self.slot_ptr(5), self.int_arg(6)
             beta, c, ldc = self.scalar_arg(7), self.slot_ptr(8), self.int_arg(9)
-        if uplo not in "UL" or len(uplo) != 1:
+        if uplo not in ("U", "L"):
             raise Declined("bad uplo")
         t = self.check_trans(trans, "NT" if self.complex else "NTC")
         if min(n, k) < 0:
             raise Declined("negative dimension")
-        self.enough(n * n * k // 2 + 1)
-        A = self.np.asfortranarray(self.matrix(a, n if t == 0 else k, k if t == 0 else n, lda))
+        A = self.matrix(a, n if t == "N" else k, k if t == "N" else n, lda)
         C = self.matrix(c, n, n, ldc)
-        if self.stop():
-            return 0
-        out = self.wrapper("syrk")(alpha, A, beta, C, trans=t, lower=int(uplo == "L"), overwrite_c=1)
-        if out is not C:
-            C[...] = out  # the untouched triangle comes back as it was: syrk leaves it
-        return n * n * k // 2
+        madds = n * n * k // 2 + 1
+        self.cost(madds)
+        if alpha == 0:
+            return self._scale(self.view(c, n, n, ldc), beta, uplo)
+        syrk, gemm, isz = self.blas("syrk"), self.blas("gemm"), self.isz
+        k_, alpha_, lda_, beta_, ldc_ = (self.c_int(k), self.c_scalar(alpha), self.c_int(lda),
+                                         self.c_scalar(beta), self.c_int(ldc))
+        # column blocks of C: the block's diagonal square by syrk, its other part of the
+        # triangle (above it for U, below for L) by gemm of the rows (t N) / columns (t T) of A
+        def rows_of(j: int) -> int:  # the address of op(A)'s row j
+            return A + (j if t == "N" else j * lda) * isz
+
+        ga, gb = ("N", "T") if t == "N" else ("T", "N")
+        step = max(1, BLOCK_MADDS // max(1, n * k))
+        for j0 in range(0, n, step):
+            if self.stop():
+                break
+            j1 = min(n, j0 + step)
+            nb = j1 - j0
+            syrk(self.c_char(uplo), self.c_char(t), self.c_int(nb), k_, alpha_, rows_of(j0), lda_, beta_,
+                 C + (j0 + j0 * ldc) * isz, ldc_)
+            lo, hi = (0, j0) if uplo == "U" else (j1, n)
+            if hi > lo:
+                gemm(self.c_char(ga), self.c_char(gb), self.c_int(hi - lo), self.c_int(nb), k_, alpha_,
+                     rows_of(lo), lda_, rows_of(j0), lda_, beta_, C + (lo + j0 * ldc) * isz, ldc_)
+        return madds
 
     def _symm(self) -> int:
         side, uplo = self.char_arg(0), self.char_arg(1)
@@ -335,16 +429,26 @@ class _Call:
         if side not in ("L", "R") or uplo not in ("U", "L") or min(m, n) < 0:
             raise Declined("bad side, uplo or dimension")
         ka = m if side == "L" else n
-        self.enough(m * n * ka)
-        A = self.np.asfortranarray(self.matrix(a, ka, ka, lda))
-        B = self.matrix(b, m, n, ldb)
-        C = self.matrix(c, m, n, ldc)
-        if self.stop():
-            return 0
-        out = self.wrapper("symm")(alpha, A, B, beta, C, side=int(side == "R"), lower=int(uplo == "L"),
-                                   overwrite_c=1)
-        if out is not C:
-            C[...] = out
+        A, B, C = self.matrix(a, ka, ka, lda), self.matrix(b, m, n, ldb), self.matrix(c, m, n, ldc)
+        self.cost(m * n * ka)
+        if alpha == 0:
+            return self._scale(self.view(c, m, n, ldc), beta)
+        symm, isz = self.blas("symm"), self.isz
+        fixed = (self.c_char(side), self.c_char(uplo))
+        alpha_, lda_, ldb_, beta_, ldc_ = (self.c_scalar(alpha), self.c_int(lda), self.c_int(ldb),
+                                           self.c_scalar(beta), self.c_int(ldc))
+        step = max(1, BLOCK_MADDS // max(1, ka * ka))
+        for i0 in range(0, n if side == "L" else m, step):  # side L: C's columns; side R: its rows
+            if self.stop():
+                break
+            if side == "L":
+                nb = min(step, n - i0)
+                symm(*fixed, self.c_int(m), self.c_int(nb), alpha_, A, lda_, B + i0 * ldb * isz, ldb_, beta_,
+                     C + i0 * ldc * isz, ldc_)
+            else:
+                mb = min(step, m - i0)
+                symm(*fixed, self.c_int(mb), self.c_int(n), alpha_, A, lda_, B + i0 * isz, ldb_, beta_,
+                     C + i0 * isz, ldc_)
         return m * n * ka
 
     def _triangular(self, family: str) -> int:
@@ -356,21 +460,23 @@ class _Call:
             raise Declined("bad side, uplo, diag or dimension")
         t = self.check_trans(trans, "NTC")
         ka = m if side == "L" else n
-        self.enough(m * n * ka // 2 + 1)
-        A = self.np.asfortranarray(self.matrix(a, ka, ka, lda))
-        B = self.matrix(b, m, n, ldb)
-        fn = self.wrapper(family)
-        # side L: B's columns are independent; side R: its rows
+        A, B = self.matrix(a, ka, ka, lda), self.matrix(b, m, n, ldb)
+        madds = m * n * ka // 2 + 1
+        self.cost(madds)
+        if alpha == 0:  # the reference: B = 0, A not read
+            return self._scale(self.view(b, m, n, ldb), 0.0, madds=madds)
+        fn, isz = self.blas(family), self.isz
+        fixed = (self.c_char(side), self.c_char(uplo), self.c_char(t), self.c_char(diag))
+        alpha_, lda_, ldb_ = self.c_scalar(alpha), self.c_int(lda), self.c_int(ldb)
         step = max(1, BLOCK_MADDS // max(1, ka * ka))
-        for i0 in range(0, n if side == "L" else m, step):
+        for i0 in range(0, n if side == "L" else m, step):  # side L: B's columns; side R: its rows
             if self.stop():
                 break
-            Bi = B[:, i0:i0 + step] if side == "L" else B[i0:i0 + step, :]
-            out = fn(alpha, A, Bi, side=int(side == "R"), lower=int(uplo == "L"), trans_a=t,
-                     diag=int(diag == "U"), overwrite_b=1)
-            if out is not Bi:
-                Bi[...] = out
-        return m * n * ka // 2
+            if side == "L":
+                fn(*fixed, self.c_int(m), self.c_int(min(step, n - i0)), alpha_, A, lda_, B + i0 * ldb * isz, ldb_)
+            else:
+                fn(*fixed, self.c_int(min(step, m - i0)), self.c_int(n), alpha_, A, lda_, B + i0 * isz, ldb_)
+        return madds
 
     def _trsm(self) -> int:
         return self._triangular("trsm")
@@ -386,14 +492,11 @@ class _Call:
             alpha, a, lda = self.scalar_arg(4), self.slot_ptr(5), self.slot_i32(6)
             x, incx = self.slot_ptr(7), self.slot_i32(8)
             beta, y, incy = self.scalar_arg(9), self.slot_ptr(10), self.slot_i32(11)
-            conj_row = False
             if row:  # row-major A (m×n) is column-major A^T (n×m)
-                m, n = n, m
                 if trans == "C" and self.complex:
-                    conj_row = True  # y = conj(A)·x: not a plain BLAS transpose
+                    raise Declined("row-major conjugate transpose")  # y = conj(A)·x: no BLAS transpose
+                m, n = n, m
                 trans = "T" if trans == "N" else "N"
-            if conj_row:
-                raise Declined("row-major conjugate transpose")
         else:
             trans = self.char_arg(0)
             m, n = self.int_arg(1), self.int_arg(2)
@@ -403,15 +506,32 @@ class _Call:
         t = self.check_trans(trans, "NTC")
         if min(m, n) < 0:
             raise Declined("negative dimension")
-        self.enough(m * n, level3=False)
-        A = self.matrix(a, m, n, lda)
-        lx, ly = (n, m) if t == 0 else (m, n)
-        X = self.vector(x, lx, incx)
-        Y = self.vector(y, ly, incy)
-        out = self.wrapper("gemv")(alpha, A, X, beta, Y, trans=t, overwrite_y=1)
-        if out is not Y:
-            Y[...] = out
+        lx, ly = (n, m) if t == "N" else (m, n)
+        A, X, Y = self.matrix(a, m, n, lda), self.vector(x, lx, incx), self.vector(y, ly, incy)
+        self.cost(m * n, level3=False)
+        if alpha == 0:  # the reference: y = beta·y, A and x not read
+            Yv = self.vector_view(y, ly, incy)
+            if beta == 0:
+                Yv[...] = 0
+            elif beta != 1:
+                Yv *= beta
+            return m * n
+        self.blas("gemv")(self.c_char(t), self.c_int(m), self.c_int(n), self.c_scalar(alpha), A, self.c_int(lda),
+                          X, self.c_int(incx), self.c_scalar(beta), Y, self.c_int(incy))
         return m * n
+
+    def _scale(self, C: Any, beta: complex | float, uplo: Optional[str] = None, madds: int = 0) -> int:
+        """alpha = 0: C = beta·C (0 for beta = 0: what C held, NaN included, is not read), on
+        one triangle for syrk."""
+        np = self.np
+        if uplo is not None:
+            mask = np.triu(np.ones(C.shape, bool)) if uplo == "U" else np.tril(np.ones(C.shape, bool))
+            C[mask] = 0 if beta == 0 else C[mask] * beta
+        elif beta == 0:
+            C[...] = 0
+        elif beta != 1:
+            C *= beta
+        return madds or self.madds
 
     # -- LAPACK drivers (run whole: bounded by MAX_UNSPLIT_MADDS) -----------------------------------
     def _gesv(self) -> int:
@@ -420,17 +540,11 @@ class _Call:
         b, ldb, info = self.slot_ptr(5), self.int_arg(6), self.slot_ptr(7)
         if min(n, nrhs) < 0:
             raise Declined("negative dimension")
-        madds = n * n * n // 3 + n * n * nrhs
-        self.unsplit(madds)
         A, B = self.matrix(a, n, n, lda), self.matrix(b, n, nrhs, ldb)
         piv, code = self.ints(ipiv, n), self.ints(info, 1)
-        lu, p, x, status = self.lapack("gesv")(A, B, overwrite_a=1, overwrite_b=1)
-        if status < 0:
-            raise Declined("LAPACK refused an argument")  # nothing was written: it checks first
-        self._store(A, lu)
-        self._store(B, x)
-        piv[...] = p + 1  # SciPy's pivots count from 0, LAPACK's from 1
-        code[0] = status
+        madds = n * n * n // 3 + n * n * nrhs
+        self.cost(madds, whole=True)
+        self.blas("gesv")(self.c_int(n), self.c_int(nrhs), A, self.c_int(lda), piv, B, self.c_int(ldb), code)
         return madds
 
     def _getrf(self) -> int:
@@ -439,67 +553,76 @@ class _Call:
         if min(m, n) < 0:
             raise Declined("negative dimension")
         k = min(m, n)
-        madds = m * n * k - (m + n) * k * k // 2 + k * k * k // 3
-        self.unsplit(max(madds, 1))
-        A = self.matrix(a, m, n, lda)
-        piv, code = self.ints(ipiv, k), self.ints(info, 1)
-        lu, p, status = self.lapack("getrf")(A, overwrite_a=1)
-        if status < 0:
-            raise Declined("LAPACK refused an argument")
-        self._store(A, lu)
-        piv[...] = p + 1
-        code[0] = status
+        A, piv, code = self.matrix(a, m, n, lda), self.ints(ipiv, k), self.ints(info, 1)
+        madds = max(1, m * n * k - (m + n) * k * k // 2 + k * k * k // 3)
+        self.cost(madds, whole=True)
+        self.blas("getrf")(self.c_int(m), self.c_int(n), A, self.c_int(lda), piv, code)
         return madds
 
     def _potrf(self) -> int:
         uplo, n, a, lda, info = self.char_arg(0), self.int_arg(1), self.slot_ptr(2), self.int_arg(3), self.slot_ptr(4)
         if uplo not in ("U", "L") or n < 0:
             raise Declined("bad uplo or dimension")
-        madds = n * n * n // 6
-        self.unsplit(madds)
         A, code = self.matrix(a, n, n, lda), self.ints(info, 1)
-        c, status = self.lapack("potrf")(A, lower=int(uplo == "L"), clean=0, overwrite_a=1)
-        if status < 0:
-            raise Declined("LAPACK refused an argument")
-        self._store(A, c)
-        code[0] = status
+        madds = n * n * n // 6 + 1
+        self.cost(madds, whole=True)
+        self.blas("potrf")(self.c_char(uplo), self.c_int(n), A, self.c_int(lda), code)
         return madds
+
+    def _finite(self, ptr: int, rows: int, cols: int, ld: int, uplo: Optional[str] = None) -> None:
+        """Decline a matrix holding inf or NaN (in its referenced triangle): LAPACK's drivers
+        report those through xerbla (DLASCL), which prints on the host's stdout; the guest's own
+        routine prints them as the guest's output."""
+        m = self.view(ptr, rows, cols, ld)
+        np = self.np
+        if uplo is not None:
+            m = np.triu(m) if uplo == "U" else np.tril(m)
+        if not np.isfinite(m).all():
+            raise Declined("inf or NaN in the input")
+
+    def _workspace(self, family: str, args: Callable[[int, int, int, int], tuple[int, ...]],
+                   iwork_size: Optional[int] = None) -> tuple[int, int, int, int]:
+        """The host's own workspace for a LAPACK driver: asked of the host's LAPACK (a query;
+        `iwork_size` when the driver's integer workspace is fixed, not queried), allocated here
+        (the guest's workspace is not used: a query, lwork = -1, is the guest's)."""
+        np = self.np
+        work1 = (_REAL[self.p] * 2)()
+        iwork1 = ctypes.c_int(0)
+        status = ctypes.c_int(0)
+        self.blas(family)(*args(ctypes.addressof(work1), self.c_int(-1), ctypes.addressof(iwork1),
+                                ctypes.addressof(status)))
+        if status.value != 0:
+            raise Declined("the host's workspace query failed")
+        work = np.zeros(max(1, int(work1[0])) + 1, self.dtype)
+        iwork = np.zeros(max(1, iwork_size if iwork_size is not None else iwork1.value) + 1, np.int32)
+        self._keep += [work, iwork]
+        return work.ctypes.data, self.c_int(len(work) - 1), iwork.ctypes.data, self.c_int(len(iwork) - 1)
 
     def _gesdd(self) -> int:
         jobz, m, n = self.char_arg(0), self.int_arg(1), self.int_arg(2)
         a, lda, s_ptr = self.slot_ptr(3), self.int_arg(4), self.slot_ptr(5)
         u, ldu, vt, ldvt = self.slot_ptr(6), self.int_arg(7), self.slot_ptr(8), self.int_arg(9)
         lwork, info = self.int_arg(11), self.slot_ptr(13)
-        if jobz not in ("N", "S", "A") or min(m, n) < 0:
+        if jobz not in ("N", "S", "A") or min(m, n) < 0 or min(ldu, ldvt) < 1:
             raise Declined("bad jobz (O is the guest's) or dimension")
-        mn = min(m, n)
-        # A workspace query (-1) is the guest's (its LAPACK's answer sizes its own call). The host
-        # uses none of the guest's workspace, so a real call's size is not checked against
-        # LAPACK's path-dependent minimum: a call too short for the guest's LAPACK (INFO = -12
-        # there) is computed here (docs/compute.md says so).
-        if lwork < 1:
+        if lwork < 1:  # a workspace query: the guest's (its answer sizes the guest's call)
             raise Declined("a workspace query")
-        madds = 4 * m * n * mn
-        self.unsplit(madds)
+        mn = min(m, n)
         A = self.matrix(a, m, n, lda)
-        S = self.vector(s_ptr, mn, 1) if mn else None
-        U = VT = None
+        S = self.vector(s_ptr, mn, 1)
+        U = VT = self.memory.base  # not referenced for jobz N
         if jobz != "N":
             U = self.matrix(u, m, m if jobz == "A" else mn, ldu)
             VT = self.matrix(vt, n if jobz == "A" else mn, n, ldvt)
         code = self.ints(info, 1)
-        if mn == 0:
-            raise Declined("empty")
-        uu, ss, vv, status = self.lapack("gesdd")(A, compute_uv=int(jobz != "N"),
-                                                  full_matrices=int(jobz == "A"), overwrite_a=1)
-        if status < 0:
-            raise Declined("LAPACK refused an argument")
-        assert S is not None
-        S[...] = ss
-        if U is not None and VT is not None:
-            U[...] = uu
-            VT[...] = vv
-        code[0] = status
+        # bidiagonalisation and the vectors; forming a full U or V^T costs its square more
+        madds = 4 * m * n * mn + (2 * (m * m + n * n) * mn if jobz == "A" else 0)
+        self.cost(madds, whole=True)
+        self._finite(a, m, n, lda)
+        fixed = (self.c_char(jobz), self.c_int(m), self.c_int(n), A, self.c_int(lda), S, U, self.c_int(ldu), VT,
+                 self.c_int(ldvt))
+        work, lwork_, iwork, _ = self._workspace("gesdd", lambda w, lw, iw, st: (*fixed, w, lw, iw, st), 8 * mn)
+        self.blas("gesdd")(*fixed, work, lwork_, iwork, code)
         return madds
 
     def _syevd(self) -> int:
@@ -510,19 +633,12 @@ class _Call:
             raise Declined("bad jobz, uplo or dimension")
         if lwork < 1 or liwork < 1:  # a workspace query is the guest's (as for gesdd)
             raise Declined("a workspace query")
-        madds = 3 * n * n * n if jobz == "V" else n * n * n
-        self.unsplit(madds)
         A, W, code = self.matrix(a, n, n, lda), self.vector(w, n, 1), self.ints(info, 1)
-        vals, vecs, status = self.lapack("syevd")(A, compute_v=int(jobz == "V"), lower=int(uplo == "L"))
-        if status < 0:
-            raise Declined("LAPACK refused an argument")
-        W[...] = vals
-        if jobz == "V":
-            A[...] = vecs
-        code[0] = status
+        madds = 4 * n * n * n if jobz == "V" else n * n * n
+        self.cost(madds, whole=True)
+        self._finite(a, n, n, lda, uplo)
+        fixed = (self.c_char(jobz), self.c_char(uplo), self.c_int(n), A, self.c_int(lda), W)
+        work, lwork_, iwork, liwork_ = self._workspace(
+            "syevd", lambda wk, lw, iw, st: (*fixed, wk, lw, iw, self.c_int(-1), st))
+        self.blas("syevd")(*fixed, work, lwork_, iwork, liwork_, code)
         return madds
-
-    @staticmethod
-    def _store(target: Any, value: Any) -> None:
-        if value is not target:
-            target[...] = value

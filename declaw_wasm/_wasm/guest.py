@@ -225,19 +225,38 @@ class Guest:
         except (OSError, ValueError, IndexError):
             return 0.0
 
-    def charge_host_work(self, caller: wasmtime.Caller, madds: int, seconds: float, threads: int) -> None:
+    def host_work_budget(self, caller: wasmtime.Caller) -> Optional[int]:
+        """The multiply-adds a routed BLAS call may still cost (`FUEL_PER_MADD` instructions
+        each): None without an instruction limit."""
+        if not self.interpreter.flags.consume_fuel:
+            return None
+        left = ctypes.c_uint64(0)
+        error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
+        if error:
+            _ffi.wasmtime_error_delete(error)
+            return 0
+        return left.value // FUEL_PER_MADD
+
+    def charge_host_work(self, caller: wasmtime.Caller, madds: int, seconds: float, threads: int,
+                         over_budget: bool = False) -> None:
         """Charge a routed BLAS call the host computed (on the guest's thread, inside it): its
-        multiply-adds to the instruction budget, `FUEL_PER_MADD` each (a fuel runtime only: a
-        call the budget cannot pay empties it, so the guest stops at its next instruction), and
-        the CPU time of the host BLAS's other threads, estimated as wall time × (threads - 1)
-        (the calling thread's own is in its CPU time already)."""
+        multiply-adds to the instruction budget, `FUEL_PER_MADD` each (a fuel runtime only; a
+        call the budget cannot pay was not computed, `over_budget`, and empties it, so the guest
+        stops at its next instruction as in its own routine), and the CPU time of the host
+        BLAS's other threads, estimated as wall time × (threads - 1) (the calling thread's own
+        is in its CPU time already)."""
         self.host_cpu_seconds += seconds * max(0, threads - 1)
         if not self.interpreter.flags.consume_fuel:
             return
         left = ctypes.c_uint64(0)
-        if _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left)):
+        error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
+        if error:
+            _ffi.wasmtime_error_delete(error)
             return
-        _ffi.wasmtime_context_set_fuel(caller._context(), max(0, left.value - madds * FUEL_PER_MADD))
+        spent = left.value if over_budget else min(left.value, madds * FUEL_PER_MADD)
+        error = _ffi.wasmtime_context_set_fuel(caller._context(), left.value - spent)
+        if error:
+            _ffi.wasmtime_error_delete(error)
 
     # -- control, from any thread -------------------------------------------------------------
     def start(self, name: str = "declaw-guest") -> None:

@@ -148,10 +148,11 @@ class DoorTransport:
         if router is None:
             router = self.guest.host_blas = HostBlas(settings.blas_threads())
         base = ctypes.addressof(memory.data_ptr(caller).contents)
-        outcome = router.call(base, memory.data_len(caller), frame, route, self.guest.stop_requested)
+        outcome = router.call(base, memory.data_len(caller), frame, route, self.guest.stop_requested,
+                              self.guest.host_work_budget(caller))
         if not outcome.done:
             return 0
-        self.guest.charge_host_work(caller, outcome.madds, outcome.seconds, outcome.threads)
+        self.guest.charge_host_work(caller, outcome.madds, outcome.seconds, outcome.threads, outcome.over_budget)
         return 1
 
 
