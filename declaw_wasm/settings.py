@@ -49,6 +49,9 @@ CA_BUNDLE_ENV = "DECLAW_WASM_CA_BUNDLE"
 RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
 DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
 LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
+JOURNAL_ENV = "DECLAW_WASM_JOURNAL"
+JOURNAL_MAX_BYTES_ENV = "DECLAW_WASM_JOURNAL_MAX_BYTES"
+OTEL_ENV = "DECLAW_WASM_OTEL"
 
 
 def cache_dir() -> Path:
@@ -365,6 +368,25 @@ def positive_int(name: str, default: int) -> int:
     if number <= 0:
         raise ValueError(f"{name} must be positive, got {value!r}")
     return number
+
+
+def journal_dir() -> Optional[Path]:
+    """`DECLAW_WASM_JOURNAL`: a folder where every sandbox of this process writes its JSONL
+    journal (docs/observability.md); unset or empty: none (the in-memory ring only)."""
+    value = os.environ.get(JOURNAL_ENV, "").strip()
+    return _expanded(value) if value else None
+
+
+def journal_max_bytes() -> int:
+    """`DECLAW_WASM_JOURNAL_MAX_BYTES`: bytes one journal file grows to before it is rotated
+    (three rotated files are kept beside it). Default 64 MiB; a positive whole number."""
+    return positive_int(JOURNAL_MAX_BYTES_ENV, 64 << 20)
+
+
+def otel_enabled() -> bool:
+    """`DECLAW_WASM_OTEL=1`: sandboxes' commands, cells, egress and lifecycle become
+    OpenTelemetry spans (the `otel` extra; docs/observability.md). Off by default."""
+    return os.environ.get(OTEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class BackendChoice(NamedTuple):

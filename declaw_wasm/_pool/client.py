@@ -13,6 +13,7 @@ from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
 
 from .._backend import Callback, ToolSpec, WriteData, tools_unreachable
 from .._lines import CellReader, LineProcess
+from ..events import SandboxEvent
 from ..security.audit import AuditEvent
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution, Logs, Result
@@ -136,7 +137,7 @@ class HostLost(SandboxException):
 # Calls that change nothing: when the host is lost under one of them and the sandbox is restored
 # from its checkpoint, it is asked again of the restored sandbox instead of failing.
 READS = frozenset({"info", "is_running", "list", "get_info", "exists", "processes", "list_contexts",
-                   "metrics", "audit_events", "list_snapshots"})
+                   "metrics", "audit_events", "events", "list_snapshots"})
 
 
 class Recovery:
@@ -309,6 +310,9 @@ def create_arguments(request: Any) -> tuple[Any, Any]:
     (`lend_tools`), where the host can call back."""
     from .._egress.create import hosted_secrets
 
+    if getattr(request, "_host_only", {}).get("journal") is not None:
+        raise InvalidArgumentException("journal=: not supported for a sandbox in a worker yet; its worker journals it "
+                                       "with DECLAW_WASM_JOURNAL (docs/observability.md), or create it in-process")
     if getattr(request, "_host_only", {}).get("guard_plugins"):
         raise InvalidArgumentException("guard_plugins: callables of this process cannot run in a worker; "
                                        "create the sandbox in-process (docs/guardrails.md)")
@@ -414,6 +418,10 @@ class HostedSandbox:
 
     def audit_events(self) -> List[Any]:
         events: List[Any] = expect(self._call("audit_events"), [AuditEvent], "audit_events")
+        return events
+
+    def events(self, since: int = 0) -> List[Any]:
+        events: List[Any] = expect(self._call("events", since), [SandboxEvent], "events")
         return events
 
     def metrics(self) -> SandboxMetrics:
