@@ -93,8 +93,8 @@ def _forget(held: list[int]) -> None:
     held[0] = 0
 
 
-def _cost(event: SandboxEvent) -> int:
-    return EVENT_COST + sum(len(v) for v in event.__dict__.values() if isinstance(v, str))
+def _cost(fields: dict[str, Any]) -> int:
+    return EVENT_COST + sum(len(v) for v in fields.values() if type(v) is str)
 
 
 class Journal:
@@ -165,7 +165,7 @@ class Recorder:
         self.hide: list[str] = []  # values masked as *** in every text field (set by the sandbox: secrets)
         self.seq = 0
         self._lock = threading.Lock()
-        self._ring: deque[SandboxEvent] = deque()
+        self._ring: deque[tuple[int, SandboxEvent]] = deque()  # (its cost, the event)
         self._ring_bytes = 0
         self._held = [0]  # events' and images' bytes, counted in PROCESS_RINGS (given back by _forget)
         weakref.finalize(self, _forget, self._held)
@@ -196,13 +196,13 @@ class Recorder:
             self.seq += 1
             event = model.model_construct(sandbox_id=self.sandbox_id, seq=self.seq,
                                           timestamp=datetime.now(timezone.utc), **fields)
-            cost = _cost(event)
-            self._ring.append(event)
+            cost = _cost(fields)
+            self._ring.append((cost, event))
             self._ring_bytes += cost
             self._count(cost)
             while len(self._ring) > 1 and (len(self._ring) > RING_EVENTS or self._ring_bytes > RING_BYTES
                                            or self._crowded()):
-                gone = _cost(self._ring.popleft())
+                gone, _ = self._ring.popleft()
                 self._ring_bytes -= gone
                 self._count(-gone)
                 self.dropped += 1
@@ -242,7 +242,7 @@ class Recorder:
     def events(self, since: int = 0) -> list[SandboxEvent]:
         """The ring's events with a sequence number above `since`, oldest first."""
         with self._lock:
-            return [e for e in self._ring if e.seq > since]
+            return [e for _, e in self._ring if e.seq > since]
 
     def image(self, data_b64: Any) -> Optional[ImageRef]:
         """A cell's PNG or JPEG (base64, as a result carries it) stored (ring and journal), as
