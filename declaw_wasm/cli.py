@@ -59,6 +59,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             "else 'serve'); in-process programs share it with DECLAW_WASM_STATE_NAMESPACE=NAME")
     serve.add_argument("--vault-file", default=None, metavar="PATH",
                        help="keep the vault's secrets in this file (mode 0600); default: in memory")
+    serve.add_argument("--webhook", action="append", default=[], metavar="URL",
+                       help="POST each sandbox lifecycle event to URL, signed (HMAC-SHA256) with "
+                            "DECLAW_WASM_WEBHOOK_SECRET; repeatable")
+    serve.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                       help="also serve /metrics without the API key on 127.0.0.1:PORT (loopback only)")
     _template_parser(sub)
     _state_parser(sub)
     sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
@@ -107,6 +112,17 @@ def _serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"declaw-wasm serve: {exc}") from None
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("declaw-wasm serve: --tls-cert and --tls-key go together")
+    if args.webhook:
+        from .server.observe import check_webhook
+        from .settings import webhook_secret
+
+        if not webhook_secret():
+            raise SystemExit("declaw-wasm serve: --webhook needs DECLAW_WASM_WEBHOOK_SECRET (the signing key)")
+        try:
+            for url in args.webhook:
+                check_webhook(url)
+        except InvalidArgumentException as exc:
+            raise SystemExit(f"declaw-wasm serve: {exc}") from None
     vault = None
     if args.vault_file:
         from .secrets import Vault
@@ -122,7 +138,8 @@ def _serve(args: argparse.Namespace) -> int:
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
                  max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes,
                  tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, vault=vault,
-                 allowed_hosts=args.allowed_host, state_namespace=namespace)
+                 allowed_hosts=args.allowed_host, state_namespace=namespace, webhooks=args.webhook,
+                 metrics_port=args.metrics_port)
     return 0
 
 

@@ -52,6 +52,7 @@ LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
 JOURNAL_ENV = "DECLAW_WASM_JOURNAL"
 JOURNAL_MAX_BYTES_ENV = "DECLAW_WASM_JOURNAL_MAX_BYTES"
 OTEL_ENV = "DECLAW_WASM_OTEL"
+WEBHOOK_SECRET_ENV = "DECLAW_WASM_WEBHOOK_SECRET"
 
 
 def cache_dir() -> Path:
@@ -387,6 +388,12 @@ def otel_enabled() -> bool:
     """`DECLAW_WASM_OTEL=1`: sandboxes' commands, cells, egress and lifecycle become
     OpenTelemetry spans (the `otel` extra; docs/observability.md). Off by default."""
     return os.environ.get(OTEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def webhook_secret() -> Optional[str]:
+    """`DECLAW_WASM_WEBHOOK_SECRET`: the key `declaw-wasm serve --webhook` signs deliveries with
+    (HMAC-SHA256). Unset or empty: none (then `--webhook` is refused)."""
+    return os.environ.get(WEBHOOK_SECRET_ENV) or None
 
 
 class BackendChoice(NamedTuple):
