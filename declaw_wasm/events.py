@@ -9,7 +9,8 @@ across a pause and resume in one process) and a UTC timestamp; `kind` says which
   CPU time (instructions with a CPU limit), memory at the end, output sizes and the first and
   last KiB of each stream;
 - `cell`: a `run_code` cell: its code (the first 4 KiB), the result types, the error's name,
-  the duration, charts as references to the stored PNG/JPEG (`ImageRef`);
+  the duration, charts as references to the stored PNG/JPEG (`ImageRef`), the first KiB of
+  each result's text formats (`ResultPreview`: sources, never rendered);
 - `file`: a file written or read through the API (path and size; never the content);
 - `egress`: one event of the egress audit (`AuditEvent`'s fields: host, method, status,
   bytes, decision and rule, redaction and injection counts; secret values are masked by the
@@ -95,6 +96,15 @@ class ImageRef(Model):
     size: int
 
 
+class ResultPreview(Model):
+    """The first `HEAD` characters of one of a cell's results in a text format (its `text`,
+    `html`, `svg`, `javascript`, `markdown`, `latex`...): the guest's source, as data. A viewer
+    shows it as text, never as markup (the console does)."""
+
+    format: str
+    source: str
+
+
 class CellRun(SandboxEvent):
     kind: Literal["cell"] = "cell"
     context_id: str = ""
@@ -104,6 +114,7 @@ class CellRun(SandboxEvent):
     result_types: list[str] = Field(default_factory=list)  # each result's formats ("png", "text", "html"...)
     chart_types: list[str] = Field(default_factory=list)
     images: list[ImageRef] = Field(default_factory=list)
+    previews: list[ResultPreview] = Field(default_factory=list)
     error_name: str = ""
     error_value: str = ""
     stdout_bytes: int = 0

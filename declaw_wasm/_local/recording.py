@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .._egress import DEFAULT_MASK_PATTERNS
 from .._journal import Recorder, head_tail
 from ..events import (HEAD, MAX_TEXT, CellRun, CommandEnded, CommandStarted, EgressEvent, FileEvent,
-                      LifecycleEvent, LimitEvent, ToolEvent)
+                      LifecycleEvent, LimitEvent, ResultPreview, ToolEvent)
 
 if TYPE_CHECKING:
     from ..execution import Execution
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .processes import Process
     from .sandbox import LocalSandbox
 
+PREVIEWED = ("text", "html", "svg", "markdown", "latex", "javascript")  # a cell's results' text formats kept
+MAX_PREVIEWS = 16  # previews per cell event
 STOPPED_LIMIT = {"timeout": "timeout", "quota": "disk", "fuel": "cpu"}
 KILLED_EXIT_CODE = 137
 LIMIT_FIELDS = ("memory_limit", "disk_bytes", "output_limit", "cpu_instructions", "max_processes")
@@ -81,10 +83,7 @@ def command_ended(sandbox: "LocalSandbox", process: "Process") -> None:
     stopped = outcome.stopped or ""
     exit_code = KILLED_EXIT_CODE if process.killed or stopped in ("quota", "killed") else outcome.exit_code
     guest = process.guest
-    try:
-        memory = guest.memory_bytes()
-    except Exception:  # noqa: BLE001 -- a guest torn down already
-        memory = 0
+    memory = process.memory_bytes
     error = outcome.error or process.quota_message or ""
     record = recorder(sandbox)
     record.emit(CommandEnded, pid=process.pid, cmd=process.cmd[:MAX_TEXT], cwd=process.cwd[:MAX_TEXT],
@@ -108,9 +107,16 @@ def cell_run(sandbox: "LocalSandbox", code: str, context_id: Optional[str], lang
     fields: dict[str, Any] = {"context_id": context_id or "", "language": language or "python",
                               "code": code[:MAX_TEXT], "duration_ms": round((time.monotonic() - began) * 1000, 3)}
     if execution is not None:
-        result_types, charts, images = [], [], []
+        result_types: list[str] = []
+        charts: list[str] = []
+        images: list[Any] = []
+        previews: list[ResultPreview] = []
         for result in execution.results:
             result_types.append(",".join(result.formats()))
+            for name in PREVIEWED:
+                source = getattr(result, name, None)
+                if isinstance(source, str) and source and len(previews) < MAX_PREVIEWS:
+                    previews.append(ResultPreview.model_construct(format=name, source=source[:HEAD]))
             if result.chart is not None:
                 charts.append(str(getattr(result.chart.type, "value", result.chart.type)))
             for data in (result.png, result.jpeg):
@@ -120,7 +126,7 @@ def cell_run(sandbox: "LocalSandbox", code: str, context_id: Optional[str], lang
                         images.append(ref)
         stdout, stderr = "".join(execution.logs.stdout), "".join(execution.logs.stderr)
         (head, tail), (ehead, etail) = head_tail(stdout), head_tail(stderr)
-        fields.update(result_types=result_types, chart_types=charts, images=images,
+        fields.update(result_types=result_types, chart_types=charts, images=images, previews=previews,
                       stdout_bytes=len(stdout.encode("utf-8", "surrogatepass")), stdout_head=head, stdout_tail=tail,
                       stderr_bytes=len(stderr.encode("utf-8", "surrogatepass")), stderr_head=ehead,
                       stderr_tail=etail)

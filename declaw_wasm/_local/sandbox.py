@@ -381,6 +381,10 @@ class LocalSandbox:
         from its ring (the newest `_journal.RING_EVENTS`); a sandbox that ended keeps its own."""
         return recording.recorder(self).events(since)
 
+    def event_image(self, digest: str) -> Optional[tuple[str, bytes]]:
+        """A chart a cell event refers to (`ImageRef.sha256`): (mime, bytes), if the ring has it."""
+        return recording.recorder(self).image_data(digest)
+
     def info(self) -> SandboxInfo:
         with self._lock:
             paused = self._ended == "paused"

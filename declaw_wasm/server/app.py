@@ -88,6 +88,10 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
     for router in routers(registry):
         app.include_router(router)
     app.include_router(metrics_router(metrics))
+    from .console import ServedSource, data_router, static_router
+
+    app.include_router(static_router())  # /console: the page, no data (guard.py lets it through)
+    app.include_router(data_router(ServedSource(registry), events_route=False))
 
     @app.exception_handler(SandboxException)
     async def sandbox_error(request: Request, exc: SandboxException) -> JSONResponse:

@@ -184,3 +184,16 @@ def test_the_process_rings_are_bounded_together(monkeypatch: pytest.MonkeyPatch)
     before = _journal.PROCESS_RINGS.bytes
     del recorders, rec
     assert _journal.PROCESS_RINGS.bytes < before - sum(held) + 1
+
+
+def test_the_console_command_needs_a_journal_folder_or_a_server(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from declaw_wasm.cli import main
+
+    monkeypatch.delenv("DECLAW_WASM_JOURNAL", raising=False)
+    with pytest.raises(SystemExit, match="--journal DIR"):
+        main(["console"])
+    with pytest.raises(SystemExit, match="--journal DIR"):
+        main(["console", "--journal", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="http"):
+        main(["console", "--serve", "ftp://example/"])
