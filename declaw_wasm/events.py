@@ -195,8 +195,8 @@ def parse_event(data: Union[str, bytes, dict[str, Any]]) -> SandboxEvent:
 
 def read_journal(path: Union[str, Path]) -> Iterator[SandboxEvent]:
     """The events of a journal file (or of every `*.jsonl` file of a journal folder, by name),
-    oldest first. A last line cut short by a crash of the writer is skipped; any other line that
-    is not an event raises `ValueError` naming the file and line."""
+    oldest first. A line cut short by a crash of the writer (not JSON) is skipped; a JSON line
+    that is not an event raises `ValueError` naming the file and line."""
     where = Path(path)
     files = sorted(where.glob("*.jsonl*"), key=_journal_order) if where.is_dir() else [where]
     for file in files:
@@ -206,10 +206,14 @@ def read_journal(path: Union[str, Path]) -> Iterator[SandboxEvent]:
             if not line.strip():
                 continue
             try:
-                yield parse_event(line)
+                data = json.loads(line)
+            except ValueError:  # a write torn by a crash (the next writer starts a new line)
+                continue
+            if not isinstance(data, dict):
+                raise ValueError(f"{file}: line {number} is not a sandbox event: not an object")
+            try:
+                yield parse_event(data)
             except ValidationError as exc:
-                if number == len(lines):  # the last line, with no newline: a torn write
-                    return
                 raise ValueError(f"{file}: line {number} is not a sandbox event: {exc.errors()[0]['msg']}") from None
 
 

@@ -1,7 +1,8 @@
 """Sandbox events recorded: a sandbox's ring, its JSONL journal, and this process's listeners.
 
 Each sandbox has a `Recorder` (made with it, kept across a pause and resume in this process):
-it numbers the sandbox's events (events.py), keeps the newest in a bounded ring (`RING_EVENTS`
+it numbers the sandbox's events (events.py; a sandbox resumed in another process goes on from
+its journal's last number), keeps the newest in a bounded ring (`RING_EVENTS`
 events, `RING_BYTES` of their text, `IMAGE_BYTES` of chart images; all rings of the process
 `PROCESS_BYTES`, past which a growing ring drops its oldest down to `RING_FLOOR`) that
 `sbx.events()` reads, appends each to the sandbox's JSONL journal when there is one, and hands
@@ -48,6 +49,8 @@ PROCESS_BYTES = 256 << 20  # all rings of the process (events and images), befor
 RING_FLOOR = 256 << 10  # what a ring keeps while the process's rings are over their cap
 KEEP_ROTATED = 3
 EVENT_COST = 256  # what an event costs the ring beside its text
+TAIL = 256 << 10  # bytes read back from a journal's end for its last event (an event is at most ~20 KiB)
+_SEQ = re.compile(rb'^\{"sandbox_id":"[^"]*","seq":(\d{1,18}),')
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _SIGNATURES: dict[bytes, tuple[Literal["image/png", "image/jpeg"], str]] = {
     b"\x89PNG\r\n\x1a\n": ("image/png", "png"), b"\xff\xd8\xff": ("image/jpeg", "jpg")}
@@ -109,9 +112,24 @@ class Journal:
         self.max_bytes = max_bytes
         self._fd = self._open()
         self.size = os.fstat(self._fd).st_size
+        if self.size and os.pread(self._fd, 1, self.size - 1) != b"\n":
+            self.write(b"\n")  # a line torn by a crash of the last writer stays a line of its own
+
+    def last_seq(self) -> int:
+        """The sequence number of the journal's last whole event (0: none): a sandbox resumed in
+        another process goes on numbering from it."""
+        if not self.size:
+            return 0
+        lines = os.pread(self._fd, TAIL, max(0, self.size - TAIL)).split(b"\n")
+        for line in reversed(lines[1:] if self.size > TAIL else lines):
+            found = _SEQ.search(line[:200])
+            if found and line.rstrip().endswith(b"}"):
+                return int(found.group(1))
+        return 0
 
     def _open(self) -> int:
-        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        # read too: its last event is read back through this descriptor (`last_seq`), never by name
+        return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
     def write(self, line: bytes) -> None:
         if self.size and self.size + len(line) > self.max_bytes:
@@ -177,6 +195,7 @@ class Recorder:
         if folder is not None:
             try:
                 self.journal = Journal(folder, sandbox_id, journal_max_bytes())
+                self.seq = self.journal.last_seq()  # resumed here after a pause elsewhere: numbering goes on
             except OSError as exc:
                 log.error("sandbox %s: its journal cannot be written in %s (%s); it has none", sandbox_id, folder,
                           exc.strerror or exc)

@@ -161,3 +161,22 @@ def test_events_are_forwarded_from_a_pool_worker_and_a_server(make) -> None:  # 
     assert later == []
     with pytest.raises(InvalidArgumentException, match="since"):
         sbx.events(since=-1)
+
+
+def test_pause_and_resume_are_events_and_the_numbering_goes_on(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECLAW_WASM_STATE", str(tmp_path / "state"))
+    sbx = Sandbox.create(journal=tmp_path / "j")
+    try:
+        sbx.commands.run("echo before")
+        sbx.pause()
+        sbx.connect()  # resumes it
+        sbx.commands.run("echo after")
+        events = sbx.events()
+    finally:
+        sbx.kill()
+    actions = [e.action for e in events if isinstance(e, LifecycleEvent)]
+    assert actions == ["created", "paused", "resumed"]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    journaled = list(read_journal(tmp_path / "j"))
+    assert [e.seq for e in journaled] == list(range(1, len(events) + 2))  # and the kill

@@ -197,3 +197,17 @@ def test_the_console_command_needs_a_journal_folder_or_a_server(tmp_path: Path,
         main(["console", "--journal", str(tmp_path / "missing")])
     with pytest.raises(SystemExit, match="http"):
         main(["console", "--serve", "ftp://example/"])
+
+
+def test_a_sandbox_resumed_elsewhere_goes_on_numbering_from_its_journal(tmp_path: Path) -> None:
+    first = Recorder("sbx_r", journal=tmp_path)
+    for _ in range(3):
+        first.emit(FileEvent, op="write", path="/p", size=1)
+    first.close()
+    with open(tmp_path / "sbx_r.jsonl", "ab") as f:
+        f.write(b'{"sandbox_id":"sbx_r","seq":4,"time')  # torn by a crash: not counted
+    again = Recorder("sbx_r", journal=tmp_path)  # the resumed sandbox, in another process
+    assert again.emit(FileEvent, op="read", path="/p", size=1).seq == 4
+    assert Recorder("sbx_new", journal=tmp_path).emit(FileEvent, op="read", path="/p", size=1).seq == 1
+    events = list(read_journal(tmp_path / "sbx_r.jsonl"))  # the torn line skipped, the rest whole
+    assert [e.seq for e in events] == [1, 2, 3, 4]
