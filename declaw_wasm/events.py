@@ -17,7 +17,9 @@ across a pause and resume in one process) and a UTC timestamp; `kind` says which
   audit before they get here, and rehydrated plaintext is never recorded);
 - `tool`: a host tool called by the sandbox's code;
 - `limit`: a limit was hit (the sandbox's lifetime, a command's timeout, the disk quota, the
-  CPU budget, the output limit).
+  CPU budget, the output limit);
+- `sample`: the sandbox's CPU time, memory and disk, every `DECLAW_WASM_SAMPLE_SECONDS` (5)
+  while it runs a command or a cell.
 
 Events are values the host made: text from the guest (a command line, output, a URL) is in
 them as data, cut to bounds (`MAX_TEXT`, `HEAD`), and never interpreted. `read_journal` reads a
@@ -37,7 +39,8 @@ from ._model import Model
 
 MAX_TEXT = 4096  # characters of a command line, a cell's code, a path in an event
 HEAD = 1024  # characters of the first and of the last part of a command's or cell's output
-EventKind = Literal["lifecycle", "command.started", "command.ended", "cell", "file", "egress", "tool", "limit"]
+EventKind = Literal["lifecycle", "command.started", "command.ended", "cell", "file", "egress", "tool", "limit",
+                    "sample"]
 
 
 class SandboxEvent(Model):
@@ -169,6 +172,17 @@ class ToolEvent(SandboxEvent):
     error: str = ""
 
 
+class SampleEvent(SandboxEvent):
+    """The sandbox's resources, sampled every `DECLAW_WASM_SAMPLE_SECONDS` while it runs a
+    command or a cell (as `metrics()` measures them)."""
+
+    kind: Literal["sample"] = "sample"
+    cpu_seconds: float = 0.0  # CPU time of its guests so far (ended ones included)
+    memory_bytes: int = 0  # the live guests' linear memories
+    disk_bytes: int = 0  # under its writable folders
+    running: int = 0  # commands and cells running
+
+
 class LimitEvent(SandboxEvent):
     kind: Literal["limit"] = "limit"
     limit: Literal["lifetime", "timeout", "disk", "cpu", "output"]
@@ -177,7 +191,7 @@ class LimitEvent(SandboxEvent):
 
 
 Event = Annotated[Union[LifecycleEvent, CommandStarted, CommandEnded, CellRun, FileEvent, EgressEvent, ToolEvent,
-                        LimitEvent], Field(discriminator="kind")]
+                        LimitEvent, SampleEvent], Field(discriminator="kind")]
 _adapter: Optional[TypeAdapter[Any]] = None
 
 

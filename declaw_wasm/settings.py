@@ -53,6 +53,7 @@ JOURNAL_ENV = "DECLAW_WASM_JOURNAL"
 JOURNAL_MAX_BYTES_ENV = "DECLAW_WASM_JOURNAL_MAX_BYTES"
 OTEL_ENV = "DECLAW_WASM_OTEL"
 WEBHOOK_SECRET_ENV = "DECLAW_WASM_WEBHOOK_SECRET"
+SAMPLE_SECONDS_ENV = "DECLAW_WASM_SAMPLE_SECONDS"
 
 
 def cache_dir() -> Path:
@@ -388,6 +389,21 @@ def otel_enabled() -> bool:
     """`DECLAW_WASM_OTEL=1`: sandboxes' commands, cells, egress and lifecycle become
     OpenTelemetry spans (the `otel` extra; docs/observability.md). Off by default."""
     return os.environ.get(OTEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def sample_seconds() -> float:
+    """`DECLAW_WASM_SAMPLE_SECONDS`: seconds between a sandbox's resource samples (CPU, memory,
+    disk: `sample` events) while it runs a command or a cell. Default 5; 0: none."""
+    value = os.environ.get(SAMPLE_SECONDS_ENV, "").strip()
+    if not value:
+        return 5.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{SAMPLE_SECONDS_ENV} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{SAMPLE_SECONDS_ENV} must be a finite number >= 0, got {value!r}")
+    return max(seconds, 0.1) if seconds else 0.0
 
 
 def webhook_secret() -> Optional[str]:

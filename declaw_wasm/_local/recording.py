@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any, Optional
 from .._egress import DEFAULT_MASK_PATTERNS
 from .._journal import Recorder, head_tail
 from ..events import (HEAD, MAX_TEXT, CellRun, CommandEnded, CommandStarted, EgressEvent, FileEvent,
-                      LifecycleEvent, LimitEvent, ResultPreview, ToolEvent)
+                      LifecycleEvent, LimitEvent, ResultPreview, SampleEvent, ToolEvent)
+from ..settings import sample_seconds
+from . import quota
+from .lifetimes import lifetimes
 
 if TYPE_CHECKING:
     from ..execution import Execution
@@ -69,7 +72,38 @@ def lifecycle(sandbox: "LocalSandbox", action: str) -> None:
         recorder(sandbox).close()
 
 
+def sampling(sandbox: "LocalSandbox") -> None:
+    """A command or cell starts: sample the sandbox's resources every `sample_seconds()` from
+    now while it runs something (one timer per sandbox, gone once nothing runs)."""
+    if sandbox.__dict__.get("sampler") is not None:
+        return
+    interval = sample_seconds()
+    if interval:
+        sandbox.__dict__["sampler"] = lifetimes.schedule(interval, lambda: _sample(sandbox, interval))
+
+
+def _sample(sandbox: "LocalSandbox", interval: float) -> None:
+    sandbox.__dict__["sampler"] = None
+    if not sandbox.running:
+        return
+    processes = sandbox._live_processes()
+    busy = sandbox.code.busy_guests()
+    if not processes and not busy:
+        return
+    guests = [p.guest for p in processes] + sandbox.code.live_guests()
+    try:
+        disk, _ = quota.usage(sandbox.fs.writable_folders())
+    except OSError:
+        disk = 0
+    recorder(sandbox).emit(SampleEvent, cpu_seconds=round(sandbox.cpu_seconds_ended + sum(g.cpu_seconds()
+                                                                                          for g in guests), 6),
+                           memory_bytes=sum(g.memory_bytes() for g in guests), disk_bytes=disk,
+                           running=len(processes) + len(busy))
+    sandbox.__dict__["sampler"] = lifetimes.schedule(interval, lambda: _sample(sandbox, interval))
+
+
 def command_started(sandbox: "LocalSandbox", process: "Process") -> None:
+    sampling(sandbox)
     recorder(sandbox).emit(CommandStarted, pid=process.pid, cmd=process.cmd[:MAX_TEXT], cwd=process.cwd[:MAX_TEXT],
                            pty=process.pty_size is not None)
 

@@ -596,6 +596,7 @@ class LocalSandbox:
                      "on_error": on_error}
         tools = host_tools(request._host_only.get("tools"))  # this cell's own, if any
         began = time.monotonic()
+        recording.sampling(self)
         try:
             execution = self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
                                            request.timeout or None, callbacks, tools, request.language)

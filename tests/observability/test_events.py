@@ -15,7 +15,7 @@ import pytest
 
 from declaw_wasm import Sandbox
 from declaw_wasm.events import (CellRun, CommandEnded, CommandStarted, EgressEvent, FileEvent, LifecycleEvent,
-                                LimitEvent, read_journal)
+                                LimitEvent, SampleEvent, read_journal)
 from declaw_wasm.exceptions import InvalidArgumentException, TimeoutException
 
 pytestmark = pytest.mark.guest
@@ -180,3 +180,20 @@ def test_pause_and_resume_are_events_and_the_numbering_goes_on(tmp_path: Path,
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     journaled = list(read_journal(tmp_path / "j"))
     assert [e.seq for e in journaled] == list(range(1, len(events) + 2))  # and the kill
+
+
+def test_a_running_sandbox_is_sampled_at_the_set_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECLAW_WASM_SAMPLE_SECONDS", "0.3")
+    sbx = Sandbox.create()
+    try:
+        sbx.commands.run("python3 -c \"import time; x = bytearray(40_000_000); time.sleep(2)\"")
+        time.sleep(1.0)  # nothing runs now: no more samples
+        events = sbx.events()
+    finally:
+        sbx.kill()
+    samples = [e for e in events if isinstance(e, SampleEvent)]
+    assert len(samples) >= 3
+    assert max(s.memory_bytes for s in samples) > 40_000_000 and all(s.running == 1 for s in samples)
+    assert [s.cpu_seconds for s in samples] == sorted(s.cpu_seconds for s in samples)
+    ended = next(e for e in events if isinstance(e, CommandEnded))
+    assert all(s.seq < ended.seq for s in samples)

@@ -6,7 +6,7 @@
   const PREFIX = "/declaw-wasm";
   let apiKey = "";
   let following = null; // the AbortController of the current follow
-  const points = []; // [seq, cpu seconds, memory MiB] of ended commands, for the chart
+  const points = []; // [seq, cpu seconds, memory MiB] of resource samples, for the chart
 
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -114,6 +114,11 @@
   }
 
   function render(id, e) {
+    if (e.kind === "sample") { // resources while something runs: the chart, not the timeline
+      points.push([e.seq, Number(e.cpu_seconds) || 0, (Number(e.memory_bytes) || 0) / 1048576]);
+      drawChart();
+      return;
+    }
     const kind = String(e.kind || "").split(".")[0];
     const item = el("li", `event kind-${kind}`);
     const when = el("span", "meta", ` #${e.seq} ${e.timestamp}`);
@@ -130,7 +135,6 @@
       item.append(el("div", e.exit_code === 0 ? "meta" : "meta error", line));
       if (e.error) item.append(el("div", "error", e.error));
       outputs(item, e);
-      points.push([e.seq, Number(e.cpu_seconds) || 0, (Number(e.memory_bytes) || 0) / 1048576]);
       drawChart();
     } else if (e.kind === "cell") {
       item.append(el("span", "head", "cell"), when);
@@ -188,7 +192,8 @@
     if (!canvas) {
       canvas = el("canvas");
       canvas.width = 480; canvas.height = 120;
-      $("summary").append(el("div", "meta", "CPU seconds (blue) and memory MiB (purple) of each command"), canvas);
+      $("summary").append(el("div", "meta", "CPU seconds (blue) and memory MiB (purple) over time (samples)"),
+        canvas);
     }
     const ctx = canvas.getContext("2d");
     ctx.clearRect(0, 0, canvas.width, canvas.height);
