@@ -96,6 +96,21 @@ def _forget(held: list[int]) -> None:
     held[0] = 0
 
 
+def listening() -> bool:
+    """Whether this process has listeners (a backend that forwards events asks first)."""
+    return bool(_listeners)
+
+
+def dispatch(event: SandboxEvent) -> None:
+    """Hand `event` to this process's listeners: its own sandboxes' (`Recorder.emit`), or a
+    hosted sandbox's forwarded from its worker (_pool/client.py)."""
+    for listener in list(_listeners):
+        try:
+            listener(event)
+        except Exception as exc:  # noqa: BLE001 -- a listener's bug must not break the sandbox
+            log.error("an event listener failed on %s's event %d: %r", event.sandbox_id, event.seq, exc)
+
+
 def _cost(fields: dict[str, Any]) -> int:
     return EVENT_COST + sum(len(v) for v in fields.values() if type(v) is str)
 
@@ -234,11 +249,7 @@ class Recorder:
                     self.journal = None
                     journal.close()
         if _listeners:
-            for listener in list(_listeners):
-                try:
-                    listener(event)
-                except Exception as exc:  # noqa: BLE001 -- a listener's bug must not break the sandbox
-                    log.error("an event listener failed on %s's event %d: %r", self.sandbox_id, event.seq, exc)
+            dispatch(event)
         return event
 
     def _count(self, n: int) -> None:

@@ -107,3 +107,20 @@ s = Sandbox.create(); s.commands.run('true'); s.kill()
 print([span.name for span in exporter.get_finished_spans()])
 """
     assert run_python(program, DECLAW_WASM_OTEL="1") == "['sandbox.created', 'sandbox.command', 'sandbox.killed']"
+
+
+@pytest.mark.parametrize("mode", ["processes"], indirect=True)
+def test_a_pool_workers_events_become_spans_under_the_callers_span(spans: Any, make: Any) -> None:
+    """Forwarded from the worker after each call, on the caller's thread: the same spans, the
+    caller's span their parent."""
+    tracer, exporter = spans
+    with tracer.start_as_current_span("agent turn") as turn:
+        sbx = make()
+        sbx.commands.run("echo hi")
+        sbx.run_code("1 + 1")
+        sbx.files.write("/tmp/x", "y")
+        sbx.kill()
+    mine = [s for s in exporter.get_finished_spans() if s.attributes.get("sandbox.id") == sbx.sandbox_id]
+    assert [s.name for s in mine] == ["sandbox.created", "sandbox.command", "sandbox.cell", "sandbox.killed"]
+    assert all(s.parent is not None and s.parent.span_id == turn.get_span_context().span_id for s in mine)
+    assert mine[1].attributes["process.command_line"] == "echo hi"
