@@ -7,7 +7,8 @@
 Or set `DECLAW_WASM_OTEL=1` (the first sandbox instruments the process with the global
 provider). Needs the `otel` extra (`opentelemetry-api`); exporting needs an SDK configured by the
 program (an OTLP exporter to a collector, Jaeger, Honeycomb, Langfuse, Logfire...):
-docs/observability.md. Spans are made where the sandbox runs: in-process sandboxes' here.
+docs/observability.md. A process pool's or Ray's sandboxes' events are forwarded here after
+each call (_pool/client.py), so their spans are made here too.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ from urllib.parse import urlsplit
 
 from .._journal import subscribe
 from .._printable import logger
-from ..events import (CellRun, CommandEnded, EgressEvent, LifecycleEvent, LimitEvent, SandboxEvent, ToolEvent,
-                      to_json)
+from ..events import (CellRun, CommandEnded, EgressEvent, LifecycleEvent, LimitEvent, SampleEvent, SandboxEvent,
+                      ToolEvent, to_json)
 from ..exceptions import InvalidArgumentException, NotFoundException
 
 QUEUE = 1000  # deliveries waiting per webhook URL
@@ -71,6 +71,9 @@ class Metrics:
         self.tools = Counter("declaw_tool_calls", "Host tool calls, by decision", ["decision"], registry=r)
         self.limits = Counter("declaw_limits_hit", "Limits hit, by limit", ["limit"], registry=r)
         self.memory = Gauge("declaw_command_memory_bytes", "Memory of the last ended command's guest", registry=r)
+        self.in_use = Gauge("declaw_sandbox_memory_bytes", "Guest memory of the running sandboxes, as last sampled",
+                            registry=r)
+        self._sampled: dict[str, int] = {}
         self._running: set[str] = set()
         self._paused: set[str] = set()
         self._lock = threading.Lock()
@@ -99,6 +102,11 @@ class Metrics:
             self.tools.labels("denied" if event.decision == "denied" else "allowed").inc()
         elif isinstance(event, LimitEvent):
             self.limits.labels(event.limit).inc()
+        elif isinstance(event, SampleEvent):
+            with self._lock:
+                if event.sandbox_id in self._running:
+                    self._sampled[event.sandbox_id] = max(0, event.memory_bytes)
+                self.in_use.set(sum(self._sampled.values()))
 
     def _lifecycle(self, event: LifecycleEvent) -> None:
         self.lifecycle.labels(event.action).inc()
@@ -112,6 +120,9 @@ class Metrics:
             elif event.action in ("killed", "timed_out"):
                 self._running.discard(event.sandbox_id)
                 self._paused.discard(event.sandbox_id)
+            if event.sandbox_id not in self._running:
+                self._sampled.pop(event.sandbox_id, None)
+                self.in_use.set(sum(self._sampled.values()))
             self.live.set(len(self._running))
             self.paused.set(len(self._paused))
 

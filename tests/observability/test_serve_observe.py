@@ -187,3 +187,21 @@ def test_webhook_urls_and_secret_are_checked() -> None:
             check_webhook(bad)
     with pytest.raises(InvalidArgumentException, match="DECLAW_WASM_WEBHOOK_SECRET"):
         Webhooks(["https://hooks.example/"], "")
+
+
+def test_memory_in_use_is_the_running_sandboxes_last_samples() -> None:
+    from declaw_wasm._journal import Recorder
+    from declaw_wasm.events import LifecycleEvent, SampleEvent
+
+    metrics = Metrics()
+    one, two = Recorder("sbx_m1", journal=False), Recorder("sbx_m2", journal=False)
+    for rec in (one, two):
+        metrics(rec.emit(LifecycleEvent, action="created"))
+    metrics(one.emit(SampleEvent, memory_bytes=100))
+    metrics(two.emit(SampleEvent, memory_bytes=50))
+    metrics(one.emit(SampleEvent, memory_bytes=300))
+    found = samples(metrics.exposition()[0].decode())
+    assert found[("declaw_sandbox_memory_bytes", ())] == 350
+    metrics(one.emit(LifecycleEvent, action="killed"))
+    found = samples(metrics.exposition()[0].decode())
+    assert found[("declaw_sandbox_memory_bytes", ())] == 50 and found[("declaw_sandboxes_live", ())] == 1
