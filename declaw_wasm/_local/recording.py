@@ -9,6 +9,7 @@ cut to the event's bounds; the egress audit's events come already masked and cut
 from __future__ import annotations
 
 import fnmatch
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -28,17 +29,23 @@ if TYPE_CHECKING:
 
 PREVIEWED = ("text", "html", "svg", "markdown", "latex", "javascript")  # a cell's results' text formats kept
 MAX_PREVIEWS = 16  # previews per cell event
+_making = threading.Lock()
 STOPPED_LIMIT = {"timeout": "timeout", "quota": "disk", "fuel": "cpu"}
 KILLED_EXIT_CODE = 137
 LIMIT_FIELDS = ("memory_limit", "disk_bytes", "output_limit", "cpu_instructions", "max_processes")
 
 
 def recorder(sandbox: "LocalSandbox") -> Recorder:
+    """The sandbox's recorder, made at its first event (one per sandbox, whichever thread asks first)."""
     made = sandbox.__dict__.get("recorder")
     if made is None:
-        journal = sandbox.options._host_only.get("journal") if sandbox.options is not None else None
-        made = sandbox.__dict__["recorder"] = Recorder(sandbox.sandbox_id, journal)
-        made.hide = hidden(sandbox)
+        with _making:
+            made = sandbox.__dict__.get("recorder")
+            if made is None:
+                journal = sandbox.options._host_only.get("journal") if sandbox.options is not None else None
+                made = Recorder(sandbox.sandbox_id, journal)
+                made.hide = hidden(sandbox)
+                sandbox.__dict__["recorder"] = made
     return made
 
 

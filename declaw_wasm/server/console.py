@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import re
 import time
 from datetime import datetime, timezone
@@ -35,7 +36,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from .._threads import in_thread
-from ..events import SandboxEvent, read_journal, to_json
+from ..events import SandboxEvent, parse_event, read_journal, to_json
 from ..exceptions import NotFoundException, SandboxException
 from ..wire import PREFIX
 
@@ -50,6 +51,7 @@ STATIC_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nos
                   "Referrer-Policy": "no-referrer", "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
 DATA_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 POLL = 0.25  # seconds between looks for new events while following
+READ_AT_ONCE = 8 << 20  # bytes of a journal a follow reads in one look
 STREAM_FOR = 3600.0  # a follow ends after this long (the page follows again)
 HEARTBEAT = 15.0
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -108,8 +110,37 @@ class JournalSource:
         return sorted(found, key=lambda s: str(s["started_at"]), reverse=True)
 
     def reader(self, sandbox_id: str) -> Callable[[int], list[SandboxEvent]]:
-        self._file(sandbox_id)
-        return lambda since: self.events(sandbox_id, since)
+        """A follow's reader: the whole journal once, then only what was appended since (whole
+        lines), so a long journal is not read again every `POLL`; a rotation reads it all again."""
+        path = self._file(sandbox_id)
+        state = {"inode": -1, "offset": 0}
+
+        def read(since: int) -> list[SandboxEvent]:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                return []
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_ino != state["inode"] or st.st_size < state["offset"]:  # new, or rotated
+                    events = self.events(sandbox_id, since)
+                    state.update(inode=st.st_ino, offset=st.st_size)
+                    return events
+                f.seek(state["offset"])
+                data = f.read(max(0, min(st.st_size - state["offset"], READ_AT_ONCE)))
+            whole = data[:data.rfind(b"\n") + 1]
+            state["offset"] += len(whole)
+            events = []
+            for line in whole.splitlines():
+                try:
+                    event = parse_event(line)
+                except ValueError:  # a torn line (pydantic's error is a ValueError)
+                    continue
+                if event.seq > since:
+                    events.append(event)
+            return events
+
+        return read
 
     def events(self, sandbox_id: str, since: int) -> list[SandboxEvent]:
         path = self._file(sandbox_id)
@@ -175,7 +206,7 @@ async def _follow(reader: Callable[[int], list[SandboxEvent]], since: int) -> As
     while time.monotonic() - began < STREAM_FOR:
         try:
             events = await in_thread(reader, since)
-        except SandboxException:  # gone (forgotten by the server)
+        except (SandboxException, ValueError):  # gone (forgotten by the server), or a journal line that is no event
             return
         for event in events:
             since = event.seq

@@ -211,3 +211,23 @@ def test_a_sandbox_resumed_elsewhere_goes_on_numbering_from_its_journal(tmp_path
     assert Recorder("sbx_new", journal=tmp_path).emit(FileEvent, op="read", path="/p", size=1).seq == 1
     events = list(read_journal(tmp_path / "sbx_r.jsonl"))  # the torn line skipped, the rest whole
     assert [e.seq for e in events] == [1, 2, 3, 4]
+
+
+def test_a_journal_follow_reads_only_what_was_appended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from declaw_wasm.server.console import JournalSource
+
+    monkeypatch.setenv("DECLAW_WASM_JOURNAL_MAX_BYTES", "3000")
+    rec = Recorder("sbx_f1", journal=tmp_path)
+    rec.emit(FileEvent, op="write", path="/a", size=1)
+    read = JournalSource(tmp_path).reader("sbx_f1")
+    assert [e.seq for e in read(0)] == [1]
+    rec.emit(FileEvent, op="write", path="/b", size=1)
+    with open(tmp_path / "sbx_f1.jsonl", "ab") as f:
+        f.write(b'{"sandbox_id":"sbx_f1","seq":3')  # a line still being written: not read yet
+    assert [e.seq for e in read(1)] == [2]
+    assert read(2) == []
+    for _ in range(40):  # past the size: rotated, read again from the start (seqs filter)
+        rec.emit(FileEvent, op="write", path="/c" * 20, size=1)
+    seqs = [e.seq for e in read(2)]
+    assert seqs and seqs[0] > 2 and seqs == sorted(seqs) and seqs[-1] == rec.seq
+    rec.close()
