@@ -6,8 +6,10 @@ installed), side by side.
 
 Each sink has its own sandbox; the rounds interleave them (one call each, in turn, `--gap`
 seconds of quiet before each: an agent's pace, so a parked guest is ready), so load on the
-machine falls on all alike. Also times the recorder alone (events made and written per second,
-no guest). Prints a Markdown table of medians (paste it into benchmarks/README.md).
+machine falls on all alike. A second ring-only sandbox shows how far two sandboxes with the
+same sink differ in the same run (the noise the other columns are read against). Also times
+the recorder alone (microseconds an event, no guest). Prints a Markdown table of medians
+(paste it into benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="declaw-wasm-journal-bench-"))
     ring_us, journal_us = per_event_us(folder / "micro")
     boxes: dict[str, Any] = {"ring only (default)": Sandbox.create(journal=False, timeout=3600),
+                             "ring only, a second sandbox (the noise)": Sandbox.create(journal=False, timeout=3600),
                              "JSONL journal": Sandbox.create(journal=folder / "journal", timeout=3600)}
     stop_otel = otel_on()
     if stop_otel is not None:
