@@ -113,6 +113,29 @@ def test_metrics_are_behind_the_key_and_count_what_sandboxes_did() -> None:
     assert after[("declaw_sandboxes_live", ())] == before.get(("declaw_sandboxes_live", ()), 0.0)
 
 
+@pytest.mark.guest
+def test_a_pool_backed_servers_metrics_count_its_workers_sandboxes() -> None:
+    """`serve --backend processes`: the workers' events are forwarded to the server's process."""
+    import os
+
+    from conftest import POOL  # tests/ is on sys.path
+
+    from declaw_wasm.sandbox import sandboxes_for
+    from declaw_wasm.settings import parse_backend
+
+    os.environ["DECLAW_WASM_WARM_IMAGE"] = "1"
+    with serve_in_thread(api_key=KEY, sandboxes=sandboxes_for(parse_backend(POOL))) as url:
+        before = samples(httpx.get(f"{url}/metrics", headers={"X-API-Key": KEY}).text)
+        sbx = Sandbox.create(domain=url, api_key=KEY)
+        sbx.commands.run("exit 2")
+        sbx.kill()
+        after = samples(httpx.get(f"{url}/metrics", headers={"X-API-Key": KEY}).text)
+    for key, grown in ((("declaw_sandbox_lifecycle_total", (("action", "created"),)), 1),
+                       (("declaw_sandbox_lifecycle_total", (("action", "killed"),)), 1),
+                       (("declaw_commands_total", (("outcome", "error"),)), 1)):
+        assert after.get(key, 0.0) - before.get(key, 0.0) == grown, key
+
+
 def test_keyless_metrics_answer_loopback_names_only_and_no_other_origins_page() -> None:
     import uvicorn
 
