@@ -95,14 +95,16 @@ class JournalSource:
         if not _ID.match(sandbox_id):
             raise NotFoundException(f"no journal for sandbox {sandbox_id!r}")
         path = self.folder / f"{sandbox_id}.jsonl"
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():  # a journal is a file we wrote, never a link
             raise NotFoundException(f"no journal for sandbox {sandbox_id!r} in {self.folder}")
         return path
 
     def sandboxes(self) -> list[dict[str, Any]]:
         found = []
         for path in self.folder.glob("*.jsonl"):
-            first = next(read_journal(path), None)
+            if path.is_symlink() or not _ID.match(path.stem):
+                continue
+            first = _first_event(path)
             started = first.timestamp if first is not None else datetime.fromtimestamp(path.stat().st_mtime,
                                                                                        timezone.utc)
             found.append({"sandbox_id": path.stem, "template": getattr(first, "template", ""), "state": "journal",
@@ -156,6 +158,16 @@ class JournalSource:
             path = self.folder / "images" / f"{digest}.{ext}"
             if path.is_file() and not path.is_symlink():
                 return mime, path.read_bytes()
+        return None
+
+
+def _first_event(path: Path) -> Optional[SandboxEvent]:
+    """A journal's first event (its first line only; None if it is not one)."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(1 << 20)
+        return parse_event(line)
+    except (OSError, ValueError):
         return None
 
 
