@@ -198,6 +198,7 @@ class Guest:
         self._cpu_at_end: Optional[float] = None
         self.host_blas: Optional[HostBlas] = None  # made at its first routed call (shims.py)
         self.host_cpu_seconds = 0.0  # the host BLAS's other threads' share of its calls
+        self.memory_at_end = 0  # the linear memory's size when the guest ended (the sandbox's events)
         self.clock_base_ns = 0  # the guest's monotonic clock reads time.monotonic_ns() minus this
 
     # -- measures, from any thread (metrics) --------------------------------------------------
@@ -370,6 +371,10 @@ class Guest:
         except BaseException as exc:  # the host must survive anything the guest does
             code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
         self._cpu_at_end = time.thread_time()
+        try:
+            self.memory_at_end = int(self._memory())  # its peak: a linear memory never shrinks
+        except Exception:  # noqa: BLE001 -- an instance that failed to start has none
+            pass
         # No guest code runs on this thread any more; what is left is bookkeeping and freeing
         # the instance, which outlives the outcome: say so in thread listings.
         threading.current_thread().name = "declaw-guest-ended"

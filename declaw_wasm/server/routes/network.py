@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query, Response
 
+from ...events import to_json
 from ...security.audit import AuditEvent
 from ..._threads import in_thread
 from ...wire import PREFIX
@@ -20,5 +21,13 @@ def router(registry: Registry) -> APIRouter:
     async def audit(sandbox_id: str) -> list[AuditEvent]:
         """The sandbox's outbound network events, oldest first (docs/egress.md, "Audit")."""
         return await in_thread((await sandbox(sandbox_id)).audit_events)
+
+    @network.get("/sandboxes/{sandbox_id}/events", responses=ERRORS)
+    async def events(sandbox_id: str, since: int = Query(0, ge=0)) -> Response:
+        """The sandbox's events (declaw_wasm.events) after sequence number `since`, oldest first:
+        a JSON array (docs/observability.md)."""
+        found = await sandbox(sandbox_id)
+        listed = await in_thread(found.events, since)
+        return Response("[" + ",".join(to_json(e) for e in listed) + "]", media_type="application/json")
 
     return network
