@@ -133,14 +133,28 @@ def configure(threads: int) -> bool:
         except (ImportError, AttributeError, KeyError):
             _missing = True
             return False
-        try:
-            from threadpoolctl import threadpool_limits
-
-            threadpool_limits(limits=max(1, threads), user_api="blas")
-        except ImportError:
-            pass
+        _size_pool(max(1, threads))
         _libs = libs
         return True
+
+
+def _size_pool(threads: int) -> None:
+    """Set the thread count of SciPy's own BLAS — the one routed calls use — and leave any other
+    BLAS of the process alone (numpy's wheels bundle their own OpenBLAS: a program embedding
+    sandboxes keeps its numpy's threads). Where SciPy shares one BLAS with numpy (a distribution's
+    build), that one is set. Without threadpoolctl, the BLAS's own default stays."""
+    import os
+
+    try:
+        import scipy
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return
+    blas = [lib for lib in ThreadpoolController().lib_controllers if lib.user_api == "blas"]
+    home = os.path.dirname(scipy.__file__)
+    own = [lib for lib in blas if "scipy.libs" in lib.filepath or lib.filepath.startswith(home)]
+    for lib in own or blas:
+        lib.set_num_threads(threads)
 
 
 class _Memory:
@@ -303,8 +317,8 @@ class _Call:
             raise Declined("small: the guest computes it")
         if whole and madds > MAX_UNSPLIT_MADDS:
             raise Declined("too large to run without a stop check: the guest computes it")
-        self.madds = madds
-        if self.budget is not None and madds > self.budget:
+        self.madds = madds * (4 if self.complex else 1)  # a complex multiply-add is four real ones
+        if self.budget is not None and self.madds > self.budget:
             raise OverBudget()
 
     # -- the host's arguments (re-serialised, alive until the call ends) --------------------------
@@ -329,7 +343,9 @@ class _Call:
 
     # -- the routines ---------------------------------------------------------------------------
     def run(self) -> int:
-        return int(getattr(self, "_" + self.routine.family)())
+        """Compute the call; what it is charged: its multiply-adds (a complex one counts four)."""
+        getattr(self, "_" + self.routine.family)()
+        return self.madds
 
     def _gemm(self) -> int:
         if self.routine.cblas:  # a row-major call is the column-major one of the transposes
