@@ -1,12 +1,17 @@
 """Compute speed: the same workloads in a sandbox and in native CPython, timed inside each
 interpreter (start-up excluded), best of `--repeat`.
 
-    python benchmarks/compute.py [--repeat 5] [--fuel]
+    python benchmarks/compute.py [--repeat 5] [--fuel] [--linalg-only]
 
 Native is a clean venv's python3 with numpy and pandas only (_common.clean_python). The guest
 is the warm image's CPython 3.15 on Wasmtime (Cranelift, opt level "speed", SIMD on: see the
 engine check printed first). `--fuel` also runs the workloads on the fuel-enabled build
 (`declaw-wasm warmup --fuel`) and prints its slowdown against the plain one.
+
+A second table times linear algebra (docs/compute.md) four ways: in the guest with its large
+BLAS calls routed to the host (`DECLAW_WASM_HOST_BLAS=1`, the default; the host BLAS may use
+every core), in the guest with every call kept in it (`=0`), and natively in a clean venv with
+the guest's libraries (numpy, SciPy, scikit-learn) at one BLAS thread and at all cores.
 """
 
 from __future__ import annotations
@@ -104,6 +109,105 @@ print(json.dumps(out))
 '''
 
 
+LINALG = r'''
+import json, sys, time
+import numpy as np
+
+rng = np.random.default_rng(0)
+
+def matmul_500():
+    a = rng.standard_normal((500, 500))
+    return lambda: a @ a
+
+def svd():
+    a = rng.standard_normal((1000, 300))
+    return lambda: np.linalg.svd(a, full_matrices=False)
+
+def solve():
+    a, b = rng.standard_normal((1000, 1000)), rng.standard_normal(1000)
+    return lambda: np.linalg.solve(a, b)
+
+def pca():
+    from sklearn.decomposition import PCA
+    x = rng.standard_normal((20000, 200))
+    return lambda: PCA(50, random_state=0).fit(x)
+
+def ridge():
+    from sklearn.linear_model import Ridge
+    x, y = rng.standard_normal((20000, 200)), rng.standard_normal(20000)
+    return lambda: Ridge().fit(x, y)
+
+def logistic():
+    from sklearn.linear_model import LogisticRegression
+    x = rng.standard_normal((20000, 50))
+    y = (x[:, 0] + 0.5 * rng.standard_normal(20000) > 0).astype(int)
+    return lambda: LogisticRegression().fit(x, y)
+
+def kmeans():
+    from sklearn.cluster import KMeans
+    x = rng.standard_normal((20000, 10))
+    return lambda: KMeans(8, n_init=1, random_state=0).fit(x)
+
+def small_matmul():
+    a = rng.standard_normal((10, 10))
+    def run():
+        for _ in range(1000):
+            a @ a
+    return run
+
+CASES = {"numpy a @ a, 500x500": matmul_500, "np.linalg.svd 1000x300": svd,
+         "np.linalg.solve 1000x1000": solve, "PCA(50).fit 20000x200": pca,
+         "Ridge().fit 20000x200": ridge, "LogisticRegression().fit 20000x50": logistic,
+         "KMeans(8).fit 20000x10": kmeans, "10x10 matmul x1000": small_matmul}
+repeat, name = int(sys.argv[1]), sys.argv[2]
+fn = CASES[name]()
+fn()  # a first call outside the timing (imports, the host BLAS's first use)
+times = []
+for _ in range(repeat):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+print(json.dumps({name: min(times)}))
+'''
+LINALG_NAMES = ["numpy a @ a, 500x500", "np.linalg.svd 1000x300", "np.linalg.solve 1000x1000",
+                "PCA(50).fit 20000x200", "Ridge().fit 20000x200", "LogisticRegression().fit 20000x50",
+                "KMeans(8).fit 20000x10", "10x10 matmul x1000"]
+
+
+def linalg_table(repeat: int) -> None:
+    """The linear algebra table (module docstring): routed, kept in the guest, native 1 and all."""
+    import os
+
+    from declaw_wasm import Sandbox
+
+    python = clean_python(["numpy", "pandas", "scipy", "scikit-learn"])
+    cores = os.cpu_count() or 1
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, Sandbox.create(timeout=3600) as sbx:
+        (Path(tmp) / "linalg.py").write_text(LINALG)
+        sbx.files.write("/tmp/linalg.py", LINALG)
+        for name in LINALG_NAMES:
+            row = []
+            for threads in ("1", str(cores)):
+                env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads)
+                done = subprocess.run([str(python), str(Path(tmp) / "linalg.py"), str(repeat), name],
+                                      capture_output=True, text=True, check=True, env=env)
+                row.append(json.loads(done.stdout)[name])
+            for routed in ("1", "0"):  # read at each routed call: one sandbox serves both
+                os.environ["DECLAW_WASM_HOST_BLAS"] = routed
+                result = sbx.commands.run(f"python3 /tmp/linalg.py {repeat} '{name}'", timeout=3600)
+                assert result.exit_code == 0, result.stderr
+                row.append(json.loads(result.stdout)[name])
+            os.environ.pop("DECLAW_WASM_HOST_BLAS", None)
+            rows.append((name, *row))
+    print(f"\n| workload (best of {repeat}) | native, 1 thread | native, {cores} threads | guest, routed | "
+          "ratio (routed / native 1) | guest, kept in the guest | ratio (kept / native 1) |\n"
+          "|---|---|---|---|---|---|---|")
+    for name, one, every, routed, kept in rows:
+        print(f"| {name} | {one * 1000:.1f} ms | {every * 1000:.1f} ms | {routed * 1000:.1f} ms | "
+              f"{routed / one:.2f}× | {kept * 1000:.1f} ms | {kept / one:.1f}× |")
+
+
 def engine_check() -> None:
     """Cranelift's opt level and SIMD, as the engine is configured, and whether the module uses
     SIMD (a module with SIMD instructions fails validation with SIMD off)."""
@@ -160,8 +264,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--fuel", action="store_true")
+    parser.add_argument("--linalg-only", action="store_true", help="only the linear algebra table")
     args = parser.parse_args()
     from declaw_wasm import Limits, Sandbox
+
+    if args.linalg_only:
+        linalg_table(args.repeat)
+        return
 
     engine_check()
     print(f"guest numpy's BLAS: {guest_blas()}\n")
@@ -192,6 +301,7 @@ def main() -> None:
             best, used, took = fuel
             rate = f"{used / took / 1e9:.2f} G" if used else "?"
             print(f"| {name} | {guest * 1000:.0f} ms | {best * 1000:.0f} ms | {best / guest:.2f}× | {rate} |")
+    linalg_table(args.repeat)
 
 
 if __name__ == "__main__":

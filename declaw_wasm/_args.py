@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import keyword
+import os
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Optional
 
 from .exceptions import InvalidArgumentException, SandboxException
@@ -181,6 +183,28 @@ def snapshot_name(value: Any) -> Optional[str]:
     if not isinstance(value, str) or not 0 < len(value) <= 128 or not value.isprintable():
         raise InvalidArgumentException(f"a snapshot name must be 1-128 printable characters, got {str(value)[:200]!r}")
     return value
+
+
+def event_seq(value: Any) -> int:
+    """`events(since=)`: a sequence number, a whole number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentException(f"since must be a whole number >= 0 (an event's seq), got {value!r}")
+    return value
+
+
+def journal(value: Any) -> Any:
+    """`create(journal=)`: None (the setting), False (none), or a folder (str or os.PathLike)
+    the journal is written in; returned as a `Path`, or None/False."""
+    if value is None or value is False:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise InvalidArgumentException(f"journal must be a folder (str or Path) or False, got {value!r}")
+    folder = Path(os.fspath(value)).expanduser()
+    if "\x00" in str(folder):
+        raise InvalidArgumentException(f"journal contains a NUL byte: {value!r}")
+    if folder.exists() and not folder.is_dir():
+        raise InvalidArgumentException(f"journal: {folder} is not a folder")
+    return folder
 
 
 def signature_expiration(value: Any) -> Optional[int]:

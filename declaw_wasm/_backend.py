@@ -156,6 +156,20 @@ class EventLog:
             buffer = None if self._buffers is None else self._buffers.get(stream)  # type: ignore[call-overload]
             return "" if buffer is None else buffer.decode("utf-8", "surrogatepass" if stream != "pty" else "replace")
 
+    def outline(self, stream: Stream, chars: int) -> tuple[int, str, str]:
+        """`stream`'s size in bytes, its first `chars` characters and its last `chars` ("" when
+        the first have it all), read without copying the whole stream (the sandbox's journal)."""
+        with self._cond:
+            buffer = None if self._buffers is None else self._buffers.get(stream)
+            if not buffer:
+                return 0, "", ""
+            size, span = len(buffer), 4 * chars  # a character is at most 4 bytes of UTF-8
+            if size <= span:
+                text = buffer.decode("utf-8", "replace")
+                return size, text[:chars], text[-chars:] if len(text) > chars else ""
+            return (size, bytes(buffer[:span]).decode("utf-8", "replace")[:chars],
+                    bytes(buffer[-span:]).decode("utf-8", "replace")[-chars:])
+
     def events(self, start: int = 0) -> Iterator[Event]:
         """Every event from `start` on, waiting for more until the command has ended."""
         index = start
@@ -294,6 +308,8 @@ class SandboxBackend(Protocol):
     def kill(self) -> bool: ...
     def audit_events(self) -> List[Any]:
         """The sandbox's outbound network events (`AuditEvent`s), oldest first."""
+    def events(self, since: int = 0) -> List[Any]:
+        """The sandbox's events (events.py) with a sequence number above `since`, oldest first."""
     def metrics(self) -> SandboxMetrics: ...
     def get_host(self, port: int) -> str:
         """Where a server on the sandbox's `port` is reached (a host, no scheme)."""

@@ -14,6 +14,7 @@ import asyncio
 from datetime import datetime
 from typing import Dict
 
+from . import _args
 from ._backend import WriteData
 from ._threads import from_loop, in_thread, loop_token
 from .commands import DEFAULT_TIMEOUT as COMMAND_TIMEOUT
@@ -470,13 +471,14 @@ class AsyncSandbox:
                      request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                      secrets: Optional[dict[str, Any]] = None, vault: Any = None,
                      guard_plugins: Any = None, tools: Any = None, snapshot: Optional[str] = None,
-                     **e2b_params: Any) -> "AsyncSandbox":
+                     journal: Any = None, **e2b_params: Any) -> "AsyncSandbox":
         """`Sandbox.create`, awaited; coroutine functions among `tools` run on this event loop."""
         template, snapshot = template_or_snapshot(template, snapshot)
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
-                   "tools": tool_spec(tools, loop_token()), "snapshot": snapshot}
+                   "tools": tool_spec(tools, loop_token()), "snapshot": snapshot,
+                   "journal": _args.journal(journal)}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         request = create_request(template, timeout, metadata, envs, options, e2b_params)
         return cls(Sandbox(await in_thread(sandboxes.create, request)))
@@ -687,6 +689,9 @@ class AsyncSandbox:
 
     async def audit_events(self, request_timeout: Optional[float] = None) -> List[Any]:
         return await in_thread(self._sync.audit_events, request_timeout)
+
+    async def events(self, since: int = 0, request_timeout: Optional[float] = None) -> List[Any]:
+        return await in_thread(self._sync.events, since, request_timeout)
 
     async def run_code(self, code: str, language: Optional[str] = None,
                        context: Optional[Context] = None,

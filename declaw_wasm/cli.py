@@ -1,4 +1,4 @@
-"""The `declaw-wasm` command: warmup, demo, run, serve, template, state, mcp."""
+"""The `declaw-wasm` command: warmup, demo, run, serve, console, template, state, mcp."""
 
 from __future__ import annotations
 
@@ -59,6 +59,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             "else 'serve'); in-process programs share it with DECLAW_WASM_STATE_NAMESPACE=NAME")
     serve.add_argument("--vault-file", default=None, metavar="PATH",
                        help="keep the vault's secrets in this file (mode 0600); default: in memory")
+    serve.add_argument("--webhook", action="append", default=[], metavar="URL",
+                       help="POST each sandbox lifecycle event to URL, signed (HMAC-SHA256) with "
+                            "DECLAW_WASM_WEBHOOK_SECRET; repeatable")
+    serve.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                       help="also serve /metrics without the API key on 127.0.0.1:PORT (loopback only)")
+    console = sub.add_parser("console", help="a web page of what sandboxes did: from journals (a local "
+                                              "server on loopback) or a declaw-wasm serve's /console")
+    console.add_argument("--journal", default=None, metavar="DIR",
+                         help="the journal folder to show (default: DECLAW_WASM_JOURNAL)")
+    console.add_argument("--serve", default=None, metavar="URL",
+                         help="a declaw-wasm serve: open its own console (URL/console; its API key is asked there)")
+    console.add_argument("--port", type=int, default=8090, help="the local console's port (on 127.0.0.1)")
     _template_parser(sub)
     _state_parser(sub)
     sub.add_parser("mcp", help="serve sandboxes as MCP tools (stdio or HTTP; pip install "
@@ -80,6 +92,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         runpy.run_path(str(examples_dir() / "code_interpreter.py"), run_name="__main__")
         return 0
+    if args.command == "console":
+        return _console(args)
     if args.command == "serve":
         return _serve(args)
     return _run(args.code, args.file, args.timeout, args.raw)
@@ -107,6 +121,17 @@ def _serve(args: argparse.Namespace) -> int:
         raise SystemExit(f"declaw-wasm serve: {exc}") from None
     if bool(args.tls_cert) != bool(args.tls_key):
         raise SystemExit("declaw-wasm serve: --tls-cert and --tls-key go together")
+    if args.webhook:
+        from .server.observe import check_webhook
+        from .settings import webhook_secret
+
+        if not webhook_secret():
+            raise SystemExit("declaw-wasm serve: --webhook needs DECLAW_WASM_WEBHOOK_SECRET (the signing key)")
+        try:
+            for url in args.webhook:
+                check_webhook(url)
+        except InvalidArgumentException as exc:
+            raise SystemExit(f"declaw-wasm serve: {exc}") from None
     vault = None
     if args.vault_file:
         from .secrets import Vault
@@ -122,7 +147,37 @@ def _serve(args: argparse.Namespace) -> int:
                  max_body=args.max_body_bytes or server.DEFAULT_MAX_BODY,
                  max_upload=args.max_upload_bytes or server.DEFAULT_MAX_UPLOAD, sandboxes=sandboxes,
                  tls=(args.tls_cert, args.tls_key) if args.tls_cert else None, vault=vault,
-                 allowed_hosts=args.allowed_host, state_namespace=namespace)
+                 allowed_hosts=args.allowed_host, state_namespace=namespace, webhooks=args.webhook,
+                 metrics_port=args.metrics_port)
+    return 0
+
+
+def _console(args: argparse.Namespace) -> int:
+    """`declaw-wasm console`: a server's own console, or a local one over a journal folder."""
+    import webbrowser
+    from pathlib import Path
+
+    from .settings import journal_dir
+
+    if args.serve:
+        if not args.serve.startswith(("http://", "https://")):
+            raise SystemExit("declaw-wasm console: --serve must be an http:// or https:// URL")
+        url = args.serve.rstrip("/") + "/console"
+        print(f"declaw-wasm console: {url} (type the server's API key there)", file=sys.stderr)
+        webbrowser.open(url)
+        return 0
+    folder = Path(args.journal).expanduser() if args.journal else journal_dir()
+    if folder is None or not folder.is_dir():
+        raise SystemExit("declaw-wasm console: give --journal DIR (or set DECLAW_WASM_JOURNAL) naming a journal "
+                         "folder, or --serve URL")
+    import uvicorn
+
+    from .server.console import journal_app
+    from .server.run import one_line_logs
+
+    one_line_logs()
+    print(f"declaw-wasm console: http://127.0.0.1:{args.port}/console (journals in {folder})", file=sys.stderr)
+    uvicorn.run(journal_app(folder), host="127.0.0.1", port=args.port, log_level="warning", http="h11")
     return 0
 
 

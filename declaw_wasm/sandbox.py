@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, ClassVar, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, List, Optional
 
 from datetime import datetime
 from typing import Dict
@@ -28,6 +28,9 @@ from .settings import BackendChoice, api_key, parse_backend, remote_domain
 from .settings import backend as backend_setting
 from .stdio import Stdio
 from .wire import CreateContext, CreateSandbox, ResumeSandbox, RunCode
+
+if TYPE_CHECKING:
+    from .events import SandboxEvent
 
 RUN_CODE_TIMEOUT = 300.0
 
@@ -124,7 +127,7 @@ def create_request(template: Optional[str], timeout: Optional[float],
         request.lifecycle = {**(request.lifecycle or {}), "on_timeout": "pause"}
     if options.get("snapshot") is not None:
         request.snapshot = _args.snapshot_id(options["snapshot"], "snapshot")
-    host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins", "tools")
+    host_only = {k: options.get(k) for k in ("secrets", "vault", "security", "guard_plugins", "tools", "journal")
                  if options.get(k) is not None}
     # a bad policy, guard or secret is refused now; vault refs are resolved by the backend, where
     # the vault is (this process's, or a server's). With none of them, nothing to check: the
@@ -211,7 +214,7 @@ class Sandbox:
                request_timeout: Optional[float] = None, limits: Optional[Limits] = None,
                secrets: Optional[dict[str, Any]] = None, vault: Any = None,
                guard_plugins: Any = None, tools: Any = None, snapshot: Optional[str] = None,
-               **e2b_params: Any) -> "Sandbox":
+               journal: Any = None, **e2b_params: Any) -> "Sandbox":
         """A new sandbox. `timeout` is its lifetime in seconds (default 300); the first call in
         a process loads the runtime (compiling it once per machine if `declaw-wasm warmup`
         has not). With `domain=` or DECLAW_DOMAIN, it is made on that server.
@@ -233,6 +236,10 @@ class Sandbox:
         `from declaw_tools import search; search(q="...")`; in-process and process-pool
         sandboxes only.
 
+        `journal=` (a folder; in-process only): the sandbox's events (`events()`) are appended to
+        `<folder>/<sandbox id>.jsonl` as they happen (docs/observability.md); `journal=False`:
+        none, whatever `DECLAW_WASM_JOURNAL` says.
+
         `snapshot=` (a snapshot id, or E2B's way: the id as `template`): the new sandbox starts
         as that snapshot was, files and code contexts (docs/state.md);
         `lifecycle={"on_timeout": "pause"}` (or E2B's `{"on_timeout": {"action": "pause",
@@ -243,7 +250,8 @@ class Sandbox:
         options = {"vault_refs": vault_refs, "secure": secure, "allow_internet_access": allow_internet_access,
                    "network": network, "security": security, "lifecycle": lifecycle, "volumes": volumes,
                    "limits": limits, "secrets": secrets, "vault": vault, "guard_plugins": guard_plugins,
-                   "tools": tool_spec(tools), "snapshot": snapshot}
+                   "tools": tool_spec(tools), "snapshot": snapshot,
+                   "journal": _args.journal(journal)}
         sandboxes = backend_for({"api_key": api_key, "domain": domain, "backend": e2b_params.pop("backend", None)})
         return cls(sandboxes.create(create_request(template, timeout, metadata, envs, options, e2b_params)))
 
@@ -498,6 +506,14 @@ class Sandbox:
         (docs/egress.md, "Audit"). declaw has no client API for this; its `AuditEntry` fields are
         a subset."""
         return self._backend.audit_events()
+
+    def events(self, since: int = 0, request_timeout: Optional[float] = None) -> List["SandboxEvent"]:
+        """What happened in the sandbox, as events (declaw_wasm.events): lifecycle steps,
+        commands, cells, files written and read through the API, egress (the audit's events:
+        `audit_events()` is their egress view), host tool calls, limits hit; those with a
+        sequence number above `since`, oldest first, from the sandbox's bounded ring (its JSONL
+        journal, if it has one, keeps them all: docs/observability.md)."""
+        return self._backend.events(_args.event_seq(since))
 
     # -- the code interpreter (E2B's e2b_code_interpreter.Sandbox) ------------------------------
     def run_code(self, code: str, language: Optional[str] = None,

@@ -49,6 +49,13 @@ CA_BUNDLE_ENV = "DECLAW_WASM_CA_BUNDLE"
 RESOLVE_ENV = "DECLAW_WASM_RESOLVE"
 DNS_ANSWERS_ENV = "DECLAW_WASM_DNS_ANSWERS"
 LOOPBACK_ONLY_ENV = "DECLAW_WASM_EGRESS_LOOPBACK_ONLY"
+HOST_BLAS_ENV = "DECLAW_WASM_HOST_BLAS"
+BLAS_THREADS_ENV = "DECLAW_WASM_BLAS_THREADS"
+JOURNAL_ENV = "DECLAW_WASM_JOURNAL"
+JOURNAL_MAX_BYTES_ENV = "DECLAW_WASM_JOURNAL_MAX_BYTES"
+OTEL_ENV = "DECLAW_WASM_OTEL"
+WEBHOOK_SECRET_ENV = "DECLAW_WASM_WEBHOOK_SECRET"
+SAMPLE_SECONDS_ENV = "DECLAW_WASM_SAMPLE_SECONDS"
 
 
 def cache_dir() -> Path:
@@ -113,6 +120,22 @@ def standby_size() -> int:
 
     Default 2; a whole number (0 or below: none); anything else raises `ValueError`."""
     return _count(STANDBY_ENV, 2)
+
+
+def host_blas() -> bool:
+    """`DECLAW_WASM_HOST_BLAS`: whether the guest's large BLAS calls run on the host's BLAS
+    (docs/compute.md). Default on; `0`, `false`, `no` or `off`: every call stays in the guest,
+    bit for bit as on a runtime without routing. Read at each routed call."""
+    return os.environ.get(HOST_BLAS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def blas_threads() -> int:
+    """`DECLAW_WASM_BLAS_THREADS`: the host BLAS's threads, a budget every sandbox of the process
+    shares (its thread pool is process-wide). Default 1: each routed call runs on its guest's own
+    thread, as native code at one thread does; more helps large calls only where cores are idle
+    (docs/compute.md: on a busy machine two threads made calls several times slower). Read once,
+    at the process's first routed call; a positive whole number, else `ValueError`."""
+    return positive_int(BLAS_THREADS_ENV, 1)
 
 
 def runtime_wheel() -> Optional[Path]:
@@ -365,6 +388,46 @@ def positive_int(name: str, default: int) -> int:
     if number <= 0:
         raise ValueError(f"{name} must be positive, got {value!r}")
     return number
+
+
+def journal_dir() -> Optional[Path]:
+    """`DECLAW_WASM_JOURNAL`: a folder where every sandbox of this process writes its JSONL
+    journal (docs/observability.md); unset or empty: none (the in-memory ring only)."""
+    value = os.environ.get(JOURNAL_ENV, "").strip()
+    return _expanded(value) if value else None
+
+
+def journal_max_bytes() -> int:
+    """`DECLAW_WASM_JOURNAL_MAX_BYTES`: bytes one journal file grows to before it is rotated
+    (three rotated files are kept beside it). Default 64 MiB; a positive whole number."""
+    return positive_int(JOURNAL_MAX_BYTES_ENV, 64 << 20)
+
+
+def otel_enabled() -> bool:
+    """`DECLAW_WASM_OTEL=1`: sandboxes' commands, cells, egress and lifecycle become
+    OpenTelemetry spans (the `otel` extra; docs/observability.md). Off by default."""
+    return os.environ.get(OTEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def sample_seconds() -> float:
+    """`DECLAW_WASM_SAMPLE_SECONDS`: seconds between a sandbox's resource samples (CPU, memory,
+    disk: `sample` events) while it runs a command or a cell. Default 5; 0: none."""
+    value = os.environ.get(SAMPLE_SECONDS_ENV, "").strip()
+    if not value:
+        return 5.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise ValueError(f"{SAMPLE_SECONDS_ENV} must be a number of seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{SAMPLE_SECONDS_ENV} must be a finite number >= 0, got {value!r}")
+    return max(seconds, 0.1) if seconds else 0.0
+
+
+def webhook_secret() -> Optional[str]:
+    """`DECLAW_WASM_WEBHOOK_SECRET`: the key `declaw-wasm serve --webhook` signs deliveries with
+    (HMAC-SHA256). Unset or empty: none (then `--webhook` is refused)."""
+    return os.environ.get(WEBHOOK_SECRET_ENV) or None
 
 
 class BackendChoice(NamedTuple):

@@ -310,9 +310,8 @@ def browser() -> Iterator[Any]:
     """A real headless browser: Debian's `chromium` (`apt-get install chromium`), driven by
     Playwright (the `test` extra) pointed at that binary, so no browser is downloaded. Skips,
     saying why, where either is missing. Tests open their own pages (`browser.new_page()`).
-    Per module: Playwright's sync API keeps an event loop running on the main thread while it
-    is open, and every later test's `asyncio.run` would fail ("cannot be called from a running
-    event loop")."""
+    One per test module: Playwright's sync API runs an event loop on this thread while it is
+    started, so it is stopped before other modules' tests (`asyncio.run` refuses to run then)."""
     playwright = pytest.importorskip("playwright.sync_api", reason="no Playwright (the `test` extra)")
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:

@@ -24,7 +24,7 @@ from declaw_wasm.server import create_app, serve_in_thread
 KEY = "web-key-" + os.urandom(6).hex()
 FILL = {"sandbox_id": "sbx_0000000000000000", "pid": "1", "cmd_id": "1", "volume_id": "vol_00000000",
         "team_id": "default", "secret_id": "vs_0", "snapshot_id": "snap_0", "context_id": "ctx_0",
-        "watcher_id": "w0"}
+        "watcher_id": "w0", "digest": "0" * 64}
 # Host values a page can make a browser send (rebinding), malformed ones, and a preview name
 FOREIGN_HOSTS = ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io", "127.0.0.1.nip.io:{port}",
                  "localhost.evil", "localhost.evil:{port}", "", "localhost:", "localhost:x", "[::1", "::1",
@@ -291,8 +291,15 @@ def test_our_sdk_works_against_a_keyless_server(monkeypatch: pytest.MonkeyPatch)
 # -- serve with a key ------------------------------------------------------------------------------
 def test_with_a_key_every_route_needs_it(keyed: str) -> None:
     """No route is exempt: /health and /openapi.json hold no sandbox data, but they name the
-    version and every route, and nothing needs them without the key (docs/server.md)."""
+    version and every route, and nothing needs them without the key (docs/server.md). Only the
+    console's static page and assets are (they hold no data: its script sends the key)."""
+    from declaw_wasm.server.console import OPEN_PATHS
+
     for path, methods, ws in ROUTES:
+        if path in OPEN_PATHS:
+            status, body = _raw(keyed, "GET", path, {})
+            assert status == 200 and b"sbx_" not in body, (path, status)
+            continue
         if ws:
             status, body = _handshake(keyed, path, {})
             assert status == 401 and b"API key" in body, (path, status)

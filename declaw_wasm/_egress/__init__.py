@@ -18,6 +18,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# environment variables whose values the audit masks as `***` (audit.py), and the sandbox's
+# events too (_local/recording.py, which must not import the egress code to know them)
+DEFAULT_MASK_PATTERNS = ("*_KEY", "*_SECRET", "*_TOKEN", "*_PASSWORD", "*_CREDENTIALS", "API_KEY", "SECRET_KEY")
+
 _WHERE = {"ContentGuard": ".._guard.contract", "AuditEvent": ".audit", "ALL_TRAFFIC": ".policy", "Policy": ".policy",
           "PolicyError": ".policy", "Secret": ".secrets", "EgressSession": ".session",
           **{name: ".vault" for name in ("Vault", "VaultEvent", "VaultPreset", "VaultScope", "VaultSecret")}}

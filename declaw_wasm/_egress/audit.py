@@ -29,12 +29,11 @@ import threading
 import weakref
 from collections import deque
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Callable, Optional
 
 from ..security.audit import AuditEvent as AuditEvent  # its public home
 
-DEFAULT_MASK_PATTERNS = ("*_KEY", "*_SECRET", "*_TOKEN", "*_PASSWORD", "*_CREDENTIALS", "API_KEY",
-                         "SECRET_KEY")
+from . import DEFAULT_MASK_PATTERNS as DEFAULT_MASK_PATTERNS  # noqa: E402 -- (its home: the package's)
 MAX_EVENTS = 10_000
 MAX_LOG_BYTES = 16 << 20  # one sandbox's events together (as `_size` counts them)
 MAX_TEXT = 2000  # characters of one text field (url, reason, error...), once masked
@@ -101,6 +100,8 @@ class AuditLog:
         self._counted = [0]  # what the events kept cost, as `_size` counts (shared with _forget)
         self.dropped = 0
         self._lock = threading.Lock()
+        # the sandbox's event recorder (_local/recording.py): each event as recorded, masked and cut
+        self.listener: Optional[Callable[[AuditEvent], None]] = None
         weakref.finalize(self, _forget, self._counted)
 
     @property
@@ -140,6 +141,9 @@ class AuditLog:
                 self._counted[0] -= gone
                 PROCESS_LOGS.add(-gone)
                 self.dropped += 1
+        listener = self.listener
+        if listener is not None:
+            listener(event)
 
     def _over(self) -> bool:
         """Past its own byte bound, or past its floor while the process's logs are over theirs."""

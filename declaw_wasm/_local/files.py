@@ -931,7 +931,9 @@ class FileChunks:
 
     def __init__(self, fs: SandboxFS, path: str) -> None:
         self._cm: Optional[Any] = fs.open_read(path)
-        self._chunks = stream_chunks(self._cm.__enter__())
+        reader = self._cm.__enter__()
+        self.size = os.fstat(reader.f.fileno()).st_size  # as opened (the sandbox's journal)
+        self._chunks = stream_chunks(reader)
 
     def __iter__(self) -> "FileChunks":
         return self

@@ -115,6 +115,7 @@ class Process(EventLog):
         self.timeout = timeout or None
         self._env = env
         self.outcome: Optional[GuestOutcome] = None
+        self.memory_bytes = 0  # the guest's memory at its end
         self._began = False  # the line's turn started (in a parked guest)
         self._parked = parked
         self.guest = self._bind(parked) if parked is not None else self._fresh_guest()
@@ -176,6 +177,7 @@ class Process(EventLog):
     def _finished(self, guest: Guest) -> None:
         """The guest ended (on its thread): publish the outcome."""
         outcome = guest.wait()
+        self.memory_bytes = guest.memory_at_end  # its peak (a linear memory never shrinks): the events'
         self.sandbox.launcher.released(guest)  # its connections close with it
         self._tools.reset()
         if self._parked is not None and not self._began and outcome is not None and outcome.stopped is None \

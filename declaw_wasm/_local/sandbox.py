@@ -11,6 +11,7 @@ backends' workers use; arguments arrive checked (`_args.py`).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import secrets
 import sys
@@ -37,7 +38,7 @@ from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetri
                       WriteInfo)
 from ..settings import dns_answers, max_sandboxes, resolve_overrides
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
-from . import quota
+from . import quota, recording
 from .files import FileChunks, SandboxFS
 from .kernel import CodeInterpreter
 from .launcher import Launcher
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from .._egress.create import EgressPlan
     from .checkpoints import Checkpoints
     from .._egress.session import EgressSession
+    from ..events import SandboxEvent
     from ..security.audit import AuditEvent
     from .snapshots import Restoring
 
@@ -136,6 +138,8 @@ class EgressSlot:
                         plan = EgressPlan()
                     session = self._session = plan.session(self._sandbox.limits, self._sandbox.envs)
                     session.inbound.label = self._sandbox.sandbox_id
+                    session.audit.listener = functools.partial(recording.audit, self._sandbox)
+                    recording.recorder(self._sandbox).hide = recording.hidden(self._sandbox, session)
                     if self._ended:
                         session.close()
         return session
@@ -312,6 +316,7 @@ class LocalSandbox:
             if self._alarm is not None:
                 self._alarm.cancel()
             processes = list(self._processes.values())
+        recording.lifecycle(self, {"timeout": "timed_out"}.get(reason, reason))
         parking.drop(self)
         for process in processes:
             process.guest.kill("killed")
@@ -390,6 +395,14 @@ class LocalSandbox:
         """The token inbound connections must carry (`network={"allow_public_traffic": False}`),
         or None: the sandbox's servers are public."""
         return self.egress_slot.traffic_token()
+    def events(self, since: int = 0) -> List["SandboxEvent"]:
+        """The sandbox's events (events.py) with a sequence number above `since`, oldest first,
+        from its ring (the newest `_journal.RING_EVENTS`); a sandbox that ended keeps its own."""
+        return recording.recorder(self).events(since)
+
+    def event_image(self, digest: str) -> Optional[tuple[str, bytes]]:
+        """A chart a cell event refers to (`ImageRef.sha256`): (mime, bytes), if the ring has it."""
+        return recording.recorder(self).image_data(digest)
 
     def info(self) -> SandboxInfo:
         with self._lock:
@@ -409,19 +422,28 @@ class LocalSandbox:
         return self.fs
 
     def read(self, path: str, gzip: bool = False) -> FileChunks:
-        return FileChunks(self._files(), path)
+        chunks = FileChunks(self._files(), path)
+        recording.file_event(self, "read", self.fs.absolute(path), chunks.size)
+        return chunks
 
     def read_bytes(self, path: str) -> bytes:
-        return self._files().read_bytes(path)
+        data = self._files().read_bytes(path)
+        recording.file_event(self, "read", self.fs.absolute(path), len(data))
+        return data
 
     def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
               gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
-        return self._files().write(path, data, metadata)
+        info = self._files().write(path, data, metadata)
+        recording.file_event(self, "write", info.path, info.size)
+        return info
 
     def write_files(self, entries: Sequence[tuple[str, WriteData]],
                     metadata: Optional[dict[str, str]] = None, gzip: bool = False,
                     octet_stream: Optional[bool] = None) -> List[WriteInfo]:
-        return self._files().write_many(entries, metadata)
+        infos = self._files().write_many(entries, metadata)
+        for info in infos:
+            recording.file_event(self, "write", info.path, info.size)
+        return infos
 
     def file_url(self, path: str, write: bool, user: Optional[str], expires_in: Optional[int]) -> str:
         """E2B's `download_url`/`upload_url`: served by this process on loopback (fileurls.py)."""
@@ -515,6 +537,7 @@ class LocalSandbox:
                               callbacks={"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty},
                               parked=parking.take(self))
             self._processes[pid] = process
+        recording.command_started(self, process)
         process.start()
         if isinstance(stdin, str):  # that input, then end of input
             process.send_stdin(stdin.encode())
@@ -526,6 +549,7 @@ class LocalSandbox:
         with self._lock:
             self._processes.pop(process.pid, None)
             self.cpu_seconds_ended += process.guest.cpu_seconds()
+        recording.command_ended(self, process)
         self.park_later()
 
     def park_later(self) -> None:
@@ -590,11 +614,18 @@ class LocalSandbox:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
         tools = host_tools(request._host_only.get("tools"))  # this cell's own, if any
+        began = time.monotonic()
+        recording.sampling(self)
         try:
-            return self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
-                                      request.timeout or None, callbacks, tools, request.language)
+            execution = self.code.run_code(request.code, request.context_id, dict(request.envs or {}),
+                                           request.timeout or None, callbacks, tools, request.language)
+        except BaseException as exc:
+            recording.cell_run(self, request.code, request.context_id, request.language, began, None, exc)
+            raise
         finally:
             close_tools(tools)
+        recording.cell_run(self, request.code, request.context_id, request.language, began, execution, None)
+        return execution
 
     def create_context(self, request: CreateContext) -> Context:
         return self.code.create_context(request.cwd, request.language or "python")
@@ -758,12 +789,15 @@ class LocalSandboxes:
                 into._open(*args[:-1], restoring=restoring)
                 into.options = request.model_copy(update={"secrets": None})
                 sandboxes.add(into)
+                recording.lifecycle(into, "resumed")
                 return checked_hooks(into)
             sandbox = self.create_from(*args, restoring=restoring)
         except BaseException:
             close_tools(tools)
             raise
         sandbox.options = request.model_copy(update={"secrets": None})  # the values stay in the egress plan
+        same = restoring is not None and restoring.sandbox_id == sandbox.sandbox_id
+        recording.lifecycle(sandbox, "resumed" if same else "created")
         return checked_hooks(sandbox)
 
     def create_from(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
@@ -801,6 +835,7 @@ class LocalSandboxes:
                                            "or never created in this process)")
         if timeout is not None:
             sandbox.extend_timeout(timeout)
+            recording.lifecycle(sandbox, "connected")  # the faces' connect (a server's routes give none)
         return sandbox
 
     def list(self) -> List[SandboxInfo]:

@@ -7,17 +7,20 @@ a cell's callbacks run on the calling thread; files move in chunks of the link's
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Sequence, TypeVar, Union, cast
 
 from .._backend import Callback, ToolSpec, WriteData, tools_unreachable
+from .._journal import dispatch, listening
 from .._lines import CellReader, LineProcess
+from ..events import SandboxEvent
 from ..security.audit import AuditEvent
 from ..exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException, TimeoutException
 from ..execution import Context, Execution, Logs, Result
 from ..limits import Limits
-from ..models import (EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
+from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                       SandboxMetrics, Snapshot, WriteInfo)
 from ..wire import (CreateContext, CreatePty, ErrorBody, ResumeSandbox, RunCode, RunCommand, StartLine,
                     exception_from)
@@ -32,6 +35,8 @@ RESULT_COST = 1024  # ...and one result beyond its data
 TRUNCATED = "\n[declaw-wasm] output truncated at the sandbox's output limit\n"  # as _local/kernel.py marks it
 _output_limits: "OrderedDict[str, int]" = OrderedDict()
 _limits_lock = threading.Lock()
+_forwarded: "OrderedDict[str, int]" = OrderedDict()  # per sandbox id: the last event seq forwarded here
+_forward_lock = threading.Lock()
 
 
 class OutputBudget:
@@ -136,7 +141,7 @@ class HostLost(SandboxException):
 # Calls that change nothing: when the host is lost under one of them and the sandbox is restored
 # from its checkpoint, it is asked again of the restored sandbox instead of failing.
 READS = frozenset({"info", "is_running", "list", "get_info", "exists", "processes", "list_contexts",
-                   "metrics", "audit_events", "list_snapshots", "traffic_access_token"})
+                   "metrics", "audit_events", "events", "list_snapshots", "traffic_access_token"})
 
 
 class Recovery:
@@ -285,6 +290,12 @@ class HostedProcess(LineProcess):
         super().__init__(sandbox, pid, cmd, callbacks, OutputBudget(sandbox.output_limit))
         self.sandbox = sandbox
 
+    def result(self) -> CommandResult:
+        try:
+            return super().result()
+        finally:
+            self.sandbox.forward()
+
     def broken(self, exc: Exception) -> ErrorBody:
         if isinstance(exc, HostLost):
             return ErrorBody(error="SandboxException", message=str(self.sandbox.lost(exc)))
@@ -309,6 +320,9 @@ def create_arguments(request: Any) -> tuple[Any, Any]:
     (`lend_tools`), where the host can call back."""
     from .._egress.create import hosted_secrets
 
+    if getattr(request, "_host_only", {}).get("journal") is not None:
+        raise InvalidArgumentException("journal=: not supported for a sandbox in a worker yet; its worker journals it "
+                                       "with DECLAW_WASM_JOURNAL (docs/observability.md), or create it in-process")
     if getattr(request, "_host_only", {}).get("guard_plugins"):
         raise InvalidArgumentException("guard_plugins: callables of this process cannot run in a worker; "
                                        "create the sandbox in-process (docs/guardrails.md)")
@@ -327,6 +341,20 @@ def refuse_host_only(request: Any, where: str) -> None:
     if held:
         raise InvalidArgumentException(f"{', '.join(held)} on resume: not supported on {where} yet; resume "
                                        "the sandbox in-process (docs/state.md)")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def forwarded(method: F) -> F:
+    """A call that makes events: its sandbox's new ones are forwarded here after it (`forward`)."""
+    @functools.wraps(method)
+    def call(self: "HostedSandbox", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.forward()
+    return cast(F, call)
 
 
 class HostedSandbox:
@@ -400,6 +428,7 @@ class HostedSandbox:
     def set_timeout(self, timeout: float) -> None:
         self._call("set_timeout", timeout)
 
+    @forwarded
     def kill(self) -> bool:
         link = self.link
         try:
@@ -415,6 +444,35 @@ class HostedSandbox:
     def audit_events(self) -> List[Any]:
         events: List[Any] = expect(self._call("audit_events"), [AuditEvent], "audit_events")
         return events
+
+    def events(self, since: int = 0) -> List[Any]:
+        events: List[Any] = expect(self._call("events", since), [SandboxEvent], "events")
+        return events
+
+    def forward(self) -> None:
+        """The sandbox's new events, from its host to this process's listeners (OpenTelemetry,
+        `serve`'s metrics and webhooks: _journal.dispatch), when there are any: after each call
+        that makes events (a create, a command's end, a cell, a file written or read, a pause,
+        a kill). What happens between calls (a lifetime's end) comes with the next one."""
+        if not listening():
+            return
+        with _forward_lock:
+            since = _forwarded.get(self.sandbox_id, 0)
+        try:
+            events = self.events(since)
+        except SandboxException:
+            return
+        with _forward_lock:
+            fresh = [e for e in events if e.seq > _forwarded.get(self.sandbox_id, 0) and e.sandbox_id == self.host_id]
+            if fresh:
+                _forwarded[self.sandbox_id] = fresh[-1].seq
+                _forwarded.move_to_end(self.sandbox_id)
+                while len(_forwarded) > KEEP_LIMITS:
+                    _forwarded.popitem(last=False)
+        for event in fresh:
+            if self.sandbox_id != self.host_id:  # a Ray host's own id: callers know the sandbox by ours
+                event = event.model_copy(update={"sandbox_id": self.sandbox_id})
+            dispatch(event)
 
     def metrics(self) -> SandboxMetrics:
         metrics: SandboxMetrics = expect(self._call("metrics"), SandboxMetrics, "metrics")
@@ -452,9 +510,11 @@ class HostedSandbox:
         token = self._call("traffic_access_token")
         return None if token is None else expect(token, str, "traffic_access_token")
 
+    @forwarded
     def pause(self, keep_memory: bool = True) -> bool:
         return bool(self._call("pause", keep_memory))
 
+    @forwarded
     def resume(self, request: ResumeSandbox) -> None:
         refuse_host_only(request, "a process pool or Ray")
         self._host_call("resume", self.host_id, request)
@@ -470,6 +530,7 @@ class HostedSandbox:
         return forks
 
     # -- files ------------------------------------------------------------------------------------
+    @forwarded
     def read(self, path: str, gzip: bool = False) -> HostedChunks:
         """`gzip` is how bytes travel on a server's wire; here the data is the same."""
         opened = self._host_call("read_open", self.host_id, path, self.link.chunk)
@@ -478,6 +539,7 @@ class HostedSandbox:
             raise SandboxException(f"the host answered read_open with a {type(opened).__name__}, not [token, bytes]")
         return HostedChunks(self.link, opened[0], opened[1])
 
+    @forwarded
     def write(self, path: str, data: WriteData, metadata: Optional[dict[str, str]] = None,
               gzip: bool = False, octet_stream: Optional[bool] = None) -> WriteInfo:
         small = min(SMALL_WRITE, self.link.chunk)
@@ -498,6 +560,7 @@ class HostedSandbox:
         done: WriteInfo = expect(self._host_call("write_close", token), WriteInfo, "write_close")
         return done
 
+    @forwarded
     def write_files(self, entries: Sequence[tuple[str, WriteData]],
                     metadata: Optional[dict[str, str]] = None, gzip: bool = False,
                     octet_stream: Optional[bool] = None) -> List[WriteInfo]:
@@ -608,6 +671,7 @@ class HostedSandbox:
         self._call("resize_pty", int(pid), size)
 
     # -- code contexts ------------------------------------------------------------------------------
+    @forwarded
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         spec = request._host_only.get("tools")

@@ -39,6 +39,8 @@ from pydantic import BaseModel
 
 from ..execution import Context, Execution, ExecutionError, OutputMessage, Result
 from ..limits import Limits
+from ..events import (CellRun, CommandEnded, CommandStarted, EgressEvent, FileEvent, LifecycleEvent, LimitEvent,
+                      SampleEvent, ToolEvent)
 from ..security.audit import AuditEvent
 from ..models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                      SandboxMetrics, Snapshot, WriteInfo)
@@ -51,6 +53,8 @@ MODELS: dict[str, type[BaseModel]] = {cls.__name__: cls for cls in (
     CreateSandbox, RunCommand, CreatePty, RunCode, CreateContext, Limits, SandboxInfo, EntryInfo,
     WriteInfo, ProcessInfo, Context, CommandResult, OutputMessage, ExecutionError, ErrorBody,
     AuditEvent, SandboxMetrics, FilesystemEvent, Snapshot, ResumeSandbox,
+    # a sandbox's events (events.py: sbx.events())
+    LifecycleEvent, CommandStarted, CommandEnded, CellRun, FileEvent, EgressEvent, ToolEvent, LimitEvent, SampleEvent,
     # a stream's lines (_lines.py), as the server's NDJSON carries them
     StartLine, OutputLine, PtyLine, EndLine, ExceptionLine, CellLogLine, CellResultLine, CellErrorLine,
     ExecutionCountLine, EndOfExecutionLine)}

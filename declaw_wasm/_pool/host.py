@@ -49,7 +49,7 @@ SANDBOX_CALLS = frozenset({
     "info", "is_running", "set_timeout", "kill", "write", "write_files", "list", "get_info", "exists", "remove",
     "rename", "make_dir", "processes", "kill_process", "send_stdin", "close_stdin", "resize_pty",
     "run_code", "create_context", "list_contexts", "restart_context", "remove_context",
-    "audit_events", "metrics", "create_snapshot", "list_snapshots", "delete_snapshot", "pause",
+    "audit_events", "events", "metrics", "create_snapshot", "list_snapshots", "delete_snapshot", "pause",
     "file_url", "get_host", "traffic_access_token"})
 HOST_CALLS = frozenset({"create", "connect", "list_sandboxes", "load", "read_open", "read_next",
                         "read_close", "write_open", "write_chunk", "write_close", "write_abort",

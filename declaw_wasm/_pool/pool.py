@@ -487,6 +487,7 @@ class ProcessPool:
         finally:
             with self._lock:
                 worker.pending -= 1
+        hosted.forward()  # its "created" event, to this process's listeners
         recovery = None
         if checkpoint_policy(request.lifecycle):
             recovery = Recovery(self._relocate, secrets, lease_owner(worker), worker, sandbox_id, sandbox_id)

@@ -50,6 +50,10 @@ class RemoteSandboxes:
         server's vault (a `Vault` object of this process cannot be used there)."""
         if request._host_only.get("tools") is not None:
             raise tools_unreachable(SERVED)
+        if request._host_only.get("journal") is not None:
+            raise InvalidArgumentException(
+                "journal=: a folder of this process cannot be written by a declaw-wasm server; the server "
+                "journals its sandboxes with its own DECLAW_WASM_JOURNAL, and sbx.events() reads them")
         if request._host_only.get("guard_plugins"):
             raise InvalidArgumentException(
                 "guard_plugins: callables of this process cannot run on a declaw-wasm server; create "
@@ -228,6 +232,11 @@ class RemoteSandbox:
         from ..security.audit import AuditEvent
 
         return [AuditEvent.model_validate(e) for e in self.conn.request("GET", self._ours("/audit"))]
+
+    def events(self, since: int = 0) -> List[Any]:
+        from ..events import parse_event
+
+        return [parse_event(e) for e in self.conn.request("GET", self._ours("/events"), params={"since": since})]
 
     def metrics(self) -> SandboxMetrics:
         return SandboxMetrics.model_validate(self.conn.request("GET", self._path("/metrics"))[-1])

@@ -48,12 +48,14 @@ from .paths import shadow_path_calls
 from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff
 
 if TYPE_CHECKING:
+    from .._blas.host import HostBlas
     from .image import BaseImage, GuestImage
 
 GUEST_THREAD_STACK = 64 << 20
 CLOSE_AFTER_S = 0.005  # a guest's store is freed this long after its outcome is out (_main)
 TRAP_EXIT_CODE = 134  # what bash reports for a process that aborted
 UNLIMITED_FUEL = (1 << 63) - 1
+FUEL_PER_MADD = 1  # a routed BLAS call costs one instruction per multiply-add (docs/compute.md)
 
 StopReason = Literal["timeout", "killed", "quota", "fuel"]
 OutputCallback = Callable[[str], None]
@@ -194,6 +196,9 @@ class Guest:
         self._memory: Callable[[], int] = lambda: 0  # the linear memory's size, once instantiated
         self._native_id: Optional[int] = None
         self._cpu_at_end: Optional[float] = None
+        self.host_blas: Optional[HostBlas] = None  # made at its first routed call (shims.py)
+        self.host_cpu_seconds = 0.0  # the host BLAS's other threads' share of its calls
+        self.memory_at_end = 0  # the linear memory's size when the guest ended (the sandbox's events)
         self.clock_base_ns = 0  # the guest's monotonic clock reads time.monotonic_ns() minus this
 
     # -- measures, from any thread (metrics) --------------------------------------------------
@@ -205,7 +210,11 @@ class Guest:
             return 0
 
     def cpu_seconds(self) -> float:
-        """CPU time of the guest's thread (user + system) so far."""
+        """CPU time of the guest's thread (user + system) so far, plus the host BLAS's other
+        threads' share of its routed calls (`charge_host_work`)."""
+        return self._thread_cpu_seconds() + self.host_cpu_seconds
+
+    def _thread_cpu_seconds(self) -> float:
         if self._cpu_at_end is not None:
             return self._cpu_at_end
         if self._native_id is None:
@@ -216,6 +225,39 @@ class Guest:
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, ValueError, IndexError):
             return 0.0
+
+    def host_work_budget(self, caller: wasmtime.Caller) -> Optional[int]:
+        """The multiply-adds a routed BLAS call may still cost (`FUEL_PER_MADD` instructions
+        each): None without an instruction limit."""
+        if not self.interpreter.flags.consume_fuel:
+            return None
+        left = ctypes.c_uint64(0)
+        error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
+        if error:
+            _ffi.wasmtime_error_delete(error)
+            return 0
+        return left.value // FUEL_PER_MADD
+
+    def charge_host_work(self, caller: wasmtime.Caller, madds: int, seconds: float, threads: int,
+                         over_budget: bool = False) -> None:
+        """Charge a routed BLAS call the host computed (on the guest's thread, inside it): its
+        multiply-adds to the instruction budget, `FUEL_PER_MADD` each (a fuel runtime only; a
+        call the budget cannot pay was not computed, `over_budget`, and empties it, so the guest
+        stops at its next instruction as in its own routine), and the CPU time of the host
+        BLAS's other threads, estimated as wall time × (threads - 1) (the calling thread's own
+        is in its CPU time already)."""
+        self.host_cpu_seconds += seconds * max(0, threads - 1)
+        if not self.interpreter.flags.consume_fuel:
+            return
+        left = ctypes.c_uint64(0)
+        error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
+        if error:
+            _ffi.wasmtime_error_delete(error)
+            return
+        spent = left.value if over_budget else min(left.value, madds * FUEL_PER_MADD)
+        error = _ffi.wasmtime_context_set_fuel(caller._context(), left.value - spent)
+        if error:
+            _ffi.wasmtime_error_delete(error)
 
     # -- control, from any thread -------------------------------------------------------------
     def start(self, name: str = "declaw-guest") -> None:
@@ -329,6 +371,10 @@ class Guest:
         except BaseException as exc:  # the host must survive anything the guest does
             code, error = TRAP_EXIT_CODE, f"host error: {exc!r}"
         self._cpu_at_end = time.thread_time()
+        try:
+            self.memory_at_end = int(self._memory())  # its peak: a linear memory never shrinks
+        except Exception:  # noqa: BLE001 -- an instance that failed to start has none
+            pass
         # No guest code runs on this thread any more; what is left is bookkeeping and freeing
         # the instance, which outlives the outcome: say so in thread listings.
         threading.current_thread().name = "declaw-guest-ended"

@@ -1,7 +1,8 @@
 """The host functions a guest imports besides WASI's own, and the WASI calls we shadow.
 
 - `DoorTransport`: the `host.call` import, the guest's door to the host (msgpack frames, decoded
-  within door.py's bounds; `answer_frame` answers one).
+  within door.py's bounds; `answer_frame` answers one), and the routed BLAS calls' fast path
+  ahead of msgpack (a length with bit 31 set: `_wasm/routing.py`, `_blas/host.py`).
 - `PollOneoff`: WASI `poll_oneoff`, so a sleeping guest can be stopped.
 - `FdReaddir`: WASI `fd_readdir`, so listing a big folder is not quadratic.
 
@@ -23,7 +24,9 @@ import msgpack
 import wasmtime
 from wasmtime import _bindings as _ffi
 
+from .. import settings
 from .door import MAX_FRAME, Int, Op, RequestError, decode
+from .routing import ROUTE_FLAG
 
 if TYPE_CHECKING:
     from .guest import Guest
@@ -109,6 +112,8 @@ class DoorTransport:
             assert isinstance(memory, wasmtime.Memory) and isinstance(alloc, wasmtime.Func)
             self._exports = memory, alloc
         memory, alloc = self._exports
+        if length & ROUTE_FLAG:  # a routed BLAS call (wasmtime passes i32s signed: also < 0)
+            return self._route(caller, memory, ptr, length & (ROUTE_FLAG - 1))
         size = memory.data_len(caller)
         if not (0 <= length <= self.MAX_REQUEST and 0 <= ptr and ptr + length <= size
                 and _fits(out_ptr_ptr, 4, size) and _fits(out_len_ptr, 4, size)):
@@ -130,6 +135,25 @@ class DoorTransport:
         ctypes.memmove(base + out_ptr_ptr, struct.pack("<I", out), 4)
         ctypes.memmove(base + out_len_ptr, struct.pack("<I", len(answer)), 4)
         return 0
+
+
+    def _route(self, caller: wasmtime.Caller, memory: wasmtime.Memory, frame: int, route: int) -> int:
+        """A routed BLAS call: 1 when the host computed it, 0 when the guest's own routine is to
+        run (routing off, no host BLAS, a small or malformed call: `_blas/host.py` validates)."""
+        if not settings.host_blas():
+            return 0
+        from .._blas.host import HostBlas
+
+        router = self.guest.host_blas
+        if router is None:
+            router = self.guest.host_blas = HostBlas(settings.blas_threads())
+        base = ctypes.addressof(memory.data_ptr(caller).contents)
+        outcome = router.call(base, memory.data_len(caller), frame, route, self.guest.stop_requested,
+                              self.guest.host_work_budget(caller))
+        if not outcome.done:
+            return 0
+        self.guest.charge_host_work(caller, outcome.madds, outcome.seconds, outcome.threads, outcome.over_budget)
+        return 1
 
 
 def _fits(ptr: int, length: int, size: int) -> bool:

@@ -12,6 +12,8 @@ Wizer's idea, in Python. Built once per machine (at warmup, or on first use):
    instance, with its own mount layout, finds its preopens afresh);
 4. write the live memory back as the module's data segments (non-zero runs only), its size as
    the memory's minimum, and the stack pointer's value as the global's initial value;
+   route the guest's BLAS routines to the host (`routing.py`: their bodies only, nothing
+   renumbered, the memory image untouched; docs/compute.md);
 5. compile it optimised and cache it like the plain module (which is compiled only for the
    cold path: docs/architecture.md, "Warmup").
 
@@ -38,12 +40,14 @@ from .._printable import logger
 from ..exceptions import SandboxException
 from ..progress import Progress, Work
 from ..settings import cache_dir, warm_image_enabled
+from .._blas.routines import ROUTES_TAG, ROUTINES
 from . import binary as wb
 from .boot import shell_spec
 from .artifacts import Artifacts, ensure_artifacts
 from .engine import (DEFAULT_FLAGS, FUEL_FLAGS, BuildMissing, EngineFlags, Interpreter, compile_cached,
                      compile_work, engine_for, load_plain_interpreter, wasmtime_version, with_rates)
 from .guest import Guest, GuestSpec
+from .routing import BODY_VERSION, Route, route_module
 from .layout import GUEST_DECLAW, GUEST_PYTHON, Mount, base_env, scratch_root, shared_mounts
 from .site import built_site, ensure_site, site_name
 
@@ -103,7 +107,7 @@ def warm_image_key(files_sha: str, flags: EngineFlags, site: str) -> str:
         guest_code.update(path.relative_to(guest_code_dir()).as_posix().encode() + b"\0")
         guest_code.update(path.read_bytes())
     parts = [files_sha, wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
-             CHECK_SOURCE, guest_code.hexdigest(), site, "snapshot-v2"]
+             CHECK_SOURCE, guest_code.hexdigest(), site, "snapshot-v2", ROUTES_TAG, BODY_VERSION]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
@@ -209,7 +213,15 @@ def build_warm_module(builder: Interpreter, progress: Progress) -> bytes:
     warmed.set_data(wb.nonzero_segments(image))
     warmed.set_memory_min(len(image) // 65536)
     warmed.set_global_i32(0, guest.stack_pointer)
+    skipped = route_module(warmed, blas_routes())  # ~0.5 s
+    for reason in skipped:
+        progress.say(f"BLAS routine not routed to the host: {reason}")
     return warmed.encode()
+
+
+def blas_routes() -> list[Route]:
+    """The warm image's routed BLAS and LAPACK routines (`_blas/routines.py`)."""
+    return [Route(i, r.name, r.sizes, not r.cblas, r.threshold) for i, r in enumerate(ROUTINES)]
 
 
 def warm_image_path(files: Artifacts, flags: EngineFlags) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Iterable, Optional, cast
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Optional, Sequence, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +34,9 @@ from .previews import Previews, is_path_preview
 from .registry import Registry
 from .routes import routers
 
+if TYPE_CHECKING:
+    from .observe import Metrics
+
 DEFAULT_MAX_BODY = 16 << 20  # JSON bodies: code, stdin, arguments
 DEFAULT_MAX_UPLOAD = 1 << 30  # one file upload (the default per-sandbox disk quota)
 
@@ -45,11 +48,14 @@ def _error_response(exc: BaseException, status: Optional[int] = None) -> JSONRes
 
 def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                max_upload: int = DEFAULT_MAX_UPLOAD, sandboxes: Optional[Sandboxes] = None,
-               vault: Any = None, allowed_hosts: Iterable[str] = ()) -> ASGIApp:
+               vault: Any = None, allowed_hosts: Iterable[str] = (), metrics: Optional["Metrics"] = None,
+               webhooks: Sequence[str] = (), webhook_secret: Optional[str] = None) -> ASGIApp:
     """The server as an ASGI app, serving `sandboxes` (default: this process's), with `vault`
     (a `Vault`; default this process's) behind declaw's vault routes and `vault_refs`. Without
     `api_key` it answers loopback Host names and `allowed_hosts` (plus
-    `DECLAW_WASM_ALLOWED_HOSTS`) only, and no other origin's web page (docs/server.md)."""
+    `DECLAW_WASM_ALLOWED_HOSTS`) only, and no other origin's web page (docs/server.md).
+    `/metrics`: `metrics` (default: the app's own, with the `metrics` extra); `webhooks`: URLs
+    that get each lifecycle event, signed with `webhook_secret` (observe.py)."""
     try:
         hosts = HostPolicy.of([*allowed_hosts_setting(), *allowed_hosts])
     except ValueError as exc:
@@ -60,12 +66,18 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
         sandboxes = LocalSandboxes()
     registry = Registry(sandboxes, vault)
     previews = Previews(registry, api_key, hosts)
+    from .observe import Metrics, Webhooks, metrics_available, metrics_router, observe
+
+    if metrics is None and metrics_available():
+        metrics = Metrics()
+    stop_observing = observe(metrics, Webhooks(webhooks, webhook_secret or "") if webhooks else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await previews.aclose()
         await in_thread(registry.kill_all)
+        stop_observing()
 
     # no /docs or /redoc: they load their scripts from a CDN and fetch the document without the key
     app = FastAPI(title="declaw-wasm", version=__version__, docs_url=None, redoc_url=None,
@@ -78,6 +90,11 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
                               "or the raw body's own type).")
     for router in routers(registry):
         app.include_router(router)
+    app.include_router(metrics_router(metrics))
+    from .console import ServedSource, data_router, static_router
+
+    app.include_router(static_router())  # /console: the page, no data (guard.py lets it through)
+    app.include_router(data_router(ServedSource(registry), events_route=False))
 
     @app.exception_handler(SandboxException)
     async def sandbox_error(request: Request, exc: SandboxException) -> JSONResponse:

@@ -1,5 +1,6 @@
 """The server's front door (ASGI middleware): with an API key, the key on every request, HTTP
-and WebSocket, on every route (`/health` and `/openapi.json` included: docs/server.md says why);
+and WebSocket, on every route (`/health` and `/openapi.json` included: docs/server.md says why)
+but the console's static page (`console.OPEN_PATHS`: no data, its script sends the key);
 without one, the checks against web pages (`_webguard.py`: loopback Host names, no other
 origin's page, no state-changing request a page could send without a preflight); then the
 body-size limits — a declared Content-Length over the limit is refused before the app sees the
@@ -14,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._webguard import HostPolicy, WebGuard, send_refusal
+from .console import OPEN_PATHS
 from ..exceptions import AuthenticationException, InvalidArgumentException
 from ..wire import API_KEY_HEADER, error_body
 
@@ -42,6 +44,8 @@ class Guard:
     def _authorized(self, scope: Scope) -> bool:
         if self.key is None:
             return True
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") and scope["path"] in OPEN_PATHS:
+            return True  # the console's static page: it holds no data, its script sends the key
         headers = dict(scope.get("headers") or [])
         given = headers.get(API_KEY_HEADER.lower().encode())
         if given is None:

@@ -39,7 +39,8 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
           max_body: int = DEFAULT_MAX_BODY, max_upload: int = DEFAULT_MAX_UPLOAD,
           sandboxes: Optional[Sandboxes] = None, tls: Optional[tuple[str, str]] = None,
           vault: Any = None, allowed_hosts: Sequence[str] = (),
-          state_namespace: Optional[str] = None) -> None:
+          state_namespace: Optional[str] = None, webhooks: Sequence[str] = (),
+          metrics_port: Optional[int] = None) -> None:
     """Run the server until interrupted (what `declaw-wasm serve` does), serving `sandboxes`
     (default: this process's; `--backend` gives a process pool or a Ray cluster); over HTTPS
     with `tls` (certificate file, key file): what clients need to send secret values from
@@ -48,7 +49,10 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
     The process keeps its sandboxes, snapshots and volumes in its own namespace of the state
     store (`state_namespace`, else `DECLAW_WASM_STATE_NAMESPACE`, else "serve"), apart from
     in-process programs' (docs/server.md); `sandboxes` made before this call (a pool) must have
-    been made after `settings.use_state_namespace`, as the CLI does."""
+    been made after `settings.use_state_namespace`, as the CLI does.
+
+    `webhooks`: URLs that get each lifecycle event, signed with `DECLAW_WASM_WEBHOOK_SECRET`;
+    `metrics_port`: `/metrics` also without a key, on 127.0.0.1 at that port (observe.py)."""
     import uvicorn
 
     from .._wasm.warm_image import get_interpreter
@@ -66,7 +70,22 @@ def serve(host: str = "127.0.0.1", port: int = 8080, api_key: Optional[str] = No
           f"namespace {settings_namespace()!r}", file=sys.stderr)
     # at shutdown: streams get GRACE seconds to end, then every sandbox is killed (lifespan)
     one_line_logs()
-    uvicorn.run(create_app(api_key, max_body, max_upload, sandboxes, vault, allowed_hosts), host=host, port=port,
+    from ..settings import webhook_secret
+    from .observe import Metrics, keyless_metrics, metrics_available
+
+    metrics = Metrics() if metrics_available() else None
+    if metrics_port is not None:
+        if metrics is None:
+            raise SystemExit("declaw-wasm serve: --metrics-port needs prometheus-client "
+                             "(pip install 'declaw-wasm[metrics]')")
+        listener = uvicorn.Server(uvicorn.Config(keyless_metrics(metrics), host="127.0.0.1", port=metrics_port,
+                                                 log_level="warning", http="h11"))
+        threading.Thread(target=listener.run, name="declaw-metrics", daemon=True).start()
+        print(f"declaw-wasm serve: metrics without a key at http://127.0.0.1:{metrics_port}/metrics",
+              file=sys.stderr)
+    app = create_app(api_key, max_body, max_upload, sandboxes, vault, allowed_hosts, metrics=metrics,
+                     webhooks=webhooks, webhook_secret=webhook_secret())
+    uvicorn.run(app, host=host, port=port,
                 log_level=log_level(), timeout_graceful_shutdown=GRACE, http="h11",
                 ssl_certfile=tls[0] if tls else None, ssl_keyfile=tls[1] if tls else None)
 

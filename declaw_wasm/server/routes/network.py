@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query, Response
 
+from ...events import to_json
 from ...security.audit import AuditEvent
 from ..._threads import in_thread
 from ...wire import PREFIX
@@ -29,5 +30,12 @@ def router(registry: Registry) -> APIRouter:
         when it was created with `network={"allow_public_traffic": False}`; else null."""
         backend = await sandbox(sandbox_id)
         return {"traffic_access_token": await in_thread(backend.traffic_access_token)}
+    @network.get("/sandboxes/{sandbox_id}/events", responses=ERRORS)
+    async def events(sandbox_id: str, since: int = Query(0, ge=0)) -> Response:
+        """The sandbox's events (declaw_wasm.events) after sequence number `since`, oldest first:
+        a JSON array (docs/observability.md)."""
+        found = await sandbox(sandbox_id)
+        listed = await in_thread(found.events, since)
+        return Response("[" + ",".join(to_json(e) for e in listed) + "]", media_type="application/json")
 
     return network
