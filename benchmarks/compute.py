@@ -175,7 +175,8 @@ LINALG_NAMES = ["numpy a @ a, 500x500", "np.linalg.svd 1000x300", "np.linalg.sol
 
 
 def linalg_table(repeat: int) -> None:
-    """The linear algebra table (module docstring): routed, kept in the guest, native 1 and all."""
+    """The linear algebra table (module docstring): routed (the host BLAS at its default, one
+    thread, and at every core), kept in the guest, native at one thread and at every core."""
     import os
 
     from declaw_wasm import Sandbox
@@ -183,9 +184,15 @@ def linalg_table(repeat: int) -> None:
     python = clean_python(["numpy", "pandas", "scipy", "scikit-learn"])
     cores = os.cpu_count() or 1
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, Sandbox.create(timeout=3600) as sbx:
+    # every core: the thread count is the process's, read once, so that sandbox lives in a pool
+    # worker started with it (DECLAW_WASM_BLAS_THREADS, docs/compute.md)
+    os.environ["DECLAW_WASM_BLAS_THREADS"] = str(cores)
+    wide = Sandbox.create(timeout=3600, backend="processes:1")
+    os.environ.pop("DECLAW_WASM_BLAS_THREADS")
+    with tempfile.TemporaryDirectory() as tmp, Sandbox.create(timeout=3600) as sbx, wide:
         (Path(tmp) / "linalg.py").write_text(LINALG)
-        sbx.files.write("/tmp/linalg.py", LINALG)
+        for box in (sbx, wide):
+            box.files.write("/tmp/linalg.py", LINALG)
         for name in LINALG_NAMES:
             row = []
             for threads in ("1", str(cores)):
@@ -193,19 +200,20 @@ def linalg_table(repeat: int) -> None:
                 done = subprocess.run([str(python), str(Path(tmp) / "linalg.py"), str(repeat), name],
                                       capture_output=True, text=True, check=True, env=env)
                 row.append(json.loads(done.stdout)[name])
-            for routed in ("1", "0"):  # read at each routed call: one sandbox serves both
+            for box, routed in ((sbx, "1"), (wide, "1"), (sbx, "0")):  # HOST_BLAS: read at each call
                 os.environ["DECLAW_WASM_HOST_BLAS"] = routed
-                result = sbx.commands.run(f"python3 /tmp/linalg.py {repeat} '{name}'", timeout=3600)
+                result = box.commands.run(f"python3 /tmp/linalg.py {repeat} '{name}'", timeout=3600)
                 assert result.exit_code == 0, result.stderr
                 row.append(json.loads(result.stdout)[name])
             os.environ.pop("DECLAW_WASM_HOST_BLAS", None)
             rows.append((name, *row))
     print(f"\n| workload (best of {repeat}) | native, 1 thread | native, {cores} threads | guest, routed | "
-          "ratio (routed / native 1) | guest, kept in the guest | ratio (kept / native 1) |\n"
-          "|---|---|---|---|---|---|---|")
-    for name, one, every, routed, kept in rows:
+          f"ratio (routed / native 1) | guest, routed, {cores} BLAS threads | ratio | guest, kept in the guest | "
+          "ratio (kept / native 1) |\n|---|---|---|---|---|---|---|---|---|")
+    for name, one, every, routed, wide_routed, kept in rows:
         print(f"| {name} | {one * 1000:.1f} ms | {every * 1000:.1f} ms | {routed * 1000:.1f} ms | "
-              f"{routed / one:.2f}× | {kept * 1000:.1f} ms | {kept / one:.1f}× |")
+              f"{routed / one:.2f}× | {wide_routed * 1000:.1f} ms | {wide_routed / one:.2f}× | "
+              f"{kept * 1000:.1f} ms | {kept / one:.1f}× |")
 
 
 def engine_check() -> None:
