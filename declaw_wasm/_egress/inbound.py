@@ -52,6 +52,11 @@ MAX_PORTS = 64  # guest ports one sandbox may map
 MAX_HEADS = 1024  # connections whose head is being read, in the whole process
 EPHEMERAL = (32768, 60999)  # guest ports given for a listen on port 0
 LINGER = 5.0  # seconds a closed connection's last bytes may take to reach a slow client
+# Refused inbound connections recorded in the audit log: a bucket of DENIED_BURST events refilled
+# at DENIED_RATE a second; past it, refusals are counted and recorded as one summary event, so
+# strangers cannot push a sandbox's own history out of its bounded audit log.
+DENIED_BURST = 20
+DENIED_RATE = 2.0
 
 
 class HostPort:
@@ -68,6 +73,7 @@ class HostPort:
         sock.setblocking(False)
         self.sock = sock
         self.host_port: int = sock.getsockname()[1]
+        self.used = time.monotonic()  # last asked for: the unused mapping longest idle goes first
 
 
 class Pending:
@@ -274,6 +280,9 @@ class Inbound:
         self.count = 0  # connections admitted: head being read, queued, or accepted and open
         self.closed = False
         self._lock = threading.Lock()
+        self._denied_tokens = float(DENIED_BURST)
+        self._denied_at = time.monotonic()
+        self._denied_unrecorded = 0
 
     # -- ports --------------------------------------------------------------------------------
     def host_port(self, port: int) -> int:
@@ -286,11 +295,25 @@ class Inbound:
                 raise NetError("closed", "the sandbox's network is closed (the sandbox ended)")
             mapped = self.ports.get(port)
             if mapped is None:
-                if len(self.ports) >= MAX_PORTS:
-                    raise NetError("limit", f"the sandbox maps {MAX_PORTS} ports already", "EADDRINUSE")
+                if len(self.ports) >= MAX_PORTS and not self._evict():
+                    raise NetError("limit", f"the sandbox listens on {MAX_PORTS} ports already", "EADDRINUSE")
                 mapped = self.ports[port] = HostPort(self, port)
                 FRONT.add(mapped.sock, mapped)
+            mapped.used = time.monotonic()
             return mapped
+
+    def _evict(self) -> bool:
+        """Unmap the port mapped longest ago that nothing listens on (its host listener closes;
+        a `get_host` for it maps it anew): mappings a keyless preview request or a closed server
+        left never keep the sandbox from listening. False if every mapped port has a listener.
+        Called with the lock held."""
+        idle = [m for m in self.ports.values() if m.listener is None]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda m: m.used)
+        del self.ports[victim.port]
+        FRONT.drop(victim.sock)
+        return True
 
     def listen(self, port: int, listener_for: Any) -> tuple["Listener", int]:
         """A listener on guest `port` (0: a free one), made by `listener_for(port)`."""
@@ -369,9 +392,29 @@ class Inbound:
             self.release_slot()
         method = request.method.decode("ascii", "replace") if request is not None else ""
         target = request.target.decode("ascii", "replace") if request is not None else ""
-        self.record(port.port, str(peer[0]) if peer else "", method, target, "denied",
-                    f"{status}: {why}")
+        unrecorded = self._denied_budget()
+        if unrecorded is not None:
+            if unrecorded:
+                self.record(port.port, "", "", "", "denied",
+                            f"{unrecorded} more refused inbound connections, not recorded one by one")
+            self.record(port.port, str(peer[0]) if peer else "", method, target, "denied",
+                        f"{status}: {why}")
         answer_and_close(sock, status, why)
+
+    def _denied_budget(self) -> Optional[int]:
+        """Whether a refusal is recorded (DENIED_RATE): None if not (counted instead), else how
+        many went unrecorded before it (recorded first, as one event)."""
+        with self._lock:
+            now_ = time.monotonic()
+            self._denied_tokens = min(float(DENIED_BURST),
+                                      self._denied_tokens + (now_ - self._denied_at) * DENIED_RATE)
+            self._denied_at = now_
+            if self._denied_tokens < 1.0:
+                self._denied_unrecorded += 1
+                return None
+            self._denied_tokens -= 1.0
+            unrecorded, self._denied_unrecorded = self._denied_unrecorded, 0
+            return unrecorded
 
     def record(self, port: int, peer: str, method: str, target: str, decision: str,
                reason: str) -> AuditEvent:
@@ -652,7 +695,7 @@ class InboundConnection:
         with self.lock:
             if self.state == "closed":
                 return
-            if self.state == "open":
+            if self.state == "open" and not self.inbound.closed:  # a sandbox ending waits for no client
                 self._linger()
             self.state = "closed"
             self._close_socket()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Optional
 
 import httpx
@@ -40,7 +41,35 @@ HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-au
 _LABEL = re.compile(r"^([0-9]{1,5})-([a-z0-9][a-z0-9_-]{0,127})$")
 _PATH = re.compile(rb"^/sandboxes/([A-Za-z0-9_-]{1,128})/ports/([0-9]{1,5})(/[^?#]*)?(\?.*)?$")
 CSP = b"sandbox"
-WS_MAX = 16 << 20  # bytes of one WebSocket message from the sandbox's server (uvicorn's bound the other way)
+# One WebSocket message from the sandbox's server, and how many the proxy holds for a client that
+# does not read: what one preview WebSocket can cost the server, ~2 MiB (uvicorn's bound the other way).
+WS_MAX = 1 << 20
+WS_QUEUE = 1
+# What the path route never passes on: the browser's cookies there are the *server's* origin's
+# (and every local service's on that host: browsers share them across ports), and a sandbox's
+# Set-Cookie there would land on the server's origin.
+PATH_REQUEST_DROP = frozenset({b"cookie"})
+PATH_ANSWER_DROP = frozenset({b"set-cookie", b"set-cookie2", b"content-security-policy"})
+
+
+def _no_cookies() -> CookieJar:
+    """A cookie jar that keeps nothing: the proxy is every client's, so it must never remember
+    one sandbox's cookies for another request (httpx's client keeps a jar otherwise)."""
+    return CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+
+
+def origin_form(target: bytes) -> bool:
+    """Whether a request target is origin-form (`/path?query`): only those are proxied, so
+    nothing a client sends can change which host the proxy connects to."""
+    return target.startswith(b"/") and all(32 < c < 127 for c in target)
+
+
+def upstream_url(host: str, target: bytes, scheme: str = "http") -> httpx.URL:
+    """The URL of `target` on the sandbox's host listener `host` (`127.0.0.1:<port>`), built from
+    its parts: the host and port are ours, the target only ever the path and query."""
+    address, _, port = host.rpartition(":")
+    path, _, query = target.partition(b"?")
+    return httpx.URL(scheme=scheme, host=address, port=int(port), raw_path=path + (b"?" + query if query else b""))
 
 
 def preview_target(host: Optional[str], names: HostPolicy) -> Optional[tuple[int, str]]:
@@ -93,10 +122,12 @@ class Previews:
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
+            # no connection is kept for another request: a host listener checks each connection's
+            # first request (its Host and the traffic token), so each request gets its own
             self._client = httpx.AsyncClient(
                 timeout=httpx.Timeout(connect=10.0, read=300.0, write=300.0, pool=10.0),
-                limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
-                follow_redirects=False, trust_env=False)
+                limits=httpx.Limits(max_connections=512, max_keepalive_connections=0),
+                follow_redirects=False, trust_env=False, cookies=_no_cookies())
         return self._client
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -131,6 +162,8 @@ class Previews:
         name = name.lower()
         if name in HOP or name == API_KEY_HEADER.lower().encode() or (by_path and name == b"host"):
             return False
+        if by_path and name in PATH_REQUEST_DROP:
+            return False
         if name == b"authorization" and (by_path or (
                 self.key is not None and value[:7].lower() == b"bearer "
                 and hmac.compare_digest(value[7:].strip(), self.key))):
@@ -139,6 +172,9 @@ class Previews:
 
     async def proxy(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str, port: int,
                     target: bytes, by_path: bool) -> None:
+        if not origin_form(target):
+            await plain_answer(scope, receive, send, 400, "a preview's request target must be a path")
+            return
         host = await self._host(scope, receive, send, sandbox_id, port)
         if host is None:
             return
@@ -159,7 +195,7 @@ class Previews:
 
         method = scope["method"]
         has_body = any(k.lower() in (b"content-length", b"transfer-encoding") for k, _ in scope.get("headers") or [])
-        request = self.client.build_request(method, f"http://{host}" + target.decode("latin-1"),
+        request = self.client.build_request(method, upstream_url(host, target),
                                             headers=headers, content=body() if has_body else None)
         try:
             answer = await self.client.send(request, stream=True)
@@ -170,7 +206,7 @@ class Previews:
         try:
             out = [(k.lower(), v) for k, v in answer.headers.raw if k.lower() not in HOP]
             if by_path:
-                out = [(k, v) for k, v in out if k != b"content-security-policy"]
+                out = [(k, v) for k, v in out if k not in PATH_ANSWER_DROP]
                 out.append((b"content-security-policy", CSP))
             await send({"type": "http.response.start", "status": answer.status_code, "headers": out})
             async for chunk in answer.aiter_raw():
@@ -201,8 +237,11 @@ class Previews:
         import asyncio
 
         from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed, InvalidStatus
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+        if not origin_form(target):
+            await plain_answer(scope, receive, send, 400, "a preview's request target must be a path")
+            return
         host = await self._host(scope, receive, send, sandbox_id, port)
         if host is None:
             return
@@ -212,14 +251,16 @@ class Previews:
                    if k.lower() not in skip and self._keeps(k, v, by_path)]
         origin = next((v.decode("latin-1") for k, v in scope.get("headers") or [] if k.lower() == b"origin"), None)
         try:
-            upstream = await connect(f"ws://{host}" + target.decode("latin-1"), additional_headers=headers,
+            upstream = await connect(str(upstream_url(host, target, "ws")), additional_headers=headers,
                                      subprotocols=scope.get("subprotocols") or None, origin=origin,
-                                     open_timeout=10, max_size=WS_MAX, compression=None, proxy=None)
+                                     open_timeout=10, max_size=WS_MAX, max_queue=WS_QUEUE,
+                                     compression=None, proxy=None)
         except InvalidStatus as exc:
             await plain_answer(scope, receive, send, exc.response.status_code,
                                exc.response.body.decode("utf-8", "replace")[:1000] or "refused")
             return
-        except (OSError, asyncio.TimeoutError, ValueError) as exc:
+        except (OSError, asyncio.TimeoutError, ValueError, InvalidHandshake) as exc:
+            # (InvalidHandshake: an answer that is not HTTP, or not an upgrade: the guest's)
             await plain_answer(scope, receive, send, 502, f"the sandbox's server on port {port} did not "
                                f"take the WebSocket: {type(exc).__name__}")
             return
