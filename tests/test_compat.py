@@ -107,8 +107,10 @@ def test_list_is_a_paginator_and_declaws_dict() -> None:
 
 
 def test_metrics_measure_the_guests(fresh: Sandbox) -> None:
-    handle = fresh.commands.run("python3 -c 'x = bytearray(50 << 20); import time; time.sleep(30)'",
-                                background=True)
+    # some CPU work before the memory the loop below waits for: the CPU time is read in clock ticks
+    # (10 ms), and a warm start plus the allocation alone can take less than one
+    handle = fresh.commands.run("python3 -c 'sum(range(3_000_000)); x = bytearray(50 << 20); "
+                                "import time; time.sleep(30)'", background=True)
     deadline = time.monotonic() + 20  # a cold start on a loaded machine takes a while
     while (busy := fresh.get_metrics()[0]).memory_usage_mb <= 50 and time.monotonic() < deadline:
         time.sleep(0.25)
