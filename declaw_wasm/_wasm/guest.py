@@ -231,12 +231,7 @@ class Guest:
         each): None without an instruction limit."""
         if not self.interpreter.flags.consume_fuel:
             return None
-        left = ctypes.c_uint64(0)
-        error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
-        if error:
-            _ffi.wasmtime_error_delete(error)
-            return 0
-        return left.value // FUEL_PER_MADD
+        return (_fuel_left(caller) or 0) // FUEL_PER_MADD
 
     def charge_host_work(self, caller: wasmtime.Caller, madds: int, seconds: float, threads: int,
                          over_budget: bool = False) -> None:
@@ -247,15 +242,11 @@ class Guest:
         BLAS's other threads, estimated as wall time × (threads - 1) (the calling thread's own
         is in its CPU time already)."""
         self.host_cpu_seconds += seconds * max(0, threads - 1)
-        if not self.interpreter.flags.consume_fuel:
+        left = _fuel_left(caller) if self.interpreter.flags.consume_fuel else None
+        if left is None:
             return
-        left = ctypes.c_uint64(0)
-        error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
-        if error:
-            _ffi.wasmtime_error_delete(error)
-            return
-        spent = left.value if over_budget else min(left.value, madds * FUEL_PER_MADD)
-        error = _ffi.wasmtime_context_set_fuel(caller._context(), left.value - spent)
+        spent = left if over_budget else min(left, madds * FUEL_PER_MADD)
+        error = _ffi.wasmtime_context_set_fuel(caller._context(), left - spent)
         if error:
             _ffi.wasmtime_error_delete(error)
 
@@ -554,6 +545,17 @@ def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wa
     func = instance.exports(store)[name]
     assert isinstance(func, wasmtime.Func), name
     return func
+
+
+def _fuel_left(caller: wasmtime.Caller) -> Optional[int]:
+    """The fuel left in the calling guest's store (None if it cannot be read), through the C
+    API: a host function has its caller, not its Store object."""
+    left = ctypes.c_uint64(0)
+    error = _ffi.wasmtime_context_get_fuel(caller._context(), ctypes.byref(left))
+    if error:
+        _ffi.wasmtime_error_delete(error)
+        return None
+    return left.value
 
 
 class GuestStopping(Exception):
