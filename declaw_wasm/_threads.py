@@ -11,21 +11,27 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Hashable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional, TypeVar
 
-import anyio
-import anyio.from_thread
-import anyio.lowlevel
-import anyio.to_thread
+if TYPE_CHECKING:
+    import anyio
+
+# anyio (and with it asyncio, ~15 ms) is imported by the functions that use it, from an event
+# loop: ThreadCap, which sync sandboxes use, needs neither.
 
 T = TypeVar("T")
-_waiters = anyio.CapacityLimiter(10_000)
+_waiters: Optional["anyio.CapacityLimiter"] = None
 
 
 async def in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`fn(*args, **kwargs)` in a worker thread, awaited. A cancelled await (a timeout around it)
     returns at once and leaves the thread to finish on its own: waiting for a blocked call, say
     a command waiting for input that never comes, would hang the caller's cancellation."""
+    import anyio.to_thread
+
+    global _waiters
+    if _waiters is None:  # (two loops racing here could make one each: it only bounds waiting threads)
+        _waiters = anyio.CapacityLimiter(10_000)
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs), limiter=_waiters,
                                           abandon_on_cancel=True)
 
@@ -35,6 +41,9 @@ def from_loop(handler: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any
     the calling event loop."""
     if handler is None:
         return None
+    import anyio.from_thread
+    import anyio.lowlevel
+
     token = anyio.lowlevel.current_token()
     if inspect.iscoroutinefunction(handler):
         async_handler = handler
@@ -53,6 +62,8 @@ def from_loop(handler: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any
 
 def loop_token() -> Any:
     """The calling event loop's anyio token (what `anyio.from_thread.run` takes)."""
+    import anyio.lowlevel
+
     return anyio.lowlevel.current_token()
 
 

@@ -34,7 +34,10 @@ NOT_ON_A_PLAIN_CREATE = ("declaw_wasm._guard", "declaw_wasm.security", "declaw_w
                          "declaw_wasm.volumes", "declaw_wasm.server", "declaw_wasm._remote", "declaw_wasm._pool",
                          "declaw_wasm._ray", "declaw_wasm.integrations", "declaw_wasm.templates",
                          "declaw_wasm.async_sandbox", "h11", "ssl", "truststore", "re2", "fsspec", "httpx",
-                         "fastapi")
+                         "fastapi",
+                         # run_code's kernels load at the first cell or context; the event loop
+                         # libraries only for the async face and the server
+                         "declaw_wasm._local.kernel", "anyio", "asyncio")
 EGRESS_DECLARATIONS = {"declaw_wasm._egress", "declaw_wasm._egress.ops"}
 # the egress testing hooks make every sandbox build its network at create (a bad one is refused there)
 HOOKLESS = {k: v for k, v in os.environ.items() if k not in ("DECLAW_WASM_RESOLVE", "DECLAW_WASM_DNS_ANSWERS")}

@@ -94,10 +94,10 @@ def _sample(sandbox: "LocalSandbox", interval: float) -> None:
     if not sandbox.running:
         return
     processes = sandbox._live_processes()
-    busy = sandbox.code.busy_guests()
+    busy = sandbox.kernel_busy_guests()
     if not processes and not busy:
         return
-    guests = [p.guest for p in processes] + sandbox.code.live_guests()
+    guests = [p.guest for p in processes] + sandbox.kernel_guests()
     try:
         disk, _ = quota.usage(sandbox.fs.writable_folders())
     except OSError:

@@ -29,6 +29,7 @@ from .._packages.catalog import GuestTemplate, lookup
 from .._printable import logger
 from .._wasm.engine import DEFAULT_FLAGS, FUEL_FLAGS, Interpreter
 from .._wasm.layout import PTY_ENV, base_env
+from .._wasm.shims import exiting
 from .._wasm.warm_image import get_interpreter, guest_mounts
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, TimeoutException)
@@ -40,7 +41,6 @@ from ..settings import dns_answers, max_sandboxes, resolve_overrides
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
 from . import quota, recording
 from .files import FileChunks, SandboxFS
-from .kernel import CodeInterpreter
 from .launcher import Launcher
 from .lifetimes import Alarm, lifetimes
 from .parking import parking
@@ -48,11 +48,12 @@ from .processes import Process
 from .registry import (clear_state, drop_older_pauses, forget_paused, in_background, latest, paused_info,
                        paused_infos, read_snapshot, reopen, sandboxes, store_in_use)
 from .standby import Standby, standby_key
-from .tools import Tools, close_tools, host_tools
 from .watch import LocalWatcher, Watches
 
 if TYPE_CHECKING:
     from .._egress.create import EgressPlan
+    from .tools import Tools
+    from .kernel import CodeInterpreter
     from .checkpoints import Checkpoints
     from .._egress.session import EgressSession
     from ..events import SandboxEvent
@@ -179,6 +180,7 @@ class LocalSandbox:
     # the create request as made (declaw's network, security, lifecycle, volumes and vault_refs
     # travel here as data for the egress, guardrails and volumes code to read)
     options: CreateSandbox = CreateSandbox.model_construct()
+    _code: Optional[CodeInterpreter]  # made at the first cell or context (`code`)
     # node-loss checkpoints (checkpoints.py), set by the host that hosts it with the policy
     checkpoints: Optional["Checkpoints"] = None
 
@@ -195,6 +197,33 @@ class LocalSandbox:
         self.sandbox_id = own_id or "sbx_" + secrets.token_hex(16)  # 128 bits: ids are capabilities once served
         self._lock = threading.Lock()
         self._open(template, timeout, metadata, envs, limits, volumes, egress, restoring, begin)
+
+    @property
+    def code(self) -> CodeInterpreter:
+        """The sandbox's code contexts and their kernels, made at the first cell or context: a
+        sandbox that only runs commands never imports the kernel and what it brings (host tools'
+        threads, anyio)."""
+        code = self._code
+        if code is None:
+            from .kernel import CodeInterpreter
+
+            with _code_lock:
+                code = self._code
+                if code is None:
+                    code = self._code = CodeInterpreter(self)
+        return code
+
+    def kernels(self) -> list[Any]:
+        """The code contexts' kernels, none if no cell or context was ever made."""
+        return self._code.kernels() if self._code is not None else []
+
+    def kernel_busy_guests(self) -> set[int]:
+        """Ids of the kernels' guests running a cell now."""
+        return self._code.busy_guests() if self._code is not None else set()
+
+    def kernel_guests(self) -> list[Any]:
+        """The live guests of the code contexts' kernels."""
+        return self._code.live_guests() if self._code is not None else []
 
     def _open(self, template: GuestTemplate, timeout: float, metadata: dict[str, str],
               envs: dict[str, str], limits: Limits, volumes: Sequence[Any] = (),
@@ -229,7 +258,7 @@ class LocalSandbox:
         self._ended: Optional[str] = None  # None while running; "killed", "timeout" or "paused"
         self._timeout = timeout
         self._frozen = 0  # snapshots in progress: no command may start
-        self.code = CodeInterpreter(self)
+        self._code = None
         self.watches = Watches()
         self.cpu_seconds_ended = 0.0  # CPU time of the guests that have ended (metrics)
         self.fuel_used = 0  # instructions of finished command lines and cells (cpu_instructions)
@@ -259,7 +288,8 @@ class LocalSandbox:
         except BaseException:  # a bad timeout or snapshot: leave no folder behind
             self._ended = "killed"
             parking.drop(self)
-            self.code.stop_all()
+            if self._code is not None:
+                self._code.stop_all()
             self._release_volumes()
             self.fs.destroy()
             raise
@@ -323,8 +353,9 @@ class LocalSandbox:
         for process in processes:
             process.guest.wait(5.0)
         paused = reason == "paused"  # its contexts are at rest and its files are in the store
-        self.code.stop_all(wait=not paused)
-        close_tools(getattr(self, "tools", None))  # host callables are not kept across a pause
+        if self._code is not None:
+            self._code.stop_all(wait=not paused)
+        _close_tools(getattr(self, "tools", None))  # host callables are not kept across a pause
         self.tools = None
         self.watches.stop_all()
         self.egress_slot.close()
@@ -460,7 +491,7 @@ class LocalSandbox:
         folders (as the quota watcher measures it), the guests' CPU time and, with a CPU limit,
         the instructions used."""
         self.ensure_running()
-        guests = [p.guest for p in self._live_processes()] + self.code.live_guests()
+        guests = [p.guest for p in self._live_processes()] + self.kernel_guests()
         memory = sum(g.memory_bytes() for g in guests)
         cpu = self.cpu_seconds_ended + sum(g.cpu_seconds() for g in guests)
         disk, _ = quota.usage(self.fs.writable_folders())
@@ -483,7 +514,7 @@ class LocalSandbox:
         `pid` is the asking command's."""
         processes = self._live_processes()
         memory = sum(p.guest.memory_bytes() for p in processes) + sum(
-            g.memory_bytes() for g in self.code.live_guests())
+            g.memory_bytes() for g in self.kernel_guests())
         return {"pid": pid, "mem_total": self.limits.memory_limit, "mem_used": memory,
                 "uptime": round(time.monotonic() - self.started_monotonic, 3), "cpus": 1,
                 "processes": [p.ps_row() for p in sorted(processes, key=lambda p: p.pid)]}
@@ -599,21 +630,22 @@ class LocalSandbox:
     def running_guests(self) -> set[int]:
         """Ids of the guests doing work now: running commands and cells in flight."""
         ids = {id(p.guest) for p in self._live_processes()}
-        return ids | self.code.busy_guests()
+        return ids | self.kernel_busy_guests()
 
     def stop_for_quota(self, message: str, guest_ids: set[int]) -> None:
         """Over the disk quota: stop these running guests (see quota.py)."""
         for process in self._live_processes():
             if id(process.guest) in guest_ids:
                 process.stop_for_quota(message)
-        self.code.stop_for_quota(message, guest_ids)
+        if self._code is not None:
+            self._code.stop_for_quota(message, guest_ids)
 
     # -- code contexts ---------------------------------------------------------------------------------
     def run_code(self, request: RunCode, on_stdout: Callback = None, on_stderr: Callback = None,
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
-        tools = host_tools(request._host_only.get("tools"))  # this cell's own, if any
+        tools = _host_tools(request._host_only.get("tools"))  # this cell's own, if any
         began = time.monotonic()
         recording.sampling(self)
         try:
@@ -623,7 +655,7 @@ class LocalSandbox:
             recording.cell_run(self, request.code, request.context_id, request.language, began, None, exc)
             raise
         finally:
-            close_tools(tools)
+            _close_tools(tools)
         recording.cell_run(self, request.code, request.context_id, request.language, began, execution, None)
         return execution
 
@@ -694,7 +726,7 @@ class LocalSandbox:
                 process.kill()
             for process in running:
                 process.wait(5.0)
-            for kernel in self.code.kernels():
+            for kernel in self.kernels():
                 if kernel.busy():
                     kernel.stop()
         store = snapshot_store()
@@ -779,7 +811,7 @@ class LocalSandboxes:
         if clash:
             raise InvalidArgumentException(f"{', '.join(sorted(clash))}: given both in envs and as a "
                                            "secret or vault_ref")
-        tools = host_tools(host_only.get("tools"))
+        tools = _host_tools(host_only.get("tools"))
         args = (template, DEFAULT_TIMEOUT if request.timeout is None else request.timeout,
                 dict(request.metadata or {}), {**envs, **secret_envs}, request.limits or DEFAULT_LIMITS,
                 request.volumes or (), egress, tools)
@@ -793,7 +825,7 @@ class LocalSandboxes:
                 return checked_hooks(into)
             sandbox = self.create_from(*args, restoring=restoring)
         except BaseException:
-            close_tools(tools)
+            _close_tools(tools)
             raise
         sandbox.options = request.model_copy(update={"secrets": None})  # the values stay in the egress plan
         same = restoring is not None and restoring.sandbox_id == sandbox.sandbox_id
@@ -958,6 +990,24 @@ def _attach(sandbox_id: str, volumes: Sequence[Any], fs: SandboxFS, restoring: b
         raise
 
 
+def _host_tools(value: Any) -> Optional["Tools"]:
+    """A request's host tools (tools.py, imported only when there are some)."""
+    if value is None:
+        return None
+    from .tools import host_tools
+
+    return host_tools(value)
+
+
+def _close_tools(tools: Optional["Tools"]) -> None:
+    if tools is not None:
+        from .tools import close_tools
+
+        close_tools(tools)
+
+
+_code_lock = threading.Lock()  # makes a sandbox's `code` once
 standby = Standby(lambda template, limits: LocalSandbox(template, 0, {}, {}, limits, begin=False))
 atexit.register(sandboxes.kill_all)
 atexit.register(standby.close)
+atexit.register(exiting.set)  # first: the guests' stores are freed while the rest of the exit runs

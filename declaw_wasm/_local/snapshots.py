@@ -135,7 +135,7 @@ def quiet(sandbox: "LocalSandbox", wait: float = QUIET_WAIT) -> Iterator[list["K
     for (then none starts), no command runs (ConflictException if one does) or starts."""
     with sandbox.commands_frozen():
         with ExitStack() as stack:
-            kernels = sandbox.code.kernels()
+            kernels = sandbox.kernels()
             for kernel in kernels:
                 stack.enter_context(kernel.held(wait))
             yield kernels

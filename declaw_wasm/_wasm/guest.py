@@ -45,7 +45,7 @@ from wasmtime import _bindings as _ffi
 from .engine import Interpreter
 from .layout import Mount
 from .paths import shadow_path_calls
-from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff
+from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff, exiting
 
 if TYPE_CHECKING:
     from .._blas.host import HostBlas
@@ -381,7 +381,7 @@ class Guest:
                 # back into Python many times (finalizers of the host functions and streams), and
                 # a thread that takes and drops the GIL that often keeps a waiting one out for up
                 # to the switch interval (2-3 ms of every command's latency here).
-                time.sleep(CLOSE_AFTER_S)
+                exiting.wait(CLOSE_AFTER_S)  # not when the process exits: its exit waits for this
                 store.close()
             self._keepalive = None
 
