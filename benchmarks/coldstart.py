@@ -114,16 +114,20 @@ def main() -> None:
         subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], check=True)
         env = environment(mount)
         ours_cmd, native_cmd = [str(ours_python), "-c", OURS], [str(native_python), "-c", "import pandas"]
+        # ours without the interpreter's own exit (its atexit handlers, its final collections of
+        # every object): what the exit costs is the difference
+        no_exit_cmd = [str(ours_python), "-c", OURS + "import os\nos._exit(0)\n"]
         # the floor under ours: the interpreter and the two libraries every sandbox needs
         floor_cmd = [str(ours_python), "-c", "import pydantic.main, wasmtime"]
         bare_cmd = [str(ours_python), "-c", "pass"]
         wall(ours_cmd, env)  # the page cache warm
         wall(native_cmd, env)
-        ours, native, floor, bare = [], [], [], []
+        ours, native, floor, bare, no_exit = [], [], [], [], []
         for _ in range(repeat):
             took, out = wall(ours_cmd, env)
             ours.append((took, json.loads(out.strip().splitlines()[-1])))
             native.append(wall(native_cmd, env)[0])
+            no_exit.append(wall(no_exit_cmd, env)[0])
             floor.append(wall(floor_cmd, env)[0])
             bare.append(wall(bare_cmd, env)[0])
         drop_caches()
@@ -147,8 +151,12 @@ def main() -> None:
     print(f"| first command, `python3 -c 'import pandas; ...'` | {ms(split[2])} | {ms(cold_split[2])} |")
     print(f"| **the three, in-process** | **{ms(split[3])}** | **{ms(cold_split[3])}** |")
     print(f"| the whole process, spawn to exit | {ms(statistics.median(t[0] for t in ours))} | {ms(cold_ours[0])} |")
-    print(f"| native `python3 -c 'import pandas'`, spawn to exit | {ms(statistics.median(native))} "
+    whole, native_whole = statistics.median(t[0] for t in ours), statistics.median(native)
+    print(f"| native `python3 -c 'import pandas'`, spawn to exit | {ms(native_whole)} "
           f"| {ms(cold_native)} |")
+    print(f"| **ours / native, whole process** | **{whole / native_whole:.2f}x** | {cold_ours[0] / cold_native:.2f}x |")
+    print(f"| (ours ending with `os._exit(0)` after the command: no interpreter exit) "
+          f"| {ms(statistics.median(no_exit))} | |")
     print(f"| (floor: `python3 -c 'import pydantic.main, wasmtime'`, spawn to exit) "
           f"| {ms(statistics.median(floor))} | |")
     print(f"| (floor: `python3 -c pass`, spawn to exit) | {ms(statistics.median(bare))} | |")

@@ -5,7 +5,7 @@ sandboxes run — this process (`_local/`), a `declaw-wasm serve` (`_remote/`),
 and whatever comes next (a process pool, a Ray cluster). A face holds a `SandboxBackend` and
 never knows how bytes move, as httpx's `Client` holds a transport.
 
-The arguments are the wire's request models (wire.py: `CreateSandbox`, `RunCommand`,
+The arguments are the wire's request models (wire/: `CreateSandbox`, `RunCommand`,
 `CreatePty`, `RunCode`, `CreateContext`), so the server's routes, this contract and the remote
 client are views of one list. Arguments are checked once, by the faces (`_args.py`), before
 they reach a backend; a backend raises the public exceptions (exceptions.py) and nothing else.
@@ -22,13 +22,16 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Any, Callable, IO, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Callable, IO, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence,
+                    Union)
 
 from .exceptions import InvalidArgumentException
-from .execution import Context, Execution, OutputMessage
 from .models import (CommandResult, EntryInfo, FilesystemEvent, ProcessInfo, PtySize, SandboxInfo,
                      SandboxMetrics, Snapshot, WriteInfo)
 from .wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
+
+if TYPE_CHECKING:  # run_code's types: loaded by those who run code
+    from .execution import Context, Execution, OutputMessage
 
 Stream = Literal["stdout", "stderr", "pty"]
 Callback = Optional[Callable[[Any], Any]]

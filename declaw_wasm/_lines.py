@@ -1,4 +1,4 @@
-"""A command's and a cell's stream as wire.py's line models, written once each way.
+"""A command's and a cell's stream as wire/'s line models, written once each way.
 
 Every backend that is not in this process sends the same lines: `declaw-wasm serve` as NDJSON
 (server/streams.py), a pool's worker and a Ray actor as msgpack (_pool/host.py, _pool/codec.py).

@@ -19,7 +19,6 @@ from . import _args
 from ._backend import SandboxBackend, Sandboxes, ToolSpec
 from .commands import Commands
 from .exceptions import InvalidArgumentException, SandboxException, SandboxNotFoundException
-from .execution import Context, Execution
 from .files import Filesystem
 from .limits import Limits
 from .models import SandboxInfo, SandboxMetrics, SandboxQuery, SandboxState, Snapshot, SnapshotInfo
@@ -30,6 +29,7 @@ from .stdio import Stdio
 from .wire import CreateContext, CreateSandbox, ResumeSandbox, RunCode
 
 if TYPE_CHECKING:
+    from .execution import Context, Execution
     from .events import SandboxEvent
 
 RUN_CODE_TIMEOUT = 300.0

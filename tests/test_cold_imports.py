@@ -37,7 +37,9 @@ NOT_ON_A_PLAIN_CREATE = ("declaw_wasm._guard", "declaw_wasm.security", "declaw_w
                          "fastapi",
                          # run_code's kernels load at the first cell or context; the event loop
                          # libraries only for the async face and the server
-                         "declaw_wasm._local.kernel", "anyio", "asyncio")
+                         "declaw_wasm._local.kernel", "anyio", "asyncio",
+                         # the HTTP protocol beyond the request bodies, and run_code's result models
+                         "declaw_wasm.wire.protocol", "declaw_wasm.execution", "declaw_wasm.charts")
 EGRESS_DECLARATIONS = {"declaw_wasm._egress", "declaw_wasm._egress.ops"}
 # the egress testing hooks make every sandbox build its network at create (a bad one is refused there)
 HOOKLESS = {k: v for k, v in os.environ.items() if k not in ("DECLAW_WASM_RESOLVE", "DECLAW_WASM_DNS_ANSWERS")}

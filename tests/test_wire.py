@@ -1,4 +1,4 @@
-"""The wire is written once (declaw_wasm/wire.py): the OpenAPI document carries every streamed
+"""The wire is written once (declaw_wasm/wire/): the OpenAPI document carries every streamed
 message, and the TypeScript SDK's types (sdk-ts/src/wire.ts, which `tsc` checks the SDK against)
 are generated from it and must be current."""
 

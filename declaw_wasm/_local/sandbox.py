@@ -33,7 +33,6 @@ from .._wasm.shims import exiting
 from .._wasm.warm_image import get_interpreter, guest_mounts
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, TimeoutException)
-from ..execution import Context, Execution
 from ..limits import Limits
 from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
                       WriteInfo)
@@ -51,6 +50,7 @@ from .standby import Standby, standby_key
 from .watch import LocalWatcher, Watches
 
 if TYPE_CHECKING:
+    from ..execution import Context, Execution
     from .._egress.create import EgressPlan
     from .tools import Tools
     from .kernel import CodeInterpreter

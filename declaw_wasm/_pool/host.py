@@ -4,12 +4,12 @@ call a client may make on them, answered as values.
 A host is the in-process backend (`LocalSandboxes`) seen from outside: `call` runs one contract
 method and returns its value; `stream` runs a command (its start, its output in batches, its
 end), or a cell with callbacks, as a sequence of messages. Neither raises: a failure is an
-`("error", ErrorBody)` reply, which the client turns back into the same exception class (wire.py,
+`("error", ErrorBody)` reply, which the client turns back into the same exception class (wire/,
 as the server does), so every backend raises what the in-process one raises. Large files move
 in sessions of bounded chunks (`read_open`/`read_next`, `write_open`/`write_chunk`/`write_close`),
 pulled by the client, so no message is ever larger than the transport allows.
 
-Each message of a stream is a list of wire.py's line models, made by _lines.py as the server's
+Each message of a stream is a list of wire/'s line models, made by _lines.py as the server's
 NDJSON lines are: a command's `[StartLine]`, then its output lines in batches of at most `limit`
 bytes of data, the last batch ending with its `EndLine` (or `ExceptionLine`); a cell's log,
 result and error lines as they come, then `ExecutionCountLine, EndOfExecutionLine` (or an

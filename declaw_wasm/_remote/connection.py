@@ -1,5 +1,5 @@
 """One `declaw-wasm serve`: where it is, a pooled httpx client carrying the API key, and server
-errors turned back into the SDK's exceptions (the server names the class: wire.py).
+errors turned back into the SDK's exceptions (the server names the class: wire/).
 
 Why httpx: blocking and streamed requests with one connection pool, timeouts per request, and
 the same library Starlette's test client uses. `DECLAW_DOMAIN` is `host:port` or a URL; without

@@ -2,7 +2,7 @@
 
 One HTTP call per contract method (the routes are in server/routes/), at declaw's paths for
 everything declaw has (so a server that speaks declaw's wire serves both); what declaw lacks is
-under `wire.PREFIX`: command output and cells arrive as our NDJSON streams of wire.py's messages,
+under `wire.PREFIX`: command output and cells arrive as our NDJSON streams of wire/'s messages,
 read as they come (commands on a thread of their own, so that a handle fills while the caller
 does other work), a PTY's output over its WebSocket, a watch's events. Errors come back as the
 exception class the server names.

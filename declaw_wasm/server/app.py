@@ -2,7 +2,7 @@
 (guard.py), with errors as JSON naming the SDK's exception class.
 
 Why FastAPI on uvicorn: the request and response bodies are the pydantic models the SDK already
-returns (models.py, execution.py, wire.py), and FastAPI turns those into validation and an
+returns (models.py, execution.py, wire/), and FastAPI turns those into validation and an
 OpenAPI document (`/openapi.json`) without a second schema; Starlette under it gives streamed
 request and response bodies and WebSockets; uvicorn is the ASGI server both are made for.
 """
@@ -128,7 +128,7 @@ def create_app(api_key: Optional[str] = None, max_body: int = DEFAULT_MAX_BODY,
             build_all()
 
             with warnings.catch_warnings():  # FastAPI's body parameter over a model built late
-                warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)  # (wire.py, _model.py)
+                warnings.simplefilter("ignore", UnsupportedFieldAttributeWarning)  # (wire/, _model.py)
                 document = get_openapi(title=app.title, version=app.version, description=app.description,
                                        routes=app.routes)
             schemas = document.setdefault("components", {}).setdefault("schemas", {})

@@ -1,4 +1,4 @@
-"""What the server streams, encoded from wire.py's messages: a command's output (our NDJSON,
+"""What the server streams, encoded from wire/'s messages: a command's output (our NDJSON,
 declaw's SSE), a cell's reports (NDJSON), a PTY's terminal (our WebSocket, declaw's SSE), a
 stdio process's output (SSE), and an upload's body read from a worker thread. Every wait for
 guest news is a bounded slice (`POLL`), so a client that goes away is noticed within a second

@@ -1,4 +1,4 @@
-"""The HTTP routes, one router per noun: each takes its wire body (wire.py), checks what the
+"""The HTTP routes, one router per noun: each takes its wire body (wire/), checks what the
 faces would check (`_args.py`: clients may not be ours), and calls the backend contract's
 method of the same name on the sandbox's backend. Blocking work runs in worker threads.
 

@@ -54,7 +54,7 @@ def router(registry: Registry) -> APIRouter:
 
     @pty.websocket(PREFIX + "/sandboxes/{sandbox_id}/pty/{pid}")
     async def pty_socket(websocket: WebSocket, sandbox_id: str, pid: int) -> None:
-        """The PTY's bytes both ways (wire.py describes the frames), for our clients."""
+        """The PTY's bytes both ways (wire/ describes the frames), for our clients."""
         try:
             process = await in_thread((await sandbox(sandbox_id)).process, pid, True)
         except SandboxException as exc:
