@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import fnmatch
 import threading
-import weakref
 from collections import deque
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
+from .._budget import ProcessBytes
 from ..security.audit import AuditEvent as AuditEvent  # its public home
 
 from . import DEFAULT_MASK_PATTERNS as DEFAULT_MASK_PATTERNS  # noqa: E402 -- (its home: the package's)
@@ -45,25 +45,7 @@ PROCESS_LOG_BYTES = 256 << 20  # all the process's logs together, before each ke
 LOG_FLOOR = 256 << 10  # what a log keeps while the process's logs are over their cap
 
 
-class _Total:
-    """Bytes of all the process's audit logs."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self._lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        with self._lock:
-            self.bytes += n
-
-
-PROCESS_LOGS = _Total()
-
-
-def _forget(counted: list[int]) -> None:
-    """A log is gone (its sandbox's session was dropped): give its bytes back."""
-    PROCESS_LOGS.add(-counted[0])
-    counted[0] = 0
+PROCESS_LOGS = ProcessBytes()  # bytes of all the process's audit logs
 
 
 def now() -> datetime:
@@ -97,16 +79,15 @@ class AuditLog:
         self.limit = limit
         self.max_bytes = max_bytes
         self._events: deque[tuple[int, AuditEvent]] = deque()
-        self._counted = [0]  # what the events kept cost, as `_size` counts (shared with _forget)
+        self._counted = PROCESS_LOGS.share(self)  # what the events kept cost, as `_size` counts
         self.dropped = 0
         self._lock = threading.Lock()
         # the sandbox's event recorder (_local/recording.py): each event as recorded, masked and cut
         self.listener: Optional[Callable[[AuditEvent], None]] = None
-        weakref.finalize(self, _forget, self._counted)
 
     @property
     def bytes(self) -> int:
-        return self._counted[0]
+        return self._counted.bytes
 
     def mask(self, text: str) -> str:
         for value in self._hide:
@@ -134,12 +115,10 @@ class AuditLog:
         size = _size(event)
         with self._lock:
             self._events.append((size, event))
-            self._counted[0] += size
-            PROCESS_LOGS.add(size)
+            self._counted.add(size)
             while len(self._events) > self.limit or (len(self._events) > 1 and self._over()):
                 gone, _ = self._events.popleft()
-                self._counted[0] -= gone
-                PROCESS_LOGS.add(-gone)
+                self._counted.add(-gone)
                 self.dropped += 1
         listener = self.listener
         if listener is not None:
@@ -147,7 +126,7 @@ class AuditLog:
 
     def _over(self) -> bool:
         """Past its own byte bound, or past its floor while the process's logs are over theirs."""
-        mine = self._counted[0]
+        mine = self._counted.bytes
         return mine > self.max_bytes or (mine > LOG_FLOOR and PROCESS_LOGS.bytes > PROCESS_LOG_BYTES)
 
     def events(self, since: Optional[datetime] = None) -> list[AuditEvent]:

@@ -32,12 +32,12 @@ import hashlib
 import os
 import re
 import threading
-import weakref
 from collections import OrderedDict, deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
+from .._budget import ProcessBytes
 from .._printable import logger
 from ..events import HEAD, ImageRef, SandboxEvent, to_json
 from ..settings import journal_dir, journal_max_bytes, otel_enabled
@@ -75,25 +75,7 @@ def subscribe(listener: Listener) -> Callable[[], None]:
     return unsubscribe
 
 
-class _Total:
-    """Bytes held by all the process's rings."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self._lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        with self._lock:
-            self.bytes += n
-
-
-PROCESS_RINGS = _Total()
-
-
-def _forget(held: list[int]) -> None:
-    """A recorder is gone: give its bytes back."""
-    PROCESS_RINGS.add(-held[0])
-    held[0] = 0
+PROCESS_RINGS = ProcessBytes()  # bytes held by all the process's rings
 
 
 def listening() -> bool:
@@ -200,8 +182,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._ring: deque[tuple[int, SandboxEvent]] = deque()  # (its cost, the event)
         self._ring_bytes = 0
-        self._held = [0]  # events' and images' bytes, counted in PROCESS_RINGS (given back by _forget)
-        weakref.finalize(self, _forget, self._held)
+        self._held = PROCESS_RINGS.share(self)  # events' and images' bytes (given back when this goes)
         self.dropped = 0
         self._images: "OrderedDict[str, tuple[str, bytes]]" = OrderedDict()
         self._image_bytes = 0
@@ -253,12 +234,11 @@ class Recorder:
         return event
 
     def _count(self, n: int) -> None:
-        self._held[0] += n
-        PROCESS_RINGS.add(n)
+        self._held.add(n)
 
     def _crowded(self) -> bool:
         """Past its floor while the process's rings are over their cap (under `_lock`)."""
-        return self._held[0] > RING_FLOOR and PROCESS_RINGS.bytes > PROCESS_BYTES
+        return self._held.bytes > RING_FLOOR and PROCESS_RINGS.bytes > PROCESS_BYTES
 
     def _mask(self, value: Any) -> Any:
         if isinstance(value, str):
