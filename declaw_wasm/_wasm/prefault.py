@@ -3,7 +3,8 @@
 A guest instantiated from the warm image maps the image's memory copy-on-write; its first
 command line then writes ~1300 of those pages, and each first write is a page fault (~3 µs each
 here, ~5 ms of a new sandbox's `print(1)`). `madvise(MADV_POPULATE_WRITE)` (Linux 5.14+) makes the
-same private copies in a few calls, without a trap per page: about half the cost.
+same private copies without a trap per page: ~3.5 ms instead of ~5.5 ms for a new sandbox's first
+command line (benchmarks/notes/2026-12-02-back-to-back.md).
 
 Which pages: the ones a *pristine* guest's park turn wrote (`_declaw_boot.park`: the template
 applied, `true && python3 -c pass` through the shell), read once per runtime from
@@ -27,8 +28,9 @@ from typing import Callable, Optional
 
 PAGE = 4096
 MADV_POPULATE_WRITE = 23
-MAX_RUNS = 4096  # a bound on the calls one guest's start makes (a park turn writes ~700 runs)
-GAP_PAGES = 2  # runs this close are populated as one (fewer calls; the gap's pages cost ~nothing more)
+MAX_RUNS = 4096  # a bound on the calls one guest's start makes (a park turn writes ~1200 pages in ~700 runs)
+# Only adjacent pages make one run: each page populated costs ~2.9 µs here and a call ~nothing
+# more, so runs merged across gaps of 2 pages cost more than they save (3.5 -> 3.8 ms a guest).
 _PRESENT = 1 << 63
 _FILE_OR_SHARED = 1 << 61
 
@@ -71,8 +73,8 @@ class HotPages:
         for index, (entry,) in enumerate(struct.iter_unpack("<Q", data[: len(data) // 8 * 8])):
             if entry & _PRESENT and not entry & _FILE_OR_SHARED:
                 offset = index * PAGE
-                if runs and offset - (runs[-1][0] + runs[-1][1]) <= GAP_PAGES * PAGE:
-                    runs[-1][1] = offset + PAGE - runs[-1][0]
+                if runs and runs[-1][0] + runs[-1][1] == offset:
+                    runs[-1][1] += PAGE
                 else:
                     runs.append([offset, PAGE])
         with self._lock:
