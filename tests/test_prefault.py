@@ -19,6 +19,8 @@ import pytest
 
 from declaw_wasm import Sandbox, testing
 from declaw_wasm._local.parking import parking
+from declaw_wasm._local.standby import teaches_hot_pages
+from declaw_wasm._packages.catalog import GuestTemplate, builtin
 from declaw_wasm._wasm.prefault import PAGE, HotPages
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and pagemap are Linux's")
@@ -75,6 +77,13 @@ def test_hot_pages_are_learned_once() -> None:
     hot.runs = ((0, PAGE),)
     hot.learn(PAGE * 16, PAGE)  # a second pristine guest: the first list stays
     assert hot.runs == ((0, PAGE),)
+
+
+def test_only_a_builtin_templates_standby_guest_teaches(tmp_path: Path) -> None:
+    assert all(teaches_hot_pages(builtin(name)) for name in ("code-interpreter", "base", "ai-agent", "web-dev"))
+    assert not teaches_hot_pages(GuestTemplate("mine", bundle=True, site=tmp_path / "site"))
+    assert not teaches_hot_pages(GuestTemplate("mine", bundle=True, root=tmp_path / "files"))
+    assert not teaches_hot_pages(GuestTemplate("mine", bundle=True, envs={"A": "b"}))
 
 
 @pytest.mark.guest

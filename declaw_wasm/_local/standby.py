@@ -51,6 +51,13 @@ def standby_key(template: GuestTemplate, limits: Limits, interpreter: object) ->
             tuple(sorted(template.envs.items())), stamp, limits, id(interpreter))
 
 
+def teaches_hot_pages(template: GuestTemplate) -> bool:
+    """Whether a standby guest of `template` may teach the runtime its hot pages (prefault.py):
+    a built-in template's only; a custom one's files, site and envs are its author's (a site's
+    .pth files run in the park turn's `python3`), not the runtime's."""
+    return template.root is None and template.site is None and not template.envs
+
+
 def _pristine(sandbox: "LocalSandbox") -> bool:
     """Whether nothing of a create's has reached the standby sandbox yet (not handed out)."""
     return not sandbox.begun
@@ -133,7 +140,8 @@ class Standby:
                             self._wanted.pop(key, None)
                             self._creates.pop(key, None)
                         continue
-                    parking.park(sandbox, pristine=functools.partial(_pristine, sandbox))
+                    teach = teaches_hot_pages(template)
+                    parking.park(sandbox, pristine=functools.partial(_pristine, sandbox) if teach else None)
                     self._made.add(key)
                     with self._lock:
                         self._ready.setdefault(key, deque()).append(sandbox)

@@ -9,10 +9,11 @@ command line (benchmarks/notes/2026-12-02-back-to-back.md).
 Which pages: the ones a *pristine* guest's park turn wrote (`_declaw_boot.park`: the template
 applied, `true && python3 -c pass` through the shell), read once per runtime from
 `/proc/self/pagemap` (a present page that is not file-backed is a private copy). Pristine means a
-standby sandbox's parked guest (standby.py), made before the sandbox is handed out: no
-sandbox's envs, files or code have reached it, so the page list (offsets only, never content)
-carries nothing from one sandbox to another. Prefaulting never changes what a guest reads: a
-populated page holds the image's bytes, as the fault would have copied them.
+standby sandbox's parked guest (standby.py) of a built-in template, made before the sandbox is
+handed out: no sandbox's envs, files or code, and no custom template's files, have reached it,
+so the page list (offsets only, never content) carries nothing from one sandbox to another.
+Prefaulting never changes what a guest reads: a populated page holds the image's bytes, as the
+fault would have copied them.
 
 Where the kernel has no `MADV_POPULATE_WRITE`, or `/proc/self/pagemap` cannot be read, nothing
 is learned or populated and guests fault as before.
