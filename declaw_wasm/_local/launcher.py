@@ -114,9 +114,13 @@ class Launcher:
             spec.turns, spec.image = [], image
         return self._guest(spec, stdout, stderr, door, more_turns=True)
 
-    def park(self) -> Guest:
-        """A guest booted ahead of its command (parking.py), started: it waits for `bind`."""
+    def park(self, pristine: Optional[Callable[[], bool]] = None) -> Guest:
+        """A guest booted ahead of its command (parking.py), started: it waits for `bind`.
+        `pristine()`, asked once its park turn is over: whether nothing of a sandbox's has
+        reached it yet (a standby sandbox's, not handed out): then the runtime may learn its
+        hot pages from it (_wasm/prefault.py)."""
         spec = park_spec(self._sandbox.guest_env(), **self._limits())
+        spec.learn_pages = pristine
         guest = self._guest(spec, None, None, _unbound, more_turns=True)
         guest.start("declaw-parked")  # "declaw-guest" once it runs a command
         return guest

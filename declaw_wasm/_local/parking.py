@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .._wasm.guest import Guest
 from ..settings import parked_guests
@@ -47,9 +47,9 @@ class Parking:
         self.hits += 1
         return guest
 
-    def park(self, sandbox: "GuestSandbox") -> None:
+    def park(self, sandbox: "GuestSandbox", pristine: Optional[Callable[[], bool]] = None) -> None:
         """Give the sandbox a parked guest (if it has none and may have one), evicting the least
-        recently used sandbox's if the process is at its limit."""
+        recently used sandbox's if the process is at its limit. `pristine`: see Launcher.park."""
         limit = parked_guests()
         if limit <= 0 or not sandbox.launcher.warm or not sandbox.running:
             return
@@ -60,7 +60,7 @@ class Parking:
                 return
             while len(self._guests) >= limit:
                 evicted.append(self._guests.popitem(last=False)[1])
-            guest = sandbox.launcher.park()
+            guest = sandbox.launcher.park(pristine)
             self._guests[sandbox.sandbox_id] = guest
         for old in evicted:
             old.kill("killed")

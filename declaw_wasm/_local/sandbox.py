@@ -263,6 +263,7 @@ class LocalSandbox:
         self.cpu_seconds_ended = 0.0  # CPU time of the guests that have ended (metrics)
         self.fuel_used = 0  # instructions of finished command lines and cells (cpu_instructions)
         self._last_sample: Optional[tuple[float, float]] = None  # (wall clock, cpu seconds)
+        self.begun = False  # a standby sandbox not handed out yet (standby.py)
         if begin:
             self.begin(timeout, metadata, envs, restoring=restoring)
 
@@ -271,6 +272,7 @@ class LocalSandbox:
         """Start the sandbox's life: its lifetime, metadata and envs, a snapshot's files and
         contexts (`restoring`), the disk watcher; for a standby sandbox, its network (`egress`:
         the session sees the envs, whose values its audit log masks)."""
+        self.begun = True  # first: a standby guest's park turn checks it (standby._pristine)
         self.metadata = metadata
         self.envs = {**self._template_envs, **envs}
         if egress is not None and not self.egress_slot.adopt(egress):

@@ -19,6 +19,7 @@ the warm and cold paths).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
-QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped)
+QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped),
+# except a key's first: made at once, its parked guest teaches the runtime its hot pages (prefault.py)
 
 
 def standby_key(template: GuestTemplate, limits: Limits, interpreter: object) -> Optional[Hashable]:
@@ -47,6 +49,18 @@ def standby_key(template: GuestTemplate, limits: Limits, interpreter: object) ->
         stamp = (st.st_ino, st.st_mtime_ns)
     return (template.name, template.stdlib_only, template.bundle, str(template.site), str(template.root),
             tuple(sorted(template.envs.items())), stamp, limits, id(interpreter))
+
+
+def teaches_hot_pages(template: GuestTemplate) -> bool:
+    """Whether a standby guest of `template` may teach the runtime its hot pages (prefault.py):
+    a built-in template's only; a custom one's files, site and envs are its author's (a site's
+    .pth files run in the park turn's `python3`), not the runtime's."""
+    return template.root is None and template.site is None and not template.envs
+
+
+def _pristine(sandbox: "LocalSandbox") -> bool:
+    """Whether nothing of a create's has reached the standby sandbox yet (not handed out)."""
+    return not sandbox.begun
 
 
 class Standby:
@@ -63,6 +77,7 @@ class Standby:
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         self._last_take = 0.0
+        self._made: set[Hashable] = set()  # keys that had a standby sandbox made (the first waits for no pause)
 
     def take(self, key: Optional[Hashable], template: GuestTemplate, limits: Limits) -> Optional["LocalSandbox"]:
         """A standby sandbox for `key` (None if none is ready); counts the create either way."""
@@ -105,7 +120,8 @@ class Standby:
                 if not short:
                     break
                 quiet = time.monotonic() - self._last_take
-                if quiet < QUIET_S:
+                first = any(key not in self._made for key, _spec in short[:1])
+                if quiet < QUIET_S and not first:
                     time.sleep(QUIET_S - quiet)
                     continue
                 for key, (template, limits) in short[:1]:
@@ -124,7 +140,9 @@ class Standby:
                             self._wanted.pop(key, None)
                             self._creates.pop(key, None)
                         continue
-                    parking.park(sandbox)
+                    teach = teaches_hot_pages(template)
+                    parking.park(sandbox, pristine=functools.partial(_pristine, sandbox) if teach else None)
+                    self._made.add(key)
                     with self._lock:
                         self._ready.setdefault(key, deque()).append(sandbox)
 

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import wasmtime
 
@@ -30,6 +30,9 @@ from ..progress import Progress, Rates, Work
 from ..settings import cache_dir
 from .artifacts import Artifacts, ensure_artifacts
 from .binary import code_size
+
+if TYPE_CHECKING:
+    from .prefault import HotPages
 
 TICK_S = 0.01
 MAX_WASM_STACK = 2 << 20  # the largest wasmtime-py allows without a larger async stack
@@ -82,6 +85,7 @@ class Interpreter:
         self.module = module
         self.warm = warm
         self.source = source  # the compiled module's file in the cache, if any
+        self.hot_pages: Optional["HotPages"] = None  # the warm image's only (prefault.py), made at first use
 
 
 _engines: dict[EngineFlags, wasmtime.Engine] = {}

@@ -50,6 +50,7 @@ from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneo
 if TYPE_CHECKING:
     from .._blas.host import HostBlas
     from .image import BaseImage, GuestImage
+    from .prefault import HotPages
 
 GUEST_THREAD_STACK = 64 << 20
 CLOSE_AFTER_S = 0.005  # a guest's store is freed this long after its outcome is out (_main)
@@ -76,6 +77,9 @@ class GuestSpec:
     memory_limit: int = 1 << 30
     output_limit: int = 16 << 20
     fuel: Optional[int] = None  # instructions per command or cell (on a fuel runtime only)
+    # asked after the spec's turns: whether the guest is pristine (a standby sandbox's parked one,
+    # not handed out): then its written pages are recorded as the runtime's hot pages (prefault.py)
+    learn_pages: Optional[Callable[[], bool]] = None
     # A guest at rest to start as (image.py): applied to the fresh instance before its turns; its
     # monotonic clock continues from the image's reading. With its base (the module's initial memory).
     image: Optional[tuple["GuestImage", "BaseImage"]] = None
@@ -450,6 +454,8 @@ class Guest:
         memory = instance.exports(store)["memory"]
         if isinstance(memory, wasmtime.Memory):
             self._memory = lambda: memory.data_len(store)
+            if image is None and self.interpreter.warm:
+                self._prefault(store, memory)
         try:
             return self._drive(store, instance), None
         except wasmtime.ExitTrap as exit_trap:
@@ -474,6 +480,8 @@ class Guest:
                 code = self.turn(store, instance, source)
                 if code != 0:
                     return code
+        if self.spec.learn_pages is not None and self.spec.learn_pages():
+            self._learn_pages(store, instance)
         self.ready.set()
         while self._more is not None:
             try:
@@ -495,6 +503,26 @@ class Guest:
             if last:
                 return code
         return 0
+
+    def _hot_pages(self) -> "HotPages":
+        hot = self.interpreter.hot_pages
+        if hot is None:
+            from .prefault import HotPages
+
+            hot = self.interpreter.hot_pages = HotPages()
+        return hot
+
+    def _prefault(self, store: wasmtime.Store, memory: wasmtime.Memory) -> None:
+        """Take the runtime's hot pages' copy-on-write faults in one batch (prefault.py)."""
+        hot = self.interpreter.hot_pages
+        if hot is not None and hot.runs is not None:
+            hot.populate(_address(memory, store), memory.data_len(store))
+
+    def _learn_pages(self, store: wasmtime.Store, instance: wasmtime.Instance) -> None:
+        """A pristine guest after its park turn: its written pages are the runtime's hot pages."""
+        memory = instance.exports(store)["memory"]
+        if isinstance(memory, wasmtime.Memory) and self.interpreter.warm:
+            self._hot_pages().learn(_address(memory, store), memory.data_len(store))
 
     @contextmanager
     def _counting_fuel(self, store: wasmtime.Store, budget: Optional[int], reset: bool = False) -> Iterator[None]:
@@ -545,6 +573,11 @@ def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wa
     func = instance.exports(store)[name]
     assert isinstance(func, wasmtime.Func), name
     return func
+
+
+def _address(memory: wasmtime.Memory, store: wasmtime.Store) -> int:
+    """Where the linear memory starts in this process."""
+    return ctypes.cast(memory.data_ptr(store), ctypes.c_void_p).value or 0
 
 
 def _fuel_left(caller: wasmtime.Caller) -> Optional[int]:

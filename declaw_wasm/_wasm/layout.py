@@ -21,11 +21,12 @@ checks they agree.
 
 from __future__ import annotations
 
+import functools
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 from .._owners import make_folder
 
@@ -85,13 +86,89 @@ def root_mounts(root: Path) -> list[Mount]:
             *(Mount(folder, root / folder.lstrip("/"), writable=True) for folder in WRITABLE)]
 
 
+ROOT_FOLDERS = ("home", "home/user", "home/user/.config", "home/user/.config/matplotlib", "tmp", "workspace",
+                "root", "usr", "usr/local", "usr/local/lib", "usr/local/bin", "usr/bin", "bin", "proc", "proc/sys",
+                "proc/sys/kernel", "proc/sys/kernel/random")  # parents first
+
+
 def make_root(root: Path, skeleton: Path) -> None:
-    """Lay out a sandbox's root folder from the skeleton (wasi-fs/) and the folders guests need."""
-    shutil.copytree(skeleton, root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
-                    dirs_exist_ok=True)
-    for folder in ("home/user/.config/matplotlib", "tmp", "workspace", "root", "usr/local/lib",
-                   "usr/local/bin", "usr/bin", "bin", "proc/sys/kernel/random"):
-        (root / folder).mkdir(parents=True, exist_ok=True)
+    """Lay out a sandbox's root folder from the skeleton (wasi-fs/) and the folders guests need.
+
+    The skeleton's folders and files (a few small ones) are read once per process and written
+    with a few calls each: every create pays this (~0.5 ms instead of copytree's ~1.4 ms beside
+    a loop of creates). A skeleton holding anything but plain folders and files is copied as it
+    is (copytree)."""
+    import os
+
+    layout = _skeleton(skeleton, *_stamp(skeleton))
+    if layout is None:
+        shutil.copytree(skeleton, root, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
+                        dirs_exist_ok=True)
+        for folder in ROOT_FOLDERS:
+            (root / folder).mkdir(exist_ok=True)
+        return
+    folders, files = layout
+    top = str(root)
+    for folder, _mode, _mtime in folders:
+        os.makedirs(os.path.join(top, folder), exist_ok=True)
+    for name, data, mode, mtime in files:
+        fd = os.open(os.path.join(top, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode)
+        try:
+            os.write(fd, data)
+            os.fchmod(fd, mode)
+            os.utime(fd, ns=(mtime, mtime))
+        finally:
+            os.close(fd)
+    for folder, mode, mtime in reversed(folders):  # as copytree leaves them: the skeleton's mode and time
+        os.chmod(os.path.join(top, folder), mode)
+        os.utime(os.path.join(top, folder), ns=(mtime, mtime))
+    for folder in ROOT_FOLDERS:
+        try:
+            os.mkdir(os.path.join(top, folder))
+        except FileExistsError:
+            pass
+
+
+def _stamp(skeleton: Path) -> tuple[int, int]:
+    """What tells a changed skeleton folder (its top folder's inode and time: a file added or
+    removed at its top; a file edited in place is seen by the next process)."""
+    import os
+
+    st = os.stat(skeleton)
+    return st.st_ino, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=4)
+def _skeleton(skeleton: Path, _ino: int, _mtime: int) -> Optional[tuple[list[tuple[str, int, int]],
+                                                                       list[tuple[str, bytes, int, int]]]]:
+    """The skeleton's folders (relative path, mode, mtime; itself and parents first) and files (relative
+    path, bytes, mode, mtime), as copytree would copy them; None if it holds anything else."""
+    import os
+    import stat
+
+    top = os.stat(skeleton)
+    folders: list[tuple[str, int, int]] = [(".", stat.S_IMODE(top.st_mode), top.st_mtime_ns)]
+    files: list[tuple[str, bytes, int, int]] = []
+    for folder, subfolders, names in os.walk(skeleton):
+        subfolders[:] = sorted(sub for sub in subfolders if sub != "__pycache__")
+        relative = os.path.relpath(folder, skeleton)
+        for sub in subfolders:
+            st = os.lstat(os.path.join(folder, sub))
+            if not stat.S_ISDIR(st.st_mode):
+                return None
+            folders.append((os.path.normpath(os.path.join(relative, sub)), stat.S_IMODE(st.st_mode), st.st_mtime_ns))
+        for name in sorted(names):
+            if name == "__init__.py":
+                continue
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
+                return None
+            with open(path, "rb") as f:
+                files.append((os.path.normpath(os.path.join(relative, name)), f.read(), stat.S_IMODE(st.st_mode),
+                              st.st_mtime_ns))
+    return folders, files
 
 
 @contextmanager
