@@ -180,7 +180,7 @@ class LocalSandbox:
     # the create request as made (declaw's network, security, lifecycle, volumes and vault_refs
     # travel here as data for the egress, guardrails and volumes code to read)
     options: CreateSandbox = CreateSandbox.model_construct()
-    _code: Optional[CodeInterpreter]  # made at the first cell or context (`code`)
+    _code: Optional[CodeInterpreter] = None  # made at the first cell or context (`code`)
     # node-loss checkpoints (checkpoints.py), set by the host that hosts it with the policy
     checkpoints: Optional["Checkpoints"] = None
 
