@@ -45,7 +45,7 @@ from wasmtime import _bindings as _ffi
 from .engine import Interpreter
 from .layout import Mount
 from .paths import shadow_path_calls
-from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff, exiting
+from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff, exiting, memory_address
 
 if TYPE_CHECKING:
     from .._blas.host import HostBlas
@@ -516,13 +516,13 @@ class Guest:
         """Take the runtime's hot pages' copy-on-write faults in one batch (prefault.py)."""
         hot = self.interpreter.hot_pages
         if hot is not None and hot.runs is not None:
-            hot.populate(_address(memory, store), memory.data_len(store))
+            hot.populate(memory_address(memory, store), memory.data_len(store))
 
     def _learn_pages(self, store: wasmtime.Store, instance: wasmtime.Instance) -> None:
         """A pristine guest after its park turn: its written pages are the runtime's hot pages."""
         memory = instance.exports(store)["memory"]
         if isinstance(memory, wasmtime.Memory) and self.interpreter.warm:
-            self._hot_pages().learn(_address(memory, store), memory.data_len(store))
+            self._hot_pages().learn(memory_address(memory, store), memory.data_len(store))
 
     @contextmanager
     def _counting_fuel(self, store: wasmtime.Store, budget: Optional[int], reset: bool = False) -> Iterator[None]:
@@ -575,9 +575,6 @@ def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wa
     return func
 
 
-def _address(memory: wasmtime.Memory, store: wasmtime.Store) -> int:
-    """Where the linear memory starts in this process."""
-    return ctypes.cast(memory.data_ptr(store), ctypes.c_void_p).value or 0
 
 
 def _fuel_left(caller: wasmtime.Caller) -> Optional[int]:

@@ -47,6 +47,7 @@ import wasmtime
 
 from .._cache import write_atomic
 from .._codings import zstd_module
+from .shims import memory_address
 
 PAGE = 4096  # the diff's granularity (the host's page size)
 BLOCK = 64 << 10  # compared at once first; dirty blocks are refined page by page
@@ -98,10 +99,6 @@ def _memory(store: wasmtime.Store, instance: wasmtime.Instance) -> wasmtime.Memo
     return memory
 
 
-def _address(memory: wasmtime.Memory, store: wasmtime.Store) -> int:
-    return ctypes.addressof(memory.data_ptr(store).contents)
-
-
 # -- the base: a pristine instance of the module ------------------------------------------------
 class BaseImage:
     """The initial memory of a module's instances: what images are diffed against and applied
@@ -120,7 +117,7 @@ class BaseImage:
         self.instance = linker.instantiate(self.store, module)
         self.memory = _memory(self.store, self.instance)
         self.size = self.memory.data_len(self.store)
-        self.address = _address(self.memory, self.store)
+        self.address = memory_address(self.memory, self.store)
         self.sha256 = self._digest(source)
 
     def _digest(self, source: Optional[Path]) -> str:
@@ -221,7 +218,7 @@ class GuestImage:
             memory.grow(store, (self.memory_size - have) // WASM_PAGE)
         if memory.data_len(store) != self.memory_size:
             raise ImageError(f"the instance's memory could not grow to {self.memory_size} bytes")
-        address = _address(memory, store)
+        address = memory_address(memory, store)
 
         def write(piece: Piece) -> None:
             source = piece.source()
@@ -319,7 +316,7 @@ def capture(store: wasmtime.Store, instance: wasmtime.Instance, base: BaseImage,
     size = memory.data_len(store)
     if size < base.size:
         raise ImageError("the guest's memory is smaller than its module's initial memory")
-    address = _address(memory, store)
+    address = memory_address(memory, store)
     pieces = [Piece(offset + at, min(CHUNK, length - at))
               for offset, length in dirty_runs(address, size, base) for at in range(0, length, CHUNK)]
     image = GuestImage(base.sha256, size, pieces, clock_ns, _globals(store, instance))

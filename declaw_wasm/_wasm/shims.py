@@ -118,7 +118,7 @@ class DoorTransport:
         if not (0 <= length <= self.MAX_REQUEST and 0 <= ptr and ptr + length <= size
                 and _fits(out_ptr_ptr, 4, size) and _fits(out_len_ptr, 4, size)):
             return -2
-        base = ctypes.addressof(memory.data_ptr(caller).contents)
+        base = memory_address(memory, caller)
         try:
             request = decode(ctypes.string_at(base + ptr, length))
         except Exception:
@@ -130,7 +130,7 @@ class DoorTransport:
         out = _call_i32(caller, alloc, len(answer))
         if not out or not _fits(out, len(answer), memory.data_len(caller)):
             return -2
-        base = ctypes.addressof(memory.data_ptr(caller).contents)  # alloc may have grown memory
+        base = memory_address(memory, caller)  # alloc may have grown memory
         ctypes.memmove(base + out, answer, len(answer))
         ctypes.memmove(base + out_ptr_ptr, struct.pack("<I", out), 4)
         ctypes.memmove(base + out_len_ptr, struct.pack("<I", len(answer)), 4)
@@ -147,7 +147,7 @@ class DoorTransport:
         router = self.guest.host_blas
         if router is None:
             router = self.guest.host_blas = HostBlas(settings.blas_threads())
-        base = ctypes.addressof(memory.data_ptr(caller).contents)
+        base = memory_address(memory, caller)
         outcome = router.call(base, memory.data_len(caller), frame, route, self.guest.stop_requested,
                               self.guest.host_work_budget(caller))
         if not outcome.done:
@@ -396,6 +396,11 @@ class _Listing:
     records: list[bytes] = field(default_factory=list)
     index: dict[int, int] = field(default_factory=dict)  # cookie of an entry -> its record's index
     next_cookie: Optional[int] = None  # where the real listing goes on (None: it ended)
+
+
+def memory_address(memory: wasmtime.Memory, store: "wasmtime.Store | wasmtime.Caller") -> int:
+    """Where a guest's linear memory starts in this process now (it moves when the memory grows)."""
+    return ctypes.addressof(memory.data_ptr(store).contents)
 
 
 # Set as the process exits: guest threads that wait before freeing their store (guest.py,
