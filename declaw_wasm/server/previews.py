@@ -172,10 +172,7 @@ class Previews:
 
     async def proxy(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str, port: int,
                     target: bytes, by_path: bool) -> None:
-        if not origin_form(target):
-            await plain_answer(scope, receive, send, 400, "a preview's request target must be a path")
-            return
-        host = await self._host(scope, receive, send, sandbox_id, port)
+        host = await self._host(scope, receive, send, sandbox_id, port, target)
         if host is None:
             return
         headers = [(k, v) for k, v in scope.get("headers") or [] if self._keeps(k, v, by_path)]
@@ -218,8 +215,12 @@ class Previews:
             await answer.aclose()
 
     async def _host(self, scope: Scope, receive: Receive, send: Send, sandbox_id: str,
-                    port: int) -> Optional[str]:
-        """The sandbox's host listener for `port`, or None once the refusal was sent."""
+                    port: int, target: bytes) -> Optional[str]:
+        """The sandbox's host listener for `port`, or None once the refusal was sent: also for a
+        request target that is not a path (only origin-form targets are proxied)."""
+        if not origin_form(target):
+            await plain_answer(scope, receive, send, 400, "a preview's request target must be a path")
+            return None
         try:
             backend = await in_thread(self.registry.get, sandbox_id)
             return str(await in_thread(backend.get_host, port))
@@ -239,10 +240,7 @@ class Previews:
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-        if not origin_form(target):
-            await plain_answer(scope, receive, send, 400, "a preview's request target must be a path")
-            return
-        host = await self._host(scope, receive, send, sandbox_id, port)
+        host = await self._host(scope, receive, send, sandbox_id, port, target)
         if host is None:
             return
         skip = {b"host", b"sec-websocket-key", b"sec-websocket-version", b"sec-websocket-extensions",
