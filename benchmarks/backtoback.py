@@ -2,7 +2,8 @@
 kill; in-process, the runtime loaded) back to back and 0.2 s apart, against a clean venv's
 `python3 -c 'print(1)'` subprocess, interleaved in rounds so both sides see the same load.
 The same rows as `startup.py`'s first two, in a few seconds (for `interleave.py`; the notes:
-benchmarks/notes/2026-12-02-back-to-back.md).
+benchmarks/notes/2026-12-02-back-to-back.md), and the same command in one running sandbox
+(a loop of an agent's commands; notes/2026-12-02-parking.md).
 
     python benchmarks/backtoback.py --repeat 21 --rounds 2
 """
@@ -34,6 +35,11 @@ def main() -> None:
         with Sandbox.create() as sbx:
             assert sbx.commands.run("python3 -c 'print(1)'").stdout == "1\n"
 
+    running = Sandbox.create(timeout=3600)
+
+    def same() -> None:
+        assert running.commands.run("python3 -c 'print(1)'").stdout == "1\n"
+
     def timed(fn: object, gap: float) -> float:
         if gap:
             time.sleep(gap)
@@ -48,13 +54,15 @@ def main() -> None:
     found: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.rounds):
         for gap, label in ((0.0, "back to back"), (args.gap, f"{args.gap:g} s apart")):
-            for side, fn in (("native", native), ("ours", ours)):
+            for side, fn in (("native", native), ("ours", ours), ("same", same)):
                 found.setdefault((label, side), []).extend(timed(fn, gap) for _ in range(args.repeat))
-    print("| new sandbox + `python3 -c 'print(1)'` | native CPython | declaw-wasm | ratio |")
-    print("|---|---|---|---|")
+    running.kill()
+    print("| `python3 -c 'print(1)'` | native CPython | declaw-wasm, new sandbox | ratio | declaw-wasm, "
+          "one sandbox | ratio |")
+    print("|---|---|---|---|---|---|")
     for label in ("back to back", f"{args.gap:g} s apart"):
-        n, o = statistics.median(found[(label, "native")]), statistics.median(found[(label, "ours")])
-        print(f"| {label} | {n * 1e3:.1f} ms | {o * 1e3:.1f} ms | {o / n:.2f}× |")
+        n, o, r = (statistics.median(found[(label, side)]) for side in ("native", "ours", "same"))
+        print(f"| {label} | {n * 1e3:.1f} ms | {o * 1e3:.1f} ms | {o / n:.2f}× | {r * 1e3:.1f} ms | {r / n:.2f}× |")
 
 
 if __name__ == "__main__":
