@@ -133,6 +133,41 @@ def test_a_loop_of_commands_parks_no_guest_beside_it(monkeypatch: pytest.MonkeyP
         sbx.kill()
 
 
+def test_standby_sandboxes_are_kept_for_the_last_keys_only(monkeypatch: pytest.MonkeyPatch,
+                                                             guest_path: str) -> None:
+    """A harness that creates with different limits each time gets standby sandboxes for the
+    keys it created with last (standby.MAX_KEYS of them, here 2), not a set for every key it
+    ever used: an older key's standby sandboxes are killed."""
+    from declaw_wasm import Limits
+    from declaw_wasm._local import standby as standby_module
+    from declaw_wasm._local.sandbox import standby
+
+    monkeypatch.setattr(standby_module, "MAX_KEYS", 2)
+    monkeypatch.setenv("DECLAW_WASM_STANDBY", "1")
+    seen: set[object] = set()
+    for n in range(5):
+        limits = Limits(output_limit=(1 << 20) + n)
+        for _ in range(3):
+            Sandbox.create(limits=limits).kill()
+            time.sleep(0.1)  # creates pause: standby sandboxes are made
+            with standby._lock:
+                seen.update(s for ready in standby._ready.values() for s in ready)
+    deadline = time.monotonic() + 60
+    while True:
+        with standby._lock:
+            wanted, evicted = list(standby._wanted), list(standby._evicted)
+            ready = [s for ready in standby._ready.values() for s in ready]
+        if not evicted and all(standby.ready(key) >= 1 for key in wanted):
+            break
+        assert time.monotonic() < deadline, "standby did not settle"
+        time.sleep(0.05)
+    assert len(wanted) <= 2
+    assert set(standby._ready) <= set(wanted)
+    assert len(ready) <= 2 and all(s.running for s in ready)
+    assert len(seen) > 2
+    assert all(not s.running for s in seen - set(ready)), "an older key's standby sandbox was left running"
+
+
 def test_idle_sandboxes_hold_no_thread_each(monkeypatch: pytest.MonkeyPatch, guest_path: str) -> None:
     """Forty idle sandboxes hold no thread each: only the parked guests (bounded per process by
     DECLAW_WASM_PARKED, here 4: standby sandboxes handed out to a loop of creates come with one)

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
+# Bounds on what a process keeps per key (a harness may create with a different template or
+# limits each time): keys with standby sandboxes kept, and keys whose creates are counted; the
+# least recently created key goes first (its standby sandboxes are killed).
+MAX_KEYS = 8
+MAX_COUNTED = 256
 QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped),
 # except a key's first: made at once, its parked guest teaches the runtime its hot pages (prefault.py)
 
@@ -78,6 +83,7 @@ class Standby:
         self._closed = False
         self._last_take = 0.0
         self._made: set[Hashable] = set()  # keys that had a standby sandbox made (the first waits for no pause)
+        self._evicted: list["LocalSandbox"] = []  # standby sandboxes of keys no longer kept, to kill
 
     def take(self, key: Optional[Hashable], template: GuestTemplate, limits: Limits) -> Optional["LocalSandbox"]:
         """A standby sandbox for `key` (None if none is ready); counts the create either way."""
@@ -85,9 +91,18 @@ class Standby:
             return None
         with self._lock:
             self._last_take = time.monotonic()
-            self._creates[key] = self._creates.get(key, 0) + 1
-            if self._creates[key] >= STANDBY_AFTER and key not in self._wanted:
-                self._wanted[key] = (template, limits)
+            # dicts keep insertion order: re-inserting makes the key the most recently created
+            creates = self._creates[key] = self._creates.pop(key, 0) + 1
+            if len(self._creates) > MAX_COUNTED:
+                del self._creates[next(iter(self._creates))]
+            if key in self._wanted or creates >= STANDBY_AFTER:
+                self._wanted[key] = self._wanted.pop(key, (template, limits))
+            while len(self._wanted) > MAX_KEYS:
+                old = next(iter(self._wanted))
+                del self._wanted[old]
+                self._made.discard(old)
+                self._evicted.extend(self._ready.pop(old, ()))
+                self._start()  # the thread kills them
             ready = self._ready.get(key)
             sandbox = ready.popleft() if ready else None
             if key in self._wanted:
@@ -114,6 +129,10 @@ class Standby:
                 with self._lock:
                     if self._closed:
                         return
+                    evicted, self._evicted = self._evicted, []
+                for sandbox in evicted:
+                    sandbox.kill()
+                with self._lock:
                     size = standby_size()
                     short = [(key, spec) for key, spec in self._wanted.items()
                              if len(self._ready.get(key, ())) < size]
@@ -130,6 +149,8 @@ class Standby:
                     except Exception:  # a template deleted meanwhile, a full disk: stop wanting it
                         with self._lock:
                             self._wanted.pop(key, None)
+                            self._made.discard(key)
+                            self._evicted.extend(self._ready.pop(key, ()))
                         continue
                     if standby_key(template, limits, sandbox.interpreter) != key:
                         # made from something else than the key says: the runtime switched meanwhile
@@ -139,19 +160,26 @@ class Standby:
                         with self._lock:
                             self._wanted.pop(key, None)
                             self._creates.pop(key, None)
+                            self._made.discard(key)
+                            self._evicted.extend(self._ready.pop(key, ()))  # killed at the next round
                         continue
                     teach = teaches_hot_pages(template)
                     parking.park(sandbox, pristine=functools.partial(_pristine, sandbox) if teach else None)
-                    self._made.add(key)
                     with self._lock:
-                        self._ready.setdefault(key, deque()).append(sandbox)
+                        kept = key in self._wanted  # not evicted meanwhile
+                        if kept:
+                            self._made.add(key)
+                            self._ready.setdefault(key, deque()).append(sandbox)
+                    if not kept:
+                        sandbox.kill()
 
     def close(self) -> None:
         """Kill every standby sandbox (at exit)."""
         with self._lock:
             self._closed = True
-            sandboxes = [s for ready in self._ready.values() for s in ready]
+            sandboxes = [s for ready in self._ready.values() for s in ready] + self._evicted
             self._ready.clear()
+            self._evicted = []
             self._work.set()
         for sandbox in sandboxes:
             try:
