@@ -57,8 +57,8 @@ def main() -> None:
             for side, fn in (("native", native), ("ours", ours), ("same", same)):
                 found.setdefault((label, side), []).extend(timed(fn, gap) for _ in range(args.repeat))
     running.kill()
-    print("| `python3 -c 'print(1)'` | native CPython | declaw-wasm, new sandbox | ratio | declaw-wasm, "
-          "one sandbox | ratio |")
+    print("| `python3 -c 'print(1)'` | native CPython | declaw-wasm, new sandbox | ratio, new sandbox | "
+          "declaw-wasm, one sandbox | ratio, one sandbox |")
     print("|---|---|---|---|---|---|")
     for label in ("back to back", f"{args.gap:g} s apart"):
         n, o, r = (statistics.median(found[(label, side)]) for side in ("native", "ours", "same"))

@@ -97,9 +97,12 @@ class _InDirectory:
 
     def __enter__(self) -> None:
         self.before = os.getcwd()
-        os.chdir(self.path)
+        if self.path != self.before:  # a chdir is a host call: only when elsewhere
+            os.chdir(self.path)
 
     def __exit__(self, *exc: object) -> None:
+        if self.path == self.before:
+            return
         try:
             os.chdir(self.before)
         except OSError:
