@@ -7,6 +7,11 @@ a look-behind that fails fast at all but the first character of a run, and every
 bounded. Some values are PII only by their label (a bare 9-digit SSN, a card's CVV, a random
 string under `"api_key"`): detectors see the JSON key / form field name of a value as context.
 
+A `+` or `-` standing alone in front of a number (at the start of a value, or after a space or
+punctuation — not after a letter, digit, dot or another dash, where it joins a longer token) is
+its sign and hides nothing. A match on a number is the whole number, sign and exponent included,
+so a JSON number is always replaced whole (`bodies.py` turns it into its token string).
+
 `person_name` and `address` need a named-entity model, which declaw-wasm does not ship: they are
 found only through an `EntityDetector` plug-in (see `plugins.py`).
 """
@@ -52,10 +57,16 @@ _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.
                            r"[A-Za-z]{2,24}(?![\w\-])")
 _EMAIL_LOCAL = re.compile(r"[\w.%+\-]{1,65}")
 
-_SSN = re.compile(r"(?<![\w\-.])([0-9]{3})([\-. ])([0-9]{2})\2([0-9]{4})(?![\w]|[\-.][0-9])")
+# A `-` (or `+`) right before digits joins them to a longer token (`x-123`, `1-123`, `--123`)
+# unless it stands alone: then it is the number's sign (`-123`, `: -123`, `[1,-123]`).
+_LONE_DASH = r"(?<![\w.+\-]-)"
+_LONE_SIGN = r"(?<![\w.+\-][+\-])"
+_SSN = re.compile(r"(?<![\w.])" + _LONE_DASH
+                  + r"([0-9]{3})([\-. ])([0-9]{2})\2([0-9]{4})(?![\w]|[\-.][0-9])")
 _SSN_LABEL = re.compile(r"(?i)(?:\bssn|\bsocial[ _\-]security(?:[ _\-](?:number|no\.?|#))?)"
                         r"\W{0,4}\Z")
-_CARD = re.compile(r"(?<![0-9\-.])[0-9](?:[ \-]?[0-9]){12,18}(?![0-9]|[.,][0-9])")
+_CARD = re.compile(r"(?<![0-9.])" + _LONE_DASH
+                   + r"[0-9](?:[ \-]?[0-9]){12,18}(?![0-9]|\.[0-9])")
 _CVV_WORDS = ("cvv", "cvc", "csc", "security code")
 _CVV_VALUE = re.compile(r"2?(?![A-Za-z0-9_])\W{0,4}([0-9]{3,4})(?![0-9])")
 
@@ -63,11 +74,19 @@ _PHONE_INTL = re.compile(r"(?<![\w+])\+[0-9]{1,15}(?:(?:[ .\-]|[ ]?\()[0-9]{1,6}
                          r"(?![\w]|[.\-][0-9])")
 _PHONE_NANP = re.compile(r"(?<![\w+])(?:1[ .\-]?)?(?:\([0-9]{3}\)[ ]?|[0-9]{3}[ .\-])[0-9]{3}"
                          r"[ .\-][0-9]{4}(?![\w]|[.\-][0-9])")
-_PHONE_TRUNK = re.compile(r"(?<![\w+.\-])0[1-9][0-9]{1,3}[ .\-]?[0-9]{3,4}[ .\-]?[0-9]{3,4}"
-                          r"(?![\w]|[.\-][0-9])")
-_PHONE_IN = re.compile(r"(?<![\w+.\-])[6-9][0-9]{4}[ \-][0-9]{5}(?![\w]|[.\-][0-9])")
+_PHONE_TRUNK = re.compile(r"(?<![\w.])" + _LONE_SIGN
+                          + r"0[1-9][0-9]{1,3}[ .\-]?[0-9]{3,4}[ .\-]?[0-9]{3,4}(?![\w]|[.\-][0-9])")
+_PHONE_IN = re.compile(r"(?<![\w.])" + _LONE_SIGN
+                       + r"[6-9][0-9]{4}[ \-][0-9]{5}(?![\w]|[.\-][0-9])")
 # pattern, fewest and most digits (E.164 allows 15; national numbers with a trunk 0: 10-11)
 _PHONES = [(_PHONE_INTL, 8, 15), (_PHONE_NANP, 10, 11), (_PHONE_TRUNK, 10, 11), (_PHONE_IN, 10, 10)]
+
+# Numbers as values (see the module docstring): a lone sign in front, an unsigned number, an
+# exponent behind.
+_SIGN = re.compile(r"(?<![\w.+\-])[+\-]")
+_UNSIGNED = re.compile(r"[0-9]{1,40}(?:\.[0-9]{1,40})?(?:[eE][+\-]?[0-9]{1,3})?")
+_EXPONENT_TAIL = re.compile(r"[eE][+\-]?[0-9]{1,3}(?![\w]|\.[0-9])")
+_NUMERIC_TYPES = frozenset({"credit_card", "ssn", "phone"})
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.[0-9])")
@@ -151,6 +170,10 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _card_digits(digits: str) -> bool:
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits)
+
+
 def _card_span(m: re.Match[str]) -> tuple[int, int] | None:
     """The card inside a candidate run: whole, or the longest prefix of its digit groups."""
     text = m.group()
@@ -159,7 +182,7 @@ def _card_span(m: re.Match[str]) -> tuple[int, int] | None:
         digits = "".join(groups[:n])
         if len(digits) < 13:
             break
-        if len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits):
+        if _card_digits(digits):
             length = len(" ".join(groups[:n]))
             return m.start(), m.start() + length
     return None
@@ -199,6 +222,25 @@ _LABELLED_PHONE = re.compile(r"\+?[0-9\-. ()]+")
 
 def _digits(s: str) -> str:
     return _NOT_DIGIT.sub("", s)
+
+
+def _whole_number(text: str, d: Detection) -> Detection:
+    """A numeric match that is a number (digits, a fraction, an exponent) with its lone sign in
+    front or an exponent behind: the match is the whole number."""
+    if d.type not in _NUMERIC_TYPES:
+        return d
+    start, end = d.start, d.end
+    if _UNSIGNED.fullmatch(text, start, end) is None:
+        return d  # `4111 1111 1111 1111`, `123-45-6789`: no number, nothing to widen
+    if start and _SIGN.match(text, start - 1) is not None:
+        start -= 1
+    if text[end:end + 1] in ("e", "E") and "e" not in text[start:end].lower():
+        tail = _EXPONENT_TAIL.match(text, end)
+        if tail is not None:
+            end = tail.end()
+    if (start, end) == (d.start, d.end):
+        return d
+    return Detection(start, end, d.type, d.rehydrate)
 
 
 # --- the detector -------------------------------------------------------------------------------
@@ -301,7 +343,7 @@ class PIIDetector:
             for m in _CLUSTER.finditer(text):
                 self._numeric(text, m.start(), m.end(), add)
         # Overlapping windows may find a value twice.
-        return list(dict.fromkeys(found))
+        return [_whole_number(text, d) for d in dict.fromkeys(found)]
 
     def _emails(self, text: str, add: Callable[[Detection], None]) -> None:
         at = text.find("@")
