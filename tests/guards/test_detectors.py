@@ -89,7 +89,7 @@ def test_secret_placeholders_are_never_detections() -> None:
         det.find(f"key={ph} other sk-real0123456789abcdefghijklm")[-1:]
 
 
-# -- numbers: a sign hides nothing ---------------------------------------------------------------------
+# -- numbers: a sign or a float spelling hides nothing ---------------------------------------------
 
 @pytest.mark.parametrize("text, want", [
     ("-4111111111111111", "-4111111111111111"),
@@ -112,9 +112,21 @@ def test_card_digits_written_out_are_redacted_with_the_whole_number() -> None:
 
 
 @pytest.mark.parametrize("text", [
-    "-4111111111111112",  # Luhn fails
+    "4111111111111111.0", "4111111111111111.000", "4.111111111111111e15", "4.111111111111111E+15",
+    "4111111111111111e0", "41111111111111110e-1", "0.4111111111111111e16", "-4.111111111111111e15",
+])
+def test_a_float_spelling_of_a_card_number_is_the_card(text: str) -> None:
+    """A float that holds the card's integer exactly is the card (docs/guardrails.md#pii)."""
+    assert found(f"pay {text} now") == [(text, "credit_card")]
+
+
+@pytest.mark.parametrize("text", [
+    "4111111111111111.5",  # no integer
+    "6.623982102020842e16", "66239821020208420.0",  # a float past 2**53: rounding, no card
+    "4111111111111111.0.1", "v4.111111111111111e15", "4.111111111111111e15x",  # not numbers
+    "-4111111111111112", "4111111111111112.0", "4.111111111111112e15",  # Luhn fails
     "1-4111111111111111", "x-4111111111111111", "--4111111111111111", "0.4111111111111111",
-    "-1700000000000",  # no card prefix (a timestamp)
+    "1.7e15", "1700000000000.0",  # no card prefix (timestamps)
 ])
 def test_numbers_that_are_no_card_stay_untouched(text: str) -> None:
     assert found(f"n {text} n") == []
@@ -124,6 +136,7 @@ def test_numbers_that_are_no_card_stay_untouched(text: str) -> None:
     ("-123-45-6789", [("123-45-6789", "ssn")]),
     ("+123-45-6789", [("123-45-6789", "ssn")]),
     ("SSN: -123456789", [("-123456789", "ssn")]),
+    ("SSN: 123456789.0", [("123456789.0", "ssn")]),
     ("-020 7946 0958", [("020 7946 0958", "phone")]),
     ("-98210 34567", [("98210 34567", "phone")]),
     ("-415-555-2671", [("415-555-2671", "phone")]),
@@ -134,3 +147,11 @@ def test_numbers_that_are_no_card_stay_untouched(text: str) -> None:
 def test_a_sign_hides_no_other_numeric_pii(text: str, want: list[tuple[str, str]]) -> None:
     assert found(text) == want
 
+
+def test_field_names_judge_a_number_by_the_integer_it_stands_for() -> None:
+    assert found("-123456789", "ssn") == [("-123456789", "ssn")]
+    assert found("123456789.0", "customer_ssn") == [("123456789.0", "ssn")]
+    assert found("4.155552671e9", "phone") == [("4.155552671e9", "phone")]
+    assert found("-123", "cvv") == [("-123", "credit_card")]
+    assert found("123.0", "cvv") == [("123.0", "credit_card")]
+    assert found("12.5", "cvv") == [] and found("-12345678", "ssn") == []
