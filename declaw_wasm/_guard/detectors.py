@@ -7,6 +7,14 @@ a look-behind that fails fast at all but the first character of a run, and every
 bounded. Some values are PII only by their label (a bare 9-digit SSN, a card's CVV, a random
 string under `"api_key"`): detectors see the JSON key / form field name of a value as context.
 
+A number is read as the number it stands for, whatever its spelling: a `+` or `-` standing alone
+in front of it (at the start of a value, or after a space or punctuation — not after a letter,
+digit, dot or another dash, where it joins a longer token) is its sign and hides nothing; a
+number written with a zero fraction or an exponent (`4111111111111111.0`, `4.111111111111111e15`)
+is the integer it denotes (every JSON reader reads it so, and prints it back as those digits). A
+match on a number is the whole number, sign and exponent included, so a JSON number is always
+replaced whole (`bodies.py` turns it into its token string).
+
 `person_name` and `address` need a named-entity model, which declaw-wasm does not ship: they are
 found only through an `EntityDetector` plug-in (see `plugins.py`).
 """
@@ -19,6 +27,7 @@ import re
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from typing import NamedTuple
 
 from .._re2 import compile_user_pattern
@@ -52,10 +61,16 @@ _EMAIL_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\.
                            r"[A-Za-z]{2,24}(?![\w\-])")
 _EMAIL_LOCAL = re.compile(r"[\w.%+\-]{1,65}")
 
-_SSN = re.compile(r"(?<![\w\-.])([0-9]{3})([\-. ])([0-9]{2})\2([0-9]{4})(?![\w]|[\-.][0-9])")
+# A `-` (or `+`) right before digits joins them to a longer token (`x-123`, `1-123`, `--123`)
+# unless it stands alone: then it is the number's sign (`-123`, `: -123`, `[1,-123]`).
+_LONE_DASH = r"(?<![\w.+\-]-)"
+_LONE_SIGN = r"(?<![\w.+\-][+\-])"
+_SSN = re.compile(r"(?<![\w.])" + _LONE_DASH
+                  + r"([0-9]{3})([\-. ])([0-9]{2})\2([0-9]{4})(?![\w]|[\-.][0-9])")
 _SSN_LABEL = re.compile(r"(?i)(?:\bssn|\bsocial[ _\-]security(?:[ _\-](?:number|no\.?|#))?)"
                         r"\W{0,4}\Z")
-_CARD = re.compile(r"(?<![0-9\-.])[0-9](?:[ \-]?[0-9]){12,18}(?![0-9]|[.,][0-9])")
+_CARD = re.compile(r"(?<![0-9.])" + _LONE_DASH
+                   + r"[0-9](?:[ \-]?[0-9]){12,18}(?![0-9]|\.[0-9])")
 _CVV_WORDS = ("cvv", "cvc", "csc", "security code")
 _CVV_VALUE = re.compile(r"2?(?![A-Za-z0-9_])\W{0,4}([0-9]{3,4})(?![0-9])")
 
@@ -63,11 +78,25 @@ _PHONE_INTL = re.compile(r"(?<![\w+])\+[0-9]{1,15}(?:(?:[ .\-]|[ ]?\()[0-9]{1,6}
                          r"(?![\w]|[.\-][0-9])")
 _PHONE_NANP = re.compile(r"(?<![\w+])(?:1[ .\-]?)?(?:\([0-9]{3}\)[ ]?|[0-9]{3}[ .\-])[0-9]{3}"
                          r"[ .\-][0-9]{4}(?![\w]|[.\-][0-9])")
-_PHONE_TRUNK = re.compile(r"(?<![\w+.\-])0[1-9][0-9]{1,3}[ .\-]?[0-9]{3,4}[ .\-]?[0-9]{3,4}"
-                          r"(?![\w]|[.\-][0-9])")
-_PHONE_IN = re.compile(r"(?<![\w+.\-])[6-9][0-9]{4}[ \-][0-9]{5}(?![\w]|[.\-][0-9])")
+_PHONE_TRUNK = re.compile(r"(?<![\w.])" + _LONE_SIGN
+                          + r"0[1-9][0-9]{1,3}[ .\-]?[0-9]{3,4}[ .\-]?[0-9]{3,4}(?![\w]|[.\-][0-9])")
+_PHONE_IN = re.compile(r"(?<![\w.])" + _LONE_SIGN
+                       + r"[6-9][0-9]{4}[ \-][0-9]{5}(?![\w]|[.\-][0-9])")
 # pattern, fewest and most digits (E.164 allows 15; national numbers with a trunk 0: 10-11)
 _PHONES = [(_PHONE_INTL, 8, 15), (_PHONE_NANP, 10, 11), (_PHONE_TRUNK, 10, 11), (_PHONE_IN, 10, 10)]
+
+# Numbers as values (see the module docstring): a lone sign in front, an unsigned number, an
+# exponent behind, where a spelling with a zero fraction is, a whole spelled number, its parts.
+_SIGN = re.compile(r"(?<![\w.+\-])[+\-]")
+_UNSIGNED = re.compile(r"[0-9]{1,40}(?:\.[0-9]{1,40})?(?:[eE][+\-]?[0-9]{1,3})?")
+_EXPONENT_TAIL = re.compile(r"[eE][+\-]?[0-9]{1,3}(?![\w]|\.[0-9])")
+_MANTISSA = "0123456789."
+_ZERO_FRACTION = re.compile(r"\.0{1,40}(?![0-9])")
+_SPELLED = re.compile(r"(?<![\w.])" + _LONE_SIGN + r"[0-9]{1,40}(?:\.[0-9]{1,40})?"
+                      r"(?:[eE][+\-]?[0-9]{1,3})?(?![\w]|\.[0-9])")
+_NUMBER_PARTS = re.compile(r"[+\-]?([0-9]{1,40})(\.[0-9]{1,40})?([eE][+\-]?[0-9]{1,3})?")
+_NUMERIC_TYPES = frozenset({"credit_card", "ssn", "phone"})
+_FLOAT_EXACT = 2 ** 53  # integers below it are exact in a float (IEEE 754 double)
 
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = re.compile(rf"(?<![\w.]){_OCTET}(?:\.{_OCTET}){{3}}(?![\w]|\.[0-9])")
@@ -151,6 +180,32 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+def integer_digits(number: str) -> str | None:
+    """The digits of the integer a number stands for, without its sign; None for no integer.
+
+    `-4111111111111111`, `4111111111111111.0` and `4.111111111111111e15` all give
+    `4111111111111111`. A plain integer's digits are kept as written (leading zeros too). A
+    spelling with a fraction or an exponent is a float's: it stands for an integer when its value
+    is one that a float (what JSON readers hold it in) holds exactly, below 2**53 — every card
+    number of 13-16 digits is; above, a float's digits are rounding, not anyone's number
+    (`6.623982102020842e16` is no card). `4111111111111111.5` is no integer. Exact (`decimal`),
+    and bounded: at most 40 digits a part, a 3-digit exponent.
+    """
+    m = _NUMBER_PARTS.fullmatch(number)
+    if m is None:
+        return None
+    if m.group(2) is None and m.group(3) is None:
+        return m.group(1)
+    value = abs(Decimal(number))
+    if not 1 <= value < _FLOAT_EXACT or value != value.to_integral_value():
+        return None
+    return str(int(value))
+
+
+def _card_digits(digits: str) -> bool:
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits)
+
+
 def _card_span(m: re.Match[str]) -> tuple[int, int] | None:
     """The card inside a candidate run: whole, or the longest prefix of its digit groups."""
     text = m.group()
@@ -159,7 +214,7 @@ def _card_span(m: re.Match[str]) -> tuple[int, int] | None:
         digits = "".join(groups[:n])
         if len(digits) < 13:
             break
-        if len(digits) <= 19 and digits[0] in "23456" and luhn_valid(digits):
+        if _card_digits(digits):
             length = len(" ".join(groups[:n]))
             return m.start(), m.start() + length
     return None
@@ -199,6 +254,25 @@ _LABELLED_PHONE = re.compile(r"\+?[0-9\-. ()]+")
 
 def _digits(s: str) -> str:
     return _NOT_DIGIT.sub("", s)
+
+
+def _whole_number(text: str, d: Detection) -> Detection:
+    """A numeric match that is a number (digits, a fraction, an exponent) with its lone sign in
+    front or an exponent behind: the match is the whole number."""
+    if d.type not in _NUMERIC_TYPES:
+        return d
+    start, end = d.start, d.end
+    if _UNSIGNED.fullmatch(text, start, end) is None:
+        return d  # `4111 1111 1111 1111`, `123-45-6789`: no number, nothing to widen
+    if start and _SIGN.match(text, start - 1) is not None:
+        start -= 1
+    if text[end:end + 1] in ("e", "E") and "e" not in text[start:end].lower():
+        tail = _EXPONENT_TAIL.match(text, end)
+        if tail is not None:
+            end = tail.end()
+    if (start, end) == (d.start, d.end):
+        return d
+    return Detection(start, end, d.type, d.rehydrate)
 
 
 # --- the detector -------------------------------------------------------------------------------
@@ -297,11 +371,54 @@ class PIIDetector:
         if "credit_card" in types and words:
             self._cvvs(text, add)
         numeric = types & {"ssn", "credit_card", "phone", "ip_address"}
+        exponents: list[tuple[int, int]] = []  # (mantissa start, end) where an exponent follows
         if numeric:
             for m in _CLUSTER.finditer(text):
                 self._numeric(text, m.start(), m.end(), add)
+                if text[m.end():m.end() + 1] in ("e", "E"):
+                    run = m.group()
+                    exponents.append((m.end() - len(run) + len(run.rstrip(_MANTISSA)), m.end()))
+        if "credit_card" in types or "ssn" in types:
+            self._spelled(text, exponents, add)
         # Overlapping windows may find a value twice.
-        return list(dict.fromkeys(found))
+        return [_whole_number(text, d) for d in dict.fromkeys(found)]
+
+    def _spelled(self, text: str, exponents: list[tuple[int, int]],
+                 add: Callable[[Detection], None]) -> None:
+        """Numbers written with a zero fraction or an exponent, judged by the integer they stand
+        for: a card number (`4111111111111111.0`, `4.111111111111111e15`), a labelled SSN.
+
+        The anchors: each zero fraction (a fast literal search), and each digit run of 7+
+        characters an exponent follows (`exponents`, from the numeric pass: a mantissa of 6
+        significant digits or fewer, `4.1111e15`, is not looked at: no card number has 7-10
+        trailing zeros, and a separate pass over every digit would cost a third of the scan).
+        """
+        anchors = list(exponents)
+        for f in _ZERO_FRACTION.finditer(text):
+            head = text[max(0, f.start() - 40):f.start()]  # the digits before the point
+            anchors.append((f.start() - len(head) + len(head.rstrip(_MANTISSA[:-1])), f.start()))
+        done = -1
+        for start, i in sorted(anchors):
+            if i < done:
+                continue  # inside a number already judged
+            if text[i:i + 1] in ("e", "E"):  # too small to be a long integer: skip the parse
+                tail = _EXPONENT_TAIL.match(text, i)
+                whole = text[start:i].partition(".")[0]
+                if tail is None or len(whole) - 1 + int(tail.group()[1:]) < 8:
+                    continue
+            m = _SPELLED.match(text, start)
+            if m is None or m.end() <= i:
+                continue
+            done = m.end()
+            digits = integer_digits(m.group())
+            if digits is None:
+                continue
+            if "credit_card" in self.types and _card_digits(digits):
+                add(Detection(m.start(), m.end(), "credit_card"))
+            elif ("ssn" in self.types and len(digits) == 9
+                  and ssn_valid(digits[:3], digits[3:5], digits[5:])
+                  and _SSN_LABEL.search(text, max(0, start - 30), start)):
+                add(Detection(m.start(), m.end(), "ssn"))
 
     def _emails(self, text: str, add: Callable[[Detection], None]) -> None:
         at = text.find("@")
@@ -417,13 +534,14 @@ class PIIDetector:
             return None
         start = unit.index(value)
         end = start + len(value)
-        if cvv and value.isdigit() and len(value) in (3, 4):
+        num = integer_digits(value) or value  # a number is judged by the integer it stands for
+        if cvv and num.isdigit() and len(num) in (3, 4):
             return Detection(start, end, "credit_card", rehydrate=False)
         if ssn:
-            d = _digits(value)
-            if len(d) == 9 and _LABELLED_SSN.fullmatch(value) and ssn_valid(d[:3], d[3:5], d[5:]):
+            d = _digits(num)
+            if len(d) == 9 and _LABELLED_SSN.fullmatch(num) and ssn_valid(d[:3], d[3:5], d[5:]):
                 return Detection(start, end, "ssn")
-        if phone and _LABELLED_PHONE.fullmatch(value) and 7 <= len(_digits(value)) <= 15:
+        if phone and _LABELLED_PHONE.fullmatch(num) and 7 <= len(_digits(num)) <= 15:
             return Detection(start, end, "phone")
         if secret and " " not in value and looks_random(value):
             return Detection(start, end, "api_key")

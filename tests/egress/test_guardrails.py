@@ -299,6 +299,34 @@ print(json.dumps(json.loads(r.json()["body"])))
     assert json.loads(seen(up)["/pay"].body)["cvv"] == got["cvv"]
 
 
+def test_a_card_number_is_redacted_whatever_its_sign_or_spelling(make: Callable[..., Any],
+                                                                  up: Upstreams) -> None:
+    """The guest's own clients write numbers their way (httpx: compact JSON; json.dumps of a
+    float; a form; text): a card number signed or in a float spelling reaches the upstream as a
+    token only, and the JSON stays valid (docs/guardrails.md#numbers)."""
+    sbx = make(security=pii())
+    assert outcome(sbx, """
+import json, httpx, requests
+card = 4111111111111111
+httpx.post("https://api.openai.com/httpx",
+           json={"card": -card, "floats": [float(card), 5], "nested": {"a": [-card, 1]}})
+requests.post("https://api.openai.com/requests", data=json.dumps({"card": -card, "f": float(card)}),
+              headers={"Content-Type": "application/json"})
+requests.post("https://api.openai.com/form", data={"card": f"-{card}", "n": "1"})
+requests.post("https://api.openai.com/text", data=f"card +{card} or {card:.15e}",
+              headers={"Content-Type": "text/plain"})
+print(json.dumps(True))
+""") is True
+    got = seen(up)
+    assert not any(b"4111" in got[p].body for p in ("/httpx", "/requests", "/form", "/text"))
+    neg, flt = "[REDACTED_CREDIT_CARD_1]", "[REDACTED_CREDIT_CARD_2]"  # one token per spelling
+    assert json.loads(got["/httpx"].body) == {"card": neg, "floats": [flt, 5], "nested": {"a": [neg, 1]}}
+    assert json.loads(got["/requests"].body) == {"card": neg, "f": flt}
+    assert got["/form"].body == b"card=%5BREDACTED_CREDIT_CARD_1%5D&n=1"
+    assert got["/text"].body == b"card [REDACTED_CREDIT_CARD_3] or [REDACTED_CREDIT_CARD_4]"
+    assert [by_path(sbx)[p].pii_redactions for p in ("httpx", "requests", "form", "text")] == [3, 2, 1, 2]
+
+
 # -- transformations, invisible text ------------------------------------------------------------
 
 def test_6_pan_rule_applies_outbound_only(make: Callable[..., Any], up: Upstreams) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+from urllib.parse import quote_plus
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,9 +22,27 @@ PLAIN = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20
     and ":" not in s)
 WITH_PII = st.builds(lambda a, v, b: f"{a} {v} {b}", PLAIN, st.sampled_from(PII_VALUES), PLAIN)
 KEYS = st.sampled_from(["model", "content", "role", "a", "b", "name", "x y", "é\"\\"])
+# Card numbers as JSON numbers: the plain integer, signed, and as a float prints it.
+CARD_NUMBERS = [4111111111111111, -4111111111111111, 4111111111111111.0, -378282246310005]
 LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
                    st.floats(allow_nan=False, allow_infinity=False), PLAIN, WITH_PII,
-                   st.just(4111111111111111))
+                   st.sampled_from(CARD_NUMBERS))
+
+
+def _luhn(digits: str) -> bool:
+    total = sum(int(c) for c in digits[-1::-2])
+    total += sum(sum(divmod(2 * int(c), 10)) for c in digits[-2::-2])
+    return total % 10 == 0
+
+
+def _a_card_number(n: object) -> bool:
+    """A JSON number whose value is a card number (a float only where it holds it exactly)."""
+    if isinstance(n, bool) or not isinstance(n, int | float):
+        return False
+    if isinstance(n, float) and not (n.is_integer() and abs(n) < 2 ** 53):
+        return False
+    digits = str(abs(int(n)))
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and _luhn(digits)
 DOCS = st.recursive(LEAVES, lambda kids: st.one_of(st.lists(kids, max_size=5),
                                                    st.dictionaries(KEYS, kids, max_size=5)),
                     max_leaves=25)
@@ -41,7 +61,7 @@ def _same_shape(a: object, b: object) -> None:
     elif isinstance(a, str) and any(v in a for v in PII_VALUES):
         assert isinstance(b, str) and "[REDACTED_" in b
         assert not any(v in b for v in PII_VALUES)
-    elif a == 4111111111111111:
+    elif _a_card_number(a):
         assert isinstance(b, str) and b.startswith("[REDACTED_CREDIT_CARD_")
     else:
         assert a == b and type(a) is type(b)
@@ -141,3 +161,70 @@ def test_one_pass_json_scan_agrees_with_the_unit_by_unit_scan(doc: dict[str, Any
                                          json.dumps(slow_doc, ensure_ascii=False).encode()).body)
     slow.pop("zz_escape")
     assert fast == slow
+
+
+# -- numbers: a card number is redacted whatever its sign or spelling ------------------------------
+
+CARD_SPELLINGS = ["4111111111111111", "-4111111111111111", "4111111111111111.0",
+                  "-4111111111111111.0", "4.111111111111111e15", "4.111111111111111E+15",
+                  "4111111111111111e0", "41111111111111110e-1"]
+TOKEN = "[REDACTED_CREDIT_CARD_1]"
+
+
+def _post(body: bytes, ctype: str = "application/json") -> bytes:
+    out = pii_pipe().request("h.example", "POST", "/", [("content-type", ctype)], body)
+    assert not out.block
+    return out.body
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["one-pass", "unit-by-unit"])
+@pytest.mark.parametrize("number", CARD_SPELLINGS)
+def test_a_card_number_is_redacted_whatever_its_sign_or_spelling(number: str, slow: bool) -> None:
+    """A JSON number whose value is the card, in an object, nested, and in spaced and compact
+    arrays, becomes the token string as an unsigned one does; the document stays valid JSON."""
+    esc = ', "e": "a\\nb"' if slow else ""  # a backslash sends the body down the unit path
+    body = (f'{{"card": {number}, "nested": {{"a": [{number}]}}, "compact": [{number},5,{number}],'
+            f' "spaced": [1, {number}, 2], "text": "pay {number} now"{esc}}}').encode()
+    out = _post(body)
+    assert b"4111" not in out
+    doc = json.loads(out)
+    assert doc["card"] == doc["nested"]["a"][0] == TOKEN
+    assert doc["compact"] == [TOKEN, 5, TOKEN] and doc["spaced"] == [1, TOKEN, 2]
+    assert doc["text"] == f"pay {TOKEN} now"
+
+
+@pytest.mark.parametrize("number", ["-4111111111111111", "+4111111111111111",
+                                    "4111111111111111.0", "4.111111111111111e15"])
+def test_a_card_number_is_redacted_whatever_its_sign_in_text_and_forms(number: str) -> None:
+    assert _post(f"card {number}, ok".encode(), "text/plain") == f"card {TOKEN}, ok".encode()
+    assert _post(f"card={quote_plus(number)}&n=1".encode(), "application/x-www-form-urlencoded") \
+        == f"card={quote_plus(TOKEN)}&n=1".encode()
+    assert _post(f'{{"card": "{number}"}}'.encode()) == f'{{"card": "{TOKEN}"}}'.encode()
+
+
+def test_a_card_number_is_redacted_whatever_follows_it_in_a_compact_array_or_a_csv_row() -> None:
+    assert _post(b"[4111111111111111,5]") == b'["' + TOKEN.encode() + b'",5]'
+    assert _post(b"4111111111111111,5,x\n", "text/csv") == TOKEN.encode() + b",5,x\n"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"n": -4111111111111112, "f": 4111111111111112.0, "e": 4.111111111111112e15}',  # Luhn fails
+    b'{"n": 4111111111111111.5, "big": 6.623982102020842e16, "t": "1-4111111111111111"}',
+    b'[-1700000000000, 1.7e15, -0.4111111111111111, 123456789.0, -123456789]',
+])
+def test_numbers_that_are_no_pii_keep_their_exact_bytes(body: bytes) -> None:
+    assert _post(body) == body
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["one-pass", "unit-by-unit"])
+def test_other_numeric_pii_is_redacted_whatever_its_sign_or_spelling(slow: bool) -> None:
+    esc = ', "e": "a\\nb"' if slow else ""
+    body = ('{"ssn": -123456789, "customer_ssn": 123456789.0, "phone": -4155552671, '
+            '"mobile": 4.155552671e9, "cvv": -123, "t": "SSN: -123456789, tel -020 7946 0958, '
+            f'-123-45-6789, +1 415 555 2671"{esc}}}').encode()
+    doc = json.loads(_post(body))
+    # one token per spelling (a token gives back the value as it was sent)
+    assert doc["ssn"] == "[REDACTED_SSN_1]" and doc["customer_ssn"] == "[REDACTED_SSN_2]"
+    assert doc["phone"] == "[REDACTED_PHONE_1]" and doc["mobile"] == "[REDACTED_PHONE_2]"
+    assert doc["cvv"] == "[REDACTED_CREDIT_CARD_1]"
+    assert re.sub(r"\[REDACTED_[A-Z_]+_[0-9]\]", "", doc["t"]) == "SSN: , tel -, -, "

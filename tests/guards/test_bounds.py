@@ -49,6 +49,8 @@ def test_a_backtracking_pattern_that_passes_the_heuristic_stays_linear() -> None
     "a." * 50_000 + "@x", ("a" * 63 + "@") * 1500, "1 " * 50_000, "+1 " * 30_000,
     "f:" * 50_000, "::" * 50_000, "1." * 50_000, "sk-" + "a" * 100_000, "key=" + "a1" * 50_000,
     "[REDACTED_" * 10_000, "-----BEGIN PRIVATE KEY-----" + "a" * 100_000,
+    " -1" * 33_000, "-4111111111111111e5," * 5_000, "1.0e1" * 20_000, "1234567.0e9 " * 8_000,
+    ("1" * 40 + ".0 ") * 2_400, ("9" * 40 + "." + "0" * 40 + "e999 ") * 1_200,
 ])
 def test_detectors_stay_fast_on_hostile_input(text: str) -> None:
     det = PIIDetector(ALL_PII_TYPES)

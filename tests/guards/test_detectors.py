@@ -87,3 +87,71 @@ def test_secret_placeholders_are_never_detections() -> None:
     det = PIIDetector(ALL_PII_TYPES, never=[ph])
     assert det.find(f"key={ph} other sk-real0123456789abcdefghijklm") == \
         det.find(f"key={ph} other sk-real0123456789abcdefghijklm")[-1:]
+
+
+# -- numbers: a sign or a float spelling hides nothing ---------------------------------------------
+
+@pytest.mark.parametrize("text, want", [
+    ("-4111111111111111", "-4111111111111111"),
+    ("+4111111111111111", "+4111111111111111"),
+    ("card: -4111111111111111.", "-4111111111111111"),
+    ("x=-4111111111111111&y=1", "-4111111111111111"),
+    ("[1,-4111111111111111]", "-4111111111111111"),
+    ("(-378282246310005)", "-378282246310005"),
+    ("-4111 1111 1111 1111", "4111 1111 1111 1111"),  # no number: the sign stays text
+])
+def test_a_card_number_is_found_whatever_its_sign(text: str, want: str) -> None:
+    assert found(text) == [(want, "credit_card")]
+
+
+def test_card_digits_written_out_are_redacted_with_the_whole_number() -> None:
+    """Digits that are a card, written out, are a card whatever exponent follows (as before);
+    the match takes the whole number, so a JSON number is replaced whole."""
+    assert found("n=4111111111111111e5;") == [("4111111111111111e5", "credit_card")]
+    assert found("[-4111111111111111E+2]") == [("-4111111111111111E+2", "credit_card")]
+
+
+@pytest.mark.parametrize("text", [
+    "4111111111111111.0", "4111111111111111.000", "4.111111111111111e15", "4.111111111111111E+15",
+    "4111111111111111e0", "41111111111111110e-1", "0.4111111111111111e16", "-4.111111111111111e15",
+])
+def test_a_float_spelling_of_a_card_number_is_the_card(text: str) -> None:
+    """A float that holds the card's integer exactly is the card (docs/guardrails.md#pii)."""
+    assert found(f"pay {text} now") == [(text, "credit_card")]
+
+
+@pytest.mark.parametrize("text", [
+    "4111111111111111.5",  # no integer
+    "6.623982102020842e16", "66239821020208420.0",  # a float past 2**53: rounding, no card
+    "4111111111111111.0.1", "v4.111111111111111e15", "4.111111111111111e15x",  # not numbers
+    "-4111111111111112", "4111111111111112.0", "4.111111111111112e15",  # Luhn fails
+    "1-4111111111111111", "x-4111111111111111", "--4111111111111111", "0.4111111111111111",
+    "1.7e15", "1700000000000.0",  # no card prefix (timestamps)
+])
+def test_numbers_that_are_no_card_stay_untouched(text: str) -> None:
+    assert found(f"n {text} n") == []
+
+
+@pytest.mark.parametrize("text, want", [
+    ("-123-45-6789", [("123-45-6789", "ssn")]),
+    ("+123-45-6789", [("123-45-6789", "ssn")]),
+    ("SSN: -123456789", [("-123456789", "ssn")]),
+    ("SSN: 123456789.0", [("123456789.0", "ssn")]),
+    ("-020 7946 0958", [("020 7946 0958", "phone")]),
+    ("-98210 34567", [("98210 34567", "phone")]),
+    ("-415-555-2671", [("415-555-2671", "phone")]),
+    ("-10.20.30.40", [("10.20.30.40", "ip_address")]),
+    ("cvv: -123", [("-123", "credit_card")]),
+    ("x-123-45-6789 1-020 7946 0958", []),  # a dash after a letter or digit joins, as before
+])
+def test_a_sign_hides_no_other_numeric_pii(text: str, want: list[tuple[str, str]]) -> None:
+    assert found(text) == want
+
+
+def test_field_names_judge_a_number_by_the_integer_it_stands_for() -> None:
+    assert found("-123456789", "ssn") == [("-123456789", "ssn")]
+    assert found("123456789.0", "customer_ssn") == [("123456789.0", "ssn")]
+    assert found("4.155552671e9", "phone") == [("4.155552671e9", "phone")]
+    assert found("-123", "cvv") == [("-123", "credit_card")]
+    assert found("123.0", "cvv") == [("123.0", "credit_card")]
+    assert found("12.5", "cvv") == [] and found("-12345678", "ssn") == []
