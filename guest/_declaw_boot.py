@@ -131,30 +131,29 @@ IGNORED_FLAGS = set("bBdEhiIOqsSuvx")
 def start(cwd: str, args: Iterable[str], env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     """The warm path's entry: make this instance the command's, then run it; never returns."""
     _renew(env, profile)
-    _finish(_status_of(main, cwd, list(args)), turn=True)
+    _finish(_status_of(main, cwd, list(args)))
 
 
 def shell(cwd: str, script: str, env: dict[str, str], tty: bool = False,
           profile: dict[str, Any] | None = None) -> None:
     """The warm path's entry for a command line (`tty`: an interactive shell on a PTY)."""
     _renew(env, profile)
-    _finish(_status_of(_shell, cwd, script, env, tty), turn=True)
+    _finish(_status_of(_shell, cwd, script, env, tty))
 
 
 def park(profile: dict[str, Any] | None = None) -> None:
     """A parked guest's first turn, before its command line is known: apply the sandbox's
     template, and run a throw-away line through the shell (`true`, and `python3 -c pass`), so
     that the pages a command line touches (~1500 copy-on-write faults, several ms) are this
-    instance's own before the line arrives, and new random seeds (the snapshot's are every
-    instance's). The line's turn (`shell(..., profile=None)`) then renews the rest of what a
-    fresh guest would have: the environment, working directory and tempfile names. The
-    throw-away line changes no file, and its `python3` runs no atexit handler (running them
-    would also forget them: the line's program must find them)."""
+    instance's own before the line arrives. The line's turn (`shell(..., profile=None)`) then
+    renews what a fresh guest would have: the environment, working directory, seeds and
+    tempfile names. The throw-away line changes no file, and its `python3` runs no atexit
+    handler (running them would also forget them: the line's program must find them)."""
     import atexit
 
     if profile:
         _apply_profile(profile)
-    _renew(dict(os.environ), seeds=False)  # at the end
+    _renew(dict(os.environ))
     _as_the_system_python()
     import declaw_shell
 
@@ -164,10 +163,6 @@ def park(profile: dict[str, Any] | None = None) -> None:
         declaw_shell.run_command("/", "true && python3 -c pass", dict(os.environ))
     finally:
         atexit._run_exitfuncs = run_exitfuncs
-    # This instance's own seeds now, not on the line's turn (~0.5 ms of its latency): nothing
-    # between here and the line draws from them, and the instance serves that one line.
-    _reseed()
-    sys._declaw_reseeded = True  # type: ignore[attr-defined]  # read (once) by the line's _renew
 
 
 def kernel(cwd: str, env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
@@ -304,7 +299,7 @@ def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[st
         os.environ.clear()
         os.environ.update(environ)
         try:
-            chdir(cwd_before)
+            os.chdir(cwd_before)
         except OSError:
             pass
         if main_module is not None:
@@ -315,7 +310,7 @@ def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[st
                 aio.tasks._enter_task(shell_loop, shell_task)
 
 
-def _renew(env: dict[str, str], profile: dict[str, Any] | None = None, seeds: bool = True) -> None:
+def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     """Undo what a snapshot taken at build time would otherwise share with every instance, and
     apply the sandbox's template."""
     if profile:
@@ -323,15 +318,6 @@ def _renew(env: dict[str, str], profile: dict[str, Any] | None = None, seeds: bo
     for key in [k for k in os.environ if k not in env]:
         del os.environ[key]  # also unsetenv: C code sees the same environment
     os.environ.update(env)
-    if not sys.__dict__.pop("_declaw_reseeded", False) and seeds:  # a parked guest's: by park()
-        _reseed()
-    if "tempfile" in sys.modules:
-        sys.modules["tempfile"]._name_sequence = None
-
-
-def _reseed() -> None:
-    """New seeds for the random generators the snapshot holds (it would otherwise share them
-    with every instance)."""
     modules: dict[str, Any] = sys.modules
     if "random" in modules:
         modules["random"].seed()
@@ -342,6 +328,8 @@ def _reseed() -> None:
             modules["numpy.random"].seed(array.array("I", os.urandom(2496)))
         else:  # the `base` template hides numpy, and seeding from an array imports it
             modules["numpy.random"].seed()
+    if "tempfile" in modules:
+        modules["tempfile"]._name_sequence = None
 
 
 def _status_of(fn: Callable[..., int], *args: Any) -> int:
@@ -351,17 +339,9 @@ def _status_of(fn: Callable[..., int], *args: Any) -> int:
         return _exit_status(exc)
 
 
-def chdir(path: str) -> None:
-    """os.chdir, unless the process is there already: a chdir is a host call (~0.1 ms), and a
-    pipeline stage's directory is nearly always the shell's. (Like a process started in a
-    directory deleted since, a stage then runs there.)"""
-    if os.getcwd() != path:
-        os.chdir(path)
-
-
 def main(cwd: str, args: list[str]) -> int:
     try:
-        chdir(cwd)
+        os.chdir(cwd)
     except OSError as exc:
         sys.stderr.write("python3: can't change to %s: %s\n" % (cwd, exc.strerror))
         return 2
@@ -539,12 +519,10 @@ def _exit_status(exc: SystemExit) -> int:
     return 1
 
 
-def _finish(status: int, turn: bool = False) -> None:
+def _finish(status: int) -> None:
     """Exit as CPython's finalisation would look from outside (atexit handlers run, files
     flushed and closed, streams flushed) without tearing down the heap, which costs 0.3 s
-    once pandas is loaded and shows nothing to the user. `turn`: the entry was called by a
-    turn (the warm image), which then returns the status; else (the cold module runs this file
-    as its program) the process exits."""
+    once pandas is loaded and shows nothing to the user."""
     import atexit
     import gc
 
@@ -561,11 +539,6 @@ def _finish(status: int, turn: bool = False) -> None:
             stream.flush()
         except Exception:
             pass
-    if turn and 0 <= status < 256 and not getattr(sys.modules.get("_reactor"), "_quit", True):
-        # The turn ends with the status (the host then ends the guest): cheaper than proc_exit's
-        # trap. Not once a program called the builtin exit(): the reactor then marks the turn's
-        # status as the session's end (status | 0x100), and proc_exit says it plainly.
-        raise SystemExit(status)
     if not 0 <= status < 126:  # WASI's proc_exit carries 0..125 only: tell the host first
         try:
             from declaw_shell import door

@@ -140,11 +140,11 @@ def test_standby_sandboxes_are_kept_for_the_last_keys_only(monkeypatch: pytest.M
     ever used: an older key's standby sandboxes are killed."""
     from declaw_wasm import Limits
     from declaw_wasm._local import standby as standby_module
-    from declaw_wasm._local.sandbox import standby
+    from declaw_wasm._local.sandbox import LocalSandbox, standby
 
     monkeypatch.setattr(standby_module, "MAX_KEYS", 2)
     monkeypatch.setenv("DECLAW_WASM_STANDBY", "1")
-    seen: set[object] = set()
+    seen: set[LocalSandbox] = set()
     for n in range(5):
         limits = Limits(output_limit=(1 << 20) + n)
         for _ in range(3):

@@ -86,8 +86,7 @@ def kernel_turn(cwd: str, env: dict[str, str]) -> str:
 
 
 def shell_turn(cwd: str, script: str, env: dict[str, str], tty: bool) -> str:
-    """A parked guest's command line: renews the guest (environment, cwd, tempfile names; its
-    seeds were renewed by its park turn) and runs the line, as `shell_spec`'s turn does in a
-    fresh guest."""
+    """A parked guest's command line: renews the guest (environment, cwd, seeds, tempfile
+    names) and runs the line, as `shell_spec`'s turn does in a fresh guest."""
     return (f"import _declaw_boot\n"
             f"_declaw_boot.shell({cwd!r}, {script!r}, {env!r}, {tty!r}, profile=None)\n")

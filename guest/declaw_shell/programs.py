@@ -97,12 +97,9 @@ class _InDirectory:
 
     def __enter__(self) -> None:
         self.before = os.getcwd()
-        if self.path != self.before:  # a chdir is a host call: only when elsewhere
-            os.chdir(self.path)
+        os.chdir(self.path)
 
     def __exit__(self, *exc: object) -> None:
-        if self.path == self.before:
-            return
         try:
             os.chdir(self.before)
         except OSError:
