@@ -243,7 +243,9 @@ def test_async_sandbox_through_the_server(server_url: str) -> None:
                 seen.append(text)
 
             r = await sbx.commands.run("echo one; echo two", on_stdout=on_stdout)
-            assert (r.stdout, seen) == ("one\ntwo\n", ["one\n", "two\n"])
+            # the output streams to the callback; how it is cut into chunks is not a contract
+            # (under load the server's stream may carry both lines in one)
+            assert (r.stdout, "".join(seen)) == ("one\ntwo\n", "one\ntwo\n") and seen
             handle = await sbx.commands.run("cat", background=True, stdin=True)
             await handle.send_stdin("piped\n")
             await handle.close_stdin()
