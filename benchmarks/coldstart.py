@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import _tree  # noqa: E402  -- PYTHONPATH's tree first (interleave.py), else this repository's
+
+TREE = _tree.package_tree()  # the checkout whose package the fresh processes import
 
 from _common import clean_python  # noqa: E402
 
@@ -78,8 +79,8 @@ def wall(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 
 def environment(cache: Path) -> dict[str, str]:
-    """A fresh process's environment: this checkout's code, `cache` offline, nothing else."""
-    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(REPO),
+    """A fresh process's environment: the checkout's code (TREE), `cache` offline, nothing else."""
+    return {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": str(TREE),
             "DECLAW_WASM_CACHE": str(cache), "DECLAW_WASM_OFFLINE": "1"}
 
 

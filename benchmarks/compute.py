@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from _common import clean_python  # noqa: E402
 

@@ -22,13 +22,11 @@ import random
 import socket
 import socketserver
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 if TYPE_CHECKING:  # at run time declaw_wasm is imported by the functions that use it
     from declaw_wasm import Sandbox

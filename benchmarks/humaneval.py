@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from _common import clean_python  # noqa: E402
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 
 def rss_mib() -> float:

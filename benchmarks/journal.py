@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from declaw_wasm import Sandbox  # noqa: E402
 from declaw_wasm._journal import Recorder  # noqa: E402

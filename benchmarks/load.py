@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from declaw_wasm import testing  # noqa: E402
 from declaw_wasm import AsyncSandbox, Sandbox  # noqa: E402

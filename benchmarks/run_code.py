@@ -15,12 +15,10 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from _common import clean_python  # noqa: E402
 from startup import seed_snippets  # noqa: E402

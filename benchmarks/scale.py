@@ -43,7 +43,7 @@ from typing import Any, Callable
 os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every Ray address on loopback
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from humaneval import problems, program  # noqa: E402

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from _common import after_gap, clean_python, median_s  # noqa: E402
 

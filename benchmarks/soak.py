@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import _tree  # noqa: E402,F401  -- PYTHONPATH's tree first (interleave.py), else this repository's
 
 from load import (leaked_folders, ms, pct, rss_mib, settle, status_kib,  # noqa: E402
                   wait_declaw_threads_gone)

@@ -31,7 +31,8 @@ def anchor(heading: str) -> str:
 
 
 def scripts() -> list[str]:
-    return sorted(path.name for path in BENCHMARKS.glob("*.py") if path.name != "_common.py")
+    # _common.py, _tree.py: the scripts' helpers, not benchmarks
+    return sorted(path.name for path in BENCHMARKS.glob("*.py") if not path.name.startswith("_"))
 
 
 def test_the_benchmarks_folder_has_scripts() -> None:
