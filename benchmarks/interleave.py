@@ -4,6 +4,7 @@ table, the median of each tree's runs side by side with NEW / OLD.
 
     python benchmarks/interleave.py OLD NEW --runs 7 -- benchmarks/packages.py --repeat 3
     python benchmarks/interleave.py /work/old . --runs 7 -- benchmarks/egress.py --part net --repeat 10
+    python benchmarks/interleave.py /work/old . --old-env DECLAW_WASM_CACHE=/work/cache-old -- ...
 
 The script is the one given (the same file for both trees); each run is a fresh process with
 PYTHONPATH set to the tree, so each tree's package is imported. A figure is a number with a
@@ -45,12 +46,22 @@ def figures(output: str) -> dict[tuple[str, str], tuple[float, str]]:
     return found
 
 
-def run(tree: str, script: list[str]) -> str:
-    env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+def run(tree: str, script: list[str], extra: dict[str, str]) -> str:
+    env = {**os.environ, **extra, "PYTHONPATH": str(Path(tree).resolve())}
     done = subprocess.run([sys.executable, *script], env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{script[0]} failed in {tree} (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return done.stdout
+
+
+def _assignments(parser: argparse.ArgumentParser, given: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name or name == "PYTHONPATH":
+            parser.error(f"--old-env/--new-env take NAME=VALUE (not PYTHONPATH, which is the tree): {item!r}")
+        found[name] = value
+    return found
 
 
 def main() -> None:
@@ -58,15 +69,21 @@ def main() -> None:
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--old-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for OLD's runs only (repeatable), e.g. its own "
+                             "DECLAW_WASM_CACHE when the trees' guest code differs: each needs its warm image")
+    parser.add_argument("--new-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="the same for NEW's runs")
     argv = sys.argv[1:]
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("give the script to run after --")
     at = argv.index("--")
     args, script = parser.parse_args(argv[:at]), argv[at + 1:]
+    extra = {side: _assignments(parser, getattr(args, f"{side}_env")) for side in ("old", "new")}
     runs: dict[str, list[dict[tuple[str, str], tuple[float, str]]]] = {"old": [], "new": []}
     for i in range(args.runs):
         for side in ("old", "new"):
-            runs[side].append(figures(run(getattr(args, side), script)))
+            runs[side].append(figures(run(getattr(args, side), script, extra[side])))
             print(f"run {i + 1}/{args.runs} {side} done", file=sys.stderr, flush=True)
     keys = [k for k in runs["new"][0] if all(k in r for r in runs["old"] + runs["new"])]
     print(f"`{' '.join(script)}`, {args.runs} runs each, alternating; medians\n")
