@@ -386,7 +386,11 @@ def test_a_workers_tool_calls_cost_the_driver_bounded_memory(hostile: tuple[Host
             time.sleep(3)
         release.set()
         time.sleep(1)
-        assert mem.growth < 100 * MiB, mem.growth
+        # MAX_TOOL_BYTES (64 MiB) held, a call's frame and its decoded copy in flight, and what
+        # the allocator keeps: 88-93 MB seen alone, 107 MB after test_pool.py (likely glibc's
+        # dynamic mmap threshold, raised once large blocks were freed: later 4 MiB blocks then
+        # come from a heap that keeps them). A third of the 400 MiB sent.
+        assert mem.growth < 128 * MiB, mem.growth
         assert 0 < len(started) <= MAX_TOOL_BYTES // (4 * MiB), len(started)  # the rest never ran
         _echo(sandbox)
     finally:
