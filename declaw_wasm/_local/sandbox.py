@@ -605,9 +605,10 @@ class LocalSandbox:
         long enough, else look again when it will have been."""
         with self._lock:
             left = self._active_at + PARK_AFTER_S - time.monotonic()
-            self._park_alarm = lifetimes.schedule(left, self._park_when_quiet, inline=True) if left > 0 else None
             if left > 0:
+                self._park_alarm = lifetimes.schedule(left, self._park_when_quiet, inline=True)
                 return
+            self._park_alarm = None
         parking.park(self)
 
     def count_fuel(self, used: Optional[int]) -> None:

@@ -97,11 +97,9 @@ class Standby:
                 del self._creates[next(iter(self._creates))]
             if key in self._wanted or creates >= STANDBY_AFTER:
                 self._wanted[key] = self._wanted.pop(key, (template, limits))
-            while len(self._wanted) > MAX_KEYS:
-                old = next(iter(self._wanted))
-                del self._wanted[old]
-                self._made.discard(old)
-                self._evicted.extend(self._ready.pop(old, ()))
+            if len(self._wanted) > MAX_KEYS:
+                while len(self._wanted) > MAX_KEYS:
+                    self._drop(next(iter(self._wanted)))
                 self._start()  # the thread kills them
             ready = self._ready.get(key)
             sandbox = ready.popleft() if ready else None
@@ -110,6 +108,12 @@ class Standby:
         if sandbox is not None and not sandbox.running:
             return None
         return sandbox
+
+    def _drop(self, key: Hashable) -> None:  # under the lock
+        """Stop wanting `key`: its ready sandboxes go to be killed (by the thread's next round)."""
+        self._wanted.pop(key, None)
+        self._made.discard(key)
+        self._evicted.extend(self._ready.pop(key, ()))
 
     def ready(self, key: Hashable) -> int:
         with self._lock:
@@ -148,9 +152,7 @@ class Standby:
                         sandbox = self._make(template, limits)
                     except Exception:  # a template deleted meanwhile, a full disk: stop wanting it
                         with self._lock:
-                            self._wanted.pop(key, None)
-                            self._made.discard(key)
-                            self._evicted.extend(self._ready.pop(key, ()))
+                            self._drop(key)
                         continue
                     if standby_key(template, limits, sandbox.interpreter) != key:
                         # made from something else than the key says: the runtime switched meanwhile
@@ -158,10 +160,8 @@ class Standby:
                         # next creates of the key, if they come.
                         sandbox.kill()
                         with self._lock:
-                            self._wanted.pop(key, None)
+                            self._drop(key)
                             self._creates.pop(key, None)
-                            self._made.discard(key)
-                            self._evicted.extend(self._ready.pop(key, ()))  # killed at the next round
                         continue
                     teach = teaches_hot_pages(template)
                     parking.park(sandbox, pristine=functools.partial(_pristine, sandbox) if teach else None)
