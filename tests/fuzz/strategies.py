@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import msgpack
 from hypothesis import strategies as st
@@ -40,11 +40,27 @@ JUNK = [None, True, False, b"", b"\x00" * 8, "", [], {}, [None], {"": None}, {"o
 
 text_any = st.one_of(st.sampled_from(NASTY_TEXT), st.text(max_size=40),
                      st.text(st.characters(codec="utf-8"), max_size=20))
+
+
+# Named functions, not lambdas, throughout: Hypothesis reads a lambda's source (with `ast`) to
+# describe or rewrite it, and CPython 3.11's `ast` raised "AST constructor recursion depth
+# mismatch" doing so beside the guest tier's threads (tests/guards/test_bodies.py met it).
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.lists(inner, max_size=6), st.dictionaries(text_any, inner, max_size=6))
+
+
+def packed(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def _packed_list(items: tuple[Any, ...]) -> bytes:
+    return packed(list(items))
+
+
 plain = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(1 << 63), (1 << 64) - 1), st.floats(), text_any,
               st.binary(max_size=40)),
-    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(text_any, inner, max_size=6)),
-    max_leaves=30)
+    _containers, max_leaves=30)
 
 
 # -- what a declaration accepts ---------------------------------------------------------------------
@@ -57,7 +73,19 @@ def _text(spec: Str) -> st.SearchStrategy[str]:
     generated = st.text(st.characters(codec="utf-8"), min_size=low, max_size=top)
     return st.one_of(st.sampled_from(pool) if pool else st.nothing(), generated,
                      st.sampled_from(edges) if edges else st.nothing()).filter(
-        lambda t: spec.min_len <= len(t) <= spec.max_len and bool(spec.chars.test(t)))
+        functools.partial(_fits, spec))
+
+
+def _fits(spec: Str, text: str) -> bool:
+    return spec.min_len <= len(text) <= spec.max_len and bool(spec.chars.test(text))
+
+
+def _unknown_key(known: Mapping[str, Any], key: Any) -> bool:
+    return key not in known
+
+
+def _merged(pair: tuple[dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+    return {**pair[1], **pair[0]}
 
 
 def accepted(spec: Field) -> st.SearchStrategy[Any]:
@@ -82,8 +110,8 @@ def accepted(spec: Field) -> st.SearchStrategy[Any]:
         base = st.dictionaries(accepted(spec.keys), accepted(spec.values), max_size=min(spec.max_items, 6))
     elif isinstance(spec, Keyed):
         base = st.tuples(st.fixed_dictionaries({}, optional={k: accepted(v) for k, v in spec.known.items()}),
-                         st.dictionaries(accepted(spec.keys).filter(lambda k: k not in spec.known),
-                                         accepted(spec.others), max_size=3)).map(lambda t: {**t[1], **t[0]})
+                         st.dictionaries(accepted(spec.keys).filter(functools.partial(_unknown_key, spec.known)),
+                                         accepted(spec.others), max_size=3)).map(_merged)
     elif isinstance(spec, Json):
         base = plain
     else:
@@ -121,8 +149,7 @@ CHART = st.fixed_dictionaries({"type": st.sampled_from(["line", "bar", "scatter"
                                                         "superchart", "unknown", "x"])},
                               optional={"title": text_any, "elements": plain, "x_label": plain, "y_unit": plain})
 PAYLOADS = st.one_of(st.tuples(st.lists(plain, max_size=3), st.dictionaries(text_any, plain, max_size=3)).map(
-    lambda t: msgpack.packb(list(t), use_bin_type=True)), st.binary(max_size=40),
-    plain.map(lambda v: msgpack.packb(v, use_bin_type=True)))
+    _packed_list), st.binary(max_size=40), plain.map(packed))
 # (op, field) -> values that reach past the generic ones: names the host knows, shapes it parses
 HINTS: dict[tuple[str, str], st.SearchStrategy[Any]] = {
     ("result", "data"): st.dictionaries(st.sampled_from(MIME), st.one_of(plain, CHART), max_size=4),
@@ -134,9 +161,13 @@ HINTS: dict[tuple[str, str], st.SearchStrategy[Any]] = {
 }
 
 
+def _passes(spec: Field, value: Any) -> bool:
+    return spec.check(value) is None
+
+
 def _field(op: Op, name: str, spec: Field) -> st.SearchStrategy[Any]:
     hint = HINTS.get((op.name, name))
-    return accepted(spec) if hint is None else st.one_of(hint.filter(lambda v: spec.check(v) is None),
+    return accepted(spec) if hint is None else st.one_of(hint.filter(functools.partial(_passes, spec)),
                                                          accepted(spec))
 
 
@@ -162,12 +193,32 @@ def _past_bounds(spec: Field) -> list[st.SearchStrategy[Any]]:
     elif isinstance(spec, Str):
         options += [st.just("a" * (spec.max_len + 1))] if spec.max_len < 1 << 20 else []
         bad = [t for t in NASTY_TEXT if not spec.chars.test(t)]
-        options += [st.sampled_from(bad).map(lambda t: ("a" + t)[: spec.max_len])] if bad else []
+        options += [st.sampled_from(bad).map(functools.partial(_prefixed, spec.max_len))] if bad else []
         options.append(st.just(b"bytes, not text"))
     elif isinstance(spec, Bytes):
         options += [st.just(b"x" * (spec.max_len + 1))] if spec.max_len < 4 << 20 else []
         options.append(st.just("text, not bytes"))
     return options
+
+
+def _prefixed(max_len: int, text: str) -> str:
+    return ("a" + text)[:max_len]
+
+
+def _alone(value: Any) -> list[Any]:
+    return [value]
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _key_of_none(key: str) -> dict[str, Any]:
+    return {key: None}
+
+
+def _not_allowed_none(spec: Field, value: Any) -> bool:
+    return value is not None or not spec.null
 
 
 def _only(key: str, value: Any) -> dict[str, Any]:
@@ -191,15 +242,15 @@ def _refused(spec: Field) -> st.SearchStrategy[Any]:
     options: list[st.SearchStrategy[Any]] = [wrong, *_past_bounds(spec)]
     if isinstance(spec, List):
         options.append(st.just([None] * (spec.max_items + 1) if spec.max_items < 1 << 16 else [None]))
-        options.append(_refused(spec.items).map(lambda v: [v]))
+        options.append(_refused(spec.items).map(_alone))
     elif isinstance(spec, Keyed):
         options += [_refused(known).map(functools.partial(_only, key))
                     for key, known in spec.known.items() if not isinstance(known, Json)]
     elif isinstance(spec, Map):
         if not isinstance(spec.values, Json):
-            options.append(_refused(spec.values).map(lambda v: {"k": v}))
-        options.append(_refused(spec.keys).filter(lambda k: isinstance(k, str)).map(lambda k: {k: None}))
-    return st.one_of(*options).filter(lambda v: v is not None or not spec.null)
+            options.append(_refused(spec.values).map(functools.partial(_only, "k")))
+        options.append(_refused(spec.keys).filter(_is_text).map(_key_of_none))
+    return st.one_of(*options).filter(functools.partial(_not_allowed_none, spec))
 
 
 def refused_request(op: Op) -> st.SearchStrategy[dict[str, Any]]:
@@ -214,8 +265,12 @@ def refused_request(op: Op) -> st.SearchStrategy[dict[str, Any]]:
         if spec.required:
             choices.append(accepted_request(op).map(functools.partial(_without, name)))
     unknown = st.sampled_from(["extra", "OP", "op ", "\x00", "__class__", "id2", "password", "a" * 200])
-    choices.append(st.tuples(accepted_request(op), unknown, plain).map(lambda t: {**t[0], t[1]: t[2]}))
+    choices.append(st.tuples(accepted_request(op), unknown, plain).map(_with_unknown))
     return st.one_of(*choices)
+
+
+def _with_unknown(triple: tuple[dict[str, Any], str, Any]) -> dict[str, Any]:
+    return {**triple[0], triple[1]: triple[2]}
 
 
 def request(op: Op) -> st.SearchStrategy[dict[str, Any]]:
@@ -238,12 +293,20 @@ def _bomb(kind: str, n: int) -> bytes:
     return b"\xdf" + struct.pack(">I", n) + b"".join(b"\xa2" + struct.pack(">H", i) + b"\xc0" for i in range(n))
 
 
+def _bomb_of(pair: tuple[str, int]) -> bytes:
+    return _bomb(*pair)
+
+
+def _cut_short(pair: tuple[Any, int]) -> bytes:
+    return packed(pair[0])[: -pair[1] or None]
+
+
 frames = st.one_of(
     st.binary(max_size=200),
-    plain.map(lambda v: msgpack.packb(v, use_bin_type=True)),
+    plain.map(packed),
     st.tuples(st.sampled_from(["empty arrays", "empty maps", "declared, not there", "deep", "deep maps", "keys"]),
-              st.sampled_from([70, 1000, 5000])).map(lambda t: _bomb(*t)),
-    st.tuples(plain, st.integers(0, 30)).map(lambda t: msgpack.packb(t[0], use_bin_type=True)[: -t[1] or None]),
+              st.sampled_from([70, 1000, 5000])).map(_bomb_of),
+    st.tuples(plain, st.integers(0, 30)).map(_cut_short),
     st.sampled_from([b"\xc1", b"\xc7\x01\x05x", b"\xd6\xff\x00\x00\x00\x01", b"\x81\xa2op\xa4exit" + b"\xc0",
                      msgpack.packb({"op": "exit", "code": msgpack.Timestamp(1)}),
                      b"\x82\xa2op\xa5stdin\xa2op\xa4exit"]),

@@ -324,8 +324,11 @@ print('done')
 """
 
 
-@given(st.lists(st.one_of(strategies.frames, st.sampled_from(sorted(OPS)).flatmap(
-    lambda name: strategies.request(OPS[name]).map(lambda r: msgpack.packb(r, use_bin_type=True)))),
+def _packed_request(name: str) -> st.SearchStrategy[bytes]:
+    return strategies.request(OPS[name]).map(strategies.packed)
+
+
+@given(st.lists(st.one_of(strategies.frames, st.sampled_from(sorted(OPS)).flatmap(_packed_request)),
     min_size=1, max_size=25))
 def test_fuzz_frames_sent_from_guest_code(fuzz: Fuzz, frames: list[bytes]) -> None:
     """End to end: a command sends each frame with `_host.call`; each gets one answer (bytes
