@@ -69,8 +69,11 @@ _SSN = re.compile(r"(?<![\w.])" + _LONE_DASH
                   + r"([0-9]{3})([\-. ])([0-9]{2})\2([0-9]{4})(?![\w]|[\-.][0-9])")
 _SSN_LABEL = re.compile(r"(?i)(?:\bssn|\bsocial[ _\-]security(?:[ _\-](?:number|no\.?|#))?)"
                         r"\W{0,4}\Z")
-_CARD = re.compile(r"(?<![0-9.])" + _LONE_DASH
-                   + r"[0-9](?:[ \-]?[0-9]){12,18}(?![0-9]|\.[0-9])")
+# A card's digits are 13-19, a card prefix and a Luhn sum: after a letter, a dash separates
+# (`order-4111…`, as `order4111…` and `order_4111…` are matched); after a digit, a dot or a sign
+# it joins a longer number (`1-4111…`, `--4111…`).
+_CARD = re.compile(r"(?<![0-9.])(?<![0-9.+\-]-)"
+                   r"[0-9](?:[ \-]?[0-9]){12,18}(?![0-9]|\.[0-9])")
 _CVV_WORDS = ("cvv", "cvc", "csc", "security code")
 _CVV_VALUE = re.compile(r"2?(?![A-Za-z0-9_])\W{0,4}([0-9]{3,4})(?![0-9])")
 
