@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, List, Optional, Union
 
+from ._model import construct
 from . import _args
 from ._backend import ProcessHandle, SandboxBackend
 from .exceptions import CommandExitException
@@ -124,7 +125,7 @@ class Commands:
         _args.stdin(stdin)
         # every field checked above: constructed, not validated again (the first validation
         # of a pydantic model in a process costs ~20 ms, its plugins looked up; a cold start)
-        request = RunCommand.model_construct(
+        request = construct(RunCommand,
             cmd=_args.command(cmd), envs=_args.envs(envs), cwd=_args.path(cwd) if cwd is not None else None,
             timeout=_args.timeout(timeout), background=bool(background), tag=_args.tag(tag),
             stdin=True if isinstance(stdin, bytes) else stdin)

@@ -239,7 +239,7 @@ def _journal_order(path: Path) -> tuple[str, int]:
 
 def to_json(event: SandboxEvent) -> str:
     """An event as one JSON line (no newline), without pydantic's serializer (events are made
-    with `model_construct` from the host's own values: plain types, a datetime, `ImageRef`s).
+    with `_model.construct` from the host's own values: plain types, a datetime, `ImageRef`s).
     Valid UTF-8: a lone surrogate (a guest's undecodable name or output) becomes "?"."""
     line = json.dumps(_plain(event), separators=(",", ":"), ensure_ascii=False)
     try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, List, Optio
 from datetime import datetime
 from typing import Dict
 
+from ._model import construct
 from . import _args
 from ._backend import SandboxBackend, Sandboxes, ToolSpec
 from .commands import Commands
@@ -116,7 +117,7 @@ def create_request(template: Optional[str], timeout: Optional[float],
     allow = options.get("allow_internet_access", True)
     vault_refs = options.get("vault_refs")
     # every field checked: constructed, not validated again (see commands.py's `run`)
-    request = CreateSandbox.model_construct(
+    request = construct(CreateSandbox,
         template=_args.template(template), timeout=None if timeout is None else _args.lifetime(timeout),
         metadata=_args.string_map(metadata, "metadata"), envs=_args.envs(envs), limits=limits,
         secure=bool(options.get("secure", True)), allow_internet_access=allow, security=security,

@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional, Union
 
+from .._model import construct
 from .._budget import ProcessBytes
 from .._printable import logger
 from ..events import HEAD, ImageRef, SandboxEvent, to_json
@@ -209,7 +210,7 @@ class Recorder:
             fields = {k: self._mask(v) for k, v in fields.items()}
         with self._lock:
             self.seq += 1
-            event = model.model_construct(sandbox_id=self.sandbox_id, seq=self.seq,
+            event = construct(model, sandbox_id=self.sandbox_id, seq=self.seq,
                                           timestamp=datetime.now(timezone.utc), **fields)
             cost = _cost(fields)
             self._ring.append((cost, event))
@@ -283,7 +284,7 @@ class Recorder:
                 journal.store_image(data, ext, digest)
             except OSError as exc:
                 log.error("sandbox %s: storing a chart beside its journal failed (%s)", self.sandbox_id, exc)
-        return ImageRef.model_construct(mime=mime, sha256=digest, size=len(data))
+        return construct(ImageRef, mime=mime, sha256=digest, size=len(data))
 
     def image_data(self, digest: str) -> Optional[tuple[str, bytes]]:
         """A stored image's (mime, bytes), if the ring still has it."""

@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from .._model import construct
 from .._backend import Callback, EventLog, Stream
 from .._wasm.boot import shell_turn
 from .._wasm.guest import Guest, GuestOutcome
@@ -217,12 +218,12 @@ class Process(EventLog):
         if outcome.stopped == "timeout":
             raise TimeoutException(f"command timed out: {self.cmd!r}", outcome.stdout, outcome.stderr)
         if outcome.stopped == "quota":
-            return CommandResult.model_construct(stdout=outcome.stdout, stderr=outcome.stderr,
+            return construct(CommandResult, stdout=outcome.stdout, stderr=outcome.stderr,
                                                  exit_code=KILLED_EXIT_CODE, error=self.quota_message)
         used = outcome.fuel_used if self.sandbox.limits.cpu_instructions else None
         if outcome.stopped == "fuel":
             budget = self.sandbox.limits.cpu_instructions
-            return CommandResult.model_construct(
+            return construct(CommandResult,
                 stdout=outcome.stdout, stderr=outcome.stderr, exit_code=CPU_LIMIT_EXIT_CODE,
                 error=f"CPU limit reached: the command used its budget of {budget:,} instructions "
                       "(Limits.cpu_instructions) and was stopped",
@@ -239,7 +240,7 @@ class Process(EventLog):
         elif outcome.truncated:
             error = f"{' and '.join(outcome.truncated)} truncated at the sandbox's output limit"
         # our own values: constructed, not validated (a first validation costs ~20 ms)
-        return CommandResult.model_construct(stdout=outcome.stdout, stderr=outcome.stderr, exit_code=exit_code,
+        return construct(CommandResult, stdout=outcome.stdout, stderr=outcome.stderr, exit_code=exit_code,
                                              error=error, cpu_instructions_used=used)
 
     def kill(self) -> bool:

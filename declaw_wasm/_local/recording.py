@@ -13,6 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
+from .._model import construct
 from .._egress import DEFAULT_MASK_PATTERNS
 from .._journal import Recorder, head_tail
 from ..events import (HEAD, MAX_TEXT, CellRun, CommandEnded, CommandStarted, EgressEvent, FileEvent,
@@ -157,7 +158,7 @@ def cell_run(sandbox: "LocalSandbox", code: str, context_id: Optional[str], lang
             for name in PREVIEWED:
                 source = getattr(result, name, None)
                 if isinstance(source, str) and source and len(previews) < MAX_PREVIEWS:
-                    previews.append(ResultPreview.model_construct(format=name, source=source[:HEAD]))
+                    previews.append(construct(ResultPreview, format=name, source=source[:HEAD]))
             if result.chart is not None:
                 charts.append(str(getattr(result.chart.type, "value", result.chart.type)))
             for data in (result.png, result.jpeg):

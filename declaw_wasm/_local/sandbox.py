@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Union
 
+from .._model import construct
 from .._args import checkpoint_policy
 from .._assets import rootfs_dir
 from .._backend import Callback, WriteData
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from .snapshots import Restoring
 
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_LIMITS = Limits.model_construct()  # the defaults, without a first validation (~20 ms)
+DEFAULT_LIMITS = construct(Limits)  # the defaults, without a first validation (~20 ms)
 PARK_AFTER_S = 0.05
 log = logger("declaw_wasm")
 
@@ -179,7 +180,7 @@ class LocalSandbox:
 
     # the create request as made (declaw's network, security, lifecycle, volumes and vault_refs
     # travel here as data for the egress, guardrails and volumes code to read)
-    options: CreateSandbox = CreateSandbox.model_construct()
+    options: CreateSandbox = construct(CreateSandbox)
     _code: Optional[CodeInterpreter] = None  # made at the first cell or context (`code`)
     # parking a guest for the next command (park_later): the pending alarm, and when a command
     # last started or ended

@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, List, Optional, Protocol, Sequence, TypeVar, Union, cast
 
+from .._model import construct
 from .._backend import Callback, ToolSpec, WriteData, tools_unreachable
 from .._journal import dispatch, listening
 from .._lines import CellReader, LineProcess
@@ -27,7 +28,7 @@ from ..wire import (CreateContext, CreatePty, ErrorBody, ResumeSandbox, RunCode,
 
 SMALL_WRITE = 8 << 20  # bytes and str up to this size travel in one call on a pool's pipe
 CALL_WAIT = 600.0  # seconds a call waits for its host's answer (a cell: its own timeout more)
-DEFAULT_OUTPUT = Limits.model_construct().output_limit  # a sandbox's output limit when not known here
+DEFAULT_OUTPUT = construct(Limits).output_limit  # a sandbox's output limit when not known here
 OUTPUT_SLACK = 64 << 10  # what a host may send of one output stream beyond the sandbox's output limit
 KEEP_LIMITS = 100_000  # output limits of sandboxes made here, remembered by id
 LOG_COST = 16  # what one log entry of a cell costs beyond its characters (as _local/kernel.py counts)

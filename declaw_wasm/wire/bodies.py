@@ -10,6 +10,7 @@ from typing import Any, Optional, Union
 
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, StrictBool
 
+from .._model import construct
 from .._model import Model
 from ..limits import Limits
 
@@ -101,7 +102,7 @@ class TerminalSize(_Body):
 class CreatePty(_Body):
     """`POST /sandboxes/{id}/pty` (declaw's shape)."""
 
-    size: TerminalSize = TerminalSize.model_construct()  # the defaults, built without a first validation
+    size: TerminalSize = construct(TerminalSize)  # the defaults, built without a first validation
     cwd: Optional[str] = None
     envs: Optional[dict[str, str]] = None
     timeout: Optional[float] = Field(60.0, description="seconds; 0 or null: none")
