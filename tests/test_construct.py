@@ -11,8 +11,10 @@ from __future__ import annotations
 import ast
 import inspect
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from declaw_wasm._model import construct
 from declaw_wasm.events import CellRun, EgressEvent, LifecycleEvent
@@ -21,8 +23,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "declaw_wasm"
 
 
 @pytest.mark.parametrize("model", [EgressEvent, LifecycleEvent, CellRun])
-def test_a_constructed_model_is_what_model_construct_makes(model: type) -> None:
-    values = {"sandbox_id": "sbx", "seq": 3}
+def test_a_constructed_model_is_what_model_construct_makes(model: type[BaseModel]) -> None:
+    values: dict[str, Any] = {"sandbox_id": "sbx", "seq": 3}
     if model is CellRun:
         values.update(context_id="c", code="1", execution_count=1)  # not a field: ignored
     ours, theirs = construct(model, **dict(values)), model.model_construct(**dict(values))
