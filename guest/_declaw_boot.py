@@ -600,12 +600,29 @@ def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 
 def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
-    door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl)."""
+    door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl), subprocess and
+    `os.system` (no processes)."""
     import declaw_net
 
     declaw_net.install(patch_on_import)
     patch_on_import("asyncio", _patch_asyncio)
     patch_on_import("http.client", _patch_http_client)
+    patch_on_import("subprocess", _patch_subprocess)
+    os.system = _system
+
+
+def _patch_subprocess(module: Any) -> None:
+    """No processes in WASI: a child runs through the sandbox shell (declaw_shell/subprocesses.py)."""
+    from declaw_shell import subprocesses
+
+    subprocesses.install(module)
+
+
+def _system(command: Any) -> int:
+    """`os.system` (which WASI's os lacks): through the sandbox shell."""
+    from declaw_shell import subprocesses
+
+    return subprocesses.system(command)
 
 
 def _patch_http_client(client: Any) -> None:

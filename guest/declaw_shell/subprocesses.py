@@ -1,0 +1,406 @@
+"""`subprocess`, `os.system` and `os.popen` in the sandbox: a child runs through the sandbox
+shell, in this process.
+
+WASI has no processes: CPython's `subprocess.Popen` raises `OSError: [Errno 58] wasi does not
+support processes`, and `os.system` does not exist. Programs written for Linux (and so the code
+agents write) call them all the same: `subprocess.run(["pip", "install", "x"])`,
+`subprocess.check_output("ls | wc -l", shell=True)`, `os.system("echo hi")`. Here `Popen` runs its
+command line with the shell that runs `commands.run` (the shell's `python3` stage is a child of
+its own: own `__main__`, argv, environment, cwd, streams, exit status; see
+`_declaw_boot.run_process`), as a cell's `!cmd` does, and hands back what a finished child
+would: its exit status, its output through the pipes asked for.
+
+What differs from a real child, because it runs on this thread: it has finished when `Popen`
+returns (a `stdin=PIPE` child when its input is complete: at `communicate`, `wait`, `poll`, a read
+of its output, or closing its stdin), so it cannot run beside the parent or talk with it line by
+line; `pid` is a number of its own; `kill`, `terminate` and `send_signal` find it finished.
+`timeout=` runs it under the shell's `timeout` (blocking reads and sleeps are stopped; see
+deadlines.py) and raises `TimeoutExpired`.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_pids = itertools.count(4000)
+_original_popen: Any = None
+
+
+class _Input(io.RawIOBase):
+    """A child's stdin pipe: what the parent writes is kept; closing it lets the child run."""
+
+    def __init__(self, child: Any) -> None:
+        self._child = child
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError("write to closed file")
+        view = memoryview(data).cast("B")
+        self.data += view
+        return len(view)
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._child._run_now()
+
+
+class _Output(io.RawIOBase):
+    """A child's stdout or stderr pipe: its bytes, read once the child has run."""
+
+    def __init__(self, child: Any, name: str) -> None:
+        self._child = child
+        self._name = name
+        self._data: io.BytesIO | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._data is None:
+            self._child._run_now()
+            self._data = io.BytesIO(bytes(self._child._captured[self._name]))
+        return self._data.readinto(buffer)
+
+
+def _text_writer(target: Any) -> Any:
+    """A text stream the shell writes to (it writes `str`, undecodable bytes as surrogates)."""
+    return io.TextIOWrapper(target, encoding="utf-8", errors="surrogateescape", write_through=True)
+
+
+def _fd_of(target: Any) -> int:
+    """A file object's or a number's file descriptor (a file object flushed first)."""
+    if isinstance(target, int):
+        return target
+    fd = target.fileno()  # io.UnsupportedOperation for a StringIO, as CPython's Popen raises
+    target.flush()
+    return int(fd)
+
+
+def _running_loop_hidden() -> Any:
+    """The running asyncio loop (a cell with top-level await, an async program), taken away
+    while the child's shell runs its own, and given back after; None if there is none."""
+    aio: Any = sys.modules.get("asyncio")
+    if aio is None:
+        return None
+    loop = aio.events._get_running_loop()
+    if loop is None:
+        return None
+    task = aio.current_task(loop)
+    if task is not None:
+        aio.tasks._leave_task(loop, task)
+    aio.events._set_running_loop(None)
+    return (aio, loop, task)
+
+
+def _give_back(hidden: Any) -> None:
+    if hidden is None:
+        return
+    aio, loop, task = hidden
+    aio.events._set_running_loop(loop)
+    if task is not None:
+        aio.tasks._enter_task(loop, task)
+
+
+class _Child:
+    """What `Popen` does here (the class `make_popen` puts in front of CPython's own)."""
+
+    returncode: int | None
+    stdin: Any
+    stdout: Any
+    stderr: Any
+
+    def __init__(self, args: Any, bufsize: int = -1, executable: Any = None, stdin: Any = None,
+                 stdout: Any = None, stderr: Any = None, preexec_fn: Any = None, close_fds: bool = True,
+                 shell: bool = False, cwd: Any = None, env: Any = None, universal_newlines: Any = None,
+                 startupinfo: Any = None, creationflags: int = 0, restore_signals: bool = True,
+                 start_new_session: bool = False, pass_fds: Any = (), *, encoding: Any = None,
+                 errors: Any = None, text: Any = None, **ignored: Any) -> None:
+        self._child_created = False  # CPython's __del__ and _cleanup leave it alone
+        self.args = args
+        self.returncode: int | None = None
+        self.pid = next(_pids)
+        self.encoding, self.errors = encoding, errors
+        self.text_mode = bool(encoding or errors or text or universal_newlines)
+        self.universal_newlines = self.text_mode
+        self._timeout: float | None = ignored.get("_declaw_timeout")  # run()'s and call()'s
+        self._elapsed = 0.0
+        self._captured: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        if stdout == subprocess.STDOUT:
+            raise ValueError("STDOUT can only be used for stderr")
+        self._line = self._command_line(args, executable, shell)
+        self._cwd = os.fspath(cwd) if cwd is not None else os.getcwd()
+        if isinstance(self._cwd, bytes):
+            self._cwd = os.fsdecode(self._cwd)
+        if not os.path.isdir(self._cwd):
+            raise FileNotFoundError(2, "No such file or directory", self._cwd)
+        self._env = {os.fsdecode(k): os.fsdecode(v) for k, v in (os.environ if env is None else env).items()}
+        if not shell:
+            self._check_program(executable or self._argv0(args))
+        self._where = {"stdin": stdin, "stdout": stdout, "stderr": stderr}
+        self._ran = False
+        self.stdin = self.stdout = self.stderr = None
+        self._input: _Input | None = None
+        if stdin == subprocess.PIPE:
+            self._input = _Input(self)
+            self.stdin = self._wrap(io.BufferedWriter(self._input), write=True)
+        if stdout == subprocess.PIPE:
+            self.stdout = self._wrap(io.BufferedReader(_Output(self, "stdout")))
+        if stderr == subprocess.PIPE:
+            self.stderr = self._wrap(io.BufferedReader(_Output(self, "stderr")))
+        if self._input is None:
+            self._run_now()
+
+    # -- what the child runs ------------------------------------------------------------------
+    @staticmethod
+    def _argv0(args: Any) -> str:
+        if isinstance(args, (str, bytes, os.PathLike)):
+            return os.fsdecode(args)
+        args = list(args)
+        if not args:
+            raise IndexError("list index out of range")  # CPython's message for Popen([])
+        return os.fsdecode(args[0])
+
+    @staticmethod
+    def _command_line(args: Any, executable: Any, shell: bool) -> str:
+        if shell:
+            line = args if isinstance(args, (str, bytes, os.PathLike)) else list(args)[0]
+            return os.fsdecode(line)
+        argv = [os.fsdecode(args)] if isinstance(args, (str, bytes, os.PathLike)) else \
+            [os.fsdecode(a) for a in args]
+        if not argv:
+            raise IndexError("list index out of range")
+        if executable is not None:
+            argv[0] = os.fsdecode(executable)
+        return shlex.join(argv)
+
+    def _check_program(self, program: Any) -> None:
+        """A program that does not exist fails the `Popen`, as exec would, before anything runs."""
+        program = os.fsdecode(program)
+        if program == sys.executable:  # the interpreter is a program of the shell, not a file
+            return
+        if "/" in program:
+            found = os.path.exists(os.path.join(self._cwd, program))
+        else:
+            found = shutil.which(program, path=self._env.get("PATH", os.defpath)) is not None
+        if not found:
+            raise FileNotFoundError(2, "No such file or directory", program)
+
+    def _wrap(self, raw: Any, write: bool = False) -> Any:
+        if not self.text_mode:
+            return raw
+        return io.TextIOWrapper(raw, encoding=self.encoding or "utf-8", errors=self.errors or "strict",
+                                write_through=write, line_buffering=False)
+
+    def _stream(self, name: str, merged_into: Any = None) -> Any:
+        """Where the child's stdout or stderr goes, as a text stream for the shell."""
+        where = self._where[name]
+        if where == subprocess.STDOUT:
+            return merged_into
+        if where is None:
+            return sys.stdout if name == "stdout" else sys.stderr  # the parent's own
+        if where == subprocess.PIPE:
+            return _text_writer(_Sink(self._captured[name]))
+        if where == subprocess.DEVNULL:
+            return _text_writer(_Sink(None))
+        return _text_writer(io.FileIO(_fd_of(where), "w", closefd=False))
+
+    def _stdin_stream(self) -> Any:
+        where = self._where["stdin"]
+        if where is None:
+            return sys.stdin
+        if where == subprocess.PIPE:
+            data = bytes(self._input.data) if self._input is not None else b""
+        elif where == subprocess.DEVNULL:
+            data = b""
+        else:
+            fd = _fd_of(where)
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape", newline="\n")
+
+    def _run_now(self) -> None:
+        if self._ran:
+            return
+        self._ran = True
+        import declaw_shell
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        line = self._line
+        if self._timeout is not None:
+            line = "timeout %s bash -c %s" % (repr(float(self._timeout)), shlex.quote(line))
+        session = declaw_shell.Session(self._cwd, dict(self._env))
+        session.stdin = self._stdin_stream()
+        session.stdout = self._stream("stdout")
+        session.stderr = self._stream("stderr", merged_into=session.stdout)
+        hidden = _running_loop_hidden()
+        started = time.monotonic()
+        try:
+            status = session.run(line)
+        finally:
+            self._elapsed = time.monotonic() - started
+            _give_back(hidden)
+            for stream in (session.stdout, session.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        self.returncode = status
+
+    def _finish(self, timeout: float | None) -> None:
+        if not self._ran and timeout is not None:
+            self._timeout = timeout
+        self._run_now()
+        # `timeout` ends it with 124 at its deadline (the guest's clock may read a hair short)
+        if self._timeout is not None and self.returncode == 124 and self._elapsed >= self._timeout * 0.9:
+            raise subprocess.TimeoutExpired(self.args, self._timeout, self._piped("stdout"),
+                                            self._piped("stderr"))
+
+    def _piped(self, name: str) -> Any:
+        if self._where[name] != subprocess.PIPE:
+            return None
+        data = bytes(self._captured[name])
+        if not self.text_mode:
+            return data
+        text = data.decode(self.encoding or "utf-8", self.errors or "strict")
+        return text.replace("\r\n", "\n").replace("\r", "\n")
+
+    # -- CPython's Popen API ---------------------------------------------------------------------
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        if input is not None:
+            if self._input is None or self._ran:
+                if self._input is None:
+                    raise ValueError("communicate() given input, but the child's stdin is not a pipe")
+            else:
+                self._input.data += input.encode(self.encoding or "utf-8", self.errors or "strict") \
+                    if isinstance(input, str) else bytes(input)
+        if self.stdin is not None:
+            try:
+                self.stdin.flush()
+            except ValueError:  # closed
+                pass
+        self._finish(timeout)
+        out, err = self._piped("stdout"), self._piped("stderr")
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        return out, err
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.stdin is not None:
+            try:
+                self.stdin.flush()
+            except ValueError:
+                pass
+        self._finish(timeout)
+        assert self.returncode is not None
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self.wait()
+
+    def _wait(self, timeout: float | None) -> int:
+        return self.wait(timeout)
+
+    def _internal_poll(self, *args: Any, **kwargs: Any) -> int | None:
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """The child has finished (it ran on this thread): nothing to signal."""
+
+    def terminate(self) -> None:
+        """The child has finished: nothing to end."""
+
+    def kill(self) -> None:
+        """The child has finished: nothing to end."""
+
+    def __exit__(self, *exc: object) -> None:
+        for stream in (self.stdout, self.stderr, self.stdin):
+            if stream is not None:
+                try:
+                    stream.close()
+                except Exception:
+                    pass
+        self.wait()
+
+    def __del__(self) -> None:
+        pass
+
+
+def make_popen(base: type) -> type:
+    """`subprocess.Popen` for the sandbox: a subclass of CPython's own, so `isinstance` holds."""
+    popen = type("Popen", (_Child, base), {"__module__": "subprocess", "__qualname__": "Popen"})
+    return popen
+
+
+class _Sink(io.RawIOBase):
+    """Bytes written into a bytearray (None: thrown away, as /dev/null)."""
+
+    def __init__(self, into: bytearray | None) -> None:
+        self._into = into
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        if self._into is not None:
+            self._into += view
+        return len(view)
+
+
+def install(module: Any) -> None:
+    """Patch the `subprocess` module (at its first import)."""
+    global _original_popen
+    if getattr(module.Popen, "_declaw_sandbox", False):
+        return
+    _original_popen = module.Popen
+    popen = make_popen(module.Popen)
+    popen._declaw_sandbox = True  # type: ignore[attr-defined]
+    module.Popen = popen
+    # A child runs when it is made (unless its stdin is a pipe), before `run` and `call` pass their
+    # timeout to `communicate` and `wait`: they hand it to the child as it is made.
+    for name in ("run", "call"):
+        setattr(module, name, _with_timeout(getattr(module, name)))
+
+
+def _with_timeout(function: Any) -> Any:
+    @functools.wraps(function)
+    def call(*popenargs: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        if timeout is not None:
+            kwargs["_declaw_timeout"] = timeout
+        return function(*popenargs, timeout=timeout, **kwargs)
+
+    return call
+
+
+def system(command: Any) -> int:
+    """`os.system`: the command line through the sandbox shell, on the parent's own streams; the
+    wait status, as on Linux (the exit status times 256)."""
+    child = subprocess.Popen(os.fsdecode(command), shell=True)
+    return (child.wait() & 0xFF) << 8
