@@ -601,7 +601,7 @@ def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
     door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl), subprocess and
-    `os.system` (no processes)."""
+    `os.system` (no processes), `os.times` (wrong units)."""
     import declaw_net
 
     declaw_net.install(patch_on_import)
@@ -609,6 +609,16 @@ def _install_import_patches() -> None:
     patch_on_import("http.client", _patch_http_client)
     patch_on_import("subprocess", _patch_subprocess)
     os.system = _system
+    os.times = _times
+
+
+def _times() -> os.times_result:
+    """`os.times()`: wasi-libc's times() counts in other units than CPython divides by (user
+    time grew ~10^7 a second, and equalled elapsed); the process's CPU time as user time and
+    the monotonic clock as elapsed, as Linux gives them (no system or children time here)."""
+    import time
+
+    return os.times_result((time.process_time(), 0.0, 0.0, 0.0, time.monotonic()))
 
 
 def _patch_subprocess(module: Any) -> None:

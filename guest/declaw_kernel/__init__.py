@@ -3,8 +3,8 @@
 A context is one guest instance. Its first turn (the module's `turn` export) calls `setup()`;
 then the host runs each cell as a turn of its own calling `cell(code, envs)`, which runs it as
 IPython would — the value of a final expression is the main result, `display()` and figures left
-open give display results, `!cmd` runs through the sandbox shell, common indentation is
-removed, a top-level `await` runs on the context's event loop — and reports what happens as
+open give display results, IPython's `!cmd`, `%magic` and `%%magic` work (magics.py), common
+indentation is removed, a top-level `await` runs on the context's event loop — and reports what happens as
 msgpack requests through the door: `stdout`, `stderr`, `result` (a MIME bundle), `error`.
 Nothing is parsed from the guest's stdout. A bash context (E2B's `language="bash"`) runs its
 cells with `bash_cell(code, envs)` instead: one shell session kept across cells.
@@ -89,6 +89,7 @@ class Kernel:
         sys.modules["__main__"] = module
         self.namespace = module.__dict__
         self.namespace["display"] = displays.display
+        self.namespace["get_ipython"] = self.shell  # IPython's, for code that calls its magics
         builtins.display = displays.display  # type: ignore[attr-defined]  # a builtin in IPython too
         import _declaw_boot
 
@@ -103,6 +104,12 @@ class Kernel:
         sys.argv = [""]
         self.stdout, self.stderr = DoorStream("stdout"), DoorStream("stderr")
         self.bash: declaw_shell.Session | None = None  # a bash context's shell session, made by its first cell
+
+    def shell(self) -> Any:
+        """What `get_ipython()` gives in a cell (magics.Shell: IPython's magic methods)."""
+        from . import magics
+
+        return magics.Shell(self.namespace)
 
     def run_cell(self, cell: dict[str, Any]) -> None:
         """Run one cell, reporting through the door."""
@@ -187,7 +194,26 @@ class Kernel:
             door.call("error", name="", value=str(status), traceback="")
 
     def _execute(self, code: str) -> None:
-        source = shell_escapes(textwrap.dedent(code))
+        self.run_source(textwrap.dedent(code))
+
+    def run_source(self, source: str) -> None:
+        """A cell's source (a cell magic's body too): IPython's escapes, then Python."""
+        if "%" in source or "!" in source or "?" in source:  # IPython's escapes (magics.py)
+            from . import magics
+
+            split = magics.split_cell_magic(source)
+            if split is not None:
+                value = magics.cell(*split, self.namespace)
+                if value is not None:
+                    self.namespace["_"] = value
+                    displays.display(value, main=True)
+                return
+            source = magics.transform(source)
+        self.execute_source(source)
+
+    def execute_source(self, source: str) -> None:
+        """Run Python source as a cell does (a cell magic's body too): its last expression's
+        value is the main result."""
         filename = CELL_FILE % self.count
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         tree = ast.parse(source, filename)
@@ -258,33 +284,6 @@ def _error(exc: BaseException, tb: types.TracebackType | None) -> dict[str, str]
     error = {"name": type(exc).__name__, "value": str(exc), "traceback": "".join(lines)}
     tracebacks.release(exc)
     return error
-
-
-def shell_escapes(source: str) -> str:
-    """IPython's `!cmd` lines (and the `%pip` magic), as calls to the sandbox shell
-    (`x = !cmd` is not supported)."""
-    if "!" not in source and "%pip" not in source:
-        return source
-    out = []
-    for line in source.splitlines(True):
-        stripped = line.lstrip()
-        magic = stripped.startswith("%pip ") or stripped.rstrip() == "%pip"
-        if magic or (stripped.startswith("!") and not stripped.startswith("!=")):
-            indent = line[: len(line) - len(stripped)]
-            command = stripped[1:].rstrip("\n")
-            out.append("%s__import__('declaw_kernel').system(%r)\n" % (indent, command))
-        else:
-            out.append(line)
-    return "".join(out)
-
-
-def system(command: str) -> None:
-    """`!command`: the sandbox shell, in this process, output into the cell's streams."""
-    import declaw_shell
-
-    session = declaw_shell.Session(os.getcwd(), dict(os.environ))
-    session.stdout, session.stderr = sys.stdout, sys.stderr
-    session.run(command)
 
 
 _kernel: Kernel | None = None

@@ -11,6 +11,7 @@ become display results, one per figure. Binary formats travel as base64 text, as
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import os
 import sys
@@ -19,7 +20,7 @@ from declaw_shell import door
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time: start-up stays free
-    from collections.abc import Container
+    from collections.abc import Container, Iterator
     from typing import Any
 
 REPR_METHODS = [
@@ -36,7 +37,31 @@ def display(*objects: object, main: bool = False, **_options: object) -> None:
     for obj in objects:
         bundle = mime_bundle(obj)
         if bundle:
-            door.call("result", data=bundle, main=main)
+            send_bundle(bundle, main=main)
+
+
+_captures: list[list[dict[str, Any]]] = []  # `%%capture` cells running, innermost last
+
+
+def send_bundle(bundle: dict[str, Any], main: bool = False) -> None:
+    """A result to the host, or into the `%%capture` that is running."""
+    if _captures:
+        _captures[-1].append(bundle)
+    else:
+        door.call("result", data=bundle, main=main)
+
+
+@contextlib.contextmanager
+def captured(into: list[dict[str, Any]] | None) -> Iterator[None]:
+    """Results kept in `into` while the block runs (None: sent as usual)."""
+    if into is None:
+        yield
+        return
+    _captures.append(into)
+    try:
+        yield
+    finally:
+        _captures.pop()
 
 
 def patch_plotly(pio: Any) -> None:
@@ -74,7 +99,7 @@ def patch_ipython(display_functions: Any) -> None:
             if exclude:
                 bundle = {k: v for k, v in bundle.items() if k not in exclude}
             if bundle:
-                door.call("result", data=bundle, main=False)
+                send_bundle(bundle)
 
     display_functions.display = ipython_display
     display_functions.clear_output = lambda wait=False: None
