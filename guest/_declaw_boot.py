@@ -17,6 +17,7 @@ the user's code, and an asyncio whose default loop works without `socketpair`.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -610,6 +611,34 @@ def _install_import_patches() -> None:
     patch_on_import("subprocess", _patch_subprocess)
     os.system = _system
     os.times = _times
+    _add_identity(os)
+    import builtins
+
+    _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (no device files here)
+    patch_on_import("_pytest.capture", _patch_pytest_capture)
+    patch_on_import("_pytest.faulthandler", _patch_pytest_faulthandler)
+    patch_on_import("traceback", _patch_traceback)
+    patch_on_import("hashlib", _patch_hashlib)
+
+
+_umask = [0o022]
+
+
+def _add_identity(module: Any) -> None:
+    """What WASI's os lacks and Linux code calls freely: `umask` (pytest's cache calls it), the
+    user's ids and name as the shell's `id` gives them (uid=1000(user)), `getppid`."""
+
+    def umask(mask: int) -> int:
+        previous, _umask[0] = _umask[0], int(mask) & 0o777
+        return previous
+
+    ids = {"getuid": 1000, "geteuid": 1000, "getgid": 1000, "getegid": 1000, "getppid": 1}
+    for name, value in ids.items():
+        if not hasattr(module, name):
+            setattr(module, name, (lambda value=value: value))
+    for name, function in (("umask", umask), ("getlogin", lambda: "user"), ("getgroups", lambda: [1000])):
+        if not hasattr(module, name):
+            setattr(module, name, function)
 
 
 def _times() -> os.times_result:
@@ -621,9 +650,231 @@ def _times() -> os.times_result:
     return os.times_result((time.process_time(), 0.0, 0.0, 0.0, time.monotonic()))
 
 
+
+# --- devices --------------------------------------------------------------------------------
+# `/dev/null`, `/dev/zero`, `/dev/urandom`, `/dev/random`, `/dev/stdin`, `/dev/stdout` and
+# `/dev/stderr` for Python's `open()` in the sandbox.
+#
+# The sandbox's file tree has no device files (WASI has none, and a host folder cannot hold them
+# safely), so `open(os.devnull, "w")` — how Python code silences output, and what it hands to
+# `subprocess` — raised `PermissionError`. `open()` (builtins and `io`, so `pathlib` too) answers
+# these paths itself with an in-memory file that behaves as the device: writes to null and zero
+# are thrown away; reads give nothing, zeros or random bytes (`os.urandom`); the std ones read
+# and write the program's current `sys.stdin`/`sys.stdout`/`sys.stderr`. The shell answers its
+# own redirections to `/dev/null` already. Not covered: `os.open()` and `os.stat()` of these paths
+# (no file descriptor can stand for them).
+
+_DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin", "/dev/stdout",
+                     "/dev/stderr"})
+
+
+def _device_of(file: Any) -> str | None:
+    """The device a path names (after `.`, `..` and the working directory), or None."""
+    if isinstance(file, int):
+        return None
+    try:
+        path = os.fspath(file)
+    except TypeError:
+        return None
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "surrogateescape")
+    if "dev" not in path:
+        return None
+    if not path.startswith("/"):
+        path = os.path.join(os.getcwd(), path)
+    path = os.path.normpath(path)
+    return path if path in _DEVICES else None
+
+
+class _Device(io.RawIOBase):
+    """One open device (`_declaw_device` names it, for subprocess: a child's DEVNULL)."""
+
+    def __init__(self, name: str, readable: bool, writable: bool) -> None:
+        self._declaw_device = name
+        self.name = name
+        self._readable, self._writable = readable, writable
+
+    def readable(self) -> bool:
+        return self._readable
+
+    def writable(self) -> bool:
+        return self._writable
+
+    def isatty(self) -> bool:
+        stream = self._stream()
+        return bool(stream is not None and stream.isatty())
+
+    def _stream(self) -> Any:
+        return {"/dev/stdin": sys.stdin, "/dev/stdout": sys.stdout, "/dev/stderr": sys.stderr}.get(self.name)
+
+    def readinto(self, buffer: Any) -> int:
+        if not self._readable:
+            raise io.UnsupportedOperation("read")
+        view = memoryview(buffer).cast("B")
+        if self.name == "/dev/zero":
+            view[:] = bytes(len(view))
+            return len(view)
+        if self.name in ("/dev/urandom", "/dev/random"):
+            view[:] = os.urandom(len(view))
+            return len(view)
+        stream = self._stream()
+        if stream is None:  # null (and reading stdout/stderr, as from a pipe's other end)
+            return 0
+        raw = getattr(stream, "buffer", None)
+        data = raw.read1(len(view)) if raw is not None and hasattr(raw, "read1") else \
+            stream.read(len(view)).encode("utf-8", "surrogateescape")
+        view[: len(data)] = data
+        return len(data)
+
+    def write(self, data: Any) -> int:
+        if not self._writable:
+            raise io.UnsupportedOperation("write")
+        view = memoryview(data).cast("B")
+        stream = self._stream()
+        if stream is not None and self.name != "/dev/stdin":
+            raw = getattr(stream, "buffer", None)
+            stream.flush()
+            if raw is not None:
+                raw.write(bytes(view))
+                raw.flush()
+            else:
+                stream.write(bytes(view).decode("utf-8", "surrogateescape"))
+                stream.flush()
+        return len(view)
+
+
+def _open_device(name: str, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+                errors: str | None = None, newline: str | None = None) -> Any:
+    """What `open(name, mode, ...)` gives for a device, checked as `open` checks its mode."""
+    if not isinstance(mode, str) or not set(mode) <= set("rwaxbt+") or len(set(mode)) != len(mode) \
+            or sum(mode.count(c) for c in "rwax") != 1 or ("b" in mode and "t" in mode):
+        raise ValueError("invalid mode: %r" % (mode,))
+    binary = "b" in mode
+    if binary and (encoding is not None or errors is not None or newline is not None):
+        raise ValueError("binary mode doesn't take an encoding, errors or newline argument")
+    if "x" in mode:
+        raise FileExistsError(17, "File exists", name)
+    readable = "r" in mode or "+" in mode
+    writable = any(c in mode for c in "wax+")
+    raw = _Device(name, readable, writable)
+    if binary and buffering == 0:
+        return raw
+    size = io.DEFAULT_BUFFER_SIZE if buffering in (-1, 0, 1) else buffering
+    buffered: Any
+    if readable and writable:
+        buffered = io.BufferedRWPair(raw, raw, size)
+    elif readable:
+        buffered = io.BufferedReader(raw, size)
+    else:
+        buffered = io.BufferedWriter(raw, size)
+    if binary:
+        return buffered
+    text = io.TextIOWrapper(buffered, encoding=encoding or "utf-8", errors=errors, newline=newline,
+                            line_buffering=buffering == 1, write_through=name in ("/dev/stdout", "/dev/stderr"))
+    text.mode = mode  # type: ignore[misc]  # open() sets it too
+    return text
+
+
+def _install_devices(builtins_module: Any) -> None:
+    """`open` (builtins and io, which pathlib calls) answers device paths itself."""
+    original = io.open
+    if getattr(original, "_declaw_devices", False):
+        return
+
+    def open(file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
+             errors: str | None = None, newline: str | None = None, closefd: bool = True,
+             opener: Any = None) -> Any:
+        name = _device_of(file) if opener is None else None
+        if name is not None:
+            return _open_device(name, mode, buffering, encoding, errors, newline)
+        return original(file, mode, buffering, encoding, errors, newline, closefd, opener)
+
+    open.__doc__ = original.__doc__
+    open._declaw_devices = True  # type: ignore[attr-defined]
+    io.open = open
+    builtins_module.open = open
+
+
+def _patch_pytest_capture(module: Any) -> None:
+    """pytest's default capture, `fd`, duplicates file descriptors (`os.dup`, which WASI lacks):
+    it captures at the `sys` level instead, which sees everything a test's Python writes."""
+    original = module._get_multicapture
+
+    def multicapture(method: str) -> Any:
+        return original("sys" if method == "fd" else method)
+
+    module._get_multicapture = multicapture
+
+
+def _patch_pytest_faulthandler(module: Any) -> None:
+    """pytest's faulthandler plugin duplicates stderr's descriptor (`os.dup`): nothing to do
+    here, where a crash cannot leave the interpreter to report (a trap ends the guest)."""
+    module.pytest_configure = lambda config: None
+    module.pytest_unconfigure = lambda config: None
+
+
+def _patch_hashlib(module: Any) -> None:
+    """`hashlib.pbkdf2_hmac` is OpenSSL's, which the guest's CPython is built without: RFC 8018's
+    PBKDF2 over `hmac` (the inner and outer states keyed once, copied per block)."""
+    if hasattr(module, "pbkdf2_hmac"):
+        return
+
+    def pbkdf2_hmac(hash_name: str, password: bytes, salt: bytes, iterations: int,
+                    dklen: int | None = None) -> bytes:
+        import hmac
+
+        password, salt = memoryview(password).tobytes(), memoryview(salt).tobytes()
+        if not isinstance(iterations, int) or isinstance(iterations, bool):
+            raise TypeError("'%s' object cannot be interpreted as an integer" % type(iterations).__name__)
+        if iterations < 1:
+            raise ValueError("iteration value must be greater than 0.")
+        keyed = hmac.new(password, digestmod=hash_name)  # ValueError for an unknown hash, as CPython
+        size = keyed.digest_size
+        if dklen is None:
+            dklen = size
+        if dklen < 1:
+            raise ValueError("key length must be greater than 0.")
+        blocks = []
+        for index in range(1, -(-dklen // size) + 1):
+            first = keyed.copy()
+            first.update(salt + index.to_bytes(4, "big"))
+            block = first.digest()
+            total = int.from_bytes(block, "big")
+            for _ in range(iterations - 1):
+                step = keyed.copy()
+                step.update(block)
+                block = step.digest()
+                total ^= int.from_bytes(block, "big")
+            blocks.append(total.to_bytes(size, "big"))
+        return b"".join(blocks)[:dklen]
+
+    module.pbkdf2_hmac = pbkdf2_hmac
+
+
+def _patch_traceback(module: Any) -> None:
+    """CPython adds "Site initialization is disabled, did you forget to add the site-packages
+    directory to sys.path...?" to every ModuleNotFoundError when `-S` is given, as the guest's
+    interpreter is (its site is set up by the boot): wrong here, and it sends an agent to edit
+    sys.path or make a venv instead of `pip install`. The hint is dropped."""
+    cls = module.TracebackException
+    original = cls.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        text = getattr(self, "_str", None)
+        if isinstance(text, str) and ". Site initialization is disabled" in text:
+            self._str = text.split(". Site initialization is disabled", 1)[0]
+
+    cls.__init__ = init
+
+
 def _patch_subprocess(module: Any) -> None:
-    """No processes in WASI: a child runs through the sandbox shell (declaw_shell/subprocesses.py)."""
-    from declaw_shell import subprocesses
+    """No processes in WASI: a child runs through the sandbox shell (declaw_shell/subprocesses.py);
+    a guest without the shell's site (a bare interpreter) keeps CPython's, which refuses."""
+    try:
+        from declaw_shell import subprocesses
+    except ImportError:
+        return
 
     subprocesses.install(module)
 

@@ -199,6 +199,15 @@ def test_plotly_figure_gives_html_and_its_json(ci: Sandbox) -> None:
     assert figure["data"][0]["type"] == "scatter" and figure["data"][0]["mode"] == "lines"
 
 
+def test_plotly_show_displays_the_figure(ci: Sandbox) -> None:
+    """`fig.show()` (and `pio.show`) give the figure as a display result, as in Jupyter; plotly's
+    own mimetype renderer raised for want of nbformat."""
+    execution = ci.run_code("import plotly.express as px, plotly.io as pio\nfig = px.bar(x=['a'], y=[1])\n"
+                            "fig.show()\npio.show(fig)")
+    assert execution.error is None, execution.error
+    assert [bool(r.extra and "application/vnd.plotly.v1+json" in r.extra) for r in execution.results] == [True, True]
+
+
 @pytest.mark.served
 def test_contexts_are_independent(ci: Sandbox) -> None:
     one = ci.create_code_context()

@@ -68,7 +68,7 @@ def patch_plotly(pio: Any) -> None:
     """A figure's result carries its JSON (`application/vnd.plotly.v1+json`, in `Result.extra`),
     as Jupyter's plotly renderer sends it, and HTML that loads plotly.js from its CDN (the
     library inline would add 3.5 MB to every figure). Not plotly's notebook renderers: they
-    display an extra set-up script first."""
+    display an extra set-up script first. `fig.show()` displays the figure."""
     import plotly.basedatatypes as basedatatypes
 
     pio.renderers.default = "plotly_mimetype"
@@ -81,6 +81,10 @@ def patch_plotly(pio: Any) -> None:
         return bundle
 
     figure._repr_mimebundle_ = with_html
+    # `fig.show()` / `pio.show(fig)` display the figure, as in Jupyter (plotly's own mimetype
+    # renderer wants nbformat to validate it, which the bundle does not have)
+    figure.show = lambda self, *args, **kwargs: display(self)
+    pio.show = lambda fig, *args, **kwargs: display(fig)
 
 
 def patch_ipython(display_functions: Any) -> None:

@@ -44,6 +44,8 @@ def registry(session: Session | None) -> CommandRegistry:
         commands.register(PythonCommand(name, session))
     for name in PIP_NAMES:
         commands.register(PythonCommand(name, session, ["-m", "pip"]))
+    for name, module in MODULE_PROGRAMS.items():
+        commands.register(ModuleCommand(name, session, ["-m", module]))
     for command in (AwkCommand(session), LnCommand(), TputCommand(session), GnuLsCommand(session)):
         commands.register(command)
     commands.register(HelpCommand(commands.names, commands.summaries))  # lists this registry's names
@@ -51,8 +53,10 @@ def registry(session: Session | None) -> CommandRegistry:
     return commands
 
 
+# console scripts of the packages bundle (installed without scripts): name -> module run with -m
+MODULE_PROGRAMS = {"pytest": "pytest", "py.test": "pytest"}
 # made per session
-SESSION_NAMES = frozenset(PYTHON_NAMES + PIP_NAMES + ("awk", "ln", "tput", "ls", "help"))
+SESSION_NAMES = frozenset(PYTHON_NAMES + PIP_NAMES + tuple(MODULE_PROGRAMS) + ("awk", "ln", "tput", "ls", "help"))
 _SHARED: dict[str, Command] = {}
 
 
@@ -137,7 +141,7 @@ class PythonCommand(Command):
         if invocation.attached_to_terminal:
             stdout = session.stdout  # straight out: streamed as the program writes
         else:
-            captured = io.BytesIO()
+            captured = _Captured()
             stdout = io.TextIOWrapper(captured, encoding="utf-8", errors="surrogateescape",
                                       write_through=True)
         stderr: Any  # a text stream
@@ -149,8 +153,36 @@ class PythonCommand(Command):
         env["PWD"] = str(state.cwd)
         status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments], env,
                                           _stdin_of(invocation, session), stdout, stderr)
-        output = rawbytes.from_bytes(captured.getvalue()) if captured is not None else ""
+        output = rawbytes.from_bytes(captured.written()) if captured is not None else ""
         return CommandResult(stdout=output, exit_code=status)
+
+
+class ModuleCommand(PythonCommand):
+    """A package's console script as `python3 -m MODULE` (`pytest`); not found, as bash says,
+    where the package is not installed."""
+
+    def run(self, invocation: Invocation) -> CommandResult:
+        import importlib.util
+
+        if importlib.util.find_spec(self.prefix[1]) is None:
+            invocation.state.write_error("bash: %s: command not found\n" % self.name)
+            return CommandResult(stdout="", exit_code=127)
+        return super().run(invocation)
+
+
+class _Captured(io.BytesIO):
+    """A piped program's stdout, kept when the program closes it (`python3 -m json.tool`
+    closes its output file, stdout included, before it returns)."""
+
+    kept = b""
+
+    def close(self) -> None:
+        if not self.closed:
+            self.kept = self.getvalue()
+        super().close()
+
+    def written(self) -> bytes:
+        return self.kept if self.closed else self.getvalue()
 
 
 class AwkCommand(Command):

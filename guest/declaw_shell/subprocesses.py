@@ -93,6 +93,18 @@ def _fd_of(target: Any) -> int:
     return int(fd)
 
 
+def _device(target: Any) -> str | None:
+    """The device an `open()`ed file object stands for (the boot's devices: `open(os.devnull, "w")`)."""
+    for _ in range(3):
+        name = getattr(target, "_declaw_device", None)
+        if name is not None:
+            return str(name)
+        target = getattr(target, "buffer", None) or getattr(target, "raw", None)
+        if target is None:
+            return None
+    return None
+
+
 def _running_loop_hidden() -> Any:
     """The running asyncio loop (a cell with top-level await, an async program), taken away
     while the child's shell runs its own, and given back after; None if there is none."""
@@ -217,8 +229,11 @@ class _Child:
             return sys.stdout if name == "stdout" else sys.stderr  # the parent's own
         if where == subprocess.PIPE:
             return _text_writer(_Sink(self._captured[name]))
-        if where == subprocess.DEVNULL:
+        device = _device(where)
+        if where == subprocess.DEVNULL or device in ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"):
             return _text_writer(_Sink(None))
+        if device in ("/dev/stdout", "/dev/stderr"):
+            return sys.stdout if device == "/dev/stdout" else sys.stderr
         return _text_writer(io.FileIO(_fd_of(where), "w", closefd=False))
 
     def _stdin_stream(self) -> Any:
@@ -227,8 +242,10 @@ class _Child:
             return sys.stdin
         if where == subprocess.PIPE:
             data = bytes(self._input.data) if self._input is not None else b""
-        elif where == subprocess.DEVNULL:
-            data = b""
+        elif where == subprocess.DEVNULL or _device(where) is not None:
+            if _device(where) == "/dev/stdin":
+                return sys.stdin
+            data = b""  # null (zero and urandom would never end: read as nothing)
         else:
             fd = _fd_of(where)
             chunks = []
