@@ -6,9 +6,17 @@ itself. What we can do, and do: the host files API refuses a write that would cr
 sandbox that has guests running and stops those guests once the sandbox is over its quota and
 still growing from one look to the next (the command ends with exit 137 and `error` naming the
 quota; a cell with `DiskQuotaExceeded`); a command that deletes files to get back under it runs.
-The walk costs time in proportion to the files, so the watcher waits at least five walks' time
-between two looks at a sandbox. A file counts at its apparent size (`_hostfs.walk.counted_bytes`): a
-sparse file costs the guest one block but counts as what every export of it would carry.
+The walk costs time in proportion to the files, so the watcher waits five walks' time between two
+looks at a sandbox, at least 0.25 s and at most 2 s. A guest that ran from one look to the next
+while the sandbox went over and grew is stopped; a guest started in a sandbox that was over at the
+last look already is looked at within 0.25 s and stopped if the sandbox grew by more than 1 MiB
+since (a cleanup shrinks it). Once guests were stopped for the quota, a command or
+cell that would start in a sandbox grown by more than 1 MiB since is refused
+(`NotEnoughSpaceException`; `watcher.admit`): a guest cannot buy a fresh interval of writes with
+each new command, so the host holds at most the quota plus two looks' writes for a sandbox (each
+command used to get an interval of its own, without end). A file counts at its apparent size
+(`_hostfs.walk.counted_bytes`): a sparse file costs the guest one block but counts as what every
+export of it would carry.
 """
 
 from __future__ import annotations
@@ -19,11 +27,18 @@ import weakref
 from typing import TYPE_CHECKING
 
 from .._hostfs.walk import usage
+from ..exceptions import NotEnoughSpaceException
 
 if TYPE_CHECKING:
     from .sandbox import LocalSandbox
 
 MIN_INTERVAL = 0.25
+# The longest wait between two looks at a sandbox with guests running, however long its walk takes
+# (the guest sets that with its file count): a guest writes at the disk's speed between looks.
+MAX_INTERVAL = 2.0
+# Growth a guest started since the last look may show at its first look without being stopped: what
+# a stopped guest's writes in flight can still add (see the over-quota rule in `_look`).
+SLACK = 1 << 20
 
 
 class _Watcher:
@@ -32,9 +47,11 @@ class _Watcher:
     def __init__(self) -> None:
         self._cores: "weakref.WeakSet[LocalSandbox]" = weakref.WeakSet()
         self._next: "weakref.WeakKeyDictionary[LocalSandbox, float]" = weakref.WeakKeyDictionary()
-        # per sandbox: (the guests seen at the last look, the usage then)
-        self._last: "weakref.WeakKeyDictionary[LocalSandbox, tuple[set[int], tuple[int, int]]]" = \
+        # per sandbox: (the guests seen at the last look, the usage then, whether it was over)
+        self._last: "weakref.WeakKeyDictionary[LocalSandbox, tuple[set[int], tuple[int, int], bool]]" = \
             weakref.WeakKeyDictionary()
+        # per sandbox over its quota: the usage at the look that first stopped guests for it
+        self._stopped_at: "weakref.WeakKeyDictionary[LocalSandbox, tuple[int, int]]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -59,18 +76,58 @@ class _Watcher:
         now = time.monotonic()
         for core in cores:
             guests = core.running_guests() if core.running else set()
-            if not guests or self._next.get(core, 0) > now:
+            if not guests:
+                continue
+            seen, before, was_over = self._last.get(core, (set(), (0, 0), False))
+            started = guests - seen
+            # a sandbox already over its quota is looked at as soon as a guest starts in it
+            if self._next.get(core, 0) > now and not (was_over and started):
                 continue
             start = time.monotonic()
             used = usage(core.fs.writable_folders())
-            self._next[core] = time.monotonic() + max(MIN_INTERVAL, 5 * (time.monotonic() - start))
-            seen, before = self._last.get(core, (set(), (0, 0)))
-            self._last[core] = (guests, used)
+            walk = time.monotonic() - start
+            self._next[core] = time.monotonic() + min(MAX_INTERVAL, max(MIN_INTERVAL, 5 * walk))
             message = core.limits.over_disk_quota(*used)
-            # Over, and growing while the same guests ran: stop them. A guest started since the
-            # last look is measured once first, so a cleanup of an over-full sandbox can run.
-            if message and (used[0] > before[0] or used[1] > before[1]) and guests & seen:
-                core.stop_for_quota(message, guests & seen)
+            self._last[core] = (guests, used, bool(message))
+            if not message:
+                self._stopped_at.pop(core, None)
+                continue
+            # Over, and growing while the same guests ran: stop them. A guest started since the last
+            # look is measured once first, so that a cleanup of an over-full sandbox can run -- unless
+            # the sandbox was over at that look already and has grown since by more than a stopped
+            # guest's writes in flight: then whatever runs in it is writing past the quota.
+            grew = used[0] > before[0] or used[1] > before[1]
+            stop = guests & seen if grew else set()
+            if was_over and (used[0] > before[0] + SLACK or used[1] > before[1] + 64):
+                stop |= started
+            if stop:
+                self._stopped_at.setdefault(core, used)
+                core.stop_for_quota(message, stop)
+
+    def admit(self, core: "LocalSandbox") -> None:
+        """Before a command or cell starts: refuse it (NotEnoughSpaceException) if the sandbox has
+        grown by more than SLACK since its guests were first stopped for its quota, measured now.
+        So a cleanup after a stop runs (`rm` shrinks the sandbox), and a guest that writes again is
+        stopped and leaves the next one refused: however many commands a guest runs, the host
+        holds at most the quota plus two looks' writes for it. The files API (`files.remove`) frees
+        room; the next start measures again."""
+        base = self._stopped_at.get(core)
+        last = self._last.get(core)
+        if base is None or last is None or not _beyond(last[1], base):
+            return
+        used = usage(core.fs.writable_folders())
+        message = core.limits.over_disk_quota(*used)
+        self._last[core] = (last[0], used, bool(message))
+        if not message:
+            self._stopped_at.pop(core, None)
+        elif _beyond(used, base):
+            raise NotEnoughSpaceException(
+                f"{message}; the sandbox grew past it after its guests were stopped for it: free room "
+                "with files.remove before running more commands or cells")
+
+
+def _beyond(used: tuple[int, int], base: tuple[int, int]) -> bool:
+    return used[0] > base[0] + SLACK or used[1] > base[1] + 64
 
 
 watcher = _Watcher()

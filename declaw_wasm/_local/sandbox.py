@@ -559,6 +559,7 @@ class LocalSandbox:
             raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
         cmd, stdin, tag = ("", True, None) if pty is not None else \
             (request.cmd, request.stdin, request.tag)  # type: ignore[union-attr]
+        quota.watcher.admit(self)  # not while it grew past its quota after a stop for it
         with self._lock:
             self._require_running()
             if self._frozen:
@@ -669,6 +670,7 @@ class LocalSandbox:
                  on_result: Callback = None, on_error: Callback = None) -> Execution:
         callbacks = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_result": on_result,
                      "on_error": on_error}
+        quota.watcher.admit(self)
         tools = _host_tools(request._host_only.get("tools"))  # this cell's own, if any
         began = time.monotonic()
         recording.sampling(self)

@@ -11,7 +11,8 @@ every watch be added on a folder this module opened itself, walking from the mou
 
 Reads are on demand (`events()`), so a watch holds one inotify descriptor and no thread. Caps:
 `MAX_WATCHES` open watches per sandbox, `MAX_FOLDERS` folders per recursive watch, `MAX_FOUND`
-entries reported as created for a folder that arrived full, and no folder or entry whose guest
+entries reported as created for the folders that arrived full, and `MAX_FOLDERS` of them walked,
+per read (each folder walked once a read, however often it arrived), and no folder or entry whose guest
 path is longer than PATH_MAX (a guest nests folders past it by renaming them into each other;
 no path-taking call reaches them, and a watch would hold their paths, each one longer).
 """
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 MAX_WATCHES = 16  # per sandbox
 MAX_FOLDERS = 1024  # per recursive watch
-MAX_FOUND = 4096  # entries reported as created for one folder that arrived full (the rest: not reported)
+MAX_FOUND = 4096  # entries reported as created, per read, for folders that arrived full (the rest: not reported)
 
 
 def _flags() -> Any:
@@ -80,15 +81,18 @@ class LocalWatcher:
             raise
 
     # -- watches -------------------------------------------------------------------------------
-    def _add(self, guest: str, parts: tuple[str, ...], walk: bool) -> list[tuple[str, bool]]:
+    def _add(self, guest: str, parts: tuple[str, ...], walk: bool,
+             budget: Optional["_Budget"] = None) -> list[tuple[str, bool]]:
         """Watch the folder `parts` below the mount (reached without following any link) and,
         with `walk`, its subfolders; the guest paths of what is already in the new folders, each
         with whether it is a file with content (a folder made and filled before its watch was
         added: reported as created, and its files with content as written, which is what a
-        watch that was there in time would have seen)."""
+        watch that was there in time would have seen). `budget`: what one read may still report
+        and walk, spent here (a folder moved in and out again arrives again)."""
+        budget = budget or _Budget(MAX_FOUND, MAX_FOLDERS + 1)
         found: list[tuple[str, bool]] = []
         todo = [(guest, parts)]
-        while todo:
+        while todo and budget.take_folder():
             folder, below = todo.pop()
             if len(self._folders) >= MAX_FOLDERS:
                 if folder == self.root:
@@ -106,21 +110,27 @@ class LocalWatcher:
                     continue
                 self._folders[wd] = folder
                 if walk:
-                    for name in sorted(os.listdir(fd)):
-                        path = posixpath.join(folder, name)
-                        if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
-                            continue
-                        try:
-                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if len(found) < MAX_FOUND:
-                            found.append((path, stat.S_ISREG(st.st_mode) and st.st_size > 0))
-                        if stat.S_ISDIR(st.st_mode):
-                            todo.append((path, below + (name,)))
+                    self._list(fd, folder, below, found, todo, budget)
             finally:
                 os.close(fd)
         return found
+
+    @staticmethod
+    def _list(fd: int, folder: str, below: tuple[str, ...], found: list[tuple[str, bool]],
+              todo: list[tuple[str, tuple[str, ...]]], budget: "_Budget") -> None:
+        """One folder's entries into `found` (while the budget lasts), its subfolders into `todo`."""
+        for name in sorted(os.listdir(fd)):
+            path = posixpath.join(folder, name)
+            if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if budget.take_entry():
+                found.append((path, stat.S_ISREG(st.st_mode) and st.st_size > 0))
+            if stat.S_ISDIR(st.st_mode):
+                todo.append((path, below + (name,)))
 
     def _open(self, parts: tuple[str, ...]) -> Optional[int]:
         try:
@@ -137,8 +147,12 @@ class LocalWatcher:
         with self._lock:
             if self._stopped:
                 raise SandboxException("The watcher is already stopped")
-            raw = list(self._inotify.read(timeout=0))
+            raw = list(self._inotify.read(timeout=0))  # at most the kernel's queue (max_queued_events)
             out: List[FilesystemEvent] = []
+            # what folders that arrived full may add to this read, all of them together: a guest
+            # renaming one full folder in and out of the watch queues an arrival per rename
+            budget = _Budget(MAX_FOUND, MAX_FOLDERS)
+            walked: set[str] = set()
             for event in raw:
                 folder = self._folders.get(event.wd)
                 if event.mask & self._lib.flags.IGNORED:
@@ -154,8 +168,10 @@ class LocalWatcher:
                     continue  # as a listing: no call could name it
                 is_dir = bool(event.mask & self._lib.flags.ISDIR)
                 out.append(self._event(path, kind))
-                if self.recursive and is_dir and event.mask & (self._lib.flags.CREATE | self._lib.flags.MOVED_TO):
-                    for inner, written in self._add(path, self._below(path), walk=True):
+                if self.recursive and is_dir and event.mask & (self._lib.flags.CREATE | self._lib.flags.MOVED_TO) \
+                        and path not in walked:
+                    walked.add(path)
+                    for inner, written in self._add(path, self._below(path), walk=True, budget=budget):
                         out.append(self._event(inner, FilesystemEventType.CREATE))
                         if written:
                             out.append(self._event(inner, FilesystemEventType.WRITE))
@@ -198,6 +214,21 @@ class LocalWatcher:
             self._inotify.close()
         if self._on_stop is not None:
             self._on_stop(self)
+
+
+class _Budget:
+    """Entries a read may still report and folders it may still walk."""
+
+    def __init__(self, entries: int, folders: int) -> None:
+        self.entries, self.folders = entries, folders
+
+    def take_entry(self) -> bool:
+        self.entries -= 1
+        return self.entries >= 0
+
+    def take_folder(self) -> bool:
+        self.folders -= 1
+        return self.folders >= 0
 
 
 class Watches:
