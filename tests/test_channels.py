@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -637,6 +638,18 @@ def _hostile_ray(marker: Path) -> Any:
     return HostileRay(hosts=2)
 
 
+@pytest.fixture
+def default_recursion_limit() -> Iterator[None]:
+    """Python's default recursion limit for the test (a library an earlier test ran may have left
+    it raised, and 400 nested charts then decode without a RecursionError)."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
 def _end_ray(backend: Any, made: list[Sandbox]) -> None:
     import ray
 
@@ -653,7 +666,7 @@ def _end_ray(backend: Any, made: list[Sandbox]) -> None:
 @pytest.mark.parametrize("where", ["pool", "ray"])
 def test_a_host_answer_that_cannot_be_decoded_kills_only_that_host(
         where: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        no_background_guests: None) -> None:
+        no_background_guests: None, default_recursion_limit: None) -> None:
     """A worker's or Ray host's answer holding a msgpack Timestamp, or a chart whose reading
     recurses past Python's limit (400 nested supercharts, with the chart depth cap lifted: any
     exception out of decoding), is a bad answer: the host is killed (and replaced), its sandboxes
