@@ -602,8 +602,12 @@ def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
     door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl), subprocess and
-    `os.system` (no processes), `os.times` (wrong units)."""
+    `os.system` (no processes), `os.times` (wrong units); and supply `pwd`, `grp`, `resource`,
+    `fcntl` (guest/declaw_posix)."""
     import declaw_net
+    import declaw_posix
+
+    declaw_posix.install()
 
     declaw_net.install(patch_on_import)
     patch_on_import("asyncio", _patch_asyncio)

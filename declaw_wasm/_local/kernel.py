@@ -32,7 +32,7 @@ from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputM
 from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
 from .doors import Routes, dispatch, routes
 from .parking import parking
-from .processes import STDIN, WINSIZE
+from .processes import STDIN, SYSINFO, WINSIZE
 from .tools import Tools
 
 if TYPE_CHECKING:
@@ -208,6 +208,9 @@ class Kernel:
                                                         r.get("traceback", ""))),
             (STDIN, lambda guest, r: b""),  # cells have no stdin (E2B's neither)
             (WINSIZE, lambda guest, r: [24, 80]),
+            # `!free`, `!ps` and `resource.getrusage` in a cell: the sandbox's view, as a
+            # command's; the kernel is no command, so no row is marked as the asker's (pid 0)
+            (SYSINFO, lambda guest, r: sandbox.system_view(0, guest)),
             # `!pip install` / `%pip install` in a cell, the guest's network (_egress), host tools
             *sandbox.launcher.routes(self._tools))
 

@@ -32,10 +32,11 @@ STDIN = Op("stdin", {"n": Int(0, (1 << 63) - 1, doc="bytes wanted (the host give
            "bytes | nil", "up to n bytes of the command's live stdin, waiting for some (at most `wait` "
            "seconds if given: nil when none came); b'' at end of input")
 WINSIZE = Op("winsize", {}, "[rows, cols]", "the terminal's size")
-SYSINFO = Op("sysinfo", {}, "{pid, mem_total, mem_used, uptime, cpus, processes: [{pid, cmd, args, cwd, "
-             "tty, started, cpu, memory}]}",
-             "what `free`, `ps`, `uptime` show: the sandbox's memory limit and its guests' use (as "
-             "get_metrics), its running commands (as commands.list(); `pid` is the asker's)")
+SYSINFO = Op("sysinfo", {}, "{pid, self_memory, mem_total, mem_used, uptime, cpus, processes: [{pid, cmd, "
+             "args, cwd, tty, started, cpu, memory}]}",
+             "what `free`, `ps`, `uptime` and `resource.getrusage` show: the sandbox's memory limit and "
+             "its guests' use (as get_metrics), its running commands (as commands.list(); `pid` is the "
+             "asker's, 0 for a code context), the asking guest's memory")
 COMMAND_OPS = (STDIN, WINSIZE, SYSINFO)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
@@ -111,7 +112,7 @@ class Process(EventLog):
         self._routes: Routes = routes(  # what a command's guest may ask (doors.py)
             (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
             (WINSIZE, lambda guest, r: list(self._winsize())),
-            (SYSINFO, lambda guest, r: sandbox.system_view(self.pid)),
+            (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env

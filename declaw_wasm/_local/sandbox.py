@@ -51,6 +51,7 @@ from .standby import Standby, standby_key
 from .watch import LocalWatcher, Watches
 
 if TYPE_CHECKING:
+    from .._wasm.guest import Guest
     from ..execution import Context, Execution
     from .._egress.create import EgressPlan
     from .tools import Tools
@@ -515,14 +516,16 @@ class LocalSandbox:
                               disk_total=self.limits.disk_bytes,
                               cpu_instructions_used=self.fuel_used if self.limits.cpu_instructions else None)
 
-    def system_view(self, pid: int) -> dict[str, Any]:
+    def system_view(self, pid: int, asker: Guest) -> dict[str, Any]:
         """What a command's `free`, `ps` and `uptime` show (doors.py: sysinfo): the memory
-        limit and the live guests' memory (as `metrics`), the running commands, the uptime.
-        `pid` is the asking command's."""
+        limit and the live guests' memory (as `metrics`), the running commands, the uptime;
+        `pid` is the asking command's (0: a code context's), `self_memory` the asking guest's
+        (`resource.getrusage` in the guest)."""
         processes = self._live_processes()
         memory = sum(p.guest.memory_bytes() for p in processes) + sum(
             g.memory_bytes() for g in self.kernel_guests())
-        return {"pid": pid, "mem_total": self.limits.memory_limit, "mem_used": memory,
+        return {"pid": pid, "self_memory": asker.memory_bytes(), "mem_total": self.limits.memory_limit,
+                "mem_used": memory,
                 "uptime": round(time.monotonic() - self.started_monotonic, 3), "cpus": 1,
                 "processes": [p.ps_row() for p in sorted(processes, key=lambda p: p.pid)]}
 

@@ -35,7 +35,8 @@ from .layout import BIN_STUBS, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
-OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_tools", "pip", "venv")  # from guest/
+# from guest/
+OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_posix", "declaw_tools", "pip", "venv")
 
 
 def guest_site_distributions() -> dict[str, str]:

@@ -1,0 +1,191 @@
+"""`pwd`, `grp`, `resource` and `fcntl` in the guest (guest/declaw_posix): WASI's CPython is built
+without them, so `import pwd` (what `os.path.expanduser("~root")`, `shutil.chown` and `getpass`
+reach for), a `resource.setrlimit` safety cap or a `fcntl.flock` lock file ended the program.
+One table of calls whose answers do not depend on the machine runs under the host's CPython
+and in a guest, and must print the same; then what only the sandbox answers (its users, its
+memory limit) is checked against the sandbox."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from declaw_wasm import Sandbox
+
+pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
+
+TABLE = r'''
+import errno, os, pickle, sys
+import fcntl, grp, pwd, resource
+
+def show(label, f):
+    try:
+        value = f()
+    except Exception as e:
+        # an OSError by its errno's name: its text is the C library's (WASI's strerror is not glibc's)
+        code = errno.errorcode.get(getattr(e, "errno", None) or 0, "")
+        value = "%s %s %s" % (type(e).__name__, code, e if not code else "")
+    print(label, "=", value)
+
+os.chdir(sys.argv[1])
+show("pwd fields", lambda: (pwd.struct_passwd.n_fields, pwd.struct_passwd.__match_args__))
+show("grp fields", lambda: (grp.struct_group.n_fields, grp.struct_group.__match_args__))
+show("getpwnam missing", lambda: pwd.getpwnam("no-such-user-here"))
+show("getpwuid missing", lambda: pwd.getpwuid(424242))
+show("getpwuid -1", lambda: pwd.getpwuid(-1))
+show("getpwuid str", lambda: pwd.getpwuid("0"))
+show("getpwuid float", lambda: pwd.getpwuid(0.0))
+show("getpwnam int", lambda: pwd.getpwnam(0))
+show("getpwnam nul", lambda: pwd.getpwnam("a\0b"))
+show("getgrgid missing", lambda: grp.getgrgid(424242))
+show("getgrnam missing", lambda: grp.getgrnam("no-such-group-here"))
+show("getgrgid str", lambda: grp.getgrgid("0"))
+show("root", lambda: (pwd.getpwuid(0).pw_name, pwd.getpwnam("root").pw_uid, pwd.getpwuid(0)[0],
+                      grp.getgrgid(0).gr_name))
+show("root repr", lambda: repr(pwd.getpwnam("root")).startswith("pwd.struct_passwd(pw_name='root', pw_passwd="))
+show("root pickled", lambda: pickle.loads(pickle.dumps(pwd.getpwnam("root"))) == pwd.getpwnam("root"))
+show("struct wrong size", lambda: pwd.struct_passwd(("a", "b")))
+show("struct readonly", lambda: setattr(pwd.getpwnam("root"), "pw_uid", 5))
+show("all has root", lambda: ("root" in [p.pw_name for p in pwd.getpwall()],
+                              "root" in [g.gr_name for g in grp.getgrall()]))
+show("expanduser ~root", lambda: os.path.expanduser("~root/x"))
+show("expanduser ~nobody", lambda: os.path.expanduser("~no-such-user-here/x"))
+
+show("rusage fields", lambda: (resource.struct_rusage.n_fields, resource.struct_rusage.__match_args__[:3]))
+show("rusage types", lambda: [type(v).__name__ for v in resource.getrusage(resource.RUSAGE_SELF)[:3]])
+show("rusage who", lambda: resource.getrusage(7))
+show("rlimit bad", lambda: resource.getrlimit(99))
+show("rlimit negative", lambda: resource.getrlimit(-1))
+show("rlimit str", lambda: resource.getrlimit("a"))
+show("setrlimit soft > hard", lambda: resource.setrlimit(resource.RLIMIT_CORE, (10, 5)))
+show("setrlimit not a pair", lambda: resource.setrlimit(resource.RLIMIT_CORE, 5))
+show("setrlimit three", lambda: resource.setrlimit(resource.RLIMIT_CORE, (1, 2, 3)))
+show("setrlimit then get", lambda: (resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
+                                    resource.getrlimit(resource.RLIMIT_CORE)))
+show("RLIM_INFINITY", lambda: (resource.RLIM_INFINITY, resource.error is OSError, resource.RLIMIT_NOFILE,
+                               resource.RLIMIT_AS))
+show("pagesize", lambda: resource.getpagesize())
+show("cap AS", lambda: (resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)),
+                        resource.getrlimit(resource.RLIMIT_AS)))
+
+open("lock", "w").close()
+a, b = open("lock"), open("lock")
+show("flock ex", lambda: fcntl.flock(a, fcntl.LOCK_EX))
+show("flock ex again same fd", lambda: fcntl.flock(a.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB))
+show("flock other ex nb", lambda: fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB))
+show("flock other sh nb", lambda: fcntl.flock(b, fcntl.LOCK_SH | fcntl.LOCK_NB))
+show("flock un", lambda: fcntl.flock(a, fcntl.LOCK_UN))
+show("flock other ex after un", lambda: fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB))
+b.close()
+show("flock after holder closed", lambda: fcntl.flock(a, fcntl.LOCK_SH | fcntl.LOCK_NB))
+c = open("lock")
+show("flock shared twice", lambda: fcntl.flock(c, fcntl.LOCK_SH | fcntl.LOCK_NB))
+show("flock bad op", lambda: fcntl.flock(a, 64))
+show("flock closed fd", lambda: fcntl.flock(1000, fcntl.LOCK_EX))
+show("flock not a file", lambda: fcntl.flock("x", fcntl.LOCK_EX))
+d, e = open("lock", "r+"), open("lock", "r+")
+show("lockf same process", lambda: (fcntl.lockf(d, fcntl.LOCK_EX), fcntl.lockf(e, fcntl.LOCK_EX | fcntl.LOCK_NB)))
+show("lockf bad", lambda: fcntl.lockf(d, 64))
+show("nonblock", lambda: (os.set_blocking(d.fileno(), False), bool(fcntl.fcntl(d, fcntl.F_GETFL) & os.O_NONBLOCK)))
+show("F_SETFL", lambda: (fcntl.fcntl(d, fcntl.F_SETFL, 0), os.get_blocking(d.fileno())))
+show("F_SETFD", lambda: (fcntl.fcntl(d, fcntl.F_SETFD, fcntl.FD_CLOEXEC),
+                         fcntl.fcntl(d, fcntl.F_GETFD) & fcntl.FD_CLOEXEC))
+show("ioctl file", lambda: fcntl.ioctl(d, 0x5413, b"\0" * 8))
+show("constants", lambda: (fcntl.LOCK_SH, fcntl.LOCK_EX, fcntl.LOCK_NB, fcntl.LOCK_UN, fcntl.F_GETFL,
+                           fcntl.F_SETLK, fcntl.F_UNLCK))
+'''
+
+
+def _native(tmp_path: Path) -> str:
+    script = tmp_path / "table.py"
+    script.write_text(TABLE)
+    folder = tmp_path / "native"
+    folder.mkdir()
+    return subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+
+
+def test_the_table_prints_what_cpython_on_linux_prints(fresh: Sandbox, tmp_path: Path) -> None:
+    native = _native(tmp_path)
+    fresh.files.write("/home/user/table.py", TABLE)
+    fresh.commands.run("mkdir -p /home/user/guest")
+    run = fresh.commands.run("python3 /home/user/table.py /home/user/guest", timeout=60)
+    assert run.exit_code == 0, run.stderr
+    mismatched = [(n, g) for n, g in zip(native.splitlines(), run.stdout.splitlines(), strict=False) if n != g]
+    assert not mismatched and len(native.splitlines()) == len(run.stdout.splitlines()), "\n".join(
+        f"native: {n}\nguest:  {g}" for n, g in mismatched) or (native, run.stdout)
+
+
+SANDBOX = r'''
+import getpass, os, pwd, grp, resource, shutil, tarfile
+me = pwd.getpwuid(os.getuid())
+print(me.pw_name, me.pw_dir, me.pw_shell, grp.getgrgid(os.getgid()).gr_name, getpass.getuser())
+print(os.path.expanduser("~root"), os.path.expanduser("~user/x"))
+print([p.pw_name for p in pwd.getpwall()], [g.gr_name for g in grp.getgrall()])
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+print(soft, hard == resource.RLIM_INFINITY)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(usage.ru_maxrss > 10_000, usage.ru_utime > 0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+open("/tmp/f", "w").close()
+with tarfile.open("/tmp/t.tar", "w") as t:
+    t.add("/tmp/f")
+with tarfile.open("/tmp/t.tar") as t:
+    print(t.getmembers()[0].uname, t.getmembers()[0].gname)
+'''
+
+
+def test_the_sandbox_answers_what_only_it_knows(fresh: Sandbox) -> None:
+    fresh.files.write("/home/user/sandbox.py", SANDBOX)
+    run = fresh.commands.run("python3 /home/user/sandbox.py", timeout=60)
+    assert run.exit_code == 0, run.stderr
+    total = fresh.get_metrics()[-1].mem_total
+    assert run.stdout.splitlines() == [
+        "user /home/user /bin/bash user user",
+        "/root /home/user/x",
+        "['root', 'user'] ['root', 'user']",
+        f"{total} True",
+        "True True 0",
+        "root root",  # WASI has no owners: os.stat's st_uid is 0 (the shell's ls says user)
+    ], run.stdout
+    # a limit one program sets is its own: the next program of the line starts from the default,
+    # as a new process on Linux would (the programs share one interpreter here)
+    get = "print(r.getrlimit(r.RLIMIT_STACK))"
+    line = (f"python3 -c 'import resource as r; r.setrlimit(r.RLIMIT_STACK, (1 << 20, 1 << 20)); {get}'; "
+            f"python3 -c 'import resource as r; {get}'")
+    assert fresh.commands.run(line).stdout == "(1048576, 1048576)\n(8388608, -1)\n"
+
+
+def test_a_cell_sees_the_sandbox_too(fresh: Sandbox) -> None:
+    """`!free`, `!ps` and `resource` in run_code (the kernel's door answers `sysinfo` as a
+    command's does: `!free` raised KeyError)."""
+    execution = fresh.run_code("import resource, pwd\n!free -m\n"
+                               "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 10_000, "
+                               "pwd.getpwuid(1000).pw_name)")
+    assert execution.error is None, execution.error
+    out = "".join(execution.logs.stdout)
+    assert out.splitlines()[0].split() == ["total", "used", "free", "shared", "buff/cache", "available"], out
+    assert out.endswith("True user\n"), out
+
+
+def test_a_cells_sysinfo_shows_only_its_own_sandbox(fresh: Sandbox) -> None:
+    """The `sysinfo` route a code context now has (threat model: door ops) answers this
+    sandbox's view only: another sandbox's running command and its command line never show."""
+    other = Sandbox.create(timeout=120)
+    try:
+        mine = fresh.commands.run("sleep 30 # mine-0451", background=True)
+        theirs = other.commands.run("sleep 30 # theirs-secret-0452", background=True)
+        execution = fresh.run_code("from declaw_shell import door\ninfo = door.call('sysinfo')\n"
+                                   "print(info['pid'], sorted(p['pid'] for p in info['processes']))\n"
+                                   "print(' '.join(str(p['cmd']) for p in info['processes']))\n"
+                                   "!ps aux")
+        assert execution.error is None, execution.error
+        out = "".join(execution.logs.stdout)
+        assert out.splitlines()[0] == f"0 [{mine.pid}]", out
+        assert "mine-0451" in out and "theirs-secret-0452" not in out, out
+        mine.kill()
+        theirs.kill()
+    finally:
+        other.kill()
