@@ -47,10 +47,11 @@ FILE_CHUNK = 1 << 16
 
 def register(commands: Any) -> None:
     from .grep import GrepCommand
+    from .patch import PatchCommand
 
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
-                    GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand()):
+                    GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(), PatchCommand()):
         commands.register(command)
 
 
