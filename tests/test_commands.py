@@ -102,9 +102,11 @@ def test_timeout_stops_a_sleeping_guest(sbx: Sandbox) -> None:
 
 
 def test_sleep_sleeps_for_the_time_asked(sbx: Sandbox) -> None:
+    """At least the time asked, and not far past it (a loaded 2-core machine once woke it 0.5 s
+    late: the bound is loose, this is no timing benchmark)."""
     r = sbx.commands.run("python3 -c 'import time; t = time.monotonic(); time.sleep(0.3); "
-                         "print(round(time.monotonic() - t, 1))'")
-    assert r.stdout == "0.3\n"
+                         "print(round(time.monotonic() - t, 2))'")
+    assert 0.3 <= float(r.stdout) < 2.0, r
 
 
 def test_asyncio_run_works(sbx: Sandbox) -> None:

@@ -1,6 +1,6 @@
 """Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
-`cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `echo -e` with GNU's escapes
-(\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
+`cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `zcat`, `truncate`, `patch` (patch.py),
+`echo -e` with GNU's escapes (\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
 
 The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
 command's stdin without a newline (`send_stdin("Hello")`) waits for one that may never come;
@@ -51,7 +51,8 @@ def register(commands: Any) -> None:
 
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
-                    GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(), PatchCommand()):
+                    GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
+                    PatchCommand(), _zcat(), TruncateCommand()):
         commands.register(command)
 
 
@@ -605,3 +606,100 @@ class ShufCommand(Command):
             if count is not None:
                 picked = picked[:count]
         return CommandResult(stdout="".join(item + "\n" for item in picked), exit_code=0)
+
+
+def _zcat() -> Command:
+    """`zcat FILE...`: `gunzip -c` (the library has gzip and gunzip, not zcat)."""
+    import dataclasses
+
+    from bash_purepython.command.gzip import GunzipCommand
+
+    class ZcatCommand(GunzipCommand):
+        name = "zcat"
+        summary = "decompress gzip files to standard output"
+
+        async def run(self, invocation: Invocation) -> CommandResult:
+            return await super().run(dataclasses.replace(invocation, arguments=["-c", *invocation.arguments]))
+
+    return ZcatCommand()
+
+
+TRUNCATE_UNITS = {"": 1, "K": 1 << 10, "KB": 10 ** 3, "KIB": 1 << 10, "M": 1 << 20, "MB": 10 ** 6, "MIB": 1 << 20,
+                  "G": 1 << 30, "GB": 10 ** 9, "GIB": 1 << 30, "T": 1 << 40, "TB": 10 ** 12, "TIB": 1 << 40}
+
+
+class TruncateCommand(Command):
+    """truncate [-c] [-o] (-s [+-<>/%]SIZE | -r RFILE) FILE...: GNU's sizes, messages and statuses."""
+
+    name = "truncate"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "shrink or extend the size of a file to the specified size"
+
+    def run(self, invocation: Invocation) -> CommandResult:  # noqa: C901 - GNU's option set, one flat function
+        state = invocation.state
+        flags, values, operands = _options(invocation.arguments, "sr")
+        size_text = values.get("s", values.get("--size"))
+        reference = values.get("r", values.get("--reference"))
+        no_create = "c" in flags or "--no-create" in flags
+        unknown = [f for f in flags if f not in ("s", "r", "c", "o", "--size", "--reference", "--no-create",
+                                                 "--io-blocks")]
+        if unknown:
+            flag = unknown[0]
+            shown = "unrecognized option '%s'" % flag if flag.startswith("--") else "invalid option -- '%s'" % flag
+            return _fail(state, "truncate", shown)
+        if size_text is None and reference is None:
+            return _fail(state, "truncate", "you must specify either '--size' or '--reference'")
+        if not operands:
+            return _fail(state, "truncate", "missing file operand")
+        mode, amount = "=", 0
+        if size_text is not None:
+            text = size_text.strip()
+            if text[:1] in "+-<>/%" and text:
+                mode, text = text[0], text[1:]
+            digits = text.rstrip("KMGTBkmgtiI")
+            unit = text[len(digits):].upper()
+            if not digits.isdigit() or unit not in TRUNCATE_UNITS:
+                state.write_error("truncate: Invalid number: '%s'\n" % size_text)
+                return CommandResult(stdout="", exit_code=1)
+            amount = int(digits) * TRUNCATE_UNITS[unit]
+            if mode in "/%" and amount == 0:
+                state.write_error("truncate: division by zero\n")
+                return CommandResult(stdout="", exit_code=1)
+        base = None
+        if reference is not None:
+            try:
+                base = os.stat(state.resolve_path(reference)).st_size
+            except OSError as exc:
+                state.write_error("truncate: cannot stat '%s': %s\n" % (reference, exc.strerror))
+                return CommandResult(stdout="", exit_code=1)
+            if size_text is None:
+                mode, amount = "=", base
+        status = 0
+        for operand in operands:
+            path = state.resolve_path(operand)
+            if not os.path.exists(path):
+                if no_create:
+                    continue
+                try:
+                    open(path, "ab").close()
+                except OSError as exc:
+                    state.write_error("truncate: cannot open '%s' for writing: %s\n" % (operand, exc.strerror))
+                    status = 1
+                    continue
+            current = base if base is not None else os.path.getsize(path)
+            new = {"=": amount, "+": current + amount, "-": max(current - amount, 0),
+                   "<": min(current, amount), ">": max(current, amount),
+                   "/": current // amount * amount if amount else 0,
+                   "%": -(-current // amount) * amount if amount else 0}[mode]
+            try:
+                os.truncate(path, new)
+            except OSError as exc:
+                state.write_error("truncate: cannot open '%s' for writing: %s\n" % (operand, exc.strerror))
+                status = 1
+        return CommandResult(stdout="", exit_code=status)
+
+
+def _fail(state: Any, name: str, message: str) -> CommandResult:
+    state.write_error("%s: %s\nTry '%s --help' for more information.\n" % (name, message, name))
+    return CommandResult(stdout="", exit_code=1)

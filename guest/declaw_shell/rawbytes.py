@@ -7,8 +7,12 @@ itself passes undecodable bytes of argv and the environment), and wherever the s
 text into bytes the surrogate becomes the byte again: the command's stdout and stderr
 (`write`), files written by redirections (`write_file`), `tee`, `sed -i` and pipes into the
 utilities that read bytes (`od`, `base64`, `wc -c`...), which encode with the library's
-TEXT_ENCODING, set here to CODEC. Reading is unchanged: broken UTF-8 in files and input is
-replaced, as before. Valid UTF-8 written byte by byte (`printf '\\303\\251'`) is the character.
+TEXT_ENCODING, set here to CODEC. A command's output in bytes (`gzip`, `base64 -d`) becomes the
+shell's text the same way when it goes to a text command or a redirection: the library decoded it
+with errors="replace", so `gzip < f > f.gz` wrote a file of U+FFFD where its binary bytes were;
+CODEC's decoder keeps them as surrogates whatever errors it is asked for. Files a text command
+opens are still read with broken UTF-8 replaced. Valid UTF-8 written byte by byte
+(`printf '\\303\\251'`) is the character.
 """
 
 from __future__ import annotations
@@ -64,7 +68,8 @@ def _encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
 
 
 def _decode(data: Buffer, errors: str = "strict") -> tuple[str, int]:
-    return codecs.utf_8_decode(data, errors, True)
+    """bytes.decode(CODEC, any errors): the library asks for "replace", which lost binary output."""
+    return codecs.utf_8_decode(data, "surrogateescape", True)
 
 
 class _IncrementalEncoder(codecs.IncrementalEncoder):

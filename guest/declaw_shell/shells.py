@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bash_purepython import words
 from bash_purepython.block_parser import build_plan
-from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, OutputKind
+from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, OutputKind, StdinValue
 from bash_purepython.parse_script import split_script_into_connected_commands
 from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
 from bash_purepython.shell_state import (
@@ -38,6 +38,7 @@ from bash_purepython.shell_state import (
     ControlFlowSignal,
     ExitShell,
     JobTable,
+    ShellError,
     ShellState,
     ShellSyntaxError,
 )
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
     # bash_purepython has no type information: its classes are Any to the checker
     from bash_purepython.execute_command import Executor as _ExecutorBase
-    from bash_purepython.execute_command import StdinValue
 
     import declaw_shell
 
@@ -538,7 +538,25 @@ class ShellFeatures(_ExecutorBase):
 
     async def apply_input_redirections(self, stdin: StdinValue | None, redirections: list[Redirection],
                                        state: GuestState) -> StdinValue | None:
-        return await super().apply_input_redirections(stdin, device_redirections(redirections), state)
+        """The library's, reading a `< FILE` as bytes kept (rawbytes.py): it replaced every byte
+        that is not UTF-8, so `zcat < f.gz` or `python3 x.py < data.bin` read a broken copy."""
+        redirections = device_redirections(redirections)
+        if not any(r.kind == RedirectionKind.READ_STDIN for r in redirections):
+            return await super().apply_input_redirections(stdin, redirections, state)
+        for redirection in redirections:
+            if redirection.kind != RedirectionKind.READ_STDIN:
+                stdin = await super().apply_input_redirections(stdin, [redirection], state)
+                continue
+            path = await self.redirection_path(redirection, state)
+            if path is None:
+                stdin = StdinValue(value="", kind=OutputKind.TEXT)
+                continue
+            try:
+                with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
+                    stdin = StdinValue(value=handle.read(), kind=OutputKind.TEXT)
+            except FileNotFoundError as error:
+                raise ShellError(f"{redirection.target}: No such file or directory") from error
+        return stdin
 
     async def apply_output_redirections(self, result: ExecutionResult, redirections: list[Redirection],
                                         state: GuestState, error_destination: Destination = None,

@@ -175,4 +175,18 @@ GAP_CASES: list[str] = [
     "x=$(printf '\\303\\251'); echo ${#x} $x; printf '%b' 'q\\xffq\\n' | od -c | head -n 1",
     "printf '\\377' | tee t.bin | od -An -tx1; od -An -tx1 t.bin; printf '\\u00e9 \\U0001F600\\n'",
     "(printf '\\375' >&2) 2> e.bin; (printf '\\374' >&2) 2>> e.bin; od -An -tx1 e.bin",
+    # zcat and truncate (the library had neither)
+    "printf 'hello\\nworld\\n' | gzip > h.gz; zcat h.gz; zcat < h.gz | wc -l; zcat nope.gz 2>/dev/null; echo $?",
+    "echo abcdef > t.txt; truncate -s 3 t.txt; cat t.txt; echo; truncate -s +5 t.txt; wc -c < t.txt; "
+    "truncate -s '<2' t.txt; wc -c < t.txt; truncate -s %4 t.txt; wc -c < t.txt; truncate -s /3 t.txt; wc -c < t.txt",
+    "truncate -s 1K new.bin; wc -c < new.bin; truncate -c -s 5 absent.bin; ls absent.bin 2>/dev/null; "
+    "echo $?; truncate t.txt 2>/dev/null; echo $?; truncate -s 1Q x 2>/dev/null; echo $?; truncate -s 2M big; "
+    "wc -c < big",
+    "echo 12345 > r.txt; echo x > u.txt; truncate -r r.txt u.txt; wc -c < u.txt; truncate -s +4 -r r.txt u.txt; "
+    "wc -c < u.txt",
+    # binary data through a `< FILE` redirection and into a file from a command's bytes
+    "printf '\\377\\376A' > b.bin; wc -c < b.bin; od -An -tx1 < b.bin; cat < b.bin | od -An -tx1; "
+    "python3 -c 'import sys; print(sys.stdin.buffer.read())' < b.bin",
+    "printf 'abc' | gzip -c > g.gz; gunzip -c < g.gz; echo; gzip -dc g.gz | od -An -c; "
+    "base64 < g.gz | base64 -d | zcat",
 ]
