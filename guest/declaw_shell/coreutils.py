@@ -1,5 +1,6 @@
 """Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
 `cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `zcat`, `truncate`, `patch` (patch.py),
+`jq` (jq.py),
 `echo -e` with GNU's escapes (\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
 
 The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
@@ -52,8 +53,22 @@ def register(commands: Any) -> None:
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
-                    PatchCommand(), _zcat(), TruncateCommand()):
+                    PatchCommand(), _zcat(), TruncateCommand(), LazyJqCommand()):
         commands.register(command)
+
+
+class LazyJqCommand(Command):
+    """`jq` (jq.py, with the language in jqlang.py): imported at its first use, not with the shell."""
+
+    name = "jq"
+    input_kinds = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
+    output_kinds = STREAM_OUT
+    summary = "command-line JSON processor"
+
+    def run(self, invocation: Invocation) -> CommandResult:
+        from .jq import JqCommand
+
+        return JqCommand().run(invocation)
 
 
 def stdin_chunks(stdin: Any, kind: Any) -> AsyncIterator[str]:
