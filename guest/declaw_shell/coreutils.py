@@ -1,6 +1,6 @@
 """Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
 `cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `zcat`, `truncate`, `patch` (patch.py),
-`jq` (jq.py), `date` (datecmd.py),
+`jq` (jq.py), `date` (datecmd.py), `sort -V` (versionsort.py),
 `echo -e` with GNU's escapes (\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
 
 The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
@@ -50,11 +50,12 @@ def register(commands: Any) -> None:
     from .datecmd import DateCommand
     from .grep import GrepCommand
     from .patch import PatchCommand
+    from .versionsort import SortCommand
 
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
-                    PatchCommand(), _zcat(), TruncateCommand(), LazyJqCommand(), DateCommand()):
+                    PatchCommand(), _zcat(), TruncateCommand(), LazyJqCommand(), DateCommand(), SortCommand()):
         commands.register(command)
 
 

@@ -107,6 +107,24 @@ def _lookup_with_script_name(name: str, state: GuestState) -> str:
 
 words.lookup_parameter = _lookup_with_script_name  # `$0`: the library answers "bash" always
 
+_try_consume_redirection = words.SimpleCommandTokenizer._try_consume_redirection
+
+
+def _append_both(tokenizer: Any) -> bool:
+    """`&>> FILE` appends stdout and stderr, as bash's `>> FILE 2>&1` (the library had only `&>`)."""
+    if not tokenizer.text.startswith("&>>", tokenizer.position):
+        return bool(_try_consume_redirection(tokenizer))
+    if tokenizer.word_started:
+        tokenizer._end_word()
+    tokenizer.position += 3
+    target = tokenizer._consume_target_word()
+    tokenizer.redirections.append(Redirection(kind=RedirectionKind.APPEND_STDOUT, target=target))
+    tokenizer.redirections.append(Redirection(kind=RedirectionKind.STDERR_TO_STDOUT, target=""))
+    return True
+
+
+words.SimpleCommandTokenizer._try_consume_redirection = _append_both
+
 
 @dataclass
 class ShellCall:
@@ -534,7 +552,40 @@ class ShellFeatures(_ExecutorBase):
     # -- /dev/stdout, /dev/stderr, /dev/stdin as redirection targets ---------------------------------
     async def error_destination(self, redirections: list[Redirection], state: GuestState,
                                 merge_stderr: bool) -> Destination:
-        return await super().error_destination(device_redirections(redirections), state, merge_stderr)
+        """Where stderr goes, as the library's (in order: where stdout points when `2>&1` is
+        applied), except that `2>&1` after `>> FILE` (and so `&>> FILE`) appends: the library
+        emptied FILE there, so `cmd >> log 2>&1` lost the log."""
+        destination: Destination = ErrorDestination.STDOUT if merge_stderr else ErrorDestination.STDERR
+        stdout_target: Destination = ErrorDestination.STDOUT
+        stdout_appends = False
+        for redirection in device_redirections(redirections):
+            kind = redirection.kind
+            if kind in (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT):
+                path = await self.redirection_path(redirection, state)
+                stdout_target = ErrorDestination.DISCARD if path is None else path
+                stdout_appends = kind == RedirectionKind.APPEND_STDOUT
+                if destination == ErrorDestination.STDOUT:
+                    destination = ErrorDestination.SINK_STDOUT
+            elif kind == RedirectionKind.STDERR_TO_STDOUT:
+                destination = stdout_target
+                if isinstance(destination, Path) and not stdout_appends:
+                    destination.write_text("", encoding="utf-8")
+            elif kind == RedirectionKind.WRITE_BOTH:
+                path = await self.redirection_path(redirection, state)
+                if path is None:
+                    destination = ErrorDestination.DISCARD
+                else:
+                    path.write_text("", encoding="utf-8")
+                    destination = path
+            elif kind in (RedirectionKind.WRITE_STDERR, RedirectionKind.APPEND_STDERR):
+                path = await self.redirection_path(redirection, state)
+                if path is None:
+                    destination = ErrorDestination.DISCARD
+                    continue
+                if kind == RedirectionKind.WRITE_STDERR:
+                    path.write_text("", encoding="utf-8")
+                destination = path
+        return destination
 
     async def apply_input_redirections(self, stdin: StdinValue | None, redirections: list[Redirection],
                                        state: GuestState) -> StdinValue | None:

@@ -189,4 +189,17 @@ GAP_CASES: list[str] = [
     "python3 -c 'import sys; print(sys.stdin.buffer.read())' < b.bin",
     "printf 'abc' | gzip -c > g.gz; gunzip -c < g.gz; echo; gzip -dc g.gz | od -An -c; "
     "base64 < g.gz | base64 -d | zcat",
+    # &>> appends both streams (the library parsed only &>); `>> FILE 2>&1` appends (the library
+    # emptied FILE at the 2>&1: `cmd >> log 2>&1` lost the log)
+    "echo a &>> both.log; ls nope &>> both.log; { echo b; } &>>both.log; echo d&>>both.log; "
+    "cat both.log | sed 's/ls: .*nope.*/ls-error/'; f() { echo err-f >&2; }; f &>> both.log; tail -n 1 both.log",
+    "echo x > f; echo y >> f 2>&1; ls nope >> f 2>&1; echo z 2>&1 >> f; sed 's/ls: .*/ls-error/' f; "
+    "echo w > g; { ls nope; } >> g 2>&1; wc -l < g",
+    # sort -V (GNU's version order; the library's sort had no -V)
+    "printf 'v1.10.0\\nv1.2.0\\nv1.9.3\\nv1.2.0-rc1\\nv1.2.0~rc1\\nv10.0\\n.hidden\\nx.tar.gz\\n"
+    "x.1.tar.gz\\n' | sort -V",
+    "printf 'a-1.10\\na-1.9\\nb-0.1\\na-1.9\\n' > v.txt; sort -V v.txt | tr '\\n' ' '; echo; "
+    "sort -rV v.txt | tr '\\n' ' '; echo; sort -uV v.txt | tr '\\n' ' '; echo; sort --version-sort -r v.txt | head -1",
+    "printf 'x 1.10\\ny 1.9\\nz 1.10.1\\n' | sort -k2V; printf 'p:3.1\\nq:3.10\\nr:3.2\\n' | sort -t: -k2,2V -r; "
+    "printf '2.0\\n1.0\\n' | sort -V -s",
 ]
