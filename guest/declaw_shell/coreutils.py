@@ -12,6 +12,7 @@ cut lines).
 from __future__ import annotations
 
 import codecs
+import importlib
 import os
 import posixpath
 import random
@@ -42,35 +43,42 @@ if TYPE_CHECKING:
 ARGS_ONLY = frozenset({InputKind.ARGUMENTS})
 TEXT_OUT = frozenset({OutputKind.TEXT})
 STREAM_OUT = frozenset({OutputKind.STREAM_TEXT})
+TEXT_IN = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
+STREAM_IN = frozenset({InputKind.STREAM_TEXT, InputKind.TEXT, InputKind.ARGUMENTS})
 STDIN_NAMES = ("-", "/dev/stdin")
 FILE_CHUNK = 1 << 16
 
 
 def register(commands: Any) -> None:
-    from .datecmd import DateCommand
     from .grep import GrepCommand
     from .patch import PatchCommand
-    from .versionsort import SortCommand
 
     for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
-                    PatchCommand(), _zcat(), TruncateCommand(), LazyJqCommand(), DateCommand(), SortCommand()):
+                    PatchCommand(), _zcat(), TruncateCommand(),
+                    LazyCommand("jq", "jq", "JqCommand", TEXT_IN, STREAM_OUT, "command-line JSON processor"),
+                    LazyCommand("date", "datecmd", "DateCommand", ARGS_ONLY, TEXT_OUT, "print the date and time"),
+                    LazyCommand("sort", "versionsort", "SortCommand", STREAM_IN, TEXT_OUT, "sort lines of text")):
         commands.register(command)
 
 
-class LazyJqCommand(Command):
-    """`jq` (jq.py, with the language in jqlang.py): imported at its first use, not with the shell."""
+class LazyCommand(Command):
+    """A program of ours whose module is imported at its first use, not with the shell (the
+    plain module's guests import the shell at every command): `jq` (jq.py and jqlang.py),
+    `date` (datecmd.py), `sort` (versionsort.py, the library's sort with -V)."""
 
-    name = "jq"
-    input_kinds = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
-    output_kinds = STREAM_OUT
-    summary = "command-line JSON processor"
+    def __init__(self, name: str, module: str, attribute: str, input_kinds: Any, output_kinds: Any,
+                 summary: str) -> None:
+        self.name, self.input_kinds, self.output_kinds, self.summary = name, input_kinds, output_kinds, summary
+        self._where = (module, attribute)
+        self._inner: Any = None
 
-    def run(self, invocation: Invocation) -> CommandResult:
-        from .jq import JqCommand
-
-        return JqCommand().run(invocation)
+    def run(self, invocation: Invocation) -> Any:
+        if self._inner is None:
+            module, attribute = self._where
+            self._inner = getattr(importlib.import_module("." + module, __package__), attribute)()
+        return self._inner.run(invocation)  # a result, or the awaitable of an async run
 
 
 def stdin_chunks(stdin: Any, kind: Any) -> AsyncIterator[str]:

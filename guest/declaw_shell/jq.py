@@ -268,9 +268,12 @@ class Source:
         stream = "stream" in self.opts.flags
         for name, text in self.texts():
             self.current = name
+            counted, lines = 0, 0
             try:
                 for value, end in jl.parse_values_at(text):
-                    self.line = text.count("\n", 0, end) + (1 if text.find("\n", end) >= 0 else 0)
+                    lines += text.count("\n", counted, end)  # from the last value on, not from the start
+                    counted = end
+                    self.line = lines + (1 if text.find("\n", end) >= 0 else 0)
                     if stream:
                         yield from jl._tostream(value)
                     else:

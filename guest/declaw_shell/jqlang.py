@@ -1434,8 +1434,6 @@ def apply_format(name: str, v: Any) -> str:  # noqa: C901 - one case a format
     raise JqError("%s is not a valid format" % name)
 
 
-FORMATS = frozenset({"text", "json", "html", "uri", "csv", "tsv", "sh", "base64", "base64d"})
-
 
 # regular expressions (jq's are Oniguruma's, Perl syntax; these are Python's `re` after a rewrite
 # of the forms that differ: named groups, \z, \h)

@@ -121,15 +121,8 @@ def _compare(line_a: str, line_b: str, keys: list[Key], separator: str | None, s
 
 
 def wants_version_sort(arguments: list[str]) -> bool:
-    for a in arguments:
-        if a == "--":
-            return False
-        if a in ("-V", "--version-sort", "--sort=version") or (a.startswith("-") and not a.startswith("--")
-                                                                and "V" in a and not a.startswith(("-k", "-t"))):
-            return True
-        if a.startswith("-k") and "V" in a or KEY.match(a) and "V" in a:
-            return True
-    return False
+    flags, keys, _, _ = _split_options(arguments)
+    return "V" in flags or any("V" in key for key in keys)
 
 
 def _split_options(arguments: list[str]) -> tuple[set[str], list[str], str | None, list[str]]:
@@ -153,8 +146,10 @@ def _split_options(arguments: list[str]) -> tuple[set[str], list[str], str | Non
             elif name == "field-separator":
                 separator = value
             else:
+                if name == "sort":
+                    name = "version-sort" if value == "version" else "sort=" + value
                 flags.add({"version-sort": "V", "reverse": "r", "unique": "u", "stable": "s", "ignore-case": "f",
-                           "ignore-leading-blanks": "b", "sort": "V"}.get(name, "?" + name))
+                           "ignore-leading-blanks": "b"}.get(name, "?" + name))
         elif a.startswith("-") and len(a) > 1:
             j = 1
             while j < len(a):
