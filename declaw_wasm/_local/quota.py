@@ -10,11 +10,12 @@ The walk costs time in proportion to the files, so the watcher waits five walks'
 looks at a sandbox, at least 0.25 s and at most 2 s. A guest that ran from one look to the next
 while the sandbox went over and grew is stopped; a guest started in a sandbox that was over at the
 last look already is looked at within 0.25 s and stopped if the sandbox grew by more than 1 MiB
-since (a cleanup shrinks it). Once guests were stopped for the quota, a command or
-cell that would start in a sandbox grown by more than 1 MiB since is refused
-(`NotEnoughSpaceException`; `watcher.admit`): a guest cannot buy a fresh interval of writes with
-each new command, so the host holds at most the quota plus two looks' writes for a sandbox (each
-command used to get an interval of its own, without end). A file counts at its apparent size
+since (a cleanup shrinks it). Once guests were stopped for the quota, each command or cell is
+measured before it starts, and refused (`NotEnoughSpaceException`; `watcher.admit`) if the sandbox
+grew by more than 1 MiB since the stop -- counting what the stopped guests wrote until they ended
+as theirs, once: a guest cannot buy a fresh interval of writes with each new command, so the host
+holds at most the quota plus one stop's writes for a sandbox (each command used to get an interval
+of its own, without end). A file counts at its apparent size
 (`_hostfs.walk.counted_bytes`): a sparse file costs the guest one block but counts as what every
 export of it would carry.
 """
@@ -52,6 +53,8 @@ class _Watcher:
             weakref.WeakKeyDictionary()
         # per sandbox over its quota: the usage at the look that first stopped guests for it
         self._stopped_at: "weakref.WeakKeyDictionary[LocalSandbox, tuple[int, int]]" = weakref.WeakKeyDictionary()
+        # per sandbox: the guests that first stop stopped, until they have ended (see `admit`)
+        self._stopping: "weakref.WeakKeyDictionary[LocalSandbox, set[int]]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -91,6 +94,7 @@ class _Watcher:
             self._last[core] = (guests, used, bool(message))
             if not message:
                 self._stopped_at.pop(core, None)
+                self._stopping.pop(core, None)
                 continue
             # Over, and growing while the same guests ran: stop them. A guest started since the last
             # look is measured once first, so that a cleanup of an over-full sandbox can run -- unless
@@ -101,26 +105,39 @@ class _Watcher:
             if was_over and (used[0] > before[0] + SLACK or used[1] > before[1] + 64):
                 stop |= started
             if stop:
-                self._stopped_at.setdefault(core, used)
+                if core not in self._stopped_at:  # the first stop since the sandbox was last under
+                    self._stopped_at[core] = used
+                    self._stopping[core] = set(stop)
                 core.stop_for_quota(message, stop)
 
     def admit(self, core: "LocalSandbox") -> None:
-        """Before a command or cell starts: refuse it (NotEnoughSpaceException) if the sandbox has
-        grown by more than SLACK since its guests were first stopped for its quota, measured now.
-        So a cleanup after a stop runs (`rm` shrinks the sandbox), and a guest that writes again is
-        stopped and leaves the next one refused: however many commands a guest runs, the host
-        holds at most the quota plus two looks' writes for it. The files API (`files.remove`) frees
-        room; the next start measures again."""
+        """Before a command or cell starts in a sandbox whose guests were stopped for its quota:
+        measure it now, so that the new guest's first look counts only what it wrote itself, and
+        refuse it (NotEnoughSpaceException) if the sandbox has grown by more than SLACK since the
+        stop. What the stopped guests wrote after the look that stopped them (a write in flight,
+        the walk's and the stop's own time: hundreds of MiB from a cell writing in a loop) is
+        theirs: once they have ended, the usage then becomes the base, once per stop (a cleanup
+        that started after such a stop used to be stopped itself for that growth). So a cleanup
+        after a stop runs (`rm` shrinks the sandbox), and a guest that writes again is stopped
+        and leaves the next one refused: however many commands a guest runs, the host holds at
+        most the quota plus one stop's writes for it. The files API (`files.remove`) frees room;
+        the next start measures again."""
         base = self._stopped_at.get(core)
         last = self._last.get(core)
-        if base is None or last is None or not _beyond(last[1], base):
+        if base is None or last is None:
             return
         used = usage(core.fs.writable_folders())
         message = core.limits.over_disk_quota(*used)
         self._last[core] = (last[0], used, bool(message))
         if not message:
             self._stopped_at.pop(core, None)
-        elif _beyond(used, base):
+            self._stopping.pop(core, None)
+            return
+        stopped = self._stopping.get(core)
+        if stopped is not None and not stopped & core.running_guests():
+            del self._stopping[core]
+            base = self._stopped_at[core] = (max(base[0], used[0]), max(base[1], used[1]))
+        if _beyond(used, base):
             raise NotEnoughSpaceException(
                 f"{message}; the sandbox grew past it after its guests were stopped for it: free room "
                 "with files.remove before running more commands or cells")
