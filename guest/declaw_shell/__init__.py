@@ -25,7 +25,7 @@ from bash_purepython.continuation import script_needs_more_lines
 from bash_purepython.execute_command import ExecutionResult, Executor, StdinValue
 from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError
 
-from . import door, programs, rawbytes, shells
+from . import arrays, door, programs, rawbytes, shells
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from .shells import Destination, GuestState
 
+arrays.install()  # associative arrays, keyed compound assignments, elements in arithmetic
 rawbytes.install()  # bytes that are not UTF-8 (`printf '\\377'`) reach files and streams as bytes
 
 EXIT_INTERRUPTED = 130

@@ -45,6 +45,7 @@ from bash_purepython.shell_state import (
 from bash_purepython.streams import materialise_text
 from bash_purepython.workflow import Redirection, RedirectionKind
 
+from . import arrays
 from . import find as find_command
 from . import morebuiltins as more_builtins
 from . import rawbytes
@@ -90,6 +91,9 @@ class GuestState(ShellState):
         copied.script_name = self.script_name
         copied.traps = {}
         copied.shopts = set(self.shopts) if self.shopts is not None else None
+        for name, elements in self.arrays.items():  # the library's copy makes each a plain dict
+            if isinstance(elements, arrays.AssocArray):
+                copied.arrays[name] = elements.copy()
         return copied
 
 
