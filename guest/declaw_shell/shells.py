@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextvars
 import posixpath
+import re
 import shlex
 import sys
 import time
@@ -34,6 +35,7 @@ from bash_purepython.parse_script import split_script_into_connected_commands
 from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
 from bash_purepython.shell_state import (
     BreakLoop,
+    CallableSink,
     ContinueLoop,
     ControlFlowSignal,
     ExitShell,
@@ -279,6 +281,22 @@ def device_redirections(redirections: list[Redirection]) -> list[Redirection]:
             continue
         out.append(redirection)
     return out
+
+
+EXEC_REDIRECTS = re.compile(r"\s*exec\s+[0-9]*[<>&]")  # `exec` followed by a redirection
+
+
+def _appender(path: Path | None) -> Callable[[str], None]:
+    """A writer appending to PATH (None: /dev/null); a write that fails is lost, as a write to a
+    file removed or gone read-only under the shell's descriptor would be."""
+    def append(text: str) -> None:
+        if path is not None:
+            try:
+                rawbytes.write_file(path, text, append=True)
+            except OSError:
+                pass
+
+    return append
 
 
 # -- trap ------------------------------------------------------------------------------------------
@@ -737,9 +755,52 @@ class ShellFeatures(_ExecutorBase):
                 traps[key] = action
         return status
 
+    async def execute_simple_command(self, node: Any, state: GuestState, stdin: StdinValue | None,
+                                     merge_stderr: bool = False, in_pipeline: bool = False) -> ExecutionResult:
+        """The library's, and `exec` with only redirections (`exec >log 2>&1`, `exec 2>/dev/null`),
+        which redirects the rest of this shell (the library applied them to `exec` alone)."""
+        if not in_pipeline and EXEC_REDIRECTS.match(node.text):
+            found, redirections, assignments = words.tokenize_simple_command(node.text)
+            if redirections and not assignments:
+                arguments = await words.expand_words(found, state, self.substitution_runner(state))
+                if arguments == ["exec"]:
+                    await self.redirect_shell(redirections, state)
+                    return self.empty(0)
+        return await super().execute_simple_command(node, state, stdin, merge_stderr, in_pipeline)
+
+    async def redirect_shell(self, redirections: list[Redirection], state: GuestState) -> None:
+        """`exec`'s redirections, for the rest of this shell: stdout and stderr become the sinks
+        they name, in order (`exec >log 2>&1`: both to log; `exec 2>&1 >log`: stderr where
+        stdout was). Writes go to the file as they come (appended, bytes kept: rawbytes.py)."""
+        for redirection in device_redirections(redirections):
+            kind = redirection.kind
+            if kind == RedirectionKind.STDERR_TO_STDOUT:
+                state.write_error = state.output_sink.write_sync
+                continue
+            if kind == RedirectionKind.STDOUT_TO_STDERR:
+                state.output_sink = CallableSink(state.write_error)
+                continue
+            if kind not in (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT, RedirectionKind.WRITE_BOTH,
+                            RedirectionKind.WRITE_STDERR, RedirectionKind.APPEND_STDERR):
+                continue  # `exec <FILE`: this shell's stdin is the command's own
+            path = await self.redirection_path(redirection, state)
+            if path is not None:  # opened (created, emptied for `>`) now, as bash opens it
+                try:
+                    rawbytes.write_file(path, "", append=kind in (RedirectionKind.APPEND_STDOUT,
+                                                                  RedirectionKind.APPEND_STDERR))
+                except OSError as exc:
+                    from . import RedirectionFailed, os_error_text  # the package imports this module
+
+                    raise RedirectionFailed(os_error_text(exc)) from None
+            write = _appender(path)
+            if kind in (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT, RedirectionKind.WRITE_BOTH):
+                state.output_sink = CallableSink(write)
+            if kind in (RedirectionKind.WRITE_STDERR, RedirectionKind.APPEND_STDERR, RedirectionKind.WRITE_BOTH):
+                state.write_error = write
+
     async def builtin_exec(self, arguments: list[str], stdin: StdinValue | None, state: GuestState) -> int:
         """`exec CMD ARGS`: run CMD, then this shell ends with its status. (`exec` with only
-        redirections, which would redirect the rest of the script, is not supported.)"""
+        redirections is `redirect_shell`.)"""
         args = list(arguments)
         while args and args[0].startswith("-") and args[0] != "--":
             option = args.pop(0)

@@ -202,4 +202,15 @@ GAP_CASES: list[str] = [
     "sort -rV v.txt | tr '\\n' ' '; echo; sort -uV v.txt | tr '\\n' ' '; echo; sort --version-sort -r v.txt | head -1",
     "printf 'x 1.10\\ny 1.9\\nz 1.10.1\\n' | sort -k2V; printf 'p:3.1\\nq:3.10\\nr:3.2\\n' | sort -t: -k2,2V -r; "
     "printf '2.0\\n1.0\\n' | sort -V -s",
+    # `exec` with only redirections redirects the rest of the shell (the library applied them to
+    # `exec` alone: `exec >log 2>&1` logged nothing)
+    "exec >out.txt; echo hi; echo err >&2; exec >&2; cat out.txt",
+    "exec 2>&1; ls /nonexist 2>&1 | sed 's/.*/E/'; ls nope | wc -l; echo done",
+    "exec >>log.txt 2>&1; echo a; ls nope; echo b; exec >/dev/tty 2>/dev/null || true; exec >/dev/stderr; echo x",
+    "exec 2>/dev/null; ls nope; echo quiet",
+    "bash -c 'exec >in.txt; echo inner'; echo outer; cat in.txt",
+    "exec 2>&1 >o2.txt; ls nope; echo out; exec 1>&2; echo; cat o2.txt",
+    "exec >/dev/null; echo gone; echo kept >&2",
+    "echo before; exec 1>f1.txt; echo after; for i in 1 2; do exec >>f1.txt; echo $i; done; exec 1>&2; cat f1.txt",
+    "(exec >sub.txt; echo insub); echo main; cat sub.txt",
 ]
