@@ -1,6 +1,7 @@
 """Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
 `cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `zcat`, `truncate`, `patch` (patch.py),
-`jq` (jq.py), `date` (datecmd.py), `sort -V` (versionsort.py), `bc` (bc.py),
+`jq` (jq.py), `date` (datecmd.py), `sort -V` (versionsort.py), `bc` (bc.py), `hexdump`, `hd`,
+`strings`, `split` (fileviews.py),
 `echo -e` with GNU's escapes (\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
 
 The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
@@ -61,14 +62,21 @@ def register(commands: Any) -> None:
                     LazyCommand("date", "datecmd", "DateCommand", ARGS_ONLY, TEXT_OUT, "print the date and time"),
                     LazyCommand("sort", "versionsort", "SortCommand", STREAM_IN, TEXT_OUT, "sort lines of text"),
                     LazyCommand("bc", "bc", "BcCommand", TEXT_IN, STREAM_OUT,
-                                "an arbitrary precision calculator language")):
+                                "an arbitrary precision calculator language"),
+                    LazyCommand("hexdump", "fileviews", "HexdumpCommand", TEXT_IN, TEXT_OUT,
+                                "display file contents in hexadecimal, decimal, octal, or ascii"),
+                    LazyCommand("hd", "fileviews", "HdCommand", TEXT_IN, TEXT_OUT, "hexdump -C"),
+                    LazyCommand("strings", "fileviews", "StringsCommand", TEXT_IN, TEXT_OUT,
+                                "print the sequences of printable characters in files"),
+                    LazyCommand("split", "fileviews", "SplitCommand", TEXT_IN, TEXT_OUT, "split a file into pieces")):
         commands.register(command)
 
 
 class LazyCommand(Command):
     """A program of ours whose module is imported at its first use, not with the shell (the
     plain module's guests import the shell at every command): `jq` (jq.py and jqlang.py),
-    `date` (datecmd.py), `sort` (versionsort.py, the library's sort with -V), `bc` (bc.py)."""
+    `date` (datecmd.py), `sort` (versionsort.py, the library's sort with -V), `bc` (bc.py),
+    `hexdump`, `hd`, `strings`, `split` (fileviews.py)."""
 
     def __init__(self, name: str, module: str, attribute: str, input_kinds: Any, output_kinds: Any,
                  summary: str) -> None:
