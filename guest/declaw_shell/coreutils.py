@@ -1,7 +1,8 @@
 """Core utilities the library lacks or answers differently from GNU's: `readlink`, `realpath`,
 `cmp`, `printenv`, `which`, `tac`, `comm`, `nproc`, `shuf`, `zcat`, `truncate`, `patch` (patch.py),
 `jq` (jq.py), `date` (datecmd.py), `sort -V` (versionsort.py), `bc` (bc.py), `hexdump`, `hd`,
-`strings`, `split` (fileviews.py),
+`strings`, `split` (fileviews.py), `install`, `chown`, `chgrp`, `envsubst`, `factor`, `expand`,
+`unexpand` (smallutils.py),
 `echo -e` with GNU's escapes (\\0NNN, \\xHH, \\uHHHH), and `cat`/`tee`/`head -c` passing live input on as it arrives.
 
 The library's `cat`, `tee` and `head` cut their input into lines first, so text sent to a
@@ -48,6 +49,13 @@ TEXT_IN = frozenset({InputKind.TEXT, InputKind.ARGUMENTS})
 STREAM_IN = frozenset({InputKind.STREAM_TEXT, InputKind.TEXT, InputKind.ARGUMENTS})
 STDIN_NAMES = ("-", "/dev/stdin")
 FILE_CHUNK = 1 << 16
+SMALL_UTILS = (("install", "InstallCommand", ARGS_ONLY, "copy files and set attributes"),
+               ("chown", "ChownCommand", ARGS_ONLY, "change file owner and group"),
+               ("chgrp", "ChgrpCommand", ARGS_ONLY, "change group ownership"),
+               ("envsubst", "EnvsubstCommand", TEXT_IN, "substitute environment variables"),
+               ("factor", "FactorCommand", TEXT_IN, "factor numbers"),
+               ("expand", "ExpandCommand", TEXT_IN, "convert tabs to spaces"),
+               ("unexpand", "UnexpandCommand", TEXT_IN, "convert spaces to tabs"))  # smallutils.py
 
 
 def register(commands: Any) -> None:
@@ -68,7 +76,9 @@ def register(commands: Any) -> None:
                     LazyCommand("hd", "fileviews", "HdCommand", TEXT_IN, TEXT_OUT, "hexdump -C"),
                     LazyCommand("strings", "fileviews", "StringsCommand", TEXT_IN, TEXT_OUT,
                                 "print the sequences of printable characters in files"),
-                    LazyCommand("split", "fileviews", "SplitCommand", TEXT_IN, TEXT_OUT, "split a file into pieces")):
+                    LazyCommand("split", "fileviews", "SplitCommand", TEXT_IN, TEXT_OUT, "split a file into pieces"),
+                    *(LazyCommand(name, "smallutils", attribute, kinds, TEXT_OUT, summary) for name, attribute, kinds,
+                      summary in SMALL_UTILS)):
         commands.register(command)
 
 

@@ -1,0 +1,65 @@
+"""Command lines for `install`, `factor`, `expand`, `unexpand` and `envsubst`
+(guest/declaw_shell/smallutils.py), each run by the host's GNU program and in a sandbox
+(tests/shell/test_smallutils.py) in folders holding FILES: stdout, status, stderr and the folder
+afterwards must match. Each case is (program, arguments, stdin, environment)."""
+
+from __future__ import annotations
+
+TABS = 'a\tb\tc\n  \td\n\tx  y\t z\n12345678\tq\n        x       y\n    \t  w\n'
+FILES: dict[str, str] = {"a": "hi\n", "b": "bee\n", "t.txt": TABS}
+
+CASES: list[tuple[str, list[str], str, dict[str, str]]] = [
+    ('install', ['-v', 'a', 'c'], '', {}),
+    ('install', ['-v', '-d', 'd1', 'd2/x'], '', {}),
+    ('install', ['-v', '-D', 'a', 'deep/er/c'], '', {}),
+    ('install', ['-v', 'a', 'b', 'dir'], '', {}),
+    ('install', ['-t', 'dir', '-v', 'a', 'b'], '', {}),
+    ('install', ['nope', 'x'], '', {}),
+    ('install', ['a'], '', {}),
+    ('install', [], '', {}),
+    ('install', ['a', 'b', 'nodir'], '', {}),
+    ('install', ['-m', '644', 'a', 'm'], '', {}),
+    ('install', ['-m', '0755', '-v', 'a', 'dir'], '', {}),
+    ('install', ['-T', 'a', 'dir2'], '', {}),
+    ('install', ['-d'], '', {}),
+    ('install', ['dir', 'x'], '', {}),
+    ('install', ['-D', '-t', 'new/place', 'a', 'b'], '', {}),
+    ('install', ['-o', 'root', '-g', 'root', 'a', 'o'], '', {}),
+    ('install', ['-Q', 'a', 'b'], '', {}),
+    ('install', ['a', 'b', 'c'], '', {}),
+    ('install', ['-d', 'dir', 'dir/a/b', 'a'], '', {}),
+    ('factor', ['12', '97', '1000000007', '18446744073709551617', '0', '1'], '', {}),
+    ('factor', ['x'], '', {}),
+    ('factor', [], '6 8\n 9\n', {}),
+    ('factor', ['600851475143', '123456789012345678901'], '', {}),
+    ('factor', ['-5'], '', {}),
+    ('factor', ['+12'], '', {}),
+    ('factor', ['12', 'x', '15'], '', {}),
+    ('expand', ['t.txt'], '', {}),
+    ('expand', ['-t', '4', 't.txt'], '', {}),
+    ('expand', ['-t', '3,8', 't.txt'], '', {}),
+    ('expand', ['-i', 't.txt'], '', {}),
+    ('expand', ['-4', 't.txt'], '', {}),
+    ('expand', ['--tabs=2', 't.txt'], '', {}),
+    ('expand', ['-t', '0', 't.txt'], '', {}),
+    ('expand', ['-t', '4,2', 't.txt'], '', {}),
+    ('expand', [], 'no tabs\n\t\n', {}),
+    ('expand', ['nope'], '', {}),
+    ('unexpand', ['t.txt'], '', {}),
+    ('unexpand', ['-a', 't.txt'], '', {}),
+    ('unexpand', ['-t', '4', 't.txt'], '', {}),
+    ('unexpand', ['--first-only', 't.txt'], '', {}),
+    ('unexpand', [], '        x       y\n', {}),
+    ('unexpand', ['-a'], '        x       y\n', {}),
+    ('unexpand', ['-a'], 'a       b  c        d\n', {}),
+    ('unexpand', ['-t', '3,8'], '        x  y  z\n', {}),
+    ('unexpand', [], ' \tx\n', {}),
+    ('unexpand', ['-a'], 'ab      c\n', {}),
+    ('envsubst', [], 'a $X ${Y} $Z $ ${X ${} $1 $$X\n', {'X': '1', 'Y': 'two'}),
+    ('envsubst', ['$Y'], '$X $Y\n', {'X': '1', 'Y': '2'}),
+    ('envsubst', ['-v', '$A ${B} text $C_1'], '', {}),
+    ('envsubst', [], 'price: $5 ${HOME}\n', {'HOME': '/h'}),
+    ('envsubst', ['${X} $Y'], '${X}-$Y-$Z\n', {'X': 'x', 'Y': 'y', 'Z': 'z'}),
+    ('envsubst', ['a', 'b'], '', {}),
+    ('envsubst', ['-v'], '', {}),
+]
