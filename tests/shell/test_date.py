@@ -58,7 +58,10 @@ def test_date_relative_to_now(date_sbx: Sandbox) -> None:
     assert abs(yesterday - (now - 86400)) <= 2 and abs(ago - (now - 3 * 86400)) <= 2
     assert abs(later - (now + 5400)) <= 2
     assert friday == 5
-    assert 0 < next_fri - now <= 7 * 86400 and -7 * 86400 <= last_fri - now < 0
+    # GNU: 'next friday' and 'last friday' are midnights a week apart from the coming or past Friday;
+    # on a Friday they are the next and the previous week's (so up to 8 days back, as bash's date)
+    assert 0 < next_fri - now <= 7 * 86400 and -8 * 86400 < last_fri - now < 0
+    assert next_fri % 86400 == 0 and last_fri % 86400 == 0 and (next_fri - last_fri) in (7 * 86400, 14 * 86400)
     (today_noon,) = _numbers(date_sbx, "date -d \"$(date +%F) 12:00\" +%H%M")
     assert today_noon == 1200
 
