@@ -37,15 +37,26 @@ LINES = [
     ("`python3 -c 'print(1)' | wc -c`", "python3 -c 'print(1)' | wc -c"),
     ("`for i in $(seq 100); do echo $i; done | tail -n 1`",
      "for i in $(seq 100); do echo $i; done | tail -n 1"),
+    # git (guest/declaw_shell/git.py, over dulwich) in the 21-file repository SETUP makes
+    ("`git status --porcelain`", "git status --porcelain"),
+    ("`git diff --stat`", "git diff --stat"),
+    ("`git log --oneline | wc -l`", "git log --oneline | wc -l"),
+    ("`git add -A && git commit -q && git reset -q --soft HEAD~1`",
+     "git add -A && git commit -qm change && git reset -q --soft HEAD~1"),
 ]
+# the repository the git lines use, made the same way in both places (same ids, same dates)
+SETUP = "git init -q && git add -A && git commit -qm base && echo '# changed' >> src/mod3.py"
+GIT_ENV = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "bench@example.com", "GIT_COMMITTER_NAME": "Bench",
+           "GIT_COMMITTER_EMAIL": "bench@example.com", "GIT_AUTHOR_DATE": "1700000000 +0000",
+           "GIT_COMMITTER_DATE": "1700000000 +0000", "GIT_CONFIG_NOSYSTEM": "1", "TZ": "UTC"}
 
 
 def natively(line: str, host: Path, env: dict[str, str]) -> Callable[[], object]:
     return lambda: subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True)
 
 
-def in_sandbox(sbx: Sandbox, line: str) -> Callable[[], object]:
-    return lambda: sbx.commands.run(line, cwd="/home/user/bench")
+def in_sandbox(sbx: Sandbox, line: str) -> Callable[[], object]:  # the git lines' identity and dates
+    return lambda: sbx.commands.run(line, cwd="/home/user/bench", envs=GIT_ENV)
 
 
 def main() -> None:
@@ -61,12 +72,14 @@ def main() -> None:
     sbx = Sandbox.create(timeout=3600)
     sbx.files.write_files([{"path": f"/home/user/bench/{n}", "data": c} for n, c in TREE.items()])
     # `python3` in native lines: a clean venv's (a pyenv shim or a development venv starts 5-20× slower)
-    env = {"PATH": f"{clean_python().parent}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env = {"PATH": f"{clean_python().parent}:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": str(host), **GIT_ENV}
+    subprocess.run(["bash", "-c", SETUP], cwd=host, env=env, check=True)
+    sbx.commands.run(SETUP, cwd="/home/user/bench", envs=GIT_ENV)
     print(f"guest path: {'warm image' if testing.is_warm(sbx) else 'cold'}")
     print("| command line | native `bash -c` | declaw-wasm | ratio |\n|---|---|---|---|")
     for label, line in LINES:
         expected = subprocess.run(["bash", "-c", line], cwd=host, env=env, capture_output=True).stdout
-        got = sbx.commands.run(line, cwd="/home/user/bench").stdout
+        got = sbx.commands.run(line, cwd="/home/user/bench", envs=GIT_ENV).stdout
         assert got == expected.decode(), (line, got, expected)
         native_s = median_s(natively(line, host, env), repeat)
         sandbox_s = after_gap(in_sandbox(sbx, line), repeat, gap)

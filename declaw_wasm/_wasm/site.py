@@ -1,14 +1,15 @@
 """The guest's own site-packages: our guest-side shell and the pure-Python libraries it uses.
 
 The shell in the guest is `bash_purepython` (see README, "The shell"), and the door protocol is
-msgpack (its pure-Python fallback runs in the guest). Both are dependencies of this package, so
+msgpack (its pure-Python fallback runs in the guest); the shell's `git` is written over dulwich
+(pure Python; its optional Rust speed-ups stay out). All are dependencies of this package, so
 pip has already fetched and hash-checked them; here their `.py` files are copied from the host's
 installed distributions into `<cache>/runtime/guest-site-<key>/`, each checked against the
 distribution's RECORD hashes, with our `guest/declaw_shell` beside them; then a guest
 byte-compiles the folder (for the guest's CPython, which the host's may not be) and writes its
 bin/ (a stub script per shell program: guest/declaw_shell/binstubs.py), and it is mounted
 read-only at /usr/local/lib/declaw-site (bin/ also at /usr/bin and /bin). Compiled parts
-(msgpack's C extension) are left out: they are host binaries.
+(msgpack's C extension, dulwich's Rust modules) are left out: they are host binaries.
 
 Copying (rather than mounting the host's site-packages) keeps everything else installed on the
 host out of the guest's sight; the key covers every file's hash, so an upgrade makes a new
@@ -34,7 +35,11 @@ from .guest import Guest
 from .layout import BIN_STUBS, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
-GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",)}
+GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",), "dulwich": ("dulwich",)}
+# parts of those distributions the guest's programs never import (dulwich's test suite, its cloud
+# object stores, its servers): left out of the site
+GUEST_LEFT_OUT = ("dulwich/tests/", "dulwich/contrib/", "dulwich/cloud/", "dulwich/aiohttp/", "dulwich/lfs_server.py",
+                  "dulwich/web.py", "dulwich/server.py")
 # from guest/
 OUR_PACKAGES = ("declaw_shell", "declaw_kernel", "declaw_net", "declaw_posix", "declaw_tools", "pip", "venv")
 
@@ -52,7 +57,7 @@ def _guest_files(name: str, rows: list[tuple[str, Optional[str]]],
     for rel, digest in rows:
         top = rel.split("/", 1)[0]
         if top in packages and (rel.endswith(".py") or rel.endswith("py.typed")) \
-                and "__pycache__" not in rel:
+                and "__pycache__" not in rel and not rel.startswith(GUEST_LEFT_OUT):
             if digest is None or not digest.startswith("sha256="):
                 raise SandboxException(f"{name}: no sha256 for {rel} in RECORD")
             files.append((rel, digest[len("sha256="):]))

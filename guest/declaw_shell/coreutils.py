@@ -77,6 +77,7 @@ def register(commands: Any) -> None:
                     LazyCommand("strings", "fileviews", "StringsCommand", TEXT_IN, TEXT_OUT,
                                 "print the sequences of printable characters in files"),
                     LazyCommand("split", "fileviews", "SplitCommand", TEXT_IN, TEXT_OUT, "split a file into pieces"),
+                    LazyCommand("git", "git", "GitCommand", TEXT_IN, TEXT_OUT, "the stupid content tracker"),
                     *(LazyCommand(name, "smallutils", attribute, kinds, TEXT_OUT, summary) for name, attribute, kinds,
                       summary in SMALL_UTILS)):
         commands.register(command)
@@ -86,7 +87,7 @@ class LazyCommand(Command):
     """A program of ours whose module is imported at its first use, not with the shell (the
     plain module's guests import the shell at every command): `jq` (jq.py and jqlang.py),
     `date` (datecmd.py), `sort` (versionsort.py, the library's sort with -V), `bc` (bc.py),
-    `hexdump`, `hd`, `strings`, `split` (fileviews.py)."""
+    `hexdump`, `hd`, `strings`, `split` (fileviews.py), `git` (git.py, over dulwich)."""
 
     def __init__(self, name: str, module: str, attribute: str, input_kinds: Any, output_kinds: Any,
                  summary: str) -> None:
