@@ -1653,13 +1653,20 @@ class Git:
             if force:
                 continue
             if entry is None and path in new and path not in old:
-                if os.path.lexists(repo.full(path)) and self.work_state(path, None) != new[path]:
+                full = repo.full(path)
+                if os.path.isdir(full) and not os.path.islink(full):
+                    if self._holds_untracked(path, index):
+                        untracked_hits.append(path)
+                elif os.path.lexists(full) and self.work_state(path, None) != new[path]:
                     untracked_hits.append(path)
                 continue
             if entry != old.get(path) and entry != new.get(path):
                 blocked.append(path)
             elif entry is not None and self.work_state(path, entry) != entry and entry == old.get(path):
                 blocked.append(path)
+        for path in differing:  # a tree naming `..` or `.git` is refused before anything changes
+            if path in new:
+                self._checked(path)
         if blocked:
             self.io.err("error: Your local changes to the following files would be overwritten by %s:\n%s"
                         "Please commit your changes or stash them before you switch branches.\nAborting\n"
@@ -1670,7 +1677,8 @@ class Git:
                         "Please move or remove them before you switch branches.\nAborting\n"
                         % (verb, "".join("\t%s\n" % gitout.text(self.rel(p)) for p in untracked_hits)))
             return False
-        for path in differing:
+        # removals first: a folder that becomes a file (or a file a folder) is out of the way
+        for path in sorted(differing, key=lambda p: p in new):
             entry = index.get(path)
             if entry == new.get(path) and not force:
                 continue
@@ -1693,6 +1701,16 @@ class Git:
                     repo.stage(path)
         repo.write_index()
         return True
+
+    def _holds_untracked(self, folder: bytes, index: dict[bytes, tuple[int, bytes]]) -> bool:
+        """Whether the working tree's folder holds a file the index does not track."""
+        top = self.repo.full(folder)
+        for root, _, files in os.walk(top):
+            for name in files:
+                rel = os.fsencode(os.path.relpath(os.path.join(root, name), self.repo.top))
+                if rel not in index:
+                    return True
+        return False
 
     def _local_changes(self) -> None:
         """The `M\tpath` lines git checkout prints for local changes it carried over."""
@@ -1959,6 +1977,14 @@ class Git:
         rev = None
         if operands and repo.try_resolve(operands[0]) is not None:
             rev = operands.pop(0)
+        known = repo.index_files()
+        for operand in operands:  # without `--`, what is neither a revision nor a path is git's error
+            path = self.to_repo_path(operand)
+            if not os.path.lexists(os.path.join(self.cwd, operand)) and not any(
+                    p == path or p.startswith(path + b"/") for p in known):
+                raise fatal("ambiguous argument '%s': unknown revision or path not in the working tree.\n"
+                            "Use '--' to separate paths from revisions, like this:\n"
+                            "'git <command> [<revision>...] -- [<file>...]'" % operand)
         specs = operands + specs
         target = repo.resolve(rev) if rev else repo.head()
         if specs:
@@ -1980,6 +2006,9 @@ class Git:
             tree = {}
         else:
             tree = repo.flatten(repo.commit(target).tree)
+        if mode == "hard":
+            for path in tree:  # a tree naming `..` or `.git` is refused before anything changes
+                self._checked(path)
         old_head = repo.head()
         if target is not None and target != old_head:
             ref = repo.head_ref() or b"HEAD"
@@ -2436,7 +2465,7 @@ class Git:
         repo = self.repo
         head = repo.head()
         if head is None:
-            raise fatal("You do not have the initial commit yet")
+            raise GitError("You do not have the initial commit yet", 1)
         staged = self.staged_pairs(renames=False)
         unstaged = self.unstaged_pairs()
         new_files = [p for p in self.untracked(True)] if untracked else []

@@ -126,4 +126,39 @@ SCRIPTS: list[str] = [
     'git init -q; echo a > a; git add a; git commit -q -m "first line" -m "second para"; git log -1; '
      'git log -1 --format=%B; echo x >> a; '
      "git commit -qa -F - <<'M'\nsubject from stdin\n\nbody\nM\ngit log -1 --format='%s|%b'",
+    "git init -q; printf 'a\\r\\nb\\r\\n' > crlf; "
+     'git add -A; git commit -qm 1; '
+     "git status -s; git ls-files; printf 'a\\r\\nc\\r\\n' > crlf; git diff",
+    'git init -q; echo x > p; git add p; git commit -qm 1; git rm -q p; mkdir p; echo y > p/q; '
+     'git add p; git commit -qm 2; git checkout -q HEAD~1; ls; cat p; git checkout -q master; ls p',
+    'git init -q; seq 1 3000 > big; git add big; git commit -qm 1; '
+     "seq 1 3000 | sed 's/^1\\(.\\)5$/X/' > big; git diff --stat; git diff | head -20; "
+     'git diff --numstat',
+    'git init -q; git add .; echo $?; git commit -m "nothing"; echo $?; git log --oneline; echo $?; '
+     'git diff HEAD; echo $?; git reset --hard; echo $?; git branch; git stash; echo $?',
+    'git init -q; echo a > a; git add a; git commit -qm 1; ln -s a link; git add link; '
+     'git commit -qm link; git show --stat --format=%s; git ls-files -s; rm link; ln -s nowhere link; '
+     'git status -s; git diff',
+    'git init -q; echo a > a; git add a; git commit -qm 1; '
+     "git log --format='%H%n%h%n%an%n%ae%n%s%n%d%n%D' --decorate; git log -1 --pretty=oneline; "
+     'git log -1 --pretty=short; git log -1 --pretty=full',
+    'git init -q; mkdir empty; touch empty/.keep; echo a > a; git add .; git commit -qm 1; '
+     'git rm -q -r empty; ls; git status -s; git rm a nonexistent; echo $?; git status -s',
+    'git init -q; mkdir s; echo a > s/a; echo b > b; git add -A; git commit -qm 1; echo x >> s/a; '
+     'echo y >> b; git checkout -- .; git status -s; echo x >> s/a; cd s; git restore .; git status -s; '
+     'echo z > new; git add -A; cd ..; git status -s',
+    'git init -q; echo a > a; echo b > b; git add .; git commit -qm 1; rm a; echo c >> b; git diff; '
+     'git diff --stat; git commit -m "only b" b; git status -s; git log --stat --format=%s -1',
+    'git init -q; echo a > a; git add .; git commit -qm 1; git mv a b; git commit -qm mv; '
+     'git log -p --format=%s; git diff HEAD~1 --name-status; git show --format=%s HEAD~1',
+    'git init -q; echo a > a; git add .; git commit -qm 1; echo b >> a; git commit -qam 2; '
+     'echo u > untracked; git reset --hard HEAD~1; ls; git log --oneline; git reset --hard nope; echo $?',
+    'git init -q; echo hi > a; git add a; git commit -qm 1; git config user.name; echo $?; '
+     'git config --list; git config alias.st status; git config --get alias.st; '
+     'git config --unset alias.st; git config --get alias.st; echo $?',
+    'git init -q; '
+     "printf '1\\n2\\n3\\n4\\n5\\n6\\n7\\n8\\n9\\n10\\n11\\n12\\n13\\n14\\n15\\n16\\n17\\n18\\n19\\n20\\n'"
+     ' > n; '
+     "git add n; git commit -qm 1; sed -i 's/^3$/three/; s/^17$/seventeen/' n; git diff; git diff -U1; "
+     'git diff -U0; git diff --unified=10',
 ]

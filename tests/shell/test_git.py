@@ -50,9 +50,10 @@ def git_sbx() -> Iterator[Sandbox]:
 def _host(script: str, folder: Path) -> tuple[str, str, int]:
     (folder / "home").mkdir(parents=True)
     (folder / "w").mkdir()
-    run = subprocess.run(["bash", "-c", script], cwd=folder / "w", capture_output=True, text=True, timeout=120,
+    run = subprocess.run(["bash", "-c", script], cwd=folder / "w", capture_output=True, timeout=120,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(folder / "home"), **ENV})
-    return run.stdout.replace(str(folder), "<D>"), run.stderr.replace(str(folder), "<D>"), run.returncode
+    out, err = run.stdout.decode(errors="replace"), run.stderr.decode(errors="replace")  # \r\n kept
+    return out.replace(str(folder), "<D>"), err.replace(str(folder), "<D>"), run.returncode
 
 
 def _guest(sbx: Sandbox, script: str, folder: str) -> tuple[str, str, int]:
