@@ -72,7 +72,6 @@ class Git:
         self.io = out
         self.overrides: list[tuple[bytes, bytes]] = []
         self._repo: Repository | None = None
-        self._objects: list[bytes] | None = None
         self.work_blobs: dict[bytes, bytes] = {}
 
     # -- plumbing of the command itself -------------------------------------------------------------
@@ -146,11 +145,7 @@ class Git:
             current = parent
 
     def abbrev(self, sha: bytes, length: int = 7) -> str:
-        if self._objects is None:
-            self._objects = self.repo.object_ids()
-        while length < 40 and sum(1 for o in self._objects if o.startswith(sha[:length])) > 1:
-            length += 1
-        return sha[:length].decode()
+        return self.repo.abbrev(sha, length)
 
     def content(self, sha: bytes) -> bytes:
         data = self.work_blobs.get(sha)
@@ -377,9 +372,7 @@ class Git:
             self.io.err("Nothing specified, nothing added.\nhint: Maybe you wanted to say 'git add .'?\n"
                         "hint: Turn this message off by running\nhint: \"git config advice.addEmptyPathspec false\"\n")
             return 0
-        match = self.matcher(specs if specs else ([] if everything or update else specs))
-        if (everything or update) and not specs:
-            match = self.matcher([os.path.relpath(repo.top, self.cwd)]) if False else (lambda p: True)
+        match = self.matcher(specs)  # no pathspec (-A, -u): everything
         index = repo.index_files()
         tracked = set(index)
         untracked, ignored = repo.walk(tracked)
@@ -1411,7 +1404,7 @@ class Git:
                 self.io.out(leading)
             self._patches(pairs, opts)
         else:
-            self.emit_pairs(pairs, opts, leading="---\n" if False else leading)
+            self.emit_pairs(pairs, opts, leading=leading)
 
     def cmd_show(self, args: list[str]) -> int:
         return self.cmd_log(args, show=True)
@@ -1799,10 +1792,9 @@ class Git:
                                              (target_name or "HEAD").encode())
             self._set_head(ref, "moving from %s to %s" % (current or self._short(old_head), new_branch))
             if not quiet:
-                if target is not None and target != old_head or True:
-                    self._local_changes() if target != old_head else None
-                word = "Reset" if reset_branch and repo.ref(ref) is not None and False else "Switched to a new"
-                self.io.err("%s branch '%s'\n" % (word, new_branch))
+                if target != old_head:
+                    self._local_changes()
+                self.io.err("Switched to a new branch '%s'\n" % new_branch)
             return 0
         assert target_name is not None
         ref = b"refs/heads/" + target_name.encode()
@@ -1821,8 +1813,7 @@ class Git:
             self._set_detached(target, "moving from %s to %s" % (current or self._short(old_head), target_name))
         if quiet:
             return 0
-        if old_head != target or True:
-            self._local_changes()
+        self._local_changes()
         if current is None and old_head is not None and old_head != target:
             commit = repo.commit(old_head)
             self.io.err("Previous HEAD position was %s %s\n" % (self.abbrev(old_head), gitout.subject(commit.message)))
@@ -2300,8 +2291,7 @@ class Git:
         name = operands[0]
         theirs = repo.try_resolve(name)
         if theirs is None:
-            raise fatal("%s - not something we can merge" % name) if False else GitError(
-                "merge: %s - not something we can merge" % name, 1)
+            raise GitError("merge: %s - not something we can merge" % name, 1)
         theirs = repo.commit(theirs).id
         ours = repo.head()
         if ours is not None and theirs in set(self.ancestors([ours])):

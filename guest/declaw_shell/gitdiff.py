@@ -344,24 +344,20 @@ def _measure(side: _Side, split: int, indents: dict[int, int]) -> tuple[bool, in
         end_of_file, ind = True, -1
     else:
         end_of_file, ind = False, indent(split)
-    pre_blank, pre_indent = 0, -1
-    for i in range(split - 1, -1, -1):
-        pre_indent = indent(i)
-        if pre_indent != -1:
-            break
-        pre_blank += 1
-        if pre_blank == MAX_BLANKS:
-            pre_indent = 0
-            break
-    post_blank, post_indent = 0, -1
-    for i in range(split + 1, side.nrec):
-        post_indent = indent(i)
-        if post_indent != -1:
-            break
-        post_blank += 1
-        if post_blank == MAX_BLANKS:
-            post_indent = 0
-            break
+    def nearest(lines: range) -> tuple[int, int]:
+        """(blank lines crossed, the indent of the first non-blank line or -1), at most MAX_BLANKS."""
+        blanks = 0
+        for i in lines:
+            found = indent(i)
+            if found != -1:
+                return blanks, found
+            blanks += 1
+            if blanks == MAX_BLANKS:
+                return blanks, 0
+        return blanks, -1
+
+    pre_blank, pre_indent = nearest(range(split - 1, -1, -1))
+    post_blank, post_indent = nearest(range(split + 1, side.nrec))
     return end_of_file, ind, pre_blank, pre_indent, post_blank, post_indent
 
 

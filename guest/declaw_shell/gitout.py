@@ -53,7 +53,7 @@ def format_date(when: int, tz: int, style: str = "default", now: float | None = 
         return "%04d-%02d-%02d %02d:%02d:%02d %s" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min,
                                                      t.tm_sec, zone)
     if style == "iso-strict":
-        zone_text = "Z" if tz == 0 and False else "%s:%s" % (zone[:3], zone[3:])
+        zone_text = "%s:%s" % (zone[:3], zone[3:])
         return "%04d-%02d-%02dT%02d:%02d:%02d%s" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min,
                                                     t.tm_sec, zone_text)
     if style == "rfc":

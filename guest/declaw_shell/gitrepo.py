@@ -186,6 +186,7 @@ class Repository:
         self.config = Config(env, self.git_dir, overrides)
         self._index: Index | None = None
         self._ignore: IgnoreFilterManager | None = None
+        self._objects: list[bytes] | None = None
 
     # -- dulwich's typed ids (NewTypes of bytes) at one place -------------------------------------
     def set_ref(self, name: bytes, sha: bytes, message: bytes | None = None) -> None:
@@ -315,23 +316,23 @@ class Repository:
             lower = raw.lower()
             if len(lower) == 40:
                 return lower if self.has(lower) else None
-            found = [sha for sha in self._all_objects() if sha.startswith(lower)]
+            found = [sha for sha in self.known_objects() if sha.startswith(lower)]
             if len(found) == 1:
                 return found[0]
         return None
 
-    def _all_objects(self) -> Iterator[bytes]:
-        return iter(self.object_ids())
+    def known_objects(self) -> list[bytes]:
+        """Every object id in the store, listed once per command (abbreviations and prefixes)."""
+        if self._objects is None:
+            self._objects = self.object_ids()
+        return self._objects
 
     def abbrev(self, sha: bytes, length: int = 7) -> str:
-        text = sha.decode()
-        length = max(4, min(40, length))
-        if length >= 40:
-            return text
-        others = [s for s in self._all_objects() if s != sha]
-        while length < 40 and any(o.startswith(sha[:length]) for o in others):
+        """The shortest prefix of at least `length` digits no other object shares."""
+        objects = self.known_objects()
+        while length < 40 and sum(1 for o in objects if o.startswith(sha[:length])) > 1:
             length += 1
-        return text[:length]
+        return sha[:length].decode()
 
     def tree_of(self, sha: bytes) -> bytes:
         obj = self.load(sha)
