@@ -244,8 +244,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    # tests that trace allocations leave tracemalloc on (tests/tracing.py says why): last
-    items.sort(key=lambda item: item.get_closest_marker("traces_memory") is not None)
+    # tests that trace allocations leave tracemalloc on (tests/tracing.py says why): last; the Ray
+    # backend's just before them, so that a worker that takes them takes nothing but traced ones after
+    items.sort(key=_place)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+
+
+def _on_ray(item: pytest.Item) -> bool:
+    """A test on the Ray backend, or one starting a Ray of its own (all of tests/test_ray.py)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return ("ray" in params.values() or not {"ray_cluster", "ray_sbx"}.isdisjoint(getattr(item, "fixturenames", ()))
+            or item.path.name == "test_ray.py")
+
+
+def _place(item: pytest.Item) -> int:
+    traced = item.get_closest_marker("traces_memory") is not None
+    return (2 if traced else 1) if _on_ray(item) else (3 if traced else 0)
+
+
+def worker_group(item: pytest.Item) -> str:
+    """Which tests share a worker process when the guest tier runs in several (`-n 2 --dist
+    loadgroup`, pytest-xdist: the guest tier alone keeps about one of two cores busy, much of it
+    waiting on guests, servers and timeouts). A module's tests stay together, in order, with its
+    module fixtures; every test on the Ray backend runs in one worker, so that the machine holds
+    one Ray cluster; the tests that trace allocations (tracemalloc then stays on in their
+    process) come last, a group for each test function (or at the end of Ray's), so that both
+    workers share them once nothing else is left."""
+    if _on_ray(item):
+        return "ray"
+    if item.get_closest_marker("traces_memory") is not None:  # a group a test: the workers share them
+        return "traces_memory " + item.nodeid.split("[", 1)[0]
+    return item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture

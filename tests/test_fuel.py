@@ -21,6 +21,8 @@ from declaw_wasm._wasm.engine import FUEL_FLAGS
 from declaw_wasm._wasm.warm_image import get_interpreter
 from declaw_wasm.settings import cache_dir
 
+from cache_copy import linked_copy  # tests/ is on sys.path
+
 pytestmark = [pytest.mark.fuel, pytest.mark.timeout(900)]  # the first test may compile the fuel build
 LOOP = "python3 -c 'n = 0\nwhile True:\n    n += 1'"
 
@@ -114,7 +116,7 @@ def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -
 def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path: Path) -> None:
     """A cache without the fuel build: creating a CPU-limited sandbox fails at once."""
     copy = tmp_path / "cache"
-    subprocess.run(["cp", "-al", str(cache_dir()), str(copy)], check=True)  # hard links: cheap
+    linked_copy(cache_dir(), copy)
     for path in copy.glob("compiled/python-warmfuel-*"):
         path.unlink()
     code = ("from declaw_wasm import Sandbox, Limits, SandboxException\n"

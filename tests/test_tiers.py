@@ -7,6 +7,7 @@ module's markers are declared once (a second
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -70,3 +71,37 @@ def test_heavy_pure_tests_run_in_the_second_tier_and_nowhere_twice() -> None:
     assert heavy and fast and not fast & second
     assert heavy <= {test.split("::")[1].split("[")[0] for test in second}
     assert not {test.split("::")[1].split("[")[0] for test in fast} & heavy
+
+
+ORDER_PLUGIN = '''
+import json, os
+
+def pytest_collection_finish(session):
+    rows = [(item.nodeid, item.get_closest_marker("xdist_group").args[0],
+             item.get_closest_marker("traces_memory") is not None) for item in session.items]
+    with open(os.environ["DECLAW_ORDER_OUT"], "w") as out:
+        json.dump(rows, out)
+'''
+
+
+@pytest.mark.heavy
+def test_the_guest_tier_splits_over_workers_keeping_ray_together_and_traced_tests_last(tmp_path: Path) -> None:
+    """The groups `-n 2 --dist loadgroup` deals out (tests/conftest.py, `worker_group`): every
+    test has one; every test on Ray is in one group (one cluster on the machine); the traced
+    tests come after every other (a worker that takes one takes nothing untraced after it)."""
+    (tmp_path / "order_plugin.py").write_text(ORDER_PLUGIN, encoding="utf-8")
+    out = tmp_path / "order.json"
+    files = [str(TESTS / name) for name in ("test_files.py", "test_channels.py", "test_ray.py", "test_tiers.py")]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "order_plugin",
+                           "-m", "guest", *files], capture_output=True, text=True, timeout=300, cwd=TESTS.parent,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "DECLAW_ORDER_OUT": str(out),
+                               "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])})
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    on_ray = [group for nodeid, group, _ in rows if "[ray" in nodeid or "-ray" in nodeid or "test_ray.py" in nodeid]
+    assert on_ray and set(on_ray) == {"ray"}
+    traced = [index for index, (_, _, tracing) in enumerate(rows) if tracing]
+    assert traced and traced == list(range(len(rows) - len(traced), len(rows)))
+    assert all(group.startswith(("traces_memory ", "ray")) for _, group, tracing in rows if tracing)
+    plain = {group for nodeid, group, tracing in rows if not tracing and group != "ray"}
+    assert plain == {nodeid.split("::")[0] for nodeid, group, tracing in rows if not tracing and group != "ray"}
