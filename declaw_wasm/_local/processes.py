@@ -19,7 +19,7 @@ from .._wasm.boot import shell_turn
 from .._wasm.guest import Guest, GuestOutcome
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
-from .._wasm.door import Int, Num, Op
+from .._wasm.door import Int, Num, Op, RequestError
 from .doors import Routes, dispatch, routes
 
 if TYPE_CHECKING:
@@ -37,7 +37,12 @@ SYSINFO = Op("sysinfo", {}, "{pid, self_memory, mem_total, mem_used, uptime, cpu
              "what `free`, `ps`, `uptime` and `resource.getrusage` show: the sandbox's memory limit and "
              "its guests' use (as get_metrics), its running commands (as commands.list(); `pid` is the "
              "asker's, 0 for a code context), the asking guest's memory")
-COMMAND_OPS = (STDIN, WINSIZE, SYSINFO)
+DETACH = Op("detach", {"status": Int(0, 255, required=True, doc="the line's exit status")}, "nil",
+             "the command line ended with `status` while jobs it started with `&` run on (bash leaves them "
+             "running): the command is over for its caller (its result, `wait()`, the handle's events end); "
+             "the guest goes on with the jobs, listed and killable under the command's pid, without the "
+             "command's timeout, until they end or the sandbox does. Once per command; not for a PTY")
+COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
 CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
@@ -113,10 +118,12 @@ class Process(EventLog):
             (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
             (WINSIZE, lambda guest, r: list(self._winsize())),
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
+            (DETACH, lambda guest, r: self._detach(guest, r["status"])),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env
         self.outcome: Optional[GuestOutcome] = None
+        self._line_end: Optional[GuestOutcome] = None  # the line's result when its jobs outlive it
         self.memory_bytes = 0  # the guest's memory at its end
         self._began = False  # the line's turn started (in a parked guest)
         self._parked = parked
@@ -197,24 +204,49 @@ class Process(EventLog):
             self._cond.notify_all()
         self.sandbox.forget_process(self)
 
+    def _detach(self, guest: Guest, status: int) -> Optional[dict[str, Any]]:
+        """The line ended and left `cmd &` jobs running (the `detach` op): its caller gets the
+        line's result now, with the output so far; the guest runs on with the jobs, without the
+        command's deadline (the sandbox's end, its limits and `kill` still stop it)."""
+        if self.pty_size is not None:
+            return RequestError("detach", "", "a terminal's shell keeps its jobs").reply()
+        with self._cond:
+            if self._line_end is not None or self.outcome is not None:
+                return RequestError("detach", "", "the line has ended already").reply()
+            truncated = [name for name, sink in (("stdout", guest.stdout), ("stderr", guest.stderr)) if sink.truncated]
+            # the text is the event log's (result()); the instructions are counted when the guest ends
+            self._line_end = GuestOutcome(exit_code=status, stdout=self.text("stdout"), stderr=self.text("stderr"),
+                                          truncated=truncated)
+            self._cond.notify_all()
+        guest.set_deadline(None)
+        return None
+
     @property
     def done(self) -> bool:
-        return self.outcome is not None
+        """The command is over for its caller (its events end): it ended, or its line did and
+        left jobs running."""
+        return self.outcome is not None or self._line_end is not None
+
+    @property
+    def running(self) -> bool:
+        """Its guest runs: the command, or the jobs its line left running (listed, counted
+        against `max_processes`, stopped for the quota, in the way of a snapshot, killable)."""
+        return self.outcome is None
 
     def wait(self, timeout: Optional[float] = None) -> Optional[GuestOutcome]:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self.outcome is None:
+            while self.outcome is None and self._line_end is None:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return None
                 self._cond.wait(left if left is not None else 0.5)
-            return self.outcome
+            return self.outcome if self._line_end is None else self._line_end
 
     def result(self) -> CommandResult:
         outcome = self.wait()
         assert outcome is not None
-        if self.pty_size is None:  # the text is the event log's (its sinks keep none)
+        if self.pty_size is None and outcome is not self._line_end:  # the text is the event log's (its sinks keep none)
             outcome = replace(outcome, stdout=self.text("stdout"), stderr=self.text("stderr"))
         if outcome.stopped == "timeout":
             raise TimeoutException(f"command timed out: {self.cmd!r}", outcome.stdout, outcome.stderr)
@@ -245,7 +277,7 @@ class Process(EventLog):
                                              error=error, cpu_instructions_used=used)
 
     def kill(self) -> bool:
-        if self.done:
+        if self.outcome is not None:  # a line's jobs that outlive it are still this command's
             return False
         self.killed = True
         self.guest.kill("killed")
@@ -256,7 +288,7 @@ class Process(EventLog):
         self.guest.kill("quota")
 
     def send_stdin(self, data: bytes) -> None:
-        if self.done:
+        if not self.running:
             raise SandboxException(f"process {self.pid} has exited")
         self.stdin.write(bytes(data))
 

@@ -568,7 +568,7 @@ class LocalSandbox:
             if self._frozen:
                 raise ConflictException(f"sandbox {self.sandbox_id} is being snapshotted; start the command "
                                         "once the snapshot is done")
-            running = sum(1 for p in self._processes.values() if not p.done)
+            running = sum(1 for p in self._processes.values() if p.running)
             if running >= self.limits.max_processes:
                 raise RateLimitException(f"sandbox {self.sandbox_id} already runs {running} commands "
                                          f"(limits.max_processes); wait for one or kill one")
@@ -623,7 +623,7 @@ class LocalSandbox:
 
     def _live_processes(self) -> List[Process]:
         with self._lock:
-            return [p for p in self._processes.values() if not p.done]
+            return [p for p in self._processes.values() if p.running]
 
     def processes(self) -> List[ProcessInfo]:
         """The running commands and PTYs."""
@@ -634,7 +634,7 @@ class LocalSandbox:
         self.ensure_running()
         with self._lock:
             process = self._processes.get(pid)
-        if process is None or process.done or (pty and process.pty_size is None):
+        if process is None or not process.running or (pty and process.pty_size is None):
             what = "PTY" if pty else "command"
             raise NotFoundException(f"no running {what} with pid {pid} in sandbox {self.sandbox_id}")
         return process
@@ -706,7 +706,7 @@ class LocalSandbox:
         """No command runs or starts while held (a snapshot: a command's guest is mid-flight)."""
         with self._lock:
             self._require_running()
-            running = sorted(p.pid for p in self._processes.values() if not p.done)
+            running = sorted(p.pid for p in self._processes.values() if p.running)
             if running:
                 raise ConflictException(
                     f"sandbox {self.sandbox_id} has commands running (pids {', '.join(map(str, running))}): a "

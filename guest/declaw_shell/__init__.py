@@ -142,6 +142,7 @@ class Session:
         state.variables["PWD"] = cwd
         state.exported_names.update(state.variables)
         state.read_line = self.read_line
+        state.job_table = shells.LineJobs()
         # the library also records all output in memory; a long command must not grow the guest
         # "attached to the terminal" then means: straight to the command's stdout (no pipe, no
         # redirection), which is when `python3` streams; `ls` asks `is_tty` for its layout
@@ -179,11 +180,27 @@ class Session:
     def run(self, script: str) -> int:
         try:
             if self.terminal is None:
-                return asyncio.run(self.executor.run_line(script, self.state))
+                return asyncio.run(self._line_then_jobs(script))
             return asyncio.run(self.executor.execute_script(script, self.state))
         except door.Interrupted:
             self.state.last_exit_code = EXIT_INTERRUPTED
             return EXIT_INTERRUPTED
+
+    async def _line_then_jobs(self, script: str) -> int:
+        """The line, then the jobs it left running (`cmd &`, a child bash's too): bash leaves
+        them running when it exits, so the command is over for its caller (the `detach` op: its
+        result, with the output so far) and this guest goes on until they end. (A terminal's
+        shell reads its next line instead: its jobs end with the line that started them.)"""
+        status = await self.executor.run_line(script, self.state)
+        jobs = shells.running_jobs()
+        if jobs:
+            for stream in (self.stdout, self.stderr):
+                stream.flush()
+            door.call("detach", status=status & 0xFF)
+            while jobs:
+                await asyncio.wait(jobs)
+                jobs = shells.running_jobs()
+        return status
 
 
 def run_command(cwd: str, script: str, env: dict[str, str]) -> int:

@@ -19,6 +19,7 @@ user: runs the command as is), `nohup`, `nice`, `stdbuf`, `time`, and `timeout` 
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import posixpath
 import re
@@ -39,6 +40,7 @@ from bash_purepython.shell_state import (
     ContinueLoop,
     ControlFlowSignal,
     ExitShell,
+    Job,
     JobTable,
     ShellError,
     ShellState,
@@ -225,6 +227,25 @@ def parse_shell_args(name: str, args: list[str]) -> ShellCall:  # noqa: C901 (ba
     return call
 
 
+class LineJobs(JobTable):
+    """A shell's background jobs (`cmd &`), each also kept in `LINE_JOBS`, the guest's list of
+    every job of its line, a child bash's too: bash leaves them running when the line ends, and so
+    does the guest (declaw_shell.Session)."""
+
+    def register(self, command_text: str, task: asyncio.Task[Any]) -> Job:
+        LINE_JOBS.append(task)
+        return super().register(command_text, task)
+
+
+LINE_JOBS: list[asyncio.Task[Any]] = []
+
+
+def running_jobs() -> list[asyncio.Task[Any]]:
+    """The line's jobs still running (those done are forgotten)."""
+    LINE_JOBS[:] = [task for task in LINE_JOBS if not task.done()]
+    return list(LINE_JOBS)
+
+
 def new_scope(state: GuestState, script_name: str, positional: Iterable[str]) -> GuestState:
     """The state a child bash starts with: the exported variables (and nothing else of this
     shell), the same working directory and output, its own jobs."""
@@ -242,7 +263,7 @@ def new_scope(state: GuestState, script_name: str, positional: Iterable[str]) ->
     inner.directory_stack = []
     inner.positional_arguments = list(positional)
     inner.loop_depth = inner.function_depth = inner.condition_depth = 0
-    inner.job_table = JobTable()
+    inner.job_table = LineJobs()
     inner.last_background_pid = None
     inner.last_exit_code = 0
     inner.script_name = script_name

@@ -10,12 +10,13 @@ import re
 import signal
 import socket
 import time
+from typing import Any, Callable
 
 import msgpack
 import pytest
 
 from declaw_wasm import testing
-from declaw_wasm import Sandbox, TimeoutException
+from declaw_wasm import Limits, PtySize, RateLimitException, Sandbox, TimeoutException
 
 from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
 
@@ -336,3 +337,55 @@ def test_door_done_cannot_hijack_the_next_cell(fresh: Sandbox) -> None:
     assert_host_fine()
     assert ended and second.error is None
     assert second.result.text == "42" and "cell-two" not in "".join(second.result.logs.stdout)
+
+
+def test_a_forged_detach_keeps_every_bound_but_the_commands_deadline(
+        mode: str, where: Callable[[str], dict[str, Any]]) -> None:
+    """Defends against `detach` (what a line that leaves `cmd &` jobs running sends; any guest
+    code can forge it) as a way out of the sandbox's bounds. It ends the command for its caller
+    early, with the status it names, as `cmd &` may; the guest goes on listed under the pid,
+    counted against max_processes, its later output never in the result already returned,
+    killed by kill(pid) and with the sandbox. A status out of range, a second detach, a
+    terminal's and a cell's are refused."""
+    sandbox = Sandbox.create(timeout=120, limits=Limits(max_processes=2), **where(mode))
+    try:
+        program = DOOR + ("print(req(op='detach', status=256), req(op='detach'), flush=True)\n"
+                          "print(req(op='detach', status=7), flush=True)\n"
+                          "open('/tmp/second', 'w').write(req(op='detach', status=1))\n"
+                          "print('after ' * 1000, flush=True)\n"
+                          "import time\n"
+                          "while True: time.sleep(0.05)\n")
+        sandbox.files.write("/tmp/detach.py", program)
+        r = sandbox.commands.run("python3 /tmp/detach.py", timeout=5)
+        assert r.exit_code == 7 and "after" not in r.stdout, r
+        assert "detach: status: must be a whole number from 0 to 255" in r.stdout, r
+        assert "detach: status: is required" in r.stdout, r
+        [pid] = [p.pid for p in sandbox.commands.list() if "detach.py" in p.cmd]
+        _until(lambda: sandbox.files.exists("/tmp/second"))
+        assert "detach: the line has ended already" in sandbox.files.read("/tmp/second")
+        other = sandbox.commands.run("sleep 60", background=True)
+        with pytest.raises(RateLimitException, match="max_processes"):  # the detached guest counts
+            sandbox.commands.run("true")
+        assert sandbox.commands.kill(pid) and other.kill()
+        _until(lambda: not sandbox.commands.list())
+        assert sandbox.commands.run("echo ok").stdout == "ok\n"
+        ex = sandbox.run_code(DOOR + "print(req(op='detach', status=0))")
+        assert "detach: not an op this guest may use" in "".join(ex.logs.stdout), ex
+        if mode == "in-process":  # a terminal's shell reads its next line: it keeps its jobs
+            pty = sandbox.pty.create(PtySize(24, 80))
+            process = testing.local(sandbox).process(pty.pid, pty=True)
+            answer = process._door(process.guest, {"op": "detach", "status": 0})
+            assert "a terminal's shell keeps its jobs" in answer["error"]["message"], answer
+            sandbox.pty.kill(pty.pid)
+        sandbox.commands.run("while :; do sleep 0.1; done & echo", timeout=5)
+        assert [p.pid for p in sandbox.commands.list()]
+    finally:
+        sandbox.kill()
+    assert_host_fine()
+
+
+def _until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
