@@ -258,9 +258,16 @@ def _on_ray(item: pytest.Item) -> bool:
             or item.path.name == "test_ray.py")
 
 
+def _on_wheel_cache(item: pytest.Item) -> bool:
+    """A test of tests/packages/: they fill, corrupt and compare the one wheel cache."""
+    return item.nodeid.startswith("tests/packages/")
+
+
 def _place(item: pytest.Item) -> int:
     traced = item.get_closest_marker("traces_memory") is not None
-    return (2 if traced else 1) if _on_ray(item) else (3 if traced else 0)
+    if _on_ray(item):
+        return 3 if traced else 2
+    return 4 if traced else 0 if _on_wheel_cache(item) else 1
 
 
 def worker_group(item: pytest.Item) -> str:
@@ -268,12 +275,17 @@ def worker_group(item: pytest.Item) -> str:
     loadgroup`, pytest-xdist: the guest tier alone keeps about one of two cores busy, much of it
     waiting on guests, servers and timeouts). A module's tests stay together, in order, with its
     module fixtures; every test on the Ray backend runs in one worker, so that the machine holds
-    one Ray cluster; the tests that trace allocations (tracemalloc then stays on in their
-    process) come last, a group for each test function (or at the end of Ray's), so that both
-    workers share them once nothing else is left."""
+    one Ray cluster; the tests of the wheel cache (tests/packages/) run one at a time, first, so
+    that none fills or corrupts it while another compares it; the tests that trace allocations
+    (tracemalloc then stays on in their process) come last, a group for each test function (or
+    at the end of Ray's; the wheel cache's one group), so that both workers share them once
+    nothing else is left."""
     if _on_ray(item):
         return "ray"
-    if item.get_closest_marker("traces_memory") is not None:  # a group a test: the workers share them
+    traced = item.get_closest_marker("traces_memory") is not None
+    if _on_wheel_cache(item):
+        return "traces_memory packages" if traced else "packages"
+    if traced:  # a group a test: the workers share them
         return "traces_memory " + item.nodeid.split("[", 1)[0]
     return item.nodeid.split("::", 1)[0]
 

@@ -3,11 +3,11 @@
 import os
 import threading
 import time
-from typing import Callable
 
 import pytest
 
 from declaw_wasm import Sandbox, TimeoutException
+from waiting import until  # tests/ is on sys.path
 
 pytestmark = [pytest.mark.guest, pytest.mark.served]  # every test on `sbx` runs in-process and served
 
@@ -172,12 +172,6 @@ def test_host_process_environment_is_untouched(sbx: Sandbox) -> None:
     assert dict(os.environ) == before
 
 
-def _until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
-
 
 def test_a_lines_background_jobs_outlive_it_as_bashs_do(sbx: Sandbox) -> None:
     """bash leaves a line's `cmd &` jobs running when the line ends, a child bash's too: the
@@ -186,15 +180,15 @@ def test_a_lines_background_jobs_outlive_it_as_bashs_do(sbx: Sandbox) -> None:
     ended them with the line: the files were never written.)"""
     d = f"/tmp/jobs-{os.urandom(4).hex()}"
     sbx.commands.run(f"mkdir -p {d}")
-    line = f"(sleep 2; echo later > {d}/a) & sh -c '(sleep 2; echo inner > {d}/b) &'; echo now; exit 3"
-    r = sbx.commands.run(line, timeout=1.5)
+    line = f"(sleep 4; echo later > {d}/a) & sh -c '(sleep 4; echo inner > {d}/b) &'; echo now; exit 3"
+    r = sbx.commands.run(line, timeout=3)
     assert (r.stdout, r.stderr, r.exit_code) == ("now\n", "", 3)
     assert [p.cmd for p in sbx.commands.list() if d in p.cmd] == [line]
-    _until(lambda: sbx.commands.run(f"cat {d}/a {d}/b 2>/dev/null").stdout == "later\ninner\n")
-    _until(lambda: not [p for p in sbx.commands.list() if d in p.cmd])
+    until(lambda: sbx.commands.run(f"cat {d}/a {d}/b 2>/dev/null").stdout == "later\ninner\n")
+    until(lambda: not [p for p in sbx.commands.list() if d in p.cmd])
     r = sbx.commands.run(f"while :; do sleep 0.1; done & echo {d}")
     assert (r.stdout, r.exit_code) == (f"{d}\n", 0)
     [pid] = [p.pid for p in sbx.commands.list() if d in p.cmd]
     assert sbx.commands.kill(pid)
-    _until(lambda: not [p for p in sbx.commands.list() if d in p.cmd])
+    until(lambda: not [p for p in sbx.commands.list() if d in p.cmd])
     assert sbx.commands.run("echo on").stdout == "on\n"

@@ -18,13 +18,7 @@ from declaw_wasm import (AsyncSandbox, CommandExitException, ConflictException, 
                          RateLimitException, Sandbox, SandboxError, SandboxException, SandboxLifecycle,
                          SandboxQuery, SandboxState, TemplateBase, TimeoutException, WriteEntry)
 from declaw_wasm import exceptions
-
-
-def _until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
+from waiting import until  # tests/ is on sys.path
 
 
 # -- Sandbox.create and the sandbox ---------------------------------------------------------------
@@ -157,7 +151,7 @@ def test_stdio_process(sbx: Sandbox) -> None:
     seen: list[bytes] = []
     cat = sbx.stdio.start("cat", on_stdout=seen.append)
     cat.send_stdin(b"\x00bin\n")
-    _until(lambda: seen)
+    until(lambda: seen)
     assert seen == [b"\x00bin\n"] and cat.kill() is True
 
 

@@ -23,6 +23,7 @@ ray = pytest.importorskip("ray")
 
 from declaw_wasm import InvalidArgumentException, Sandbox, SandboxException, Secret, Vault  # noqa: E402
 from declaw_wasm._ray.sandboxes import RaySandboxes, ray_sandboxes  # noqa: E402
+from waiting import until  # noqa: E402  # tests/ is on sys.path
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
@@ -35,13 +36,6 @@ def guest_path() -> str:
 @pytest.fixture(scope="module")
 def backend(ray_cluster: Any) -> RaySandboxes:
     return ray_sandboxes()
-
-
-def _until(condition: Any, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def test_hosts_spread_over_the_nodes_and_sandboxes_over_the_hosts(backend: RaySandboxes) -> None:
@@ -229,7 +223,7 @@ def test_serve_fronts_the_cluster(backend: RaySandboxes, ray_cluster: Any) -> No
             return server.poll() is not None
 
     try:
-        _until(up, 120)
+        until(up, 120)
         assert server.poll() is None, "".join(lines)
         with Sandbox.create(domain=url) as sbx:
             assert ".declaw-host-" in sbx.sandbox_id  # made on the cluster
@@ -276,7 +270,7 @@ def test_a_node_lost_mid_command_fails_its_sandboxes_fast_and_nothing_else(
     loop = "python3 -c 'import time\nfor i in range({n}):\n    print(i, flush=True); time.sleep(0.02)'"
     running = victim.commands.run(loop.format(n=10000), background=True)
     survivor = bystander.commands.run(loop.format(n=150), background=True)
-    _until(lambda: running._process.text("stdout").count("\n") > 3)
+    until(lambda: running._process.text("stdout").count("\n") > 3)
 
     lost_at = time.monotonic()
     ray_cluster.remove_node(node)

@@ -22,6 +22,7 @@ from declaw_wasm.cli import main as cli_main
 from declaw_wasm import testing
 from declaw_wasm._remote.connection import base_url
 from declaw_wasm.server import check_bind
+from waiting import until  # tests/ is on sys.path
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,6 @@ def guest_path() -> str:
 def api(server_url: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server_url, headers={"X-API-Key": API_KEY}, timeout=30) as client:
         yield client
-
-
-def _until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 def test_openapi_document_lists_the_api(api: httpx.Client) -> None:
@@ -139,10 +133,10 @@ def test_a_client_disconnecting_mid_stream_leaves_the_server_healthy(served_sbx:
         lines = r.iter_lines()
         assert '"start"' in next(lines) and "up" in next(lines)
     # a foreground command whose client is gone is killed (our NDJSON run, declaw's JSON run)
-    _until(lambda: not any(p.cmd == "echo up; sleep 30" for p in served_sbx.commands.list()))
+    until(lambda: not any(p.cmd == "echo up; sleep 30" for p in served_sbx.commands.list()))
     with pytest.raises(httpx.ReadTimeout):
         api.post(base + "/commands", json={"cmd": "echo json; sleep 31", "timeout": 0}, timeout=1)
-    _until(lambda: not any(p.cmd == "echo json; sleep 31" for p in served_sbx.commands.list()))
+    until(lambda: not any(p.cmd == "echo json; sleep 31" for p in served_sbx.commands.list()))
     with api.stream("POST", ours + "/execute", json={"code": "print('x', flush=True)\nimport time\n"
                                                              "time.sleep(1)\ny = 5"}) as r:
         assert '"stdout"' in next(r.iter_lines())
@@ -299,17 +293,17 @@ def test_pty_over_a_raw_websocket(served_sbx: Sandbox, server_url: str) -> None:
     with connect(ws_url, additional_headers={"X-API-Key": API_KEY}) as socket:
         output = b""
 
-        def read_until(marker: bytes) -> None:
+        def readuntil(marker: bytes) -> None:
             nonlocal output
             while marker not in output:
                 message = socket.recv(timeout=10)
                 assert isinstance(message, bytes), message
                 output += message
 
-        read_until(b"$ ")
+        readuntil(b"$ ")
         socket.send('{"type": "resize", "rows": 30, "cols": 99}')
         socket.send(b"tput cols; exit 4\n")
-        read_until(b"99\r\n")
+        readuntil(b"99\r\n")
         end = socket.recv(timeout=10)
         while isinstance(end, bytes):
             end = socket.recv(timeout=10)

@@ -13,15 +13,9 @@ import pytest
 
 from declaw_wasm import (AsyncSandbox, CommandExitException, CommandHandle, NotFoundException, PtySize, Sandbox,
                          SandboxException, TimeoutException)
+from waiting import until  # tests/ is on sys.path
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
-
-
-def _until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
 
 
 @pytest.mark.served
@@ -108,7 +102,7 @@ def test_sending_to_closed_stdin_says_so(sbx: Sandbox) -> None:
 def test_kill_list_and_connect(sbx: Sandbox) -> None:
     seen: list[str] = []
     handle = sbx.commands.run("echo started; sleep 30", background=True, on_stdout=seen.append)
-    _until(lambda: "started\n" in seen)
+    until(lambda: "started\n" in seen)
     connected = sbx.commands.connect(handle.pid)
     assert sbx.commands.kill(handle.pid) is True
     with pytest.raises(CommandExitException) as raised:  # a background wait raises on non-zero
@@ -148,7 +142,7 @@ def _pty_session(sbx: Sandbox, *inputs: bytes | Callable[[Any], None],
     output: list[bytes] = []
     handle = sbx.pty.create(size or PtySize(24, 80), on_data=output.append, timeout=60)
     text = lambda: b"".join(output).decode()  # noqa: E731
-    _until(lambda: text().endswith("$ "))
+    until(lambda: text().endswith("$ "))
     for data in inputs:
         if callable(data):
             data(handle)
@@ -158,7 +152,7 @@ def _pty_session(sbx: Sandbox, *inputs: bytes | Callable[[Any], None],
             return len(text()) > seen and (text().endswith("$ ") or text().endswith(">>> "))
 
         handle.send_stdin(data)
-        _until(answered)
+        until(answered)
     handle.send_stdin(b"exit\n")
     handle.wait()
     return text(), output
@@ -193,9 +187,9 @@ def test_python3_on_a_pty_is_the_repl(sbx: Sandbox) -> None:
 def test_pty_line_editing_and_kill(sbx: Sandbox) -> None:
     output: list[bytes] = []
     handle = sbx.pty.create(PtySize(24, 80), on_data=output.append)
-    _until(lambda: b"".join(output).endswith(b"$ "))
+    until(lambda: b"".join(output).endswith(b"$ "))
     handle.send_stdin(b"echo abX\x7fc\n")
-    _until(lambda: b"".join(output).count(b"$ ") >= 2)
+    until(lambda: b"".join(output).count(b"$ ") >= 2)
     assert b"\r\nabc\r\n" in b"".join(output)
     assert sbx.pty.kill(handle.pid) is True
     with pytest.raises(CommandExitException) as raised:

@@ -91,7 +91,8 @@ def test_the_guest_tier_splits_over_workers_keeping_ray_together_and_traced_test
     tests come after every other (a worker that takes one takes nothing untraced after it)."""
     (tmp_path / "order_plugin.py").write_text(ORDER_PLUGIN, encoding="utf-8")
     out = tmp_path / "order.json"
-    files = [str(TESTS / name) for name in ("test_files.py", "test_channels.py", "test_ray.py", "test_tiers.py")]
+    files = [str(TESTS / name) for name in ("test_files.py", "test_channels.py", "test_ray.py", "test_tiers.py",
+                                             "packages/test_pip.py", "packages/test_pip_hostile.py")]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "order_plugin",
                            "-m", "guest", *files], capture_output=True, text=True, timeout=300, cwd=TESTS.parent,
                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "DECLAW_ORDER_OUT": str(out),
@@ -103,5 +104,8 @@ def test_the_guest_tier_splits_over_workers_keeping_ray_together_and_traced_test
     traced = [index for index, (_, _, tracing) in enumerate(rows) if tracing]
     assert traced and traced == list(range(len(rows) - len(traced), len(rows)))
     assert all(group.startswith(("traces_memory ", "ray")) for _, group, tracing in rows if tracing)
-    plain = {group for nodeid, group, tracing in rows if not tracing and group != "ray"}
-    assert plain == {nodeid.split("::")[0] for nodeid, group, tracing in rows if not tracing and group != "ray"}
+    packages = {group for nodeid, group, _ in rows if nodeid.startswith("tests/packages/")}
+    assert packages == {"packages", "traces_memory packages"}  # one at a time: they share the wheel cache
+    assert rows[0][0].startswith("tests/packages/")  # and first
+    plain = [(nodeid, group) for nodeid, group, tracing in rows if not tracing and group not in ("ray", "packages")]
+    assert plain and all(group == nodeid.split("::")[0] for nodeid, group in plain)

@@ -17,6 +17,7 @@ import pytest
 
 from declaw_wasm import testing
 from declaw_wasm import Limits, PtySize, RateLimitException, Sandbox, TimeoutException
+from waiting import until  # tests/ is on sys.path
 
 from .support import Bounded, PeakRSS, assert_host_fine, guest_threads, run_py, wait_guest_threads
 
@@ -361,13 +362,13 @@ def test_a_forged_detach_keeps_every_bound_but_the_commands_deadline(
         assert "detach: status: must be a whole number from 0 to 255" in r.stdout, r
         assert "detach: status: is required" in r.stdout, r
         [pid] = [p.pid for p in sandbox.commands.list() if "detach.py" in p.cmd]
-        _until(lambda: sandbox.files.exists("/tmp/second"))
+        until(lambda: sandbox.files.exists("/tmp/second"))
         assert "detach: the line has ended already" in sandbox.files.read("/tmp/second")
         other = sandbox.commands.run("sleep 60", background=True)
         with pytest.raises(RateLimitException, match="max_processes"):  # the detached guest counts
             sandbox.commands.run("true")
         assert sandbox.commands.kill(pid) and other.kill()
-        _until(lambda: not sandbox.commands.list())
+        until(lambda: not sandbox.commands.list())
         assert sandbox.commands.run("echo ok").stdout == "ok\n"
         ex = sandbox.run_code(DOOR + "print(req(op='detach', status=0))")
         assert "detach: not an op this guest may use" in "".join(ex.logs.stdout), ex
@@ -382,10 +383,3 @@ def test_a_forged_detach_keeps_every_bound_but_the_commands_deadline(
     finally:
         sandbox.kill()
     assert_host_fine()
-
-
-def _until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
