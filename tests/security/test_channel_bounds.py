@@ -148,7 +148,10 @@ def test_a_cells_results_cost_the_host_what_they_hold(mode: str, make: Callable[
     assert ex.error is None and ex.text == "the end", ex
     assert 1 <= sum(not r.is_main_result for r in ex.results) <= 2, len(ex.results)  # a megabyte each
     assert any("results dropped" in line for line in ex.logs.stderr)
-    assert cost < 4 * limit + 4 * MiB, cost  # before: ~46 MiB
+    # a driver's RSS (processes, ray) moves with what its process did before: 4 MB for this cell
+    # alone, 10-18 MB after other traced tests in the same worker; the Python heap (in-process,
+    # served) does not. Before the fix: ~46 MiB.
+    assert cost < 4 * limit + (4 * MiB if here else 16 * MiB), cost
     assert sandbox.run_code("6 * 7").text == "42"
     assert_host_fine(sandbox)
 
