@@ -192,3 +192,11 @@ def test_a_lines_background_jobs_outlive_it_as_bashs_do(sbx: Sandbox) -> None:
     assert sbx.commands.kill(pid)
     until(lambda: not [p for p in sbx.commands.list() if d in p.cmd])
     assert sbx.commands.run("echo on").stdout == "on\n"
+
+
+def test_a_shell_forgets_its_finished_jobs(sbx: Sandbox) -> None:
+    """The guest's list of a line's jobs keeps only those still running when it adds one: a
+    PTY's shell, whose line never ends, grew it by one per `cmd &` for the session's life."""
+    line = "for i in $(seq 200); do true & wait; done; " \
+           "python3 -c 'from declaw_shell.shells import LINE_JOBS; print(len(LINE_JOBS))'"
+    assert sbx.commands.run(line).stdout == "1\n"

@@ -233,6 +233,7 @@ class LineJobs(JobTable):
     does the guest (declaw_shell.Session)."""
 
     def register(self, command_text: str, task: asyncio.Task[Any]) -> Job:
+        running_jobs()  # a PTY's shell never ends its line: its finished jobs go here
         LINE_JOBS.append(task)
         return super().register(command_text, task)
 
