@@ -349,6 +349,7 @@ def main(cwd: str, args: list[str]) -> int:
     os.environ["PWD"] = cwd
     _as_the_system_python()
     sys.orig_argv = [sys.executable, *args]
+    _unbuffered(bool(os.environ.get("PYTHONUNBUFFERED")))
 
     while args and args[0].startswith("-") and args[0] != "-":
         opt = args.pop(0)
@@ -377,6 +378,7 @@ def main(cwd: str, args: list[str]) -> int:
             continue
         if not all(ch in IGNORED_FLAGS for ch in opt[1:]):
             return _usage("Unknown option: %s" % opt)
+        _unbuffered("u" in opt)
 
     if not args and _isatty(sys.stdin):
         sys.argv = [""]
@@ -397,6 +399,37 @@ def main(cwd: str, args: list[str]) -> int:
     sys.argv = list(args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     return _run_source(source, path, os.path.abspath(path))
+
+
+class _WriteThrough:
+    """A text stream whose every write is flushed: `python3 -u`, PYTHONUNBUFFERED (a server's
+    log read while it runs)."""
+
+    def __init__(self, inner: IO[str]) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        written = self._inner.write(text)
+        self._inner.flush()
+        return written
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        self._inner.writelines(lines)
+        self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _unbuffered(asked: bool) -> None:
+    """If `asked`: the program's stdout and stderr flushed at every write (run_process puts them
+    back)."""
+    if not asked:
+        return
+    if not isinstance(sys.stdout, _WriteThrough):
+        sys.stdout = _WriteThrough(sys.stdout)
+    if not isinstance(sys.stderr, _WriteThrough):
+        sys.stderr = _WriteThrough(sys.stderr)
 
 
 def _run_module(module: str) -> int:

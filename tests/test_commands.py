@@ -194,6 +194,37 @@ def test_a_lines_background_jobs_outlive_it_as_bashs_do(sbx: Sandbox) -> None:
     assert sbx.commands.run("echo on").stdout == "on\n"
 
 
+def test_a_python_job_runs_beside_its_line_as_in_bash(sbx: Sandbox) -> None:
+    """`python3 ... &` (a server, a worker) runs in a guest of its own, beside the line, as a
+    process of its own does in bash: the line goes on at once (it waited for the program to
+    end), reaches the server, reads the program's redirected output as it is written, gets its
+    status from `wait`, kills it with `kill %1`; a program the line leaves running is listed
+    beside the command and ends when the command is killed."""
+    d = f"/tmp/pyjobs-{os.urandom(4).hex()}"
+    sbx.commands.run(f"mkdir -p {d} && echo served > {d}/index.txt")
+    port = 18000 + int.from_bytes(os.urandom(2), "big") % 2000
+    r = sbx.commands.run(
+        f"python3 -m http.server {port} -d {d} >{d}/log 2>&1 & "
+        f"for i in $(seq 100); do curl -s localhost:{port}/index.txt && break; sleep 0.1; done; "
+        f"python3 -u -c 'import time; print(\"early\"); time.sleep(60)' > {d}/out & "
+        f"until [ -s {d}/out ]; do sleep 0.05; done; cat {d}/out; "
+        f"kill %1 %2; wait; "
+        f"python3 -c 'import sys; sys.exit(len(sys.stdin.read()))' < {d}/index.txt & wait $!; echo status $?",
+        timeout=30)
+    assert (r.stdout, r.exit_code) == ("served\nearly\nstatus 7\n", 0), r
+    assert "GET /index.txt" in sbx.files.read(f"{d}/log")
+    r = sbx.commands.run(f"python3 -c 'import sys; sys.stdout.write(\"x\" * 3000000)' > {d}/big & wait; "
+                         f"wc -c < {d}/big", timeout=30)  # one write, read back in 1 Mi pieces
+    assert r.stdout.strip() == "3000000", r
+    r = sbx.commands.run(f"python3 -c 'import time; time.sleep(60)' & echo {d}", timeout=10)
+    assert r.stdout == f"{d}\n"
+    listed = {p.pid: p.cmd for p in sbx.commands.list()}
+    [line] = [pid for pid, cmd in listed.items() if d in cmd]
+    assert "python3 -c 'import time; time.sleep(60)'" in listed.values(), listed
+    assert sbx.commands.kill(line)
+    until(lambda: not sbx.commands.list())
+
+
 def test_a_shell_forgets_its_finished_jobs(sbx: Sandbox) -> None:
     """The guest's list of a line's jobs keeps only those still running when it adds one: a
     PTY's shell, whose line never ends, grew it by one per `cmd &` for the session's life."""

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from .._wasm.engine import Interpreter
     from ..limits import Limits
     from .files import SandboxFS
+    from ..wire import RunCommand
+    from .processes import Process
 
 Deliver = Optional[Callable[[str], None]]  # where a guest's fd 1 or 2 output goes (None: kept only)
 
@@ -67,6 +69,8 @@ class GuestSandbox(GuestParts, Protocol):
     def park_later(self) -> None: ...
     def system_view(self, pid: int, asker: Guest) -> dict[str, Any]: ...
     def forget_process(self, process: Any) -> None: ...
+    # a command of the sandbox (the program of a line's `python3 ... &` job)
+    def start(self, request: RunCommand, *, spawned: bool = ...) -> Process: ...
 
 
 def _unbound(_guest: Guest, _request: Any) -> Any:

@@ -8,6 +8,7 @@ Two commands of a sandbox are two instances: they run at once and share the sand
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 from dataclasses import replace
@@ -19,11 +20,24 @@ from .._wasm.boot import shell_turn
 from .._wasm.guest import Guest, GuestOutcome
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
-from .._wasm.door import Int, Num, Op, RequestError
+from ..wire import RunCommand
+from .._wasm.door import NO_NUL, Chars, Int, List, Map, Num, Op, RequestError, Str
 from .doors import Routes, dispatch, routes
 
 if TYPE_CHECKING:
     from .launcher import GuestSandbox
+
+MAX_ARG = 128 << 10  # characters of one argument or value (Linux's MAX_ARG_STRLEN)
+MAX_ARGS = 4096
+MAX_PATH = 4096
+MAX_ENV = 4096
+MAX_ENV_NAME = 256
+ENV_NAME = Chars.excluding("no '=' or NUL", "=\x00")
+MAX_STDIN = 8 << 20  # (the door's frame bounds a request first)
+READ_CHARS = 1 << 20  # of text per spawn.read answer (an event longer is cut, the rest read next)
+# `python3 ... &` programs running at once in a sandbox, each a guest (memory_limit each) that guest
+# code, not the caller, asked for: a line beyond it runs the program in its own guest, in turn
+MAX_SPAWNED = 4
 
 # The door ops a command's guest may use besides the network's and host tools' (doors.py);
 # their handlers are Process's below.
@@ -33,7 +47,7 @@ STDIN = Op("stdin", {"n": Int(0, (1 << 63) - 1, doc="bytes wanted (the host give
            "seconds if given: nil when none came); b'' at end of input")
 WINSIZE = Op("winsize", {}, "[rows, cols]", "the terminal's size")
 SYSINFO = Op("sysinfo", {}, "{pid, self_memory, mem_total, mem_used, uptime, cpus, processes: [{pid, cmd, "
-             "args, cwd, tty, started, cpu, memory}]}",
+             "args, cwd, tty, started, cpu, memory, spawned}]}",
              "what `free`, `ps`, `uptime` and `resource.getrusage` show: the sandbox's memory limit and "
              "its guests' use (as get_metrics), its running commands (as commands.list(); `pid` is the "
              "asker's, 0 for a code context), the asking guest's memory")
@@ -42,7 +56,27 @@ DETACH = Op("detach", {"status": Int(0, 255, required=True, doc="the line's exit
              "running): the command is over for its caller (its result, `wait()`, the handle's events end); "
              "the guest goes on with the jobs, listed and killable under the command's pid, without the "
              "command's timeout, until they end or the sandbox does. Once per command; not for a PTY")
-COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH)
+SPAWN = Op("spawn", {
+    "args": List(Str(MAX_ARG, NO_NUL), MAX_ARGS, required=True, doc="the arguments after `python3`"),
+    "cwd": Str(MAX_PATH, NO_NUL, min_len=1, required=True, doc="its working directory (a guest path)"),
+    "env": Map(Str(MAX_ENV_NAME, ENV_NAME, min_len=1), Str(MAX_ARG, NO_NUL), MAX_ENV, required=True,
+               doc="its whole environment (the line's exported variables)"),
+    "stdin": Str(MAX_STDIN, null=True, doc="its whole input (a redirect or a pipe); none: end of input")},
+    "pid | error", "`python3 ARGS` as a `cmd &` job of the line (a Python program holds its guest's one "
+    "thread): a command of the sandbox of its own, in a new guest, `python3` and the arguments quoted "
+    "by the host (shlex.join) as its line, without a timeout; bound by max_processes and refused "
+    "during a snapshot as any command is; killed with the asking command when that is killed or "
+    "stopped")
+SPAWN_READ = Op("spawn.read", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program this command spawned"),
+                               "start": Int(0, (1 << 63) - 1, required=True, doc="events read whole so far"),
+                               "skip": Int(0, (1 << 63) - 1, doc="characters read of event `start`")},
+                "{events: [[stream, text]], next: [start, skip], exit: int | nil} | error",
+                "what the spawned program wrote from there on (at most 2^20 characters), without waiting, and "
+                "where the next read starts; its exit status once it has ended and everything is read (then "
+                "it is forgotten)")
+SPAWN_KILL = Op("spawn.kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program this command spawned")},
+                "bool", "kill a spawned program (its job ended first: `kill %1`); forgets it")
+COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH, SPAWN, SPAWN_READ, SPAWN_KILL)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
 CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
@@ -97,9 +131,12 @@ class Process(EventLog):
     def __init__(self, sandbox: "GuestSandbox", pid: int, cmd: str, cwd: str, env: dict[str, str],
                  envs: dict[str, str], timeout: Optional[float], stdin: bool,
                  pty: Optional[PtySize] = None, tag: Optional[str] = None,
-                 callbacks: Optional[dict[str, Callback]] = None, parked: Optional[Guest] = None) -> None:
+                 callbacks: Optional[dict[str, Callback]] = None, parked: Optional[Guest] = None,
+                 spawned: bool = False) -> None:
         """`parked`: the sandbox's parked guest (parking.py), booted and waiting: the line
-        becomes its next turn. Otherwise the command gets a fresh guest."""
+        becomes its next turn. Otherwise the command gets a fresh guest. `spawned`: a `python3
+        ... &` job's program, started by another command's guest (`spawn`)."""
+        self.spawned = spawned
         self.sandbox = sandbox
         self.pid = pid
         self.cmd = cmd
@@ -114,11 +151,13 @@ class Process(EventLog):
         self.quota_message = ""
         self.started = time.time()  # `ps`'s START and TIME (doors.py: sysinfo)
         self._tools = sandbox.launcher.tool_door(lambda: (sandbox.tools,))  # create(tools=)
+        self._spawned: dict[int, Process] = {}  # the programs its `python3 ... &` jobs run (spawn)
         self._routes: Routes = routes(  # what a command's guest may ask (doors.py)
             (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
             (WINSIZE, lambda guest, r: list(self._winsize())),
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
             (DETACH, lambda guest, r: self._detach(guest, r["status"])),
+            (SPAWN, self._spawn), (SPAWN_READ, self._spawn_read), (SPAWN_KILL, self._spawn_kill),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env
@@ -151,7 +190,7 @@ class Process(EventLog):
         info = self.info()
         return {"pid": self.pid, "cmd": info.cmd[:4096], "args": info.args[:2], "cwd": self.cwd[:4096],
                 "tty": self.pty_size is not None, "started": self.started,
-                "cpu": round(self.guest.cpu_seconds(), 3), "memory": self.guest.memory_bytes()}
+                "cpu": round(self.guest.cpu_seconds(), 3), "memory": self.guest.memory_bytes(), "spawned": self.spawned}
 
     # -- output ------------------------------------------------------------------------------
     def _on_output(self, stream: Stream) -> Callable[[str], None]:
@@ -202,6 +241,9 @@ class Process(EventLog):
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()
+            orphans, self._spawned = list(self._spawned.values()), {}
+        for child in orphans:  # its jobs' programs end with it, as its other jobs did
+            child.kill()
         self.sandbox.forget_process(self)
 
     def _detach(self, guest: Guest, status: int) -> Optional[dict[str, Any]]:
@@ -220,6 +262,77 @@ class Process(EventLog):
             self._cond.notify_all()
         guest.set_deadline(None)
         return None
+
+    # -- `python3 ... &` jobs (the spawn ops) ------------------------------------------------------
+    def _spawn(self, guest: Guest, request: dict[str, Any]) -> Any:
+        """Start the job's program as a command of the sandbox (every bound a command has)."""
+        line = shlex.join(["python3", *request["args"]])
+        stdin = request.get("stdin")
+        try:
+            child = self.sandbox.start(RunCommand(cmd=line, cwd=request["cwd"], envs=request["env"], timeout=0,
+                                                  stdin=stdin if stdin is not None else False, background=True),
+                                       spawned=True)
+        except SandboxException as exc:
+            return RequestError("spawn", "", str(exc)).reply()
+        with self._cond:
+            self._spawned[child.pid] = child
+            stopped = self.outcome is not None  # killed while it started: the kill did not see it
+        if stopped:
+            child.kill()
+        return child.pid
+
+    def _child(self, op: str, pid: int) -> "Process | dict[str, Any]":
+        with self._cond:
+            child = self._spawned.get(pid)
+        return child if child is not None else RequestError(op, "pid", f"{pid} is not a program this command "
+                                                                       "started, or it was read to its end").reply()
+
+    def _spawn_read(self, guest: Guest, request: dict[str, Any]) -> Any:
+        child = self._child("spawn.read", request["pid"])
+        if not isinstance(child, Process):
+            return child
+        start, skip = request["start"], request.get("skip", 0)
+        events, ended = child.events_since(start, 0)
+        kept: list[list[Any]] = []
+        room = READ_CHARS
+        for event in events:
+            text = event.data[skip:]
+            if len(text) > room:  # the rest of it next time
+                if not room:
+                    ended = False
+                    break
+                kept.append([event.stream, text[:room]])
+                skip += room
+                ended = False
+                break
+            kept.append([event.stream, text])
+            room -= len(text)
+            start, skip = start + 1, 0
+        status = None
+        if ended:
+            status = child.status()
+            with self._cond:
+                self._spawned.pop(child.pid, None)
+        return {"events": kept, "next": [start, skip], "exit": status}
+
+    def _spawn_kill(self, guest: Guest, request: dict[str, Any]) -> Any:
+        child = self._child("spawn.kill", request["pid"])
+        if not isinstance(child, Process):
+            return child
+        with self._cond:
+            self._spawned.pop(child.pid, None)
+        return child.kill()
+
+    def status(self) -> int:
+        """The exit status bash's `wait` reports for this command, once it has ended."""
+        outcome = self.wait(0)
+        if outcome is None:
+            raise SandboxException(f"process {self.pid} is still running")
+        if self.killed or outcome.stopped in ("killed", "quota", "timeout"):
+            return KILLED_EXIT_CODE
+        if outcome.stopped == "fuel":
+            return CPU_LIMIT_EXIT_CODE
+        return outcome.exit_code & 0xFF
 
     @property
     def done(self) -> bool:

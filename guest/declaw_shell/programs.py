@@ -8,6 +8,7 @@ out columns only on a PTY.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 import os
@@ -32,6 +33,7 @@ PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
 TEXT_OUT = frozenset({OutputKind.TEXT})
+STREAM_OUT = frozenset({OutputKind.STREAM_TEXT})
 
 
 def registry(session: Session | None) -> CommandRegistry:
@@ -121,9 +123,25 @@ def _stdin_of(invocation: Invocation, session: Session | None, newline: str | No
     return door.program_stdin(session.stdin)
 
 
+def _a_job_by_itself() -> bool:
+    """Whether the running command is a `cmd &` job's own (run by the job's task: alone, in a
+    subshell or a list, or a pipeline's stage), not under `timeout`."""
+    from . import deadlines, shells
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop running
+        return False
+    return task is not None and any(task is job for job in shells.LINE_JOBS) and deadlines.remaining() is None
+
+
 class PythonCommand(Command):
+    """`python3 ARGS`, run in this guest like a separate process (`_declaw_boot.run_process`);
+    as a `cmd &` job, in a guest of its own that the host starts (the `spawn` door op), so the
+    line goes on beside it as bash's does (`python3 -m http.server &`: a Python program holds
+    this guest's one thread until it returns)."""
+
     input_kinds = TEXT_IN
-    output_kinds = TEXT_OUT
     summary = "run a Python program"
 
     def __init__(self, name: str, session: Session | None, prefix: Iterable[str] = ()) -> None:
@@ -131,7 +149,39 @@ class PythonCommand(Command):
         self.session = session
         self.prefix = list(prefix)  # `pip ARGS` is `python3 -m pip ARGS`
 
+    @property
+    def output_kinds(self) -> frozenset[OutputKind]:
+        """Read when the command is about to run: a job's program streams what its guest writes."""
+        return STREAM_OUT if _a_job_by_itself() else TEXT_OUT
+
     def run(self, invocation: Invocation) -> CommandResult:
+        if invocation.stdout_kind == OutputKind.STREAM_TEXT:
+            return self._spawned(invocation)
+        return self._here(invocation)
+
+    def _spawned(self, invocation: Invocation) -> CommandResult:
+        """The program in a guest of its own: its output streamed as it comes (stderr to the
+        job's error output), its status the job's; if the host refuses (`max_processes`, a
+        snapshot under way, a code context's guest), the program runs here as before."""
+        state = invocation.state
+        env = state.exported_variables()
+        env["PWD"] = str(state.cwd)
+        request: dict[str, Any] = {"args": [*self.prefix, *invocation.arguments], "cwd": str(state.cwd),
+                                   "env": env}
+        if invocation.stdin_kind == InputKind.TEXT:
+            request["stdin"] = invocation.stdin
+        try:
+            pid = door.call("spawn", **request)
+        except (TypeError, ValueError):  # text the door cannot carry (a lone surrogate)
+            pid = None
+        if type(pid) is not int:
+            return _streamed(invocation, self._here(invocation))
+        from .shells import LIVE_STREAMS
+
+        LIVE_STREAMS.add(invocation.exit_status)
+        return CommandResult(stdout=_output_of(pid, invocation), exit_code=0)
+
+    def _here(self, invocation: Invocation) -> CommandResult:
         import _declaw_boot
 
         session, state = self.session, invocation.state
@@ -157,6 +207,44 @@ class PythonCommand(Command):
         return CommandResult(stdout=output, exit_code=status)
 
 
+def _streamed(invocation: Invocation, result: CommandResult) -> CommandResult:
+    """A result made whole, as the stream the invocation asked for."""
+    async def whole() -> Any:
+        yield result.stdout
+        invocation.exit_status.code = result.exit_code
+    return CommandResult(stdout=whole(), exit_code=result.exit_code)
+
+
+async def _output_of(pid: int, invocation: Invocation) -> Any:
+    """A spawned program's output as it comes (stdout yielded, stderr written), then its status
+    as the invocation's; the program is killed if the job ends first (`kill %1`, the line's end
+    on a terminal)."""
+    start, skip, pause, ended = 0, 0, 0.002, False
+    try:
+        while True:
+            reply = door.call("spawn.read", pid=pid, start=start, skip=skip)
+            if "error" in reply:
+                invocation.state.write_error("bash: %s\n" % reply["error"].get("message", "lost its program"))
+                invocation.exit_status.code = 1
+                ended = True
+                return
+            for stream, text in reply["events"]:
+                if stream == "stdout":
+                    yield text
+                else:
+                    invocation.state.write_error(text)
+            start, skip = reply["next"]
+            if reply["exit"] is not None:
+                invocation.exit_status.code = reply["exit"]
+                ended = True
+                return
+            pause = 0.002 if reply["events"] else min(pause * 2, 0.05)
+            await asyncio.sleep(pause)
+    finally:
+        if not ended:
+            door.call("spawn.kill", pid=pid)
+
+
 class ModuleCommand(PythonCommand):
     """A package's console script as `python3 -m MODULE` (`pytest`); not found, as bash says,
     where the package is not installed."""
@@ -166,7 +254,8 @@ class ModuleCommand(PythonCommand):
 
         if importlib.util.find_spec(self.prefix[1]) is None:
             invocation.state.write_error("bash: %s: command not found\n" % self.name)
-            return CommandResult(stdout="", exit_code=127)
+            missing = CommandResult(stdout="", exit_code=127)
+            return _streamed(invocation, missing) if invocation.stdout_kind == OutputKind.STREAM_TEXT else missing
         return super().run(invocation)
 
 

@@ -166,8 +166,11 @@ def _rows(info: dict[str, Any], jobs: Iterable[Any]) -> list[dict[str, Any]]:
     for proc in info["processes"]:
         pid = int(proc["pid"])
         args = [str(a) for a in proc.get("args") or []]
+        comm = "bash"
         if proc.get("tty"):
             command = "/bin/bash " + " ".join(args)
+        elif proc.get("spawned"):  # a line's `python3 ... &` job's program: its own argv
+            command, comm = str(proc.get("cmd", "")), "python3"
         else:
             command = "/bin/bash -l -c " + str(proc.get("cmd", ""))
         started = float(proc.get("started") or now)
@@ -177,7 +180,7 @@ def _rows(info: dict[str, Any], jobs: Iterable[Any]) -> list[dict[str, Any]]:
                      "stat": "R" if pid == info["pid"] else "S", "started": started, "cpu": cpu,
                      "memory": memory, "pcpu": 100.0 * cpu / max(now - started, 1e-3),
                      "pmem": 100.0 * memory / mem_total, "command": command.replace("\n", " "),
-                     "comm": "bash"})
+                     "comm": comm})
     for job in jobs:
         text = str(job.command_text).replace("\n", " ")
         rows.append({"pid": int(job.pid), "ppid": int(info["pid"]), "tty": "?", "stat": "S",

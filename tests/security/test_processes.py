@@ -383,3 +383,85 @@ def test_a_forged_detach_keeps_every_bound_but_the_commands_deadline(
     finally:
         sandbox.kill()
     assert_host_fine()
+
+
+SPAWNS = """
+import json, time, _host, msgpack
+def call(**r):
+    try:
+        return msgpack.unpackb(_host.call(msgpack.packb(r, use_bin_type=True)), raw=False)
+    except BaseException as e:
+        return type(e).__name__
+def error(answer):
+    return answer["error"]["message"] if isinstance(answer, dict) and "error" in answer else answer
+out = {}
+out["quoted"] = call(op="spawn", args=["-c", "import sys; open('/tmp/argv', 'w').write(repr(sys.argv))",
+                                       "; touch /tmp/pwned\\ntouch /tmp/pwned2", "$(touch /tmp/pwned3)", "`id`"],
+                     cwd="/tmp", env={"HOME": "/root"})
+while call(op="spawn.read", pid=out["quoted"], start=0)["exit"] is None:  # it ends: no longer counted
+    time.sleep(0.05)
+out["missing"] = error(call(op="spawn", cwd="/tmp", env={}))
+out["nul"] = error(call(op="spawn", args=["a\\x00b"], cwd="/tmp", env={}))
+out["name"] = error(call(op="spawn", args=[], cwd="/tmp", env={"A=B": "c"}))
+out["cwd"] = error(call(op="spawn", args=[], cwd="/no/such/folder", env={}))
+out["huge"] = error(call(op="spawn", args=["x" * (200 << 10)], cwd="/tmp", env={}))
+sleepers = [call(op="spawn", args=["-c", "import time; time.sleep(60)"], cwd="/", env={}) for _ in range(4)]
+out["sleepers"] = [type(pid).__name__ for pid in sleepers]
+out["fifth"] = error(call(op="spawn", args=["-c", "pass"], cwd="/", env={}))
+out["not_mine"] = error(call(op="spawn.read", pid=1, start=0))
+out["killed"] = call(op="spawn.kill", pid=sleepers[0])
+out["read_killed"] = error(call(op="spawn.read", pid=sleepers[0], start=0))
+open("/tmp/spawns-out.json", "w").write(json.dumps(out))
+open("/tmp/spawned.json", "w").write(json.dumps(sleepers[1:]))
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable[[str], dict[str, Any]]) -> None:
+    """Defends against `spawn` (what a line's `python3 ... &` job sends; any guest code can forge
+    it) as a way onto the host or past the sandbox's bounds. Its arguments reach the new command's
+    line only quoted by the host (`;`, a newline, `$(...)` and backquotes stay python3's
+    arguments); the program is a command of the sandbox, listed, counted against max_processes
+    and MAX_SPAWNED (4), killed with the command that asked; its fields are bounded and checked
+    (NUL, an environment name with '=', a missing folder, 200 KiB arguments); only the command
+    that spawned a program reads or kills it; a cell's guest is not offered the ops."""
+    import json
+
+    sandbox = Sandbox.create(timeout=120, limits=Limits(max_processes=8), **where(mode))
+    try:
+        sandbox.files.write("/tmp/spawns.py", SPAWNS)
+        handle = sandbox.commands.run("python3 /tmp/spawns.py", background=True)
+        until(lambda: sandbox.files.exists("/tmp/spawned.json"), seconds=60)
+        out = json.loads(sandbox.files.read("/tmp/spawns-out.json"))
+        assert type(out["quoted"]) is int, out
+        until(lambda: sandbox.files.exists("/tmp/argv"))
+        assert sandbox.files.read("/tmp/argv") == repr(
+            ["-c", "; touch /tmp/pwned\ntouch /tmp/pwned2", "$(touch /tmp/pwned3)", "`id`"])
+        assert not [n for n in ("pwned", "pwned2", "pwned3") if sandbox.files.exists(f"/tmp/{n}")]
+        assert out["missing"] == "spawn: args: is required", out
+        assert out["nul"].startswith("spawn: args[0]: must hold no NUL only"), out
+        assert "(the key) must hold no '=' or NUL only" in out["name"], out
+        assert "/no/such/folder does not exist" in out["cwd"], out
+        assert "must be 0 to 131072 characters" in out["huge"], out
+        assert out["sleepers"] == ["int"] * 4, out
+        assert "already runs 4 programs that command lines started" in out["fifth"], out
+        assert "1 is not a program this command started" in out["not_mine"], out
+        assert out["killed"] is True and "is not a program this command started" in out["read_killed"], out
+        spawned = json.loads(sandbox.files.read("/tmp/spawned.json"))
+        listed = {p.pid: p.cmd for p in sandbox.commands.list()}
+        assert set(spawned) <= set(listed) and listed[spawned[0]] == "python3 -c 'import time; time.sleep(60)'"
+        with pytest.raises(RateLimitException, match="max_processes"):  # 1 + 3 + 4 more would be 8
+            for _ in range(5):
+                sandbox.commands.run("sleep 60", background=True)
+        assert sandbox.commands.kill(handle.pid)
+        until(lambda: not set(spawned) & {p.pid for p in sandbox.commands.list()})
+        for p in sandbox.commands.list():
+            sandbox.commands.kill(p.pid)
+        ex = sandbox.run_code("import _host, msgpack\n"
+                              "print(msgpack.unpackb(_host.call(msgpack.packb({'op': 'spawn', 'args': [], "
+                              "'cwd': '/', 'env': {}})), raw=False))")
+        assert "spawn: not an op this guest may use" in "".join(ex.logs.stdout), ex
+    finally:
+        sandbox.kill()
+    assert_host_fine()
