@@ -113,6 +113,20 @@ def test_a_parked_guest_runs_its_line_on_the_lines_budget(budget_sbx: Sandbox) -
 
 
 @pytest.mark.guest
+def test_a_lines_python_jobs_run_on_its_budget(budget_sbx: Sandbox) -> None:
+    """Defends the budget against `python3 ... &`, which elsewhere runs in a guest of its own
+    (with a budget of its own, a line could run any number of budgets in turn): under a CPU
+    limit the host refuses the `spawn` op, and the job's program runs in the line's guest."""
+    result = budget_sbx.commands.run(LOOP + " & wait; echo $?", timeout=0)
+    assert result.exit_code == 152 and result.stdout == "", result  # the line's budget ran out
+    forged = budget_sbx.commands.run(
+        "python3 -c \"import _host, msgpack; print(msgpack.unpackb(_host.call(msgpack.packb("
+        "{'op': 'spawn', 'args': [], 'cwd': '/', 'env': {}})), raw=False)['error']['message'])\"")
+    assert "the sandbox has a CPU limit (Limits.cpu_instructions)" in forged.stdout, forged
+    assert not budget_sbx.commands.list()
+
+
+@pytest.mark.guest
 def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path: Path) -> None:
     """A cache without the fuel build: creating a CPU-limited sandbox fails at once."""
     copy = tmp_path / "cache"

@@ -265,7 +265,12 @@ class Process(EventLog):
 
     # -- `python3 ... &` jobs (the spawn ops) ------------------------------------------------------
     def _spawn(self, guest: Guest, request: dict[str, Any]) -> Any:
-        """Start the job's program as a command of the sandbox (every bound a command has)."""
+        """Start the job's program as a command of the sandbox (every bound a command has). Not
+        with a CPU limit: the program would get a budget of its own, and a line could run any
+        number of budgets in turn; there it runs in the line's guest, on the line's budget."""
+        if self.sandbox.limits.cpu_instructions:
+            return RequestError("spawn", "", "the sandbox has a CPU limit (Limits.cpu_instructions): a job's "
+                                "program runs on its line's budget, in the line's guest").reply()
         line = shlex.join(["python3", *request["args"]])
         stdin = request.get("stdin")
         try:
