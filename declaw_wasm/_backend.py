@@ -199,6 +199,30 @@ class EventLog:
                 self._cond.wait(min(left, 0.1))
             return self._take(start), self.done
 
+    def read_raw(self, start: int, skip: int, room: int) -> tuple[List[tuple[Stream, bytes]], int, int, bool]:
+        """Without waiting: the events from `start` on (`skip` bytes of it read already) as their
+        raw pieces (UTF-8, `surrogatepass`), `room` bytes at most in all; where the next read
+        starts; and whether the command has ended and everything is read. Copies only what it
+        returns, however much the stream holds (a `python3 ... &` job reads its program's)."""
+        pieces: List[tuple[Stream, bytes]] = []
+        with self._cond:
+            done = self.done
+            count = self._count()
+            if self._buffers is not None and start < count:
+                self._handed = max(self._handed, count)  # what is handed out never grows (merging)
+                while start < count and room > 0:
+                    name = STREAMS[self._kinds[start]]
+                    begin, end = self._starts[start] + max(skip, 0), self._ends[start]
+                    take = max(min(end - begin, room), 0)
+                    if take:
+                        pieces.append((name, bytes(self._buffers[name][begin:begin + take])))
+                        room -= take
+                    if begin + take >= end:
+                        start, skip = start + 1, 0
+                    else:
+                        skip = begin + take - self._starts[start]
+            return pieces, start, skip, done and start >= count
+
 
 class CellNews:
     """A cell's reports (`run_code`'s callbacks) on their way to a reader on another thread: a

@@ -231,3 +231,27 @@ def test_a_shell_forgets_its_finished_jobs(sbx: Sandbox) -> None:
     line = "for i in $(seq 200); do true & wait; done; " \
            "python3 -c 'from declaw_shell.shells import LINE_JOBS; print(len(LINE_JOBS))'"
     assert sbx.commands.run(line).stdout == "1\n"
+
+
+def test_another_commands_program_is_found_and_ended_by_pid_or_name(sbx: Sandbox) -> None:
+    """A server started by one command is found and stopped from another, as agents do in a
+    VM: `pgrep` and `ps` give its pid, `kill PID` and `pkill -f` end it (the asking command
+    never matches itself), `kill -0` asks whether it runs; an unknown pid is bash's error. (The
+    line that started a job's program is listed while the program runs: it carries the
+    program's output to where the job's goes, and ends with it.)"""
+    tag = f"jobs-{os.urandom(4).hex()}"
+    sbx.commands.run(f"nohup python3 -c 'import time; time.sleep(60)' {tag}-a > /dev/null 2>&1 &")
+    sbx.commands.run(f"python3 -c 'import time; time.sleep(60)' {tag}-b", background=True)
+    until(lambda: len([p for p in sbx.commands.list() if tag in p.cmd]) == 3)
+    listed = {p.pid: p.cmd for p in sbx.commands.list() if tag in p.cmd}
+    [program] = [pid for pid, cmd in listed.items() if cmd.startswith("python3") and f"{tag}-a" in cmd]
+    r = sbx.commands.run(f"pgrep -f {tag}-a; pgrep -x python3; pgrep -x nothing-like-it; echo $?")
+    *found, named, status = r.stdout.split()
+    assert status == "1" and {int(pid) for pid in found} == {pid for pid, cmd in listed.items() if f"{tag}-a" in cmd}
+    assert int(named) == program, r
+    r = sbx.commands.run(f"kill -0 {program} && echo runs; kill {program}; echo $?; kill 99999; echo $?")
+    assert r.stdout == "runs\n0\n1\n" and r.stderr == "bash: kill: (99999) - No such process\n", r
+    until(lambda: not [p for p in sbx.commands.list() if f"{tag}-a" in p.cmd])
+    assert sbx.commands.run(f"pkill -f {tag}-b; echo $?").stdout == "0\n"
+    until(lambda: not [p for p in sbx.commands.list() if tag in p.cmd])
+    assert sbx.commands.run(f"pkill -f {tag}-b; echo $?").stdout == "1\n"

@@ -21,6 +21,7 @@ from .._wasm.guest import Guest, GuestOutcome
 from ..exceptions import InvalidArgumentException, SandboxException, TimeoutException
 from ..models import CommandResult, ProcessInfo, PtySize
 from ..wire import RunCommand
+from .._args import command
 from .._wasm.door import NO_NUL, Chars, Int, List, Map, Num, Op, RequestError, Str
 from .doors import Routes, dispatch, routes
 
@@ -34,7 +35,7 @@ MAX_ENV = 4096
 MAX_ENV_NAME = 256
 ENV_NAME = Chars.excluding("no '=' or NUL", "=\x00")
 MAX_STDIN = 8 << 20  # (the door's frame bounds a request first)
-READ_CHARS = 1 << 20  # of text per spawn.read answer (an event longer is cut, the rest read next)
+READ_BYTES = 1 << 20  # of output per spawn.read answer (an event longer is cut, the rest read next)
 # `python3 ... &` programs running at once in a sandbox, each a guest (memory_limit each) that guest
 # code, not the caller, asked for: a line beyond it runs the program in its own guest, in turn
 MAX_SPAWNED = 4
@@ -69,14 +70,19 @@ SPAWN = Op("spawn", {
     "stopped")
 SPAWN_READ = Op("spawn.read", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program this command spawned"),
                                "start": Int(0, (1 << 63) - 1, required=True, doc="events read whole so far"),
-                               "skip": Int(0, (1 << 63) - 1, doc="characters read of event `start`")},
-                "{events: [[stream, text]], next: [start, skip], exit: int | nil} | error",
-                "what the spawned program wrote from there on (at most 2^20 characters), without waiting, and "
+                               "skip": Int(0, (1 << 63) - 1, doc="bytes read of event `start`")},
+                "{events: [[stream, bytes]], next: [start, skip], exit: int | nil} | error",
+                "what the spawned program wrote from there on (UTF-8, at most 1 MiB), without waiting, and "
                 "where the next read starts; its exit status once it has ended and everything is read (then "
                 "it is forgotten)")
 SPAWN_KILL = Op("spawn.kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program this command spawned")},
                 "bool", "kill a spawned program (its job ended first: `kill %1`); forgets it")
-COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH, SPAWN, SPAWN_READ, SPAWN_KILL)
+KILL = Op("kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a command of the sandbox (`ps`'s PID)"),
+                   "signal": Int(0, 64, required=True, doc="0: only ask whether it runs")},
+          "bool | error", "`kill PID`, `pkill`: end a running command or PTY of this sandbox (every signal "
+          "but 0 ends it, as SIGKILL would: a guest has no handlers another guest can reach); an error "
+          "names a pid the sandbox does not run")
+COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH, SPAWN, SPAWN_READ, SPAWN_KILL, KILL)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
 CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
@@ -158,6 +164,7 @@ class Process(EventLog):
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
             (DETACH, lambda guest, r: self._detach(guest, r["status"])),
             (SPAWN, self._spawn), (SPAWN_READ, self._spawn_read), (SPAWN_KILL, self._spawn_kill),
+            (KILL, self._kill_other),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env
@@ -241,8 +248,9 @@ class Process(EventLog):
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()
-            orphans, self._spawned = list(self._spawned.values()), {}
+            orphans = list(self._spawned.values())
         for child in orphans:  # its jobs' programs end with it, as its other jobs did
+            self._forget_child(child)
             child.kill()
         self.sandbox.forget_process(self)
 
@@ -252,6 +260,8 @@ class Process(EventLog):
         command's deadline (the sandbox's end, its limits and `kill` still stop it)."""
         if self.pty_size is not None:
             return RequestError("detach", "", "a terminal's shell keeps its jobs").reply()
+        if self.spawned:  # its line's reads would take it for ended, and stop holding it
+            return RequestError("detach", "", "a job's program has no line of its own to end").reply()
         with self._cond:
             if self._line_end is not None or self.outcome is not None:
                 return RequestError("detach", "", "the line has ended already").reply()
@@ -271,9 +281,9 @@ class Process(EventLog):
         if self.sandbox.limits.cpu_instructions:
             return RequestError("spawn", "", "the sandbox has a CPU limit (Limits.cpu_instructions): a job's "
                                 "program runs on its line's budget, in the line's guest").reply()
-        line = shlex.join(["python3", *request["args"]])
         stdin = request.get("stdin")
         try:
+            line = command(shlex.join(["python3", *request["args"]]))  # as commands.run's are bounded
             child = self.sandbox.start(RunCommand(cmd=line, cwd=request["cwd"], envs=request["env"], timeout=0,
                                                   stdin=stdin if stdin is not None else False, background=True),
                                        spawned=True)
@@ -283,6 +293,7 @@ class Process(EventLog):
             self._spawned[child.pid] = child
             stopped = self.outcome is not None  # killed while it started: the kill did not see it
         if stopped:
+            self._forget_child(child)
             child.kill()
         return child.pid
 
@@ -296,37 +307,35 @@ class Process(EventLog):
         child = self._child("spawn.read", request["pid"])
         if not isinstance(child, Process):
             return child
-        start, skip = request["start"], request.get("skip", 0)
-        events, ended = child.events_since(start, 0)
-        kept: list[list[Any]] = []
-        room = READ_CHARS
-        for event in events:
-            text = event.data[skip:]
-            if len(text) > room:  # the rest of it next time
-                if not room:
-                    ended = False
-                    break
-                kept.append([event.stream, text[:room]])
-                skip += room
-                ended = False
-                break
-            kept.append([event.stream, text])
-            room -= len(text)
-            start, skip = start + 1, 0
+        pieces, start, skip, ended = child.read_raw(request["start"], request.get("skip", 0), READ_BYTES)
         status = None
-        if ended:
+        if ended and not child.running:
             status = child.status()
-            with self._cond:
-                self._spawned.pop(child.pid, None)
-        return {"events": kept, "next": [start, skip], "exit": status}
+            self._forget_child(child)
+        return {"events": [list(piece) for piece in pieces], "next": [start, skip], "exit": status}
 
     def _spawn_kill(self, guest: Guest, request: dict[str, Any]) -> Any:
         child = self._child("spawn.kill", request["pid"])
         if not isinstance(child, Process):
             return child
-        with self._cond:
-            self._spawned.pop(child.pid, None)
+        self._forget_child(child)
         return child.kill()
+
+    def _forget_child(self, child: "Process") -> None:
+        """A spawned program read to its end or killed: its output and its place among the
+        sandbox's MAX_SPAWNED are given up."""
+        with self._cond:
+            held = self._spawned.pop(child.pid, None) is not None
+        if held:
+            self.sandbox.release_spawned()
+
+    def _kill_other(self, guest: Guest, request: dict[str, Any]) -> Any:
+        """`kill PID` of a command of the sandbox (its own pid too, as `kill $$` would)."""
+        try:
+            target = self.sandbox.process(request["pid"])
+        except SandboxException:
+            return RequestError("kill", "pid", f"({request['pid']}) - No such process").reply()
+        return True if request["signal"] == 0 else target.kill()
 
     def status(self) -> int:
         """The exit status bash's `wait` reports for this command, once it has ended."""

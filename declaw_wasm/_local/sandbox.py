@@ -260,6 +260,7 @@ class LocalSandbox:
         self.end_at = self.started_at
         self._processes: dict[int, Process] = {}
         self._next_pid = 1
+        self._spawns_held = 0  # `python3 ... &` programs running, or ended and not read yet (processes.py)
         self._alarm: Optional[Alarm] = None
         self._ended: Optional[str] = None  # None while running; "killed", "timeout" or "paused"
         self._timeout = timeout
@@ -574,9 +575,10 @@ class LocalSandbox:
             if running >= self.limits.max_processes:
                 raise RateLimitException(f"sandbox {self.sandbox_id} already runs {running} commands "
                                          f"(limits.max_processes); wait for one or kill one")
-            if spawned and sum(1 for p in self._processes.values() if p.spawned and p.running) >= MAX_SPAWNED:
-                raise RateLimitException(f"sandbox {self.sandbox_id} already runs {MAX_SPAWNED} programs that "
-                                         "command lines started with `python3 ... &`")
+            if spawned and self._spawns_held >= MAX_SPAWNED:
+                raise RateLimitException(f"sandbox {self.sandbox_id} already holds {MAX_SPAWNED} programs that "
+                                         "command lines started with `python3 ... &` (running, or ended and "
+                                         "not yet read)")
             pid = self._next_pid
             self._next_pid += 1
             process = Process(self, pid, cmd, where, env, envs=envs, timeout=request.timeout or None,
@@ -584,6 +586,7 @@ class LocalSandbox:
                               callbacks={"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty},
                               parked=parking.take(self), spawned=spawned)
             self._processes[pid] = process
+            self._spawns_held += spawned
             self._active_at = time.monotonic()
         recording.command_started(self, process)
         process.start()
@@ -591,6 +594,11 @@ class LocalSandbox:
             process.send_stdin(stdin.encode())
             process.close_stdin()
         return process
+
+    def release_spawned(self) -> None:
+        """A `python3 ... &` program's line has read it to its end, killed it, or ended."""
+        with self._lock:
+            self._spawns_held -= 1
 
     def forget_process(self, process: Process) -> None:
         """A command ended: forget it, and park a guest for the next one."""

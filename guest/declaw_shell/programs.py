@@ -219,7 +219,11 @@ async def _output_of(pid: int, invocation: Invocation) -> Any:
     """A spawned program's output as it comes (stdout yielded, stderr written), then its status
     as the invocation's; the program is killed if the job ends first (`kill %1`, the line's end
     on a terminal)."""
+    import codecs
+
     start, skip, pause, ended = 0, 0, 0.002, False
+    # the host stores text as UTF-8 with lone surrogates (bytes that were not UTF-8) kept as such
+    decoders = {name: codecs.getincrementaldecoder("utf-8")("surrogatepass") for name in ("stdout", "stderr")}
     try:
         while True:
             reply = door.call("spawn.read", pid=pid, start=start, skip=skip)
@@ -228,7 +232,10 @@ async def _output_of(pid: int, invocation: Invocation) -> Any:
                 invocation.exit_status.code = 1
                 ended = True
                 return
-            for stream, text in reply["events"]:
+            for stream, data in reply["events"]:
+                text = decoders[stream].decode(data) if stream in decoders else ""
+                if not text:
+                    continue
                 if stream == "stdout":
                     yield text
                 else:

@@ -1,5 +1,6 @@
-"""`free`, `ps`, `top -b`, `uptime` and `lscpu`: what agents run to look at the machine, answered from the
-sandbox rather than from a kernel the guest does not have.
+"""`free`, `ps`, `top -b`, `uptime`, `lscpu`, `kill`, `pgrep` and `pkill`: what agents run to look at
+the machine and its processes, answered from the sandbox rather than from a kernel the guest does
+not have (`kill PID` and `pkill` end another command of the sandbox through the door's `kill`).
 
 The guest has no /proc. The host answers the door's `sysinfo` op (declaw_wasm/_local/doors.py)
 with the sandbox's memory limit and its guests' memory (the figures `get_metrics()` gives), its
@@ -11,9 +12,12 @@ background `python3 server.py`; the asking line's background jobs (`cmd &`) are 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
+from bash_purepython.command.kill import KillCommand as LibraryKill
+from bash_purepython.shell_state import JobStatus
 
 from . import door
 
@@ -407,7 +411,191 @@ class LocaleCommand(Command):
         return CommandResult(stdout="".join(lines), exit_code=0)
 
 
+# -- kill, pgrep, pkill ------------------------------------------------------------------------
+
+SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "USR1": 10, "USR2": 12, "TERM": 15, "CONT": 18,
+           "STOP": 19}
+
+
+def signal_number(text: str) -> int | None:
+    """`9`, `KILL`, `SIGKILL`, `kill` -> 9; None for no signal bash knows."""
+    name = text.upper().removeprefix("SIG")
+    if name.isdigit():
+        number = int(name)
+        return number if number <= 64 else None
+    return SIGNALS.get(name)
+
+
+def kill_command(pid: int, signal: int) -> bool:
+    """Signal a command of the sandbox (the door's `kill`): False if it runs no such pid."""
+    return door.call("kill", pid=pid, signal=signal) is True
+
+
+class KillCommand(LibraryKill):
+    """The library's `kill` for the line's jobs (`%1`, a job's pid); any other pid is a command
+    of the sandbox (`ps`'s PID: a server another command started), ended through the door."""
+
+    def run(self, invocation: Invocation) -> CommandResult:
+        state = invocation.state
+        args = list(invocation.arguments)
+        signal = 15
+        targets: list[str] = []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg in ("-s", "-n") and i + 1 < len(args):
+                i += 1
+                number = signal_number(args[i])
+                if number is None:
+                    state.write_error("bash: kill: %s: invalid signal specification\n" % args[i])
+                    return CommandResult(stdout="", exit_code=1)
+                signal = number
+            elif arg == "-l":
+                names = sorted(SIGNALS, key=SIGNALS.__getitem__)
+                return CommandResult(stdout=" ".join(names) + "\n", exit_code=0)
+            elif arg.startswith("-") and len(arg) > 1 and not targets:
+                number = signal_number(arg[1:])
+                if number is None:
+                    state.write_error("bash: kill: %s: invalid signal specification\n" % arg[1:])
+                    return CommandResult(stdout="", exit_code=1)
+                signal = number
+            else:
+                targets.append(arg)
+            i += 1
+        if not targets:
+            state.write_error("kill: usage: kill [-s sigspec | -n signum | -sigspec] pid | jobspec ... or "
+                              "kill -l [sigspec]\n")
+            return CommandResult(stdout="", exit_code=2)
+        status = 0
+        jobs = state.job_table.jobs
+        for target in targets:
+            if target.startswith("%") or (target.isdigit() and int(target) in jobs):
+                if signal == 0:  # only whether it runs
+                    job = state.job_table.job_for_spec(target) if target.startswith("%") else jobs.get(int(target))
+                    if job is None or job.status != JobStatus.RUNNING:
+                        state.write_error("bash: kill: %s: no such job\n" % target)
+                        status = 1
+                    continue
+                if super().run(dataclasses.replace(invocation, arguments=[target])).exit_code:
+                    status = 1
+            elif target.isdigit():
+                if not kill_command(int(target), signal):
+                    state.write_error("bash: kill: (%s) - No such process\n" % target)
+                    status = 1
+            else:
+                state.write_error("bash: kill: %s: arguments must be process or job IDs\n" % target)
+                status = 1
+        return CommandResult(stdout="", exit_code=status)
+
+
+PGREP_HELP = """
+Usage:
+ %s [options] <pattern>
+
+Options:
+ -f, --full                use full process name to match
+ -x, --exact               match exactly with the command name
+ -i, --ignore-case         match case insensitively
+ -n, --newest              select most recently started
+ -o, --oldest              select least recently started
+ -l, --list-name           list PID and process name (pgrep)
+ -a, --list-full           list PID and full command line (pgrep)
+ -c, --count               count of matching processes
+ -<sig>, --signal <sig>    signal to send (pkill; every signal but 0 ends the process)
+     --help     display this help and exit
+ -V, --version  output version information and exit
+
+Processes are the sandbox's commands (`ps`), never the asking command itself.
+"""
+
+
+class PgrepCommand(Command):
+    """pgrep / pkill over the sandbox's commands (the door's `sysinfo`, `kill`)."""
+
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.summary = "find the sandbox's processes by name" if name == "pgrep" else \
+            "end the sandbox's processes by name"
+
+    def run(self, invocation: Invocation) -> CommandResult:  # noqa: C901 (procps's option grammar, one flat loop)
+        import re
+
+        state, name = invocation.state, self.name
+        args = list(invocation.arguments)
+        full = exact = ignore_case = newest = oldest = list_name = list_full = count = False
+        signal, pattern = 15, None
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--help":
+                return CommandResult(stdout=PGREP_HELP % name, exit_code=0)
+            if arg in ("-V", "--version"):
+                return CommandResult(stdout="%s from procps-ng 4.0.2 %s\n" % (name, VERSION_NOTE), exit_code=0)
+            if arg == "--signal" and name == "pkill":
+                i += 1
+                number = signal_number(args[i]) if i < len(args) else None
+                if number is None:
+                    return _usage(state, name, "invalid signal")
+                signal = number
+            elif arg.startswith("--"):
+                flag = {"--full": "f", "--exact": "x", "--ignore-case": "i", "--newest": "n", "--oldest": "o",
+                        "--list-name": "l", "--list-full": "a", "--count": "c"}.get(arg)
+                if flag is None:
+                    return _usage(state, name, "unrecognized option '%s'" % arg)
+                args[i] = "-" + flag
+                continue
+            elif arg.startswith("-") and len(arg) > 1 and pattern is None:
+                if name == "pkill" and signal_number(arg[1:]) is not None:
+                    signal = signal_number(arg[1:]) or 0
+                elif all(ch in "fxinolac" for ch in arg[1:]):
+                    full = full or "f" in arg
+                    exact = exact or "x" in arg
+                    ignore_case = ignore_case or "i" in arg
+                    newest = newest or "n" in arg
+                    oldest = oldest or "o" in arg
+                    list_name = list_name or "l" in arg
+                    list_full = list_full or "a" in arg
+                    count = count or "c" in arg
+                else:
+                    return _usage(state, name, "invalid option -- '%s'" % arg[1:])
+            elif pattern is None:
+                pattern = arg
+            else:
+                state.write_error("%s: only one pattern can be provided\n" % name)
+                return CommandResult(stdout="", exit_code=2)
+            i += 1
+        if pattern is None:
+            state.write_error("%s: no matching criteria specified\nTry `%s --help' for more information.\n"
+                              % (name, name))
+            return CommandResult(stdout="", exit_code=2)
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            state.write_error("%s: cannot compile regular expression '%s': %s\n" % (name, pattern, exc))
+            return CommandResult(stdout="", exit_code=2)
+        info = door.call("sysinfo")
+        rows = [row for row in _rows(info, []) if row["pid"] != info["pid"]]
+        match = regex.fullmatch if exact else regex.search
+        found = [row for row in rows if match(row["command"] if full else row["comm"])]
+        found.sort(key=lambda row: row["started"])
+        if found and (newest or oldest):
+            found = [found[-1] if newest else found[0]]
+        if name == "pkill":
+            ended = [row for row in found if kill_command(row["pid"], signal)]
+            return CommandResult(stdout="%d\n" % len(ended) if count else "", exit_code=0 if ended else 1)
+        if count:
+            out = "%d\n" % len(found)
+        else:
+            out = "".join("%d %s\n" % (row["pid"], row["command"]) if list_full else
+                          "%d %s\n" % (row["pid"], row["comm"]) if list_name else "%d\n" % row["pid"]
+                          for row in found)
+        return CommandResult(stdout=out, exit_code=0 if found else 1)
+
+
 def register(commands: Any) -> None:
     for command in (FreeCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand(), ArchCommand(),
-                    LocaleCommand()):
+                    LocaleCommand(), KillCommand(), PgrepCommand("pgrep"), PgrepCommand("pkill")):
         commands.register(command)

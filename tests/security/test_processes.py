@@ -411,6 +411,25 @@ out["fifth"] = error(call(op="spawn", args=["-c", "pass"], cwd="/", env={}))
 out["not_mine"] = error(call(op="spawn.read", pid=1, start=0))
 out["killed"] = call(op="spawn.kill", pid=sleepers[0])
 out["read_killed"] = error(call(op="spawn.read", pid=sleepers[0], start=0))
+out["long"] = error(call(op="spawn", args=["x" * 100000, "y" * 100000], cwd="/", env={}))
+quick = call(op="spawn", args=["-c", "print('q' * 3000000)"], cwd="/", env={})
+time.sleep(3)  # it ends; unread, it still holds its place (and its output)
+out["unread_holds"] = error(call(op="spawn", args=["-c", "pass"], cwd="/", env={}))
+def read_all(pid):
+    start, skip, chunks = 0, 0, []
+    while True:
+        reply = call(op="spawn.read", pid=pid, start=start, skip=skip)
+        chunks += [len(data) for _, data in reply["events"]]
+        start, skip = reply["next"]
+        if reply["exit"] is not None:
+            return reply["exit"], chunks
+        time.sleep(0.02)
+status, sizes = read_all(quick)
+out["quick"] = [status, sum(sizes), max(sizes)]
+detacher = call(op="spawn", args=["-c", "import _host, msgpack; open('/tmp/detach-answer', 'w').write(str("
+                                         "msgpack.unpackb(_host.call(msgpack.packb({'op': 'detach', 'status': 0})), "
+                                         "raw=False)))"], cwd="/", env={})
+out["detacher"] = read_all(detacher)[0]
 open("/tmp/spawns-out.json", "w").write(json.dumps(out))
 open("/tmp/spawned.json", "w").write(json.dumps(sleepers[1:]))
 while True:
@@ -445,9 +464,14 @@ def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable
         assert "/no/such/folder does not exist" in out["cwd"], out
         assert "must be 0 to 131072 characters" in out["huge"], out
         assert out["sleepers"] == ["int"] * 4, out
-        assert "already runs 4 programs that command lines started" in out["fifth"], out
+        assert "already holds 4 programs that command lines started" in out["fifth"], out
         assert "1 is not a program this command started" in out["not_mine"], out
         assert out["killed"] is True and "is not a program this command started" in out["read_killed"], out
+        assert "Argument list too long" in out["long"], out
+        assert "already holds 4 programs" in out["unread_holds"], out  # an ended one, unread, holds its place
+        assert out["quick"][:2] == [0, 3000001] and out["quick"][2] <= 1 << 20, out  # in pieces
+        assert out["detacher"] == 0, out  # a program's forged detach: its line would stop holding it
+        assert "a job's program has no line of its own to end" in sandbox.files.read("/tmp/detach-answer")
         spawned = json.loads(sandbox.files.read("/tmp/spawned.json"))
         listed = {p.pid: p.cmd for p in sandbox.commands.list()}
         assert set(spawned) <= set(listed) and listed[spawned[0]] == "python3 -c 'import time; time.sleep(60)'"
