@@ -338,15 +338,12 @@ class Process(EventLog):
         return True if request["signal"] == 0 else target.kill()
 
     def status(self) -> int:
-        """The exit status bash's `wait` reports for this command, once it has ended."""
-        outcome = self.wait(0)
-        if outcome is None:
-            raise SandboxException(f"process {self.pid} is still running")
-        if self.killed or outcome.stopped in ("killed", "quota", "timeout"):
+        """The exit status bash's `wait` reports for this ended command: its result's (a
+        command stopped by its deadline or the sandbox's end was killed: 137)."""
+        try:
+            return self.result().exit_code & 0xFF
+        except TimeoutException:
             return KILLED_EXIT_CODE
-        if outcome.stopped == "fuel":
-            return CPU_LIMIT_EXIT_CODE
-        return outcome.exit_code & 0xFF
 
     @property
     def done(self) -> bool:

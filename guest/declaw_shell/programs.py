@@ -164,10 +164,8 @@ class PythonCommand(Command):
         job's error output), its status the job's; if the host refuses (`max_processes`, a
         snapshot under way, a code context's guest), the program runs here as before."""
         state = invocation.state
-        env = state.exported_variables()
-        env["PWD"] = str(state.cwd)
         request: dict[str, Any] = {"args": [*self.prefix, *invocation.arguments], "cwd": str(state.cwd),
-                                   "env": env}
+                                   "env": _environment(state)}
         if invocation.stdin_kind == InputKind.TEXT:
             request["stdin"] = invocation.stdin
         try:
@@ -199,12 +197,17 @@ class PythonCommand(Command):
             stderr = session.stderr
         else:
             stderr = _ErrorStream(state.write_error)
-        env = state.exported_variables()
-        env["PWD"] = str(state.cwd)
-        status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments], env,
+        status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments], _environment(state),
                                           _stdin_of(invocation, session), stdout, stderr)
         output = rawbytes.from_bytes(captured.written()) if captured is not None else ""
         return CommandResult(stdout=output, exit_code=status)
+
+
+def _environment(state: Any) -> dict[str, str]:
+    """A program's environment: the line's exported variables, PWD its working directory."""
+    env: dict[str, str] = state.exported_variables()
+    env["PWD"] = str(state.cwd)
+    return env
 
 
 def _streamed(invocation: Invocation, result: CommandResult) -> CommandResult:
