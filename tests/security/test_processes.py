@@ -489,3 +489,34 @@ def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable
     finally:
         sandbox.kill()
     assert_host_fine()
+
+
+def test_a_forged_kill_reaches_only_its_own_sandbox(mode: str, where: Callable[[str], dict[str, Any]]) -> None:
+    """Defends against `kill` (what `kill PID` and `pkill` send; any guest code can forge it) as
+    a way to end another sandbox's commands: a pid is looked up in the asker's own sandbox only,
+    so another sandbox's running pid is "No such process" here and its command runs on; fields
+    out of range or missing are refused by name."""
+    import json
+
+    other = Sandbox.create(timeout=120, **where(mode))
+    asker = Sandbox.create(timeout=120, **where(mode))
+    try:
+        other.commands.run("true")  # the victim's pid is 2: the asker's one command is 1
+        victim = other.commands.run("sleep 60", background=True)
+        code = ("import _host, msgpack, json\n"
+                "def call(**r):\n"
+                "    a = msgpack.unpackb(_host.call(msgpack.packb(r, use_bin_type=True)), raw=False)\n"
+                "    return a['error']['message'] if isinstance(a, dict) else a\n"
+                f"print(json.dumps([call(op='kill', pid={victim.pid}, signal=9), call(op='kill', pid=1, signal=65),"
+                " call(op='kill', pid=0, signal=9), call(op='kill', pid=1)]))")
+        asker.files.write("/tmp/kill.py", code)
+        out = json.loads(asker.commands.run("python3 /tmp/kill.py").stdout)
+        assert out[0] == f"kill: pid: ({victim.pid}) - No such process", out
+        assert "signal: must be a whole number from 0 to 64" in out[1], out
+        assert "pid: must be a whole number from 1" in out[2], out
+        assert "signal: is required" in out[3], out
+        assert [p.pid for p in other.commands.list()] == [victim.pid]
+    finally:
+        other.kill()
+        asker.kill()
+    assert_host_fine()
