@@ -206,7 +206,8 @@ def test_a_python_job_runs_beside_its_line_as_in_bash(sbx: Sandbox) -> None:
     r = sbx.commands.run(
         f"python3 -m http.server {port} -d {d} >{d}/log 2>&1 & "
         f"for i in $(seq 100); do curl -s localhost:{port}/index.txt && break; sleep 0.1; done; "
-        f"python3 -u -c 'import time; print(\"early\"); time.sleep(60)' > {d}/out & "
+        # one write: print() writes the text and its newline apart, which `until` could see between
+        f"python3 -u -c 'import sys, time; sys.stdout.write(\"early\\n\"); time.sleep(60)' > {d}/out & "
         f"until [ -s {d}/out ]; do sleep 0.05; done; cat {d}/out; "
         f"kill %1 %2; wait; "
         f"python3 -c 'import sys; sys.exit(len(sys.stdin.read()))' < {d}/index.txt & wait $!; echo status $?",
