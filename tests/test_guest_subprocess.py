@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,10 @@ def _popen():
     return text, f.close()
 
 
+'''
+
+# run each case in a folder of its own, print what the parent saw, then the outcomes
+HARNESS = r'''
 def outcome(fn):
     out, err = io.StringIO(), io.StringIO()
     sys.stdout.flush(); sys.stderr.flush()
@@ -134,6 +139,112 @@ for name, fn in CASES.items():
 sys.stdout.flush()
 print("\nRESULTS " + json.dumps(results))
 '''
+TABLE += HARNESS
+
+
+# `Popen` of a Python program runs beside its parent (the host's `spawn`): each case below would
+# come out otherwise (or hang) if the child ran to its end first, as every other child does here
+BESIDE = r'''
+import io, json, os, subprocess, sys, time, urllib.request
+
+PY = sys.executable
+
+
+def child(code, **kwargs):
+    return subprocess.Popen([PY, "-c", code], **kwargs)
+
+
+def _server():
+    p = subprocess.Popen([PY, "-m", "http.server", os.environ["PORT"], "--bind", "127.0.0.1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = p.poll()
+    for _ in range(200):
+        try:
+            status = urllib.request.urlopen("http://127.0.0.1:%s/" % os.environ["PORT"], timeout=5).status
+            break
+        except OSError:
+            time.sleep(0.1)
+    p.terminate()
+    return first, status, p.wait(), p.poll()
+
+
+def _talk():
+    p = child("import os, time\nprint('ready', flush=True)\n"
+              "for _ in range(200):\n    if os.path.exists('go'): break\n    time.sleep(0.05)\n"
+              "print('saw go' if os.path.exists('go') else 'no go')", stdout=subprocess.PIPE, text=True)
+    first = p.stdout.readline()
+    open("go", "w").close()
+    return first, p.stdout.read(), p.wait()
+
+
+def _timeout_then_kill():
+    p = child("import time; time.sleep(30)")
+    try:
+        p.wait(timeout=0.3)
+        waited = "ended"
+    except subprocess.TimeoutExpired as exc:
+        waited = [type(exc).__name__, exc.timeout]
+    p.kill()
+    return waited, p.wait()
+
+
+def _three_at_once():
+    code = ("import os, sys, time\nopen('flag%s' % sys.argv[1], 'w').close()\n"
+            "for _ in range(200):\n    if all(os.path.exists('flag%d' % i) for i in range(3)): break\n"
+            "    time.sleep(0.05)\n"
+            "sys.exit(0 if all(os.path.exists('flag%d' % i) for i in range(3)) else 1)")
+    ps = [subprocess.Popen([PY, "-c", code, str(i)]) for i in range(3)]
+    return [p.wait() for p in ps]
+
+
+def _inherited():
+    print("parent before", flush=True)
+    p = child("import sys; print('child out', flush=True); print('child err', file=sys.stderr)")
+    status = p.wait()
+    print("parent after", flush=True)
+    return status
+
+
+def _to_a_file():
+    with open("log.txt", "w") as log:
+        status = child("import sys; print('to the log', flush=True); print('and its errors', file=sys.stderr)",
+                       stdout=log, stderr=subprocess.STDOUT).wait()
+    return status, open("log.txt").read()
+
+
+def _stdin_from_a_file():
+    open("in.txt", "w").write("from a file\n")
+    with open("in.txt") as source:
+        return child("import sys; print(sys.stdin.read().upper())", stdin=source, stdout=subprocess.PIPE).communicate()
+
+
+CASES = {
+    "a server, asked, then ended": _server,
+    "parent and child talk while it runs": _talk,
+    "wait with a timeout, then kill": _timeout_then_kill,
+    "three children at once": _three_at_once,
+    "left on the parent's streams": _inherited,
+    "stderr merged into a pipe": lambda: child("import sys; print('out', flush=True); "
+                                               "print('err', file=sys.stderr, flush=True); print('out2')",
+                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT).communicate(),
+    "both pipes and a status": lambda: (lambda p: (p.communicate(), p.returncode))(
+        child("import sys; print('o'); print('e', file=sys.stderr); sys.exit(3)", stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE)),
+    "to a file": _to_a_file,
+    "stdin from a file": _stdin_from_a_file,
+    "env and cwd": lambda: child("import os; print(os.path.basename(os.getcwd()), os.environ.get('FOO'))",
+                                 cwd="sub", env={"FOO": "bar", "PATH": os.environ["PATH"]},
+                                 stdout=subprocess.PIPE, text=True).communicate()[0],
+    "a shell line of a python program": lambda: subprocess.Popen(
+        "python3 -c 'print(6 * 7)'", shell=True, stdout=subprocess.PIPE).communicate(),
+    "poll while it runs, then its status": lambda: (lambda p: (p.poll(), p.wait(), p.poll(), p.returncode))(
+        child("import time; time.sleep(0.5)")),
+    "lines as they come": lambda: [line for line in child(
+        "import time\nfor i in range(3): print(i, flush=True); time.sleep(0.1)", stdout=subprocess.PIPE,
+        text=True).stdout],
+}
+'''
+BESIDE += HARNESS
 
 
 def _results(stdout: str) -> tuple[str, dict[str, object]]:
@@ -160,9 +271,85 @@ def test_subprocess_calls_answer_as_on_linux(fresh: Sandbox, tmp_path: Path) -> 
     assert guest_out.splitlines() == native_out.splitlines()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_python_children_run_beside_their_parent_as_on_linux(fresh: Sandbox, tmp_path: Path) -> None:
+    """A `Popen` of a Python program runs beside its parent: a server it starts answers, parent
+    and child talk while it runs, children run at once, `wait(timeout)`, `poll`, `kill` and
+    `terminate` answer as on Linux; its output reaches pipes, files and the parent's own streams.
+    One table, natively and in a guest; the sandbox lists the program as its own command."""
+    script = tmp_path / "beside.py"
+    script.write_text(BESIDE)
+    env = {**os.environ, "PORT": str(_free_port())}
+    native = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=180)
+    assert native.returncode == 0, native.stderr
+    fresh.files.write("/home/user/work/beside.py", BESIDE)
+    guest = fresh.commands.run("cd /home/user/work && PORT=8000 python3 beside.py", timeout=180)
+    assert guest.exit_code == 0, guest.stderr
+    native_out, native_results = _results(native.stdout)
+    guest_out, guest_results = _results(guest.stdout)
+    assert sorted(guest_results) == sorted(native_results)
+    for name, want in native_results.items():
+        assert guest_results[name] == want, name
+    assert guest_out.splitlines() == native_out.splitlines()
+    assert "child err" in guest.stderr
+
+
+def test_a_cells_python_child_serves_the_next_cells_and_ends_with_its_context(fresh: Sandbox) -> None:
+    """A server a cell starts with `Popen` runs on between cells (a command of the sandbox: listed,
+    reachable from commands), and ends when the context's interpreter does."""
+    started = fresh.run_code("import subprocess, sys, time, urllib.request\n"
+                             "server = subprocess.Popen([sys.executable, '-m', 'http.server', '8000'], "
+                             "stderr=subprocess.DEVNULL)\n"
+                             "for _ in range(100):\n"
+                             "    try:\n        urllib.request.urlopen('http://127.0.0.1:8000/'); break\n"
+                             "    except OSError:\n        time.sleep(0.1)\n"
+                             "print(server.poll(), server.pid)", timeout=60)
+    assert started.error is None, started.error
+    assert "".join(started.logs.stdout).startswith("None ")
+    pid = int("".join(started.logs.stdout).split()[1])
+    listed = {p.pid: p.cmd for p in fresh.commands.list()}
+    assert listed.get(pid) == "python3 -m http.server 8000", listed
+    assert "Directory listing" in fresh.commands.run("curl -s localhost:8000/").stdout
+    asked = fresh.run_code("print(urllib.request.urlopen('http://127.0.0.1:8000/').status, server.poll())")
+    assert "".join(asked.logs.stdout) == "200 None\n", asked
+    ended = fresh.run_code("import os; os._exit(3)")
+    assert ended.error is not None and ended.error.name == "KernelExit", ended
+    until_gone = [p.pid for p in fresh.commands.list()]
+    for _ in range(100):
+        if pid not in until_gone:
+            break
+        time.sleep(0.05)
+        until_gone = [p.pid for p in fresh.commands.list()]
+    assert pid not in until_gone
+
+
 def test_a_cell_runs_children_too_inside_its_event_loop(fresh: Sandbox) -> None:
     run = fresh.run_code("import asyncio, subprocess, os\nawait asyncio.sleep(0)\n"
                          "print(subprocess.check_output('echo in a loop', shell=True))\n"
                          "os.system('echo system')")
     assert run.error is None, run.error
     assert "".join(run.logs.stdout) == "b'in a loop\\n'\nsystem\n"
+
+
+def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox) -> None:
+    """`python3 train.py > train.log 2>&1` in one command, `cat train.log` from another while it
+    runs (as agents watch a training run): the lines flushed so far are there, stderr in order."""
+    handle = fresh.commands.run("python3 -c \"import sys, time\nprint('epoch 1', flush=True)\n"
+                                "print('warning', file=sys.stderr)\nwhile True: time.sleep(0.1)\" "
+                                "> train.log 2>&1", background=True)
+    seen = ""
+    for _ in range(200):
+        seen = fresh.commands.run("cat train.log").stdout
+        if seen == "epoch 1\nwarning\n":
+            break
+        time.sleep(0.05)
+    assert seen == "epoch 1\nwarning\n"
+    fresh.commands.kill(handle.pid)

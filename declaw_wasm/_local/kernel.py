@@ -32,7 +32,7 @@ from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputM
 from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
 from .doors import Routes, dispatch, routes
 from .parking import parking
-from .processes import STDIN, SYSINFO, WINSIZE
+from .processes import STDIN, SYSINFO, WINSIZE, Spawner
 from .tools import Tools
 
 if TYPE_CHECKING:
@@ -200,6 +200,10 @@ class Kernel:
         # host tools (tools.py): the running cell's, then the sandbox's
         self._tools = sandbox.launcher.tool_door(
             lambda: (self._current.tools if self._current else None, sandbox.tools))
+        # programs a cell starts beside it (a Popen of a Python program): they run on between
+        # cells and end with the context's guest; what they send to its output goes to the
+        # cell running then (none: dropped)
+        self._spawner = Spawner(sandbox, self._fd_output, lambda: self.guest is None or self.guest.done)
         self._routes: Routes = routes(
             (STDOUT, lambda guest, r: self._cell().log("stdout", r.get("text", ""))),
             (STDERR, lambda guest, r: self._cell().log("stderr", r.get("text", ""))),
@@ -211,6 +215,7 @@ class Kernel:
             # `!free`, `!ps` and `resource.getrusage` in a cell: the sandbox's view, as a
             # command's; the kernel is no command, so no row is marked as the asker's (pid 0)
             (SYSINFO, lambda guest, r: sandbox.system_view(0, guest)),
+            *self._spawner.routes(),
             # `!pip install` / `%pip install` in a cell, the guest's network (_egress), host tools
             *sandbox.launcher.routes(self._tools))
 
@@ -330,6 +335,7 @@ class Kernel:
         self.sandbox.launcher.released(guest)
         self._tools.reset()
         self.guest, self._current = None, None
+        self._spawner.end_all()
         if outcome.stopped == "timeout":
             self._lost = f"the previous cell timed out after {timeout:g} s"
             raise TimeoutException(f"Execution timed out after {timeout:g} s")
@@ -373,6 +379,7 @@ class Kernel:
         self.guest = None
         if lost is not None and guest is not None:
             self._lost = lost
+        self._spawner.end_all()
         if guest is not None:
             guest.kill("killed")
             if wait:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..limits import Limits
     from .files import SandboxFS
     from ..wire import RunCommand
-    from .processes import Process
+    from .processes import Outputs, Process
 
 Deliver = Optional[Callable[[str], None]]  # where a guest's fd 1 or 2 output goes (None: kept only)
 
@@ -69,8 +69,8 @@ class GuestSandbox(GuestParts, Protocol):
     def park_later(self) -> None: ...
     def system_view(self, pid: int, asker: Guest) -> dict[str, Any]: ...
     def forget_process(self, process: Any) -> None: ...
-    # a command of the sandbox (the program of a line's `python3 ... &` job)
-    def start(self, request: RunCommand, *, spawned: bool = ...) -> Process: ...
+    # a command of the sandbox (a program a guest starts beside it: processes.py, `spawn`)
+    def start(self, request: RunCommand, *, spawned: Optional[Outputs] = ...) -> Process: ...
     def process(self, pid: int) -> Process: ...  # a running command or PTY (NotFoundException if none)
     def release_spawned(self) -> None: ...
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._model import construct
@@ -22,7 +22,7 @@ from ..exceptions import InvalidArgumentException, SandboxException, TimeoutExce
 from ..models import CommandResult, ProcessInfo, PtySize
 from ..wire import RunCommand
 from .._args import command
-from .._wasm.door import NO_NUL, Chars, Int, List, Map, Num, Op, RequestError, Str
+from .._wasm.door import NO_NUL, Chars, Int, List, Map, Num, Op, RequestError, Str, Word
 from .doors import Routes, dispatch, routes
 
 if TYPE_CHECKING:
@@ -57,32 +57,41 @@ DETACH = Op("detach", {"status": Int(0, 255, required=True, doc="the line's exit
              "running): the command is over for its caller (its result, `wait()`, the handle's events end); "
              "the guest goes on with the jobs, listed and killable under the command's pid, without the "
              "command's timeout, until they end or the sandbox does. Once per command; not for a PTY")
+OUT_MODES = ("pipe", "null", "parent")
 SPAWN = Op("spawn", {
     "args": List(Str(MAX_ARG, NO_NUL), MAX_ARGS, required=True, doc="the arguments after `python3`"),
     "cwd": Str(MAX_PATH, NO_NUL, min_len=1, required=True, doc="its working directory (a guest path)"),
     "env": Map(Str(MAX_ENV_NAME, ENV_NAME, min_len=1), Str(MAX_ARG, NO_NUL), MAX_ENV, required=True,
                doc="its whole environment (the line's exported variables)"),
-    "stdin": Str(MAX_STDIN, null=True, doc="its whole input (a redirect or a pipe); none: end of input")},
-    "pid | error", "`python3 ARGS` as a `cmd &` job of the line (a Python program holds its guest's one "
-    "thread): a command of the sandbox of its own, in a new guest, `python3` and the arguments quoted "
-    "by the host (shlex.join) as its line, without a timeout; bound by max_processes and refused "
-    "during a snapshot as any command is; killed with the asking command when that is killed or "
-    "stopped")
-SPAWN_READ = Op("spawn.read", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program this command spawned"),
+    "stdin": Str(MAX_STDIN, null=True, doc="its whole input (a redirect or a pipe); none: end of input"),
+    "stdout": Word(OUT_MODES, doc="pipe (the default): kept for spawn.read; null: dropped; parent: the "
+                                  "asker's own output (a command's stdout, a cell's)"),
+    "stderr": Word((*OUT_MODES, "stdout"), doc="as stdout; stdout: where its stdout goes"),
+    "stdout_file": Str(MAX_PATH, NO_NUL, min_len=1, null=True,
+                       doc="a guest path its stdout is appended to (the host adds `>> PATH` to its line)"),
+    "stderr_file": Str(MAX_PATH, NO_NUL, min_len=1, null=True, doc="the same for stderr (`2>> PATH`)")},
+    "pid | error", "`python3 ARGS` beside the asker (a `cmd &` job's program, a `subprocess.Popen` of a "
+    "Python program: a Python program holds its guest's one thread): a command of the sandbox of its "
+    "own, in a new guest, `python3` and the arguments quoted by the host (shlex.join, and the files' "
+    "redirects) as its line, without a timeout; bound by max_processes and MAX_SPAWNED and refused "
+    "during a snapshot as any command is; killed when the asking command ends or the asking code "
+    "context's guest does")
+SPAWN_READ = Op("spawn.read", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program the asker spawned"),
                                "start": Int(0, (1 << 63) - 1, required=True, doc="events read whole so far"),
                                "skip": Int(0, (1 << 63) - 1, doc="bytes read of event `start`")},
                 "{events: [[stream, bytes]], next: [start, skip], exit: int | nil} | error",
                 "what the spawned program wrote from there on (UTF-8, at most 1 MiB), without waiting, and "
                 "where the next read starts; its exit status once it has ended and everything is read (then "
                 "it is forgotten)")
-SPAWN_KILL = Op("spawn.kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program this command spawned")},
+SPAWN_KILL = Op("spawn.kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program the asker spawned")},
                 "bool", "kill a spawned program (its job ended first: `kill %1`); forgets it")
 KILL = Op("kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a command of the sandbox (`ps`'s PID)"),
                    "signal": Int(0, 64, required=True, doc="0: only ask whether it runs")},
           "bool | error", "`kill PID`, `pkill`: end a running command or PTY of this sandbox (every signal "
           "but 0 ends it, as SIGKILL would: a guest has no handlers another guest can reach); an error "
           "names a pid the sandbox does not run")
-COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH, SPAWN, SPAWN_READ, SPAWN_KILL, KILL)
+SPAWN_OPS = (SPAWN, SPAWN_READ, SPAWN_KILL)  # also a code context's (kernel.py)
+COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH, *SPAWN_OPS, KILL)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
 CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
@@ -138,11 +147,12 @@ class Process(EventLog):
                  envs: dict[str, str], timeout: Optional[float], stdin: bool,
                  pty: Optional[PtySize] = None, tag: Optional[str] = None,
                  callbacks: Optional[dict[str, Callback]] = None, parked: Optional[Guest] = None,
-                 spawned: bool = False) -> None:
+                 spawned: Optional["Outputs"] = None) -> None:
         """`parked`: the sandbox's parked guest (parking.py), booted and waiting: the line
-        becomes its next turn. Otherwise the command gets a fresh guest. `spawned`: a `python3
-        ... &` job's program, started by another command's guest (`spawn`)."""
-        self.spawned = spawned
+        becomes its next turn. Otherwise the command gets a fresh guest. `spawned`: a program
+        another guest started (`spawn`), and where its output goes."""
+        self.spawned = spawned is not None
+        self._outputs = spawned or Outputs()
         self.sandbox = sandbox
         self.pid = pid
         self.cmd = cmd
@@ -157,14 +167,14 @@ class Process(EventLog):
         self.quota_message = ""
         self.started = time.time()  # `ps`'s START and TIME (doors.py: sysinfo)
         self._tools = sandbox.launcher.tool_door(lambda: (sandbox.tools,))  # create(tools=)
-        self._spawned: dict[int, Process] = {}  # the programs its `python3 ... &` jobs run (spawn)
+        # the programs its `python3 ... &` jobs and its programs' Popen run (spawn)
+        self._spawner = Spawner(sandbox, self._sink, lambda: self.outcome is not None)
         self._routes: Routes = routes(  # what a command's guest may ask (doors.py)
             (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
             (WINSIZE, lambda guest, r: list(self._winsize())),
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
             (DETACH, lambda guest, r: self._detach(guest, r["status"])),
-            (SPAWN, self._spawn), (SPAWN_READ, self._spawn_read), (SPAWN_KILL, self._spawn_kill),
-            (KILL, self._kill_other),
+            *self._spawner.routes(), (KILL, self._kill_other),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env
@@ -201,12 +211,25 @@ class Process(EventLog):
 
     # -- output ------------------------------------------------------------------------------
     def _on_output(self, stream: Stream) -> Callable[[str], None]:
+        if stream == "stderr" and self._outputs.merged:
+            stream = "stdout"
+        if stream in self._outputs.elsewhere:  # a spawned program's stream, dropped or the asker's
+            return self._outputs.elsewhere[stream] or _drop
+
         def deliver(text: str) -> None:
             if self.pty_size is not None:  # a tty's one stream, with onlcr
                 self._emit("pty", text.replace("\r\n", "\n").replace("\n", "\r\n").encode())
             else:
                 self._emit(stream, text)
         return deliver
+
+    def _sink(self, stream: Stream) -> Callable[[str], None]:
+        """Output its spawned programs give it (spawn's `parent`): as if its guest wrote it, within
+        its output limit."""
+        def write(text: str) -> None:
+            sink = self.guest.stdout if stream == "stdout" else self.guest.stderr
+            sink(text.encode("utf-8", "surrogatepass"))
+        return write
 
     def _door(self, guest: Guest, request: Any) -> Any:
         return dispatch(self._routes, guest, request)
@@ -248,10 +271,7 @@ class Process(EventLog):
         with self._cond:
             self.outcome = outcome
             self._cond.notify_all()
-            orphans = list(self._spawned.values())
-        for child in orphans:  # its jobs' programs end with it, as its other jobs did
-            self._forget_child(child)
-            child.kill()
+        self._spawner.end_all()  # its jobs' programs end with it, as its other jobs did
         self.sandbox.forget_process(self)
 
     def _detach(self, guest: Guest, status: int) -> Optional[dict[str, Any]]:
@@ -272,62 +292,6 @@ class Process(EventLog):
             self._cond.notify_all()
         guest.set_deadline(None)
         return None
-
-    # -- `python3 ... &` jobs (the spawn ops) ------------------------------------------------------
-    def _spawn(self, guest: Guest, request: dict[str, Any]) -> Any:
-        """Start the job's program as a command of the sandbox (every bound a command has). Not
-        with a CPU limit: the program would get a budget of its own, and a line could run any
-        number of budgets in turn; there it runs in the line's guest, on the line's budget."""
-        if self.sandbox.limits.cpu_instructions:
-            return RequestError("spawn", "", "the sandbox has a CPU limit (Limits.cpu_instructions): a job's "
-                                "program runs on its line's budget, in the line's guest").reply()
-        stdin = request.get("stdin")
-        try:
-            line = command(shlex.join(["python3", *request["args"]]))  # as commands.run's are bounded
-            child = self.sandbox.start(RunCommand(cmd=line, cwd=request["cwd"], envs=request["env"], timeout=0,
-                                                  stdin=stdin if stdin is not None else False, background=True),
-                                       spawned=True)
-        except SandboxException as exc:
-            return RequestError("spawn", "", str(exc)).reply()
-        with self._cond:
-            self._spawned[child.pid] = child
-            stopped = self.outcome is not None  # killed while it started: the kill did not see it
-        if stopped:
-            self._forget_child(child)
-            child.kill()
-        return child.pid
-
-    def _child(self, op: str, pid: int) -> "Process | dict[str, Any]":
-        with self._cond:
-            child = self._spawned.get(pid)
-        return child if child is not None else RequestError(op, "pid", f"{pid} is not a program this command "
-                                                                       "started, or it was read to its end").reply()
-
-    def _spawn_read(self, guest: Guest, request: dict[str, Any]) -> Any:
-        child = self._child("spawn.read", request["pid"])
-        if not isinstance(child, Process):
-            return child
-        pieces, start, skip, ended = child.read_raw(request["start"], request.get("skip", 0), READ_BYTES)
-        status = None
-        if ended and not child.running:
-            status = child.status()
-            self._forget_child(child)
-        return {"events": [list(piece) for piece in pieces], "next": [start, skip], "exit": status}
-
-    def _spawn_kill(self, guest: Guest, request: dict[str, Any]) -> Any:
-        child = self._child("spawn.kill", request["pid"])
-        if not isinstance(child, Process):
-            return child
-        self._forget_child(child)
-        return child.kill()
-
-    def _forget_child(self, child: "Process") -> None:
-        """A spawned program read to its end or killed: its output and its place among the
-        sandbox's MAX_SPAWNED are given up."""
-        with self._cond:
-            held = self._spawned.pop(child.pid, None) is not None
-        if held:
-            self.sandbox.release_spawned()
 
     def _kill_other(self, guest: Guest, request: dict[str, Any]) -> Any:
         """`kill PID` of a command of the sandbox (its own pid too, as `kill $$` would)."""
@@ -424,3 +388,107 @@ class Process(EventLog):
             raise InvalidArgumentException(f"process {self.pid} is not a PTY")
         self.pty_size = size
 
+
+
+def _drop(text: str) -> None:
+    """A spawned program's stream its asker sent to /dev/null."""
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where a spawned program's output goes: its own event log (read with spawn.read) unless
+    `elsewhere` names the stream (None: dropped; else the asker's sink); `merged`: its stderr
+    goes where its stdout does."""
+
+    elsewhere: dict[Stream, Optional[Callable[[str], None]]] = field(default_factory=dict)
+    merged: bool = False
+
+
+class Spawner:
+    """The programs one asker (a command's guest, a code context's) started with `spawn`: held
+    until read to their end or killed, and killed when the asker ends (`end_all`)."""
+
+    def __init__(self, sandbox: "GuestSandbox", parent: Callable[[Stream], Callable[[str], None]],
+                 stopped: Callable[[], bool]) -> None:
+        self.sandbox = sandbox
+        self._parent = parent  # the asker's own output, for `parent`
+        self._stopped = stopped  # the asker has ended (or is ending)
+        self._lock = threading.Lock()
+        self._children: dict[int, Process] = {}
+
+    def routes(self) -> tuple[tuple[Op, Callable[[Guest, dict[str, Any]], Any]], ...]:
+        return (SPAWN, self._spawn), (SPAWN_READ, self._read), (SPAWN_KILL, self._kill)
+
+    def _spawn(self, guest: Guest, request: dict[str, Any]) -> Any:
+        """Start the program as a command of the sandbox (every bound a command has). Not with a
+        CPU limit: the program would get a budget of its own, and the asker could run any number
+        of budgets in turn; there it runs in the asker's guest, on the asker's budget."""
+        if self.sandbox.limits.cpu_instructions:
+            return RequestError("spawn", "", "the sandbox has a CPU limit (Limits.cpu_instructions): a "
+                                "program runs on its asker's budget, in the asker's guest").reply()
+        stdin = request.get("stdin")
+        out, err = request.get("stdout", "pipe"), request.get("stderr", "pipe")
+        words = shlex.join(["python3", *request["args"]])
+        for redirect, path in ((">>", request.get("stdout_file")), ("2>>", request.get("stderr_file"))):
+            if path is not None:  # a guest path, for the program's shell in the sandbox's own files
+                words += f" {redirect} {shlex.quote(path)}"
+        if request.get("stdout_file") is not None and err == "stdout" and request.get("stderr_file") is None:
+            words += " 2>&1"
+        elsewhere: dict[Stream, Optional[Callable[[str], None]]] = {}
+        modes: tuple[tuple[Stream, str], ...] = (("stdout", out), ("stderr", err))
+        for stream, mode in modes:
+            if mode in ("null", "parent"):
+                elsewhere[stream] = self._parent(stream) if mode == "parent" else None
+        try:
+            line = command(words)  # as commands.run's are bounded
+            child = self.sandbox.start(RunCommand(cmd=line, cwd=request["cwd"], envs=request["env"], timeout=0,
+                                                  stdin=stdin if stdin is not None else False, background=True),
+                                       spawned=Outputs(elsewhere, merged=err == "stdout"))
+        except SandboxException as exc:
+            return RequestError("spawn", "", str(exc)).reply()
+        with self._lock:
+            self._children[child.pid] = child
+        if self._stopped():  # the asker ended while it started: its end_all did not see it
+            self._forget(child)
+            child.kill()
+        return child.pid
+
+    def _child(self, op: str, pid: int) -> "Process | dict[str, Any]":
+        with self._lock:
+            child = self._children.get(pid)
+        return child if child is not None else RequestError(op, "pid", f"{pid} is not a program the asker "
+                                                                       "started, or it was read to its end").reply()
+
+    def _read(self, guest: Guest, request: dict[str, Any]) -> Any:
+        child = self._child("spawn.read", request["pid"])
+        if not isinstance(child, Process):
+            return child
+        pieces, start, skip, ended = child.read_raw(request["start"], request.get("skip", 0), READ_BYTES)
+        status = None
+        if ended and not child.running:
+            status = child.status()
+            self._forget(child)
+        return {"events": [list(piece) for piece in pieces], "next": [start, skip], "exit": status}
+
+    def _kill(self, guest: Guest, request: dict[str, Any]) -> Any:
+        child = self._child("spawn.kill", request["pid"])
+        if not isinstance(child, Process):
+            return child
+        self._forget(child)
+        return child.kill()
+
+    def _forget(self, child: Process) -> None:
+        """A spawned program read to its end or killed: its output and its place among the
+        sandbox's MAX_SPAWNED are given up."""
+        with self._lock:
+            held = self._children.pop(child.pid, None) is not None
+        if held:
+            self.sandbox.release_spawned()
+
+    def end_all(self) -> None:
+        """The asker has ended: its programs end with it."""
+        with self._lock:
+            children = list(self._children.values())
+        for child in children:
+            self._forget(child)
+            child.kill()

@@ -44,7 +44,7 @@ from .files import FileChunks, SandboxFS
 from .launcher import Launcher
 from .lifetimes import Alarm, lifetimes
 from .parking import parking
-from .processes import MAX_SPAWNED, Process
+from .processes import MAX_SPAWNED, Outputs, Process
 from .registry import (clear_state, drop_older_pauses, forget_paused, in_background, latest, paused_info,
                        paused_infos, read_snapshot, reopen, sandboxes, store_in_use)
 from .standby import Standby, standby_key
@@ -553,10 +553,10 @@ class LocalSandbox:
         return {**base_env(), **self.envs}
 
     def start(self, request: Union[RunCommand, CreatePty], on_stdout: Callback = None,
-              on_stderr: Callback = None, on_pty: Callback = None, spawned: bool = False) -> Process:
+              on_stderr: Callback = None, on_pty: Callback = None, spawned: Optional[Outputs] = None) -> Process:
         """Start a command line (or an interactive shell on a terminal) in a guest of its own.
-        `spawned`: a guest asks, for a `python3 ... &` job's program (processes.py, `spawn`):
-        also bounded by MAX_SPAWNED."""
+        `spawned`: a guest asks, for a program beside it (processes.py, `spawn`), and where its
+        output goes: also bounded by MAX_SPAWNED."""
         pty = PtySize(rows=request.size.rows, cols=request.size.cols) if isinstance(request, CreatePty) else None
         envs = dict(request.envs or {})
         env = {**self.guest_env(), **(PTY_ENV if pty is not None else {}), **envs}
@@ -575,10 +575,10 @@ class LocalSandbox:
             if running >= self.limits.max_processes:
                 raise RateLimitException(f"sandbox {self.sandbox_id} already runs {running} commands "
                                          f"(limits.max_processes); wait for one or kill one")
-            if spawned and self._spawns_held >= MAX_SPAWNED:
+            if spawned is not None and self._spawns_held >= MAX_SPAWNED:
                 raise RateLimitException(f"sandbox {self.sandbox_id} already holds {MAX_SPAWNED} programs that "
-                                         "command lines started with `python3 ... &` (running, or ended and "
-                                         "not yet read)")
+                                         "guests started beside them (`python3 ... &`, a Popen of a Python "
+                                         "program; running, or ended and not yet read)")
             pid = self._next_pid
             self._next_pid += 1
             process = Process(self, pid, cmd, where, env, envs=envs, timeout=request.timeout or None,
@@ -586,7 +586,7 @@ class LocalSandbox:
                               callbacks={"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty},
                               parked=parking.take(self), spawned=spawned)
             self._processes[pid] = process
-            self._spawns_held += spawned
+            self._spawns_held += spawned is not None
             self._active_at = time.monotonic()
         recording.command_started(self, process)
         process.start()
@@ -596,7 +596,7 @@ class LocalSandbox:
         return process
 
     def release_spawned(self) -> None:
-        """A `python3 ... &` program's line has read it to its end, killed it, or ended."""
+        """A spawned program's asker has read it to its end, killed it, or ended."""
         with self._lock:
             self._spawns_held -= 1
 

@@ -336,6 +336,22 @@ class Str(Field):
 
 
 @dataclass(frozen=True)
+class Word(Field):
+    """One of a few fixed strings (a mode)."""
+
+    words: tuple[str, ...] = ()
+    kind = "word"
+
+    def check(self, value: Any) -> Problem:
+        if type(value) is str and value in self.words:
+            return None
+        return "", f"must be one of {', '.join(self.words)}, not {shown(value)}"
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(self.words)
+
+
+@dataclass(frozen=True)
 class Bytes(Field):
     max_len: int = MAX_FRAME
     kind = "bytes"

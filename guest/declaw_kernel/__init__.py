@@ -49,6 +49,10 @@ class DoorStream(io.TextIOBase):
     partial line at `flush()` or the end of the cell), in order with the cell's results, which
     travel through the same door."""
 
+    # what the host shows as this context's output: a Popen child left on it writes there
+    # straight (declaw_shell/subprocesses.py, spawn's `parent`)
+    declaw_top = True
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.pending = ""

@@ -143,6 +143,7 @@ class PythonCommand(Command):
 
     input_kinds = TEXT_IN
     summary = "run a Python program"
+    writes_its_file = True  # its `> FILE` as it runs (shells.PYTHON_INTO)
 
     def __init__(self, name: str, session: Session | None, prefix: Iterable[str] = ()) -> None:
         self.name = name
@@ -151,18 +152,49 @@ class PythonCommand(Command):
 
     @property
     def output_kinds(self) -> frozenset[OutputKind]:
-        """Read when the command is about to run: a job's program streams what its guest writes."""
-        return STREAM_OUT if _a_job_by_itself() else TEXT_OUT
+        """Read when the command is about to run: a job's program streams what its guest writes;
+        one whose stdout goes to a file writes it itself (an empty stream)."""
+        from .shells import PYTHON_INTO
+
+        return STREAM_OUT if _a_job_by_itself() or PYTHON_INTO.get() is not None else TEXT_OUT
 
     def run(self, invocation: Invocation) -> CommandResult:
-        if invocation.stdout_kind == OutputKind.STREAM_TEXT:
-            return self._spawned(invocation)
-        return self._here(invocation)
+        if invocation.stdout_kind != OutputKind.STREAM_TEXT:
+            return self._here(invocation)
+        from .shells import PYTHON_INTO
 
-    def _spawned(self, invocation: Invocation) -> CommandResult:
+        into = PYTHON_INTO.get()
+        spawned = self._spawned(invocation) if _a_job_by_itself() else None
+        if spawned is not None:
+            return spawned
+        if into is not None:
+            return self._into_file(invocation, *into)
+        return _streamed(invocation, self._here(invocation))
+
+    def _into_file(self, invocation: Invocation, path: Any, append: bool) -> CommandResult:
+        """`python3 ... > FILE`: the program writes the file as it runs, as bash's would (`tail
+        log` from another command while it trains; stderr in order with it under `2>&1`),
+        block-buffered as CPython's stdout to a file is (`-u`, `flush=True` write at once)."""
+        from .shells import WRITTEN_THERE
+
+        if not append:
+            open(path, "wb").close()
+        with open(path, "ab") as raw:  # appended to, so that stderr sent there stays in order
+            stdout = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape")
+            try:
+                result = self._here(invocation, stdout)
+            finally:
+                try:
+                    stdout.flush()
+                except (OSError, ValueError):
+                    pass
+        WRITTEN_THERE.add(invocation.exit_status)
+        return _streamed(invocation, dataclasses.replace(result, stdout=""))
+
+    def _spawned(self, invocation: Invocation) -> CommandResult | None:
         """The program in a guest of its own: its output streamed as it comes (stderr to the
-        job's error output), its status the job's; if the host refuses (`max_processes`, a
-        snapshot under way, a code context's guest), the program runs here as before."""
+        job's error output), its status the job's; None if the host refuses (`max_processes`,
+        a snapshot under way, a CPU limit): the program then runs here as before."""
         state = invocation.state
         request: dict[str, Any] = {"args": [*self.prefix, *invocation.arguments], "cwd": str(state.cwd),
                                    "env": _environment(state)}
@@ -173,20 +205,23 @@ class PythonCommand(Command):
         except (TypeError, ValueError):  # text the door cannot carry (a lone surrogate)
             pid = None
         if type(pid) is not int:
-            return _streamed(invocation, self._here(invocation))
+            return None
         from .shells import LIVE_STREAMS
 
         LIVE_STREAMS.add(invocation.exit_status)
         return CommandResult(stdout=_output_of(pid, invocation), exit_code=0)
 
-    def _here(self, invocation: Invocation) -> CommandResult:
+    def _here(self, invocation: Invocation, into: IO[str] | None = None) -> CommandResult:
+        """The program in this guest, to its end; its stdout `into` a stream if given."""
         import _declaw_boot
 
         session, state = self.session, invocation.state
         assert session is not None  # commands run in a session (binstubs.py only lists them)
         captured = None
         stdout: IO[str]
-        if invocation.attached_to_terminal:
+        if into is not None:
+            stdout = into
+        elif invocation.attached_to_terminal:
             stdout = session.stdout  # straight out: streamed as the program writes
         else:
             captured = _Captured()

@@ -240,9 +240,22 @@ class LineJobs(JobTable):
 
 
 LINE_JOBS: list[asyncio.Task[Any]] = []
+_TO_FILES = (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT, RedirectionKind.WRITE_BOTH)
 # the exit statuses of the streams that carry a program's output from a guest of its own
 # (programs.py: a `python3 ... &` job), which redirections write to their files as it comes
 LIVE_STREAMS: weakref.WeakSet[Any] = weakref.WeakSet()
+# the exit statuses of the streams of programs that wrote their `> FILE` themselves as they ran
+# (programs.py), which redirections leave alone
+WRITTEN_THERE: weakref.WeakSet[Any] = weakref.WeakSet()
+# the file (and whether appended to) the next simple command's stdout goes to, if any: set as its
+# redirections are applied, taken by its dispatch, so that a Python program named by the command
+# itself (not one a wrapper such as `timeout` or `xargs` runs) writes it as it runs (PYTHON_INTO)
+STDOUT_FILE: contextvars.ContextVar[tuple[Path, bool] | None] = contextvars.ContextVar("STDOUT_FILE",
+                                                                                          default=None)
+PYTHON_INTO: contextvars.ContextVar[tuple[Path, bool] | None] = contextvars.ContextVar("PYTHON_INTO",
+                                                                                          default=None)
+# within a builtin that has redirections of its own (its output is written whole)
+_BUILTIN_OUTPUT: contextvars.ContextVar[bool] = contextvars.ContextVar("_BUILTIN_OUTPUT", default=False)
 
 
 def running_jobs() -> list[asyncio.Task[Any]]:
@@ -400,6 +413,9 @@ class ShellFeatures(_ExecutorBase):
     async def dispatch(self, name: str, arguments: list[str], stdin: StdinValue | None,
                        error_destination: Destination, state: GuestState, in_pipeline: bool = False,
                        attached_to_terminal: bool = False, skip_functions: bool = False) -> ExecutionResult:
+        into = STDOUT_FILE.get()
+        if into is not None:
+            STDOUT_FILE.set(None)  # this command's own `> FILE`: not for the commands it runs
         if skip_functions or name not in state.functions:
             if "/" in name:
                 found = self.program_at(name, arguments, state)
@@ -414,8 +430,24 @@ class ShellFeatures(_ExecutorBase):
             if handler is not None:
                 return await handler(name, arguments, stdin, error_destination, state, in_pipeline,
                                      attached_to_terminal)
-        return await super().dispatch(name, arguments, stdin, error_destination, state, in_pipeline,
-                                      attached_to_terminal, skip_functions)
+        if into is not None and not (getattr(self.registry.get(name), "writes_its_file", False)
+                                     and (skip_functions or name not in state.functions)):
+            into = None
+        token = PYTHON_INTO.set(into)
+        try:
+            return await super().dispatch(name, arguments, stdin, error_destination, state, in_pipeline,
+                                          attached_to_terminal, skip_functions)
+        finally:
+            PYTHON_INTO.reset(token)
+
+    async def run_builtin_as_compound(self, *args: Any, **kwargs: Any) -> ExecutionResult:
+        """A builtin with its own redirections (`xargs ... > f`, `command python3 ... > f`): its
+        `> FILE` is written from its whole output, never by a program it runs."""
+        token = _BUILTIN_OUTPUT.set(True)
+        try:
+            return await super().run_builtin_as_compound(*args, **kwargs)
+        finally:
+            _BUILTIN_OUTPUT.reset(token)
 
     @staticmethod
     def empty(status: int) -> ExecutionResult:
@@ -640,6 +672,11 @@ class ShellFeatures(_ExecutorBase):
         """The library's, reading a `< FILE` as bytes kept (rawbytes.py): it replaced every byte
         that is not UTF-8, so `zcat < f.gz` or `python3 x.py < data.bin` read a broken copy."""
         redirections = device_redirections(redirections)
+        STDOUT_FILE.set(None)
+        if any(r.kind in _TO_FILES for r in redirections) and not _BUILTIN_OUTPUT.get():
+            # where this simple command's stdout goes (earlier files made, as bash does)
+            target, append, _ = await self.trace_stdout_target(redirections, state, False)
+            STDOUT_FILE.set((target, append) if isinstance(target, Path) else None)
         if not any(r.kind == RedirectionKind.READ_STDIN for r in redirections):
             return await super().apply_input_redirections(stdin, redirections, state)
         for redirection in redirections:
@@ -669,6 +706,8 @@ class ShellFeatures(_ExecutorBase):
         target, append, redirected = await self.trace_stdout_target(redirections, state, merge_stderr)
         if not redirected:
             return result
+        if isinstance(target, Path) and getattr(result.stdout, "exit_status", None) in WRITTEN_THERE:
+            return ExecutionResult.empty(result.exit_code)
         if isinstance(target, Path) and getattr(result.stdout, "exit_status", None) in LIVE_STREAMS:
             errors_there = isinstance(error_destination, Path) and error_destination == target
             with open(target, "ab" if append or errors_there else "wb", buffering=0) as handle:

@@ -10,22 +10,37 @@ its own: own `__main__`, argv, environment, cwd, streams, exit status; see
 `_declaw_boot.run_process`), as a cell's `!cmd` does, and hands back what a finished child
 would: its exit status, its output through the pipes asked for.
 
-What differs from a real child, because it runs on this thread: it has finished when `Popen`
-returns (a `stdin=PIPE` child when its input is complete: at `communicate`, `wait`, `poll`, a read
-of its output, or closing its stdin), so it cannot run beside the parent or talk with it line by
-line; `pid` is a number of its own; `kill`, `terminate` and `send_signal` find it finished.
-`timeout=` runs it under the shell's `timeout` (blocking reads and sleeps are stopped; see
-deadlines.py) and raises `TimeoutExpired`.
+A `Popen` of a Python program (`python3`, `sys.executable`, a package's console script) that
+the parent does not wait for at once (not `run`, `call`, `check_output`, `os.system`) and whose
+stdin is not a pipe runs beside the parent, as on Linux: the host starts it as a command of the
+sandbox in a guest of its own (the `spawn` door op; `_Spawned` below), so `Popen([sys.executable,
+"-m", "http.server"])` returns at once and the parent can talk to the server. `pid` is its `ps`
+PID; `poll`, `wait(timeout)`, `communicate`, reading its pipes as it writes, `terminate`, `kill`
+work as on Linux. Its output left on the parent's own stdout/stderr (a command's, a cell's) goes
+there as it comes; a file's is appended to the file by path; elsewhere (a redirect of the parent)
+it is copied when the parent polls, waits or reads. It ends with the command (or the code
+context's guest) that started it. Where the host refuses (more than 4 such programs held, a CPU
+limit, `max_processes`, a snapshot under way) it runs in this process as below.
+
+Every other child runs on this thread: it has finished when `Popen` returns (a `stdin=PIPE` child
+when its input is complete: at `communicate`, `wait`, `poll`, a read of its output, or closing
+its stdin), so it cannot run beside the parent or talk with it line by line; `pid` is a number of
+its own; `kill`, `terminate` and `send_signal` find it finished. `timeout=` runs it under the
+shell's `timeout` (blocking reads and sleeps are stopped; see deadlines.py) and raises
+`TimeoutExpired`.
 """
 
 from __future__ import annotations
 
+import codecs
 import functools
 import io
 import itertools
 import os
+import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -169,6 +184,17 @@ class _Child:
         self._ran = False
         self.stdin = self.stdout = self.stderr = None
         self._input: _Input | None = None
+        self._beside: _Spawned | None = None
+        if not ignored.get("_declaw_waited") and stdin != subprocess.PIPE:
+            self._beside = _Spawned.start(self, args, executable, shell)
+        if self._beside is not None:  # running beside us: its pipes read as it writes
+            self.pid = self._beside.pid
+            self._ran = True
+            for name in ("stdout", "stderr"):
+                if self._where[name] == subprocess.PIPE:
+                    setattr(self, name, self._wrap(io.BufferedReader(_BesideOutput(self._beside,
+                                                                                   self._captured[name]))))
+            return
         if stdin == subprocess.PIPE:
             self._input = _Input(self)
             self.stdin = self._wrap(io.BufferedWriter(self._input), write=True)
@@ -290,6 +316,10 @@ class _Child:
         self.returncode = status
 
     def _finish(self, timeout: float | None) -> None:
+        if self._beside is not None:
+            self._beside.wait(timeout, self.args)
+            self.returncode = self._beside.status
+            return
         if not self._ran and timeout is not None:
             self._timeout = timeout
         self._run_now()
@@ -339,22 +369,30 @@ class _Child:
         return self.returncode
 
     def poll(self) -> int | None:
+        if self._beside is not None:
+            self._beside.drain()
+            self.returncode = self._beside.status
+            return self.returncode
         return self.wait()
 
     def _wait(self, timeout: float | None) -> int:
         return self.wait(timeout)
 
     def _internal_poll(self, *args: Any, **kwargs: Any) -> int | None:
-        return self.returncode
+        return self.poll() if self._beside is not None else self.returncode
 
     def send_signal(self, sig: int) -> None:
-        """The child has finished (it ran on this thread): nothing to signal."""
+        """A child beside us ends (every signal but 0 ends it: a guest has no handlers another can
+        reach), with status -sig as on Linux; one that ran on this thread has finished."""
+        if self._beside is not None and sig:
+            self._beside.kill(int(sig))
+            self.returncode = self._beside.status
 
     def terminate(self) -> None:
-        """The child has finished: nothing to end."""
+        self.send_signal(15)
 
     def kill(self) -> None:
-        """The child has finished: nothing to end."""
+        self.send_signal(9)
 
     def __exit__(self, *exc: object) -> None:
         for stream in (self.stdout, self.stderr, self.stdin):
@@ -401,7 +439,8 @@ def install(module: Any) -> None:
     popen._declaw_sandbox = True  # type: ignore[attr-defined]
     module.Popen = popen
     # A child runs when it is made (unless its stdin is a pipe), before `run` and `call` pass their
-    # timeout to `communicate` and `wait`: they hand it to the child as it is made.
+    # timeout to `communicate` and `wait`: they hand it to the child as it is made. Their child is
+    # waited for at once: it runs here, never beside (check_call, check_output, getoutput call them).
     for name in ("run", "call"):
         setattr(module, name, _with_timeout(getattr(module, name)))
 
@@ -411,6 +450,7 @@ def _with_timeout(function: Any) -> Any:
     def call(*popenargs: Any, timeout: float | None = None, **kwargs: Any) -> Any:
         if timeout is not None:
             kwargs["_declaw_timeout"] = timeout
+        kwargs["_declaw_waited"] = True
         return function(*popenargs, timeout=timeout, **kwargs)
 
     return call
@@ -419,5 +459,225 @@ def _with_timeout(function: Any) -> Any:
 def system(command: Any) -> int:
     """`os.system`: the command line through the sandbox shell, on the parent's own streams; the
     wait status, as on Linux (the exit status times 256)."""
-    child = subprocess.Popen(os.fsdecode(command), shell=True)
+    waited: dict[str, Any] = {"_declaw_waited": True}  # it runs here (see install)
+    child = subprocess.Popen(os.fsdecode(command), shell=True, **waited)
     return (child.wait() & 0xFF) << 8
+
+
+# A shell line run beside the parent only when it is plain words: no expansion, redirect, pipe,
+# list or comment the host's `python3 ARGS` line would not carry
+_SHELL_SPECIAL = re.compile(r"[|&;<>()$`*?\[\]{}~!#\\\n\r]")
+_PYTHON_NAME = re.compile(r"python(3(\.[0-9]+)?)?")
+MAX_STDIN = 8 << 20  # what spawn's `stdin` carries (processes.py)
+
+
+def _top(stream: Any) -> bool:
+    """Whether a text stream is what the host shows as the asker's own output (a command's
+    stdout or stderr, a cell's), so a child's output can go there straight."""
+    stream = getattr(stream, "_inner", stream)  # `python3 -u`'s write-through wrapper
+    return stream is sys.__stdout__ or stream is sys.__stderr__ or bool(getattr(stream, "declaw_top", False))
+
+
+def _file_path(target: Any) -> str | None:
+    """The path of the regular file a file object (or descriptor) writes to, if its name still
+    leads to that very file; None otherwise."""
+    try:
+        fd = _fd_of(target)
+    except (OSError, ValueError, AttributeError):
+        return None
+    name = getattr(target, "name", None)
+    if not isinstance(name, str):
+        return None
+    path = os.path.abspath(name)
+    try:
+        here, there = os.stat(path), os.fstat(fd)
+    except OSError:
+        return None
+    if not stat.S_ISREG(here.st_mode) or (here.st_ino, here.st_dev) != (there.st_ino, there.st_dev):
+        return None
+    return path
+
+
+class _Spawned:
+    """A child running beside its parent: a command of the sandbox in a guest of its own, that
+    the host started (`spawn`), read from the host (`spawn.read`) when the parent polls, waits or
+    reads its pipes."""
+
+    def __init__(self, pid: int, sinks: dict[str, Any]) -> None:
+        self.pid = pid
+        self.status: int | None = None
+        self._sinks = sinks  # stream -> a text stream its output is copied to (a pipe's: _Sink)
+        self._decoders = {name: codecs.getincrementaldecoder("utf-8")("surrogatepass") for name in sinks}
+        self._next = (0, 0)
+
+    @classmethod
+    def start(cls, child: _Child, args: Any, executable: Any, shell: bool) -> "_Spawned | None":
+        """Ask the host to run `child` beside us; None when it is not a Python program, or where
+        the host refuses (it then runs here)."""
+        argv = cls._python_args(child, args, executable, shell)
+        if argv is None:
+            return None
+        request: dict[str, Any] = {"args": argv, "cwd": child._cwd, "env": child._env}
+        where = child._where
+        rewind: tuple[int, int] | None = None  # where a file's input was, if it runs here after all
+        if where["stdin"] is not None and where["stdin"] != subprocess.DEVNULL and _device(where["stdin"]) is None:
+            try:
+                fd = _fd_of(where["stdin"])
+                if os.fstat(fd).st_size > MAX_STDIN:
+                    return None
+                rewind = fd, os.lseek(fd, 0, os.SEEK_CUR)
+            except (OSError, ValueError, AttributeError):
+                return None
+            request["stdin"] = child._stdin_stream().read()
+        sinks = cls._outputs(child, request)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        from . import door
+
+        try:
+            pid = door.call("spawn", **request)
+        except (TypeError, ValueError):  # text the door cannot carry (a lone surrogate)
+            pid = None
+        if type(pid) is not int:
+            if rewind is not None:
+                os.lseek(*rewind, os.SEEK_SET)
+            return None
+        return cls(pid, sinks)
+
+    @staticmethod
+    def _outputs(child: _Child, request: dict[str, Any]) -> dict[str, Any]:
+        """Where its stdout and stderr go, in the request; the streams the parent copies them to
+        as it reads them (a pipe, a stream the host cannot reach)."""
+        sinks: dict[str, Any] = {}
+        where = child._where
+        for name in ("stdout", "stderr"):
+            target = where[name]
+            device = _device(target) if target not in (None, subprocess.PIPE, subprocess.DEVNULL,
+                                                       subprocess.STDOUT) else None
+            parent = sys.stdout if name == "stdout" else sys.stderr
+            if device in ("/dev/stdout", "/dev/stderr"):  # the parent's own
+                target, device = None, None
+            if target == subprocess.STDOUT:
+                request[name] = "stdout"
+            elif target == subprocess.DEVNULL or device is not None:
+                request[name] = "null"
+            elif target is None and _top(parent):
+                request[name] = "parent"
+            elif target not in (None, subprocess.PIPE) and _file_path(target) is not None:
+                request[name] = "null"
+                request[name + "_file"] = _file_path(target)
+            else:  # a pipe, or a stream the host cannot reach: copied here as it is read
+                request[name] = "pipe"
+                sinks[name] = child._stream(name)
+        return sinks
+
+    @staticmethod
+    def _python_args(child: _Child, args: Any, executable: Any, shell: bool) -> list[str] | None:
+        """The arguments after `python3` that run the child, if it is a Python program."""
+        if shell:
+            if _SHELL_SPECIAL.search(child._line):
+                return None
+            try:
+                argv = shlex.split(child._line)
+            except ValueError:
+                return None
+        else:
+            argv = shlex.split(child._line)  # shlex.join's words again
+        if not argv or "=" in argv[0]:
+            return None
+        program = argv[0]
+        if program == sys.executable or _PYTHON_NAME.fullmatch(os.path.basename(program)):
+            return argv[1:]
+        # a package's console script: a Python file on PATH (or named by its path)
+        found = os.path.join(child._cwd, program) if "/" in program else \
+            shutil.which(program, path=child._env.get("PATH", os.defpath))
+        try:
+            with open(found or "", "rb") as script:
+                first = script.readline(256)
+        except OSError:
+            return None
+        if first.startswith(b"#!") and b"python" in first:
+            return [os.path.abspath(found or ""), *argv[1:]]
+        return None
+
+    def pump(self) -> bool:
+        """One read of what it wrote since the last: True if anything came or it ended."""
+        if self.status is not None:
+            return False
+        from . import door
+
+        start, skip = self._next
+        reply = door.call("spawn.read", pid=self.pid, start=start, skip=skip)
+        if not isinstance(reply, dict) or "error" in reply:  # killed meanwhile (its asker's kill)
+            self.status = -9
+            return True
+        for name, data in reply["events"]:
+            sink = self._sinks.get(name)
+            if sink is None:
+                continue
+            text = self._decoders[name].decode(data)
+            if text:
+                sink.write(text)
+                sink.flush()
+        self._next = tuple(reply["next"])
+        if reply["exit"] is not None:
+            self.status = reply["exit"]
+            return True
+        return bool(reply["events"])
+
+    def drain(self) -> None:
+        """Everything it has written so far (a poll)."""
+        while self.pump():
+            pass
+
+    def wait(self, timeout: float | None, args: Any) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.002
+        while self.status is None:
+            if self.pump():
+                pause = 0.002
+                continue
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(args, timeout or 0.0)
+            time.sleep(pause if left is None else min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+    def kill(self, sig: int) -> None:
+        """End it (if it still runs): status -sig, as a signalled child's on Linux."""
+        if self.status is not None:
+            return
+        from . import door
+
+        self.drain()
+        if self.status is None and door.call("spawn.kill", pid=self.pid) is True:
+            self.status = -sig
+        elif self.status is None:
+            self.status = -9
+
+
+class _BesideOutput(io.RawIOBase):
+    """A pipe from a child beside us: what it wrote so far, waiting for more while it runs."""
+
+    def __init__(self, spawned: _Spawned, data: bytearray) -> None:
+        self._spawned = spawned
+        self._data = data  # what the pipe's sink has gathered (the child's _captured)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        pause = 0.002
+        while not self._data and self._spawned.status is None:
+            if self._spawned.pump():
+                pause = 0.002
+                continue
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        size = min(len(buffer), len(self._data))
+        memoryview(buffer).cast("B")[:size] = self._data[:size]
+        del self._data[:size]
+        return size

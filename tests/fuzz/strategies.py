@@ -15,7 +15,7 @@ import msgpack
 from hypothesis import strategies as st
 
 from declaw_wasm._wasm.door import (MAX_DEPTH, Bool, Bytes, Field, Int, Json, Keyed, List, Map, Num, Op,
-                                    Str)
+                                    Str, Word)
 
 # text that has broken parsers before: separators, controls, traversal, options, injections
 NASTY_TEXT = ["", "\x00", "\n", "\r\n", "\r", "\x0b", "\x1b[31m", "\u2028", "\u2029", "\ufeff", "\u202e",
@@ -101,6 +101,8 @@ def accepted(spec: Field) -> st.SearchStrategy[Any]:
         base = st.booleans()
     elif isinstance(spec, Str):
         base = _text(spec)
+    elif isinstance(spec, Word):
+        base = st.sampled_from(spec.words)
     elif isinstance(spec, Bytes):
         base = st.one_of(st.binary(max_size=min(spec.max_len, 200)),
                          st.sampled_from([b"\x00" * 64, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"\xc1\xff" * 8]))
@@ -128,6 +130,8 @@ def typical(spec: Field) -> Any:
     if isinstance(spec, Str):
         return next(t for t in ("x", "a-1", "/tmp/x", "1.0", "a" * max(spec.min_len, 1))
                     if spec.min_len <= len(t) <= spec.max_len and spec.chars.test(t))
+    if isinstance(spec, Word):
+        return spec.words[0]
     if isinstance(spec, Bytes):
         return b"\x00x"
     if isinstance(spec, List):
@@ -195,6 +199,8 @@ def _past_bounds(spec: Field) -> list[st.SearchStrategy[Any]]:
         bad = [t for t in NASTY_TEXT if not spec.chars.test(t)]
         options += [st.sampled_from(bad).map(functools.partial(_prefixed, spec.max_len))] if bad else []
         options.append(st.just(b"bytes, not text"))
+    elif isinstance(spec, Word):
+        options.append(st.sampled_from([w.upper() + "x" for w in spec.words] + [b"pipe", ""]))
     elif isinstance(spec, Bytes):
         options += [st.just(b"x" * (spec.max_len + 1))] if spec.max_len < 4 << 20 else []
         options.append(st.just("text, not bytes"))

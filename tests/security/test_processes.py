@@ -400,6 +400,13 @@ out["quoted"] = call(op="spawn", args=["-c", "import sys; open('/tmp/argv', 'w')
                      cwd="/tmp", env={"HOME": "/root"})
 while call(op="spawn.read", pid=out["quoted"], start=0)["exit"] is None:  # it ends: no longer counted
     time.sleep(0.05)
+out["redirected"] = call(op="spawn", args=["-c", "import sys; print('into the file', flush=True); "
+                                              "print('e', file=sys.stderr)"], cwd="/tmp", env={},
+                         stdout="null", stderr="stdout", stdout_file="/tmp/o'; touch pwned4\\n$(touch pwned5)`id`")
+while call(op="spawn.read", pid=out["redirected"], start=0)["exit"] is None:
+    time.sleep(0.05)
+out["mode"] = error(call(op="spawn", args=[], cwd="/tmp", env={}, stdout="tee"))
+out["file_nul"] = error(call(op="spawn", args=[], cwd="/tmp", env={}, stderr_file="/tmp/a\\x00b"))
 out["missing"] = error(call(op="spawn", cwd="/tmp", env={}))
 out["nul"] = error(call(op="spawn", args=["a\\x00b"], cwd="/tmp", env={}))
 out["name"] = error(call(op="spawn", args=[], cwd="/tmp", env={"A=B": "c"}))
@@ -443,8 +450,10 @@ def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable
     line only quoted by the host (`;`, a newline, `$(...)` and backquotes stay python3's
     arguments); the program is a command of the sandbox, listed, counted against max_processes
     and MAX_SPAWNED (4), killed with the command that asked; its fields are bounded and checked
-    (NUL, an environment name with '=', a missing folder, 200 KiB arguments); only the command
-    that spawned a program reads or kills it; a cell's guest is not offered the ops."""
+    (NUL, an environment name with '=', a missing folder, 200 KiB arguments, an output mode, a
+    file path); a file's path reaches the line only quoted (the program's output lands in the
+    file of that exact name, nothing in it runs); only the asker that spawned a program reads or
+    kills it; a cell's programs end with the cell's interpreter."""
     import json
 
     sandbox = Sandbox.create(timeout=120, limits=Limits(max_processes=8), **where(mode))
@@ -457,16 +466,19 @@ def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable
         until(lambda: sandbox.files.exists("/tmp/argv"))
         assert sandbox.files.read("/tmp/argv") == repr(
             ["-c", "; touch /tmp/pwned\ntouch /tmp/pwned2", "$(touch /tmp/pwned3)", "`id`"])
-        assert not [n for n in ("pwned", "pwned2", "pwned3") if sandbox.files.exists(f"/tmp/{n}")]
+        assert sandbox.files.read("/tmp/o'; touch pwned4\n$(touch pwned5)`id`") == "into the file\ne\n"
+        assert not [n for n in ("pwned", "pwned2", "pwned3", "pwned4", "pwned5") if sandbox.files.exists(f"/tmp/{n}")]
+        assert "stdout: must be one of pipe, null, parent" in out["mode"], out
+        assert "stderr_file: must hold no NUL only" in out["file_nul"], out
         assert out["missing"] == "spawn: args: is required", out
         assert out["nul"].startswith("spawn: args[0]: must hold no NUL only"), out
         assert "(the key) must hold no '=' or NUL only" in out["name"], out
         assert "/no/such/folder does not exist" in out["cwd"], out
         assert "must be 0 to 131072 characters" in out["huge"], out
         assert out["sleepers"] == ["int"] * 4, out
-        assert "already holds 4 programs that command lines started" in out["fifth"], out
-        assert "1 is not a program this command started" in out["not_mine"], out
-        assert out["killed"] is True and "is not a program this command started" in out["read_killed"], out
+        assert "already holds 4 programs that guests started beside them" in out["fifth"], out
+        assert "1 is not a program the asker started" in out["not_mine"], out
+        assert out["killed"] is True and "is not a program the asker started" in out["read_killed"], out
         assert "Argument list too long" in out["long"], out
         assert "already holds 4 programs" in out["unread_holds"], out  # an ended one, unread, holds its place
         assert out["quick"][:2] == [0, 3000001] and out["quick"][2] <= 1 << 20, out  # in pieces
@@ -482,10 +494,19 @@ def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable
         until(lambda: not set(spawned) & {p.pid for p in sandbox.commands.list()})
         for p in sandbox.commands.list():
             sandbox.commands.kill(p.pid)
+        # a cell's guest may spawn too: the same bounds, and its programs end with its interpreter
         ex = sandbox.run_code("import _host, msgpack\n"
-                              "print(msgpack.unpackb(_host.call(msgpack.packb({'op': 'spawn', 'args': [], "
-                              "'cwd': '/', 'env': {}})), raw=False))")
-        assert "spawn: not an op this guest may use" in "".join(ex.logs.stdout), ex
+                              "def call(**r):\n"
+                              "    return msgpack.unpackb(_host.call(msgpack.packb(r)), raw=False)\n"
+                              "print(call(op='spawn', args=['-c', 'import time; time.sleep(60)'], cwd='/', env={}))\n"
+                              "print(call(op='spawn', args=[], cwd='/', env={'A=B': 'c'}))")
+        lines = "".join(ex.logs.stdout).splitlines()
+        assert "(the key) must hold no '=' or NUL only" in lines[1], ex
+        cell_child = int(lines[0])
+        assert cell_child in {p.pid for p in sandbox.commands.list()}
+        ended = sandbox.run_code("import os; os._exit(0)")
+        assert ended.error is not None and ended.error.name == "KernelExit"
+        until(lambda: cell_child not in {p.pid for p in sandbox.commands.list()})
     finally:
         sandbox.kill()
     assert_host_fine()
