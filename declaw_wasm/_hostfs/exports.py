@@ -19,7 +19,7 @@ from .._printable import printable
 from ..exceptions import NotEnoughSpaceException
 from ..limits import Limits
 
-# What one export may carry past the quota: the quota watcher looks at most every 0.25 s, so a
+# What one export may carry past the quota: the quota watcher looks only every 20-250 ms, so a
 # sandbox can briefly hold a little more than its quota (a write in flight when it looked).
 EXPORT_SLACK = 1 << 20
 EXPORT_SLACK_FILES = 1024  # the same, in files and folders
