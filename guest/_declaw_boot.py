@@ -282,6 +282,7 @@ def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[st
         try:
             status = _status_of(main, cwd, list(args))
             atexit._run_exitfuncs()
+            _drain_children()
         except _ProcessExit as exc:
             atexit._clear()  # os._exit: its handlers never run, not even later
             status = int(exc.code) & 0xFF
@@ -648,6 +649,8 @@ def _install_import_patches() -> None:
     patch_on_import("subprocess", _patch_subprocess)
     os.system = _system
     os.times = _times
+    if not hasattr(os, "kill"):
+        os.kill = _kill
     _add_identity(os)
     import builtins
 
@@ -914,6 +917,34 @@ def _patch_subprocess(module: Any) -> None:
         return
 
     subprocesses.install(module)
+
+
+def _drain_children() -> None:
+    """What the program's children beside it wrote so far, copied before its streams go
+    (declaw_shell/subprocesses.py)."""
+    children = sys.modules.get("declaw_shell.subprocesses")
+    if children is not None:
+        children.drain_children()
+
+
+def _kill(pid: int, sig: int) -> None:
+    """`os.kill` (which WASI's os lacks): a command of the sandbox by its `ps` PID (a Popen child
+    running beside us, a server another command started) through the door's `kill`; every
+    signal but 0 ends it. This process's own pid (os.getpid()) ends this program, as a signal
+    would; ProcessLookupError for a pid the sandbox does not run."""
+    import operator
+
+    pid, sig = operator.index(pid), operator.index(sig)
+    if not 0 <= sig <= 64:
+        raise OSError(22, "Invalid argument")
+    if pid == os.getpid():
+        if sig:
+            os._exit(128 + sig)
+        return
+    from declaw_shell import sysinfo
+
+    if pid <= 0 or not sysinfo.kill_command(pid, sig):
+        raise ProcessLookupError(3, "No such process")
 
 
 def _system(command: Any) -> int:

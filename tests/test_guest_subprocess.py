@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from declaw_wasm import Sandbox
+from declaw_wasm import Limits, Sandbox
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
@@ -353,3 +353,28 @@ def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox) -> Non
         time.sleep(0.05)
     assert seen == "epoch 1\nwarning\n"
     fresh.commands.kill(handle.pid)
+
+
+def test_a_child_beside_its_parent_is_signalled_copied_and_cut_as_documented(fresh: Sandbox) -> None:
+    """`os.kill` reaches a child beside the parent by its pid (0: is it alive; any other signal
+    ends it, as SIGKILL would: -9), an unknown pid is ProcessLookupError; what a child wrote into
+    its parent's redirected stdout (a file, a pipe, `$(...)`) is there after the parent returns
+    without waiting; a pipe's output past the sandbox's output limit is said to be cut."""
+    killed = fresh.commands.run(
+        "python3 -c \"import os, signal, subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "os.kill(p.pid, 0)\nos.kill(p.pid, signal.SIGTERM)\nprint(p.wait())\n"
+        "try:\n    os.kill(p.pid, 0)\nexcept ProcessLookupError as e:\n    print(e.errno)\"")
+    assert killed.stdout == "-9\n3\n", killed
+    fresh.files.write("/home/user/pop.py", "import subprocess, sys, time\n"
+                      "subprocess.Popen([sys.executable, '-c', 'print(\"child\", flush=True)'])\n"
+                      "time.sleep(1)\nprint('parent')\n")
+    for line in ("python3 pop.py > f; sort f", "python3 pop.py | sort", "x=$(python3 pop.py); echo \"$x\" | sort"):
+        assert fresh.commands.run(line).stdout == "child\nparent\n", line
+    with Sandbox.create(limits=Limits(output_limit=1 << 20)) as small:
+        cut = small.commands.run(
+            "python3 -c \"import subprocess, sys\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'print(\\\"x\\\" * (3 << 20))'], stdout=subprocess.PIPE)\n"
+            "print(len(p.stdout.read()), p.wait())\"")
+        assert cut.stdout == f"{1 << 20} 0\n", cut
+        assert "went past the sandbox's output limit (Limits.output_limit)" in cut.stderr, cut

@@ -32,7 +32,7 @@ from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputM
 from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
 from .doors import Routes, dispatch, routes
 from .parking import parking
-from .processes import STDIN, SYSINFO, WINSIZE, Spawner
+from .processes import KILL, STDIN, SYSINFO, WINSIZE, Spawner, kill_in
 from .tools import Tools
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ class Kernel:
             # `!free`, `!ps` and `resource.getrusage` in a cell: the sandbox's view, as a
             # command's; the kernel is no command, so no row is marked as the asker's (pid 0)
             (SYSINFO, lambda guest, r: sandbox.system_view(0, guest)),
-            *self._spawner.routes(),
+            *self._spawner.routes(), (KILL, lambda guest, r: kill_in(sandbox, r)),  # `!kill`, os.kill
             # `!pip install` / `%pip install` in a cell, the guest's network (_egress), host tools
             *sandbox.launcher.routes(self._tools))
 

@@ -79,10 +79,11 @@ SPAWN = Op("spawn", {
 SPAWN_READ = Op("spawn.read", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program the asker spawned"),
                                "start": Int(0, (1 << 63) - 1, required=True, doc="events read whole so far"),
                                "skip": Int(0, (1 << 63) - 1, doc="bytes read of event `start`")},
-                "{events: [[stream, bytes]], next: [start, skip], exit: int | nil} | error",
+                "{events: [[stream, bytes]], next: [start, skip], exit: int | nil, truncated?: [stream], "
+                "killed?: bool} | error",
                 "what the spawned program wrote from there on (UTF-8, at most 1 MiB), without waiting, and "
                 "where the next read starts; its exit status once it has ended and everything is read (then "
-                "it is forgotten)")
+                "it is forgotten), with the streams cut at the sandbox's output limit")
 SPAWN_KILL = Op("spawn.kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a program the asker spawned")},
                 "bool", "kill a spawned program (its job ended first: `kill %1`); forgets it")
 KILL = Op("kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a command of the sandbox (`ps`'s PID)"),
@@ -174,7 +175,7 @@ class Process(EventLog):
             (WINSIZE, lambda guest, r: list(self._winsize())),
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
             (DETACH, lambda guest, r: self._detach(guest, r["status"])),
-            *self._spawner.routes(), (KILL, self._kill_other),
+            *self._spawner.routes(), (KILL, lambda guest, r: kill_in(sandbox, r)),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools
         self.timeout = timeout or None
         self._env = env
@@ -293,14 +294,6 @@ class Process(EventLog):
         guest.set_deadline(None)
         return None
 
-    def _kill_other(self, guest: Guest, request: dict[str, Any]) -> Any:
-        """`kill PID` of a command of the sandbox (its own pid too, as `kill $$` would)."""
-        try:
-            target = self.sandbox.process(request["pid"])
-        except SandboxException:
-            return RequestError("kill", "pid", f"({request['pid']}) - No such process").reply()
-        return True if request["signal"] == 0 else target.kill()
-
     def status(self) -> int:
         """The exit status bash's `wait` reports for this ended command: its result's (a
         command stopped by its deadline or the sandbox's end was killed: 137)."""
@@ -390,6 +383,16 @@ class Process(EventLog):
 
 
 
+def kill_in(sandbox: "GuestSandbox", request: dict[str, Any]) -> Any:
+    """`kill PID` (and `os.kill`) of a command of the asker's sandbox (the asking command's own
+    pid too, as `kill $$` would)."""
+    try:
+        target = sandbox.process(request["pid"])
+    except SandboxException:
+        return RequestError("kill", "pid", f"({request['pid']}) - No such process").reply()
+    return True if request["signal"] == 0 else target.kill()
+
+
 def _drop(text: str) -> None:
     """A spawned program's stream its asker sent to /dev/null."""
 
@@ -464,11 +467,13 @@ class Spawner:
         if not isinstance(child, Process):
             return child
         pieces, start, skip, ended = child.read_raw(request["start"], request.get("skip", 0), READ_BYTES)
-        status = None
+        answer: dict[str, Any] = {"events": [list(piece) for piece in pieces], "next": [start, skip], "exit": None}
         if ended and not child.running:
-            status = child.status()
+            answer["exit"] = child.status()
+            answer["truncated"] = list(child.outcome.truncated) if child.outcome is not None else []
+            answer["killed"] = child.killed  # `kill PID`, os.kill: a signal's status, not an exit's
             self._forget(child)
-        return {"events": [list(piece) for piece in pieces], "next": [start, skip], "exit": status}
+        return answer
 
     def _kill(self, guest: Guest, request: dict[str, Any]) -> Any:
         child = self._child("spawn.kill", request["pid"])

@@ -35,7 +35,7 @@ from .._wasm.warm_image import get_interpreter, guest_mounts
 from ..exceptions import (ConflictException, InvalidArgumentException, NotFoundException, RateLimitException,
                           SandboxException, SandboxNotFoundException, TimeoutException)
 from ..limits import Limits
-from ..models import (EntryInfo, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
+from ..models import (EntryInfo, FileType, ProcessInfo, PtySize, SandboxInfo, SandboxMetrics, SandboxState, Snapshot,
                       WriteInfo)
 from ..settings import dns_answers, max_sandboxes, resolve_overrides
 from ..wire import CreateContext, CreatePty, CreateSandbox, ResumeSandbox, RunCode, RunCommand
@@ -559,10 +559,14 @@ class LocalSandbox:
         output goes: also bounded by MAX_SPAWNED."""
         pty = PtySize(rows=request.size.rows, cols=request.size.cols) if isinstance(request, CreatePty) else None
         envs = dict(request.envs or {})
-        env = {**self.guest_env(), **(PTY_ENV if pty is not None else {}), **envs}
+        # a spawned program's environment is its asker's whole one (Popen(env=...) as on Linux)
+        env = dict(envs) if spawned is not None else {**self.guest_env(), **(PTY_ENV if pty is not None else {}),
+                                                      **envs}
         where = self.fs.absolute(request.cwd) if request.cwd else self.fs.absolute(".")
         if request.cwd and not self.fs.exists(where):
             raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
+        if request.cwd and self.fs.get_info(where).type == FileType.FILE:
+            raise InvalidArgumentException(f"cwd {where} is not a folder")
         cmd, stdin, tag = ("", True, None) if pty is not None else \
             (request.cmd, request.stdin, request.tag)  # type: ignore[union-attr]
         quota.watcher.admit(self)  # not while it grew past its quota after a stop for it

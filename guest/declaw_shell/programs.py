@@ -177,9 +177,16 @@ class PythonCommand(Command):
         block-buffered as CPython's stdout to a file is (`-u`, `flush=True` write at once)."""
         from .shells import WRITTEN_THERE
 
-        if not append:
-            open(path, "wb").close()
-        with open(path, "ab") as raw:  # appended to, so that stderr sent there stays in order
+        try:
+            if not append:
+                open(path, "wb").close()
+            raw = open(str(path), "ab")  # appended to, so stderr sent there stays in order (its name a
+            # str: a Popen child beside the program appends to it by name, subprocesses.py)
+        except OSError as error:  # as bash says it, and the program does not run
+            invocation.state.write_error("bash: %s: %s\n" % (path, error.strerror or error))
+            WRITTEN_THERE.add(invocation.exit_status)  # said once: the redirect is not tried again
+            return _streamed(invocation, CommandResult(stdout="", exit_code=1))
+        with raw:
             stdout = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape")
             try:
                 result = self._here(invocation, stdout)
@@ -282,6 +289,9 @@ async def _output_of(pid: int, invocation: Invocation) -> Any:
             if reply["exit"] is not None:
                 invocation.exit_status.code = reply["exit"]
                 ended = True
+                from .subprocesses import truncated
+
+                truncated(pid, reply.get("truncated"), invocation.state.write_error)
                 return
             pause = 0.002 if reply["events"] else min(pause * 2, 0.05)
             await asyncio.sleep(pause)

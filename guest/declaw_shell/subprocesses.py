@@ -481,6 +481,7 @@ def _top(stream: Any) -> bool:
 def _file_path(target: Any) -> str | None:
     """The path of the regular file a file object (or descriptor) writes to, if its name still
     leads to that very file; None otherwise."""
+    target = getattr(target, "_inner", target)  # `python3 -u`'s write-through wrapper
     try:
         fd = _fd_of(target)
     except (OSError, ValueError, AttributeError):
@@ -545,7 +546,10 @@ class _Spawned:
             if rewind is not None:
                 os.lseek(*rewind, os.SEEK_SET)
             return None
-        return cls(pid, sinks)
+        child_beside = cls(pid, sinks)
+        if sinks:
+            _COPIED.add(child_beside)
+        return child_beside
 
     @staticmethod
     def _outputs(child: _Child, request: dict[str, Any]) -> dict[str, Any]:
@@ -566,6 +570,9 @@ class _Spawned:
                 request[name] = "null"
             elif target is None and _top(parent):
                 request[name] = "parent"
+            elif target is None and _file_path(parent) is not None:  # the parent's `> FILE`
+                request[name] = "null"
+                request[name + "_file"] = _file_path(parent)
             elif target not in (None, subprocess.PIPE) and _file_path(target) is not None:
                 request[name] = "null"
                 request[name + "_file"] = _file_path(target)
@@ -624,7 +631,9 @@ class _Spawned:
                 sink.flush()
         self._next = tuple(reply["next"])
         if reply["exit"] is not None:
-            self.status = reply["exit"]
+            self.status = -9 if reply.get("killed") else reply["exit"]  # (every kill ends it as SIGKILL)
+            _COPIED.discard(self)
+            truncated(self.pid, reply.get("truncated"), sys.stderr.write)
             return True
         return bool(reply["events"])
 
@@ -659,6 +668,24 @@ class _Spawned:
             self.status = -9
 
 
+# children beside us whose output the parent copies (see drain_children), held until they have
+# ended: a Popen object dropped at once (`Popen([...])` as a statement) still has its output copied
+_COPIED: set[_Spawned] = set()
+
+
+def drain_children() -> None:
+    """A program ends (_declaw_boot.run_process): what its children beside it have written so far
+    into a stream only it could copy (its stdout redirected into a pipe or `$(...)`) is copied now,
+    rather than lost with it; they are ended with its command soon after, as documented."""
+    for child in list(_COPIED):
+        try:
+            child.drain()
+        except Exception:
+            pass
+        if child.status is not None:
+            _COPIED.discard(child)
+
+
 class _BesideOutput(io.RawIOBase):
     """A pipe from a child beside us: what it wrote so far, waiting for more while it runs."""
 
@@ -681,3 +708,11 @@ class _BesideOutput(io.RawIOBase):
         memoryview(buffer).cast("B")[:size] = self._data[:size]
         del self._data[:size]
         return size
+
+
+def truncated(pid: int, streams: Any, write: Any) -> None:
+    """Say, on the parent's stderr, that a child's output was cut at the sandbox's output limit
+    (what the host keeps of a program's output; the rest was dropped, not waited for)."""
+    if streams:
+        write("declaw-wasm: the %s of program %d went past the sandbox's output limit "
+              "(Limits.output_limit): the rest was dropped\n" % (" and ".join(streams), pid))

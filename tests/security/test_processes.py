@@ -54,8 +54,9 @@ def _host_children() -> set[int]:
 def test_no_fork_exec_spawn_or_subprocess(box: Sandbox) -> None:
     """Defends against the guest starting host processes (fork, exec, spawn, subprocess, popen).
     subprocess, os.system and os.popen run their command line through the sandbox's own shell,
-    in this process (docs/guest.md): what they touch is the sandbox's file tree, never the host's;
-    fork, exec, spawn, multiprocessing and pty do not exist."""
+    in this process or a guest of its own (docs/guest.md): what they touch is the sandbox's file
+    tree, never the host's; os.kill reaches the sandbox's own commands; fork, exec, spawn,
+    multiprocessing and pty do not exist."""
     kids = _host_children()
     code = """
 import os, subprocess
@@ -78,8 +79,10 @@ for f in (lambda: __import__('multiprocessing').Process(target=print).start(),
 """
     r = run_py(box, code)
     lines = r.stdout.splitlines()
-    assert lines[:9] == [f"{n} {n == 'system'}" for n in ("fork", "forkpty", "execv", "execve", "posix_spawn",
-                                                         "spawnv", "system", "kill", "killpg")], r
+    # os.system and os.kill are the sandbox's (its shell; its own commands, the door's `kill`)
+    assert lines[:9] == [f"{n} {n in ('system', 'kill')}" for n in ("fork", "forkpty", "execv", "execve",
+                                                                   "posix_spawn", "spawnv", "system", "kill",
+                                                                   "killpg")], r
     assert lines[9:14] == ["run 0 in-sandbox", "Popen 1000 0", "check_output 1", "popen via-popen",
                            "system 3"], r
     assert [line.split()[0] for line in lines[14:]] == ["refused"] * 3, r
@@ -171,11 +174,15 @@ def test_signals_stay_in_the_guest(box: Sandbox) -> None:
     handler = signal.getsignal(signal.SIGINT)
     code = """
 import signal, os
-print(hasattr(signal, 'alarm'), hasattr(os, 'kill'), hasattr(signal, 'pthread_kill'), hasattr(signal, 'setitimer'))
+print(hasattr(signal, 'alarm'), hasattr(signal, 'pthread_kill'), hasattr(signal, 'setitimer'))
 signal.signal(signal.SIGINT, lambda *a: print('guest handler'))
-"""
+try:  # os.kill reaches the sandbox's own commands only (the door's `kill`): never the host's pid
+    os.kill(%d, 9)
+except ProcessLookupError as e:
+    print(e.errno)
+""" % os.getpid()
     r = run_py(box, code)
-    assert r.stdout == "False False False False\n", r
+    assert r.stdout == "False False False\n3\n", r
     assert signal.getsignal(signal.SIGINT) is handler  # the host's handler is untouched
     r = run_py(box, "import signal\nsignal.raise_signal(signal.SIGKILL)\n")
     assert r.exit_code != 0 and r.error is not None  # only the guest ended
@@ -513,10 +520,10 @@ def test_a_forged_spawn_is_a_command_with_every_bound(mode: str, where: Callable
 
 
 def test_a_forged_kill_reaches_only_its_own_sandbox(mode: str, where: Callable[[str], dict[str, Any]]) -> None:
-    """Defends against `kill` (what `kill PID` and `pkill` send; any guest code can forge it) as
-    a way to end another sandbox's commands: a pid is looked up in the asker's own sandbox only,
-    so another sandbox's running pid is "No such process" here and its command runs on; fields
-    out of range or missing are refused by name."""
+    """Defends against `kill` (what `kill PID`, `pkill` and `os.kill` send, from a command or a
+    cell; any guest code can forge it) as a way to end another sandbox's commands: a pid is
+    looked up in the asker's own sandbox only, so another sandbox's running pid is "No such
+    process" here and its command runs on; fields out of range or missing are refused by name."""
     import json
 
     other = Sandbox.create(timeout=120, **where(mode))
@@ -536,6 +543,8 @@ def test_a_forged_kill_reaches_only_its_own_sandbox(mode: str, where: Callable[[
         assert "signal: must be a whole number from 0 to 64" in out[1], out
         assert "pid: must be a whole number from 1" in out[2], out
         assert "signal: is required" in out[3], out
+        cell = asker.run_code(code)  # a code context's guest is offered `kill` too (os.kill, `!kill`)
+        assert json.loads("".join(cell.logs.stdout))[0] == f"kill: pid: ({victim.pid}) - No such process", cell
         assert [p.pid for p in other.commands.list()] == [victim.pid]
     finally:
         other.kill()
