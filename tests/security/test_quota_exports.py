@@ -35,6 +35,7 @@ BOUND = QUOTA + MIB  # what one export may carry
 # `python3 -c pass` raised the worker's RSS by ~27 MiB (2026-12-03), so 8 MiB of slack failed 2 runs
 # in 3 at 30.6 MB against 30.4; the bound still tells a quota-sized export from the 512 MiB hole
 OVERHEAD = 12 * MIB
+FRESH_GUEST = 48 << 20  # a command's guest made (not parked) while a peak is measured
 HOLE = 512 * MIB + 1  # the guest's sparse file: one block on disk
 SPARSE = "python3 -c \"f = open('/tmp/hole', 'wb'); f.seek(512 << 20); f.write(b'x'); f.close()\""
 REFUSED = rf"{HOLE} bytes.*more than the disk quota of {QUOTA} bytes \+ 1 MiB allows \(Limits.disk_bytes"
@@ -342,7 +343,9 @@ def test_checkpoints_carry_at_most_the_disk_quota(host: Host, make: Callable[...
     with Peak(host, host.pool.pid_of(sandbox.sandbox_id)) as peak:
         r = sandbox.commands.run(SPARSE)
     assert r.exit_code == 0, r
-    assert peak.disk < BOUND + OVERHEAD and peak.rss < BOUND + OVERHEAD, (peak.disk, peak.rss)
+    # the worker's RSS also rises by the command's guest when none was parked for it yet (a
+    # loaded machine: ~40 MiB), which is not the export's: the hole (512 MiB) stays far above
+    assert peak.disk < BOUND + OVERHEAD and peak.rss < BOUND + OVERHEAD + FRESH_GUEST, (peak.disk, peak.rss)
     assert [s.snapshot_id for s in sandbox.list_snapshots()] == [before.snapshot_id]
     sandbox.commands.run("rm /tmp/hole; echo after > /tmp/after.txt")  # back within it: checkpointed
     assert sandbox.list_snapshots()[0].snapshot_id != before.snapshot_id
