@@ -35,6 +35,7 @@ LINES = [
      "cut -d, -f2 data.csv | sort | uniq -c | sort -rn | head -n 3"),
     ("`awk` sum over 2000 rows", "awk -F, 'NR>1 {s+=$2} END {print s}' data.csv"),
     ("`python3 -c 'print(1)' | wc -c`", "python3 -c 'print(1)' | wc -c"),
+    ("`python3 -c 'print(1)' > out.txt && cat out.txt`", "python3 -c 'print(1)' > out.txt && cat out.txt"),
     ("`for i in $(seq 100); do echo $i; done | tail -n 1`",
      "for i in $(seq 100); do echo $i; done | tail -n 1"),
     # git (guest/declaw_shell/git.py, over dulwich) in the 21-file repository SETUP makes
