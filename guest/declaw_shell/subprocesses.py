@@ -186,7 +186,7 @@ class _Child:
         self._input: _Input | None = None
         self._beside: _Spawned | None = None
         if not ignored.get("_declaw_waited") and stdin != subprocess.PIPE:
-            self._beside = _Spawned.start(self, args, executable, shell)
+            self._beside = _Spawned.start(self, shell)
         if self._beside is not None:  # running beside us: its pipes read as it writes
             self.pid = self._beside.pid
             self._ran = True
@@ -512,10 +512,10 @@ class _Spawned:
         self._next = (0, 0)
 
     @classmethod
-    def start(cls, child: _Child, args: Any, executable: Any, shell: bool) -> "_Spawned | None":
+    def start(cls, child: _Child, shell: bool) -> "_Spawned | None":
         """Ask the host to run `child` beside us; None when it is not a Python program, or where
         the host refuses (it then runs here)."""
-        argv = cls._python_args(child, args, executable, shell)
+        argv = cls._python_args(child, shell)
         if argv is None:
             return None
         request: dict[str, Any] = {"args": argv, "cwd": child._cwd, "env": child._env}
@@ -570,19 +570,16 @@ class _Spawned:
                 request[name] = "null"
             elif target is None and _top(parent):
                 request[name] = "parent"
-            elif target is None and _file_path(parent) is not None:  # the parent's `> FILE`
-                request[name] = "null"
-                request[name + "_file"] = _file_path(parent)
-            elif target not in (None, subprocess.PIPE) and _file_path(target) is not None:
-                request[name] = "null"
-                request[name + "_file"] = _file_path(target)
+            elif target != subprocess.PIPE and (path := _file_path(parent if target is None else target)):
+                request[name] = "null"  # a file object's, or the parent's own `> FILE`: appended by name
+                request[name + "_file"] = path
             else:  # a pipe, or a stream the host cannot reach: copied here as it is read
                 request[name] = "pipe"
                 sinks[name] = child._stream(name)
         return sinks
 
     @staticmethod
-    def _python_args(child: _Child, args: Any, executable: Any, shell: bool) -> list[str] | None:
+    def _python_args(child: _Child, shell: bool) -> list[str] | None:
         """The arguments after `python3` that run the child, if it is a Python program."""
         if shell:
             if _SHELL_SPECIAL.search(child._line):
