@@ -366,9 +366,12 @@ def test_a_child_beside_its_parent_is_signalled_copied_and_cut_as_documented(fre
         "os.kill(p.pid, 0)\nos.kill(p.pid, signal.SIGTERM)\nprint(p.wait())\n"
         "try:\n    os.kill(p.pid, 0)\nexcept ProcessLookupError as e:\n    print(e.errno)\"")
     assert killed.stdout == "-9\n3\n", killed
-    fresh.files.write("/home/user/pop.py", "import subprocess, sys, time\n"
-                      "subprocess.Popen([sys.executable, '-c', 'print(\"child\", flush=True)'])\n"
-                      "time.sleep(1)\nprint('parent')\n")
+    # the child has written (and said so with a file) before the parent returns, without waiting
+    fresh.files.write("/home/user/pop.py", "import os, subprocess, sys, time\n"
+                      "subprocess.Popen([sys.executable, '-c',\n"
+                      "                  'print(\"child\", flush=True); open(\"done\", \"w\")'])\n"
+                      "while not os.path.exists('done'): time.sleep(0.02)\n"
+                      "os.remove('done'); print('parent')\n")
     for line in ("python3 pop.py > f; sort f", "python3 pop.py | sort", "x=$(python3 pop.py); echo \"$x\" | sort"):
         assert fresh.commands.run(line).stdout == "child\nparent\n", line
     with Sandbox.create(limits=Limits(output_limit=1 << 20)) as small:
