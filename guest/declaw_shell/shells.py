@@ -90,6 +90,14 @@ class GuestState(ShellState):
     traps: dict[str, str] = field(default_factory=dict)
     shopts: set[str] | None = None  # `shopt` settings (morebuiltins.py); None: bash's defaults
 
+    def resolve_path(self, path_text: str) -> Path:
+        """A path made absolute against the current directory. A `~` in it is a name like any
+        other: an unquoted one was expanded with the word, as bash does, so `> '~t'` or `cat '~/x'`
+        name files called that (the library's pathlib expanduser expanded a quoted `~` again, and
+        raised for `~t`, no such user: the line ended in a traceback)."""
+        path = Path(path_text)
+        return path if path.is_absolute() else self.cwd / path
+
     def copy(self) -> GuestState:
         copied = super().copy()
         copied.__class__ = GuestState  # same fields plus ours; the library builds a ShellState

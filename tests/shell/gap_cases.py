@@ -230,4 +230,8 @@ GAP_CASES: list[str] = [
     "python3 -c 'import subprocess; subprocess.run([\"python3\", \"-c\", \"print(17)\"]); print(18)' > p17; cat p17",
     "python3 -c 'print(19)' > . ; echo $?",
     "python3 -c 'print(20)' > /dev/null; echo $?",
+    # a quoted `~` is a name like any other (an unquoted one is expanded with its word)
+    "echo y > '~t'; cat '~t'; ls | grep -c '~t'",
+    "mkdir -p '~'; echo z > '~/q'; cat '~/q'; cat ~/q 2>/dev/null || echo not-in-home",
+    "echo \"~\" '~/x' ~nosuchuser",
 ]
