@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from declaw_wasm import Limits, Sandbox
+from declaw_wasm import CommandResult, Limits, Sandbox
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
@@ -252,15 +252,18 @@ def _results(stdout: str) -> tuple[str, dict[str, object]]:
     return head, json.loads(tail)
 
 
-def test_subprocess_calls_answer_as_on_linux(fresh: Sandbox, tmp_path: Path) -> None:
+def _same_natively_and_in_a_guest(sandbox: Sandbox, tmp_path: Path, table: str, variables: dict[str, str],
+                                  timeout: float) -> CommandResult:
+    """Run a table natively (real processes) and in a guest, each in a fresh folder: every outcome,
+    and what reached the parent's own stdout in order, must be the same. The guest's result."""
     script = tmp_path / "table.py"
-    script.write_text(TABLE)
-    env = {**os.environ, "MARKER": "inherited"}
-    native = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=120)
+    script.write_text(table)
+    native = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, **variables},
+                            capture_output=True, text=True, timeout=timeout)
     assert native.returncode == 0, native.stderr
-    fresh.files.write("/home/user/work/table.py", TABLE)
-    guest = fresh.commands.run("cd /home/user/work && MARKER=inherited python3 table.py", timeout=120)
+    sandbox.files.write("/home/user/work/table.py", table)
+    assigned = " ".join(f"{name}={value}" for name, value in variables.items())
+    guest = sandbox.commands.run(f"cd /home/user/work && {assigned} python3 table.py", timeout=timeout)
     assert guest.exit_code == 0, guest.stderr
     native_out, native_results = _results(native.stdout)
     guest_out, guest_results = _results(guest.stdout)
@@ -269,6 +272,11 @@ def test_subprocess_calls_answer_as_on_linux(fresh: Sandbox, tmp_path: Path) -> 
         assert guest_results[name] == want, name
     # what the children wrote to the parent's own stdout, in order
     assert guest_out.splitlines() == native_out.splitlines()
+    return guest
+
+
+def test_subprocess_calls_answer_as_on_linux(fresh: Sandbox, tmp_path: Path) -> None:
+    _same_natively_and_in_a_guest(fresh, tmp_path, TABLE, {"MARKER": "inherited"}, timeout=120)
 
 
 def _free_port() -> int:
@@ -283,22 +291,9 @@ def test_python_children_run_beside_their_parent_as_on_linux(fresh: Sandbox, tmp
     """A `Popen` of a Python program runs beside its parent: a server it starts answers, parent
     and child talk while it runs, children run at once, `wait(timeout)`, `poll`, `kill` and
     `terminate` answer as on Linux; its output reaches pipes, files and the parent's own streams.
-    One table, natively and in a guest; the sandbox lists the program as its own command."""
-    script = tmp_path / "beside.py"
-    script.write_text(BESIDE)
-    env = {**os.environ, "PORT": str(_free_port())}
-    native = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=180)
-    assert native.returncode == 0, native.stderr
-    fresh.files.write("/home/user/work/beside.py", BESIDE)
-    guest = fresh.commands.run("cd /home/user/work && PORT=8000 python3 beside.py", timeout=180)
-    assert guest.exit_code == 0, guest.stderr
-    native_out, native_results = _results(native.stdout)
-    guest_out, guest_results = _results(guest.stdout)
-    assert sorted(guest_results) == sorted(native_results)
-    for name, want in native_results.items():
-        assert guest_results[name] == want, name
-    assert guest_out.splitlines() == native_out.splitlines()
+    One table, natively and in a guest."""
+    # (the port: free natively; any in the sandbox, whose loopback is its own)
+    guest = _same_natively_and_in_a_guest(fresh, tmp_path, BESIDE, {"PORT": str(_free_port())}, timeout=180)
     assert "child err" in guest.stderr
 
 

@@ -565,7 +565,7 @@ class LocalSandbox:
         where = self.fs.absolute(request.cwd) if request.cwd else self.fs.absolute(".")
         if request.cwd and not self.fs.exists(where):
             raise InvalidArgumentException(f"cwd {where} does not exist in the sandbox")
-        if request.cwd and self.fs.get_info(where).type == FileType.FILE:
+        if request.cwd and self._kind(where) == FileType.FILE:
             raise InvalidArgumentException(f"cwd {where} is not a folder")
         cmd, stdin, tag = ("", True, None) if pty is not None else \
             (request.cmd, request.stdin, request.tag)  # type: ignore[union-attr]
@@ -598,6 +598,13 @@ class LocalSandbox:
             process.send_stdin(stdin.encode())
             process.close_stdin()
         return process
+
+    def _kind(self, path: str) -> Optional[FileType]:
+        """What is at a path that exists (None: a link that loops, which `exists` counts)."""
+        try:
+            return self.fs.get_info(path).type
+        except SandboxException:
+            return None
 
     def release_spawned(self) -> None:
         """A spawned program's asker has read it to its end, killed it, or ended."""
