@@ -334,10 +334,12 @@ def test_a_cell_runs_children_too_inside_its_event_loop(fresh: Sandbox) -> None:
     assert "".join(run.logs.stdout) == "b'in a loop\\n'\nsystem\n"
 
 
-def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox) -> None:
-    """`python3 train.py > train.log 2>&1` in one command, `cat train.log` from another while it
-    runs (as agents watch a training run): the lines flushed so far are there, stderr in order."""
-    handle = fresh.commands.run("python3 -c \"import sys, time\nprint('epoch 1', flush=True)\n"
+@pytest.mark.parametrize("wrapper", ["", "timeout 600 ", "nohup "])
+def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox, wrapper: str) -> None:
+    """`python3 train.py > train.log 2>&1` in one command (alone, or run by `timeout` or `nohup`),
+    `cat train.log` from another while it runs (as agents watch a training run): the lines flushed
+    so far are there, stderr in order."""
+    handle = fresh.commands.run(wrapper + "python3 -c \"import sys, time\nprint('epoch 1', flush=True)\n"
                                 "print('warning', file=sys.stderr)\nwhile True: time.sleep(0.1)\" "
                                 "> train.log 2>&1", background=True)
     seen = ""

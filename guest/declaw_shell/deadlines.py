@@ -41,6 +41,20 @@ def _sleep(seconds: float) -> None:
     _real_sleep(seconds)
 
 
+def keep(stop: BaseException, output: str) -> None:
+    """What a layer between `timeout` and its command had collected (a captured program's stdout,
+    a `bash -c` script's output so far) when `stop` ended the command: `timeout` writes it out,
+    as a killed process's written output stays written. Outer layers' text goes first."""
+    if output:
+        stop.__dict__["declaw_output"] = output + kept(stop)
+
+
+def kept(stop: BaseException | None) -> str:
+    """The output `keep` gathered on its way up; "" when there is none."""
+    output = vars(stop).get("declaw_output", "") if stop is not None else ""
+    return output if isinstance(output, str) else ""
+
+
 class active:
     """`with deadlines.active(seconds):` — a deadline for the code inside."""
 

@@ -18,7 +18,7 @@ from bash_purepython.command.help import HelpCommand
 from bash_purepython.command.ls import LsCommand
 from bash_purepython.command.registry import CommandRegistry
 
-from . import coreutils, door, rawbytes, sysinfo, versions
+from . import coreutils, deadlines, door, rawbytes, sysinfo, versions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
     from . import Session
+    from .shells import StdoutFile
 
     Invocation = Any  # bash_purepython's CommandInvocation (untyped)
 
@@ -126,7 +127,7 @@ def _stdin_of(invocation: Invocation, session: Session | None, newline: str | No
 def _a_job_by_itself() -> bool:
     """Whether the running command is a `cmd &` job's own (run by the job's task: alone, in a
     subshell or a list, or a pipeline's stage), not under `timeout`."""
-    from . import deadlines, shells
+    from . import shells
 
     try:
         task = asyncio.current_task()
@@ -168,15 +169,17 @@ class PythonCommand(Command):
         if spawned is not None:
             return spawned
         if into is not None:
-            return self._into_file(invocation, *into)
+            return self._into_file(invocation, into)
         return _streamed(invocation, self._here(invocation))
 
-    def _into_file(self, invocation: Invocation, path: Any, append: bool) -> CommandResult:
+    def _into_file(self, invocation: Invocation, into: StdoutFile) -> CommandResult:
         """`python3 ... > FILE`: the program writes the file as it runs, as bash's would (`tail
         log` from another command while it trains; stderr in order with it under `2>&1`),
         block-buffered as CPython's stdout to a file is (`-u`, `flush=True` write at once)."""
         from .shells import WRITTEN_THERE
 
+        path, append = into.path, into.append
+        into.taken = True
         try:
             if not append:
                 open(path, "wb").close()
@@ -239,8 +242,13 @@ class PythonCommand(Command):
             stderr = session.stderr
         else:
             stderr = _ErrorStream(state.write_error)
-        status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments], _environment(state),
-                                          _stdin_of(invocation, session), stdout, stderr)
+        try:
+            status = _declaw_boot.run_process(str(state.cwd), [*self.prefix, *invocation.arguments],
+                                              _environment(state), _stdin_of(invocation, session), stdout, stderr)
+        except deadlines.DeadlineReached as stop:  # `timeout` ended it: what it wrote stays written
+            if captured is not None:
+                deadlines.keep(stop, rawbytes.from_bytes(captured.written()))
+            raise
         output = rawbytes.from_bytes(captured.written()) if captured is not None else ""
         return CommandResult(stdout=output, exit_code=status)
 

@@ -38,6 +38,7 @@ from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
 from bash_purepython.shell_state import (
     BreakLoop,
     CallableSink,
+    CollectingSink,
     ContinueLoop,
     ControlFlowSignal,
     ExitShell,
@@ -48,9 +49,9 @@ from bash_purepython.shell_state import (
     ShellSyntaxError,
 )
 from bash_purepython.streams import materialise_text
-from bash_purepython.workflow import Redirection, RedirectionKind
+from bash_purepython.workflow import Redirection, RedirectionKind, SimpleCommandNode
 
-from . import arrays
+from . import arrays, deadlines
 from . import find as find_command
 from . import morebuiltins as more_builtins
 from . import rawbytes
@@ -255,13 +256,26 @@ LIVE_STREAMS: weakref.WeakSet[Any] = weakref.WeakSet()
 # the exit statuses of the streams of programs that wrote their `> FILE` themselves as they ran
 # (programs.py), which redirections leave alone
 WRITTEN_THERE: weakref.WeakSet[Any] = weakref.WeakSet()
-# the file (and whether appended to) the next simple command's stdout goes to, if any: set as its
-# redirections are applied, taken by its dispatch, so that a Python program named by the command
-# itself (not one a wrapper such as `timeout` or `xargs` runs) writes it as it runs (PYTHON_INTO)
-STDOUT_FILE: contextvars.ContextVar[tuple[Path, bool] | None] = contextvars.ContextVar("STDOUT_FILE",
-                                                                                          default=None)
-PYTHON_INTO: contextvars.ContextVar[tuple[Path, bool] | None] = contextvars.ContextVar("PYTHON_INTO",
-                                                                                          default=None)
+
+
+@dataclass
+class StdoutFile:
+    """A simple command's `> FILE`; `taken` once a Python program opened it to write itself."""
+
+    path: Path
+    append: bool
+    taken: bool = False
+
+
+# the file the next simple command's stdout goes to, if any: set as its redirections are applied,
+# taken by its dispatch, so that a Python program named by the command itself, or run by its
+# `timeout` (HANDS_ON), writes it as it runs (PYTHON_INTO); a program other wrappers run (`xargs`,
+# `command`, a function) has the redirect written from its whole output
+STDOUT_FILE: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar("STDOUT_FILE", default=None)
+PYTHON_INTO: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar("PYTHON_INTO", default=None)
+HANDS_ON = frozenset({"timeout", "nohup", "nice", "stdbuf", "sudo"})  # wrappers whose `> FILE` the
+# program they run writes (run_wrapped)
+_HANDED: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar("_HANDED", default=None)
 # within a builtin that has redirections of its own (its output is written whole)
 _BUILTIN_OUTPUT: contextvars.ContextVar[bool] = contextvars.ContextVar("_BUILTIN_OUTPUT", default=False)
 
@@ -420,9 +434,13 @@ class ShellFeatures(_ExecutorBase):
     # -- dispatch ------------------------------------------------------------------------------------
     async def dispatch(self, name: str, arguments: list[str], stdin: StdinValue | None,
                        error_destination: Destination, state: GuestState, in_pipeline: bool = False,
-                       attached_to_terminal: bool = False, skip_functions: bool = False) -> ExecutionResult:
-        into = STDOUT_FILE.get()
-        if into is not None:
+                       attached_to_terminal: bool = False, skip_functions: bool = False,
+                       into: StdoutFile | None = None) -> ExecutionResult:
+        """The library's, with a simple command's `> FILE` given to the Python program it names
+        (or `into`, a wrapper's: `timeout 600 python3 train.py > log`) to write as it runs."""
+        if into is None:
+            into = STDOUT_FILE.get()
+        if STDOUT_FILE.get() is not None:
             STDOUT_FILE.set(None)  # this command's own `> FILE`: not for the commands it runs
         if skip_functions or name not in state.functions:
             if "/" in name:
@@ -435,6 +453,16 @@ class ShellFeatures(_ExecutorBase):
                     name = found[0]  # a shell named by its path keeps that path as its `$0`
                 arguments = found[1:]
             handler = self.programs.get(posixpath.basename(name) if "/" in name else name)
+            if handler is not None and into is not None and name in HANDS_ON and not in_pipeline:
+                token = _HANDED.set(into)
+                try:
+                    result = await handler(name, arguments, stdin, error_destination, state, in_pipeline,
+                                           attached_to_terminal)
+                finally:
+                    _HANDED.reset(token)
+                if into.taken:  # the program wrote the file itself: the redirect leaves it be
+                    result.written_there = True
+                return result
             if handler is not None:
                 return await handler(name, arguments, stdin, error_destination, state, in_pipeline,
                                      attached_to_terminal)
@@ -572,6 +600,25 @@ class ShellFeatures(_ExecutorBase):
         return await self.execute_compound(body, state, stdin, [], direct_output=attached,
                                            error_destination=error_destination)
 
+    async def execute_compound(self, run: Body, state: GuestState, stdin: StdinValue | None,
+                               redirections: list[Redirection], direct_output: bool,
+                               error_destination: Destination | None = None) -> ExecutionResult:
+        """A compound's captured output so far goes up with a `timeout` that stops it
+        (deadlines.keep): `timeout 5 bash -c 'echo started; sleep 9' > log` writes `started`."""
+        outer = state.output_sink
+
+        async def keeping(scope: GuestState) -> int:
+            try:
+                return await run(scope)
+            except (deadlines.DeadlineReached, asyncio.CancelledError) as stop:
+                sink = scope.output_sink
+                if sink is not outer and isinstance(sink, CollectingSink):
+                    deadlines.keep(stop, sink.text())
+                raise
+
+        return await super().execute_compound(keeping, state, stdin, redirections, direct_output,
+                                              error_destination)
+
     async def interact(self, scope: GuestState) -> int:
         """`bash` typed at a PTY's prompt: prompt, read, run, until `exit` or ^D."""
         from bash_purepython.continuation import script_needs_more_lines
@@ -684,7 +731,7 @@ class ShellFeatures(_ExecutorBase):
         if any(r.kind in _TO_FILES for r in redirections) and not _BUILTIN_OUTPUT.get():
             # where this simple command's stdout goes (earlier files made, as bash does)
             target, append, _ = await self.trace_stdout_target(redirections, state, False)
-            STDOUT_FILE.set((target, append) if isinstance(target, Path) else None)
+            STDOUT_FILE.set(StdoutFile(target, append) if isinstance(target, Path) else None)
         if not any(r.kind == RedirectionKind.READ_STDIN for r in redirections):
             return await super().apply_input_redirections(stdin, redirections, state)
         for redirection in redirections:
@@ -714,7 +761,8 @@ class ShellFeatures(_ExecutorBase):
         target, append, redirected = await self.trace_stdout_target(redirections, state, merge_stderr)
         if not redirected:
             return result
-        if isinstance(target, Path) and getattr(result.stdout, "exit_status", None) in WRITTEN_THERE:
+        if isinstance(target, Path) and (getattr(result.stdout, "exit_status", None) in WRITTEN_THERE
+                                         or getattr(result, "written_there", False)):
             return ExecutionResult.empty(result.exit_code)
         if isinstance(target, Path) and getattr(result.stdout, "exit_status", None) in LIVE_STREAMS:
             errors_there = isinstance(error_destination, Path) and error_destination == target
@@ -792,7 +840,19 @@ class ShellFeatures(_ExecutorBase):
 
     async def execute_stage(self, stage: Any, state: GuestState, stdin: StdinValue | None,
                             merge_stderr: bool) -> ExecutionResult:
-        result = await super().execute_stage(stage, state, stdin, merge_stderr)
+        """The library's, and a simple command whose stderr goes where its stdout went before its
+        own `> FILE` (`cmd 2>&1 >/dev/null | grep x`, to read only its errors) runs as a stage of
+        its own, whose sink is the pipe: the library wrote those errors past the pipe."""
+        if isinstance(stage, SimpleCommandNode) and _errors_into_the_pipe(stage.text):
+            async def alone(inner: GuestState) -> int:
+                result = await self.execute_simple_command(stage, inner, self.take_pending_stdin(None, inner),
+                                                           merge_stderr)
+                await self.drain_to_sink(result, inner)
+                return result.exit_code
+
+            result = await self.stream_compound(alone, state.copy(), stdin, [], merge_stderr)
+        else:
+            result = await super().execute_stage(stage, state, stdin, merge_stderr)
         stages = _PIPE_STAGES.get(None)
         if stages is not None:
             stages.append(result)
@@ -904,8 +964,10 @@ class ShellFeatures(_ExecutorBase):
     # -- program wrappers ----------------------------------------------------------------------------
     async def run_wrapped(self, wrapper: str, args: list[str], stdin: StdinValue | None,
                           error_destination: Destination, state: GuestState, in_pipeline: bool, attached: bool,
-                          missing_status: int = 127) -> ExecutionResult:
-        """Run ARGS[0] as the program a wrapper names."""
+                          missing_status: int = 127, into: StdoutFile | None = None) -> ExecutionResult:
+        """Run ARGS[0] as the program a wrapper names; a Python program writes the wrapper's
+        `> FILE` (`into`, else the one handed on) itself as it runs."""
+        into = into or self.handed()
         name = args[0]
         if "/" not in name and not self.is_program(name):
             write_error = self.error_sink(error_destination, state, state.output_sink.write_sync)
@@ -918,7 +980,7 @@ class ShellFeatures(_ExecutorBase):
                 await self.discard_stdin(stdin)
             return self.empty(missing_status)
         return await self.dispatch(name, args[1:], stdin, error_destination, state, in_pipeline, attached,
-                                   skip_functions=True)
+                                   skip_functions=True, into=into)
 
     def usage(self, error_destination: Destination, state: GuestState, stdin: StdinValue | None, text: str,
               status: int) -> int:
@@ -1070,7 +1132,35 @@ class ShellFeatures(_ExecutorBase):
                           error_destination: Destination, state: GuestState, in_pipeline: bool,
                           attached: bool) -> ExecutionResult:
         return await timeout_command.run(self, arguments, stdin, error_destination, state, in_pipeline,
-                                         attached)
+                                         attached, self.handed())
+
+    @staticmethod
+    def handed() -> StdoutFile | None:
+        """The running wrapper's `> FILE` (HANDS_ON): for the program it runs, not for any that
+        one runs."""
+        into = _HANDED.get()
+        _HANDED.set(None)
+        return into
+
+
+def _errors_into_the_pipe(text: str) -> bool:
+    """Whether a simple command's redirections send its stderr to where its stdout pointed before
+    a later `> FILE` moved stdout away (`2>&1 >FILE`): the pipe, in a pipeline's stage."""
+    if "&1" not in text:
+        return False  # (no tokenizing for the usual stage)
+    into_stdout = False
+    stdout_moved = False
+    for redirection in words.tokenize_simple_command(text)[1]:
+        kind = redirection.kind
+        if kind in (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT):
+            if into_stdout and not stdout_moved:
+                return True
+            stdout_moved = True
+        elif kind == RedirectionKind.STDERR_TO_STDOUT:
+            into_stdout = not stdout_moved
+        elif kind in (RedirectionKind.WRITE_BOTH, RedirectionKind.WRITE_STDERR, RedirectionKind.APPEND_STDERR):
+            into_stdout = False
+    return False
 
 
 def _minutes(seconds: float) -> str:

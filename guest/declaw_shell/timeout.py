@@ -29,7 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from bash_purepython.execute_command import ExecutionResult, StdinValue
 
-    from .shells import Destination, GuestState, ShellFeatures
+    from .shells import Destination, GuestState, ShellFeatures, StdoutFile
 
 SIGNAL_NUMBERS = {"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "TRAP": 5, "ABRT": 6, "IOT": 6, "BUS": 7,
                   "FPE": 8, "KILL": 9, "USR1": 10, "SEGV": 11, "USR2": 12, "PIPE": 13, "ALRM": 14,
@@ -96,7 +96,9 @@ def parse(arguments: list[str]) -> tuple[float, int, str, bool, bool, list[str]]
 
 
 async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue | None, error_destination: Destination,
-              state: GuestState, in_pipeline: bool, attached: bool) -> ExecutionResult:
+              state: GuestState, in_pipeline: bool, attached: bool,
+              into: StdoutFile | None = None) -> ExecutionResult:
+    """`into`: the line's `> FILE`, which a Python program CMD writes itself as it runs."""
     write_error = executor.error_sink(error_destination, state, state.output_sink.write_sync)
     try:
         seconds, number, name, preserve, verbose, command = parse(arguments)
@@ -107,10 +109,10 @@ async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue |
         return executor.empty(EXIT_FAILURE)
     if seconds == 0 or math.isinf(seconds):
         return await executor.run_wrapped("timeout", command, stdin, error_destination, state, in_pipeline,
-                                          attached)
+                                          attached, into=into)
     if "/" not in command[0] and not executor.is_program(command[0]):
         return await executor.run_wrapped("timeout", command, stdin, error_destination, state, in_pipeline,
-                                          attached)
+                                          attached, into=into)
 
     async def body(scope: GuestState) -> int:
         with deadlines.active(seconds) as deadline:
@@ -118,14 +120,15 @@ async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue |
                 async with asyncio.timeout(seconds):
                     result = await executor.dispatch(command[0], command[1:], None, ErrorDestination.STDERR,
                                                      scope, attached_to_terminal=scope.is_attached_to_terminal(),
-                                                     skip_functions=True)
+                                                     skip_functions=True, into=into)
                     await executor.drain_to_sink(result, scope)
                     status = result.exit_code
-            except TimeoutError:
-                pass
-            except deadlines.DeadlineReached:
+            except TimeoutError as stop:  # the command's output so far stays written, as a killed process's does
+                scope.output_sink.write_sync(deadlines.kept(stop.__cause__))
+            except deadlines.DeadlineReached as stop:
                 if not deadline.passed:
-                    raise  # an outer timeout's
+                    raise  # an outer timeout's (it carries the output on up)
+                scope.output_sink.write_sync(deadlines.kept(stop))
             else:
                 if not deadline.passed:
                     return status

@@ -230,6 +230,25 @@ GAP_CASES: list[str] = [
     "python3 -c 'import subprocess; subprocess.run([\"python3\", \"-c\", \"print(17)\"]); print(18)' > p17; cat p17",
     "python3 -c 'print(19)' > . ; echo $?",
     "python3 -c 'print(20)' > /dev/null; echo $?",
+    # ... and so does one that `timeout`, `nohup`, `nice` or `stdbuf` runs (theirs is its redirect)
+    "timeout 5 python3 -c 'import sys; print(21, flush=True); print(22, file=sys.stderr); print(23)' > p21 2>&1; "
+    "cat p21",
+    "nohup python3 -c 'import sys; print(24, flush=True); print(25, file=sys.stderr)' > p24 2>&1; cat p24",
+    "nice -n 5 python3 -c 'print(26)' >> p24; stdbuf -oL python3 -c 'print(27)' >> p24; tail -n 2 p24",
+    "timeout 5 nohup python3 -c 'print(28)' > p28; timeout 0 python3 -c 'print(29)' >> p28; cat p28",
+    "timeout 5 bash -c 'python3 -c \"print(30)\" > p30; echo 31' > p31; cat p30 p31",
+    # a `timeout` that fires: what its command wrote stays written (a file, a pipe, `$(...)`)
+    "timeout 0.5 python3 -c 'import time; print(32, flush=True); time.sleep(30)' > p32; echo $?; cat p32",
+    "timeout 0.5 python3 -c 'import time; print(33, flush=True); time.sleep(30)' | cat; "
+    "x=$(timeout 0.5 python3 -c 'import time; print(34, flush=True); time.sleep(30)'); echo $? $x",
+    "timeout 0.5 bash -c 'echo 35; sleep 30; echo no' > p35; echo $?; cat p35",
+    "timeout 0.5 sh -c 'echo 36; python3 -c \"import time; print(37, flush=True); time.sleep(30)\"' > p36 2>&1; "
+    "echo $?; cat p36",
+    # `2>&1 >FILE | cmd`: the errors alone go down the pipe (the library wrote them past it, or lost them)
+    "ls /nonexist 2>&1 >/dev/null | tr a-z A-Z; cat /nonexist 2>&1 >e1 | wc -l; wc -c < e1",
+    "bash -c 'echo out; echo err >&2' 2>&1 >/dev/null | tr a-z A-Z",
+    "python3 -c 'import sys; print(1); print(2, file=sys.stderr)' 2>&1 >e2 | tr 0-9 a-z; cat e2",
+    "echo in | cat - /nonexist 2>&1 >e3 | tr a-z A-Z; cat e3; ls /nonexist a.txt >e4 2>&1 | wc -c; cat e4",
     # a quoted `~` is a name like any other (an unquoted one is expanded with its word)
     "echo y > '~t'; cat '~t'; ls | grep -c '~t'",
     "mkdir -p '~'; echo z > '~/q'; cat '~/q'; cat ~/q 2>/dev/null || echo not-in-home",
