@@ -334,6 +334,38 @@ def test_a_cell_runs_children_too_inside_its_event_loop(fresh: Sandbox) -> None:
     assert "".join(run.logs.stdout) == "b'in a loop\\n'\nsystem\n"
 
 
+def test_a_server_a_program_leaves_running_serves_the_next_commands(fresh: Sandbox) -> None:
+    """`python3 start.py`, which starts a server with Popen and exits (as agents' launch scripts
+    do): the command returns, the server runs on as a Linux child does (reparented), listed,
+    reachable from the next commands; killing the command ends it. A child whose output only its
+    parent could read (a pipe) ends with the command instead."""
+    fresh.files.write("/home/user/start.py", "import subprocess, sys\n"
+                      "server = subprocess.Popen([sys.executable, '-m', 'http.server', '8000'],\n"
+                      "    start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                      "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+                      "    stdout=subprocess.PIPE)\n"
+                      "print('started', server.pid)\n")
+    started = fresh.commands.run("python3 start.py", timeout=30)
+    server = int(started.stdout.split()[1])
+    code = ""
+    for _ in range(100):
+        code = fresh.commands.run("curl -s -o /dev/null -w '%{http_code}' localhost:8000/").stdout
+        if code == "200":
+            break
+        time.sleep(0.05)
+    assert code == "200"
+    listed = {p.pid: p.cmd for p in fresh.commands.list()}
+    assert listed.get(server) == "python3 -m http.server 8000", listed
+    assert "python3 -c 'import time; time.sleep(60)'" not in listed.values(), listed  # the piped one ended
+    [line] = [pid for pid, cmd in listed.items() if cmd == "python3 start.py"]  # detached, holding the server
+    assert fresh.commands.kill(line)
+    for _ in range(100):
+        if server not in {p.pid for p in fresh.commands.list()}:
+            break
+        time.sleep(0.05)
+    assert server not in {p.pid for p in fresh.commands.list()}
+
+
 @pytest.mark.parametrize("wrapper", ["", "timeout 600 ", "nohup "])
 def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox, wrapper: str) -> None:
     """`python3 train.py > train.log 2>&1` in one command (alone, or run by `timeout` or `nohup`),

@@ -187,19 +187,25 @@ class Session:
             return EXIT_INTERRUPTED
 
     async def _line_then_jobs(self, script: str) -> int:
-        """The line, then the jobs it left running (`cmd &`, a child bash's too): bash leaves
-        them running when it exits, so the command is over for its caller (the `detach` op: its
+        """The line, then the jobs it left running (`cmd &`, a child bash's too) and the Python
+        programs its programs started with `subprocess.Popen` and left running: bash leaves them
+        running when it exits, so the command is over for its caller (the `detach` op: its
         result, with the output so far) and this guest goes on until they end. (A terminal's
-        shell reads its next line instead: its jobs end with the line that started them.)"""
+        shell reads its next line instead: its jobs end with the line that started them. A
+        program spawned itself cannot detach: its children end with it.)"""
         status = await self.executor.run_line(script, self.state)
         jobs = shells.running_jobs()
-        if jobs:
+        beside = sys.modules.get("declaw_shell.subprocesses")  # (imported once a program asks)
+        outliving = beside is not None and beside.outliving()
+        if jobs or outliving:
             for stream in (self.stdout, self.stderr):
                 stream.flush()
-            door.call("detach", status=status & 0xFF)
+            answer = door.call("detach", status=status & 0xFF)
             while jobs:
                 await asyncio.wait(jobs)
                 jobs = shells.running_jobs()
+            if beside is not None and outliving and not (isinstance(answer, dict) and "error" in answer):
+                await beside.wait_outliving()
         return status
 
 

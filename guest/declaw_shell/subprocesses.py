@@ -549,6 +549,7 @@ class _Spawned:
         child_beside = cls(pid, sinks)
         if sinks:
             _COPIED.add(child_beside)
+        _BESIDE.add(child_beside)
         return child_beside
 
     @staticmethod
@@ -616,7 +617,7 @@ class _Spawned:
         start, skip = self._next
         reply = door.call("spawn.read", pid=self.pid, start=start, skip=skip)
         if not isinstance(reply, dict) or "error" in reply:  # killed meanwhile (its asker's kill)
-            self.status = -9
+            self._ended(-9)
             return True
         for name, data in reply["events"]:
             sink = self._sinks.get(name)
@@ -628,8 +629,7 @@ class _Spawned:
                 sink.flush()
         self._next = tuple(reply["next"])
         if reply["exit"] is not None:
-            self.status = -9 if reply.get("killed") else reply["exit"]  # (every kill ends it as SIGKILL)
-            _COPIED.discard(self)
+            self._ended(-9 if reply.get("killed") else reply["exit"])  # (every kill ends it as SIGKILL)
             truncated(self.pid, reply.get("truncated"), sys.stderr.write)
             return True
         return bool(reply["events"])
@@ -659,15 +659,21 @@ class _Spawned:
         from . import door
 
         self.drain()
-        if self.status is None and door.call("spawn.kill", pid=self.pid) is True:
-            self.status = -sig
-        elif self.status is None:
-            self.status = -9
+        if self.status is None:
+            self._ended(-sig if door.call("spawn.kill", pid=self.pid) is True else -9)
+
+    def _ended(self, status: int) -> None:
+        self.status = status
+        _COPIED.discard(self)
+        _BESIDE.discard(self)
 
 
 # children beside us whose output the parent copies (see drain_children), held until they have
 # ended: a Popen object dropped at once (`Popen([...])` as a statement) still has its output copied
 _COPIED: set[_Spawned] = set()
+# every child beside us not yet seen to end (a command's line waits for those that outlive their
+# parent: outliving)
+_BESIDE: set[_Spawned] = set()
 
 
 def drain_children() -> None:
@@ -681,6 +687,29 @@ def drain_children() -> None:
             pass
         if child.status is not None:
             _COPIED.discard(child)
+
+
+def outliving() -> list[_Spawned]:
+    """The children beside us that run on once their parent program has ended, as a Linux
+    child does (reparented): those whose output goes where the host sends it (the command's own
+    output, a file, nowhere). One whose output only its parent could read (a pipe) ends with the
+    line (wait_outliving), as a Linux child would at its next write into a pipe nobody reads."""
+    for child in [child for child in _BESIDE if not child._sinks]:
+        child.drain()
+    return [child for child in _BESIDE if not child._sinks]
+
+
+async def wait_outliving() -> None:
+    """Until every child that outlives its parent has ended (a command's line, after detaching:
+    a server `python3 start.py` left running serves the next commands, as on Linux)."""
+    import asyncio
+
+    for child in [child for child in _BESIDE if child._sinks]:  # their reader is gone
+        child.kill(9)
+    pause = 0.002
+    while outliving():
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.2)  # a server may run for hours: a look each 0.2 s
 
 
 class _BesideOutput(io.RawIOBase):
