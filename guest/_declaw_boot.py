@@ -351,6 +351,7 @@ def main(cwd: str, args: list[str]) -> int:
     _as_the_system_python()
     sys.orig_argv = [sys.executable, *args]
     _unbuffered(bool(os.environ.get("PYTHONUNBUFFERED")))
+    _python_path(args)
 
     while args and args[0].startswith("-") and args[0] != "-":
         opt = args.pop(0)
@@ -420,6 +421,20 @@ class _WriteThrough:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _python_path(args: list[str]) -> None:
+    """PYTHONPATH's folders on sys.path (ahead of everything but the program's own folder, which
+    goes first later), absolute against the working folder ("" is that folder), as CPython puts
+    them; not with -E or -I before the program (`PYTHONPATH=src python3 -m pkg.mod`)."""
+    for arg in args:
+        if not arg.startswith("-") or arg.startswith(("--", "-c", "-m", "-W", "-X")) or arg == "-":
+            break
+        if "E" in arg or "I" in arg:
+            return
+    value = os.environ.get("PYTHONPATH")
+    if value:
+        sys.path[:0] = [os.path.abspath(entry) if entry else os.getcwd() for entry in value.split(":")]
 
 
 def _unbuffered(asked: bool) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bash_purepython.command.command import InputKind, OutputKind
 from bash_purepython.continuation import script_needs_more_lines
-from bash_purepython.execute_command import ExecutionResult, Executor, StdinValue
+from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, StdinValue
 from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError
 
 from . import arrays, door, programs, rawbytes, shells
@@ -97,6 +97,7 @@ class GuestExecutor(shells.ShellFeatures, Executor):
         if stdin is None and state.pending_stdin is None and self.session is not None \
                 and InputKind.STREAM_TEXT in command.input_kinds:
             stdin = StdinValue(value=self.session.stdin_chunks(), kind=OutputKind.STREAM_TEXT)
+        token = programs.ERRORS_WITH_STDOUT.set(error_destination == ErrorDestination.STDOUT)
         try:
             return await super().run_registered_command(command, arguments, stdin, error_destination,
                                                         state, attached_to_terminal)
@@ -107,6 +108,8 @@ class GuestExecutor(shells.ShellFeatures, Executor):
             except OSError:
                 state.write_error(message)
             return ExecutionResult.empty(1)
+        finally:
+            programs.ERRORS_WITH_STDOUT.reset(token)
 
     async def execute_simple_command(self, node: Any, state: GuestState, stdin: StdinValue | None,
                                      merge_stderr: bool = False, in_pipeline: bool = False) -> ExecutionResult:

@@ -9,6 +9,7 @@ out columns only on a PTY.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import io
 import os
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
     Invocation = Any  # bash_purepython's CommandInvocation (untyped)
 
+# whether the command being run has its stderr joined to its stdout (`2>&1` with no file: a pipe,
+# `$(...)`, the caller), set around each command (declaw_shell.Executor.run_registered_command)
+ERRORS_WITH_STDOUT: contextvars.ContextVar[bool] = contextvars.ContextVar("ERRORS_WITH_STDOUT", default=False)
 PYTHON_NAMES = ("python", "python3", "python3.15")
 PIP_NAMES = ("pip", "pip3", "pip3.15")
 TEXT_IN = frozenset({InputKind.ARGUMENTS, InputKind.TEXT})
@@ -240,6 +244,9 @@ class PythonCommand(Command):
         stderr: Any  # a text stream
         if state.write_error is session.state.terminal_write_error:
             stderr = session.stderr
+        elif captured is not None and ERRORS_WITH_STDOUT.get():
+            stderr = stdout  # `2>&1` into a pipe or the caller: the library gathers a command's errors
+            # and puts them all ahead of its stdout; one stream keeps a program's in order
         else:
             stderr = _ErrorStream(state.write_error)
         try:

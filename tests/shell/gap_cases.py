@@ -249,6 +249,13 @@ GAP_CASES: list[str] = [
     "bash -c 'echo out; echo err >&2' 2>&1 >/dev/null | tr a-z A-Z",
     "python3 -c 'import sys; print(1); print(2, file=sys.stderr)' 2>&1 >e2 | tr 0-9 a-z; cat e2",
     "echo in | cat - /nonexist 2>&1 >e3 | tr a-z A-Z; cat e3; ls /nonexist a.txt >e4 2>&1 | wc -c; cat e4",
+    # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
+    "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
+    "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
+    # a program's stderr joined to its stdout (`2>&1` into a pipe, `$(...)`, the caller) keeps their order
+    "python3 -c 'import sys; print(1, flush=True); print(2, file=sys.stderr); print(3)' 2>&1 | cat",
+    "python3 -c 'print(\"before\", flush=True); import nosuch' 2>&1 | head -2; "
+    "x=$(python3 -c 'import sys; print(4, flush=True); print(5, file=sys.stderr)' 2>&1); echo $x",
     # a quoted `~` is a name like any other (an unquoted one is expanded with its word)
     "echo y > '~t'; cat '~t'; ls | grep -c '~t'",
     "mkdir -p '~'; echo z > '~/q'; cat '~/q'; cat ~/q 2>/dev/null || echo not-in-home",
