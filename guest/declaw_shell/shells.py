@@ -345,6 +345,9 @@ def device_redirections(redirections: list[Redirection]) -> list[Redirection]:
 
 
 EXEC_REDIRECTS = re.compile(r"\s*exec\s+[0-9]*[<>&]")  # `exec` followed by a redirection
+REDIRECT_FIRST = re.compile(r"\s*(?:[0-9]*[<>]|&>)")  # a command that may be redirections alone
+_OPENED = {RedirectionKind.WRITE_STDOUT: "w", RedirectionKind.WRITE_STDERR: "w", RedirectionKind.WRITE_BOTH: "w",
+           RedirectionKind.APPEND_STDOUT: "a", RedirectionKind.APPEND_STDERR: "a", RedirectionKind.READ_STDIN: "r"}
 
 
 def _appender(path: Path | None) -> Callable[[str], None]:
@@ -908,7 +911,31 @@ class ShellFeatures(_ExecutorBase):
                 if arguments == ["exec"]:
                     await self.redirect_shell(redirections, state)
                     return self.empty(0)
+        if REDIRECT_FIRST.match(node.text):
+            found, redirections, _ = words.tokenize_simple_command(node.text)
+            if redirections and not found:  # `> log`, `>> log`, `< in`: the library ran nothing
+                result = await super().execute_simple_command(node, state, stdin, merge_stderr, in_pipeline)
+                status = await self.open_alone(redirections, state)
+                return result if status == 0 else self.empty(status)
         return await super().execute_simple_command(node, state, stdin, merge_stderr, in_pipeline)
+
+    async def open_alone(self, redirections: list[Redirection], state: GuestState) -> int:
+        """A command of redirections alone: bash opens each file in order (`> log` makes or
+        empties it, `>> log` makes it, `< in` must be readable) and runs nothing; 1 if one fails."""
+        for redirection in device_redirections(redirections):
+            mode = _OPENED.get(redirection.kind)
+            path = await self.redirection_path(redirection, state) if mode is not None else None
+            if path is None:  # another kind, or /dev/null
+                continue
+            try:
+                if mode == "r":
+                    open(path, "rb").close()
+                else:
+                    rawbytes.write_file(path, "", append=mode == "a")
+            except OSError as error:
+                state.write_error("bash: %s: %s\n" % (redirection.target, error.strerror or error))
+                return 1
+        return 0
 
     async def redirect_shell(self, redirections: list[Redirection], state: GuestState) -> None:
         """`exec`'s redirections, for the rest of this shell: stdout and stderr become the sinks

@@ -249,6 +249,9 @@ GAP_CASES: list[str] = [
     "bash -c 'echo out; echo err >&2' 2>&1 >/dev/null | tr a-z A-Z",
     "python3 -c 'import sys; print(1); print(2, file=sys.stderr)' 2>&1 >e2 | tr 0-9 a-z; cat e2",
     "echo in | cat - /nonexist 2>&1 >e3 | tr a-z A-Z; cat e3; ls /nonexist a.txt >e4 2>&1 | wc -c; cat e4",
+    # a command of redirections alone opens its files: `> f` empties f, `< missing` fails
+    "echo abc > r1; > r1; wc -c r1; >> r2; ls r2; 2> r3; ls r3; echo x > r4; > r4 echo y; cat r4",
+    "< nosuch; echo $?; > src; echo $?; </dev/null; >/dev/null; echo ok",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
