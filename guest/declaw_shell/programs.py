@@ -67,11 +67,40 @@ SESSION_NAMES = frozenset(PYTHON_NAMES + PIP_NAMES + tuple(MODULE_PROGRAMS) + ("
 _SHARED: dict[str, Command] = {}
 
 
+_CONTROL_ESCAPES = {"r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+
+
+def _gnu_sed_escapes() -> None:
+    """sed's regular expressions take GNU sed's `\\r`, `\\f`, `\\v` and `\\a` as those control
+    characters (`sed -i 's/\\r$//' f` makes a CRLF file LF): the library read them as the letters."""
+    from bash_purepython.command import sed
+
+    translate = sed.translate_regex
+
+    def translate_regex(pattern: str, extended: bool) -> str:
+        if "\\" not in pattern:
+            return translate(pattern, extended)
+        pieces, position = [], 0
+        while position < len(pattern):
+            character = pattern[position]
+            if character == "\\" and position + 1 < len(pattern):
+                escaped = pattern[position + 1]
+                pieces.append(_CONTROL_ESCAPES.get(escaped, character + escaped))
+                position += 2
+            else:
+                pieces.append(character)
+                position += 1
+        return translate("".join(pieces), extended)
+
+    sed.translate_regex = translate_regex  # (sed's own module calls it by this name)
+
+
 def _shared() -> dict[str, Command]:
     """name -> command for the commands that hold no session: bash_purepython's own, curl and
     wget, our coreutils and probes, each wrapped with its `--version` banner. Commands are
     reentrant (one instance already serves every stage of a pipeline), so sessions share them."""
     if not _SHARED:
+        _gnu_sed_escapes()
         commands = CommandRegistry()
         from .net_commands import NET_COMMANDS  # curl, wget (over the sandbox's network)
 

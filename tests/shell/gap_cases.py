@@ -252,6 +252,8 @@ GAP_CASES: list[str] = [
     # a command of redirections alone opens its files: `> f` empties f, `< missing` fails
     "echo abc > r1; > r1; wc -c r1; >> r2; ls r2; 2> r3; ls r3; echo x > r4; > r4 echo y; cat r4",
     "< nosuch; echo $?; > src; echo $?; </dev/null; >/dev/null; echo ok",
+    # sed's `\r`, `\f`, `\v`, `\a` are control characters, as GNU sed's (CRLF files made LF)
+    "printf 'a\\r\\nb\\r\\n' > crlf; sed -i 's/\\r$//' crlf; od -c crlf | head -1; printf 'p\\fq\\n' | sed 's/\\f/F/'",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
