@@ -287,7 +287,9 @@ class Search:
         options = self.options
         operands = options.operands or (["."] if self.recursive else ["-"])
         targets = self.targets(operands, bare=not options.operands)
-        show_names = ("H" in options.flags or self.recursive or len(operands) > 1) and "h" not in options.flags
+        # names when there are several operands, or a folder is searched (GNU: `grep -r x file` has none)
+        into_folders = self.recursive and any(op != "-" and self.state.resolve_path(op).is_dir() for op in operands)
+        show_names = ("H" in options.flags or into_folders or len(operands) > 1) and "h" not in options.flags
         try:
             for label, path in targets:
                 async for piece in self.search(label, path, show_names):

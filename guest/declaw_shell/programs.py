@@ -68,11 +68,13 @@ _SHARED: dict[str, Command] = {}
 
 
 _CONTROL_ESCAPES = {"r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+_NOT_FROM_HEX = frozenset("\\/\n")  # a `\xHH` of one of these is left to the library (GNU's makes
+# any other character, special ones included: `\x2e` is `.`, any character)
 
 
 def _gnu_sed_escapes() -> None:
-    """sed's regular expressions take GNU sed's `\\r`, `\\f`, `\\v` and `\\a` as those control
-    characters (`sed -i 's/\\r$//' f` makes a CRLF file LF): the library read them as the letters."""
+    """sed's regular expressions take GNU sed's `\\r`, `\\f`, `\\v`, `\\a` and `\\xHH` as those
+    characters (`sed -i 's/\\r$//' f` makes a CRLF file LF): the library read them as letters."""
     from bash_purepython.command import sed
 
     translate = sed.translate_regex
@@ -83,7 +85,12 @@ def _gnu_sed_escapes() -> None:
         pieces, position = [], 0
         while position < len(pattern):
             character = pattern[position]
-            if character == "\\" and position + 1 < len(pattern):
+            code = pattern[position + 2:position + 4]
+            if character == "\\" and pattern[position + 1:position + 2] == "x" and len(code) == 2 \
+                    and all(c in "0123456789abcdefABCDEF" for c in code) and chr(int(code, 16)) not in _NOT_FROM_HEX:
+                pieces.append(chr(int(code, 16)))  # `\x1b`: ESC (`sed 's/\x1b\[[0-9;]*m//g'` strips colours)
+                position += 4
+            elif character == "\\" and position + 1 < len(pattern):
                 escaped = pattern[position + 1]
                 pieces.append(_CONTROL_ESCAPES.get(escaped, character + escaped))
                 position += 2

@@ -254,6 +254,9 @@ GAP_CASES: list[str] = [
     "< nosuch; echo $?; > src; echo $?; </dev/null; >/dev/null; echo ok",
     # sed's `\r`, `\f`, `\v`, `\a` are control characters, as GNU sed's (CRLF files made LF)
     "printf 'a\\r\\nb\\r\\n' > crlf; sed -i 's/\\r$//' crlf; od -c crlf | head -1; printf 'p\\fq\\n' | sed 's/\\f/F/'",
+    "printf '\\x1b[1mB\\x1b[0m\\n' | sed 's/\\x1b\\[[0-9;]*m//g'; printf 'a.b\\n' | sed 's/\\x2e/D/'",
+    # `grep -r` names files when it searches a folder or several operands, not for one file
+    "mkdir -p gd && echo def > gd/x; grep -r def gd/x; grep -r def gd; grep -rn def gd/x gd/x; grep -rc def gd/x",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
