@@ -13,7 +13,9 @@ cut lines).
 
 from __future__ import annotations
 
+import asyncio
 import codecs
+import dataclasses
 import importlib
 import os
 import posixpath
@@ -21,6 +23,7 @@ import random
 
 from bash_purepython.command import echo as library_echo
 from bash_purepython.command import head as library_head
+from bash_purepython.command import tail as library_tail
 from bash_purepython.command import tee as library_tee
 from bash_purepython.command.cat import CatCommand
 from bash_purepython.command.command import (
@@ -62,7 +65,7 @@ def register(commands: Any) -> None:
     from .grep import GrepCommand
     from .patch import PatchCommand
 
-    for command in (StreamingCatCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
+    for command in (StreamingCatCommand(), FollowingTailCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
                     PatchCommand(), _zcat(), TruncateCommand(),
@@ -154,6 +157,104 @@ def file_chunks(path: str | Path) -> Iterator[str]:
                 yield text
             if not data:
                 return
+
+
+class FollowingTailCommand(library_tail.TailCommand):
+    """The library's `tail`, and `-f`/`-F`/`--follow[=name|descriptor]` [`-s SECONDS`]
+    [`--retry`]: after the last lines, what each named file gains as it is written (a header
+    when several are followed, "file truncated" when one shrinks), until the command is stopped
+    (`timeout 5 tail -f log`, `kill`, `| head -n 3` having read enough). Looks every 0.1 s by
+    default, as GNU's does without inotify every `-s`."""
+
+    output_kinds = frozenset({OutputKind.STREAM_TEXT})
+
+    async def run(self, invocation: Invocation) -> CommandResult:
+        follow, retry, interval, rest = False, False, 0.1, []
+        args = list(invocation.arguments)
+        while args:
+            arg = args.pop(0)
+            if arg == "--":
+                rest += [arg, *args]
+                break
+            if arg in ("-f", "-F", "--follow", "--retry") or arg.startswith(("--follow=", "--pid=")):
+                follow = follow or arg != "--retry"
+                retry = retry or arg in ("-F", "--retry")
+            elif arg in ("-s", "--sleep-interval") or arg.startswith(("-s", "--sleep-interval=")):
+                value = arg.partition("=")[2] if arg.startswith("--") else (arg[2:] or (args.pop(0) if args else ""))
+                try:
+                    interval = max(float(value), 0.01)
+                except ValueError:
+                    invocation.state.write_error("tail: invalid number of seconds: '%s'\n" % value)
+                    return CommandResult(stdout="", exit_code=1)
+            elif arg.startswith("-") and len(arg) > 2 and not arg[1:].isdigit() and set(arg[1:]) & set("fF") \
+                    and not arg.startswith("--"):
+                letters = arg[1:].replace("f", "").replace("F", "")  # `-fn 5`, `-nF`...
+                follow, retry = True, retry or "F" in arg
+                if letters:
+                    rest.append("-" + letters)
+            else:
+                rest.append(arg)
+        first = await super().run(dataclasses.replace(invocation, arguments=rest))
+        paths = [p for p in _operands(rest) if p not in STDIN_NAMES] if follow else []
+        return CommandResult(stdout=self.follow(invocation, first, paths, retry, interval),
+                             exit_code=first.exit_code)
+
+    @staticmethod
+    async def follow(invocation: Invocation, first: CommandResult, paths: list[str], retry: bool,
+                     interval: float) -> AsyncIterator[str]:
+        invocation.exit_status.code = first.exit_code
+        if first.stdout:
+            yield first.stdout
+        state = invocation.state
+        sizes: dict[str, int | None] = {}
+        for path_text in paths:
+            try:
+                sizes[path_text] = os.stat(state.resolve_path(path_text)).st_size
+            except OSError:
+                sizes[path_text] = None if retry else -1  # -1: not followed
+        followed = [p for p in paths if sizes[p] != -1]
+        last = followed[-1] if followed else None
+        while followed:
+            await asyncio.sleep(interval)
+            for path_text in followed:
+                path = state.resolve_path(path_text)
+                try:
+                    size = os.stat(path).st_size
+                except OSError:
+                    if sizes[path_text] is not None:
+                        state.write_error("tail: '%s' has become inaccessible: No such file or directory\n"
+                                          % path_text)
+                        sizes[path_text] = None
+                    continue
+                known = sizes[path_text]
+                if known is None or size < known:
+                    if known is not None:
+                        state.write_error("tail: %s: file truncated\n" % path_text)
+                    known = 0
+                if size > known:
+                    with open(path, "rb") as handle:
+                        handle.seek(known)
+                        data = handle.read(size - known)
+                    if len(followed) > 1 and last != path_text:
+                        yield "\n==> %s <==\n" % path_text
+                        last = path_text
+                    yield rawbytes.from_bytes(data)
+                sizes[path_text] = size
+
+
+def _operands(arguments: list[str]) -> list[str]:
+    """tail's file operands among its arguments (its options' values left out)."""
+    operands: list[str] = []
+    args = list(arguments)
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            return operands + args
+        if arg in ("-n", "-c", "--lines", "--bytes"):
+            args = args[1:]
+        elif not arg.startswith("-") or arg == "-":
+            operands.append(arg)
+    return operands or ["-"]
 
 
 class StreamingCatCommand(CatCommand):

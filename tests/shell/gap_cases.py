@@ -257,6 +257,9 @@ GAP_CASES: list[str] = [
     "printf '\\x1b[1mB\\x1b[0m\\n' | sed 's/\\x1b\\[[0-9;]*m//g'; printf 'a.b\\n' | sed 's/\\x2e/D/'",
     # `grep -r` names files when it searches a folder or several operands, not for one file
     "mkdir -p gd && echo def > gd/x; grep -r def gd/x; grep -r def gd; grep -rn def gd/x gd/x; grep -rc def gd/x",
+    # `tail -f`/`-F` follows what a file gains until it is stopped (`timeout`, `| head` having enough)
+    "seq 20 > tf; timeout 0.5 tail -n 2 -F tf; echo rc=$?; timeout 0.3 tail -f nosuch; echo rc=$?",
+    "seq 5 > tg; (sleep 0.3; echo six >> tg; sleep 0.2; echo seven >> tg) & tail -f tg | head -7",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
