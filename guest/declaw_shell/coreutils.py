@@ -232,13 +232,17 @@ class FollowingTailCommand(library_tail.TailCommand):
                         state.write_error("tail: %s: file truncated\n" % path_text)
                     known = 0
                 if size > known:
-                    with open(path, "rb") as handle:
-                        handle.seek(known)
-                        data = handle.read(size - known)
                     if len(followed) > 1 and last != path_text:
                         yield "\n==> %s <==\n" % path_text
                         last = path_text
-                    yield rawbytes.from_bytes(data)
+                    with open(path, "rb") as handle:
+                        handle.seek(known)
+                        while known < size:  # in pieces: a file that grew by gigabytes is not held whole
+                            data = handle.read(min(size - known, 1 << 20))
+                            if not data:
+                                break
+                            known += len(data)
+                            yield rawbytes.from_bytes(data)
                 sizes[path_text] = size
 
 
