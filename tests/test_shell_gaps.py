@@ -176,6 +176,15 @@ def test_workspace_is_writable_and_counted_in_the_disk_quota() -> None:
         assert result.exit_code == 137 and "disk quota exceeded" in (result.error or "")
 
 
+def test_dot_dot_climbs_out_of_a_mount_as_on_linux(local_sbx: Sandbox) -> None:
+    """`cd ..` from /home/user (a mount of its own) is /home, `ls ../..` from a folder of it lists
+    /: the shell takes `..` lexically, as bash's `cd` does (WASI resolves a path only within the
+    mount it starts in: these said "No such file or directory")."""
+    result = local_sbx.commands.run("mkdir -p /home/user/dd && cd /home/user/dd && ls ../.. | grep -c user; "
+                                    "cd ../..; pwd; cd /home/user; cd ..; pwd; cd /tmp && cd .. && pwd")
+    assert (result.stdout, result.stderr) == ("1\n/home\n/home\n/\n", "")
+
+
 def test_root_exists_as_on_linux(local_sbx: Sandbox) -> None:
     assert local_sbx.commands.run("cd /root && pwd && ls -d /root").stdout == "/root\n/root\n"
     context = local_sbx.create_code_context(cwd="/root")  # E2B's create_code_context(cwd="/root")

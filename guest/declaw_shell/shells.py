@@ -95,9 +95,13 @@ class GuestState(ShellState):
         """A path made absolute against the current directory. A `~` in it is a name like any
         other: an unquoted one was expanded with the word, as bash does, so `> '~t'` or `cat '~/x'`
         name files called that (the library's pathlib expanduser expanded a quoted `~` again, and
-        raised for `~t`, no such user: the line ended in a traceback)."""
-        path = Path(path_text)
-        return path if path.is_absolute() else self.cwd / path
+        raised for `~t`, no such user: the line ended in a traceback). A `..` is taken lexically, as
+        bash's `cd` takes it: WASI resolves a path within the mount it starts in, so `cd ..` from
+        /home/user, or `ls ../..` from a folder of it, failed ("No such file or directory")."""
+        path = path_text if path_text.startswith("/") else posixpath.join(str(self.cwd), path_text)
+        if ".." in path.split("/"):
+            path = posixpath.normpath(path)
+        return Path(path)
 
     def copy(self) -> GuestState:
         copied = super().copy()
