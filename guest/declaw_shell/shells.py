@@ -349,6 +349,7 @@ def device_redirections(redirections: list[Redirection]) -> list[Redirection]:
 
 
 EXEC_REDIRECTS = re.compile(r"\s*exec\s+[0-9]*[<>&]")  # `exec` followed by a redirection
+READ_ALONE = re.compile(r"\s*<[^<(]")  # `$(< FILE)`
 REDIRECT_FIRST = re.compile(r"\s*(?:[0-9]*[<>]|&>)")  # a command that may be redirections alone
 _OPENED = {RedirectionKind.WRITE_STDOUT: "w", RedirectionKind.WRITE_STDERR: "w", RedirectionKind.WRITE_BOTH: "w",
            RedirectionKind.APPEND_STDOUT: "a", RedirectionKind.APPEND_STDERR: "a", RedirectionKind.READ_STDIN: "r"}
@@ -866,7 +867,20 @@ class ShellFeatures(_ExecutorBase):
         return result
 
     async def capture_script(self, script: str, state: GuestState) -> Any:
-        """`$( )` runs in a subshell: its assignments, `cd` and traps stay inside."""
+        """`$( )` runs in a subshell: its assignments, `cd` and traps stay inside. `$(< FILE)` is
+        FILE's content, as bash reads it (the library ran nothing: it was empty)."""
+        if READ_ALONE.match(script):
+            found, redirections, assignments = words.tokenize_simple_command(script.strip())
+            if not found and not assignments and [r.kind for r in redirections] == [RedirectionKind.READ_STDIN]:
+                path = await self.redirection_path(redirections[0], state)
+                if path is None:  # /dev/null
+                    return "", 0
+                try:
+                    with open(path, "rb") as handle:
+                        return rawbytes.from_bytes(handle.read()), 0
+                except OSError as error:
+                    state.write_error("bash: %s: %s\n" % (redirections[0].target, error.strerror or error))
+                    return "", 1
         inner = state.copy()
         inner.pending_stdin = state.pending_stdin
         try:

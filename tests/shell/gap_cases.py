@@ -260,6 +260,9 @@ GAP_CASES: list[str] = [
     # `tail -f`/`-F` follows what a file gains until it is stopped (`timeout`, `| head` having enough)
     "seq 20 > tf; timeout 0.5 tail -n 2 -F tf; echo rc=$?; timeout 0.3 tail -f nosuch; echo rc=$?",
     "seq 5 > tg; (sleep 0.3; echo six >> tg; sleep 0.2; echo seven >> tg) & tail -f tg | head -7",
+    # `$(< FILE)` is FILE's content
+    "printf 'hi\\nthere\\n\\n' > rf; c=$(<rf); echo \"$c\"; f=rf; echo \"$(< $f)\" | wc -l; "
+    "x=$(< nosuch); echo rc=$? [$x]",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
