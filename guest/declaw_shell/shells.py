@@ -33,7 +33,6 @@ from pathlib import Path
 from bash_purepython import words
 from bash_purepython.block_parser import build_plan
 from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, OutputKind, StdinValue
-from bash_purepython.parse_script import split_script_into_connected_commands
 from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
 from bash_purepython.shell_state import (
     BreakLoop,
@@ -51,12 +50,14 @@ from bash_purepython.shell_state import (
 from bash_purepython.streams import materialise_text
 from bash_purepython.workflow import Redirection, RedirectionKind, SimpleCommandNode
 
-from . import arrays, deadlines
+from . import arrays, continued, deadlines
 from . import find as find_command
 from . import morebuiltins as more_builtins
 from . import rawbytes
 from . import timeout as timeout_command
 from . import versions
+
+continued.install()  # a newline after `&&`, `||` or `|` continues the command (continued.py)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -659,7 +660,7 @@ class ShellFeatures(_ExecutorBase):
     def check_syntax(text: str, state: GuestState) -> int:
         """`bash -n`: parse only."""
         try:
-            for block in split_script_into_connected_commands(text):
+            for block in continued.split(text):
                 build_plan(block)
         except ShellSyntaxError as error:
             state.write_error("bash: %s\n" % error)
