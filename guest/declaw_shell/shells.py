@@ -130,6 +130,53 @@ def _lookup_with_script_name(name: str, state: GuestState) -> str:
 
 words.lookup_parameter = _lookup_with_script_name  # `$0`: the library answers "bash" always
 
+_expand_operand_as_pattern = words.expand_operand_as_pattern
+
+
+async def _operand_as_pattern(operand: str, state: GuestState, run_substitution: Any) -> str:
+    """The PATTERN of `${v#PATTERN}`, `${v%%PATTERN}`, `${v/PATTERN/...}`: a blank in it is a
+    character of it, as in bash. The library read PATTERN as a command's words, so blanks split
+    it: `"${line%% *}"` lost its space and removed the whole line."""
+    return await _expand_operand_as_pattern(_blanks_escaped(operand), state, run_substitution)
+
+
+def _blanks_escaped(text: str) -> str:
+    """TEXT with each unquoted blank outside `$(...)`, `${...}` and backquotes escaped."""
+    if " " not in text and "\t" not in text:
+        return text
+    out: list[str] = []
+    quote, depth, position = "", 0, 0
+    while position < len(text):
+        character = text[position]
+        if quote == "'":
+            quote = "" if character == "'" else quote
+        elif character == "\\":
+            out.append(text[position:position + 2])
+            position += 2
+            continue
+        elif character == "$" and text[position + 1:position + 2] in ("(", "{"):
+            depth += 1
+            out.append(text[position:position + 2])
+            position += 2
+            continue
+        elif character in ")}" and depth:
+            depth -= 1
+        elif character == "`":
+            depth += -1 if quote == "`" else 1
+            quote = "" if quote == "`" else "`" if not quote else quote
+        elif character in "'\"" and not depth:
+            quote = "" if quote == character else character if not quote else quote
+        elif character in " \t" and not quote and not depth:
+            out.append("\\" + character)
+            position += 1
+            continue
+        out.append(character)
+        position += 1
+    return "".join(out)
+
+
+words.expand_operand_as_pattern = _operand_as_pattern
+
 _try_consume_redirection = words.SimpleCommandTokenizer._try_consume_redirection
 
 

@@ -267,6 +267,10 @@ GAP_CASES: list[str] = [
     "echo a > ca; ls ca &&\n  echo done &&\n  false ||\n  echo fallback",
     "seq 5 |\n grep -v 3 |\n  wc -l; ls ca && # note\n echo next; x=$(echo a |\n tr a b); echo $x",
     "if true &&\n true; then echo y; fi; for i in 1 2; do\n  echo $i |\n  tr 12 xy\ndone",
+    # a blank in `${v#PATTERN}`, `${v%%PATTERN}`, `${v/PATTERN/...}` is a character of the pattern
+    "line='a b c'; echo \"${line%% *}\" \"${line% *}\" \"${line#* }\" \"${line##* }\"; "
+    "v='Python 3.1'; echo \"${v#Python }\"",
+    "s='k=v w  z'; echo \"${s/ /_}\" \"${s// /_}\" \"${s/v w/VW}\"; p='a b'; t='x a b y'; echo \"${t#x $p}\"",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
