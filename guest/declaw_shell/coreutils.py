@@ -147,8 +147,9 @@ library_tee.stdin_lines = _tee_chunks
 
 
 def file_chunks(path: str | Path) -> Iterator[str]:
-    """A file's text in chunks, decoded as the library decodes files (broken UTF-8 replaced)."""
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    """A file's text in chunks: UTF-8, and any other byte kept as the shell carries it (rawbytes.py:
+    a lone surrogate), so `cat img.png | base64` and `cat a.bin > b.bin` pass the bytes on whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
     with open(path, "rb") as handle:
         while True:
             data = handle.read(FILE_CHUNK)

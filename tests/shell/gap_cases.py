@@ -271,6 +271,9 @@ GAP_CASES: list[str] = [
     "line='a b c'; echo \"${line%% *}\" \"${line% *}\" \"${line#* }\" \"${line##* }\"; "
     "v='Python 3.1'; echo \"${v#Python }\"",
     "s='k=v w  z'; echo \"${s/ /_}\" \"${s// /_}\" \"${s/v w/VW}\"; p='a b'; t='x a b y'; echo \"${t#x $p}\"",
+    # `cat FILE` passes bytes that are not UTF-8 on whole
+    "python3 -c 'open(\"bb\", \"wb\").write(bytes(range(256)))'; cat bb | md5sum; cat bb > bc; cmp bb bc && echo same; "
+    "cat bb | base64 | tail -c 20",
     # PYTHONPATH's folders are on a program's sys.path, absolute against its folder
     "mkdir -p src/pk1 && echo 'X = 5' > src/pk1/__init__.py && PYTHONPATH=src python3 -c 'import pk1; print(pk1.X)'",
     "mkdir -p lib/pk2 && echo 'print(6)' > lib/pk2/m.py && PYTHONPATH=/nowhere:lib python3 -m pk2.m; echo $?",
