@@ -58,4 +58,4 @@ def split(script: str) -> list[CommandBlock]:
 def install() -> None:
     """Have the library's executor and block parser split scripts with ContinuingSplitter."""
     for module in (parse_script, block_parser, execute_command):
-        module.split_script_into_connected_commands = split  # type: ignore[attr-defined]
+        module.split_script_into_connected_commands = split
