@@ -320,9 +320,9 @@ class StdoutFile:
 
 
 # the file the next simple command's stdout goes to, if any: set as its redirections are applied,
-# taken by its dispatch, so that a Python program named by the command itself, or run by its
-# `timeout` (HANDS_ON), writes it as it runs (PYTHON_INTO); a program other wrappers run (`xargs`,
-# `command`, a function) has the redirect written from its whole output
+# taken by its dispatch, so that a Python program named by the command itself, or run by a
+# wrapper of HANDS_ON (`timeout`, `nohup`...), writes it as it runs (PYTHON_INTO); a program other
+# wrappers run (`xargs`, `command`, a function) has the redirect written from its whole output
 STDOUT_FILE: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar("STDOUT_FILE", default=None)
 PYTHON_INTO: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar("PYTHON_INTO", default=None)
 HANDS_ON = frozenset({"timeout", "nohup", "nice", "stdbuf", "sudo"})  # wrappers whose `> FILE` the
