@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from declaw_wasm import CommandResult, Limits, Sandbox
+from waiting import until  # tests/ is on sys.path
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
@@ -347,23 +348,14 @@ def test_a_server_a_program_leaves_running_serves_the_next_commands(fresh: Sandb
                       "print('started', server.pid)\n")
     started = fresh.commands.run("python3 start.py", timeout=30)
     server = int(started.stdout.split()[1])
-    code = ""
-    for _ in range(100):
-        code = fresh.commands.run("curl -s -o /dev/null -w '%{http_code}' localhost:8000/").stdout
-        if code == "200":
-            break
-        time.sleep(0.05)
-    assert code == "200"
+    until(lambda: fresh.commands.run("curl -s -o /dev/null -w '%{http_code}' localhost:8000/").stdout == "200",
+          seconds=5)
     listed = {p.pid: p.cmd for p in fresh.commands.list()}
     assert listed.get(server) == "python3 -m http.server 8000", listed
     assert "python3 -c 'import time; time.sleep(60)'" not in listed.values(), listed  # the piped one ended
     [line] = [pid for pid, cmd in listed.items() if cmd == "python3 start.py"]  # detached, holding the server
     assert fresh.commands.kill(line)
-    for _ in range(100):
-        if server not in {p.pid for p in fresh.commands.list()}:
-            break
-        time.sleep(0.05)
-    assert server not in {p.pid for p in fresh.commands.list()}
+    until(lambda: server not in {p.pid for p in fresh.commands.list()}, seconds=5)
 
 
 @pytest.mark.parametrize("wrapper", ["", "timeout 600 ", "nohup "])

@@ -1015,14 +1015,13 @@ class ShellFeatures(_ExecutorBase):
             if kind == RedirectionKind.STDOUT_TO_STDERR:
                 state.output_sink = CallableSink(state.write_error)
                 continue
-            if kind not in (RedirectionKind.WRITE_STDOUT, RedirectionKind.APPEND_STDOUT, RedirectionKind.WRITE_BOTH,
-                            RedirectionKind.WRITE_STDERR, RedirectionKind.APPEND_STDERR):
+            mode = _OPENED.get(kind)
+            if mode is None or mode == "r":
                 continue  # `exec <FILE`: this shell's stdin is the command's own
             path = await self.redirection_path(redirection, state)
             if path is not None:  # opened (created, emptied for `>`) now, as bash opens it
                 try:
-                    rawbytes.write_file(path, "", append=kind in (RedirectionKind.APPEND_STDOUT,
-                                                                  RedirectionKind.APPEND_STDERR))
+                    rawbytes.write_file(path, "", append=mode == "a")
                 except OSError as exc:
                     from . import RedirectionFailed, os_error_text  # the package imports this module
 
