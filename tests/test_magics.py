@@ -78,6 +78,8 @@ print(json.dumps(rows))
 
 def _normal(text: str, cwd: str) -> str:
     text = re.sub(r"^Out\[\d+\]: .*\n", "", text.replace(cwd, "<cwd>"), flags=re.M)
+    # %timeit's warning when its runs differ widely: timing, printed by either side on a loaded machine
+    text = re.sub(r"^The slowest run took .*\n(?:.*cached\.\n)?", "", text, flags=re.M)
     text = text.replace("+-", "±").replace("\r\n", "\n")
     return re.sub(r"\d[\d.]*(e[+-]?\d+)?\s?(ns|µs|us|ms|s)\b", "T", text)
 
