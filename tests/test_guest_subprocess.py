@@ -358,21 +358,34 @@ def test_a_server_a_program_leaves_running_serves_the_next_commands(fresh: Sandb
     until(lambda: server not in {p.pid for p in fresh.commands.list()}, seconds=5)
 
 
-@pytest.mark.parametrize("wrapper", ["", "timeout 600 ", "nohup "])
-def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox, wrapper: str) -> None:
-    """`python3 train.py > train.log 2>&1` in one command (alone, or run by `timeout` or `nohup`),
-    `cat train.log` from another while it runs (as agents watch a training run): the lines flushed
-    so far are there, stderr in order."""
-    handle = fresh.commands.run(wrapper + "python3 -c \"import sys, time\nprint('epoch 1', flush=True)\n"
-                                "print('warning', file=sys.stderr)\nwhile True: time.sleep(0.1)\" "
-                                "> train.log 2>&1", background=True)
+TRAIN = "python3 -c \"import sys, time\nprint('epoch 1', flush=True)\nprint('warning', file=sys.stderr)\n" \
+        "while True: time.sleep(0.1)\""
+
+
+@pytest.mark.parametrize("line", [
+    TRAIN + " > train.log 2>&1", "timeout 600 " + TRAIN + " > train.log 2>&1", "nohup " + TRAIN + " > train.log 2>&1",
+    # a script, a function, a compound: their commands write the file as they go, in order
+    "bash train.sh > train.log 2>&1", "sh train.sh &> train.log", "timeout 600 bash train.sh > train.log 2>&1",
+    "train() { echo started; " + TRAIN + "; }; train > train.log 2>&1",
+    "{ echo started; " + TRAIN + "; } > train.log 2>&1",
+    "for i in 1; do echo started; " + TRAIN + "; done > train.log 2>&1",
+], ids=["alone", "timeout", "nohup", "script", "sh-script", "timeout-script", "function", "braces", "loop"])
+def test_a_python_programs_redirect_is_written_as_it_runs(fresh: Sandbox, line: str) -> None:
+    """`python3 train.py > train.log 2>&1` in one command (alone, run by `timeout` or `nohup`, or
+    by a script, a function or a compound whose output goes there), `cat train.log` from another
+    while it runs (as agents watch a training run): the lines flushed so far are there, stderr in
+    order."""
+    fresh.files.write("/home/user/train.sh", "echo started\n" + TRAIN + "\n")
+    expected = ("" if line.startswith(("python3", "timeout 600 python3", "nohup")) else "started\n") \
+        + "epoch 1\nwarning\n"
+    handle = fresh.commands.run(line, background=True)
     seen = ""
     for _ in range(200):
         seen = fresh.commands.run("cat train.log").stdout
-        if seen == "epoch 1\nwarning\n":
+        if seen == expected:
             break
         time.sleep(0.05)
-    assert seen == "epoch 1\nwarning\n"
+    assert seen == expected
     fresh.commands.kill(handle.pid)
 
 

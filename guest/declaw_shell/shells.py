@@ -32,7 +32,8 @@ from pathlib import Path
 
 from bash_purepython import words
 from bash_purepython.block_parser import build_plan
-from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, OutputKind, StdinValue
+from bash_purepython.execute_command import (OUTPUT_REDIRECTION_KINDS, ErrorDestination, ExecutionResult, Executor,
+                                             OutputKind, StdinValue, redirected_sinks)
 from bash_purepython.shell_builtins import OPTION_LETTERS, OPTION_NAMES
 from bash_purepython.shell_state import (
     BreakLoop,
@@ -328,6 +329,8 @@ PYTHON_INTO: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar(
 HANDS_ON = frozenset({"timeout", "nohup", "nice", "stdbuf", "sudo"})  # wrappers whose `> FILE` the
 # program they run writes (run_wrapped)
 _HANDED: contextvars.ContextVar[StdoutFile | None] = contextvars.ContextVar("_HANDED", default=None)
+# whether the simple command being run redirects its stdout itself (set with STDOUT_FILE)
+_OWN_STDOUT: contextvars.ContextVar[bool] = contextvars.ContextVar("_OWN_STDOUT", default=False)
 # within a builtin that has redirections of its own (its output is written whole)
 _BUILTIN_OUTPUT: contextvars.ContextVar[bool] = contextvars.ContextVar("_BUILTIN_OUTPUT", default=False)
 
@@ -416,6 +419,66 @@ def _appender(path: Path | None) -> Callable[[str], None]:
     return append
 
 
+class FileSink:
+    """A compound's `> FILE` (`{ ...; } > log 2>&1`, `bash s.sh > log`, a loop's, a function's),
+    written as its commands write, as bash's descriptor is: another command's `tail log` sees
+    it grow, and stderr sent to the same file lands in order with stdout (both were collected
+    and written at the end, stderr first). Writes gather in a buffer of at most BUFFER bytes,
+    written when full, DELAY seconds after its first write, and at the end (a write per line took
+    `seq 200000 > f` from 1.0 to 5.2 s). A write after the end (a background job of the compound)
+    appends at once; a write that fails is lost, as `_appender`'s."""
+
+    BUFFER = 64 << 10
+    DELAY = 0.02
+
+    def __init__(self, path: Path, append: bool) -> None:
+        self.path = path
+        if not append:
+            open(path, "wb").close()  # raises as bash's open
+        # appended to: whatever else writes the file (a program opening it by name) stays in order
+        self._handle: Any = open(path, "ab", buffering=0)
+        self._pieces: list[bytes] = []
+        self._size = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.direct = 0  # while a program writes the file itself: errors sent here are written at once
+
+    async def write(self, text: str) -> None:
+        self.write_sync(text)
+
+    def write_sync(self, text: str) -> None:
+        if not text:
+            return
+        if self._handle is None:
+            _appender(self.path)(text)
+            return
+        data = rawbytes.to_bytes(text)
+        self._pieces.append(data)
+        self._size += len(data)
+        if self._size >= self.BUFFER or self.direct:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.DELAY, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pieces and self._handle is not None:
+            data = b"".join(self._pieces)
+            self._pieces.clear()
+            self._size = 0
+            try:
+                self._handle.write(data)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.flush()
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
 # -- trap ------------------------------------------------------------------------------------------
 SIGNALS = ("HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
            "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
@@ -498,6 +561,18 @@ class ShellFeatures(_ExecutorBase):
             into = STDOUT_FILE.get()
         if STDOUT_FILE.get() is not None:
             STDOUT_FILE.set(None)  # this command's own `> FILE`: not for the commands it runs
+        sink = state.output_sink
+        if into is None and not in_pipeline and isinstance(sink, FileSink) and not _OWN_STDOUT.get():
+            # a command in a compound whose stdout is a file (`bash train.sh > log 2>&1`): a Python
+            # program (a wrapper's, a shell's, a function's) writes it as it runs, stderr sent there
+            # in order with it
+            sink.flush()
+            sink.direct += 1
+            try:
+                return await self.dispatch(name, arguments, stdin, error_destination, state, in_pipeline,
+                                           attached_to_terminal, skip_functions, StdoutFile(sink.path, True))
+            finally:
+                sink.direct -= 1
         if skip_functions or name not in state.functions:
             if "/" in name:
                 found = self.program_at(name, arguments, state)
@@ -508,20 +583,17 @@ class ShellFeatures(_ExecutorBase):
                 if found[0] not in SHELL_NAMES or posixpath.basename(name) != found[0]:
                     name = found[0]  # a shell named by its path keeps that path as its `$0`
                 arguments = found[1:]
-            handler = self.programs.get(posixpath.basename(name) if "/" in name else name)
-            if handler is not None and into is not None and name in HANDS_ON and not in_pipeline:
-                token = _HANDED.set(into)
-                try:
-                    result = await handler(name, arguments, stdin, error_destination, state, in_pipeline,
-                                           attached_to_terminal)
-                finally:
-                    _HANDED.reset(token)
-                if into.taken:  # the program wrote the file itself: the redirect leaves it be
-                    result.written_there = True
-                return result
+            base = posixpath.basename(name) if "/" in name else name
+            handler = self.programs.get(base)
+            if handler is not None and into is not None and base in HANDS_ON | SHELL_NAMES and not in_pipeline:
+                return await self.handing(into, handler(name, arguments, stdin, error_destination, state,
+                                                        in_pipeline, attached_to_terminal))
             if handler is not None:
                 return await handler(name, arguments, stdin, error_destination, state, in_pipeline,
                                      attached_to_terminal)
+        elif into is not None and not in_pipeline:  # a function: its body writes the file (FileSink)
+            return await self.handing(into, super().dispatch(name, arguments, stdin, error_destination, state,
+                                                             in_pipeline, attached_to_terminal, skip_functions))
         if into is not None and not (getattr(self.registry.get(name), "writes_its_file", False)
                                      and (skip_functions or name not in state.functions)):
             into = None
@@ -531,6 +603,19 @@ class ShellFeatures(_ExecutorBase):
                                           attached_to_terminal, skip_functions)
         finally:
             PYTHON_INTO.reset(token)
+
+    @staticmethod
+    async def handing(into: StdoutFile, call: Awaitable[ExecutionResult]) -> ExecutionResult:
+        """Run a wrapper (HANDS_ON), a shell or a function with its line's `> FILE` handed on to
+        what it runs: a Python program or a compound's commands write it as they go."""
+        token = _HANDED.set(into)
+        try:
+            result = await call
+        finally:
+            _HANDED.reset(token)
+        if into.taken:  # written there already: the redirect leaves it be
+            result.written_there = True
+        return result
 
     async def run_builtin_as_compound(self, *args: Any, **kwargs: Any) -> ExecutionResult:
         """A builtin with its own redirections (`xargs ... > f`, `command python3 ... > f`): its
@@ -672,8 +757,54 @@ class ShellFeatures(_ExecutorBase):
                     deadlines.keep(stop, sink.text())
                 raise
 
-        return await super().execute_compound(keeping, state, stdin, redirections, direct_output,
-                                              error_destination)
+        into = None
+        if not redirections:  # a shell's or function's: the file its line's `> FILE` handed on, if any
+            into = self.handed()
+        elif not _BUILTIN_OUTPUT.get():
+            seen = device_redirections(redirections)
+            if any(r.kind in _TO_FILES for r in seen):
+                target, append, _ = await self.trace_stdout_target(seen, state, False)
+                if isinstance(target, Path):
+                    into = StdoutFile(target, append)
+        if into is None:
+            return await super().execute_compound(keeping, state, stdin, redirections, direct_output,
+                                                  error_destination)
+        into.taken = True
+        return await self.compound_into_file(run, state, stdin, redirections, into, error_destination)
+
+    async def compound_into_file(self, run: Body, state: GuestState, stdin: StdinValue | None,
+                                 redirections: list[Redirection], into: StdoutFile,
+                                 error_destination: Destination | None) -> ExecutionResult:
+        """A compound whose stdout goes to a file: its commands write the file as they go
+        (FileSink), stderr too when it goes there (`> log 2>&1`, `&> log`)."""
+        stdin = await self.apply_input_redirections(stdin, redirections, state)
+        if error_destination is None:
+            error_destination = await self.error_destination(redirections, state, merge_stderr=False)
+        errors_there = isinstance(error_destination, Path) and error_destination == into.path
+        try:
+            sink = FileSink(into.path, into.append or errors_there)
+        except OSError as exc:
+            from . import RedirectionFailed, os_error_text  # the package imports this module
+
+            raise RedirectionFailed(os_error_text(exc)) from None
+        if errors_there:
+            write_error = sink.write_sync
+        else:  # elsewhere (perhaps the same file by another route: `timeout 5 bash s.sh > log 2>&1`)
+            elsewhere = self.error_sink(error_destination, state, sink.write_sync)
+
+            def write_error(text: str) -> None:
+                sink.flush()  # what stdout wrote before stays before
+                elsewhere(text)
+        previous_stdin = state.pending_stdin
+        if stdin is not None:
+            state.pending_stdin = stdin
+        try:
+            with redirected_sinks(state, output_sink=sink, write_error=write_error):
+                exit_code = await run(state)
+        finally:
+            state.pending_stdin = previous_stdin
+            sink.close()
+        return ExecutionResult.empty(exit_code)
 
     async def interact(self, scope: GuestState) -> int:
         """`bash` typed at a PTY's prompt: prompt, read, run, until `exit` or ^D."""
@@ -784,6 +915,7 @@ class ShellFeatures(_ExecutorBase):
         that is not UTF-8, so `zcat < f.gz` or `python3 x.py < data.bin` read a broken copy."""
         redirections = device_redirections(redirections)
         STDOUT_FILE.set(None)
+        _OWN_STDOUT.set(any(r.kind in OUTPUT_REDIRECTION_KINDS for r in redirections))
         if any(r.kind in _TO_FILES for r in redirections) and not _BUILTIN_OUTPUT.get():
             # where this simple command's stdout goes (earlier files made, as bash does)
             target, append, _ = await self.trace_stdout_target(redirections, state, False)

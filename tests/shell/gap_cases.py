@@ -285,4 +285,15 @@ GAP_CASES: list[str] = [
     "echo y > '~t'; cat '~t'; ls | grep -c '~t'",
     "mkdir -p '~'; echo z > '~/q'; cat '~/q'; cat ~/q 2>/dev/null || echo not-in-home",
     "echo \"~\" '~/x' ~nosuchuser",
+    # a compound's `> FILE 2>&1` (a script, `{ }`, `( )`, a loop, a function) keeps stdout and stderr in order
+    "printf 'echo o1\\necho e1 >&2\\necho o2\\nls /nonexist\\necho o3\\n' > oe.sh; bash oe.sh > l1 2>&1; cat l1; "
+    "sh oe.sh &> l2; cat l2; timeout 5 bash oe.sh > l3 2>&1; cat l3; nohup bash oe.sh > l4 2>&1; cat l4",
+    "{ echo a; echo b >&2; echo c; } > l5 2>&1; cat l5; ( echo d; echo e >&2 ) >> l5 2>&1; cat l5",
+    "f() { echo x; echo y >&2; python3 -c 'print(1, flush=True)'; echo z >&2; }; f > l6 2>&1; cat l6; f &> l7; cat l7",
+    "for i in 1 2; do echo $i; echo e$i >&2; done &> l8; cat l8; while false; do :; done > l9; wc -c < l9",
+    "{ echo a; echo b >&2; } > l10 2> l11; cat l10 l11; { echo hi; } > /nonexist/x; echo $?",
+    "g() { echo g1; h > inner; echo g3; }; h() { echo g2; }; g > outer; cat outer inner; "
+    "x=$( { echo in; echo err >&2; } 2>&1 > l12 ); echo \"[$x]\"; cat l12",
+    "{ printf 'a\\r\\nb\\377\\n'; } > l13; od -c l13 | head -1; "
+    "seq 3 | { while read n; do echo $n; done; } > l14; cat l14",
 ]
