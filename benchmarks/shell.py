@@ -38,6 +38,8 @@ LINES = [
     ("`python3 -c 'print(1)' > out.txt && cat out.txt`", "python3 -c 'print(1)' > out.txt && cat out.txt"),
     ("`for i in $(seq 100); do echo $i; done | tail -n 1`",
      "for i in $(seq 100); do echo $i; done | tail -n 1"),
+    ("`{ for i in $(seq 100); do echo $i; echo e >&2; done; } > log 2>&1; wc -l < log`",
+     "{ for i in $(seq 100); do echo $i; echo e >&2; done; } > log 2>&1; wc -l < log"),
     # git (guest/declaw_shell/git.py, over dulwich) in the 21-file repository SETUP makes
     ("`git status --porcelain`", "git status --porcelain"),
     ("`git diff --stat`", "git diff --stat"),
