@@ -21,9 +21,14 @@ import os
 import posixpath
 import random
 
+from bash_purepython.command import cat as library_cat
 from bash_purepython.command import echo as library_echo
+from bash_purepython.command import grep as library_grep
 from bash_purepython.command import head as library_head
 from bash_purepython.command import tail as library_tail
+from bash_purepython.command import lines as library_lines
+from bash_purepython.command import sed as library_sed
+from bash_purepython.command import sources as library_sources
 from bash_purepython.command import tee as library_tee
 from bash_purepython.command.cat import CatCommand
 from bash_purepython.command.command import (
@@ -158,6 +163,18 @@ def file_chunks(path: str | Path) -> Iterator[str]:
                 yield text
             if not data:
                 return
+
+
+def _file_lines(path: Path) -> AsyncIterator[str]:
+    """A named file's lines for the library's utilities (`head`, `tail`, `cat -n`, `sort`, `cut`,
+    `uniq`, `grep`, `sed`...), read as `cat` reads it (file_chunks): the library read it with
+    universal newlines, so `head -1 dos.txt` lost the CR that `cat dos.txt | head -1` kept, and
+    broken UTF-8 was replaced."""
+    return iterate_lines(file_chunks(path))
+
+
+for _module in (library_lines, library_sources, library_head, library_tail, library_cat, library_grep, library_sed):
+    _module.file_lines = _file_lines  # each imported the function by name
 
 
 class FollowingTailCommand(library_tail.TailCommand):

@@ -153,10 +153,11 @@ class _InDirectory:
             pass
 
 
-def _stdin_of(invocation: Invocation, session: Session | None, newline: str | None = None) -> IO[str]:
-    """Piped or redirected input if there is any, else the command's own stdin. (`newline`:
-    None translates CRLF as CPython's stdin does; "" keeps it, as awk must. Bytes that are not
-    UTF-8 read as CPython's stdin reads them on Linux: `surrogateescape`, see rawbytes.py.)"""
+def _stdin_of(invocation: Invocation, session: Session | None, newline: str = "\n") -> IO[str]:
+    """Piped or redirected input if there is any, else the command's own stdin. (`newline`: "\n"
+    keeps a CR, as CPython's stdin on Linux does (`python3 x.py < dos.txt` sees `\r\n`); "" for
+    awk. Bytes that are not UTF-8 read as CPython's stdin reads them on Linux: `surrogateescape`,
+    see rawbytes.py.)"""
     if invocation.stdin_kind == InputKind.TEXT:
         return io.TextIOWrapper(io.BytesIO(invocation.stdin.encode("utf-8", "surrogateescape")),
                                 encoding="utf-8", errors="surrogateescape", newline=newline)

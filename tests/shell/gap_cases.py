@@ -296,4 +296,11 @@ GAP_CASES: list[str] = [
     "x=$( { echo in; echo err >&2; } 2>&1 > l12 ); echo \"[$x]\"; cat l12",
     "{ printf 'a\\r\\nb\\377\\n'; } > l13; od -c l13 | head -1; "
     "seq 3 | { while read n; do echo $n; done; } > l14; cat l14",
+    # a file with CRLF lines keeps its CRs through the utilities that open it by name, and a program's stdin
+    "printf 'b\\r\\na\\r\\nb\\r\\n' > dos.txt; head -1 dos.txt | od -c; tail -1 dos.txt | od -c; "
+    "cat -n dos.txt | od -c; sort dos.txt | od -c; uniq dos.txt | od -c; "
+    "cut -c1-2 dos.txt | od -c; sed -n 2p dos.txt | od -c",
+    "printf 'x\\r\\ny\\r\\n' > dos2.txt; nl dos2.txt | od -c; rev dos2.txt | od -c; paste dos2.txt dos2.txt | od -c; "
+    "grep -c $'\\r' dos2.txt; python3 -c 'import sys; print(repr(sys.stdin.read()))' < dos2.txt; "
+    "cat dos2.txt | python3 -c 'import sys; print(sys.stdin.readlines())'",
 ]
