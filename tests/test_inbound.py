@@ -15,6 +15,7 @@ import pytest
 
 from declaw_wasm import Sandbox
 from declaw_wasm.limits import Limits
+from waiting import until  # tests/ is on sys.path
 
 pytestmark = pytest.mark.guest
 BACKENDS = pytest.mark.parametrize("mode", ["in-process", "processes", "served"], indirect=True)
@@ -321,6 +322,40 @@ c.close()
     status, body = _get(host)
     assert status == 200
     assert body.decode() == repr([7000, "would block", True, "timed out", True, True, True, "127.0.0.1"])
+
+
+def test_a_socket_bound_to_port_zero_names_its_port_before_it_listens(server: Callable[..., Sandbox]) -> None:
+    """As Linux picks a port at `bind(("", 0))`: `HTTPServer(("127.0.0.1", 0), ...)` (whose
+    `server_address` is read before `listen`) says the port it serves, another command reaches
+    it there, and the "find a free port" idiom (bind 0, read the port, close, listen on it) works."""
+    code = r'''
+import socket
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+probe = socket.socket()
+probe.bind(("", 0))
+free = probe.getsockname()[1]
+probe.close()
+again = socket.create_server(("", free))
+again.close()
+
+class Hello(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"hello from %d" % self.server.server_address[1])
+
+httpd = HTTPServer(("127.0.0.1", 0), Hello)
+open("/home/user/port", "w").write("%d %d" % (httpd.server_address[1], free))
+httpd.serve_forever()
+'''
+    sbx = server(code)
+    until(lambda: sbx.files.exists("/home/user/port"), seconds=30)
+    port, free = map(int, sbx.files.read("/home/user/port").split())
+    assert port > 0 and free > 0
+    fetched = sbx.commands.run(f"python3 -c \"import urllib.request; "
+                               f"print(urllib.request.urlopen('http://127.0.0.1:{port}/').read().decode())\"")
+    assert fetched.stdout == f"hello from {port}\n", fetched
 
 
 ECHO_APP = r'''

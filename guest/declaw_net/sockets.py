@@ -139,6 +139,7 @@ class DoorSocket:
         self._opts: dict[tuple[int, int], Any] = {}
         self._bound: tuple[str, int] | None = None  # bind()'s address
         self._listening = False
+        self._port_taken = False  # the host listens for it (listen, or its name asked after binding port 0)
         self._io_refs = 0
         self._closed = False
         self._fd = _next_fd[0]
@@ -401,6 +402,9 @@ class DoorSocket:
         return self._peer
 
     def getsockname(self) -> tuple[Any, ...]:
+        if self._bound is not None and self._bound[1] == 0 and self._id is None and not self._udp \
+                and not self._gone:
+            self._take_port()  # `bind(("", 0))` then asking which port: HTTPServer, "find a free port"
         host, port = self._bound or ("::" if self._family == _s().AF_INET6 else "0.0.0.0", 0)
         if self._family == _s().AF_INET6:
             return (host, port, 0, 0)
@@ -449,14 +453,23 @@ class DoorSocket:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._listening:
             return
-        if self._id is not None:
+        if self._id is not None and not self._port_taken:
             raise OSError(errno.EINVAL, "Invalid argument")
+        if self._id is None:
+            self._take_port(backlog)
+        self._listening = True
+
+    def _take_port(self, backlog: int = 128) -> None:
+        """The host's listener for the bound port; for port 0, the sandbox's port it picks. A
+        socket bound to port 0 gets it when its name is asked for, as Linux picks one at bind
+        (`HTTPServer(("", 0), ...).server_address` said port 0); clients' connections then wait
+        for `accept` from that moment, where Linux would refuse them until `listen`."""
         host, port = self._bound or ("::" if self._family == _s().AF_INET6 else "0.0.0.0", 0)
         reply = _door.call("net.listen", port=port, backlog=min(max(int(backlog), 0), 1 << 16),
                            fd=self._fd)
         self._id = reply["id"]
         self._bound = (host, reply["port"])
-        self._listening = True
+        self._port_taken = True
 
     def accept(self) -> tuple[DoorSocket, tuple[Any, ...]]:
         if self._gone:
