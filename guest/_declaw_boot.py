@@ -551,7 +551,8 @@ def _run_user(run: Callable[[], object]) -> int:
         from declaw_shell import tracebacks  # bounded for 10**6-frame tracebacks
 
         tracebacks.print_uncaught(exc, tb)
-        return 1
+        # CPython ends by SIGINT on an uncaught KeyboardInterrupt: the shell sees 128 + 2
+        return 130 if isinstance(exc, KeyboardInterrupt) else 1
     return 0
 
 

@@ -20,6 +20,7 @@ import importlib
 import os
 import posixpath
 import random
+import re
 
 from bash_purepython.command import cat as library_cat
 from bash_purepython.command import echo as library_echo
@@ -28,6 +29,7 @@ from bash_purepython.command import head as library_head
 from bash_purepython.command import tail as library_tail
 from bash_purepython.command import lines as library_lines
 from bash_purepython.command import sed as library_sed
+from bash_purepython.command import seq as library_seq
 from bash_purepython.command import sources as library_sources
 from bash_purepython.command import tee as library_tee
 from bash_purepython.command.cat import CatCommand
@@ -70,7 +72,8 @@ def register(commands: Any) -> None:
     from .grep import GrepCommand
     from .patch import PatchCommand
 
-    for command in (StreamingCatCommand(), FollowingTailCommand(), ReadlinkCommand(), RealpathCommand(), CmpCommand(),
+    for command in (StreamingCatCommand(), FollowingTailCommand(), FormattedSeqCommand(), ReadlinkCommand(),
+                    RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
                     PatchCommand(), _zcat(), TruncateCommand(),
@@ -175,6 +178,89 @@ def _file_lines(path: Path) -> AsyncIterator[str]:
 
 for _module in (library_lines, library_sources, library_head, library_tail, library_cat, library_grep, library_sed):
     _module.file_lines = _file_lines  # each imported the function by name
+
+
+_SEQ_FORMAT = re.compile(r"%[-+ #0']*\d*(?:\.\d*)?[eEfFgGaA]")
+
+
+class FormattedSeqCommand(library_seq.SeqCommand):
+    """The library's `seq`, and GNU's `-f FORMAT` / `--format=FORMAT` (one printf directive for a
+    floating-point number: `seq -f '%03g' 3`, `seq -f 'file%02.0f.txt' 10`)."""
+
+    def run(self, invocation: Invocation) -> CommandResult:
+        form, separator, numbers = _seq_options(list(invocation.arguments))
+        if form is None:
+            return super().run(invocation)
+        state = invocation.state
+        if len(_SEQ_FORMAT.findall(form.replace("%%", ""))) != 1 or form.replace("%%", "").count("%") != 1:
+            state.write_error("seq: format \u2018%s\u2019 has %s\n"
+                              % (form, "no % directive" if "%" not in form.replace("%%", "")
+                                 else "too many % directives"))
+            return CommandResult(stdout=as_async_iterator(()), exit_code=1)
+        try:
+            values = [float(n) for n in numbers]
+        except ValueError:
+            bad = next(n for n in numbers if not _is_float(n))
+            state.write_error("seq: invalid floating point argument: '%s'\nTry 'seq --help' for more information.\n"
+                              % bad)
+            return CommandResult(stdout=as_async_iterator(()), exit_code=1)
+        if not 1 <= len(values) <= 3:
+            state.write_error("seq: %s\nTry 'seq --help' for more information.\n"
+                              % ("missing operand" if not values else "extra operand '%s'" % numbers[3]))
+            return CommandResult(stdout=as_async_iterator(()), exit_code=1)
+        first, step, last = ((1.0, 1.0, values[0]) if len(values) == 1 else
+                             (values[0], 1.0, values[1]) if len(values) == 2 else tuple(values))
+        if step == 0:
+            state.write_error("seq: invalid Zero increment value: '%s'\n" % numbers[1])
+            return CommandResult(stdout=as_async_iterator(()), exit_code=1)
+        python_form = form.replace("'", "")  # (the thousands flag: no grouping in the C locale)
+
+        async def lines() -> AsyncIterator[str]:
+            count = 0
+            while True:
+                value = first + count * step
+                if (step > 0 and value > last) or (step < 0 and value < last):
+                    break
+                yield ("" if count == 0 else separator) + python_form % value
+                count += 1
+            if count:
+                yield "\n"
+
+        return CommandResult(stdout=lines(), exit_code=0)
+
+
+def _seq_options(args: list[str]) -> tuple[str | None, str, list[str]]:
+    """`seq`'s format (None: not given), separator and operands."""
+    found: dict[str, str] = {"f": "", "s": "\n"}
+    given: set[str] = set()
+    numbers: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        long = {"--format": "f", "--separator": "s"}.get(arg.partition("=")[0])
+        if arg in ("-f", "-s", "--format", "--separator") and index + 1 < len(args):
+            letter, value = arg.lstrip("-")[0], args[index + 1]
+            index += 1
+        elif long is not None and "=" in arg:
+            letter, value = long, arg.partition("=")[2]
+        elif arg[:2] in ("-f", "-s") and len(arg) > 2:
+            letter, value = arg[1], arg[2:]
+        else:
+            numbers.append(arg)
+            index += 1
+            continue
+        found[letter] = value
+        given.add(letter)
+        index += 1
+    return (found["f"] if "f" in given else None), found["s"], numbers
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 class FollowingTailCommand(library_tail.TailCommand):

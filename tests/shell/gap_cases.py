@@ -303,4 +303,11 @@ GAP_CASES: list[str] = [
     "printf 'x\\r\\ny\\r\\n' > dos2.txt; nl dos2.txt | od -c; rev dos2.txt | od -c; paste dos2.txt dos2.txt | od -c; "
     "grep -c $'\\r' dos2.txt; python3 -c 'import sys; print(repr(sys.stdin.read()))' < dos2.txt; "
     "cat dos2.txt | python3 -c 'import sys; print(sys.stdin.readlines())'",
+    # an uncaught KeyboardInterrupt ends a program as SIGINT does: status 130
+    "python3 -c 'raise KeyboardInterrupt' 2>/dev/null; echo $?; python3 -c 'import sys; sys.exit(3)'; echo $?",
+    # `seq -f FORMAT`; `xargs -P N` runs the commands (one after another: the same lines)
+    "seq -f '%03g' 3; seq -f 'file%02.0f.txt' 2 4; seq -s, -f '%.1f' 0 0.5 2; seq --format=%e 2; seq -f '%g%%' 2; "
+    "seq -f %g 5 -2 1; seq -f x 3; echo $?; seq -f '%g %g' 3; echo $?",
+    "printf '%s\\n' a b c | xargs -P 2 -n 1 echo | sort; printf '%s\\n' a b | xargs -P4 -I{} echo x{} | sort; "
+    "echo q | xargs --max-procs=3 echo; echo z | xargs echo -P 2",
 ]
