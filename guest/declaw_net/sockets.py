@@ -463,7 +463,8 @@ class DoorSocket:
         """The host's listener for the bound port; for port 0, the sandbox's port it picks. A
         socket bound to port 0 gets it when its name is asked for, as Linux picks one at bind
         (`HTTPServer(("", 0), ...).server_address` said port 0); clients' connections then wait
-        for `accept` from that moment, where Linux would refuse them until `listen`."""
+        for `accept` from that moment, where Linux would refuse them until `listen`; and such a
+        socket cannot `connect` (EISCONN), where Linux would connect from that port."""
         host, port = self._bound or ("::" if self._family == _s().AF_INET6 else "0.0.0.0", 0)
         reply = _door.call("net.listen", port=port, backlog=min(max(int(backlog), 0), 1 << 16),
                            fd=self._fd)
