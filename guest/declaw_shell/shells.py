@@ -92,6 +92,7 @@ class GuestState(ShellState):
     script_name: str = "bash"
     traps: dict[str, str] = field(default_factory=dict)
     shopts: set[str] | None = None  # `shopt` settings (morebuiltins.py); None: bash's defaults
+    runs_file: bool = False  # a script file's shell (`bash s.sh`, `./s.sh`): FUNCNAME ends in "main"
 
     def resolve_path(self, path_text: str) -> Path:
         """A path made absolute against the current directory. A `~` in it is a name like any
@@ -109,6 +110,7 @@ class GuestState(ShellState):
         copied = super().copy()
         copied.__class__ = GuestState  # same fields plus ours; the library builds a ShellState
         copied.script_name = self.script_name
+        copied.runs_file = self.runs_file
         copied.traps = {}
         copied.shopts = set(self.shopts) if self.shopts is not None else None
         for name, elements in self.arrays.items():  # the library's copy makes each a plain dict
@@ -635,6 +637,23 @@ class ShellFeatures(_ExecutorBase):
         finally:
             PYTHON_INTO.reset(token)
 
+    async def call_function(self, name: str, arguments: list[str], stdin: StdinValue | None,
+                            error_destination: Destination, state: GuestState,
+                            in_pipeline: bool = False) -> ExecutionResult:
+        """The library's, with bash's FUNCNAME: the functions being run, innermost first, and
+        "main" last in a script file's shell (`log() { echo "[${FUNCNAME[1]}] $*"; }`; the
+        library left it unset)."""
+        outer = state.arrays.get("FUNCNAME")
+        stack = [outer[i] for i in sorted(outer)] if outer else (["main"] if state.runs_file else [])
+        state.arrays["FUNCNAME"] = dict(enumerate([name, *stack]))
+        try:
+            return await super().call_function(name, arguments, stdin, error_destination, state, in_pipeline)
+        finally:
+            if outer is None:
+                state.arrays.pop("FUNCNAME", None)
+            else:
+                state.arrays["FUNCNAME"] = outer
+
     @staticmethod
     async def handing(into: StdoutFile, call: Awaitable[ExecutionResult]) -> ExecutionResult:
         """Run a wrapper (HANDS_ON), a shell or a function with its line's `> FILE` handed on to
@@ -735,6 +754,7 @@ class ShellFeatures(_ExecutorBase):
             else:
                 text = session.stdin.read() if session is not None else ""
         inner = new_scope(state, call.script_name, call.positional)
+        inner.runs_file = call.path is not None
         for option, enable in call.options:
             (inner.options.add if enable else inner.options.discard)(option)
 

@@ -310,4 +310,9 @@ GAP_CASES: list[str] = [
     "seq -f %g 5 -2 1; seq -f x 3; echo $?; seq -f '%g %g' 3; echo $?",
     "printf '%s\\n' a b c | xargs -P 2 -n 1 echo | sort; printf '%s\\n' a b | xargs -P4 -I{} echo x{} | sort; "
     "echo q | xargs --max-procs=3 echo; echo z | xargs echo -P 2",
+    # FUNCNAME: the functions being run, innermost first, "main" last in a script file
+    "g() { echo \"${FUNCNAME[@]} ${#FUNCNAME[@]}\"; }; f() { g; }; f; echo \"[${FUNCNAME[@]}]\"; "
+    "log() { echo \"[${FUNCNAME[1]}] $*\"; }; work() { log hi; }; work; h() { echo $FUNCNAME; }; h | cat",
+    "printf 'g() { echo \"${FUNCNAME[@]}\"; }\\nf() { g; }\\nf\\n' > fn.sh; bash fn.sh; "
+    "r() { if [ $1 -gt 0 ]; then r $(($1-1)); else echo ${FUNCNAME[@]}; fi; }; r 2",
 ]
