@@ -411,6 +411,28 @@ def test_a_sandbox_listens_again_after_closing_its_servers(make: Callable[..., S
         sbx.kill()
 
 
+# A socket bound to port 0 takes its port when its name is asked for, before `listen` (guest
+# sockets.py): a guest asking for the names of hundreds of such sockets, never listening nor closing
+# them, gets no more ports than listening would give it (the same `net.listen` op, the same bound),
+# an OSError past them, and its ports back when it closes them.
+def test_port_zero_names_take_no_more_ports_than_listening(make: Callable[..., Sandbox]) -> None:
+    sbx = make(timeout=300)
+    try:
+        code = ("import socket\nheld, errors = [], set()\nfor _ in range(200):\n    s = socket.socket()\n"
+                "    s.bind(('', 0))\n    try:\n        s.getsockname()\n    except OSError as e:\n"
+                "        errors.add(type(e).__name__)\n        s.close()\n    else:\n        held.append(s)\n"
+                "print(len(held), sorted(errors))\nfor s in held:\n    s.close()\n"
+                "print(socket.create_server(('', 0)).getsockname()[1] > 0)\n")
+        r = sbx.commands.run(f"python3 -c \"{code}\"", timeout=120)
+        assert r.exit_code == 0, r.stderr[-400:]
+        counted, again = r.stdout.splitlines()
+        held, errors = counted.split(" ", 1)
+        assert 0 < int(held) <= 64 and "OSError" in errors and again == "True", r.stdout
+        assert sbx.commands.run("echo alive").stdout == "alive\n"
+    finally:
+        sbx.kill()
+
+
 # Finding 10 of the attack (failed on 15f5be7; holds since): every refused inbound connection is an audit event of
 # the sandbox's bounded log (oldest dropped first), and refusing costs the client one connect: any
 # local process (or web page) pushes the sandbox's own egress history out of its audit log with
