@@ -192,18 +192,19 @@ class FormattedSeqCommand(library_seq.SeqCommand):
         if form is None:
             return super().run(invocation)
         state = invocation.state
-        if len(_SEQ_FORMAT.findall(form.replace("%%", ""))) != 1 or form.replace("%%", "").count("%") != 1:
+        directives = form.replace("%%", "").count("%")
+        if directives != 1 or not _SEQ_FORMAT.search(form.replace("%%", "")):
             state.write_error("seq: format \u2018%s\u2019 has %s\n"
-                              % (form, "no % directive" if "%" not in form.replace("%%", "")
-                                 else "too many % directives"))
+                              % (form, "no % directive" if not directives else "too many % directives"))
             return CommandResult(stdout=as_async_iterator(()), exit_code=1)
-        try:
-            values = [float(n) for n in numbers]
-        except ValueError:
-            bad = next(n for n in numbers if not _is_float(n))
-            state.write_error("seq: invalid floating point argument: '%s'\nTry 'seq --help' for more information.\n"
-                              % bad)
-            return CommandResult(stdout=as_async_iterator(()), exit_code=1)
+        values = []
+        for number in numbers:
+            try:
+                values.append(float(number))
+            except ValueError:
+                state.write_error("seq: invalid floating point argument: '%s'\n"
+                                  "Try 'seq --help' for more information.\n" % number)
+                return CommandResult(stdout=as_async_iterator(()), exit_code=1)
         if not 1 <= len(values) <= 3:
             state.write_error("seq: %s\nTry 'seq --help' for more information.\n"
                               % ("missing operand" if not values else "extra operand '%s'" % numbers[3]))
@@ -253,14 +254,6 @@ def _seq_options(args: list[str]) -> tuple[str | None, str, list[str]]:
         given.add(letter)
         index += 1
     return (found["f"] if "f" in given else None), found["s"], numbers
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 class FollowingTailCommand(library_tail.TailCommand):

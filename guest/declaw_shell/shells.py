@@ -795,8 +795,22 @@ class ShellFeatures(_ExecutorBase):
     async def execute_compound(self, run: Body, state: GuestState, stdin: StdinValue | None,
                                redirections: list[Redirection], direct_output: bool,
                                error_destination: Destination | None = None) -> ExecutionResult:
-        """A compound's captured output so far goes up with a `timeout` that stops it
+        """A compound whose stdout goes to a file (its own `> FILE`, or the one its shell's or
+        function's line handed on) writes it as it runs (compound_into_file). Otherwise the
+        library's, whose captured output so far goes up with a `timeout` that stops it
         (deadlines.keep): `timeout 5 bash -c 'echo started; sleep 9' > log` writes `started`."""
+        into = None
+        if not redirections:  # a shell's or function's: the file its line's `> FILE` handed on, if any
+            into = self.handed()
+        elif not _BUILTIN_OUTPUT.get():
+            seen = device_redirections(redirections)
+            if any(r.kind in _TO_FILES for r in seen):
+                target, append, _ = await self.trace_stdout_target(seen, state, False)
+                if isinstance(target, Path):
+                    into = StdoutFile(target, append)
+        if into is not None:
+            into.taken = True
+            return await self.compound_into_file(run, state, stdin, redirections, into, error_destination)
         outer = state.output_sink
 
         async def keeping(scope: GuestState) -> int:
@@ -808,20 +822,8 @@ class ShellFeatures(_ExecutorBase):
                     deadlines.keep(stop, sink.text())
                 raise
 
-        into = None
-        if not redirections:  # a shell's or function's: the file its line's `> FILE` handed on, if any
-            into = self.handed()
-        elif not _BUILTIN_OUTPUT.get():
-            seen = device_redirections(redirections)
-            if any(r.kind in _TO_FILES for r in seen):
-                target, append, _ = await self.trace_stdout_target(seen, state, False)
-                if isinstance(target, Path):
-                    into = StdoutFile(target, append)
-        if into is None:
-            return await super().execute_compound(keeping, state, stdin, redirections, direct_output,
-                                                  error_destination)
-        into.taken = True
-        return await self.compound_into_file(run, state, stdin, redirections, into, error_destination)
+        return await super().execute_compound(keeping, state, stdin, redirections, direct_output,
+                                              error_destination)
 
     async def compound_into_file(self, run: Body, state: GuestState, stdin: StdinValue | None,
                                  redirections: list[Redirection], into: StdoutFile,
