@@ -139,7 +139,6 @@ class DoorSocket:
         self._opts: dict[tuple[int, int], Any] = {}
         self._bound: tuple[str, int] | None = None  # bind()'s address
         self._listening = False
-        self._port_taken = False  # the host listens for it (listen, or its name asked after binding port 0)
         self._io_refs = 0
         self._closed = False
         self._fd = _next_fd[0]
@@ -453,10 +452,10 @@ class DoorSocket:
             raise OSError(errno.EBADF, "Bad file descriptor")
         if self._listening:
             return
-        if self._id is not None and not self._port_taken:
-            raise OSError(errno.EINVAL, "Invalid argument")
         if self._id is None:
             self._take_port(backlog)
+        elif self._peer is not None:  # a connection's (a port taken for a name has no peer)
+            raise OSError(errno.EINVAL, "Invalid argument")
         self._listening = True
 
     def _take_port(self, backlog: int = 128) -> None:
@@ -470,7 +469,6 @@ class DoorSocket:
                            fd=self._fd)
         self._id = reply["id"]
         self._bound = (host, reply["port"])
-        self._port_taken = True
 
     def accept(self) -> tuple[DoorSocket, tuple[Any, ...]]:
         if self._gone:
