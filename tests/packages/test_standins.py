@@ -40,7 +40,11 @@ def test_a_pin_the_stand_in_cannot_meet_is_refused_naming_it(tmp_path: Path) -> 
         resolve(["jiter<0.5"], {}, find_links=[tmp_path], no_index=True)
 
 
-def test_a_package_needing_pydantic_2_is_refused_with_the_reason(tmp_path: Path) -> None:
+def test_a_package_needing_pydantic_2_is_refused_with_the_reason(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # An empty cache: the wheel cache is one of pip's --find-links, and a real pydantic 1.10.27 put
+    # there by an install (the openai test below, a user's) would stand beside this fake one.
+    monkeypatch.setenv("DECLAW_WASM_CACHE", str(tmp_path / "cache"))
     make_wheel(tmp_path, "pydantic", "2.7.0", requires=("pydantic-core==2.18.2",))
     make_wheel(tmp_path, "pydantic", "1.10.27")
     make_wheel(tmp_path, "needspyd", "3.0", requires=("pydantic>=2.7",))
