@@ -652,7 +652,8 @@ def patch_on_import(name: str, patch: Callable[[ModuleType], None]) -> None:
 def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
     door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl), subprocess and
-    `os.system` (no processes), `os.times` (wrong units); and supply `pwd`, `grp`, `resource`,
+    `os.system` (no processes), `os.times` (wrong units), threading's locks and the pools of
+    workers (one thread: guest/declaw_posix/threads.py); and supply `pwd`, `grp`, `resource`,
     `fcntl` (guest/declaw_posix)."""
     import declaw_net
     import declaw_posix
@@ -675,6 +676,14 @@ def _install_import_patches() -> None:
     patch_on_import("_pytest.faulthandler", _patch_pytest_faulthandler)
     patch_on_import("traceback", _patch_traceback)
     patch_on_import("hashlib", _patch_hashlib)
+    from declaw_posix import threads  # one thread: locks that wait, pools that run inline
+
+    patch_on_import("threading", threads.patch_threading)
+    patch_on_import("queue", threads.patch_queue)
+    patch_on_import("concurrent.futures.thread", threads.patch_thread_pool)
+    patch_on_import("concurrent.futures.process", threads.patch_process_pool)
+    patch_on_import("multiprocessing.pool", threads.patch_multiprocessing_pool)
+    patch_on_import("multiprocessing.process", threads.patch_multiprocessing_process)
 
 
 _umask = [0o022]
