@@ -691,7 +691,8 @@ _umask = [0o022]
 
 def _add_identity(module: Any) -> None:
     """What WASI's os lacks and Linux code calls freely: `umask` (pytest's cache calls it), the
-    user's ids and name as the shell's `id` gives them (uid=1000(user)), `getppid`."""
+    user's ids and name as the shell's `id` gives them (uid=1000(user)), `getppid`; and
+    `uname` with the sandbox's node name."""
 
     def umask(mask: int) -> int:
         previous, _umask[0] = _umask[0], int(mask) & 0o777
@@ -704,6 +705,18 @@ def _add_identity(module: Any) -> None:
     for name, function in (("umask", umask), ("getlogin", lambda: "user"), ("getgroups", lambda: [1000])):
         if not hasattr(module, name):
             setattr(module, name, function)
+    wasi_uname = getattr(module.uname, "__wrapped__", module.uname)
+
+    def uname() -> os.uname_result:
+        """The node name is the sandbox's, as `uname -n` and `hostname` say (WASI's: "(none)")."""
+        sysname, _, release, version, machine = wasi_uname()
+        return os.uname_result((sysname, "sandbox", release, version, machine))
+
+    uname.__wrapped__ = wasi_uname  # type: ignore[attr-defined]
+    module.uname = uname
+    platform = sys.modules.get("platform")
+    if platform is not None and getattr(platform, "_uname_cache", None) is not None:
+        platform._uname_cache = None  # type: ignore[attr-defined]  # read before: read again
 
 
 def _times() -> os.times_result:

@@ -158,6 +158,15 @@ def test_the_sandbox_answers_what_only_it_knows(fresh: Sandbox) -> None:
     assert fresh.commands.run(line).stdout == "(1048576, 1048576)\n(8388608, -1)\n"
 
 
+def test_the_sandbox_has_one_name(fresh: Sandbox) -> None:
+    """Python's names for the machine are the shell's (WASI's C library said "(none)"), and the
+    name resolves to loopback, as /etc/hosts makes it on Linux."""
+    run = fresh.commands.run("hostname; uname -n; python3 -c 'import os, platform, socket\n"
+                             "print(socket.gethostname(), os.uname().nodename, platform.node())\n"
+                             "print(socket.gethostbyname(socket.gethostname()), socket.getfqdn())'")
+    assert run.stdout == "sandbox\nsandbox\nsandbox sandbox sandbox\n127.0.0.1 sandbox\n", run.stderr
+
+
 def test_a_cell_sees_the_sandbox_too(fresh: Sandbox) -> None:
     """`!free`, `!ps` and `resource` in run_code (the kernel's door answers `sysinfo` as a
     command's does: `!free` raised KeyError)."""

@@ -452,7 +452,8 @@ def test_a_keyless_server_lets_previews_take_forms(make: Callable[..., Sandbox])
 def test_a_sandbox_reaches_its_own_servers_on_localhost(server: Callable[..., Sandbox]) -> None:
     """`http://localhost:<port>/` from inside the sandbox reaches the sandbox's own server (no
     token needed even when its traffic is not public); loopback ports nothing in the sandbox
-    listens on stay refused, as before."""
+    listens on stay refused, as before, by address and by name (`localhost` resolves whatever
+    the port, as on Linux; a connection to a port no server has is refused, not a lookup)."""
     sbx = server(WSGI_APP, network={"allow_public_traffic": False})
     _until_served(sbx.get_host(8000), headers={"e2b-traffic-access-token": sbx.traffic_access_token or ""})
     probe = r'''
@@ -467,12 +468,20 @@ for url in ("http://localhost:8001/", "http://127.0.0.1:8001/"):
         out.append("reached")
     except OSError:
         out.append("refused")
+# `localhost` and the sandbox's own name resolve, whatever the port, as /etc/hosts makes them
+out.append([socket.gethostbyname("localhost"), socket.gethostbyname(socket.gethostname()),
+            socket.getaddrinfo("localhost", 8001)[0][4][0]])
+try:
+    socket.create_connection(("localhost", 8001), timeout=5)
+except ConnectionRefusedError:
+    out.append("refused")
 print(json.dumps(out))
 '''
     sbx.files.write("/home/user/probe.py", probe)
     r = sbx.commands.run("python3 /home/user/probe.py", timeout=120)
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout) == ["<form", "<form", "hello me", "refused", "refused"]
+    assert json.loads(r.stdout) == ["<form", "<form", "hello me", "refused", "refused",
+                                    ["127.0.0.1"] * 3, "refused"]
     own = [e for e in sbx.audit_events() if e.kind == "connection" and e.rule == "own server"]
     assert own and all(e.port == 8000 for e in own)
 

@@ -126,8 +126,8 @@ class EgressSession:
         if ip is not None:
             return {"addresses": [[ip.version, str(ip).split("%", 1)[0]]]}
         name = _name(host)
-        if name == "localhost" and self._serves(port):  # this sandbox's own server (inbound.py)
-            with self._lock:
+        if name == "localhost":  # answered here, as /etc/hosts does: no query is made. A connection
+            with self._lock:  # to it reaches this sandbox's own servers (inbound.py), else is refused
                 self._names[LOOPBACK] = ["localhost"]
             return {"addresses": [[4, str(LOOPBACK)]] if family in (0, 4) else []}
         answer = self._lookup(guest, name, port)
@@ -155,6 +155,8 @@ class EgressSession:
             candidates = [own]
         elif ip is not None:
             candidates = [self._destination_for_address(ip, port)]
+        elif _name(host) == "localhost":  # not a server of this sandbox: the policy's loopback rule
+            candidates = [self._destination(LOOPBACK, port, "localhost", True, False, named=True)]
         else:
             name = _name(host)
             answer = self._lookup(guest, name, port)

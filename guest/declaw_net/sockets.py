@@ -72,14 +72,24 @@ def _literal(host: str) -> tuple[int, str] | None:
     return None
 
 
+HOSTNAME = "sandbox"  # the shell's `hostname` and $HOSTNAME (declaw_wasm/_wasm/layout.py)
+
+
+def gethostname() -> str:
+    """The sandbox's name, as `hostname` gives it (WASI's C library says "(none)")."""
+    return HOSTNAME
+
+
 def _encode_host(host: object) -> str:
+    """A host name as the door takes it; the sandbox's own name is `localhost`, as /etc/hosts
+    makes it on Linux (`gethostbyname(gethostname())`)."""
     if isinstance(host, (bytes, bytearray)):
-        return bytes(host).decode("ascii")
+        host = bytes(host).decode("ascii")
     if not isinstance(host, str):
         raise TypeError("str, bytes or bytearray expected, not %s" % type(host).__name__)
-    if host.isascii():
-        return host
-    return host.encode("idna").decode("ascii")
+    if not host.isascii():
+        return host.encode("idna").decode("ascii")
+    return "localhost" if host.lower() == HOSTNAME else host
 
 
 def _port(port: object) -> int:
@@ -669,5 +679,6 @@ def install() -> None:
     s.gethostbyaddr = gethostbyaddr
     s.getnameinfo = getnameinfo
     s.getfqdn = getfqdn
+    s.gethostname = gethostname
     s.has_ipv6 = True
     s._declaw_net = True
