@@ -1041,6 +1041,10 @@ def _patch_asyncio(asyncio: Any) -> None:
         _writers: set[int]
 
         def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+            if timeout is None:  # nothing would wake the loop but its children (aio_subprocess.py)
+                children = sys.modules.get("declaw_shell.aio_subprocess")
+                if children is not None and children.run_waiting():
+                    return []
             if not self._readers and not self._writers and timeout is not None:
                 if timeout > 0:
                     idle(timeout)
@@ -1084,6 +1088,16 @@ def _patch_asyncio(asyncio: Any) -> None:
 
         unix_loop.add_signal_handler = add_signal_handler
         unix_loop.remove_signal_handler = lambda self, sig: False
+
+        async def _make_subprocess_transport(self: Any, *args: Any, **kwargs: Any) -> Any:
+            """asyncio's subprocesses over the sandbox's Popen (declaw_shell/aio_subprocess.py,
+            imported at the first)."""
+            from declaw_shell import aio_subprocess
+
+            aio_subprocess.patch(unix_loop)
+            return await unix_loop._make_subprocess_transport(self, *args, **kwargs)
+
+        unix_loop._make_subprocess_transport = _make_subprocess_transport
 
 
 if __name__ == "__main__":

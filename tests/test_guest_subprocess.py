@@ -280,6 +280,70 @@ def test_subprocess_calls_answer_as_on_linux(fresh: Sandbox, tmp_path: Path) -> 
     _same_natively_and_in_a_guest(fresh, tmp_path, TABLE, {"MARKER": "inherited"}, timeout=120)
 
 
+ASYNCIO = r'''
+import asyncio, json, sys
+from asyncio.subprocess import DEVNULL, PIPE, STDOUT
+
+async def table():
+    results = {}
+    p = await asyncio.create_subprocess_exec("echo", "hi", stdout=PIPE)
+    results["exec"] = [*(x and x.decode() for x in await p.communicate()), p.returncode]
+    p = await asyncio.create_subprocess_shell("echo out; echo err >&2; exit 3", stdout=PIPE, stderr=PIPE)
+    results["shell, both pipes"] = [*(x.decode() for x in await p.communicate()), p.returncode]
+    p = await asyncio.create_subprocess_exec(sys.executable, "-c", "import sys; print(sys.stdin.read().upper())",
+                                             stdin=PIPE, stdout=PIPE)
+    results["input"] = [(await p.communicate(b"fed in"))[0].decode(), p.returncode]
+    p = await asyncio.create_subprocess_shell("printf 'a\\nb\\n'", stdout=PIPE)
+    results["lines"] = [[line.decode() async for line in p.stdout], await p.wait()]
+    p = await asyncio.create_subprocess_shell("cat; exit 4", stdin=PIPE, stdout=PIPE)
+    p.stdin.write(b"written\n")
+    await p.stdin.drain()
+    p.stdin.close()
+    results["stdin closed"] = [(await p.stdout.read()).decode(), await p.wait()]
+    p = await asyncio.create_subprocess_shell("echo merged; echo e >&2", stdout=PIPE, stderr=STDOUT)
+    results["stderr into stdout"] = [(await p.stdout.read()).decode(), await p.wait()]
+    p = await asyncio.create_subprocess_shell("echo to-the-parent; exit 2")
+    results["parent's stdout"] = [await p.wait(), p.returncode, p.pid > 0]
+    p = await asyncio.create_subprocess_shell("echo gone", stdout=DEVNULL, stderr=DEVNULL)
+    results["devnull"] = await p.wait()
+    try:
+        await asyncio.create_subprocess_exec("no-such-program-here")
+    except FileNotFoundError as exc:
+        results["missing"] = type(exc).__name__
+    p = await asyncio.create_subprocess_exec(sys.executable, "-c", "print(1)", stdout=PIPE)
+    results["wait_for"] = (await asyncio.wait_for(p.communicate(), 30))[0].decode()
+    p = await asyncio.create_subprocess_shell("true")
+    await p.wait()
+    try:
+        p.kill()
+    except ProcessLookupError:
+        results["kill after exit"] = "ProcessLookupError"
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    class Protocol(asyncio.SubprocessProtocol):
+        def __init__(self):
+            self.data = bytearray()
+        def pipe_data_received(self, fd, data):
+            self.data += data
+        def connection_lost(self, exc):  # after its pipes closed and the process exited
+            done.set_result(bytes(self.data))
+
+    transport, _ = await loop.subprocess_shell(Protocol, "echo low-level", stdout=PIPE)
+    results["protocol"] = [(await done).decode(), transport.get_returncode()]
+    transport.close()
+    return results
+
+print("\nRESULTS " + json.dumps(asyncio.run(table())))
+'''
+
+
+def test_asyncio_subprocesses_answer_as_on_linux(fresh: Sandbox, tmp_path: Path) -> None:
+    """asyncio.create_subprocess_exec/_shell and loop.subprocess_shell (declaw_shell/aio_subprocess.py:
+    they failed on `can't start new thread`), natively and in a guest."""
+    _same_natively_and_in_a_guest(fresh, tmp_path, ASYNCIO, {}, timeout=120)
+
+
 def _free_port() -> int:
     import socket
 
