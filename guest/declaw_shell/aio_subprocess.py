@@ -79,14 +79,15 @@ _waiting: list[_Transport] = []  # children whose stdin is a pipe still open: no
 def run_waiting() -> bool:
     """Run the running loop's children still waiting for their stdin to close, when it would
     otherwise wait for ever (nothing scheduled, no timer): on Linux they would have run meanwhile.
-    Whether any did (their output and exits are then the loop's next callbacks)."""
+    Whether any will (at once: the loop's next callbacks)."""
     loop = asyncio.events._get_running_loop()
     ran = False
     for transport in list(_waiting):
         if transport._loop.is_closed():  # left by an earlier program's loop: never run now
             _waiting.remove(transport)
         elif transport._loop is loop:
-            transport._end()
+            _waiting.remove(transport)
+            loop.call_soon(transport._end)  # as a callback: what its protocol raises is the loop's to report
             ran = True
     return ran
 
