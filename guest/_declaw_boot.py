@@ -669,6 +669,7 @@ def _install_import_patches() -> None:
     if not hasattr(os, "kill"):
         os.kill = _kill
     _add_identity(os)
+    _add_one_thread_clocks()
     import builtins
 
     _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (no device files here)
@@ -717,6 +718,23 @@ def _add_identity(module: Any) -> None:
     platform = sys.modules.get("platform")
     if platform is not None and getattr(platform, "_uname_cache", None) is not None:
         platform._uname_cache = None  # type: ignore[attr-defined]  # read before: read again
+
+
+def _add_one_thread_clocks() -> None:
+    """What Linux has and WASI's CPython lacks, for a process of one thread on one CPU (as
+    `nproc` and `os.cpu_count()` say): `time.thread_time` is the process's CPU time, and
+    `os.sched_getaffinity` the one CPU (`len(os.sched_getaffinity(0))`, how joblib and others
+    count the CPUs they may use)."""
+    import time
+
+    if not hasattr(time, "thread_time"):
+        time.thread_time = time.process_time
+        time.thread_time_ns = time.process_time_ns
+    if not hasattr(os, "sched_getaffinity"):
+        def sched_getaffinity(pid: int, /) -> set[int]:
+            return set(range(os.cpu_count() or 1))
+
+        os.sched_getaffinity = sched_getaffinity
 
 
 def _times() -> os.times_result:

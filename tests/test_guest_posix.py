@@ -167,6 +167,16 @@ def test_the_sandbox_has_one_name(fresh: Sandbox) -> None:
     assert run.stdout == "sandbox\nsandbox\nsandbox sandbox sandbox\n127.0.0.1 sandbox\n", run.stderr
 
 
+def test_one_thread_on_one_cpu_as_linux_names_it(fresh: Sandbox) -> None:
+    """`time.thread_time` and `os.sched_getaffinity`, which WASI's CPython lacks (AttributeError):
+    the one thread's CPU time, and the CPUs `nproc` and `os.cpu_count()` count."""
+    run = fresh.commands.run("nproc; python3 -c 'import os, time\n"
+                             "t = time.thread_time(); sum(range(10**6))\n"
+                             "print(time.thread_time() > t, time.thread_time_ns() > 0, "
+                             "len(os.sched_getaffinity(0)) == os.cpu_count())'")
+    assert run.stdout == "1\nTrue True True\n", run.stderr
+
+
 def test_a_cell_sees_the_sandbox_too(fresh: Sandbox) -> None:
     """`!free`, `!ps` and `resource` in run_code (the kernel's door answers `sysinfo` as a
     command's does: `!free` raised KeyError)."""
