@@ -706,17 +706,21 @@ def _add_identity(module: Any) -> None:
     for name, function in (("umask", umask), ("getlogin", lambda: "user"), ("getgroups", lambda: [1000])):
         if not hasattr(module, name):
             setattr(module, name, function)
-    wasi_uname = getattr(module.uname, "__wrapped__", module.uname)
+    if hasattr(module.uname, "__wrapped__"):  # every guest's start comes here: wrapped once
+        return
+    from declaw_net.sockets import HOSTNAME
+
+    wasi_uname = module.uname
 
     def uname() -> os.uname_result:
         """The node name is the sandbox's, as `uname -n` and `hostname` say (WASI's: "(none)")."""
         sysname, _, release, version, machine = wasi_uname()
-        return os.uname_result((sysname, "sandbox", release, version, machine))
+        return os.uname_result((sysname, HOSTNAME, release, version, machine))
 
     uname.__wrapped__ = wasi_uname  # type: ignore[attr-defined]
     module.uname = uname
     platform = sys.modules.get("platform")
-    if platform is not None and getattr(platform, "_uname_cache", None) is not None:
+    if platform is not None:
         platform._uname_cache = None  # type: ignore[attr-defined]  # read before: read again
 
 

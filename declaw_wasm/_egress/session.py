@@ -155,10 +155,9 @@ class EgressSession:
             candidates = [own]
         elif ip is not None:
             candidates = [self._destination_for_address(ip, port)]
-        elif _name(host) == "localhost":  # not a server of this sandbox: the policy's loopback rule
-            candidates = [self._destination(LOOPBACK, port, "localhost", True, False, named=True)]
+        elif (name := _name(host)) == "localhost":  # no server of this sandbox: the loopback rule's
+            candidates = [self._destination(LOOPBACK, port, name, True, False, named=True)]
         else:
-            name = _name(host)
             answer = self._lookup(guest, name, port)
             candidates = [self._destination(a, port, name, True, answer.mapped, named=True)
                           for a in answer.addresses if family in (0, a.version)]
