@@ -335,13 +335,31 @@ def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
 
 
 def _status_of(fn: Callable[..., int], *args: Any) -> int:
+    from declaw_posix.signals import SignalExit
+
     try:
         return fn(*args)
     except SystemExit as exc:
         return _exit_status(exc)
+    except SignalExit as exc:  # a signal's default action ended the program: no atexit handlers
+        import atexit
+
+        atexit._clear()
+        return exc.status
 
 
 def main(cwd: str, args: list[str]) -> int:
+    """`python3 ARGS`: its timers and signal handlers are its own (declaw_posix/signals.py)."""
+    from declaw_posix import signals
+
+    signals.program_started()
+    try:
+        return _main(cwd, args)
+    finally:
+        signals.program_ended()
+
+
+def _main(cwd: str, args: list[str]) -> int:
     try:
         os.chdir(cwd)
     except OSError as exc:
@@ -653,8 +671,8 @@ def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
     door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl), subprocess and
     `os.system` (no processes), `os.times` (wrong units), threading's locks and the pools of
-    workers (one thread: guest/declaw_posix/threads.py); and supply `pwd`, `grp`, `resource`,
-    `fcntl` (guest/declaw_posix)."""
+    workers (one thread: guest/declaw_posix/threads.py), signal's timers (declaw_posix/signals.py);
+    and supply `pwd`, `grp`, `resource`, `fcntl` (guest/declaw_posix)."""
     import declaw_net
     import declaw_posix
 
@@ -677,8 +695,10 @@ def _install_import_patches() -> None:
     patch_on_import("_pytest.faulthandler", _patch_pytest_faulthandler)
     patch_on_import("traceback", _patch_traceback)
     patch_on_import("hashlib", _patch_hashlib)
+    from declaw_posix import signals  # alarm, setitimer: the host's timers
     from declaw_posix import threads  # one thread: locks that wait, pools that run inline
 
+    patch_on_import("signal", signals.patch_signal)
     patch_on_import("threading", threads.patch_threading)
     patch_on_import("queue", threads.patch_queue)
     patch_on_import("concurrent.futures.thread", threads.patch_thread_pool)
@@ -1048,12 +1068,9 @@ def _patch_asyncio(asyncio: Any) -> None:
     loop_class._declaw_patched = True
     original_init = loop_class.__init__
 
-    import time
-
-    # The loop's own wait, never a `timeout` command's deadline: declaw_shell/deadlines.py
-    # replaces time.sleep while one runs, and `timeout` stops what awaits by cancelling it here.
-    deadlines = sys.modules.get("declaw_shell.deadlines")
-    idle = getattr(deadlines, "_real_sleep", None) or time.sleep
+    # The loop's own wait is the interpreter's sleep, not the one that sleeps on after a signal's
+    # handler (declaw_posix/signals.py): the loop looks at its timers again after a handler.
+    from declaw_posix.signals import real_sleep as idle
 
     class GuestSelector(selectors.SelectSelector):
         """With nothing registered, a select only waits: skip the call (a trip to the host)

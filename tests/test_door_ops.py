@@ -292,7 +292,7 @@ def test_every_route_of_every_guest_is_declared_and_reads_only_declared_fields(t
     while testing.local(tool_sbx).code._kernel(None)._current is None:  # the cell runs: reports go to it
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    offered: set[str] = {"exit"}  # (answered by the transport, for every guest)
+    offered: set[str] = {"exit", "timer"}  # (answered by the transport, for every guest)
     try:
         with watch_reads() as reads:
             for door in doors:

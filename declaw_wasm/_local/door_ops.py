@@ -8,6 +8,7 @@ from .._egress.ops import OPS as NET_OPS
 from .._packages.install_op import PIP_INSTALL
 from .._wasm.door import Op
 from .._wasm.shims import EXIT
+from .._wasm.timers import TIMER
 from .kernel import KERNEL_OPS
 from .processes import COMMAND_OPS
 from .tools import TOOL_OPS
@@ -15,7 +16,7 @@ from .tools import TOOL_OPS
 
 def _gather() -> dict[str, Op]:
     found: dict[str, Op] = {}
-    for op in [EXIT, *COMMAND_OPS, PIP_INSTALL, *KERNEL_OPS, *TOOL_OPS, *NET_OPS.values()]:
+    for op in [EXIT, TIMER, *COMMAND_OPS, PIP_INSTALL, *KERNEL_OPS, *TOOL_OPS, *NET_OPS.values()]:
         assert op.name not in found, f"{op.name} is declared twice"
         found[op.name] = op
     return found

@@ -6,7 +6,8 @@ guest/declaw_shell/door.py's `call(op, **fields)`); the host answers on the gues
 declared once, beside its handler, as an `Op` (_wasm/door.py: each request field's type,
 length or count, characters or range, required or not, None allowed or not):
 
-- `exit`: _wasm/shims.py (answered by the transport itself, for every guest);
+- `exit`: _wasm/shims.py, and `timer`: _wasm/timers.py (answered by the transport itself, for
+  every guest);
 - `stdin`, `winsize`, `sysinfo`: _local/processes.py (a command's guest);
 - `stdout`, `stderr`, `result`, `error`: _local/kernel.py (a code context's guest);
 - `pip_install`: _packages/install_op.py (its parser, _packages/pip.py's `parse_request`, is

@@ -118,7 +118,7 @@ class BuildMissing(Exception):
 
 
 def compiled_path(files: Artifacts, flags: EngineFlags) -> Path:
-    key = "|".join([files.module_sha256, wasmtime_version(), flags.key(), platform.machine()])
+    key = "|".join([files.module_sha256, wasmtime_version(), flags.key(), platform.machine(), PLAIN_TAG])
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     return cache_dir() / "compiled" / f"python-{digest}.cwasm"
 
@@ -161,6 +161,20 @@ def compile_cached(engine: wasmtime.Engine, path: Path, source: Callable[[], byt
     return wasmtime.Module.deserialize_file(engine, str(path))
 
 
+PLAIN_TAG = "interrupt-export"  # what plain_module adds to the wheel's module (in its compiled file's key)
+
+
+def plain_module(files: Artifacts) -> bytes:
+    """The plain module: the wheel's, plus the export the guest's timers trip signals with
+    (timers.py)."""
+    from . import binary as wb
+    from .timers import export_interrupt
+
+    module = wb.Module.parse(files.module.read_bytes())
+    export_interrupt(module)
+    return module.encode()
+
+
 def load_plain_interpreter(flags: EngineFlags, progress: Progress, build: bool = True) -> Interpreter:
     """The plain (cold) module for `flags` with its own engine and epoch ticker. `build=False`:
     a module not yet in the cache raises `BuildMissing` instead of compiling for minutes."""
@@ -172,10 +186,10 @@ def load_plain_interpreter(flags: EngineFlags, progress: Progress, build: bool =
     if not path.exists() and not writable(path.parent):
         progress.say(f"cache {path.parent} is read-only and holds no compiled module; "
                      "compiling in memory (run `declaw-wasm warmup` where the cache is writable)")
-        data = files.module.read_bytes()
+        data = plain_module(files)
         with progress.timed("compiling the Python runtime module", compile_work(data, flags.compile_kind())):
             module = wasmtime.Module(engine, data)
     else:
-        module = compile_cached(engine, path, files.module.read_bytes, progress,
+        module = compile_cached(engine, path, lambda: plain_module(files), progress,
                                 "compiling the Python runtime module", kind=flags.compile_kind())
     return Interpreter(files, flags, module, engine, source=path if path.exists() else None)

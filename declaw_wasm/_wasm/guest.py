@@ -46,6 +46,7 @@ from .engine import Interpreter
 from .layout import Mount
 from .paths import shadow_path_calls
 from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff, exiting, memory_address
+from .timers import Timers
 
 if TYPE_CHECKING:
     from .._blas.host import HostBlas
@@ -204,6 +205,7 @@ class Guest:
         self.host_cpu_seconds = 0.0  # the host BLAS's other threads' share of its calls
         self.memory_at_end = 0  # the linear memory's size when the guest ended (the sandbox's events)
         self.clock_base_ns = 0  # the guest's monotonic clock reads time.monotonic_ns() minus this
+        self.armed_timers: Optional[Timers] = None  # its signal.alarm/setitimer timers, once it sets one
 
     # -- measures, from any thread (metrics) --------------------------------------------------
     def memory_bytes(self) -> int:
@@ -289,6 +291,13 @@ class Guest:
         """Stop the guest `timeout` seconds from now (None: no deadline); a long-lived guest
         (a code context) gets one per cell."""
         self._deadline = (time.monotonic() + timeout) if timeout else None
+
+    @property
+    def timers(self) -> Timers:
+        """The guest's interval timers (timers.py), made at its first `timer` request."""
+        if self.armed_timers is None:
+            self.armed_timers = Timers()
+        return self.armed_timers
 
     def stop_requested(self) -> bool:
         """For a door handler doing long host work: whether to give up now."""
@@ -477,7 +486,7 @@ class Guest:
             if not self.spec.turns and self.spec.image is None:
                 return int(_export(store, instance, "run")(store))
             for source in self.spec.turns:
-                code = self.turn(store, instance, source)
+                code = self._turn(store, instance, source)
                 if code != 0:
                     return code
         if self.spec.learn_pages is not None and self.spec.learn_pages():
@@ -498,7 +507,7 @@ class Guest:
                 continue
             with self._counting_fuel(store, fuel, reset=True):
                 starting()
-                code = self.turn(store, instance, source)
+                code = self._turn(store, instance, source)
             done(code)
             if last:
                 return code
@@ -539,6 +548,14 @@ class Guest:
         finally:
             self.fuel_used = budget - store.get_fuel()
 
+    def _turn(self, store: wasmtime.Store, instance: wasmtime.Instance, source: str) -> int:
+        """One turn; the timers it armed end with it (timers.py)."""
+        try:
+            return self.turn(store, instance, source)
+        finally:
+            if self.armed_timers is not None:
+                self.armed_timers.clear()
+
     @staticmethod
     def turn(store: wasmtime.Store, instance: wasmtime.Instance, source: str) -> int:
         """Run `source` in the guest's `__main__` (0 ok, 1 exception, n for sys.exit(n))."""
@@ -557,6 +574,9 @@ class Guest:
                 if self._should_stop():
                     err = _ffi.wasmtime_error_new(b"declaw-wasm: guest stopped")
                     return ctypes.cast(err, ctypes.c_void_p).value or 0
+                timers = self.armed_timers
+                if timers is not None and timers.due():
+                    timers.fire_due(_ctx)  # the signal's handler runs once the guest goes on
             except BaseException:
                 pass
             delta[0] = 1

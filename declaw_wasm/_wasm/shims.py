@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import msgpack
 import wasmtime
-from wasmtime import _bindings as _ffi
 
 from .. import settings
 from .door import MAX_FRAME, Int, Op, RequestError, decode
 from .routing import ROUTE_FLAG
+from .timers import INTERRUPT_EXPORT, TIMER, call_i32
 
 if TYPE_CHECKING:
     from .guest import Guest
@@ -49,8 +49,9 @@ def answer_frame(guest: Guest, handler: Optional[DoorHandler], frame: bytes) -> 
     """One door request, start to end: (0, the answer's msgpack), or (-1, b"") when the guest
     has no door, or (-2, b"") when the frame breaks the door's bounds (door.py), is not a
     request, the handler failed, or its answer cannot be encoded or is over MAX_ANSWER. Exactly
-    one answer, whatever happens: nothing raises. (`exit` is answered here; a request the
-    declarations refuse is answered by the dispatcher with an error reply.)"""
+    one answer, whatever happens: nothing raises. (`exit` and `timer` are answered here, for
+    every guest, door or none; a request the declarations refuse is answered by the dispatcher
+    with an error reply.)"""
     try:
         request = decode(frame)
     except BaseException:
@@ -62,10 +63,14 @@ def answer_request(guest: Guest, handler: Optional[DoorHandler], request: Any) -
     """`answer_frame` for a frame decoded already (the transport lets go of the frame's bytes
     before the handler runs: a 16 MiB frame is not held twice)."""
     try:
-        if type(request) is dict and request.get("op") == "exit":
+        op = request.get("op") if type(request) is dict else None
+        if op == "exit" or op == "timer":
             try:
-                guest.declare_exit(EXIT.check(request)["code"])
-                reply: Any = None
+                if op == "exit":
+                    guest.declare_exit(EXIT.check(request)["code"])
+                    reply: Any = None
+                else:
+                    reply = guest.timers.answer(TIMER.check(request))
             except RequestError as exc:
                 reply = exc.reply()
         elif handler is None:
@@ -123,11 +128,14 @@ class DoorTransport:
             request = decode(ctypes.string_at(base + ptr, length))
         except Exception:
             return -2
+        if type(request) is dict and request.get("op") == "timer" and self.guest.timers.interrupt is None:
+            interrupt = caller.get(INTERRUPT_EXPORT)  # a module built before the export: timers that trip nothing
+            self.guest.timers.interrupt = interrupt if isinstance(interrupt, wasmtime.Func) else None
         status, answer = answer_request(self.guest, self.handler, request)
         del request
         if status:
             return status
-        out = _call_i32(caller, alloc, len(answer))
+        out = call_i32(caller._context(), alloc, len(answer))
         if not out or not _fits(out, len(answer), memory.data_len(caller)):
             return -2
         base = memory_address(memory, caller)  # alloc may have grown memory
@@ -160,31 +168,12 @@ def _fits(ptr: int, length: int, size: int) -> bool:
     return 0 <= ptr and ptr + length <= size
 
 
-def _call_i32(caller: wasmtime.Caller, func: wasmtime.Func, arg: int) -> int:
-    """`func(arg)` for an (i32) -> i32 export (the door's `host_alloc`), straight through the C
-    API: wasmtime-py's `Func.__call__` asks for the function's type on every call (~0.2 ms, per
-    door request). 0 if the call trapped or failed (a guest being stopped, say)."""
-    params = (_ffi.wasmtime_val_t * 1)()
-    params[0].kind = 0  # type: ignore[assignment]  # WASMTIME_I32
-    params[0].of.i32 = arg
-    results = (_ffi.wasmtime_val_t * 1)()
-    trap = ctypes.POINTER(_ffi.wasm_trap_t)()
-    error = _ffi.wasmtime_func_call(caller._context(), ctypes.byref(func._func), params, 1, results, 1,
-                                    ctypes.byref(trap))
-    if error:
-        _ffi.wasmtime_error_delete(error)
-        return 0
-    if trap:
-        _ffi.wasm_trap_delete(trap)
-        return 0
-    return int(results[0].of.i32) & 0xFFFFFFFF
-
-
 class PollOneoff:
     """WASI `poll_oneoff`, reimplemented so that a sleeping guest can be stopped.
 
     Clock subscriptions sleep in waits of at most 50 ms on the guest's cancel event, and end
-    early once the guest is to stop; fd subscriptions (stdin, files) are reported ready at once,
+    early once the guest is to stop, or when one of its wall-clock timers comes due (its signal
+    tripped: timers.py); fd subscriptions (stdin, files) are reported ready at once,
     as regular files always are.
     """
 
@@ -229,10 +218,17 @@ class PollOneoff:
         events = [(ud, tag) for ud, tag in ready]
         if not events and clocks:
             first = min(deadline for _, deadline in clocks)
+            timers = self.guest.armed_timers
             while True:
-                remaining = first - time.monotonic_ns()
+                now = time.monotonic_ns()
+                if timers is not None and timers.next_wall * 1e9 <= now:
+                    timers.fire_due(caller._context())  # its signal's handler runs once the sleep returns
+                    break
+                remaining = first - now
                 if remaining <= 0:
                     break
+                if timers is not None and timers.next_wall < first / 1e9:
+                    remaining = max(0, int(timers.next_wall * 1e9) - now)
                 if self.guest.wait_stopping(min(remaining / 1e9, 0.05)):
                     break  # wake early: the deadline callback stops the guest on its next tick
             now = time.monotonic_ns()

@@ -50,6 +50,7 @@ from .guest import Guest, GuestSpec
 from .routing import BODY_VERSION, Route, route_module
 from .layout import GUEST_DECLAW, GUEST_PYTHON, Mount, base_env, scratch_root, shared_mounts
 from .site import built_site, ensure_site, site_name
+from .timers import INTERRUPT_EXPORT, export_interrupt
 
 # Each costs seconds cold; together ~75 MB of initial memory (file-backed, shared, CoW).
 WARMUP_IMPORTS = [
@@ -107,7 +108,7 @@ def warm_image_key(files_sha: str, flags: EngineFlags, site: str) -> str:
         guest_code.update(path.relative_to(guest_code_dir()).as_posix().encode() + b"\0")
         guest_code.update(path.read_bytes())
     parts = [files_sha, wasmtime_version(), flags.key(), platform.machine(), warmup_source(),
-             CHECK_SOURCE, guest_code.hexdigest(), site, "snapshot-v2", ROUTES_TAG, BODY_VERSION]
+             CHECK_SOURCE, guest_code.hexdigest(), site, "snapshot-v2", ROUTES_TAG, BODY_VERSION, INTERRUPT_EXPORT]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
@@ -210,6 +211,7 @@ def build_warm_module(builder: Interpreter, progress: Progress) -> bytes:
 
     image = guest.memory_image
     warmed = wb.Module.parse(builder.files.module.read_bytes())  # from the original: no instrumentation exports
+    export_interrupt(warmed)
     warmed.set_data(wb.nonzero_segments(image))
     warmed.set_memory_min(len(image) // 65536)
     warmed.set_global_i32(0, guest.stack_pointer)

@@ -1,25 +1,26 @@
-"""Deadlines of running `timeout` commands, for the places that block outside the event loop.
+"""Deadlines of running `timeout` commands, for what the event loop cannot cancel.
 
 `timeout` (timeout.py) stops a command that awaits (the shell's own `sleep`, pipes) by
-cancelling it on the shell's event loop. Two things block the guest's only thread instead, and
-check the innermost deadline here: reading live stdin through the door (door.py asks the host to
-wait at most until the deadline) and `time.sleep` in a `python3` program (replaced while a
-deadline is active). Either raises `DeadlineReached`, a BaseException so that a program's
+cancelling it on the shell's event loop. A `python3` program holds the guest's one thread
+instead, so each deadline also arms the host's deadline timer (timer 3: guest/declaw_posix/
+signals.py, declaw_wasm/_wasm/timers.py), which sends SIGTERM at the innermost deadline as GNU
+timeout does: a program that left SIGTERM at SIG_DFL ends there (`DeadlineReached`, computing or
+sleeping), one with a handler of its own runs it. Reading live stdin through the door waits at
+most until the deadline (door.py). `DeadlineReached` is a BaseException, so that a program's
 `except Exception` does not swallow it; `python3` lets it through without a traceback, as a
-process killed by SIGTERM prints none. Code that computes without blocking cannot be stopped
-this way: WASI has no signals (the command's own timeout still ends the whole command line).
+process killed by SIGTERM prints none.
 """
 
 from __future__ import annotations
 
 import time
 
-_stack: list[float] = []  # monotonic deadlines of the `timeout`s running now, innermost last
-_real_sleep = time.sleep
+_stack: list[tuple[float, int]] = []  # (monotonic deadline, programs running when it began), innermost last
+SLACK_S = 1e-3  # the host's clock and ours read the same instant a hair apart
 
 
 class DeadlineReached(BaseException):
-    """The innermost `timeout` ran out while its command was blocked."""
+    """The innermost `timeout` ran out while its command was running."""
 
     passes_through_programs = True  # _declaw_boot lets it end a python3 stage silently
 
@@ -28,17 +29,29 @@ def remaining() -> float | None:
     """Seconds left before the earliest active deadline; None when no `timeout` runs."""
     if not _stack:
         return None
-    return min(_stack) - time.monotonic()
+    return min(at for at, _ in _stack) - time.monotonic()
 
 
-def _sleep(seconds: float) -> None:
+def reached() -> bool:
+    """Whether an active deadline has passed (the host's SIGTERM for it has come)."""
     left = remaining()
-    if left is not None and seconds >= left:
-        while left is not None and left > 0:  # a sleep may end a hair early by the guest's clock: `timeout` would
-            _real_sleep(left)  # then take the deadline for an outer one's and end the line
-            left = remaining()
-        raise DeadlineReached()
-    _real_sleep(seconds)
+    return left is not None and left <= SLACK_S
+
+
+def ends_program(programs: int) -> bool:
+    """Whether a passed deadline stops the innermost of `programs` running programs: one its
+    `timeout` started (a program that runs `timeout 1 sleep 5` inline, `subprocess.run(...,
+    timeout=1)`, is not its command: the event loop stops that)."""
+    now = time.monotonic() + SLACK_S
+    return any(at <= now and began < programs for at, began in _stack)
+
+
+def _arm() -> None:
+    """The host's deadline timer at the earliest active deadline, or disarmed."""
+    from declaw_posix import signals
+
+    left = remaining()
+    signals.arm_deadline(None if left is None else max(left, 1e-6))
 
 
 def keep(stop: BaseException, output: str) -> None:
@@ -59,19 +72,20 @@ class active:
     """`with deadlines.active(seconds):` — a deadline for the code inside."""
 
     def __init__(self, seconds: float) -> None:
+        from declaw_posix import signals
+
         self.at = time.monotonic() + seconds
+        self._entry = (self.at, signals.programs_running())
 
     def __enter__(self) -> active:
-        if not _stack:
-            time.sleep = _sleep  # type: ignore[assignment]  # takes the numbers programs pass
-        _stack.append(self.at)
+        _stack.append(self._entry)
+        _arm()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _stack.remove(self.at)
-        if not _stack:
-            time.sleep = _real_sleep
+        _stack.remove(self._entry)
+        _arm()
 
     @property
     def passed(self) -> bool:
-        return time.monotonic() >= self.at
+        return time.monotonic() >= self.at - SLACK_S

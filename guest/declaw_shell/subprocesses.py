@@ -45,6 +45,8 @@ import subprocess
 import sys
 import time
 
+from declaw_posix import signals
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -302,12 +304,14 @@ class _Child:
         session.stdout = self._stream("stdout")
         session.stderr = self._stream("stderr", merged_into=session.stdout)
         hidden = _running_loop_hidden()
+        held = signals.hold_timers()  # the parent's: they trip once it has its thread back
         started = time.monotonic()
         try:
             status = session.run(line)
         finally:
             self._elapsed = time.monotonic() - started
             _give_back(hidden)
+            signals.resume_timers(held, self._elapsed)
             for stream in (session.stdout, session.stderr):
                 try:
                     stream.flush()

@@ -6,12 +6,14 @@ else the command's own. DURATION is a number (decimals, exponents, `inf`) with a
 s/m/h/d suffix; 0 means no limit.
 
 How the command is stopped: everything the shell runs shares the guest's one thread and its
-event loop, and WASI has no signals. A command that waits on the event loop (the shell's
-`sleep`, pipes, the shell's own utilities between chunks) is cancelled at the deadline; one
-blocked reading live stdin or in `time.sleep` inside `python3` is stopped by deadlines.py. A
-command that computes without waiting (a `python3` busy loop, `awk` over a huge file) cannot be
-interrupted: it runs to its end (or to the command line's own timeout, which stops the whole
-guest), and `timeout` then reports 124 if the deadline passed meanwhile.
+event loop. A command that waits on the event loop (the shell's `sleep`, pipes, the shell's own
+utilities between chunks) is cancelled at the deadline. A `python3` program gets SIGTERM at the
+deadline from the host's deadline timer (deadlines.py): left at SIG_DFL it ends there, computing
+or sleeping; a handler of its own runs, and the program goes on as on Linux (its status is then
+what `--preserve-status` returns). One blocked reading live stdin is stopped by deadlines.py.
+What differs from GNU's: the signal is SIGTERM whatever `-s` names (the status reported is
+still `-s`'s), `-k` is accepted and not applied, and the shell's own code computing without
+waiting (`awk` over a huge file) runs to its end, `timeout` then reporting 124.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue |
                                           attached, into=into)
 
     async def body(scope: GuestState) -> int:
+        ended_itself: int | None = None  # the command's own status, when it ended after the deadline
         with deadlines.active(seconds) as deadline:
             try:
                 async with asyncio.timeout(seconds):
@@ -132,10 +135,11 @@ async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue |
             else:
                 if not deadline.passed:
                     return status
+                ended_itself = status  # after the deadline: a program that handled its SIGTERM
         if verbose:
             scope.write_error("timeout: sending signal %s to command \u2018%s\u2019\n" % (name, command[0]))
         if preserve:
-            return 128 + number
+            return 128 + number if ended_itself is None else ended_itself
         return EXIT_KILLED if number == 9 else EXIT_TIMED_OUT
 
     return await executor.run_compound(body, stdin, error_destination, state, in_pipeline, attached)

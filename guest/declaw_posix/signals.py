@@ -1,0 +1,325 @@
+"""Timers and the signals they deliver: `signal.alarm`, `setitimer`, `getitimer`, `pause`.
+
+WASI's CPython is built without them (and without any way for a signal to arrive). The host
+keeps this guest's timers (the door's `timer` op: declaw_wasm/_wasm/timers.py) and, when one
+comes due, trips its signal in this interpreter as a C signal handler would. CPython then runs
+the signal's Python handler between two bytecodes, as on Linux: a computing program within an
+epoch tick (10 ms) of the due time, a sleeping one at it. So the evaluation harnesses' idiom —
+`signal.signal(SIGALRM, handler)`, `signal.setitimer(ITIMER_REAL, 3)`, run the code, handler
+raises `TimeoutError` — stops a busy loop as it does on Linux.
+
+- **Timers**: ITIMER_REAL (wall clock, SIGALRM), ITIMER_VIRTUAL (SIGVTALRM) and ITIMER_PROF
+  (SIGPROF), the last two counting this guest's CPU time; values as CPython checks them
+  (`ValueError` for NaN, `OverflowError` past what Linux takes, `signal.ItimerError` for a
+  negative value or an unknown timer).
+- **Default actions**: CPython trips only signals whose handler is a Python function. For
+  SIGALRM, SIGVTALRM, SIGPROF and SIGTERM, whose default action ends a Linux process, the handler
+  installed while the program sees SIG_DFL (`signal.getsignal`, `signal.signal`'s return) is
+  `_default_action`: it ends the running program with status 128+N, as the signal would, by
+  raising `SignalExit` (a BaseException: `except Exception` does not catch it; `finally`
+  blocks run, which on Linux they would not; atexit handlers do not). bash's "Alarm clock"
+  line is not printed.
+  With no program running (a code context's cell) the interpreter ends with 128+N, as a
+  Jupyter kernel's process would.
+- **`timeout`'s SIGTERM**: the shell's `timeout` arms timer 3 (declaw_shell/deadlines.py); at
+  its deadline a program it started, with SIGTERM left at SIG_DFL, ends as `timeout` stops it
+  (`DeadlineReached`); one with a handler of its own runs it, as on Linux. When the deadline's
+  command is the shell's own (`timeout 1 sleep 5`, also run inline by a program's
+  `subprocess.run(..., timeout=1)`), the event loop stops it and the signal does nothing.
+- **A program's timers and handlers are its own**: the programs of a command line run one
+  after another in this interpreter (guest/_declaw_boot.py's run_process), so `program_started`
+  and `program_ended` keep each one's: a program's handlers are put back and its timers
+  disarmed when it ends. A child a program runs inline (`subprocess.run`, `os.system`) holds the
+  program's timers while it runs (`hold_timers`); one that came due meanwhile trips when the
+  child returns, where on Linux it would have interrupted the wait.
+- **`time.sleep`** under an armed timer sleeps on after a handler that returns, as PEP 475
+  says (the host ends the sleep at the due time; a handler that raises ends it).
+
+What differs from Linux (docs/guest.md): a timer comes due during a wait for the host (stdin,
+a socket, a child) only when the wait ends; the signals are delivered to Python code only (a
+long C call — a big numpy operation — finishes first, as on Linux); no other process can send
+this one a signal.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+import time
+from typing import Any
+
+REAL, VIRTUAL, PROF, DEADLINE = range(4)  # the host's timer numbers (timers.py)
+SIGTERM, SIGALRM, SIGVTALRM, SIGPROF = 15, 14, 26, 27
+TIMER_SIGNALS = {REAL: SIGALRM, VIRTUAL: SIGVTALRM, PROF: SIGPROF, DEADLINE: SIGTERM}
+DEFAULT_ENDS = (SIGALRM, SIGVTALRM, SIGPROF, SIGTERM)  # default action: the process ends
+MAX_SECONDS = 9223372036.854775  # CPython's bound: nanoseconds in 64 bits (the host's is 1e10: timers.py)
+EINVAL = 22
+
+real_sleep = time.sleep
+_armed: set[int] = set()  # the timers this guest has armed (as far as it knows: a turn's end clears them all)
+_programs: list[_Program] = []  # the running programs, innermost last
+_signal: Any = None  # the signal module, once patched
+_real_signal: Any = None  # its own signal.signal
+_term_pending = [False]  # a deadline's SIGTERM came while no program ran
+
+
+class SignalExit(BaseException):
+    """A signal's default action ends the running program: its status is 128 + `signum`."""
+
+    passes_through_programs = True  # _declaw_boot: no traceback, the status below
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def status(self) -> int:
+        return 128 + self.signum
+
+
+class _Program:
+    """One running program's signal state: the handlers it changed, to put back at its end."""
+
+    __slots__ = ("changed",)
+
+    def __init__(self) -> None:
+        self.changed: dict[int, Any] = {}  # signum -> the handler before the program changed it
+
+
+def _door(**fields: Any) -> tuple[float, float]:
+    from declaw_shell import door
+
+    try:
+        answer = door.call("timer", **fields)
+    except OSError:  # no host answers (a bare interpreter): no timers
+        return 0.0, 0.0
+    if type(answer) is not list or len(answer) != 2:  # an error reply: a bug of ours, said plainly
+        raise OSError(EINVAL, "the host refused the timer: %r" % (answer,))
+    return float(answer[0]), float(answer[1])
+
+
+def _arm(which: int, value: float, interval: float) -> tuple[float, float]:
+    """Set timer `which` (value 0 disarms it); the timer as it was."""
+    if value > 0:
+        _armed.add(which)
+    else:
+        _armed.discard(which)
+    return _door(which=which, value=value, interval=interval if value > 0 else 0.0)
+
+
+def _integer(value: Any) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("'%s' object cannot be interpreted as an integer" % type(value).__name__) from None
+
+
+def _seconds(value: Any) -> float:
+    """A timer value as CPython's setitimer converts it: a float, or an integer."""
+    seconds = value if isinstance(value, float) else float(_integer(value))
+    if math.isnan(seconds):
+        raise ValueError("Invalid value NaN (not a number)")
+    if abs(seconds) >= MAX_SECONDS:
+        raise OverflowError("timestamp out of range for platform time_t")
+    return seconds
+
+
+def _which(which: Any) -> int:
+    number = _integer(which)
+    if number not in (REAL, VIRTUAL, PROF):
+        raise _itimer_error()
+    return number
+
+
+def _itimer_error() -> OSError:
+    error_class = getattr(_signal, "ItimerError", OSError)
+    return error_class(EINVAL, "Invalid argument")
+
+
+def setitimer(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+    """signal.setitimer, as on Linux: arm (or, with 0, disarm) timer `which`; the old
+    (value, interval)."""
+    number = _which(which)
+    value, every = _seconds(seconds), _seconds(interval)
+    if value < 0 or every < 0:
+        raise _itimer_error()
+    return _arm(number, value, every)
+
+
+def getitimer(which: int) -> tuple[float, float]:
+    """signal.getitimer: (seconds left, interval) of timer `which`; (0.0, 0.0) when disarmed."""
+    number = _which(which)
+    if number not in _armed:
+        return 0.0, 0.0
+    return _door(which=number)
+
+
+def alarm(seconds: int) -> int:
+    """signal.alarm: SIGALRM in `seconds` (0 cancels; a negative C int is a huge unsigned one, as
+    alarm(2) takes it); the whole seconds the previous alarm had left, rounded as glibc rounds
+    them (a pending alarm says at least 1)."""
+    number = _integer(seconds)
+    if not -(1 << 31) <= number < 1 << 31:
+        raise OverflowError("Python int too %s to convert to C int" % ("large" if number > 0 else "small"))
+    left, _ = _arm(REAL, float(number & 0xFFFFFFFF), 0.0)
+    whole = int(left) + (1 if left - int(left) >= 0.5 else 0)
+    return whole or (1 if left > 0 else 0)
+
+
+def pause() -> None:
+    """signal.pause: sleep until a signal's handler has run. Only this guest's timers can
+    signal it: with none armed the wait could never end, and it raises instead of hanging."""
+    wall = [w for w in (REAL, DEADLINE) if w in _armed]
+    left = [_door(which=w)[0] for w in wall]
+    left = [s for s in left if s > 0]
+    if not left:
+        raise RuntimeError("deadlock: signal.pause() with no wall-clock timer armed (signal.alarm, "
+                           "setitimer(ITIMER_REAL)) would wait forever: nothing else can signal this program")
+    real_sleep(min(left))  # the host ends it when the timer trips; the handler runs on return
+
+
+def _sleep(seconds: float) -> None:
+    """time.sleep: with a wall-clock timer armed, the host ends the sleep when it trips; sleep on
+    after a handler that returns (PEP 475)."""
+    if not _armed or not isinstance(seconds, (int, float)):
+        real_sleep(seconds)  # also says what is wrong with `seconds`
+        return
+    end = time.monotonic() + seconds
+    real_sleep(seconds)
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        real_sleep(left)
+
+
+def arm_deadline(seconds: float | None) -> None:
+    """The shell's `timeout` deadline (declaw_shell/deadlines.py): SIGTERM in `seconds`, or
+    none (None)."""
+    _arm(DEADLINE, seconds or 0.0, 0.0)
+
+
+def programs_running() -> int:
+    """How many programs run now, one inside another (run_process, inline children)."""
+    return len(_programs)
+
+
+def _default_action(signum: int, frame: Any) -> None:
+    """SIG_DFL for the signals whose default action ends a Linux process (module docstring)."""
+    if signum == SIGTERM:
+        from declaw_shell import deadlines
+
+        if deadlines.reached():
+            if deadlines.ends_program(len(_programs)):
+                raise deadlines.DeadlineReached()
+            _term_pending[0] = True  # the shell's own code runs: its event loop stops it, or the
+            return  # next program to start under the deadline stops at once
+    if _programs:
+        raise SignalExit(signum)
+    _end_interpreter(128 + signum)  # a code context's cell: as a Jupyter kernel's process would
+
+
+def _end_interpreter(status: int) -> None:
+    """Exit with `status` (WASI's proc_exit carries 0..125 only: the host is told it first)."""
+    try:
+        from declaw_shell import door
+
+        door.call("exit", code=status)
+        status = 0
+    except Exception:  # noqa: BLE001 -- no door: the guest ends all the same
+        status = 1
+    os._exit(status)
+
+
+def _visible(handler: Any) -> Any:
+    return _signal.SIG_DFL if handler is _default_action else handler
+
+
+def patch_signal(module: Any) -> None:
+    """Give `signal` what WASI's lacks (module docstring); idempotent."""
+    global _signal, _real_signal
+    if getattr(module, "_declaw_timers", False):
+        return
+    _signal = module
+    real_signal = _real_signal = module.signal
+    real_getsignal = module.getsignal
+
+    def signal(signalnum: int, handler: Any) -> Any:
+        number = int(signalnum)
+        installed = _default_action if number in DEFAULT_ENDS and handler is module.SIG_DFL else handler
+        previous = real_signal(signalnum, installed)
+        if _programs and number not in _programs[-1].changed:
+            _programs[-1].changed[number] = previous
+        return _visible(previous)
+
+    def getsignal(signalnum: int) -> Any:
+        return _visible(real_getsignal(signalnum))
+
+    signal.__doc__, getsignal.__doc__ = real_signal.__doc__, real_getsignal.__doc__
+    module.signal, module.getsignal = signal, getsignal
+    module.ITIMER_REAL, module.ITIMER_VIRTUAL, module.ITIMER_PROF = REAL, VIRTUAL, PROF
+    if not hasattr(module, "ItimerError"):
+        class ItimerError(OSError):
+            pass
+
+        ItimerError.__module__ = "signal"
+        ItimerError.__qualname__ = ItimerError.__name__ = "itimer_error"  # as CPython names it
+        module.ItimerError = ItimerError
+    module.alarm, module.setitimer, module.getitimer, module.pause = alarm, setitimer, getitimer, pause
+    for number in DEFAULT_ENDS:
+        if real_getsignal(number) in (module.SIG_DFL, None):
+            real_signal(number, _default_action)
+    time.sleep = _sleep  # type: ignore[assignment]  # takes the numbers programs pass
+    module._declaw_timers = True
+
+
+def program_started() -> None:
+    """A program starts (guest/_declaw_boot.py's main). If a `timeout`'s deadline passed while
+    no program ran, the program is stopped before it starts."""
+    if _term_pending[0]:
+        _term_pending[0] = False
+        from declaw_shell import deadlines
+
+        if deadlines.ends_program(len(_programs) + 1):
+            raise deadlines.DeadlineReached()
+    _programs.append(_Program())
+
+
+def program_ended() -> None:
+    """The running program ends: its timers disarmed, its handlers put back."""
+    if not _programs:
+        return
+    program = _programs.pop()
+    for which in (REAL, VIRTUAL, PROF):
+        if which in _armed:
+            _arm(which, 0.0, 0.0)
+    for number, handler in program.changed.items():
+        try:
+            _real_signal(number, handler)
+        except (ValueError, TypeError, OSError):
+            pass
+
+
+Held = dict[int, tuple[float, float]]
+
+
+def hold_timers() -> Held:
+    """A child about to run inline, on this thread (declaw_shell/subprocesses.py): the running
+    program's timers, disarmed until `resume_timers` (the child's are its own)."""
+    held: Held = {}
+    for which in (REAL, VIRTUAL, PROF):
+        if which in _armed:
+            value, interval = _arm(which, 0.0, 0.0)
+            if value > 0:
+                held[which] = (value, interval)
+    return held
+
+
+def resume_timers(held: Held, elapsed: float) -> None:
+    """The inline child has returned after `elapsed` seconds: the program's timers re-armed with
+    what they had left (the CPU timers did not run meanwhile); one that came due meanwhile trips
+    now, back in the program's own code."""
+    for which, (value, interval) in held.items():
+        left = value - elapsed if which == REAL else value
+        _arm(which, max(left, 1e-6), interval)
