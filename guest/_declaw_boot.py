@@ -172,7 +172,9 @@ def kernel(cwd: str, env: dict[str, str], profile: dict[str, Any] | None = None)
     _renew(env, profile)
     _as_the_system_python()
     import declaw_kernel
+    from declaw_posix import signals
 
+    signals.IN_KERNEL[0] = True  # a signal left at SIG_DFL ends the interpreter, as it ends a kernel
     declaw_kernel.setup(cwd)
 
 

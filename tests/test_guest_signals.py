@@ -180,6 +180,8 @@ LINES = [
      "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(3))\nwhile True: pass'; echo $?", "3\n"),
     ("timeout 0.5 python3 -c 'import signal, time\nsignal.signal(signal.SIGTERM, lambda s, f: print(\"term\"))\n"
      "time.sleep(1); print(\"done\")'; echo $?", "term\ndone\n124\n"),
+    ("timeout -s KILL 0.5 python3 -c 'import signal\nsignal.signal(signal.SIGTERM, lambda s, f: print(\"term\"))\n"
+     "while True: pass'; echo $?", "137\n"),
     ("timeout 5 bash -c \"timeout 0.3 python3 -c 'while True: pass'; echo inner \\$?\"; echo $?", "inner 124\n0\n"),
     ("timeout 0.4 bash -c \"python3 -c 'while True: pass'; echo never\"; echo $?", "124\n"),
     # a program's timers and handlers are its own: the next program neither runs the handler

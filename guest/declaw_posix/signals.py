@@ -13,12 +13,14 @@ raises `TimeoutError` — stops a busy loop as it does on Linux.
   (`ValueError` for NaN, `OverflowError` past what Linux takes, `signal.ItimerError` for a
   negative value or an unknown timer).
 - **Default actions**: CPython trips only signals whose handler is a Python function. For
-  SIGALRM, SIGVTALRM, SIGPROF and SIGTERM, whose default action ends a Linux process, the handler
-  installed while the program sees SIG_DFL (`signal.getsignal`, `signal.signal`'s return) is
-  `_default_action`: it ends the running program with status 128+N, as the signal would, by
-  raising `SignalExit` (a BaseException: `except Exception` does not catch it; `finally`
-  blocks run, which on Linux they would not; atexit handlers do not). bash's "Alarm clock"
-  line is not printed.
+  SIGALRM, SIGVTALRM, SIGPROF and SIGTERM, whose default action ends a Linux process, the
+  handler installed in C is always `_dispatch`, and what programs see and set (`signal.signal`,
+  `getsignal`: SIG_DFL, SIG_IGN or a function) is kept in `_dispositions`. SIG_DFL ends the
+  running program with status 128+N, as the signal would, by raising `SignalExit` (a
+  BaseException: `except Exception` does not catch it; `finally` blocks run, which on Linux
+  they would not; atexit handlers do not). bash's "Alarm clock" line is not printed. A signal
+  that lands in a program's start or end (this module's and the boot's bookkeeping) is dropped,
+  so that no handler of a program that has ended runs in the shell's code.
   With no program running (a code context's cell) the interpreter ends with 128+N, as a
   Jupyter kernel's process would.
 - **`timeout`'s SIGTERM**: the shell's `timeout` arms timer 3 (declaw_shell/deadlines.py); at
@@ -62,6 +64,9 @@ _programs: list[_Program] = []  # the running programs, innermost last
 _signal: Any = None  # the signal module, once patched
 _real_signal: Any = None  # its own signal.signal
 _term_pending = [False]  # a deadline's SIGTERM came while no program ran
+_dispositions: dict[int, Any] = {}  # DEFAULT_ENDS' handlers as programs see them (absent: SIG_DFL)
+_told: set[tuple[float, int, bool]] = set()  # deadlines whose SIGTERM a program's own handler has had
+IN_KERNEL = [False]  # this guest is a code context's (no program runs a cell)
 
 
 class SignalExit(BaseException):
@@ -81,10 +86,11 @@ class SignalExit(BaseException):
 class _Program:
     """One running program's signal state: the handlers it changed, to put back at its end."""
 
-    __slots__ = ("changed",)
+    __slots__ = ("changed", "saved")
 
     def __init__(self) -> None:
         self.changed: dict[int, Any] = {}  # signum -> the handler before the program changed it
+        self.saved = dict(_dispositions)  # the dispositions of DEFAULT_ENDS before it
 
 
 def _door(**fields: Any) -> tuple[float, float]:
@@ -194,10 +200,19 @@ def _sleep(seconds: float) -> None:
         real_sleep(left)
 
 
+DEADLINE_REPEAT_S = 0.1
+
+
+def forget_deadline(entry: tuple[float, int, bool]) -> None:
+    """A `timeout` has ended (deadlines.py)."""
+    _told.discard(entry)
+
+
 def arm_deadline(seconds: float | None) -> None:
-    """The shell's `timeout` deadline (declaw_shell/deadlines.py): SIGTERM in `seconds`, or
-    none (None)."""
-    _arm(DEADLINE, seconds or 0.0, 0.0)
+    """The shell's `timeout` deadline (declaw_shell/deadlines.py): SIGTERM in `seconds`, then
+    every DEADLINE_REPEAT_S until disarmed (a SIGTERM dropped in a program's bookkeeping comes
+    again; a program's own handler gets one), or none (None)."""
+    _arm(DEADLINE, seconds or 0.0, DEADLINE_REPEAT_S)
 
 
 def programs_running() -> int:
@@ -205,19 +220,60 @@ def programs_running() -> int:
     return len(_programs)
 
 
-def _default_action(signum: int, frame: Any) -> None:
-    """SIG_DFL for the signals whose default action ends a Linux process (module docstring)."""
+def _dispatch(signum: int, frame: Any) -> None:
+    """The C-level handler of DEFAULT_ENDS: runs what the program installed (`_dispositions`),
+    SIG_DFL's action for these signals (the program ends), or nothing for SIG_IGN. A signal that
+    lands in this module's or the boot's bookkeeping — a program starting or ending, its timers
+    held or put back — is dropped: the program it was for is not running its own code (a
+    deadline's comes again: its timer repeats)."""
+    handler = _dispositions.get(signum, _signal.SIG_DFL)
+    if _in_bookkeeping(frame):
+        return
     if signum == SIGTERM:
         from declaw_shell import deadlines
 
-        if deadlines.reached():
-            if deadlines.ends_program(len(_programs)):
-                raise deadlines.DeadlineReached()
+        passed = deadlines.passed_for(len(_programs))
+        if passed is None and deadlines.reached():
             _term_pending[0] = True  # the shell's own code runs: its event loop stops it, or the
             return  # next program to start under the deadline stops at once
+        if passed is not None:
+            if handler is _signal.SIG_DFL or passed[2]:  # `-s KILL`: no handler can keep it
+                raise deadlines.DeadlineReached()
+            if passed in _told:
+                return  # GNU's timeout sends it once (the timer repeats until the program ends)
+            _told.add(passed)
+    if handler is _signal.SIG_IGN:
+        return
+    if handler is not _signal.SIG_DFL:
+        handler(signum, frame)
+        return
     if _programs:
         raise SignalExit(signum)
-    _end_interpreter(128 + signum)  # a code context's cell: as a Jupyter kernel's process would
+    if IN_KERNEL[0]:
+        _end_interpreter(128 + signum)  # a cell: as a Jupyter kernel's process would end
+    # the shell's own code (a timer armed behind the bookkeeping's back): nothing to end
+
+
+_BOOKKEEPING_NAMES = frozenset({"main", "_status_of", "run_process"})  # of _declaw_boot.py
+
+
+def _in_bookkeeping(frame: Any) -> bool:
+    """Whether `frame` is in a program's start or end rather than in its code: walking outwards,
+    the boot's or this module's bookkeeping comes before the boot's `_run_user` (where a
+    program's own code runs)."""
+    depth = 0
+    while frame is not None and depth < 64:
+        code = frame.f_code
+        if code in _BOOKKEEPING:
+            return True
+        if code.co_filename.endswith("_declaw_boot.py"):
+            if code.co_name == "_run_user":
+                return False
+            if code.co_name in _BOOKKEEPING_NAMES:
+                return True
+        frame = frame.f_back
+        depth += 1
+    return False
 
 
 def _end_interpreter(status: int) -> None:
@@ -232,10 +288,6 @@ def _end_interpreter(status: int) -> None:
     os._exit(status)
 
 
-def _visible(handler: Any) -> Any:
-    return _signal.SIG_DFL if handler is _default_action else handler
-
-
 def patch_signal(module: Any) -> None:
     """Give `signal` what WASI's lacks (module docstring); idempotent."""
     global _signal, _real_signal
@@ -247,14 +299,24 @@ def patch_signal(module: Any) -> None:
 
     def signal(signalnum: int, handler: Any) -> Any:
         number = int(signalnum)
-        installed = _default_action if number in DEFAULT_ENDS and handler is module.SIG_DFL else handler
-        previous = real_signal(signalnum, installed)
+        if number in DEFAULT_ENDS:
+            real_signal(signalnum, handler)  # CPython's checks and errors
+            real_signal(signalnum, _dispatch)
+            previous = _dispositions.get(number, module.SIG_DFL)
+            if handler is module.SIG_DFL:
+                _dispositions.pop(number, None)
+            else:
+                _dispositions[number] = handler
+            return previous
+        previous = real_signal(signalnum, handler)
         if _programs and number not in _programs[-1].changed:
             _programs[-1].changed[number] = previous
-        return _visible(previous)
+        return previous
 
     def getsignal(signalnum: int) -> Any:
-        return _visible(real_getsignal(signalnum))
+        if int(signalnum) in DEFAULT_ENDS:
+            return _dispositions.get(int(signalnum), module.SIG_DFL)
+        return real_getsignal(signalnum)
 
     signal.__doc__, getsignal.__doc__ = real_signal.__doc__, real_getsignal.__doc__
     module.signal, module.getsignal = signal, getsignal
@@ -268,8 +330,7 @@ def patch_signal(module: Any) -> None:
         module.ItimerError = ItimerError
     module.alarm, module.setitimer, module.getitimer, module.pause = alarm, setitimer, getitimer, pause
     for number in DEFAULT_ENDS:
-        if real_getsignal(number) in (module.SIG_DFL, None):
-            real_signal(number, _default_action)
+        real_signal(number, _dispatch)
     time.sleep = _sleep  # type: ignore[assignment]  # takes the numbers programs pass
     module._declaw_timers = True
 
@@ -283,7 +344,11 @@ def program_started() -> None:
 
         if deadlines.ends_program(len(_programs) + 1):
             raise deadlines.DeadlineReached()
-    _programs.append(_Program())
+    program = _Program()
+    for number, handler in list(_dispositions.items()):
+        if callable(handler):
+            del _dispositions[number]  # as exec resets a caught signal to SIG_DFL; an ignored one stays
+    _programs.append(program)
 
 
 def program_ended() -> None:
@@ -291,6 +356,8 @@ def program_ended() -> None:
     if not _programs:
         return
     program = _programs.pop()
+    _dispositions.clear()
+    _dispositions.update(program.saved)
     for which in (REAL, VIRTUAL, PROF):
         if which in _armed:
             _arm(which, 0.0, 0.0)
@@ -323,3 +390,6 @@ def resume_timers(held: Held, elapsed: float) -> None:
     for which, (value, interval) in held.items():
         left = value - elapsed if which == REAL else value
         _arm(which, max(left, 1e-6), interval)
+
+
+_BOOKKEEPING = frozenset(f.__code__ for f in (program_started, program_ended, hold_timers, resume_timers))

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 
-_stack: list[tuple[float, int]] = []  # (monotonic deadline, programs running when it began), innermost last
+_stack: list[tuple[float, int, bool]] = []  # (monotonic deadline, programs running when it began, `-s KILL`),
+# innermost last
 SLACK_S = 1e-3  # the host's clock and ours read the same instant a hair apart
 
 
@@ -29,7 +30,7 @@ def remaining() -> float | None:
     """Seconds left before the earliest active deadline; None when no `timeout` runs."""
     if not _stack:
         return None
-    return min(at for at, _ in _stack) - time.monotonic()
+    return min(entry[0] for entry in _stack) - time.monotonic()
 
 
 def reached() -> bool:
@@ -38,12 +39,16 @@ def reached() -> bool:
     return left is not None and left <= SLACK_S
 
 
-def ends_program(programs: int) -> bool:
-    """Whether a passed deadline stops the innermost of `programs` running programs: one its
+def passed_for(programs: int) -> tuple[float, int, bool] | None:
+    """The passed deadline that stops the innermost of `programs` running programs: one its
     `timeout` started (a program that runs `timeout 1 sleep 5` inline, `subprocess.run(...,
-    timeout=1)`, is not its command: the event loop stops that)."""
+    timeout=1)`, is not its command: the event loop stops that). None if there is none."""
     now = time.monotonic() + SLACK_S
-    return any(at <= now and began < programs for at, began in _stack)
+    return next((entry for entry in _stack if entry[0] <= now and entry[1] < programs), None)
+
+
+def ends_program(programs: int) -> bool:
+    return passed_for(programs) is not None
 
 
 def _arm() -> None:
@@ -71,11 +76,12 @@ def kept(stop: BaseException | None) -> str:
 class active:
     """`with deadlines.active(seconds):` — a deadline for the code inside."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, kill: bool = False) -> None:
+        """`kill`: `timeout -s KILL`, which no handler of the program's can keep from ending it."""
         from declaw_posix import signals
 
         self.at = time.monotonic() + seconds
-        self._entry = (self.at, signals.programs_running())
+        self._entry = (self.at, signals.programs_running(), kill)
 
     def __enter__(self) -> active:
         _stack.append(self._entry)
@@ -83,7 +89,10 @@ class active:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from declaw_posix import signals
+
         _stack.remove(self._entry)
+        signals.forget_deadline(self._entry)
         _arm()
 
     @property

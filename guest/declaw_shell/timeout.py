@@ -12,8 +12,10 @@ deadline from the host's deadline timer (deadlines.py): left at SIG_DFL it ends 
 or sleeping; a handler of its own runs, and the program goes on as on Linux (its status is then
 what `--preserve-status` returns). One blocked reading live stdin is stopped by deadlines.py.
 What differs from GNU's: the signal is SIGTERM whatever `-s` names (the status reported is
-still `-s`'s), `-k` is accepted and not applied, and the shell's own code computing without
-waiting (`awk` over a huge file) runs to its end, `timeout` then reporting 124.
+still `-s`'s; with `-s KILL` no handler of the program's keeps it from ending), `-k` is
+accepted and not applied, only the innermost program gets the signal (GNU's reaches the whole
+process group: a program's inline child), and the shell's own code computing without waiting
+(`awk` over a huge file) runs to its end, `timeout` then reporting 124.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ async def run(executor: ShellFeatures, arguments: list[str], stdin: StdinValue |
 
     async def body(scope: GuestState) -> int:
         ended_itself: int | None = None  # the command's own status, when it ended after the deadline
-        with deadlines.active(seconds) as deadline:
+        with deadlines.active(seconds, kill=number == 9) as deadline:
             try:
                 async with asyncio.timeout(seconds):
                     result = await executor.dispatch(command[0], command[1:], None, ErrorDestination.STDERR,
