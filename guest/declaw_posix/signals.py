@@ -53,7 +53,6 @@ from typing import Any
 
 REAL, VIRTUAL, PROF, DEADLINE = range(4)  # the host's timer numbers (timers.py)
 SIGTERM, SIGALRM, SIGVTALRM, SIGPROF = 15, 14, 26, 27
-TIMER_SIGNALS = {REAL: SIGALRM, VIRTUAL: SIGVTALRM, PROF: SIGPROF, DEADLINE: SIGTERM}
 DEFAULT_ENDS = (SIGALRM, SIGVTALRM, SIGPROF, SIGTERM)  # default action: the process ends
 MAX_SECONDS = 9223372036.854775  # CPython's bound: nanoseconds in 64 bits (the host's is 1e10: timers.py)
 EINVAL = 22
