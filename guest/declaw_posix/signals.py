@@ -341,7 +341,7 @@ def program_started() -> None:
         _term_pending[0] = False
         from declaw_shell import deadlines
 
-        if deadlines.ends_program(len(_programs) + 1):
+        if deadlines.passed_for(len(_programs) + 1) is not None:
             raise deadlines.DeadlineReached()
     program = _Program()
     for number, handler in list(_dispositions.items()):
@@ -357,9 +357,7 @@ def program_ended() -> None:
     program = _programs.pop()
     _dispositions.clear()
     _dispositions.update(program.saved)
-    for which in (REAL, VIRTUAL, PROF):
-        if which in _armed:
-            _arm(which, 0.0, 0.0)
+    hold_timers()  # its timers end with it
     for number, handler in program.changed.items():
         try:
             _real_signal(number, handler)

@@ -47,10 +47,6 @@ def passed_for(programs: int) -> tuple[float, int, bool] | None:
     return next((entry for entry in _stack if entry[0] <= now and entry[1] < programs), None)
 
 
-def ends_program(programs: int) -> bool:
-    return passed_for(programs) is not None
-
-
 def _arm() -> None:
     """The host's deadline timer at the earliest active deadline, or disarmed."""
     from declaw_posix import signals
