@@ -559,7 +559,7 @@ def _run_source(source: str | bytes, filename: str, file_path: str | None) -> in
 def _run_user(run: Callable[[], object]) -> int:
     """Run user code; an uncaught exception prints as CPython prints it (without our frames)."""
     try:
-        run()
+        _user_code(run)
     except (SystemExit, _ProcessExit):
         raise
     except BaseException as exc:
@@ -574,6 +574,13 @@ def _run_user(run: Callable[[], object]) -> int:
         # CPython ends by SIGINT on an uncaught KeyboardInterrupt: the shell sees 128 + 2
         return 130 if isinstance(exc, KeyboardInterrupt) else 1
     return 0
+
+
+def _user_code(run: Callable[[], object]) -> None:
+    """The one frame a program's own code runs under: a signal whose handler would run outside it
+    (in `_run_user` returning, or printing a traceback) is bookkeeping's, not the program's
+    (declaw_posix/signals.py's `_in_bookkeeping`)."""
+    run()
 
 
 def _exit_status(exc: SystemExit) -> int:

@@ -222,9 +222,9 @@ def programs_running() -> int:
 def _dispatch(signum: int, frame: Any) -> None:
     """The C-level handler of DEFAULT_ENDS: runs what the program installed (`_dispositions`),
     SIG_DFL's action for these signals (the program ends), or nothing for SIG_IGN. A signal that
-    lands in this module's or the boot's bookkeeping — a program starting or ending, its timers
-    held or put back — is dropped: the program it was for is not running its own code (a
-    deadline's comes again: its timer repeats)."""
+    lands in this module's or the boot's bookkeeping — a program starting or ending — is dropped:
+    the program it was for is not running its own code (a deadline's comes again: its timer
+    repeats)."""
     handler = _dispositions.get(signum, _signal.SIG_DFL)
     if _in_bookkeeping(frame):
         return
@@ -253,20 +253,22 @@ def _dispatch(signum: int, frame: Any) -> None:
     # the shell's own code (a timer armed behind the bookkeeping's back): nothing to end
 
 
-_BOOKKEEPING_NAMES = frozenset({"main", "_status_of", "run_process"})  # of _declaw_boot.py
+# of _declaw_boot.py: `_run_user` too, for what it does around the code (a signal landing as it
+# returns or prints the program's traceback is not the program's: its exception would escape)
+_BOOKKEEPING_NAMES = frozenset({"main", "_status_of", "run_process", "_run_user"})
 
 
 def _in_bookkeeping(frame: Any) -> bool:
     """Whether `frame` is in a program's start or end rather than in its code: walking outwards,
-    the boot's or this module's bookkeeping comes before the boot's `_run_user` (where a
-    program's own code runs)."""
+    the boot's or this module's bookkeeping comes before the boot's `_user_code` (the one frame
+    a program's own code runs under)."""
     depth = 0
     while frame is not None and depth < 64:
         code = frame.f_code
         if code in _BOOKKEEPING:
             return True
         if code.co_filename.endswith("_declaw_boot.py"):
-            if code.co_name == "_run_user":
+            if code.co_name == "_user_code":
                 return False
             if code.co_name in _BOOKKEEPING_NAMES:
                 return True
@@ -389,4 +391,6 @@ def resume_timers(held: Held, elapsed: float) -> None:
         _arm(which, max(left, 1e-6), interval)
 
 
-_BOOKKEEPING = frozenset(f.__code__ for f in (program_started, program_ended, hold_timers, resume_timers))
+# (not hold_timers/resume_timers: they run in the calling program's own code, subprocess.run's, where its
+# handler belongs; a program's end reaches hold_timers through program_ended)
+_BOOKKEEPING = frozenset(f.__code__ for f in (program_started, program_ended))

@@ -373,7 +373,8 @@ def test_a_forged_detach_keeps_every_bound_but_the_commands_deadline(
         assert "detach: status: must be a whole number from 0 to 255" in r.stdout, r
         assert "detach: status: is required" in r.stdout, r
         [pid] = [p.pid for p in sandbox.commands.list() if "detach.py" in p.cmd]
-        until(lambda: sandbox.files.exists("/tmp/second"))
+        # (the file exists from open() on; what is written lands at close)
+        until(lambda: sandbox.files.exists("/tmp/second") and sandbox.files.read("/tmp/second"))
         assert "detach: the line has ended already" in sandbox.files.read("/tmp/second")
         other = sandbox.commands.run("sleep 60", background=True)
         with pytest.raises(RateLimitException, match="max_processes"):  # the detached guest counts

@@ -91,7 +91,10 @@ def test_timers_end_with_their_command_and_their_guest(fresh: Sandbox) -> None:
     left = fresh.commands.run("python3 -c '" + DOOR.replace("'", '"') +
                               "[req(op=\"timer\", which=w, value=1e-9, interval=1e-9) for w in range(4)]'; "
                               "echo rc=$?; sleep 0.3; echo after", timeout=30)
-    assert (left.exit_code, left.stdout, left.error) == (0, "rc=0\nafter\n", None), left
+    # (the program itself may be ended by one of them before its own end, as on Linux: 128+N)
+    status, _, rest = left.stdout.partition("\n")
+    assert status in {"rc=0", "rc=142", "rc=154", "rc=155", "rc=143"}, left
+    assert (left.exit_code, rest, left.error) == (0, "after\n", None), left
     quiet = fresh.commands.run("python3 -c 'import time; time.sleep(1); print(\"quiet\")'")
     assert quiet.stdout == "quiet\n", quiet
     with pytest.raises(TimeoutException):
