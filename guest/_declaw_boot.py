@@ -680,8 +680,9 @@ def _install_import_patches() -> None:
     """Patch modules that assume what WASI lacks: the network (socket, ssl, select: the host's
     door, guest/declaw_net), asyncio (no socketpair), http.client (no ssl), subprocess and
     `os.system` (no processes), `os.times` (wrong units), threading's locks and the pools of
-    workers (one thread: guest/declaw_posix/threads.py), signal's timers (declaw_posix/signals.py);
-    and supply `pwd`, `grp`, `resource`, `fcntl` (guest/declaw_posix)."""
+    workers (one thread: guest/declaw_posix/threads.py), signal's timers (declaw_posix/signals.py),
+    the disk and load figures (declaw_posix/system.py); and supply `pwd`, `grp`, `resource`,
+    `fcntl` (guest/declaw_posix)."""
     import declaw_net
     import declaw_posix
 
@@ -697,6 +698,10 @@ def _install_import_patches() -> None:
         os.kill = _kill
     _add_identity(os)
     _add_one_thread_clocks()
+    from declaw_posix import system  # statvfs, disk_usage, getloadavg: the sandbox's figures
+
+    system.add_to_os(os)
+    patch_on_import("shutil", system.patch_shutil)
     import builtins
 
     _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (no device files here)

@@ -208,3 +208,49 @@ def test_a_cells_sysinfo_shows_only_its_own_sandbox(fresh: Sandbox) -> None:
         theirs.kill()
     finally:
         other.kill()
+
+
+DISK = r'''
+import os, shutil, sys
+st = os.statvfs("/tmp")
+print(st.f_bsize, st.f_blocks * st.f_frsize, st.f_files, os.statvfs_result.__module__, len(st))
+before = shutil.disk_usage("/home/user")
+with open("/tmp/eight.bin", "wb") as f:
+    f.write(b"x" * (8 << 20))
+    print(os.fstatvfs(f.fileno()).f_bavail * 4096 <= before.free - (8 << 20))
+after = shutil.disk_usage(".")
+print(after.total, after.used - before.used >= 8 << 20, after.free == after.total - after.used)
+for bad in ("/no/such/dir", "/tmp/eight.bin/x"):
+    try:
+        os.statvfs(bad)
+    except OSError as e:
+        print(type(e).__name__)
+one, five, fifteen = os.getloadavg()
+print(one >= 1.0 and one == five == fifteen)
+'''
+
+
+def test_the_disk_is_the_sandboxs_quota() -> None:
+    """`os.statvfs`, `shutil.disk_usage` and `df` (AttributeError, and a fixed 10G `df`, before)
+    give the sandbox's disk quota and what its folders hold; `os.getloadavg` its running commands,
+    as `uptime` prints them."""
+    from declaw_wasm import Limits
+
+    box = Sandbox.create(timeout=120, limits=Limits(disk_bytes=64 << 20, disk_files=5000))
+    try:
+        box.files.write("/tmp/disk.py", DISK)
+        r = box.commands.run("python3 /tmp/disk.py")
+        assert r.stdout.splitlines() == [f"4096 {64 << 20} 5000 os 10", "True", f"{64 << 20} True True",
+                                         "FileNotFoundError", "NotADirectoryError", "True"], r
+        df = box.commands.run("df -h /tmp; df; df -i .; df /no/such; echo rc=$?")
+        lines = df.stdout.splitlines()
+        assert lines[0].split() == ["Filesystem", "Size", "Used", "Avail", "Use%", "Mounted", "on"], df
+        assert lines[1].split()[:3] == ["/dev/root", "64M", "8.1M"] and lines[1].split()[-1] == "/", df
+        size, used, available = map(int, lines[3].split()[1:4])
+        assert size == 64 << 10 and used + available == size and used >= 8 << 10, df
+        assert lines[5].split()[1:3] == ["5000", str(5000 - int(lines[5].split()[3]))], df
+        assert lines[-1] == "rc=1" and "df: /no/such: No such file or directory" in df.stderr, df
+        cell = box.run_code("import shutil\nshutil.disk_usage('/').total")
+        assert cell.error is None and cell.text == str(64 << 20), cell
+    finally:
+        box.kill()

@@ -32,7 +32,7 @@ from ..execution import MIME_FIELDS, Context, Execution, ExecutionError, OutputM
 from .._wasm.door import MAX_FRAME, PRINTABLE, Bool, Json, Keyed, Map, Op, RequestError, Str
 from .doors import Routes, dispatch, routes
 from .parking import parking
-from .processes import KILL, STDIN, SYSINFO, WINSIZE, Spawner, kill_in
+from .processes import DISK, KILL, STDIN, SYSINFO, WINSIZE, Spawner, kill_in
 from .tools import Tools
 
 if TYPE_CHECKING:
@@ -215,6 +215,7 @@ class Kernel:
             # `!free`, `!ps` and `resource.getrusage` in a cell: the sandbox's view, as a
             # command's; the kernel is no command, so no row is marked as the asker's (pid 0)
             (SYSINFO, lambda guest, r: sandbox.system_view(0, guest)),
+            (DISK, lambda guest, r: sandbox.disk_view()),  # `!df`, shutil.disk_usage in a cell
             *self._spawner.routes(), (KILL, lambda guest, r: kill_in(sandbox, r)),  # `!kill`, os.kill
             # `!pip install` / `%pip install` in a cell, the guest's network (_egress), host tools
             *sandbox.launcher.routes(self._tools))

@@ -52,6 +52,9 @@ SYSINFO = Op("sysinfo", {}, "{pid, self_memory, mem_total, mem_used, uptime, cpu
              "what `free`, `ps`, `uptime` and `resource.getrusage` show: the sandbox's memory limit and "
              "its guests' use (as get_metrics), its running commands (as commands.list(); `pid` is the "
              "asker's, 0 for a code context), the asking guest's memory")
+DISK = Op("disk", {}, "{bytes_total, bytes_used, files_total, files_used}",
+           "what `df`, `os.statvfs` and `shutil.disk_usage` show: this sandbox's disk quota "
+           "(Limits.disk_bytes, disk_files) and what its writable folders hold now")
 DETACH = Op("detach", {"status": Int(0, 255, required=True, doc="the line's exit status")}, "nil",
              "the command line ended with `status` while jobs it started with `&` run on (bash leaves them "
              "running): the command is over for its caller (its result, `wait()`, the handle's events end); "
@@ -92,7 +95,7 @@ KILL = Op("kill", {"pid": Int(1, (1 << 31) - 1, required=True, doc="a command of
           "but 0 ends it, as SIGKILL would: a guest has no handlers another guest can reach); an error "
           "names a pid the sandbox does not run")
 SPAWN_OPS = (SPAWN, SPAWN_READ, SPAWN_KILL)  # also a code context's (kernel.py)
-COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DETACH, *SPAWN_OPS, KILL)
+COMMAND_OPS = (STDIN, WINSIZE, SYSINFO, DISK, DETACH, *SPAWN_OPS, KILL)
 
 KILLED_EXIT_CODE = 137  # what bash reports for a SIGKILLed child
 CPU_LIMIT_EXIT_CODE = 152  # what bash reports for a child past its CPU limit (SIGXCPU)
@@ -174,6 +177,7 @@ class Process(EventLog):
             (STDIN, lambda guest, r: self.stdin.read(guest, r.get("n", 65536), r.get("wait"))),
             (WINSIZE, lambda guest, r: list(self._winsize())),
             (SYSINFO, lambda guest, r: sandbox.system_view(self.pid, guest)),
+            (DISK, lambda guest, r: sandbox.disk_view()),
             (DETACH, lambda guest, r: self._detach(guest, r["status"])),
             *self._spawner.routes(), (KILL, lambda guest, r: kill_in(sandbox, r)),
             *sandbox.launcher.routes(self._tools))  # pip, the network (_egress), host tools

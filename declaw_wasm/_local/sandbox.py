@@ -530,6 +530,14 @@ class LocalSandbox:
                 "uptime": round(time.monotonic() - self.started_monotonic, 3), "cpus": 1,
                 "processes": [p.ps_row() for p in sorted(processes, key=lambda p: p.pid)]}
 
+    def disk_view(self) -> dict[str, int]:
+        """What a guest's `df`, `os.statvfs` and `shutil.disk_usage` show (processes.py: disk):
+        the disk quota and what the writable folders hold now, walked as the quota's watcher
+        walks them (a guest that asks in a loop pays the walks in its own time)."""
+        used_bytes, used_files = quota.usage(self.fs.writable_folders())
+        return {"bytes_total": self.limits.disk_bytes, "bytes_used": used_bytes,
+                "files_total": self.limits.disk_files, "files_used": used_files}
+
     def list(self, path: str, depth: int = 1) -> List[EntryInfo]:
         return self._files().list(path, depth)
 

@@ -1,4 +1,4 @@
-"""`free`, `ps`, `top -b`, `uptime`, `lscpu`, `kill`, `pgrep` and `pkill`: what agents run to look at
+"""`free`, `df`, `ps`, `top -b`, `uptime`, `lscpu`, `kill`, `pgrep` and `pkill`: what agents run to look at
 the machine and its processes, answered from the sandbox rather than from a kernel the guest does
 not have (`kill PID` and `pkill` end another command of the sandbox through the door's `kill`).
 
@@ -13,6 +13,8 @@ background `python3 server.py`; the asking line's background jobs (`cmd &`) are 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import time
 
 from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
@@ -306,6 +308,141 @@ class UptimeCommand(Command):
             time.strftime("%H:%M:%S", time.localtime(now)), _since_text(up), load, load, load), exit_code=0)
 
 
+# -- df ----------------------------------------------------------------------------------------
+
+DF_HELP = """Usage: df [OPTION]... [FILE]...
+Show information about the file system on which each FILE resides,
+or all file systems by default.
+
+  -h, --human-readable  print sizes in powers of 1024 (e.g., 1023M)
+  -H, --si              print sizes in powers of 1000 (e.g., 1.1G)
+  -i, --inodes          list inode information instead of block usage
+  -k                    like --block-size=1K
+  -m                    like --block-size=1M
+  -P, --portability     use the POSIX output format
+  -T, --print-type      print file system type
+      --total           produce a grand total
+      --help        display this help and exit
+      --version     output version information and exit
+
+The sandbox has one file system, /: its size is the disk quota (Limits.disk_bytes, disk_files),
+its use what /home/user and /tmp hold.
+"""
+DF_FLAGS = {"-h": "human", "--human-readable": "human", "-H": "si", "--si": "si", "-i": "inodes",
+            "--inodes": "inodes", "-k": "k", "-m": "m", "-P": "posix", "--portability": "posix",
+            "-T": "type", "--print-type": "type", "--total": "total", "-a": "all", "--all": "all",
+            "-l": "local", "--local": "local"}
+
+
+def df_size(value: int, base: int) -> str:
+    """coreutils' -h/-H form: rounded up, one decimal under 10 (`1.0G`, `512M`, `0`)."""
+    if value < base:
+        return "%d" % value
+    scaled = float(value)
+    for unit in "KMGTPE":
+        scaled /= base
+        if scaled < base or unit == "E":
+            break
+    units = "KMGTPE"
+    index = units.index(unit)
+    rounded = math.ceil(scaled * 10 - 1e-9) / 10 if scaled < 10 else float(math.ceil(scaled - 1e-9))
+    if rounded >= base and index + 1 < len(units):  # 1023.99M rounds up to 1.0G, as coreutils'
+        index, rounded = index + 1, 1.0
+    suffix = "k" if base == 1000 and index == 0 else units[index]
+    return ("%.1f%s" if rounded < 10 else "%d%s") % (rounded, suffix)
+
+
+class DfCommand(Command):
+    """df [-hHikmPT] [--total] [FILE...]: the sandbox's one file system, sized by its disk quota
+    and filled by what its writable folders hold (the door's `disk`, as os.statvfs)."""
+
+    name = "df"
+    input_kinds = ARGS_ONLY
+    output_kinds = TEXT_OUT
+    summary = "report the sandbox's disk space"
+
+    def run(self, invocation: Invocation) -> CommandResult:  # noqa: C901 (df's options, one flat loop)
+        state = invocation.state
+        flags: set[str] = set()
+        paths: list[str] = []
+        args = list(invocation.arguments)
+        while args:
+            arg = args.pop(0)
+            if arg == "--help":
+                return CommandResult(stdout=DF_HELP, exit_code=0)
+            if arg == "--version":
+                return CommandResult(stdout="df (GNU coreutils) 9.1 %s\n" % VERSION_NOTE, exit_code=0)
+            if arg == "--":
+                paths.extend(args)
+                break
+            if arg in DF_FLAGS:
+                flags.add(DF_FLAGS[arg])
+            elif arg.startswith("--"):
+                return _usage(state, "df", "unrecognized option '%s'" % arg)
+            elif arg.startswith("-") and len(arg) > 1:
+                for letter in arg[1:]:
+                    if "-" + letter not in DF_FLAGS:
+                        return _usage(state, "df", "invalid option -- '%s'" % letter)
+                    flags.add(DF_FLAGS["-" + letter])
+            else:
+                paths.append(arg)
+        status, shown = 0, 0
+        for path in paths:
+            try:
+                os.stat(state.resolve_path(path))
+            except OSError as exc:
+                state.write_error("df: %s: %s\n" % (path, exc.strerror or "cannot access"))
+                status = 1
+            else:
+                shown += 1
+        if paths and not shown:
+            return CommandResult(stdout="", exit_code=status)
+        st = os.statvfs("/")
+        rows = max(shown, 1)
+        return CommandResult(stdout=_df_table(st, flags, rows), exit_code=status)
+
+
+def _df_table(st: os.statvfs_result, flags: set[str], rows: int) -> str:
+    """The header and `rows` lines for the one file system (and a total line for --total)."""
+    if "inodes" in flags:
+        total, free = st.f_files, st.f_ffree
+        unit = 1
+        header = ["Inodes", "IUsed", "IFree", "IUse%"]
+    else:
+        total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        unit = 1 << 20 if "m" in flags else 1024
+        header = ["Size", "Used", "Avail", "Use%"] if flags & {"human", "si"} else \
+            ["%s-blocks" % ("1M" if unit == 1 << 20 else "1024" if "posix" in flags else "1K"), "Used",
+             "Available", "Capacity" if "posix" in flags else "Use%"]
+    used = total - free
+
+    def show(value: int) -> str:
+        if "inodes" in flags:
+            return str(value)
+        if "human" in flags:
+            return df_size(value, 1024)
+        if "si" in flags:
+            return df_size(value, 1000)
+        return str(-(-value // unit))
+
+    percent = "%d%%" % -(-used * 100 // total) if total else "-"
+    line = [show(total), show(used), show(free), percent]
+    names = ["Filesystem"] + (["Type"] if "type" in flags else [])
+    body = [["/dev/root"] + (["ext4"] if "type" in flags else []) + line + ["/"] for _ in range(rows)]
+    if "total" in flags:
+        body.append(["total"] + (["-"] if "type" in flags else []) + line + ["-"])
+    table = [names + header + ["Mounted on"], *body]
+    # coreutils' least widths: 14 for the file system, 4 for its type, 5 for a figure
+    least = [14] + [4] * (len(names) - 1) + [5, 5, 5, 4]
+    widths = [max(least[i], *(len(row[i]) for row in table)) for i in range(len(table[0]) - 1)]
+    lead = len(names)
+    out = []
+    for row in table:
+        cells = [cell.ljust(widths[i]) if i < lead else cell.rjust(widths[i]) for i, cell in enumerate(row[:-1])]
+        out.append(" ".join(cells) + " " + row[-1])
+    return "\n".join(out) + "\n"
+
+
 LSCPU = [("Architecture:", "wasm32"), ("CPU op-mode(s):", "32-bit"), ("Byte Order:", "Little Endian"),
          ("CPU(s):", "1"), ("On-line CPU(s) list:", "0"), ("Vendor ID:", "declaw-wasm"),
          ("Model name:", "WebAssembly (wasm32-wasi, one thread per command)"), ("Thread(s) per core:", "1"),
@@ -596,6 +733,6 @@ class PgrepCommand(Command):
 
 
 def register(commands: Any) -> None:
-    for command in (FreeCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand(), ArchCommand(),
-                    LocaleCommand(), KillCommand(), PgrepCommand("pgrep"), PgrepCommand("pkill")):
+    for command in (FreeCommand(), DfCommand(), PsCommand(), UptimeCommand(), LscpuCommand(), TopCommand(),
+                    ArchCommand(), LocaleCommand(), KillCommand(), PgrepCommand("pgrep"), PgrepCommand("pkill")):
         commands.register(command)

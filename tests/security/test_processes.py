@@ -555,3 +555,29 @@ def test_a_forged_kill_reaches_only_its_own_sandbox(mode: str, where: Callable[[
         other.kill()
         asker.kill()
     assert_host_fine()
+
+
+def test_the_disk_op_answers_this_sandbox_only(box: Sandbox) -> None:
+    """Defends the `disk` door op (`df`, `os.statvfs`, `shutil.disk_usage`; threat model: door
+    ops): it takes no fields, answers this sandbox's quota and use only (another sandbox's files
+    never count), from a command or a cell, and a guest asking in a loop pays the walks in its
+    own time, bounded by its command's."""
+    other = Sandbox.create(timeout=120)
+    try:
+        other.files.write("/tmp/theirs.bin", b"t" * (20 << 20))
+        program = DOOR + ("print(req(op='disk', path='/etc'))\n"
+                          "import shutil\nprint(shutil.disk_usage('/').used < 20 << 20)\n"
+                          "import time\nstart = time.monotonic()\n"
+                          "for _ in range(300): shutil.disk_usage('/')\n"
+                          "print(time.monotonic() - start < 20)\n")
+        box.files.write("/tmp/disk.py", program)
+        r = box.commands.run("python3 /tmp/disk.py", timeout=60)
+        lines = r.stdout.splitlines()
+        assert "path" in lines[0] and lines[1:] == ["True", "True"], r
+        cell = box.run_code("from declaw_shell import door\ndoor.call('disk')['bytes_used'] < 20 << 20")
+        assert cell.error is None and cell.text == "True", cell
+        with pytest.raises(TimeoutException):  # a loop of walks is the guest's time, not the host's
+            box.commands.run("python3 -c 'import os\nwhile True: os.statvfs(\"/\")'", timeout=2)
+    finally:
+        other.kill()
+    assert_host_fine(box)

@@ -1,0 +1,103 @@
+"""`os.statvfs`, `os.fstatvfs`, `shutil.disk_usage` and `os.getloadavg` in the guest: what WASI's
+CPython lacks and agents' code calls to look at the machine ("is there room for this download?",
+a system report), answered from the sandbox as `df` and `uptime` answer them.
+
+- The disk is the sandbox's quota: the host's door op `disk` (declaw_wasm/_local/processes.py)
+  gives `Limits.disk_bytes` and `disk_files` and what the writable folders (/home/user, /tmp)
+  hold now. Every path of the tree is on that one filesystem, as `df` shows one `/`; a path that
+  does not exist is FileNotFoundError, as on Linux. Blocks are 4096 bytes; `f_bavail` is what
+  the quota leaves (a write past it is refused, and the command stopped: docs/security.md).
+- The load average is the sandbox's running commands (what `uptime` and `top` print), the same
+  figure for 1, 5 and 15 minutes: the host keeps no history of them.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from typing import Any
+
+from declaw_posix._structs import StructSequence
+
+BLOCK = 4096
+NAME_MAX = 255
+
+
+class statvfs_result(StructSequence):  # noqa: N801 - CPython's name
+    """os.statvfs_result, as CPython's: ten fields, and `f_fsid` as an attribute only."""
+
+    __module__ = "os"
+    __slots__ = ()
+    fields = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail",
+              "f_flag", "f_namemax")
+
+    @property
+    def f_fsid(self) -> int:
+        return 0
+
+
+def _figures() -> statvfs_result:
+    from declaw_shell import door
+
+    disk = door.call("disk")
+    total, used = int(disk["bytes_total"]), int(disk["bytes_used"])
+    files, used_files = int(disk["files_total"]), int(disk["files_used"])
+    blocks = total // BLOCK
+    free = max(0, blocks - -(-used // BLOCK))
+    free_files = max(0, files - used_files)
+    return statvfs_result((BLOCK, BLOCK, blocks, free, free, files, free_files, free_files, 0, NAME_MAX))
+
+
+def statvfs(path: Any) -> statvfs_result:
+    """The sandbox's disk for any path of it (module docstring); a descriptor as fstatvfs."""
+    if isinstance(path, int):
+        return fstatvfs(path)
+    os.stat(path)  # FileNotFoundError, NotADirectoryError, TypeError as Linux's statvfs(2) and CPython
+    return _figures()
+
+
+def fstatvfs(fd: int) -> statvfs_result:
+    """The sandbox's disk, for an open descriptor (EBADF for a closed one, as Linux)."""
+    os.fstat(fd)
+    return _figures()
+
+
+def getloadavg() -> tuple[float, float, float]:
+    """The sandbox's running commands, as `uptime` prints them (module docstring)."""
+    from declaw_shell import door
+
+    try:
+        running = float(len(door.call("sysinfo")["processes"]))
+    except Exception as exc:  # noqa: BLE001 -- CPython's own message when there is no figure
+        raise OSError("Load averages are unobtainable") from exc
+    return (running, running, running)
+
+
+def add_to_os(module: Any) -> None:
+    """Give `os` what WASI's lacks (module docstring); never over a real one."""
+    for name, value in (("statvfs_result", statvfs_result), ("statvfs", statvfs), ("fstatvfs", fstatvfs),
+                        ("getloadavg", getloadavg), ("ST_RDONLY", 1), ("ST_NOSUID", 2)):
+        if not hasattr(module, name):
+            setattr(module, name, value)
+
+
+usage = collections.namedtuple("usage", "total used free", module="shutil")  # shutil's own
+
+
+def disk_usage(path: Any) -> Any:
+    """shutil.disk_usage as CPython's on Linux computes it from statvfs."""
+    st = os.statvfs(path)
+    free = st.f_bavail * st.f_frsize
+    total = st.f_blocks * st.f_frsize
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    return usage(total, used, free)
+
+
+def patch_shutil(module: Any) -> None:
+    """shutil defines disk_usage at its import only where os has statvfs: add it where it was
+    imported before (the warm image's)."""
+    if not hasattr(module, "disk_usage"):
+        module._ntuple_diskusage = usage
+        module.disk_usage = disk_usage
+        if hasattr(module, "__all__") and "disk_usage" not in module.__all__:
+            module.__all__.append("disk_usage")
