@@ -5,9 +5,10 @@ a tuple of the fields, each also an attribute; built from one sequence; `repr`
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
+if TYPE_CHECKING:  # the base template has no typing_extensions (typing.Self is 3.11's)
+    from typing_extensions import Self
 
 
 class StructSequence(tuple):
