@@ -685,6 +685,7 @@ def _install_import_patches() -> None:
     `fcntl` (guest/declaw_posix)."""
     import declaw_net
     import declaw_posix
+    from declaw_posix import signals  # alarm, setitimer: the host's timers; abort, raise_signal
 
     declaw_posix.install()
 
@@ -696,6 +697,7 @@ def _install_import_patches() -> None:
     os.times = _times
     if not hasattr(os, "kill"):
         os.kill = _kill
+    os.abort = signals.abort
     _add_identity(os)
     _add_one_thread_clocks()
     from declaw_posix import system  # statvfs, disk_usage, getloadavg: the sandbox's figures
@@ -709,7 +711,6 @@ def _install_import_patches() -> None:
     patch_on_import("_pytest.faulthandler", _patch_pytest_faulthandler)
     patch_on_import("traceback", _patch_traceback)
     patch_on_import("hashlib", _patch_hashlib)
-    from declaw_posix import signals  # alarm, setitimer: the host's timers
     from declaw_posix import threads  # one thread: locks that wait, pools that run inline
 
     patch_on_import("signal", signals.patch_signal)
@@ -1024,8 +1025,9 @@ def _drain_children() -> None:
 def _kill(pid: int, sig: int) -> None:
     """`os.kill` (which WASI's os lacks): a command of the sandbox by its `ps` PID (a Popen child
     running beside us, a server another command started) through the door's `kill`; every
-    signal but 0 ends it. This process's own pid (os.getpid()) ends this program, as a signal
-    would; ProcessLookupError for a pid the sandbox does not run."""
+    signal but 0 ends it. This process's own pid (os.getpid()) gets the signal as from
+    `signal.raise_signal` (its handler, or its default action); ProcessLookupError for a pid the
+    sandbox does not run."""
     import operator
 
     pid, sig = operator.index(pid), operator.index(sig)
@@ -1033,7 +1035,9 @@ def _kill(pid: int, sig: int) -> None:
         raise OSError(22, "Invalid argument")
     if pid == os.getpid():
         if sig:
-            os._exit(128 + sig)
+            import signal  # its raise_signal: declaw_posix/signals.py's (a handler runs as on Linux)
+
+            signal.raise_signal(sig)
         return
     from declaw_shell import sysinfo
 

@@ -207,6 +207,37 @@ def test_a_signal_ends_a_program_and_the_line_goes_on(fresh: Sandbox, line: str,
     assert "Traceback" not in guest.stderr, guest.stderr
 
 
+# a program signalling itself: each ends that program only, with the status Linux gives (WASI's
+# abort() and raise() trap, which ended the whole command line with 134); handlers run as on Linux
+SELF_SIGNALS = "; ".join(f"python3 -c '{code}'; echo $?" for code in (
+    "import os; os.abort()",
+    "import os, signal\nsignal.signal(signal.SIGABRT, lambda *a: print(\"caught\"))\nos.abort()",
+    "import signal; signal.raise_signal(signal.SIGABRT)",
+    "import signal; signal.raise_signal(signal.SIGKILL)",
+    "import signal; signal.raise_signal(signal.SIGSEGV)",
+    "import signal; signal.raise_signal(signal.SIGUSR1)",
+    "import signal; signal.raise_signal(signal.SIGCHLD); print(\"ignored\")",
+    "import signal; signal.raise_signal(0); print(\"none\")",
+    "import os; os.kill(os.getpid(), 9)",
+    "import os, signal\nsignal.signal(signal.SIGUSR1, lambda *a: print(\"usr1\"))\n"
+    "os.kill(os.getpid(), signal.SIGUSR1); print(\"after\")",
+    "import os, signal\nsignal.signal(signal.SIGTERM, lambda *a: print(\"term\"))\n"
+    "signal.raise_signal(signal.SIGTERM); print(\"after\")",
+    "import signal; signal.raise_signal(2)",  # KeyboardInterrupt in the program, not the shell
+    "import signal\nfor n in (65, -1, 2**40):\n try: signal.raise_signal(n)\n except (OSError, OverflowError) as e:"
+    " print(type(e).__name__, e.args[-1])",
+))
+
+
+def test_a_program_that_signals_itself_ends_alone(fresh: Sandbox) -> None:
+    native = host_bash(["-c", SELF_SIGNALS], capture_output=True, text=True, timeout=60)
+    guest = fresh.commands.run(SELF_SIGNALS, cwd="/home/user", timeout=60)
+    assert native.stdout.count("\n") == 22, native  # every program's status printed
+    assert (guest.stdout, guest.exit_code) == (native.stdout, 0), guest.stderr
+    assert guest.stderr.endswith("KeyboardInterrupt\n"), guest.stderr  # the program's own traceback
+    assert guest.stderr.count("Traceback") == 1, guest.stderr
+
+
 def test_a_timer_ends_with_its_command(fresh: Sandbox) -> None:
     """A turn's timers end with it: an alarm armed by one command (here, in `python3 -i`'s
     cousin: a handler that outlives nothing) never fires into the next command."""

@@ -49,11 +49,15 @@ import math
 import operator
 import os
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 REAL, VIRTUAL, PROF, DEADLINE = range(4)  # the host's timer numbers (timers.py)
 SIGTERM, SIGALRM, SIGVTALRM, SIGPROF = 15, 14, 26, 27
 DEFAULT_ENDS = (SIGALRM, SIGVTALRM, SIGPROF, SIGTERM)  # default action: the process ends
+SIGINT, SIGABRT, SIGKILL = 2, 6, 9
+NSIG = 65  # Linux's: signals 1..64
+IGNORED_BY_DEFAULT = frozenset({17, 18, 23, 28})  # SIGCHLD, SIGCONT, SIGURG, SIGWINCH
+STOPS = frozenset({19, 20, 21, 22})  # SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU: nothing here could continue it
 MAX_SECONDS = 9223372036.854775  # CPython's bound: nanoseconds in 64 bits (the host's is 1e10: timers.py)
 EINVAL = 22
 
@@ -62,6 +66,7 @@ _armed: set[int] = set()  # the timers this guest has armed (as far as it knows:
 _programs: list[_Program] = []  # the running programs, innermost last
 _signal: Any = None  # the signal module, once patched
 _real_signal: Any = None  # its own signal.signal
+_real_raise_signal: Any = None  # its own signal.raise_signal
 _term_pending = [False]  # a deadline's SIGTERM came while no program ran
 _dispositions: dict[int, Any] = {}  # DEFAULT_ENDS' handlers as programs see them (absent: SIG_DFL)
 _told: set[tuple[float, int, bool]] = set()  # deadlines whose SIGTERM a program's own handler has had
@@ -246,11 +251,43 @@ def _dispatch(signum: int, frame: Any) -> None:
     if handler is not _signal.SIG_DFL:
         handler(signum, frame)
         return
+    default_action(signum)  # in the shell's own code (a timer armed behind the bookkeeping's back): nothing
+
+
+def default_action(signum: int) -> None:
+    """SIG_DFL's action for `signum`: the running program ends with 128+N (a cell's interpreter,
+    as a Jupyter kernel's process would); a signal Linux ignores or that stops a process does
+    nothing (no one here could continue a stopped program)."""
+    if signum in IGNORED_BY_DEFAULT or signum in STOPS:
+        return
     if _programs:
         raise SignalExit(signum)
     if IN_KERNEL[0]:
-        _end_interpreter(128 + signum)  # a cell: as a Jupyter kernel's process would end
-    # the shell's own code (a timer armed behind the bookkeeping's back): nothing to end
+        _end_interpreter(128 + signum)
+
+
+def abort() -> NoReturn:
+    """`os.abort()`: SIGABRT's default action whatever handler is set, as C's abort() — the
+    program ends with 134 (WASI's abort() is a trap, which ended the guest's whole command line)."""
+    default_action(SIGABRT)
+    _end_interpreter(128 + SIGABRT)  # no program runs: the shell's own code
+
+
+def raise_signal(signalnum: int) -> None:
+    """`signal.raise_signal` (and `os.kill` of this process): a signal left at SIG_DFL takes its
+    default action here (WASI's raise() traps for those that end a process, which ended the
+    whole command line); SIGKILL always ends the program; a handler runs as on Linux."""
+    number = operator.index(signalnum)
+    if not -(2**31) <= number < 2**31:
+        raise OverflowError("Python int too large to convert to C int")
+    if number == 0:
+        return  # raise(0): no signal, as on Linux
+    if not 0 < number < NSIG:
+        raise OSError(EINVAL, "Invalid argument")  # WASI's raise() would say errno 28
+    if number == SIGKILL or (number not in DEFAULT_ENDS and _signal.getsignal(number) in (_signal.SIG_DFL, None)):
+        default_action(number)
+        return
+    _real_raise_signal(signalnum)  # CPython's checks; a handler (DEFAULT_ENDS' is _dispatch)
 
 
 # of _declaw_boot.py: `_run_user` too, for what it does around the code (a signal landing as it
@@ -277,7 +314,7 @@ def _in_bookkeeping(frame: Any) -> bool:
     return False
 
 
-def _end_interpreter(status: int) -> None:
+def _end_interpreter(status: int) -> NoReturn:
     """Exit with `status` (WASI's proc_exit carries 0..125 only: the host is told it first)."""
     try:
         from declaw_shell import door
@@ -291,11 +328,12 @@ def _end_interpreter(status: int) -> None:
 
 def patch_signal(module: Any) -> None:
     """Give `signal` what WASI's lacks (module docstring); idempotent."""
-    global _signal, _real_signal
+    global _signal, _real_signal, _real_raise_signal
     if getattr(module, "_declaw_timers", False):
         return
     _signal = module
     real_signal = _real_signal = module.signal
+    _real_raise_signal = module.raise_signal
     real_getsignal = module.getsignal
 
     def signal(signalnum: int, handler: Any) -> Any:
@@ -330,6 +368,8 @@ def patch_signal(module: Any) -> None:
         ItimerError.__qualname__ = ItimerError.__name__ = "itimer_error"  # as CPython names it
         module.ItimerError = ItimerError
     module.alarm, module.setitimer, module.getitimer, module.pause = alarm, setitimer, getitimer, pause
+    raise_signal.__doc__ = _real_raise_signal.__doc__
+    module.raise_signal = raise_signal
     for number in DEFAULT_ENDS:
         real_signal(number, _dispatch)
     time.sleep = _sleep  # type: ignore[assignment]  # takes the numbers programs pass
@@ -349,6 +389,10 @@ def program_started() -> None:
     for number, handler in list(_dispositions.items()):
         if callable(handler):
             del _dispositions[number]  # as exec resets a caught signal to SIG_DFL; an ignored one stays
+    # a new Python's SIGINT raises KeyboardInterrupt in it (the shell's asyncio runner has its own)
+    interrupt = _signal.getsignal(SIGINT) if _signal is not None else None
+    if interrupt is not None and callable(interrupt) and interrupt is not _signal.default_int_handler:
+        program.changed[SIGINT] = _real_signal(SIGINT, _signal.default_int_handler)
     _programs.append(program)
 
 
