@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional
 
 import wasmtime
+from wasmtime import _ffi
 
 from .._cache import ensure_file, writable
 from ..progress import Progress, Rates, Work
@@ -35,7 +36,14 @@ if TYPE_CHECKING:
     from .prefault import HotPages
 
 TICK_S = 0.01
-MAX_WASM_STACK = 2 << 20  # the largest wasmtime-py allows without a larger async stack
+# The guest's C code recurses on this native stack (the guest thread's: guest.py's
+# GUEST_THREAD_STACK, 64 MiB, leaves the host half). CPython's own depth checks on WASI see only
+# its shadow stack in linear memory, which deallocating nested containers never moves: at 2 MiB a
+# 16 000-deep nested list freed, or json.loads of 8 000 brackets, trapped the guest (the whole
+# command line ended with 134); at 32 MiB they take ~200 000 and ~120 000 levels (dicts), and
+# json raises its RecursionError first. Touched pages stay with the guest's thread until it ends:
+# at most this much per running guest, beside its memory limit (docs/security.md).
+MAX_WASM_STACK = 32 << 20
 RATES_FILE = "rates.json"  # CPU-seconds per unit of each warmup step, measured here (progress.py)
 
 
@@ -51,6 +59,9 @@ class EngineFlags:
         cfg = wasmtime.Config()
         cfg.epoch_interruption = self.epoch_interruption
         cfg.consume_fuel = self.consume_fuel
+        # wasmtime refuses a wasm stack larger than its async stack (2 MiB unless set, and only
+        # through the C API: wasmtime-py has no setter); nothing here runs async, so it costs nothing
+        _ffi.wasmtime_config_async_stack_size_set(cfg.ptr(), self.max_wasm_stack)
         cfg.max_wasm_stack = self.max_wasm_stack
         cfg.wasm_exceptions = True
         return cfg
@@ -61,7 +72,9 @@ class EngineFlags:
         return "compile" + ("-warm" if warm else "") + ("-fuel" if self.consume_fuel else "")
 
     def key(self) -> str:
-        return f"epoch{int(self.epoch_interruption)}-fuel{int(self.consume_fuel)}-stack{self.max_wasm_stack}"
+        # not the stack size: a runtime limit, not in the code (a module compiled under 2 MiB
+        # deserialises and runs under 32 MiB)
+        return f"epoch{int(self.epoch_interruption)}-fuel{int(self.consume_fuel)}"
 
 
 DEFAULT_FLAGS = EngineFlags()

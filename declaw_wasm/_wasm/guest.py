@@ -477,8 +477,7 @@ class Guest:
             if isinstance(trap, wasmtime.Trap) and trap.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
                 self.kill("fuel")
                 return -1, None
-            message = str(trap).strip().splitlines()[0] if str(trap).strip() else repr(trap)
-            return TRAP_EXIT_CODE, f"guest trapped: {message}"
+            return TRAP_EXIT_CODE, f"guest trapped: {_trap_message(trap)}"
 
     def _drive(self, store: wasmtime.Store, instance: wasmtime.Instance) -> int:
         """Run the program in the fresh instance; return its exit code."""
@@ -595,6 +594,18 @@ def _export(store: wasmtime.Store, instance: wasmtime.Instance, name: str) -> wa
     return func
 
 
+
+
+def _trap_message(trap: Exception) -> str:
+    """What made the guest trap, in one line: wasmtime's text is a long wasm backtrace first."""
+    if isinstance(trap, wasmtime.Trap) and trap.trap_code == wasmtime.TrapCode.STACK_OVERFLOW:
+        from .engine import MAX_WASM_STACK
+
+        return (f"its C stack overflowed ({MAX_WASM_STACK >> 20} MiB): a structure nested too deep "
+                "to free, parse or compare, or a C extension recursing")
+    lines = [line.strip() for line in str(trap).strip().splitlines() if line.strip()]
+    caused = [line for line in lines if line.startswith("wasm trap:")]
+    return (caused or lines or [repr(trap)])[-1]
 
 
 def _fuel_left(caller: wasmtime.Caller) -> Optional[int]:
