@@ -258,11 +258,18 @@ def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[st
                 stderr: IO[str]) -> int:
     """`python3 ARGS` as a stage of the in-guest shell, looking from the inside like a process
     of its own: its own `__main__`, argv, environment, working directory, standard streams,
-    exit status and atexit handlers; all put back afterwards. (Modules it imports stay loaded.)"""
+    exit status and atexit handlers; all put back afterwards, with what else it may change in the
+    interpreter (declaw_posix/process.py: the standard library's modules it imports stay loaded)."""
     import atexit
 
+    global _PROCESS
+    from declaw_posix import process
+
+    _PROCESS = process  # (this module's copy: on the cold path the boot's __main__ is another)
     saved = (sys.stdin, sys.stdout, sys.stderr, sys.argv, list(sys.path), dict(os.environ),
              os.getcwd(), sys.modules.get("__main__"), os._exit, sys.orig_argv)
+    interpreter = process.program_starting(sys.path)  # what else it may change (declaw_posix/process.py)
+    streams = process.program_streams(stdin, stdout, stderr)
 
     def _exit(status: int) -> NoReturn:
         raise _ProcessExit(status)
@@ -312,6 +319,8 @@ def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[st
             aio.events._set_running_loop(shell_loop)
             if shell_task is not None:
                 aio.tasks._enter_task(shell_loop, shell_task)
+        process.program_streams_end(streams)
+        process.program_ended(interpreter)
 
 
 def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
@@ -322,18 +331,9 @@ def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     for key in [k for k in os.environ if k not in env]:
         del os.environ[key]  # also unsetenv: C code sees the same environment
     os.environ.update(env)
-    modules: dict[str, Any] = sys.modules
-    if "random" in modules:
-        modules["random"].seed()
-    if "numpy.random" in modules:
-        if "numpy" in modules:  # 624 words of OS entropy, without seed()'s SeedSequence (0.6 ms)
-            import array
+    from declaw_posix import process
 
-            modules["numpy.random"].seed(array.array("I", os.urandom(2496)))
-        else:  # the `base` template hides numpy, and seeding from an array imports it
-            modules["numpy.random"].seed()
-    if "tempfile" in modules:
-        modules["tempfile"]._name_sequence = None
+    process.fresh_start()  # seeds, tempfile's names
 
 
 def _status_of(fn: Callable[..., int], *args: Any) -> int:
@@ -372,6 +372,7 @@ def _main(cwd: str, args: list[str]) -> int:
     sys.orig_argv = [sys.executable, *args]
     _unbuffered(bool(os.environ.get("PYTHONUNBUFFERED")))
     _python_path(args)
+    _warning_options([option.strip() for option in os.environ.get("PYTHONWARNINGS", "").split(",") if option.strip()])
 
     while args and args[0].startswith("-") and args[0] != "-":
         opt = args.pop(0)
@@ -394,9 +395,9 @@ def _main(cwd: str, args: list[str]) -> int:
             sys.argv = [module, *args]
             sys.path.insert(0, os.getcwd())
             return _run_module(module)
-        if opt in ("-W", "-X"):
-            if args:
-                args.pop(0)
+        if opt.startswith(("-W", "-X")):
+            if not _interpreter_option(opt, args):
+                return _usage("Argument expected for the %s option" % opt)
             continue
         if not all(ch in IGNORED_FLAGS for ch in opt[1:]):
             return _usage("Unknown option: %s" % opt)
@@ -556,10 +557,36 @@ def _run_source(source: str | bytes, filename: str, file_path: str | None) -> in
     return _run_user(run)
 
 
+def _interpreter_option(opt: str, args: list[str]) -> bool:
+    """`-W ARG` (a warnings filter) or `-X ARG` (ignored), joined or not; False if ARG is missing."""
+    value = opt[2:] or (args.pop(0) if args else None)
+    if value is None:
+        return False
+    if opt.startswith("-W"):
+        _warning_options([value])
+    return True
+
+
+def _warning_options(options: list[str]) -> None:
+    """PYTHONWARNINGS' and `-W`'s filters, as CPython applies them at its start (an invalid one
+    is reported on stderr and ignored)."""
+    if options:
+        import warnings
+
+        warnings._processoptions(options)  # type: ignore[attr-defined]  # CPython's own, for -W
+
+
+_PROCESS: Any = None  # declaw_posix.process, once the guest's patches are installed
+
+
 def _run_user(run: Callable[[], object]) -> int:
     """Run user code; an uncaught exception prints as CPython prints it (without our frames)."""
     try:
-        _user_code(run)
+        try:
+            _user_code(run)
+        finally:
+            if _PROCESS is not None:  # bound before the program ran: it may empty sys.modules
+                _PROCESS.code_ended()  # builtins and modules back for what follows
     except (SystemExit, _ProcessExit):
         raise
     except BaseException as exc:
@@ -698,6 +725,9 @@ def _install_import_patches() -> None:
     if not hasattr(os, "kill"):
         os.kill = _kill
     os.abort = signals.abort
+    from declaw_posix import process
+
+    process.install()  # a program's os.write(1, ...) and os.close(1) are its own streams'
     _add_identity(os)
     _add_one_thread_clocks()
     from declaw_posix import system  # statvfs, disk_usage, getloadavg: the sandbox's figures

@@ -1,0 +1,373 @@
+"""A program's interpreter state is its own, as a process's is.
+
+The programs of a command line (`python3 a.py; python3 b.py`, a `subprocess.run` of Python) run
+one after another in this guest's one interpreter (guest/_declaw_boot.py's `run_process`), and
+the modules they import stay loaded: that is what makes a second `python3` cost milliseconds.
+On Linux each would be a new process. So what one program changes in the interpreter must not
+reach the next, nor the shell around them:
+
+- **Put back when the program ends** (`Saved.restore`): `sys`'s hooks (`excepthook`,
+  `displayhook`, `breakpointhook`, `unraisablehook`), trace and profile functions, recursion and
+  int-digit limits, switch interval, `meta_path` and `path_hooks`; `builtins`; the collector's
+  switch and thresholds; the umask; the entries of `sys.modules` it replaced or deleted;
+  `warnings`' filters and hooks; `logging`'s loggers (handlers, levels, propagation — the
+  program's own handlers flushed and closed, as logging's exit handler would); socket's default
+  timeout; `tempfile.tempdir`; decimal's context.
+- **Forgotten when the program ends**: the modules it imported from its own files (its folder,
+  PYTHONPATH: anything outside the interpreter's own import path) and stand-ins it put in
+  `sys.modules`, so that the next program's `import config` finds its own `config.py`. Modules of
+  the standard library and installed packages stay loaded (imported once per guest).
+- **Fresh when a program starts** (`fresh_start`): `random`'s and numpy's global generators are
+  seeded from the OS, tempfile's names renewed, decimal's context a new default one, and every
+  module's warnings registry invalidated (a warning shown once per location shows again).
+- **Its standard streams are its own** (`Streams`): closing `sys.stdout` closes it for the
+  program only (the shell's stream stays open: the next command writes on); `os.close(0|1|2)`
+  closes nothing the shell uses; `os.write(1|2, ...)` and `sys.__stdout__` reach the program's
+  stdout and stderr, wherever the line sends them (a file, a pipe), not the guest's own.
+
+What still differs (docs/guest.md): a module of the standard library or a package stays as the
+program left it (its globals, monkeypatches, a `reload`); `sys.stdout.fileno()` raises
+`io.UnsupportedOperation` for a captured stream.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+HOOKS = ("excepthook", "displayhook", "breakpointhook", "unraisablehook")
+_MISSING = object()
+_streams: list[Streams] = []  # the running programs' standard streams, innermost last
+_saved: list[Saved] = []  # the interpreter's state before each running program, innermost last
+_real_write = os.write
+_real_close = os.close
+
+
+def fresh_start() -> None:
+    """What a new process's interpreter starts with (module docstring)."""
+    modules: dict[str, Any] = sys.modules
+    if "random" in modules:
+        modules["random"].seed()
+    if "numpy.random" in modules:
+        if "numpy" in modules:  # 624 words of OS entropy, without seed()'s SeedSequence (0.6 ms)
+            import array
+
+            modules["numpy.random"].seed(array.array("I", os.urandom(2496)))
+        else:  # the `base` template hides numpy, and seeding from an array imports it
+            modules["numpy.random"].seed()
+    if "tempfile" in modules:
+        modules["tempfile"]._name_sequence = None
+    if "decimal" in modules:
+        decimal = modules["decimal"]
+        decimal.setcontext(decimal.Context())
+    if "warnings" in modules:
+        modules["warnings"]._filters_mutated()  # the once-per-location registries start over
+
+
+class Saved:
+    """The interpreter's state before a program (module docstring): `restore` puts it back."""
+
+    def __init__(self, import_path: list[str]) -> None:
+        # where the interpreter's own modules come from: the shell's import path, absolute entries
+        self.roots = tuple(entry.rstrip("/") + "/" for entry in import_path if entry.startswith("/"))
+        self.hooks = [getattr(sys, name) for name in HOOKS]
+        self.trace, self.profile = sys.gettrace(), sys.getprofile()
+        self.limits = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval())
+        self.meta_path, self.path_hooks = list(sys.meta_path), list(sys.path_hooks)
+        self.modules = dict(sys.modules)
+        self.builtins = dict(builtins.__dict__)
+        self.gc = (gc.isenabled(), gc.get_threshold())
+        self.umask = os.umask(0o022)
+        os.umask(self.umask)
+        modules: dict[str, Any] = sys.modules
+        self.warnings = _WarningsState(modules["warnings"]) if "warnings" in modules else None
+        self.logging = _LoggingState(modules["logging"]) if "logging" in modules else None
+        socket = modules.get("socket")
+        self.socket_timeout = socket.getdefaulttimeout() if socket is not None else None
+        tempfile = modules.get("tempfile")
+        self.tempdir = tempfile.tempdir if tempfile is not None else None
+        decimal = modules.get("decimal")
+        self.decimal = decimal.getcontext() if decimal is not None else None
+
+    def restore(self) -> None:
+        """Each part on its own: a program that broke one (a `logging` it rewired beyond
+        recognition) still gets the others put back, and the shell goes on."""
+        for step in (self._logging, self._warnings, self._sys, self._restore_modules, self._rest):
+            try:
+                step()
+            except Exception:  # noqa: BLE001 -- see above
+                pass
+
+    def _logging(self) -> None:
+        logging = sys.modules.get("logging")
+        if logging is not None:  # first: the program's handlers flush while its modules are there
+            (self.logging or _LoggingState.fresh(logging)).restore(logging)
+
+    def _warnings(self) -> None:
+        if self.warnings is not None:
+            self.warnings.restore(sys.modules.get("warnings"))
+
+    def _sys(self) -> None:
+        for name, hook in zip(HOOKS, self.hooks, strict=True):
+            setattr(sys, name, hook)
+        sys.settrace(self.trace)
+        sys.setprofile(self.profile)
+        recursion, digits, interval = self.limits
+        sys.setrecursionlimit(recursion)
+        sys.set_int_max_str_digits(digits)
+        sys.setswitchinterval(interval)
+        sys.meta_path[:] = self.meta_path
+        sys.path_hooks[:] = self.path_hooks
+
+    def _rest(self) -> None:
+        modules: dict[str, Any] = sys.modules
+        _restore_dict(builtins.__dict__, self.builtins)
+        enabled, thresholds = self.gc
+        (gc.enable if enabled else gc.disable)()
+        gc.set_threshold(*thresholds)
+        os.umask(self.umask)
+        socket = modules.get("socket")
+        if socket is not None:
+            socket.setdefaulttimeout(self.socket_timeout)
+        tempfile = modules.get("tempfile")
+        if tempfile is not None:
+            tempfile.tempdir = self.tempdir
+        decimal = modules.get("decimal")
+        if decimal is not None:
+            decimal.setcontext(self.decimal if self.decimal is not None else decimal.Context())
+
+    def _restore_modules(self) -> None:
+        modules: dict[str, Any] = sys.modules
+        saved = self.modules
+        for name in [name for name in modules if name not in saved]:
+            if not self._stays(modules[name]):
+                del modules[name]
+        _restore_found(modules, saved)
+
+    def _stays(self, module: Any) -> bool:
+        """Whether a module a program imported stays loaded for the next: the interpreter's own
+        (the standard library, the bundle, installed packages, built in), not one of the
+        program's own files nor a stand-in it made."""
+        if not isinstance(module, ModuleType):
+            return False
+        spec = getattr(module, "__spec__", None)
+        if spec is None:
+            return False
+        origin = spec.origin
+        if origin is not None and not origin.startswith("/"):
+            return True  # built in, frozen, or linked into the interpreter ('<reactor>...')
+        places = [origin] if origin is not None else list(spec.submodule_search_locations or ())
+        return bool(places) and all(place.startswith(self.roots) for place in places)
+
+
+def program_starting(import_path: list[str]) -> Saved:
+    """A program is about to run: the interpreter's state now, and a fresh start for it."""
+    saved = Saved(import_path)
+    _saved.append(saved)
+    fresh_start()
+    return saved
+
+
+def code_ended() -> None:
+    """The program's own code has ended (returned or raised): `builtins` and the modules it
+    found loaded are put back at once, before its traceback is printed and the guest's
+    bookkeeping runs (which a program that set `builtins.len = None` or cleared `sys.modules`
+    would break); its atexit handlers then run, and `program_ended` puts back the rest."""
+    if not _saved:
+        return
+    saved = _saved[-1]
+    for step in (lambda: _restore_dict(builtins.__dict__, saved.builtins),
+                 lambda: _restore_found(sys.modules, saved.modules)):
+        try:
+            step()
+        except Exception:  # noqa: BLE001 -- as Saved.restore
+            pass
+
+
+def program_ended(saved: Saved) -> None:
+    if saved in _saved:
+        _saved.remove(saved)
+    saved.restore()
+
+
+def _restore_found(modules: dict[str, Any], saved: dict[str, Any]) -> None:
+    for name, module in saved.items():
+        if modules.get(name, _MISSING) is not module:
+            modules[name] = module
+
+
+def _restore_dict(now: dict[str, Any], saved: dict[str, Any]) -> None:
+    for key in [key for key in now if key not in saved]:
+        del now[key]
+    for key, value in saved.items():
+        if now.get(key, _MISSING) is not value:
+            now[key] = value
+
+
+class _WarningsState:
+    def __init__(self, warnings: Any) -> None:
+        self.filters = list(warnings.filters)
+        self.attributes = {name: getattr(warnings, name) for name in ("showwarning", "formatwarning", "defaultaction")
+                           if hasattr(warnings, name)}
+
+    def restore(self, warnings: Any) -> None:
+        if warnings is None:
+            return
+        for name, value in self.attributes.items():
+            setattr(warnings, name, value)
+        if list(warnings.filters) != self.filters:
+            warnings.filters[:] = self.filters
+            warnings._filters_mutated()
+
+
+class _LoggingState:
+    """Each logger's handlers, level, filters, propagation and switch (the root's too)."""
+
+    def __init__(self, logging: Any, loggers: dict[Any, tuple[Any, ...]] | None = None) -> None:
+        if loggers is None:
+            loggers = {logger: (list(logger.handlers), logger.level, list(logger.filters), logger.propagate,
+                                logger.disabled) for logger in _loggers(logging)}
+        self.loggers = loggers
+        manager = logging.Logger.manager
+        self.disable = manager.disable
+        self.attributes = {name: getattr(logging, name) for name in ("lastResort", "raiseExceptions",
+                                                                     "_warnings_showwarning")
+                           if hasattr(logging, name)}
+
+    @classmethod
+    def fresh(cls, logging: Any) -> _LoggingState:
+        """The state of logging as a program that first imported it found it: nothing set."""
+        state = cls(logging, loggers={})
+        state.disable = 0
+        return state
+
+    def restore(self, logging: Any) -> None:
+        kept = {handler for handlers, *_ in self.loggers.values() for handler in handlers}
+        everyone = _loggers(logging)
+        for logger in everyone:
+            for handler in logger.handlers:
+                if handler not in kept:  # the program's own: flushed and closed, as at its exit
+                    kept.add(handler)
+                    try:
+                        handler.flush()
+                        handler.close()
+                    except Exception:  # noqa: BLE001 -- as logging.shutdown, which ignores them
+                        pass
+        for logger in everyone:
+            handlers, level, filters, propagate, disabled = self.loggers.get(
+                logger, ([], logging.WARNING if logger is logging.root else logging.NOTSET, [], True, False))
+            logger.handlers[:] = handlers
+            logger.level, logger.propagate, logger.disabled = level, propagate, disabled
+            logger.filters[:] = filters
+        manager = logging.Logger.manager
+        manager.disable = self.disable
+        for name, value in self.attributes.items():
+            setattr(logging, name, value)
+        manager._clear_cache()
+
+
+def _loggers(logging: Any) -> list[Any]:
+    found = [logging.root]
+    found.extend(logger for logger in list(logging.Logger.manager.loggerDict.values())
+                 if isinstance(logger, logging.Logger))
+    return found
+
+
+class Streams:
+    """A running program's standard streams: closing one closes it for the program only, and
+    `os.write`/`os.close` on fds 0–2 reach these (module docstring)."""
+
+    def __init__(self, stdin: Any, stdout: Any, stderr: Any) -> None:
+        self.by_fd = (stdin, stdout, stderr)
+        self.dunders = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
+        self.closed: set[int] = set()  # streams the program closed (sys.stdout.close())
+        self.closed_fds: set[int] = set()  # fds it closed (os.close(1)): a stream's close leaves its fd
+        self.shadowed: list[tuple[Any, str, Any]] = []
+        for fd, stream in enumerate(self.by_fd):
+            self._shadow(stream, "close", self._closer(fd, stream))
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = self.by_fd  # type: ignore[misc]
+
+    def _shadow(self, stream: Any, name: str, value: Any) -> None:
+        """Set `name` on this one stream object (an instance attribute hides the method), to be
+        taken away at the program's end."""
+        try:
+            before = vars(stream).get(name, _MISSING)
+            setattr(stream, name, value)
+        except (TypeError, AttributeError):  # a stream without instance attributes
+            return
+        self.shadowed.append((stream, name, before))
+
+    def _closer(self, fd: int, stream: Any) -> Any:
+        def close() -> None:
+            if fd in self.closed:
+                return
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+            self.closed.add(fd)
+            if fd:  # the program's writes to it now fail as on a closed file
+                self._shadow(stream, "write", _closed_write)
+        return close
+
+    def end(self) -> None:
+        for stream, name, before in reversed(self.shadowed):
+            try:
+                if before is _MISSING:
+                    delattr(stream, name)
+                else:
+                    setattr(stream, name, before)
+            except AttributeError:
+                pass
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = self.dunders  # type: ignore[misc]
+
+
+def _closed_write(*_args: Any) -> int:
+    raise ValueError("I/O operation on closed file.")
+
+
+def program_streams(stdin: Any, stdout: Any, stderr: Any) -> Streams:
+    streams = Streams(stdin, stdout, stderr)
+    _streams.append(streams)
+    return streams
+
+
+def program_streams_end(streams: Streams) -> None:
+    streams.end()
+    if streams in _streams:
+        _streams.remove(streams)
+
+
+def _write(fd: int, data: Any) -> int:
+    """`os.write`: fds 1 and 2 of a running program are its stdout and stderr."""
+    if _streams and fd in (1, 2) and isinstance(fd, int):
+        streams = _streams[-1]
+        if fd in streams.closed_fds:
+            raise OSError(9, "Bad file descriptor")
+        from declaw_shell import rawbytes
+
+        data = bytes(data)
+        rawbytes.write(streams.by_fd[fd], rawbytes.from_bytes(data))
+        return len(data)
+    return _real_write(fd, data)
+
+
+def _close(fd: int) -> None:
+    """`os.close`: a running program's fds 0–2 close for it alone (the shell's stay open)."""
+    if _streams and fd in (0, 1, 2) and isinstance(fd, int):
+        streams = _streams[-1]
+        if fd in streams.closed_fds:
+            raise OSError(9, "Bad file descriptor")
+        streams.closed_fds.add(fd)
+        return
+    _real_close(fd)
+
+
+def install() -> None:
+    """At the guest's start (guest/_declaw_boot.py): `os.write` and `os.close` as above."""
+    _write.__doc__, _close.__doc__ = _real_write.__doc__, _real_close.__doc__
+    os.write, os.close = _write, _close
