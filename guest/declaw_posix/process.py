@@ -44,6 +44,7 @@ _MISSING = object()
 _streams: list[Streams] = []  # the running programs' standard streams, innermost last
 _saved: list[Saved] = []  # the interpreter's state before each running program, innermost last
 _real_write = os.write
+_len = len  # bound now: a program may have set builtins.len = None (code_ended puts it back)
 _real_close = os.close
 
 
@@ -143,9 +144,10 @@ class Saved:
     def _restore_modules(self) -> None:
         modules: dict[str, Any] = sys.modules
         saved = self.modules
-        for name in [name for name in modules if name not in saved]:
-            if not self._stays(modules[name]):
-                del modules[name]
+        if len(modules) != len(saved):
+            for name in modules.keys() - saved.keys():
+                if not self._stays(modules[name]):
+                    del modules[name]
         _restore_found(modules, saved)
 
     def _stays(self, module: Any) -> bool:
@@ -194,13 +196,27 @@ def program_ended(saved: Saved) -> None:
     saved.restore()
 
 
+def _unchanged(saved: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether every saved entry is still there, the same object: a quick look in C (an entry is
+    compared by identity first, and modules and functions equal only themselves)."""
+    try:
+        return saved.items() <= now.items()
+    except Exception:  # noqa: BLE001 -- a value whose == raises (a numpy array): look one by one
+        return False
+
+
 def _restore_found(modules: dict[str, Any], saved: dict[str, Any]) -> None:
+    if _unchanged(saved, modules):
+        return
     for name, module in saved.items():
         if modules.get(name, _MISSING) is not module:
             modules[name] = module
 
 
 def _restore_dict(now: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Put `saved` back in `now` (`builtins.__dict__`: no builtin may be called before it is back)."""
+    if _len(now) == _len(saved) and _unchanged(saved, now):
+        return
     for key in [key for key in now if key not in saved]:
         del now[key]
     for key, value in saved.items():
@@ -348,12 +364,35 @@ def _write(fd: int, data: Any) -> int:
         streams = _streams[-1]
         if fd in streams.closed_fds:
             raise OSError(9, "Bad file descriptor")
+        stream = streams.by_fd[fd]
+        if _fd_of(stream) == fd:  # the guest's own stdout (nothing redirected): straight out, as before
+            stream.flush()
+            return _real_write(fd, data)
+        return _write_to(stream, data)
+    return _real_write(fd, data)
+
+
+def _fd_of(stream: Any) -> int | None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+        return None
+    return fd if isinstance(fd, int) else None
+
+
+def _write_to(stream: Any, data: Any) -> int:
+    """`data` (bytes) into a program's text stream: its binary buffer when it has one."""
+    size = memoryview(data).nbytes
+    buffer = getattr(stream, "buffer", None)
+    stream.flush()
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:
         from declaw_shell import rawbytes
 
-        data = bytes(data)
-        rawbytes.write(streams.by_fd[fd], rawbytes.from_bytes(data))
-        return len(data)
-    return _real_write(fd, data)
+        rawbytes.write(stream, rawbytes.from_bytes(bytes(data)))
+    return size
 
 
 def _close(fd: int) -> None:
