@@ -728,6 +728,8 @@ def _install_import_patches() -> None:
     from declaw_posix import process
 
     process.install()  # a program's os.write(1, ...) and os.close(1) are its own streams'
+    if not process.has_baseline():  # (this runs at every program's start: _as_the_system_python)
+        process.baseline()  # what programs find (the warm image takes it again once its imports are done)
     _add_identity(os)
     _add_one_thread_clocks()
     from declaw_posix import system  # statvfs, disk_usage, getloadavg: the sandbox's figures

@@ -92,3 +92,14 @@ def test_the_shell_is_as_it_was(fresh: Sandbox) -> None:
                 "builtins.len = None; sys.modules.clear()")
     r = fresh.commands.run(wreck + "; echo $? | tr 0 o; ls -d /tmp; " + _py("print(len([1, 2]))"), timeout=60)
     assert (r.stdout, r.exit_code) == ("o\n/tmp\n2\n", 0), r.stderr
+
+
+def test_a_cells_program_starts_with_logging_unconfigured_and_the_cells_stays(fresh: Sandbox) -> None:
+    """A cell's `!python3` runs as a new process would: the cell's logging set aside for it (its
+    basicConfig is not a no-op) and put back after it, handlers and all."""
+    first = fresh.run_code("import logging; logging.basicConfig(level=logging.INFO, format='cell %(message)s'); "
+                           "logging.info('x')")
+    program = fresh.run_code("!python3 -c 'import logging; logging.basicConfig(format=\"prog %(message)s\"); "
+                             "logging.warning(\"p\")'")
+    after = fresh.run_code("logging.info('y')")
+    assert (first.logs.stderr, program.logs.stderr, after.logs.stderr) == (["cell x\n"], ["prog p\n"], ["cell y\n"])

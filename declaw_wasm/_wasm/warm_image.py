@@ -77,6 +77,8 @@ import matplotlib
 matplotlib.use("Agg")
 {imports}
 del boot, spec
+import declaw_posix.process
+declaw_posix.process.baseline()  # sys.modules as programs find it, in the image's pages
 import gc
 gc.collect()
 gc.freeze()  # what the warm image holds is permanent: later collections skip it (0.15 s each)
