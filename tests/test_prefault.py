@@ -112,3 +112,30 @@ def test_hot_pages_are_learned_from_a_pristine_standby_guest_only(monkeypatch: p
     # and a fresh guest, its pages populated, runs as before
     with Sandbox.create(envs={"WHO": "fresh"}) as fresh:
         assert fresh.commands.run("python3 -c 'import os; print(os.environ[\"WHO\"])'").stdout == "fresh\n"
+
+
+_LOOP = """
+from declaw_wasm import Sandbox, testing
+learned = []
+for _ in range(20):
+    with Sandbox.create() as sbx:
+        sbx.commands.run("true")
+        hot = testing.local(sbx).interpreter.hot_pages
+        learned.append(hot is not None and hot.runs is not None)
+print(learned.index(True) if True in learned else "never")
+"""
+
+
+@pytest.mark.guest
+def test_a_loop_of_creates_back_to_back_learns_the_hot_pages(guest_path: str) -> None:
+    """A harness creating sandboxes in a loop from its first line: the standby sandbox that
+    teaches the hot pages is offered only once its park turn is over (a create that took it
+    sooner made it not pristine, and a loop never pauses for another: nothing was ever learned)."""
+    if guest_path != "warm":
+        pytest.skip("only the warm image parks")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _LOOP], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() != "never", "a loop of 20 creates never learned the hot pages"
+    assert int(out.stdout) <= 5

@@ -47,17 +47,18 @@ class Parking:
         self.hits += 1
         return guest
 
-    def park(self, sandbox: "GuestSandbox", pristine: Optional[Callable[[], bool]] = None) -> None:
+    def park(self, sandbox: "GuestSandbox", pristine: Optional[Callable[[], bool]] = None) -> Optional[Guest]:
         """Give the sandbox a parked guest (if it has none and may have one), evicting the least
-        recently used sandbox's if the process is at its limit. `pristine`: see Launcher.park."""
+        recently used sandbox's if the process is at its limit; the guest parked now, if any.
+        `pristine`: see Launcher.park."""
         limit = parked_guests()
         if limit <= 0 or not sandbox.launcher.warm or not sandbox.running:
-            return
+            return None
         evicted: list[Guest] = []
         with self._lock:
             if sandbox.sandbox_id in self._guests:
                 self._guests.move_to_end(sandbox.sandbox_id)
-                return
+                return None
             while len(self._guests) >= limit:
                 evicted.append(self._guests.popitem(last=False)[1])
             guest = sandbox.launcher.park(pristine)
@@ -66,6 +67,7 @@ class Parking:
             old.kill("killed")
         if not sandbox.running:  # killed meanwhile: its kill may have looked before we parked
             self.drop(sandbox)
+        return guest
 
     def drop(self, sandbox: "GuestSandbox") -> None:
         """Stop the sandbox's parked guest, if any (the sandbox ends)."""

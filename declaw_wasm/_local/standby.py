@@ -31,6 +31,7 @@ from ..settings import standby_size
 from .parking import parking
 
 if TYPE_CHECKING:
+    from .._wasm.guest import Guest
     from .sandbox import LocalSandbox
 
 STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
@@ -39,6 +40,7 @@ STANDBY_AFTER = 2  # creates of one key before it gets standby sandboxes
 # least recently created key goes first (its standby sandboxes are killed).
 MAX_KEYS = 8
 MAX_COUNTED = 256
+TEACH_WAIT_S = 5.0  # the longest a teaching standby sandbox is held back for its park turn (~30 ms)
 QUIET_S = 0.05  # refills wait until creates pause this long (a burst of creates is not helped),
 # except a key's first: made at once, its parked guest teaches the runtime its hot pages (prefault.py)
 
@@ -61,6 +63,22 @@ def teaches_hot_pages(template: GuestTemplate) -> bool:
     a built-in template's only; a custom one's files, site and envs are its author's (a site's
     .pth files run in the park turn's `python3`), not the runtime's."""
     return template.root is None and template.site is None and not template.envs
+
+
+def _learned(sandbox: "LocalSandbox") -> bool:
+    """Whether the sandbox's runtime has its hot pages (or will never have them)."""
+    hot = sandbox.interpreter.hot_pages
+    return hot is not None and (hot.runs is not None or hot.disabled)
+
+
+def _park_turn_over(guest: "Guest") -> None:
+    """Wait (at most TEACH_WAIT_S) until a teaching guest's park turn is over. A create that took
+    it sooner (a loop creating back to back takes each standby sandbox as it is made) made it not
+    pristine, so nothing was learned, and a loop never pauses for another: the runtime's guests
+    then took every copy-on-write fault one at a time (~5 ms of each new sandbox's command)."""
+    deadline = time.monotonic() + TEACH_WAIT_S
+    while not guest.ready.wait(0.02) and not guest.done and time.monotonic() < deadline:
+        pass
 
 
 def _pristine(sandbox: "LocalSandbox") -> bool:
@@ -163,8 +181,10 @@ class Standby:
                             self._drop(key)
                             self._creates.pop(key, None)
                         continue
-                    teach = teaches_hot_pages(template)
-                    parking.park(sandbox, pristine=functools.partial(_pristine, sandbox) if teach else None)
+                    teach = teaches_hot_pages(template) and not _learned(sandbox)
+                    guest = parking.park(sandbox, pristine=functools.partial(_pristine, sandbox) if teach else None)
+                    if teach and guest is not None:
+                        _park_turn_over(guest)  # offered once it has taught the runtime
                     with self._lock:
                         kept = key in self._wanted  # not evicted meanwhile
                         if kept:
