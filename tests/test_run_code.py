@@ -225,6 +225,46 @@ def test_contexts_are_independent(ci: Sandbox) -> None:
     assert two.id not in {c.id for c in ci.list_code_contexts()}
 
 
+@pytest.mark.parametrize("how", ["restarted", "removed"])
+def test_a_cell_running_when_its_context_is_restarted_or_removed_ends_with_that_error(how: str,
+                                                                                      guest_path: str) -> None:
+    """Not 'the sandbox was killed' (TimeoutException), which it was not: the sandbox goes on."""
+    import threading
+
+    with Sandbox.create() as sandbox:
+        context = sandbox.create_code_context()
+        sandbox.run_code("kept = 1", context=context)
+        ended: list[Any] = []
+        started = threading.Event()
+
+        def cell() -> None:
+            try:
+                ended.append(sandbox.run_code("print('started', flush=True); import time; time.sleep(60)",
+                                              context=context, timeout=120, on_stdout=lambda _m: started.set()))
+            except Exception as exc:  # noqa: BLE001 -- the test looks at what it was
+                ended.append(exc)
+
+        thread = threading.Thread(target=cell)
+        thread.start()
+        assert started.wait(60), "the cell did not start"
+        if how == "restarted":
+            sandbox.restart_code_context(context)
+        else:
+            sandbox.remove_code_context(context)
+        thread.join(30)
+        assert ended, "the cell did not end"
+        execution = ended[0]
+        assert not isinstance(execution, Exception), execution
+        assert execution.error is not None
+        assert execution.error.name == f"Context{how.capitalize()}"
+        assert f"the code context was {how} while the cell ran" in execution.error.value
+        assert sandbox.is_running()
+        if how == "restarted":  # the context goes on, fresh
+            error = sandbox.run_code("kept", context=context).error
+            assert error is not None and error.name == "NameError"
+        assert sandbox.run_code("1 + 1").text == "2"
+
+
 def test_timeout_raises_promptly_and_the_context_comes_back(guest_path: str) -> None:
     sandbox = Sandbox.create()
     try:

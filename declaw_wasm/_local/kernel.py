@@ -194,6 +194,9 @@ class Kernel:
         self._image = image
         self._first_turn = first_turn
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
+        # a guest its context's owner stopped (restart_code_context, remove_code_context) and
+        # why: a cell it was running ends with that error, not the sandbox's kill
+        self._stopped_by_owner: tuple[Optional[Guest], str] = (None, "")
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
         # does), so any request the cell's own code forges can at most add to its own output.
@@ -351,6 +354,11 @@ class Kernel:
             cell.error("CpuLimitExceeded", f"the cell used its budget of {budget:,} instructions "
                        "(Limits.cpu_instructions) and was stopped", "")
             return cell.execution
+        stopped, why = self._stopped_by_owner
+        if self.sandbox.running and outcome.stopped == "killed" and stopped is guest:
+            cell.error(f"Context{why.capitalize()}", f"the code context was {why} while the cell ran "
+                       "(its variables and imports are gone)", "")
+            return cell.execution
         if not self.sandbox.running or outcome.stopped == "killed":
             raise TimeoutException(f"sandbox {self.sandbox.sandbox_id}: the sandbox was killed while the request "
                                    "was in progress (killed or reached its end of life while the cell ran)")
@@ -374,10 +382,13 @@ class Kernel:
             self._quota_message = message
             guest.kill("quota")
 
-    def stop(self, wait: bool = True, lost: Optional[str] = None) -> None:
-        """Stop the context's guest (`lost`: why, told to its next cell)."""
+    def stop(self, wait: bool = True, lost: Optional[str] = None, by_owner: str = "") -> None:
+        """Stop the context's guest (`lost`: why, told to its next cell; `by_owner`: "restarted"
+        or "removed", the error of a cell it is running)."""
         guest = self.guest
         self.guest = None
+        if by_owner and guest is not None:
+            self._stopped_by_owner = (guest, by_owner)
         if lost is not None and guest is not None:
             self._lost = lost
         self._spawner.end_all()
@@ -434,13 +445,13 @@ class CodeInterpreter:
         return listed
 
     def restart_context(self, context_id: str) -> None:
-        self._kernel(context_id).stop()  # the next cell starts a fresh guest
+        self._kernel(context_id).stop(by_owner="restarted")  # the next cell starts a fresh guest
 
     def remove_context(self, context_id: str) -> None:
         kernel = self._kernel(context_id)
         with self._lock:
             self._kernels.pop(kernel.context.id, None)
-        kernel.stop()
+        kernel.stop(by_owner="removed")
 
     def kernels(self) -> list[Kernel]:
         """Every context's kernel (snapshots), the default one first."""

@@ -507,6 +507,11 @@ class Guest:
             with self._counting_fuel(store, fuel, reset=True):
                 starting()
                 code = self._turn(store, instance, source)
+            if self._cancel.is_set():
+                # stopped during the turn (killed, timed out, its context restarted), which still
+                # returned: a sleep woken to stop returns before the deadline callback's next tick
+                # stops the guest. It ends here, as stopped, not as a turn done
+                return code
             done(code)
             if last:
                 return code
