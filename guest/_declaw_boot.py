@@ -138,7 +138,7 @@ def start(cwd: str, args: Iterable[str], env: dict[str, str], profile: dict[str,
 def shell(cwd: str, script: str, env: dict[str, str], tty: bool = False,
           profile: dict[str, Any] | None = None) -> None:
     """The warm path's entry for a command line (`tty`: an interactive shell on a PTY)."""
-    _renew(env, profile)
+    _renew(env, profile, programs=False)
     _finish(_status_of(_shell, cwd, script, env, tty))
 
 
@@ -154,7 +154,7 @@ def park(profile: dict[str, Any] | None = None) -> None:
 
     if profile:
         _apply_profile(profile)
-    _renew(dict(os.environ))
+    _renew(dict(os.environ), programs=False)
     _as_the_system_python()
     import declaw_shell
 
@@ -323,9 +323,10 @@ def run_process(cwd: str, args: Iterable[str], env: dict[str, str], stdin: IO[st
         process.program_ended(interpreter)
 
 
-def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
+def _renew(env: dict[str, str], profile: dict[str, Any] | None = None, programs: bool = True) -> None:
     """Undo what a snapshot taken at build time would otherwise share with every instance, and
-    apply the sandbox's template."""
+    apply the sandbox's template. `programs`: False for a shell, whose programs each get a fresh
+    start of their own (run_process): only what the shell itself uses is renewed."""
     if profile:
         _apply_profile(profile)
     for key in [k for k in os.environ if k not in env]:
@@ -333,7 +334,7 @@ def _renew(env: dict[str, str], profile: dict[str, Any] | None = None) -> None:
     os.environ.update(env)
     from declaw_posix import process
 
-    process.fresh_start()  # seeds, tempfile's names
+    process.fresh_start(programs)  # seeds, tempfile's names
 
 
 def _status_of(fn: Callable[..., int], *args: Any) -> int:
@@ -709,7 +710,14 @@ def _install_import_patches() -> None:
     `os.system` (no processes), `os.times` (wrong units), threading's locks and the pools of
     workers (one thread: guest/declaw_posix/threads.py), signal's timers (declaw_posix/signals.py),
     the disk and load figures (declaw_posix/system.py); and supply `pwd`, `grp`, `resource`,
-    `fcntl` (guest/declaw_posix)."""
+    `fcntl` (guest/declaw_posix).
+
+    Once per interpreter (the warm image's build does it; on the cold path the first program):
+    every program's start ran it again, re-applying each patch to the modules already imported
+    (~0.3 ms of each command line's turn, and of each `python3` in it). What a program changes
+    in a patched module stays as it left it, as with any module (declaw_posix/process.py)."""
+    if sys.__dict__.get("_declaw_patched"):  # on sys: the cold path's two copies of this file share it
+        return
     import declaw_net
     import declaw_posix
     from declaw_posix import signals  # alarm, setitimer: the host's timers; abort, raise_signal
@@ -752,6 +760,7 @@ def _install_import_patches() -> None:
     patch_on_import("concurrent.futures.process", threads.patch_process_pool)
     patch_on_import("multiprocessing.pool", threads.patch_multiprocessing_pool)
     patch_on_import("multiprocessing.process", threads.patch_multiprocessing_process)
+    sys._declaw_patched = True  # type: ignore[attr-defined]  # see the docstring
 
 
 _umask = [0o022]

@@ -58,11 +58,17 @@ _len = len  # bound now: a program may have set builtins.len = None (code_ended 
 _real_close = os.close
 
 
-def fresh_start() -> None:
-    """What a new process's interpreter starts with (module docstring)."""
+def fresh_start(programs: bool = True) -> None:
+    """What a new process's interpreter starts with (module docstring). `programs`: False for the
+    shell's own start (random's generator and tempfile's names, which its commands use), whose
+    programs each get the rest at their own start (`program_starting`)."""
     modules: dict[str, Any] = sys.modules
     if "random" in modules:
         modules["random"].seed()
+    if "tempfile" in modules:
+        modules["tempfile"]._name_sequence = None
+    if not programs:
+        return
     if "numpy.random" in modules:
         if "numpy" in modules:  # 624 words of OS entropy, without seed()'s SeedSequence (0.6 ms)
             import array
@@ -70,8 +76,6 @@ def fresh_start() -> None:
             modules["numpy.random"].seed(array.array("I", os.urandom(2496)))
         else:  # the `base` template hides numpy, and seeding from an array imports it
             modules["numpy.random"].seed()
-    if "tempfile" in modules:
-        modules["tempfile"]._name_sequence = None
     if "decimal" in modules:
         decimal = modules["decimal"]
         decimal.setcontext(decimal.Context())
