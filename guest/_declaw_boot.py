@@ -736,7 +736,7 @@ def _install_import_patches() -> None:
     from declaw_posix import process
 
     process.install()  # a program's os.write(1, ...) and os.close(1) are its own streams'
-    if not process.has_baseline():  # (this runs at every program's start: _as_the_system_python)
+    if not process.has_baseline():  # (the cold path: no warm image took it)
         process.baseline()  # what programs find (the warm image takes it again once its imports are done)
     _add_identity(os)
     _add_one_thread_clocks()

@@ -3,7 +3,7 @@ without, which agents' code and libraries import freely (`pwd.getpwuid(os.getuid
 `os.path.expanduser("~root")`, `shutil.chown`, `resource.setrlimit` as a safety cap,
 `resource.getrusage` in a timing script, `fcntl.flock` in filelock-style locking).
 
-`install()` (guest/_declaw_boot.py, at every guest's start) puts one finder on `sys.meta_path`
+`install()` (guest/_declaw_boot.py, once per interpreter) puts one finder on `sys.meta_path`
 that answers those four names with this package's modules, loaded under the standard names, on
 first import only: a program that never imports them pays one dictionary lookup per import.
 Each module says what it does here and how that differs from Linux; docs/guest.md sums it up.
