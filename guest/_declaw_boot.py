@@ -744,6 +744,9 @@ def _install_import_patches() -> None:
 
     system.add_to_os(os)
     patch_on_import("shutil", system.patch_shutil)
+    from declaw_posix import mmaps  # mmap.mmap: a copy of the mapped bytes, written back (no mapping in WASI)
+
+    patch_on_import("mmap", mmaps.patch_mmap)
     import builtins
 
     _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (no device files here)
