@@ -733,6 +733,9 @@ def _install_import_patches() -> None:
     if not hasattr(os, "kill"):
         os.kill = _kill
     os.abort = signals.abort
+    from declaw_posix import dup
+
+    os.dup = dup.dup  # of a file opened by name: numpy's tofile and fromfile (WASI has no dup)
     from declaw_posix import process
 
     process.install()  # a program's os.write(1, ...) and os.close(1) are its own streams'
@@ -959,6 +962,7 @@ def _install_devices(builtins_module: Any) -> None:
     original = io.open
     if getattr(original, "_declaw_devices", False):
         return
+    from declaw_posix.dup import remember
 
     def open(file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
              errors: str | None = None, newline: str | None = None, closefd: bool = True,
@@ -966,7 +970,10 @@ def _install_devices(builtins_module: Any) -> None:
         name = _device_of(file) if opener is None else None
         if name is not None:
             return _open_device(name, mode, buffering, encoding, errors, newline)
-        return original(file, mode, buffering, encoding, errors, newline, closefd, opener)
+        opened = original(file, mode, buffering, encoding, errors, newline, closefd, opener)
+        if not isinstance(file, int):
+            remember(opened, file)  # os.dup of its descriptor reopens the path (declaw_posix/dup.py)
+        return opened
 
     open.__doc__ = original.__doc__
     open._declaw_devices = True  # type: ignore[attr-defined]

@@ -114,6 +114,30 @@ print(np.load("z.npy").tolist())
 """,
 }
 
+PROGS.update({
+"numpy_tofile_fromfile": """
+import numpy as np
+np.arange(5.0).tofile("a.bin"); print(np.fromfile("a.bin").tolist(), open("a.bin", "rb").read()[8:16])
+with open("t.bin", "wb") as f:
+    f.write(b"HDR"); np.arange(4, dtype=np.int16).tofile(f); f.write(b"END")
+with open("t.bin", "rb") as f:
+    print(f.read(3), np.fromfile(f, dtype=np.int16, count=4).tolist(), f.read(), f.tell())
+with open("t.bin", "r+b") as f:
+    f.seek(3); np.array([9], dtype=np.int16).tofile(f); print(f.tell(), f.read())
+with open("t.bin", "ab") as f:
+    np.array([7], dtype=np.uint8).tofile(f)
+print(open("t.bin", "rb").read())
+np.array([1.5, 2.5]).tofile("s.txt", sep=","); print(open("s.txt").read(), np.fromfile("s.txt", sep=",").tolist())
+""",
+"dup_elsewhere": """
+import os, sys
+with open("d.txt", "w") as f:
+    f.write("one\\n"); f.flush()
+    fd = os.dup(f.fileno()); os.write(fd, b"two\\n"); os.close(fd)
+print(open("d.txt").read(), end="")
+""",
+})
+
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
