@@ -80,6 +80,10 @@ with open("e.bin", "r+b") as f:
     except Exception as e: print(type(e).__name__, e)
     try: mmap.mmap(f.fileno(), 0, offset=3); print("ok")
     except OSError as e: print(type(e).__name__, e.strerror)
+with open("e.bin", "rb") as f:
+    try: mmap.mmap(f.fileno(), 0); print("ok")
+    except OSError as e: print(type(e).__name__, e.strerror)
+    print(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)[:3], mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)[:3])
 m = mmap.mmap(-1, 4)
 for op in (lambda: m.__setitem__(0, 256), lambda: m.__setitem__(slice(0, 2), b"abc"), lambda: m[9],
            lambda: m.seek(5), lambda: m.write(b"12345"), lambda: m.flush(0, 9), lambda: m.move(0, 3, 2)):

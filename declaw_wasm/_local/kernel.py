@@ -19,6 +19,7 @@ from __future__ import annotations
 import secrets
 import sys
 import threading
+import weakref
 from contextlib import contextmanager
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
@@ -196,7 +197,7 @@ class Kernel:
         self._lost: Optional[str] = None  # why the last guest ended, told to the next cell
         # a guest its context's owner stopped (restart_code_context, remove_code_context) and
         # why: a cell it was running ends with that error, not the sandbox's kill
-        self._stopped_by_owner: tuple[Optional[Guest], str] = (None, "")
+        self._stopped_by_owner: tuple[Optional["weakref.ref[Guest]"], str] = (None, "")
         self._quota_message = ""
         # What a cell's guest may ask (doors.py). Nothing here ends a cell (its turn's return
         # does), so any request the cell's own code forges can at most add to its own output.
@@ -355,7 +356,7 @@ class Kernel:
                        "(Limits.cpu_instructions) and was stopped", "")
             return cell.execution
         stopped, why = self._stopped_by_owner
-        if self.sandbox.running and outcome.stopped == "killed" and stopped is guest:
+        if self.sandbox.running and outcome.stopped == "killed" and stopped is not None and stopped() is guest:
             cell.error(f"Context{why.capitalize()}", f"the code context was {why} while the cell ran "
                        "(its variables and imports are gone)", "")
             return cell.execution
@@ -388,7 +389,7 @@ class Kernel:
         guest = self.guest
         self.guest = None
         if by_owner and guest is not None:
-            self._stopped_by_owner = (guest, by_owner)
+            self._stopped_by_owner = (weakref.ref(guest), by_owner)  # not kept alive by it
         if lost is not None and guest is not None:
             self._lost = lost
         self._spawner.end_all()

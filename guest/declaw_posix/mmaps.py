@@ -12,8 +12,6 @@ the context manager, and the same errors for the same misuse. How it differs fro
   then; Linux shows them at once. A file written by others after the map was made is not seen.
 - **Memory**: the mapped range is read whole when the map is made and counts against the
   sandbox's memory limit; a map larger than the guest's memory fails with `MemoryError`.
-- A shared map of a file opened read-only fails at its first write-back (PermissionError), not
-  when it is made.
 
 Write-back needs the file after its descriptor is closed (numpy closes it right after mapping):
 WASI has no `dup`, so the map remembers the path of the file object its caller mapped (found by
@@ -25,6 +23,7 @@ same file, and raises `OSError(EBADF)` once it is not.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -84,6 +83,8 @@ class mmap:  # noqa: N801 -- the standard name
                 raise ValueError("mmap length is greater than file size")
             if offset % ALLOCATIONGRANULARITY:  # the kernel's answer, after the size checks
                 raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+            if self._shared:
+                _check_writable_fd(fileno)
             self._data = _read_at(fileno, offset, length)
             self._identity = (status.st_dev, status.st_ino)
             if self._shared:
@@ -349,6 +350,14 @@ def _mode(flags: int, prot: int, access: int) -> tuple[int, int]:
     return flags, prot
 
 
+def _check_writable_fd(fd: int) -> None:
+    """A shared, writable map of a descriptor not open for writing: EACCES, as Linux's mmap."""
+    try:
+        os.write(fd, b"")
+    except OSError:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES)) from None
+
+
 def _read_at(fd: int, offset: int, length: int) -> bytearray:
     data = bytearray()
     while len(data) < length:
@@ -374,14 +383,14 @@ def _path_of(fd: int, frame: Any) -> str | None:
         if frame is None:
             return None
         for value in list(frame.f_locals.values()):
-            name = getattr(value, "name", None)
-            fileno = getattr(value, "fileno", None)
-            if isinstance(name, (str, bytes)) and callable(fileno):
-                try:
-                    if fileno() == fd:
-                        return os.path.abspath(os.fsdecode(name))
-                except (OSError, ValueError, TypeError):
-                    continue
+            if not isinstance(value, io.IOBase):  # files only: no other object's attributes are run
+                continue
+            try:
+                name = value.name  # type: ignore[attr-defined]  # a file opened by name has one
+                if isinstance(name, (str, bytes)) and value.fileno() == fd:
+                    return os.path.abspath(os.fsdecode(name))
+            except (AttributeError, OSError, ValueError, TypeError):
+                continue
         frame = frame.f_back
     return None
 
