@@ -29,16 +29,25 @@ def remember(file: Any, name: Any) -> None:
         pass
 
 
-def dup(fd: int) -> int:
+def opened(fd: int) -> tuple[Any, str] | None:
+    """The open file object `open()` made for `fd` from a path, and that path (absolute)."""
     known = _OPENED.get(fd)
     file = known[0]() if known is not None else None
     if known is None or file is None or getattr(file, "closed", True) or file.fileno() != fd:
+        return None
+    return file, known[1]
+
+
+def dup(fd: int) -> int:
+    found = opened(fd)
+    if found is None:
         return _real_dup(fd)
+    file, path = found
     mode = str(getattr(file, "mode", "r"))
     flags = os.O_RDWR if "+" in mode else os.O_RDONLY if "r" in mode else os.O_WRONLY
     if "a" in mode:
         flags |= os.O_APPEND
-    new = os.open(known[1], flags)
+    new = os.open(path, flags)
     ours, theirs = os.fstat(new), os.fstat(fd)
     if (ours.st_dev, ours.st_ino) != (theirs.st_dev, theirs.st_ino):  # renamed or replaced since
         os.close(new)

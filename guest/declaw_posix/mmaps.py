@@ -14,20 +14,20 @@ the context manager, and the same errors for the same misuse. How it differs fro
   sandbox's memory limit; a map larger than the guest's memory fails with `MemoryError`.
 
 Write-back needs the file after its descriptor is closed (numpy closes it right after mapping):
-WASI has no `dup`, so the map remembers the path of the file object its caller mapped (found by
-its descriptor among the caller's locals), checked to be the same file (device and inode) at each
-write-back; a map made from a bare descriptor writes through that descriptor while it is the
-same file, and raises `OSError(EBADF)` once it is not.
+WASI has no `dup`, so the map keeps the path `open()` opened the file from (declaw_posix/dup.py),
+checked to be the same file (device and inode) at each write-back; a map made from a bare
+descriptor (`os.open`) writes through it while it is the same file, and raises `OSError(EBADF)`
+once it is not.
 """
 
 from __future__ import annotations
 
 import errno
-import io
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
+
+from declaw_posix.dup import opened
 
 ACCESS_DEFAULT, ACCESS_READ, ACCESS_WRITE, ACCESS_COPY = 0, 1, 2, 3
 MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = 0x01, 0x02, 0x20
@@ -87,8 +87,9 @@ class mmap:  # noqa: N801 -- the standard name
                 _check_writable_fd(fileno)
             self._data = _read_at(fileno, offset, length)
             self._identity = (status.st_dev, status.st_ino)
-            if self._shared:
-                self._path = _path_of(fileno, sys._getframe(1))
+            if self._shared:  # WASI has no dup: the path `open()` made it from, to write back
+                found = opened(fileno)
+                self._path = found[1] if found is not None else None
         self._closed = False
 
     # -- the buffer protocol (numpy arrays, memoryview) --------------------------------------
@@ -374,25 +375,6 @@ def _write_at(fd: int, offset: int, data: memoryview) -> None:
     done = 0
     while done < len(data):
         done += os.pwrite(fd, data[done:], offset + done)
-
-
-def _path_of(fd: int, frame: Any) -> str | None:
-    """The absolute path of the file object the caller mapped, found by its descriptor among
-    the locals of the caller and its callers (numpy's memmap maps `fid.fileno()`)."""
-    for _ in range(3):
-        if frame is None:
-            return None
-        for value in list(frame.f_locals.values()):
-            if not isinstance(value, io.IOBase):  # files only: no other object's attributes are run
-                continue
-            try:
-                name = value.name  # type: ignore[attr-defined]  # a file opened by name has one
-                if isinstance(name, (str, bytes)) and value.fileno() == fd:
-                    return os.path.abspath(os.fsdecode(name))
-            except (AttributeError, OSError, ValueError, TypeError):
-                continue
-        frame = frame.f_back
-    return None
 
 
 def patch_mmap(module: Any) -> None:
