@@ -68,6 +68,16 @@ show("setrlimit then get", lambda: (resource.setrlimit(resource.RLIMIT_CORE, (0,
 show("RLIM_INFINITY", lambda: (resource.RLIM_INFINITY, resource.error is OSError, resource.RLIMIT_NOFILE,
                                resource.RLIMIT_AS))
 show("pagesize", lambda: resource.getpagesize())
+show("sysconf page", lambda: (os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_PAGESIZE"),
+                              os.sysconf(os.sysconf_names["SC_PAGE_SIZE"]) == resource.getpagesize()))
+show("sysconf memory", lambda: (os.sysconf("SC_PHYS_PAGES") > 0,
+                                0 <= os.sysconf("SC_AVPHYS_PAGES") <= os.sysconf("SC_PHYS_PAGES")))
+show("sysconf others", lambda: (os.sysconf("SC_MINSIGSTKSZ") >= 2048, os.sysconf("SC_CLK_TCK"),
+                                os.sysconf("SC_OPEN_MAX") == resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 0))
+show("sysconf unknown", lambda: os.sysconf("SC_NO_SUCH_NAME"))
+show("sysconf float", lambda: os.sysconf(1.5))
+show("sysconf none", lambda: os.sysconf(None))
+show("sysconf number", lambda: os.sysconf(-5))
 show("cap AS", lambda: (resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)),
                         resource.getrlimit(resource.RLIMIT_AS)))
 
@@ -127,6 +137,7 @@ print(os.path.expanduser("~root"), os.path.expanduser("~user/x"))
 print([p.pw_name for p in pwd.getpwall()], [g.gr_name for g in grp.getgrall()])
 soft, hard = resource.getrlimit(resource.RLIMIT_AS)
 print(soft, hard == resource.RLIM_INFINITY)
+print(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), os.sysconf.__module__, os.sysconf.__name__)
 usage = resource.getrusage(resource.RUSAGE_SELF)
 print(usage.ru_maxrss > 10_000, usage.ru_utime > 0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 open("/tmp/f", "w").close()
@@ -147,6 +158,7 @@ def test_the_sandbox_answers_what_only_it_knows(fresh: Sandbox) -> None:
         "/root /home/user/x",
         "['root', 'user'] ['root', 'user']",
         f"{total} True",
+        f"{total} os sysconf",  # WASI's C library said -248 pages of 65536 bytes
         "True True 0",
         "root root",  # WASI has no owners: os.stat's st_uid is 0 (the shell's ls says user)
     ], run.stdout

@@ -9,6 +9,12 @@ a system report), answered from the sandbox as `df` and `uptime` answer them.
   the quota leaves (a write past it is refused, and the command stopped: docs/security.md).
 - The load average is the sandbox's running commands (what `uptime` and `top` print), the same
   figure for 1, 5 and 15 minutes: the host keeps no history of them.
+- `os.sysconf`: WASI's C library (musl's table) answers the names it computes at run time with
+  its own placeholders (`SC_PHYS_PAGES` -248, `SC_AVPHYS_PAGES` -247, `SC_MINSIGSTKSZ` -244) and
+  the page size as a Wasm page (65536, where `resource.getpagesize()` and `mmap.PAGESIZE` say
+  Linux's 4096). Those names are answered from the sandbox: the memory is its limit and what its
+  programs use (what `free` prints), the page 4096 bytes, the open files `RLIMIT_NOFILE`'s soft
+  limit (1024), as Linux computes them.
 """
 
 from __future__ import annotations
@@ -73,8 +79,57 @@ def getloadavg() -> tuple[float, float, float]:
     return (running, running, running)
 
 
+PAGE = 4096  # resource.getpagesize(), mmap.PAGESIZE: the page Linux code aligns to
+MINSIGSTKSZ = 2048  # Linux's (x86-64's and aarch64's smallest)
+OPEN_MAX = 1024  # resource's RLIMIT_NOFILE soft limit (declaw_posix/_resource.py)
+
+
+def _memory(available: bool) -> int:
+    """The sandbox's memory in pages: its limit, or what its programs leave of it."""
+    from declaw_posix._resource import _sysinfo
+
+    info = _sysinfo() or {}
+    total, used = info.get("mem_total"), info.get("mem_used")
+    if not isinstance(total, int) or total <= 0:
+        return -1  # no door (a bare interpreter): no figure, as sysconf says of an unknown limit
+    if available:
+        total -= min(used, total) if isinstance(used, int) and used > 0 else 0
+    return total // PAGE
+
+
+def _sysconf_answers(names: dict[str, int]) -> dict[int, Any]:
+    """What the sandbox answers instead of the C library (module docstring), by the guest's own
+    numbers of the names."""
+    answers: dict[str, Any] = {"SC_PAGESIZE": lambda: PAGE, "SC_PAGE_SIZE": lambda: PAGE,
+                               "SC_PHYS_PAGES": lambda: _memory(False), "SC_AVPHYS_PAGES": lambda: _memory(True),
+                               "SC_MINSIGSTKSZ": lambda: MINSIGSTKSZ, "SC_OPEN_MAX": lambda: OPEN_MAX}
+    return {names[name]: answer for name, answer in answers.items() if name in names}
+
+
+def patch_sysconf(module: Any) -> None:
+    """`os.sysconf` with the sandbox's answers (module docstring); every other name, and every
+    error (an unknown name, a name of the wrong type), is the C library's, as before."""
+    original = module.sysconf
+    if getattr(original, "__declaw_sysconf__", False):
+        return
+    answers = _sysconf_answers(dict(module.sysconf_names))
+
+    def sysconf(name: Any, /) -> int:
+        number = module.sysconf_names.get(name) if isinstance(name, str) else name
+        answer = answers.get(number) if type(number) is int else None
+        return int(answer()) if answer is not None else int(original(name))
+
+    sysconf.__name__ = sysconf.__qualname__ = "sysconf"
+    sysconf.__doc__ = original.__doc__
+    sysconf.__module__ = "os"
+    sysconf.__declaw_sysconf__ = True  # type: ignore[attr-defined]
+    module.sysconf = sysconf
+
+
 def add_to_os(module: Any) -> None:
     """Give `os` what WASI's lacks (module docstring); never over a real one."""
+    if hasattr(module, "sysconf"):
+        patch_sysconf(module)
     for name, value in (("statvfs_result", statvfs_result), ("statvfs", statvfs), ("fstatvfs", fstatvfs),
                         ("getloadavg", getloadavg), ("ST_RDONLY", 1), ("ST_NOSUID", 2)):
         if not hasattr(module, name):
