@@ -752,7 +752,7 @@ def _install_import_patches() -> None:
     patch_on_import("mmap", mmaps.patch_mmap)
     import builtins
 
-    _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (no device files here)
+    _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (/dev holds empty files only)
     patch_on_import("_pytest.capture", _patch_pytest_capture)
     patch_on_import("_pytest.faulthandler", _patch_pytest_faulthandler)
     patch_on_import("traceback", _patch_traceback)
@@ -843,8 +843,11 @@ def _times() -> os.times_result:
 # these paths itself with an in-memory file that behaves as the device: writes to null and zero
 # are thrown away; reads give nothing, zeros or random bytes (`os.urandom`); the std ones read
 # and write the program's current `sys.stdin`/`sys.stdout`/`sys.stderr`. The shell answers its
-# own redirections to `/dev/null` already. Not covered: `os.open()` and `os.stat()` of these paths
-# (no file descriptor can stand for them).
+# own redirections to `/dev/null` already. /dev itself is a read-only folder of empty files of these
+# names (declaw_wasm/_wasm/layout.py's GUEST_DEVICES), so `os.path.exists(os.devnull)`, `os.stat`,
+# `test -e /dev/null`, `cp /dev/null f` and `ls /dev` find them: a regular empty file, not a
+# character device. Not covered: `os.open()` of them reads that empty file (no file descriptor
+# can stand for a device), and writing through it is refused (read-only).
 
 _DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin", "/dev/stdout",
                      "/dev/stderr"})

@@ -77,7 +77,8 @@ def test_root_listing_is_a_sane_tree(sbx: Sandbox) -> None:
     names = {e.name for e in sbx.files.list("/")}
     assert {"etc", "home", "tmp", "usr"} <= names
     r = sbx.commands.run("python3 -c 'import os; print(sorted(os.listdir(\"/\")))'")
-    assert r.stdout == "['bin', 'etc', 'home', 'proc', 'root', 'tmp', 'usr', 'workspace']\n"  # /proc: the boot id
+    # /proc: the boot id; /dev: where the devices' files are mounted
+    assert r.stdout == "['bin', 'dev', 'etc', 'home', 'proc', 'root', 'tmp', 'usr', 'workspace']\n"
 
 
 def test_exists_remove_rename_make_dir(sbx: Sandbox) -> None:

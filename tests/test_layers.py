@@ -118,6 +118,9 @@ def test_the_guest_code_uses_the_hosts_paths() -> None:
     shell = (GUEST / "declaw_shell" / "__init__.py").read_text()
     writable = re.search(r"^WRITABLE = (\(.*?\))", shell, re.M)
     assert writable and ast.literal_eval(writable.group(1)) == layout.WRITABLE
+    devices = re.search(r"^_DEVICES = frozenset\((\{.*?\})\)", boot, re.M | re.S)
+    assert devices and ast.literal_eval(devices.group(1)) == {f"{layout.GUEST_DEVICES}/{name}"
+                                                             for name in layout.DEVICES}
 
 
 def test_every_subpackage_is_in_the_wheel() -> None:

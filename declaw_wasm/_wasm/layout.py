@@ -13,6 +13,7 @@ environment every guest starts from.
     /usr/local/lib/declaw-template (custom templates)  <cache>/templates/NAME/site       read-only
     /usr/local/lib/python315.zip/matplotlib/mpl-data   <cache>/runtime/.../mpl-data      read-only
     /usr/bin, /bin                                     <cache>/runtime/guest-site-*/bin  read-only
+    /dev                                               <cache>/runtime/guest-site-*/dev  read-only
 
 The guest-side code repeats some of these paths (guest/_declaw_boot.py's GUEST_SITE,
 guest/declaw_shell/pip.py's USER_SITE, guest/declaw_shell's WRITABLE); tests/test_layers.py
@@ -39,6 +40,11 @@ BOOT_SCRIPT = f"{GUEST_DECLAW}/_declaw_boot.py"
 GUEST_SITE = "/usr/local/lib/declaw-site"  # the shell, msgpack and guest/'s packages, compiled
 BIN_STUBS = f"{GUEST_SITE}/bin"  # one script per shell program (guest/declaw_shell/binstubs.py)
 BIN_FOLDERS = ("/usr/bin", "/bin")  # where BIN_STUBS is mounted
+# /dev: an empty file per device the guest answers (guest/_declaw_boot.py's _DEVICES: open()
+# reads and writes them as Linux's devices), so that `test -e /dev/null`, `os.path.exists(os.devnull)`,
+# `cp /dev/null f` and `ls /dev` find them; one read-only folder of the guest site, shared
+GUEST_DEVICES = "/dev"
+DEVICES = ("null", "zero", "random", "urandom", "stdin", "stdout", "stderr")
 GUEST_BUNDLE = "/usr/local/lib/declaw-bundle"
 GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
 MPL_DATA = "/usr/local/lib/python315.zip/matplotlib/mpl-data"
@@ -77,6 +83,7 @@ def shared_mounts(lib_dir: Path, mpl_data_dir: Path, guest_code: Path,
         Mount(GUEST_SITE, site, writable=False),
         Mount(MPL_DATA, mpl_data_dir, writable=False),
         *(Mount(folder, site / "bin", writable=False) for folder in BIN_FOLDERS),  # BIN_STUBS
+        Mount(GUEST_DEVICES, site / "dev", writable=False),
     ]
 
 
@@ -87,8 +94,8 @@ def root_mounts(root: Path) -> list[Mount]:
 
 
 ROOT_FOLDERS = ("home", "home/user", "home/user/.config", "home/user/.config/matplotlib", "tmp", "workspace",
-                "root", "usr", "usr/local", "usr/local/lib", "usr/local/bin", "usr/bin", "bin", "proc", "proc/sys",
-                "proc/sys/kernel", "proc/sys/kernel/random")  # parents first
+                "root", "usr", "usr/local", "usr/local/lib", "usr/local/bin", "usr/bin", "bin", "dev", "proc",
+                "proc/sys", "proc/sys/kernel", "proc/sys/kernel/random")  # parents first
 
 
 def make_root(root: Path, skeleton: Path) -> None:

@@ -8,7 +8,8 @@ installed distributions into `<cache>/runtime/guest-site-<key>/`, each checked a
 distribution's RECORD hashes, with our `guest/declaw_shell` beside them; then a guest
 byte-compiles the folder (for the guest's CPython, which the host's may not be) and writes its
 bin/ (a stub script per shell program: guest/declaw_shell/binstubs.py), and it is mounted
-read-only at /usr/local/lib/declaw-site (bin/ also at /usr/bin and /bin). Compiled parts
+read-only at /usr/local/lib/declaw-site (bin/ also at /usr/bin and /bin; dev/, an empty file per
+device the guest's open() answers, at /dev). Compiled parts
 (msgpack's C extension, dulwich's Rust modules) are left out: they are host binaries.
 
 Copying (rather than mounting the host's site-packages) keeps everything else installed on the
@@ -32,7 +33,7 @@ from . import distinfo
 from .boot import python_spec
 from .engine import Interpreter
 from .guest import Guest
-from .layout import BIN_STUBS, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
+from .layout import BIN_STUBS, DEVICES, GUEST_DECLAW, GUEST_LIB, GUEST_SITE, Mount
 
 # distribution name -> top-level packages it puts in the guest
 GUEST_DISTRIBUTIONS = {"bash_purepython": ("bash_purepython",), "msgpack": ("msgpack",), "dulwich": ("dulwich",)}
@@ -86,6 +87,7 @@ def _plan() -> tuple[str, list[tuple[Path, str, str]]]:
             digest = _digest(source.read_bytes())
             parts.append(f"ours:{rel}:{digest}")
             plan.append((source, rel, digest))
+    parts.append("devices:" + ",".join(DEVICES))  # the folder mounted at /dev (build())
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     return key, plan
 
@@ -124,6 +126,10 @@ def ensure_site(interpreter: Interpreter) -> Path:
                 dest = staging / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
+            devices = staging / "dev"  # what the guest sees at /dev: layout.GUEST_DEVICES
+            devices.mkdir()
+            for name in DEVICES:
+                (devices / name).write_bytes(b"")
             compile_in_guest(interpreter, staging)
             _python_in_guest(interpreter, staging, GUEST_SITE, ["-m", "declaw_shell.binstubs", BIN_STUBS],
                              "writing the shell's /usr/bin")

@@ -40,7 +40,7 @@ from bash_purepython.command.command import (
     OutputKind,
 )
 from bash_purepython.command.lines import iterate_lines, stdin_lines
-from bash_purepython.streams import as_async_iterator
+from bash_purepython.streams import as_async_iterator, close_iterator
 
 from . import rawbytes
 
@@ -89,6 +89,7 @@ def register(commands: Any) -> None:
                                 "print the sequences of printable characters in files"),
                     LazyCommand("split", "fileviews", "SplitCommand", TEXT_IN, TEXT_OUT, "split a file into pieces"),
                     LazyCommand("git", "git", "GitCommand", TEXT_IN, TEXT_OUT, "the stupid content tracker"),
+                    LazyCommand("dd", "dd", "DdCommand", STREAM_IN, STREAM_OUT, "convert and copy a file"),
                     *(LazyCommand(name, "smallutils", attribute, kinds, TEXT_OUT, summary) for name, attribute, kinds,
                       summary in SMALL_UTILS)):
         commands.register(command)
@@ -98,7 +99,7 @@ class LazyCommand(Command):
     """A program of ours whose module is imported at its first use, not with the shell (the
     plain module's guests import the shell at every command): `jq` (jq.py and jqlang.py),
     `date` (datecmd.py), `sort` (versionsort.py, the library's sort with -V), `bc` (bc.py),
-    `hexdump`, `hd`, `strings`, `split` (fileviews.py), `git` (git.py, over dulwich)."""
+    `hexdump`, `hd`, `strings`, `split` (fileviews.py), `git` (git.py, over dulwich), `dd` (dd.py)."""
 
     def __init__(self, name: str, module: str, attribute: str, input_kinds: Any, output_kinds: Any,
                  summary: str) -> None:
@@ -126,16 +127,45 @@ def _tee_chunks(stdin: Any, kind: Any) -> AsyncIterator[str]:
     return stdin_chunks(stdin, kind)
 
 
+# devices without an end (the guest's open() answers them): read as they are consumed, as
+# `cat DEVICE |` reads them — `head -c 16 /dev/urandom`, `tr -dc a-z < /dev/urandom | head -c 8`
+# (read whole, as other files are, they never ended or ran out of memory)
+ENDLESS_DEVICES = frozenset({"/dev/zero", "/dev/urandom", "/dev/random"})
+
+
 def _head_source(path_text: str, invocation: Invocation) -> Any:
     if path_text == library_head.STDIN_PATH and invocation.stdin_kind == InputKind.STREAM_TEXT:
         return as_async_iterator(invocation.stdin)  # chunks: `head -c` takes them as they come
+    if path_text.startswith("/dev/") and str(invocation.state.resolve_path(path_text)) in ENDLESS_DEVICES:
+        return as_async_iterator(file_chunks(path_text))  # the same, from the device
     return _library_head_source(path_text, invocation)
 
 
 def _head_limit(lines: Any, line_limit: int | None, character_limit: int | None) -> Any:
     if character_limit is None:
         lines = iterate_lines(lines)  # `head -n` counts lines: cut the chunks again
+    elif character_limit >= 0:
+        return _take_bytes(lines, character_limit)
     return _library_head_limit(lines, line_limit, character_limit)
+
+
+async def _take_bytes(chunks: AsyncIterator[str], limit: int) -> AsyncIterator[str]:
+    """`head -c N`: the first N bytes, as GNU's counts them (the library counted characters, so a
+    multi-byte character, or random bytes that happen to be UTF-8, made it print more); a
+    character cut in two ends as its first bytes (rawbytes.py), pulling no more than needed."""
+    left = limit
+    try:
+        if left <= 0:
+            return
+        async for chunk in chunks:
+            data = rawbytes.to_bytes(chunk)
+            if len(data) >= left:
+                yield chunk if len(data) == left else rawbytes.from_bytes(data[:left])
+                return
+            left -= len(data)
+            yield chunk
+    finally:
+        await close_iterator(chunks)
 
 
 ECHO_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v", "\\": "\\",

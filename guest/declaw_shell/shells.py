@@ -48,7 +48,7 @@ from bash_purepython.shell_state import (
     ShellState,
     ShellSyntaxError,
 )
-from bash_purepython.streams import materialise_text
+from bash_purepython.streams import as_async_iterator, materialise_text
 from bash_purepython.workflow import Redirection, RedirectionKind, SimpleCommandNode
 
 from . import arrays, continued, deadlines
@@ -376,7 +376,8 @@ _TO_STDOUT = frozenset({"/dev/stdout", "/dev/fd/1"})
 
 def device_redirections(redirections: list[Redirection]) -> list[Redirection]:
     """`> /dev/stderr` is `>&2`, `2> /dev/stdout` is `2>&1`, `< /dev/stdin` and `> /dev/stdout`
-    change nothing: the guest has no /dev, so the library would open files of those names."""
+    change nothing: the guest's /dev holds only empty files of those names (read-only), which the
+    library would open."""
     if not any(r.target in _TO_STDERR or r.target in _TO_STDOUT or r.target == "/dev/stdin"
                for r in redirections):
         return redirections
@@ -982,6 +983,11 @@ class ShellFeatures(_ExecutorBase):
             path = await self.redirection_path(redirection, state)
             if path is None:
                 stdin = StdinValue(value="", kind=OutputKind.TEXT)
+                continue
+            if str(path).startswith("/dev/"):
+                from .coreutils import ENDLESS_DEVICES, file_chunks
+            if str(path).startswith("/dev/") and str(path) in ENDLESS_DEVICES:  # read as consumed
+                stdin = StdinValue(value=as_async_iterator(file_chunks(path)), kind=OutputKind.STREAM_TEXT)
                 continue
             try:
                 with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:

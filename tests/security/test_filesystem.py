@@ -224,13 +224,14 @@ def test_api_through_guest_symlink_into_runtime_mounts_cannot_write(box: Sandbox
 
 
 def test_guest_cannot_write_runtime_mounts(box: Sandbox) -> None:
-    """Defends against a guest tampering with the stdlib, the boot code or the shell code."""
+    """Defends against a guest tampering with the stdlib, the boot code, the shell code or /dev's
+    files (every guest shares them: one sandbox's write would reach the next)."""
     mounts = read_only_mounts(box)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}
     code = """
 import os, shutil
 targets = ['/usr/local/lib', '/usr/local/lib/declaw', '/usr/local/lib/declaw-site',
-           '/usr/local/lib/declaw-site/declaw_shell']
+           '/usr/local/lib/declaw-site/declaw_shell', '/dev']
 attempts = []
 for d in targets:
     attempts += [lambda d=d: open(d + '/evil.py', 'w').write('x'),
@@ -247,6 +248,10 @@ attempts += [
     lambda: os.utime('/usr/local/lib/declaw/_declaw_boot.py', (0, 0)),
     lambda: shutil.rmtree('/usr/local/lib/declaw-site'),
     lambda: os.rename('/usr/local/lib/declaw-site/declaw_shell', '/tmp/sh'),
+    lambda: os.write(os.open('/dev/null', os.O_WRONLY), b'x'),
+    lambda: os.remove('/dev/zero'),
+    lambda: os.rename('/dev/urandom', '/tmp/u'),
+    lambda: os.truncate('/dev/stdout', 0),
 ]
 ok = 0
 for a in attempts:
@@ -258,13 +263,15 @@ for a in attempts:
 print('refused', ok, 'of', len(attempts))
 """
     r = run_py(box, code)
-    assert "WROTE" not in r.stdout and r.stdout.startswith("refused 22 of 22"), r
+    assert "WROTE" not in r.stdout and r.stdout.startswith("refused 29 of 29"), r
     for cmd in ("touch /usr/local/lib/declaw/x", "rm -rf /usr/local/lib/declaw-site",
                 "echo x >> /usr/local/lib/python315.zip", "echo x > /usr/local/lib/declaw/_declaw_boot.py",
                 "mkdir /usr/local/lib/declaw/d", "mv /usr/local/lib/declaw-site /tmp/site",
-                "cp /etc/passwd /usr/local/lib/declaw-site/"):
+                "cp /etc/passwd /usr/local/lib/declaw-site/", "rm -f /dev/null", "touch /dev/evil",
+                "cp /etc/passwd /dev/passwd"):
         assert box.commands.run(cmd).exit_code != 0, cmd
-    for path in ("/usr/local/lib/declaw/evil.py", "/usr/local/lib/declaw-site/evil.py", "/usr/local/lib/evil.py"):
+    for path in ("/usr/local/lib/declaw/evil.py", "/usr/local/lib/declaw-site/evil.py", "/usr/local/lib/evil.py",
+                 "/dev/null", "/dev/evil"):
         with pytest.raises(SandboxException, match="read-only"):
             box.files.write(path, "x")
     assert {guest: tree_signature(host) for guest, host in mounts.items()} == before

@@ -315,4 +315,32 @@ GAP_CASES: list[str] = [
     "log() { echo \"[${FUNCNAME[1]}] $*\"; }; work() { log hi; }; work; h() { echo $FUNCNAME; }; h | cat",
     "printf 'g() { echo \"${FUNCNAME[@]}\"; }\\nf() { g; }\\nf\\n' > fn.sh; bash fn.sh; "
     "r() { if [ $1 -gt 0 ]; then r $(($1-1)); else echo ${FUNCNAME[@]}; fi; }; r 2",
+    # /dev (an empty file per device; open() answers them) and dd (guest/declaw_shell/dd.py); dd's
+    # transfer time and rate are cut (they differ run to run)
+    "test -e /dev/null && echo y; [ -r /dev/urandom ] && echo r; [ -d /dev ] && echo d",
+    "ls /dev | grep -x -c -e null -e zero -e urandom -e random -e stdin -e stdout -e stderr",
+    "cp /dev/null e.txt; wc -c e.txt; cat /dev/null; echo x > /dev/null; echo $?",
+    "head -c 16 /dev/urandom | wc -c; head -c 5 /dev/zero | od -An -tx1",
+    "printf 'h\xc3\xa9llo' > u.txt; head -c 2 u.txt | od -An -tx1; head -c 3 u.txt | wc -c; "
+    "printf '\xe2\x82\xac' | head -c 1 | od -An -tx1",
+    "tr -dc a-z </dev/urandom | head -c 12 | wc -c; cat /dev/urandom | tr -dc 'a-z0-9' | head -c 16 | wc -c",
+    "python3 -c 'import os; print(os.path.exists(os.devnull), os.path.exists(\"/dev/nope\"), "
+    "os.stat(os.devnull).st_size)'",
+    "dd if=/dev/zero of=f.bin bs=1024 count=4 2>&1 | sed -E 's/, [^,]+ s, .*/ T/'; wc -c < f.bin",
+    "dd if=/dev/zero of=g.bin bs=1 count=512 2>&1 | sed -E 's/, [^,]+ s, .*/ T/'; wc -c < g.bin",
+    "dd if=/dev/zero of=h.bin bs=1000 count=1 2>&1 | sed -E 's/, [^,]+ s, .*/ T/'",
+    "dd if=/dev/zero of=m.bin bs=1M count=2 2>&1 | sed -E 's/, [^,]+ s, .*/ T/'; wc -c < m.bin",
+    "dd if=a.txt bs=2 skip=1 count=3 2>/dev/null; echo; dd if=a.txt bs=4 count=1 status=none",
+    "printf 12345678 > p.txt; printf XY | dd of=p.txt bs=1 seek=3 conv=notrunc 2>/dev/null; cat p.txt; echo",
+    "printf 12345678 > q.txt; printf XY | dd of=q.txt bs=1 seek=3 2>/dev/null; cat q.txt; echo",
+    "echo hello | dd conv=ucase 2>/dev/null; echo HeLLo | dd conv=lcase status=none",
+    "dd if=a.txt ibs=3 obs=2 2>&1 >/dev/null | head -2; dd if=a.txt bs=5 conv=sync 2>/dev/null | od -c",
+    "dd if=/nonexistent of=x.bin; echo $?; dd foo; echo $?; dd bs=abc; echo $?",
+    "dd conv=bogus; echo $?; dd status=loud; echo $?; dd if=a.txt of=a2.txt status=none; cmp a.txt a2.txt && echo same",
+    "yes | dd bs=4 count=2 2>&1 | sed -E 's/, [^,]+ s, .*/ T/'",
+    "dd if=a.txt iflag=skip_bytes,count_bytes skip=4 count=3 status=none; echo",
+    "dd if=/dev/urandom bs=16 count=1 status=none | wc -c; dd if=a.txt of=/dev/null status=noxfer",
+    "dd if=a.txt of=ex.txt status=none; dd if=a.txt of=ex.txt conv=excl; echo $?; "
+    "dd if=a.txt of=no.txt conv=nocreat; echo $?",
+    "seq 1 1000 | dd bs=100 count=2 status=none | wc -c; printf abcdef | dd conv=swab status=none; echo",
 ]
