@@ -12,6 +12,7 @@ library's modules that split scripts a splitter that reads on; everything else i
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from bash_purepython import block_parser, execute_command, parse_script
 from bash_purepython.parse_script import CommandBlock, ScriptSplitter
@@ -55,7 +56,46 @@ def split(script: str) -> list[CommandBlock]:
     return ContinuingSplitter(script).split()
 
 
+def parse_and_or_list(text: str) -> Any:
+    """The library's parse_and_or_list, with each heredoc's body after its whole pipeline: the
+    library joined a pipeline's stages after the first's body was added to it, so in
+    `cd src && python3 - <<'EOF' | tail -1` (an agent's way to run a script and keep its end) the
+    body ended with `EOF | tail -1`, which is no delimiter: the program read the rest of the
+    line as code."""
+    splitter = block_parser.OperatorSplitter(text)
+    texts = [block.command for block in splitter.split()]
+    operators = splitter.operators
+    if len(texts) != len(operators) + 1 or any(owner >= len(texts) for owner, _ in splitter.heredoc_bodies):
+        return _library_parse_and_or_list(text)  # the library's own error
+    bodies: dict[int, list[str]] = {}
+    for owner, body in splitter.heredoc_bodies:
+        bodies.setdefault(owner, []).append(body)
+    pipelines: list[list[int]] = [[0]]
+    list_operators = []
+    for index, operator in enumerate(operators, 1):
+        if operator in (block_parser.PIPE_OPERATOR, block_parser.PIPE_WITH_STDERR_OPERATOR):
+            pipelines[-1].append(index)
+        else:
+            pipelines.append([index])
+            list_operators.append(block_parser.ListOperator(operator))
+    items = []
+    for stages in pipelines:
+        line = texts[stages[0]]
+        for index in stages[1:]:
+            line += f" {operators[index - 1]} {texts[index]}"
+        items.append("\n".join([line, *(body for index in stages for body in bodies.get(index, []))]))
+    first = block_parser.parse_pipeline(items[0])
+    rest = [(operator, block_parser.parse_pipeline(item)) for operator, item in zip(list_operators, items[1:],
+                                                                                    strict=True)]
+    return block_parser.AndOrListNode(first=first, rest=rest)
+
+
+_library_parse_and_or_list = block_parser.parse_and_or_list
+
+
 def install() -> None:
-    """Have the library's executor and block parser split scripts with ContinuingSplitter."""
+    """Have the library's executor and block parser split scripts with ContinuingSplitter, and
+    and/or lists keep heredoc bodies after their pipelines (parse_and_or_list)."""
     for module in (parse_script, block_parser, execute_command):
         module.split_script_into_connected_commands = split
+    block_parser.parse_and_or_list = parse_and_or_list

@@ -33,6 +33,7 @@ from bash_purepython.command import seq as library_seq
 from bash_purepython.command import sources as library_sources
 from bash_purepython.command import tee as library_tee
 from bash_purepython.command.cat import CatCommand
+from bash_purepython.command.rm import RmCommand as LibraryRm
 from bash_purepython.command.command import (
     Command,
     CommandResult,
@@ -76,7 +77,7 @@ def register(commands: Any) -> None:
                     RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
-                    PatchCommand(), _zcat(), TruncateCommand(),
+                    PatchCommand(), _zcat(), TruncateCommand(), GuardedRmCommand(),
                     LazyCommand("jq", "jq", "JqCommand", TEXT_IN, STREAM_OUT, "command-line JSON processor"),
                     LazyCommand("date", "datecmd", "DateCommand", ARGS_ONLY, TEXT_OUT, "print the date and time"),
                     LazyCommand("sort", "versionsort", "SortCommand", STREAM_IN, TEXT_OUT, "sort lines of text"),
@@ -93,6 +94,46 @@ def register(commands: Any) -> None:
                     *(LazyCommand(name, "smallutils", attribute, kinds, TEXT_OUT, summary) for name, attribute, kinds,
                       summary in SMALL_UTILS)):
         commands.register(command)
+
+
+class GuardedRmCommand(LibraryRm):
+    """The library's `rm`, with GNU's two refusals before it: `rm -r .` or `..` (which deleted the
+    working folder or its parent: `rm: refusing to remove '.' or '..' directory: skipping '..'`),
+    and `rm -r /` (`rm: it is dangerous to operate recursively on '/'`); the other operands are
+    removed, and the status is 1, as GNU's."""
+
+    def run(self, invocation: Invocation) -> Any:
+        arguments = list(invocation.arguments)
+        options: list[str] = []
+        operands: list[str] = []
+        for index, argument in enumerate(arguments):
+            if argument == "--":
+                operands += arguments[index + 1:]
+                break
+            (options if argument.startswith("-") and argument != "-" else operands).append(argument)
+        recursive = any(o in ("--recursive",) or (not o.startswith("--") and set(o[1:]) & {"r", "R"})
+                        for o in options)
+        if not recursive or "--no-preserve-root" in options:
+            return super().run(invocation)
+        kept, refused = [], False
+        for operand in operands:
+            last = operand.rstrip("/").rsplit("/", 1)[-1] if operand.rstrip("/") else "/"
+            if last in (".", ".."):
+                invocation.state.write_error("rm: refusing to remove '.' or '..' directory: skipping '%s'\n"
+                                             % operand)
+                refused = True
+            elif str(invocation.state.resolve_path(operand)) == "/":
+                invocation.state.write_error("rm: it is dangerous to operate recursively on '/'\n"
+                                             "rm: use --no-preserve-root to override this failsafe\n")
+                refused = True
+            else:
+                kept.append(operand)
+        if not refused:
+            return super().run(invocation)
+        if not kept:
+            return CommandResult(stdout="", exit_code=1)
+        result = super().run(dataclasses.replace(invocation, arguments=[*options, "--", *kept]))
+        return CommandResult(stdout=result.stdout, exit_code=1)
 
 
 class LazyCommand(Command):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 
 from bash_purepython import words
+from bash_purepython.shell_builtins import DEFAULT_READ_VARIABLE_NAME, parse_read_options
 from bash_purepython.streams import materialise_text
 
 TYPE_CHECKING = False
@@ -40,7 +41,29 @@ SHOPT_DEFAULTS = frozenset({"checkwinsize", "cmdhist", "complete_fullquote", "ex
 
 def table(executor: ShellFeatures) -> dict[str, Builtin]:
     return {"getopts": getopts, "mapfile": _reader(executor), "readarray": _reader(executor),
-            "umask": umask, "shopt": shopt, "ulimit": ulimit}
+            "umask": umask, "shopt": shopt, "ulimit": ulimit, "read": _emptying(executor.builtins["read"])}
+
+
+def _emptying(library_read: Builtin) -> Builtin:
+    """The library's `read`, which left its variables as they were at the end of the input: bash
+    empties them, so `while read l || [ -n "$l" ]` (how scripts read a last line without a
+    newline) ended there, and never ended here."""
+    async def read(arguments: list[str], stdin: Any, state: GuestState) -> int:
+        options = parse_read_options(arguments)
+        if not isinstance(options, str):
+            targets = [options.array_name] if options.array_name is not None else \
+                options.names or [DEFAULT_READ_VARIABLE_NAME]
+            if not any(name in state.readonly_names for name in targets):
+                for name in targets:  # what is read replaces them; nothing read leaves them empty
+                    if options.array_name is not None:
+                        state.variables.pop(name, None)
+                        state.arrays[name] = {}
+                    else:
+                        state.arrays.pop(name, None)
+                        state.variables[name] = ""
+        return await library_read(arguments, stdin, state)
+
+    return read
 
 
 def _shopts(state: GuestState) -> set[str]:

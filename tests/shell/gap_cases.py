@@ -343,4 +343,17 @@ GAP_CASES: list[str] = [
     "dd if=a.txt of=ex.txt status=none; dd if=a.txt of=ex.txt conv=excl; echo $?; "
     "dd if=a.txt of=no.txt conv=nocreat; echo $?",
     "seq 1 1000 | dd bs=100 count=2 status=none | wc -c; printf abcdef | dd conv=swab status=none; echo",
+    # a heredoc in an and/or list whose pipeline goes on after it on the same line (the body
+    # ended with the rest of the line), read at the end of the input (the variables kept their
+    # values: `while read l || [ -n "$l" ]` never ended), rm of `.` and `..` (it removed them)
+    "true && cat <<EOF | wc -l\na\nEOF",
+    "true && python3 - <<'EOF' | tail -1\nprint(1)\nprint(2)\nEOF",
+    "true && cat <<-EOF | tr a-z A-Z && echo done\n\tx\n\tEOF",
+    "false || cat <<EOF | sort | head -1\nz\ny\nEOF",
+    "printf 'x\\ny' | while read l || [ -n \"$l\" ]; do echo \"$l\"; done",
+    "printf 'x\\ny' > nl.txt; while read l || [ -n \"$l\" ]; do echo \"[$l]\"; done < nl.txt",
+    "l=old; read l </dev/null; echo \"rc=$? [$l]\"; printf 'a b' | { read x y; read x y; echo \"[$x][$y]\"; }",
+    "REPLY=x; read < /dev/null; echo \"[$REPLY]\"; arr=(1 2); read -a arr < /dev/null; echo ${#arr[@]}",
+    "mkdir -p d/s && cd d/s && rm -rf ..; echo $?; rm -r .; echo $?; cd ../..; ls -d d/s",
+    "mkdir -p w2/x && touch w2/f && cd w2 && rm -rf x . f; echo $?; ls",
 ]
