@@ -33,6 +33,7 @@ from bash_purepython.command import seq as library_seq
 from bash_purepython.command import sources as library_sources
 from bash_purepython.command import tee as library_tee
 from bash_purepython.command.cat import CatCommand
+from bash_purepython.command.cp import CpCommand as LibraryCp
 from bash_purepython.command.rm import RmCommand as LibraryRm
 from bash_purepython.command.command import (
     Command,
@@ -77,7 +78,7 @@ def register(commands: Any) -> None:
                     RealpathCommand(), CmpCommand(),
                     PrintenvCommand(), WhichCommand(), GrepCommand(), GrepCommand("egrep", "E"),
                     GrepCommand("fgrep", "F"), TacCommand(), CommCommand(), NprocCommand(), ShufCommand(),
-                    PatchCommand(), _zcat(), TruncateCommand(), GuardedRmCommand(),
+                    PatchCommand(), _zcat(), TruncateCommand(), GuardedRmCommand(), FullerCpCommand(),
                     LazyCommand("jq", "jq", "JqCommand", TEXT_IN, STREAM_OUT, "command-line JSON processor"),
                     LazyCommand("date", "datecmd", "DateCommand", ARGS_ONLY, TEXT_OUT, "print the date and time"),
                     LazyCommand("sort", "versionsort", "SortCommand", STREAM_IN, TEXT_OUT, "sort lines of text"),
@@ -134,6 +135,66 @@ class GuardedRmCommand(LibraryRm):
             return CommandResult(stdout="", exit_code=1)
         result = super().run(dataclasses.replace(invocation, arguments=[*options, "--", *kept]))
         return CommandResult(stdout=result.stdout, exit_code=1)
+
+
+_CP_DROPPED = frozenset("pdLPH")  # preserve (copy2 keeps modes and times), symlink handling: nothing here
+
+
+class FullerCpCommand(LibraryCp):
+    """The library's `cp`, taking what agents' scripts pass it besides -r, -f, -n, -v: `-a` /
+    `--archive` (-r; modes and times are kept as copy2 keeps them), `-p`, `--preserve[=...]`,
+    `-d`/`-P`/`-L`/`-H` (no effect here), `-u` / `--update` (a file not newer than its copy is
+    skipped); and GNU's refusal to copy a file to `NAME/` that is no folder (it made a file
+    NAME: `cp: cannot create regular file 'NAME/': Not a directory`)."""
+
+    def run(self, invocation: Invocation) -> Any:
+        state = invocation.state
+        options: list[str] = []
+        operands: list[str] = []
+        update = False
+        arguments = list(invocation.arguments)
+        for index, argument in enumerate(arguments):
+            if argument == "--":
+                operands += arguments[index + 1:]
+                break
+            if argument in ("--archive", "--recursive"):
+                options.append("-r")
+            elif argument.startswith("--update"):
+                update = True
+            elif argument.startswith(("--preserve", "--no-preserve", "--dereference", "--no-dereference")):
+                pass
+            elif argument.startswith("--") or not argument.startswith("-") or argument == "-":
+                (options if argument.startswith("--") else operands).append(argument)
+            else:
+                letters = "".join("r" if c == "a" else "" if c in _CP_DROPPED else c for c in argument[1:])
+                update = update or "u" in letters
+                letters = letters.replace("u", "")
+                if letters:
+                    options.append("-" + letters)
+        if len(operands) >= 2:
+            target = operands[-1]
+            destination = state.resolve_path(target)
+            if target.endswith("/") and not destination.is_dir():
+                for source in operands[:-1]:
+                    if not state.resolve_path(source).is_dir():
+                        state.write_error("cp: cannot create regular file '%s': Not a directory\n" % target)
+                        return CommandResult(stdout="", exit_code=1)
+            if update:
+                kept = [source for source in operands[:-1] if not _copy_is_current(
+                    state.resolve_path(source), destination)]
+                if not kept:
+                    return CommandResult(stdout="", exit_code=0)
+                operands = [*kept, target]
+        return super().run(dataclasses.replace(invocation, arguments=[*options, "--", *operands]))
+
+
+def _copy_is_current(source: Path, destination: Path) -> bool:
+    """`cp -u`: the copy of a file exists and is not older than it."""
+    target = destination / source.name if destination.is_dir() else destination
+    try:
+        return source.is_file() and target.stat().st_mtime >= source.stat().st_mtime
+    except OSError:
+        return False
 
 
 class LazyCommand(Command):

@@ -57,6 +57,7 @@ from . import morebuiltins as more_builtins
 from . import rawbytes
 from . import timeout as timeout_command
 from . import versions
+from . import xargs as xargs_command
 
 continued.install()  # a newline after `&&`, `||` or `|` continues the command (continued.py)
 
@@ -409,36 +410,6 @@ _OPENED = {RedirectionKind.WRITE_STDOUT: "w", RedirectionKind.WRITE_STDERR: "w",
            RedirectionKind.APPEND_STDOUT: "a", RedirectionKind.APPEND_STDERR: "a", RedirectionKind.READ_STDIN: "r"}
 
 
-_XARGS_VALUED = ("-n", "-I", "-d", "--max-args", "--replace", "--delimiter")
-
-
-def _one_at_a_time(xargs: Any) -> Any:
-    """The library's `xargs`, taking GNU's `-P N` / `--max-procs=N` (agents write `xargs -P 4`;
-    the library refused it, so the whole line failed) and running the commands one after another,
-    as `-P 1` does: the output is the same set of lines, whose order with `-P N` is up to the
-    machine anyway. A guest has one thread: Python programs among them run one at a time too."""
-    async def run(arguments: list[str], stdin: Any, state: Any) -> int:
-        kept: list[str] = []
-        index = 0
-        while index < len(arguments):
-            argument = arguments[index]
-            if argument == "--" or not argument.startswith("-") or argument == "-":
-                break
-            if argument in ("-P", "--max-procs"):
-                index += 2
-                continue
-            if argument.startswith("--max-procs=") or (argument.startswith("-P") and argument[2:].isdigit()):
-                index += 1
-                continue
-            kept.append(argument)
-            if argument in _XARGS_VALUED and index + 1 < len(arguments):
-                kept.append(arguments[index + 1])
-                index += 1
-            index += 1
-        return await xargs(kept + arguments[index:], stdin, state)
-    return run
-
-
 def _appender(path: Path | None) -> Callable[[str], None]:
     """A writer appending to PATH (None: /dev/null); a write that fails is lost, as a write to a
     file removed or gone read-only under the shell's descriptor would be."""
@@ -561,8 +532,7 @@ class ShellFeatures(_ExecutorBase):
                          "nohup": self.run_nohup, "nice": self.run_nice, "stdbuf": self.run_stdbuf,
                          "time": self.run_time, "timeout": self.run_timeout, "find": self.run_find}
         self.builtins.update(more_builtins.table(self))
-        self.builtins["xargs"] = versions.answering_version(_one_at_a_time(self.builtins["xargs"]),
-                                                            versions.XARGS_VERSION)
+        self.builtins["xargs"] = versions.answering_version(xargs_command.builtin(self), versions.XARGS_VERSION)
         describe = self.shell_builtins.describe
 
         def describe_programs(name: str, state: GuestState) -> tuple[str, str]:

@@ -356,4 +356,16 @@ GAP_CASES: list[str] = [
     "REPLY=x; read < /dev/null; echo \"[$REPLY]\"; arr=(1 2); read -a arr < /dev/null; echo ${#arr[@]}",
     "mkdir -p d/s && cd d/s && rm -rf ..; echo $?; rm -r .; echo $?; cd ../..; ls -d d/s",
     "mkdir -p w2/x && touch w2/f && cd w2 && rm -rf x . f; echo $?; ls",
+    # xargs (guest/declaw_shell/xargs.py) and cp's -a/-p/-u and `cp FILE NAME/`
+    "printf 'a\\0b c\\0' | xargs -0 -I{} echo [{}]; printf 'a\\0b c\\0' | xargs -0 echo",
+    "true | xargs -r echo none; echo $?; true | xargs echo some",
+    "printf 'a b\\nc\\nd e f\\n' | xargs -L 1 echo; printf 'a b\\nc\\nd e f\\n' | xargs -L 2 echo",
+    "printf '1 2 3 4 5' | xargs -n 2 echo; seq 3 | xargs -P 2 -n 1 echo | sort",
+    "echo x | xargs nosuchcmd_zz 2>/dev/null; echo $?; echo x | xargs false; echo $?",
+    "printf 'a\\nb\\n' > list.txt; xargs -a list.txt echo got; printf 'a,b,c' | xargs -d , echo",
+    "echo 'a b' | xargs -t echo 2>&1; printf 'one\\ntwo\\n' | xargs -i echo '<{}>'",
+    "printf '  sp\\n' | xargs -I % echo '[%]'; echo a b STOP c | xargs -E STOP echo",
+    "cp a.txt nodir/; echo $?; ls; cp -r src newdir/ && ls newdir",
+    "cp -a src srccopy && ls srccopy; cp -p a.txt ap.txt && cmp a.txt ap.txt && echo same; cp -av a.txt av.txt",
+    "cp a.txt u.txt; echo changed > u.txt; cp -u a.txt u.txt; cat u.txt; cp -u a.txt fresh.txt; cat fresh.txt",
 ]
