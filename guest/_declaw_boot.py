@@ -757,6 +757,8 @@ def _install_import_patches() -> None:
     patch_on_import("_pytest.faulthandler", _patch_pytest_faulthandler)
     patch_on_import("traceback", _patch_traceback)
     patch_on_import("hashlib", _patch_hashlib)
+    patch_on_import("tqdm.std", _patch_tqdm)
+    patch_on_import("matplotlib.backend_bases", _patch_matplotlib)
     from declaw_posix import threads  # one thread: locks that wait, pools that run inline
 
     patch_on_import("signal", signals.patch_signal)
@@ -849,6 +851,7 @@ def _times() -> os.times_result:
 # character device. Not covered: `os.open()` of them reads that empty file (no file descriptor
 # can stand for a device), and writing through it is refused (read-only).
 
+_STD_DEVICES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 _DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin", "/dev/stdout",
                      "/dev/stderr"})
 
@@ -971,6 +974,11 @@ def _install_devices(builtins_module: Any) -> None:
              errors: str | None = None, newline: str | None = None, closefd: bool = True,
              opener: Any = None) -> Any:
         name = _device_of(file) if opener is None else None
+        if type(file) is int and opener is None:
+            from declaw_posix import process
+
+            if process.virtual_fd(file):  # `open(0)`: the program's stdin, as /dev/stdin (fd 0 is the guest's)
+                name = _STD_DEVICES[file]
         if name is not None:
             return _open_device(name, mode, buffering, encoding, errors, newline)
         opened = original(file, mode, buffering, encoding, errors, newline, closefd, opener)
@@ -982,6 +990,33 @@ def _install_devices(builtins_module: Any) -> None:
     open._declaw_devices = True  # type: ignore[attr-defined]
     io.open = open
     builtins_module.open = open
+
+
+def _patch_tqdm(module: Any) -> None:
+    """tqdm's monitor thread (it looks for stalled bars every 10 s) cannot start in a guest of
+    one thread, and every first bar warned so on stderr (TqdmMonitorWarning): not started."""
+    module.tqdm.monitor_interval = 0
+
+
+def _patch_matplotlib(module: Any) -> None:
+    """`plt.show()` in a script: matplotlib stays silent for a non-interactive backend on a Linux
+    without a display (`FigureManagerBase.show` checks `sys.platform == "linux"`), and warned
+    "FigureCanvasAgg is non-interactive, and thus cannot be shown" at every call here (the platform
+    is "wasi"). A guest has no display: silent, as there. (A code context's cells show their
+    figures as results.)"""
+    manager: Any = getattr(module, "FigureManagerBase", None)
+    show = getattr(manager, "show", None)
+    if manager is None or show is None or getattr(show, "_declaw_headless", False):
+        return
+
+    def headless_show(self: Any) -> Any:
+        if not os.environ.get("DISPLAY"):
+            return None
+        return show(self)
+
+    headless_show._declaw_headless = True  # type: ignore[attr-defined]
+    headless_show.__doc__ = show.__doc__
+    manager.show = headless_show
 
 
 def _patch_pytest_capture(module: Any) -> None:

@@ -56,6 +56,7 @@ _BASE: dict[str, Any] = {}  # `baseline`: sys.modules, and logging's loggers, as
 _real_write = os.write
 _len = len  # bound now: a program may have set builtins.len = None (code_ended puts it back)
 _real_close = os.close
+_real_read = os.read
 
 
 def fresh_start(programs: bool = True) -> None:
@@ -483,6 +484,40 @@ def _write_to(stream: Any, data: Any) -> int:
     return size
 
 
+def _read(fd: int, size: int) -> bytes:
+    """`os.read`: fd 0 of a running program is its stdin (a pipe's or a file's the shell hands it:
+    `os.read(0, n)` read the guest's own, empty, stdin)."""
+    if _streams and fd == 0 and isinstance(fd, int):
+        streams = _streams[-1]
+        if 0 in streams.closed_fds:
+            raise OSError(9, "Bad file descriptor")
+        stream = streams.by_fd[0]
+        if _fd_of(stream) != 0:
+            return _read_from(stream, size)
+    return _real_read(fd, size)
+
+
+def _read_from(stream: Any, size: int) -> bytes:
+    """At most `size` bytes of a program's text stdin, as they come: its binary buffer's when it has one."""
+    if size < 0:
+        raise ValueError("negative size")  # (os.read's own check comes first on a real descriptor)
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        read1 = getattr(buffer, "read1", None)
+        return bytes(read1(size) if read1 is not None else buffer.read(size))
+    from declaw_shell import rawbytes
+
+    return rawbytes.to_bytes(stream.read(size))
+
+
+def virtual_fd(fd: Any) -> bool:
+    """Whether fd 0, 1 or 2 of the running program is one of its Python streams, not the guest's
+    descriptor (`open(0)` then opens that stream, as /dev/stdin does)."""
+    if not _streams or type(fd) is not int or fd not in (0, 1, 2):
+        return False
+    return _fd_of(_streams[-1].by_fd[fd]) != fd
+
+
 def _close(fd: int) -> None:
     """`os.close`: a running program's fds 0–2 close for it alone (the shell's stay open)."""
     if _streams and fd in (0, 1, 2) and isinstance(fd, int):
@@ -495,6 +530,6 @@ def _close(fd: int) -> None:
 
 
 def install() -> None:
-    """At the guest's start (guest/_declaw_boot.py): `os.write` and `os.close` as above."""
-    _write.__doc__, _close.__doc__ = _real_write.__doc__, _real_close.__doc__
-    os.write, os.close = _write, _close
+    """At the guest's start (guest/_declaw_boot.py): `os.write`, `os.read` and `os.close` as above."""
+    _write.__doc__, _close.__doc__, _read.__doc__ = _real_write.__doc__, _real_close.__doc__, _real_read.__doc__
+    os.write, os.close, os.read = _write, _close, _read

@@ -15,6 +15,7 @@ a system report), answered from the sandbox as `df` and `uptime` answer them.
   Linux's 4096). Those names are answered from the sandbox: the memory is its limit and what its
   programs use (what `free` prints), the page 4096 bytes, the open files `RLIMIT_NOFILE`'s soft
   limit (1024), as Linux computes them.
+- `os.get_terminal_size`: the PTY's size on a terminal, else OSError (ENOTTY) as on Linux.
 """
 
 from __future__ import annotations
@@ -126,10 +127,26 @@ def patch_sysconf(module: Any) -> None:
     module.sysconf = sysconf
 
 
+def get_terminal_size(fd: int = 1, /) -> Any:
+    """`os.get_terminal_size`, which WASI's CPython lacks (AttributeError, where code's fallback
+    catches the OSError Linux raises): a terminal's size is the sandbox's PTY's (COLUMNS and LINES,
+    as the PTY session sets them, else 80x24); anything else is not a terminal (ENOTTY)."""
+    import errno
+
+    if not os.isatty(fd):
+        raise OSError(errno.ENOTTY, os.strerror(errno.ENOTTY))
+    def size(name: str, default: int) -> int:
+        value = os.environ.get(name, "")
+        return int(value) if value.isdigit() and int(value) > 0 else default
+    return os.terminal_size((size("COLUMNS", 80), size("LINES", 24)))
+
+
 def add_to_os(module: Any) -> None:
     """Give `os` what WASI's lacks (module docstring); never over a real one."""
     if hasattr(module, "sysconf"):
         patch_sysconf(module)
+    if not hasattr(module, "get_terminal_size") and hasattr(module, "terminal_size"):
+        module.get_terminal_size = get_terminal_size
     for name, value in (("statvfs_result", statvfs_result), ("statvfs", statvfs), ("fstatvfs", fstatvfs),
                         ("getloadavg", getloadavg), ("ST_RDONLY", 1), ("ST_NOSUID", 2)):
         if not hasattr(module, name):
