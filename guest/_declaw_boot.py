@@ -768,6 +768,7 @@ def _install_import_patches() -> None:
     patch_on_import("concurrent.futures.process", threads.patch_process_pool)
     patch_on_import("multiprocessing.pool", threads.patch_multiprocessing_pool)
     patch_on_import("multiprocessing.process", threads.patch_multiprocessing_process)
+    patch_on_import("multiprocessing.context", threads.patch_multiprocessing_context)
     sys._declaw_patched = True  # type: ignore[attr-defined]  # see the docstring
 
 

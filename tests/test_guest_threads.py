@@ -189,7 +189,54 @@ if __name__ == "__main__":
         print(pool.map(square, [1, 2, 3]), pool.apply_async(divmod, (7, 2)).get())
 '''
 
-PROGRAMS = {"waits": WAITS, "thread pools": THREAD_POOL, "process pools": PROCESS_POOLS}
+SHARED = '''
+# multiprocessing's shared objects beside a pool (they failed: no _multiprocessing, os.pipe or ctypes)
+import multiprocessing as mp
+from multiprocessing import Manager, Pool, Value
+
+counter = None
+
+
+def init(shared):
+    global counter
+    counter = shared
+
+
+def work(args):
+    table, i = args
+    with counter.get_lock():
+        counter.value += i
+    table[i] = i * i
+    return i
+
+
+if __name__ == "__main__":
+    with Manager() as manager:
+        table = manager.dict()
+        total = Value("i", 0)
+        with Pool(2, initializer=init, initargs=(total,)) as pool:
+            print(sorted(pool.map(work, [(table, i) for i in range(5)])))
+        print(dict(sorted(table.items())), total.value)
+        items = manager.list([1, 2]); items.append(3); print(list(items))
+        ns = manager.Namespace(); ns.x = 5; print(ns.x)
+        mq = manager.Queue(); mq.put("m"); print(mq.get())
+    q = mp.Queue(); q.put(1); q.put("a"); print(q.get(), q.get(), q.get(timeout=0.05) if False else "")
+    q.close(); q.join_thread()
+    with mp.Lock():
+        print("locked")
+    with mp.RLock():
+        print("rlocked")
+    e = mp.Event(); e.set(); print(e.is_set(), e.wait(0.01))
+    print(mp.Semaphore(2).acquire(), mp.Value("d").value, mp.Value("i", 7).value)
+    a = mp.Array("d", 3); a[0] = 1.5; print(list(a), len(a))
+    b = mp.Array("i", [1, 2, 3]); print(b[:], sum(b))
+    parent, child = mp.Pipe(); parent.send({"k": 1}); print(child.recv(), child.poll())
+    jq = mp.JoinableQueue(); jq.put(1); jq.get(); jq.task_done(); jq.join(); print("joined")
+    sq = mp.SimpleQueue(); sq.put(2); print(sq.get(), sq.empty())
+    print(mp.get_context("spawn").Queue().empty())
+'''
+
+PROGRAMS = {"waits": WAITS, "thread pools": THREAD_POOL, "process pools": PROCESS_POOLS, "shared objects": SHARED}
 
 
 def _native(source: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -422,3 +422,155 @@ class IMapIterator:
 
     def next(self, timeout: float | None = None) -> Any:
         return self.__next__()
+
+
+# -- multiprocessing's shared objects -----------------------------------------------------------
+# A sandbox has no processes: a pool's tasks run in this interpreter (OneThreadPool), so what
+# multiprocessing shares between processes is shared already. Its top-level Queue, Lock, Event,
+# Value, Array, Manager, Pipe... failed (no _multiprocessing, no os.pipe, no ctypes), so the
+# programs that pass one to a pool's tasks (`Manager().dict()`, `Value("i", 0)` with
+# `get_lock()`) could not run: here they are multiprocessing.dummy's (threading's, whose locks
+# are Lock above), with the methods of multiprocessing's own that dummy's lack.
+
+def _queue_class(base: type) -> type:
+    class Queue(base):
+        """multiprocessing.Queue: a queue of this interpreter (close and join_thread do nothing)."""
+
+        def close(self) -> None:
+            pass
+
+        def join_thread(self) -> None:
+            pass
+
+        def cancel_join_thread(self) -> None:
+            pass
+
+    return Queue
+
+
+def _zero(typecode: Any) -> Any:
+    """A shared value's starting value: 0.0 for the float type codes, b"\\0" for "c", else 0."""
+    return 0.0 if typecode in ("f", "d") else b"\0" if typecode == "c" else 0
+
+
+class SharedValue:
+    """multiprocessing.Value: `.value` and `get_lock()` (a lock of this interpreter's)."""
+
+    def __init__(self, typecode_or_type: Any, *args: Any, lock: Any = True) -> None:
+        import threading
+
+        self._typecode_or_type = typecode_or_type
+        self.value = args[0] if args else _zero(typecode_or_type)
+        self._lock = lock if lock not in (True, False, None) else threading.RLock()
+
+    def get_lock(self) -> Any:
+        return self._lock
+
+    def get_obj(self) -> Any:
+        return self
+
+    def __repr__(self) -> str:
+        return "<Synchronized wrapper for %r>" % (self.value,)
+
+
+class SharedArray(list):
+    """multiprocessing.Array: a list of the values (or zeros for a size), with `get_lock()`."""
+
+    def __init__(self, typecode_or_type: Any, size_or_initializer: Any, *, lock: Any = True) -> None:
+        import threading
+
+        values = [_zero(typecode_or_type)] * size_or_initializer if isinstance(size_or_initializer, int) \
+            else list(size_or_initializer)
+        super().__init__(values)
+        self._lock = lock if lock not in (True, False, None) else threading.RLock()
+
+    def get_lock(self) -> Any:
+        return self._lock
+
+    def get_obj(self) -> Any:
+        return self
+
+
+class Manager:
+    """multiprocessing.Manager(): its dict, list, Namespace, Queue, Lock, Value... are this
+    interpreter's own objects; `with`, start and shutdown as a manager's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import multiprocessing.dummy as dummy
+
+        self._dummy = dummy
+
+    def __getattr__(self, name: str) -> Any:
+        made = {"dict": dict, "list": list, "Value": SharedValue, "Array": SharedArray,
+                "Queue": _queue_class(_std_queue()), "JoinableQueue": _queue_class(_std_queue())}.get(name)
+        return made if made is not None else getattr(self._dummy, name)
+
+    def start(self, *args: Any) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
+    def connect(self) -> None:
+        pass
+
+    def __enter__(self) -> "Manager":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+
+def _std_queue() -> type:
+    import queue
+
+    return queue.Queue
+
+
+def patch_multiprocessing_context(module: ModuleType) -> None:
+    """multiprocessing's contexts (the top-level names are the default one's methods) make the
+    objects above."""
+    context: Any = module
+    base = context.BaseContext
+    if getattr(base, "_declaw_shared", False):
+        return
+
+    def made_by(factory: Callable[..., Any]) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("ctx", None)
+            return factory(*args, **kwargs)
+        method.__name__ = getattr(factory, "__name__", "factory")
+        return method
+
+    def dummy(name: str) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            import multiprocessing.dummy as dummy_module
+
+            return getattr(dummy_module, name)(*args, **kwargs)
+        make.__name__ = name
+        return make
+
+    def queue(*args: Any, **kwargs: Any) -> Any:
+        return _queue_class(_std_queue())(*args, **kwargs)
+
+    def simple_queue() -> Any:
+        import queue as queue_module
+
+        return _queue_class(queue_module.SimpleQueue)()
+
+    for name in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition", "Event", "Barrier", "Pipe"):
+        setattr(base, name, made_by(dummy(name)))
+    for name, factory in (("Queue", queue), ("JoinableQueue", queue), ("SimpleQueue", simple_queue),
+                          ("Value", SharedValue), ("RawValue", SharedValue), ("Array", SharedArray),
+                          ("RawArray", SharedArray), ("Manager", Manager)):
+        setattr(base, name, made_by(factory))
+    base._declaw_shared = True
+    import sys
+
+    package = sys.modules.get("multiprocessing")  # its top-level names, bound at its import
+    default = getattr(context, "_default_context", None)
+    if package is not None and default is not None:
+        for name in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition", "Event", "Barrier", "Pipe",
+                     "Queue", "JoinableQueue", "SimpleQueue", "Value", "RawValue", "Array", "RawArray", "Manager"):
+            if hasattr(package, name):
+                setattr(package, name, getattr(default, name))

@@ -1023,7 +1023,12 @@ class ShellFeatures(_ExecutorBase):
     async def drain_to_sink(self, result: ExecutionResult, state: GuestState) -> None:
         """After each command of a script: PIPESTATUS, and the ERR trap."""
         await super().drain_to_sink(result, state)
-        if sys._getframe(1).f_code is not _RUN_SCRIPT:
+        caller = sys._getframe(1).f_code
+        if caller is _RUN_AND_DRAIN:  # an item of an and/or list: its stages, should it be the last
+            ran = _LIST_STAGES.get()
+            if ran is not None:
+                ran.append(getattr(result, "pipe_stages", None) or [result])
+        if caller is not _RUN_SCRIPT:
             return
         stages = getattr(result, "pipe_stages", None) or [result]
         state.variables.pop("PIPESTATUS", None)
@@ -1039,6 +1044,20 @@ class ShellFeatures(_ExecutorBase):
                 finally:
                     traps.setdefault("ERR", action)
                     state.last_exit_code = status
+
+    async def execute_and_or_list(self, node: Any, state: GuestState, stdin: StdinValue | None,
+                                  direct_output: bool) -> ExecutionResult:
+        """The library's; PIPESTATUS after `cd src && make | tee log` is the last pipeline's, as
+        bash's (it held the list's status alone)."""
+        ran: list[list[ExecutionResult]] = []
+        token = _LIST_STAGES.set(ran)
+        try:
+            result = await super().execute_and_or_list(node, state, stdin, direct_output)
+        finally:
+            _LIST_STAGES.reset(token)
+        if ran and len(ran[-1]) > 1:
+            result.pipe_stages = ran[-1]
+        return result
 
     async def run_subshell_script(self, script: str, state: GuestState) -> int:
         """`( … )` and `$( … )`: a subshell's EXIT trap runs when it ends."""
@@ -1421,5 +1440,9 @@ def _minutes(seconds: float) -> str:
 
 
 _RUN_SCRIPT = Executor.run_script.__code__
+_RUN_AND_DRAIN = Executor.run_and_drain.__code__
+# the stages of each item an and/or list ran (execute_and_or_list): the last one's are PIPESTATUS
+_LIST_STAGES: contextvars.ContextVar[list[list[ExecutionResult]] | None] = contextvars.ContextVar(
+    "declaw_list_stages", default=None)
 # the pipeline being built, per task
 _PIPE_STAGES: contextvars.ContextVar[list[ExecutionResult]] = contextvars.ContextVar("declaw_pipe_stages")

@@ -368,4 +368,7 @@ GAP_CASES: list[str] = [
     "cp a.txt nodir/; echo $?; ls; cp -r src newdir/ && ls newdir",
     "cp -a src srccopy && ls srccopy; cp -p a.txt ap.txt && cmp a.txt ap.txt && echo same; cp -av a.txt av.txt",
     "cp a.txt u.txt; echo changed > u.txt; cp -u a.txt u.txt; cat u.txt; cp -u a.txt fresh.txt; cat fresh.txt",
+    # PIPESTATUS after an and/or list is its last pipeline's (it held the list's status alone)
+    "cd . && true | false | true; echo ${PIPESTATUS[@]}; true && false | true && echo x; echo ${PIPESTATUS[@]}",
+    "echo a > a1; echo b > b1; true && diff -u a1 b1 | tail -1; echo ${PIPESTATUS[0]} ${PIPESTATUS[1]}",
 ]
