@@ -915,6 +915,15 @@ class _Device(io.RawIOBase):
         view[: len(data)] = data
         return len(data)
 
+    def readall(self) -> bytes:
+        """All of it: /dev/zero and /dev/urandom have no end (Linux reads until memory runs out;
+        here the program is told so at once, and the shell's utilities print it as an error)."""
+        if self._readable and self.name in ("/dev/zero", "/dev/urandom", "/dev/random"):
+            import errno
+
+            raise OSError(errno.ENOMEM, "Cannot allocate memory (the device has no end)", self.name)
+        return bytes(super().readall() or b"")
+
     def write(self, data: Any) -> int:
         if not self._writable:
             raise io.UnsupportedOperation("write")

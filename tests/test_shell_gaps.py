@@ -277,3 +277,14 @@ def test_openai_agents_sandbox_command_shapes(local_sbx: Sandbox) -> None:
         == "data\n"
     assert run("sh -c 'mv -- \"$1\" \"$2\"' sh /workspace/oa/g /workspace/oa/h && cat /workspace/oa/h").stdout \
         == "data\n"
+
+
+def test_a_device_without_an_end_read_whole_is_an_error_not_a_crash(local_sbx: Sandbox) -> None:
+    """Read whole, /dev/zero and /dev/urandom never end (Linux reads until memory runs out): the
+    reader is told so at once (ENOMEM), as an error its program prints, and the line goes on
+    (a MemoryError traceback ended the whole line). Read as consumed, they still stream."""
+    run = local_sbx.commands.run("wc -c /dev/zero; echo $?; md5sum /dev/urandom; echo $?; "
+                                 "head -c 3 /dev/zero | wc -c", timeout=60)
+    assert run.stdout == "1\n1\n3\n", run
+    assert run.stderr == ("wc: /dev/zero: Cannot allocate memory (the device has no end)\n"
+                          "md5sum: /dev/urandom: Cannot allocate memory (the device has no end)\n"), run

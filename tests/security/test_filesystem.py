@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from declaw_wasm._wasm.layout import DEVICES
 from declaw_wasm import testing
 from declaw_wasm import FileNotFoundException, Sandbox, SandboxException
 
@@ -110,7 +111,7 @@ def test_host_paths_outside_tmp_are_not_readable(box: Sandbox) -> None:
                  "/etc/shadow", "/etc/hostname/../../" + str(readme).lstrip("/")):
         with pytest.raises(FileNotFoundException):
             box.files.read(path)
-    for folder in ("/work", "/root/.cache", "/proc/self", "/proc/1", "/sys", "/dev",
+    for folder in ("/work", "/root/.cache", "/proc/self", "/proc/1", "/sys", "/dev/shm", "/dev/mem",
                    "/home/user/../../../root/.cache"):
         assert not box.files.exists(folder)
         with pytest.raises(FileNotFoundException):
@@ -119,6 +120,9 @@ def test_host_paths_outside_tmp_are_not_readable(box: Sandbox) -> None:
     # the guest's own /proc: the sandbox's boot id alone, never the host's
     assert [e.path for e in box.files.list("/proc", depth=4)] == [
         "/proc/sys", "/proc/sys/kernel", "/proc/sys/kernel/random", "/proc/sys/kernel/random/boot_id"]
+    # the guest's own /dev: an empty file per device its open() answers, never the host's devices
+    assert sorted((e.name, e.size) for e in box.files.list("/dev")) == [(name, 0) for name in sorted(DEVICES)]
+    assert box.files.read("/dev/urandom") == "" and box.files.read("/dev/zero", format="bytes") == b""
     assert box.files.read("/etc/hostname").strip() != Path("/etc/hostname").read_text().strip()
     assert_host_fine(box)
 
