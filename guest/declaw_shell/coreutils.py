@@ -281,6 +281,79 @@ def _echo_escapes(text: str) -> tuple[str, bool]:
 
 
 library_echo.interpret_escapes = _echo_escapes
+_SED_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "f": "\f", "v": "\v"}
+
+
+def _sed_replacement(text: str, group_count: int) -> Any:
+    """`s///`'s replacement as GNU sed reads it: `&` and `\\0`-`\\9`, the escapes `\\n \\t \\r \\a \\f
+    \\v`, and the case conversions `\\U \\L` (until `\\E`) and `\\u \\l` (the next character), over
+    literal text and groups alike. The library's knew `&`, groups, `\\n` and `\\t`: `s/.*/\\U&/`
+    printed `U` and the line, `s/$/\\r/` an `r`."""
+    ops: list[tuple[str, Any]] = []  # ("text", str), ("group", n), ("case", letter)
+    literal: list[str] = []
+
+    def flush() -> None:
+        if literal:
+            ops.append(("text", "".join(literal)))
+            literal.clear()
+
+    position = 0
+    while position < len(text):
+        character = text[position]
+        position += 1
+        if character == "\\" and position < len(text):
+            escaped = text[position]
+            position += 1
+            if escaped.isdigit():
+                if int(escaped) > group_count:
+                    raise library_sed.SedScriptError(f"invalid reference \\{escaped} on `s' command's RHS")
+                flush()
+                ops.append(("group", int(escaped)))
+            elif escaped in "ULulE":
+                flush()
+                ops.append(("case", escaped))
+            else:
+                literal.append(_SED_ESCAPES.get(escaped, escaped))
+        elif character == "&":
+            flush()
+            ops.append(("group", 0))
+        else:
+            literal.append(character)
+    flush()
+    return _sed_builder(ops)
+
+
+def _sed_builder(ops: list[tuple[str, Any]]) -> Any:
+    """The function from a match to its replacement text, for _sed_replacement's pieces."""
+    if not any(kind == "case" for kind, _ in ops):
+        def plain(match: Any) -> str:
+            return "".join(value if kind == "text" else (match.group(value) or "") for kind, value in ops)
+        return plain
+
+    def build(match: Any) -> str:
+        out: list[str] = []
+        mode, once = "", ""
+        for kind, value in ops:
+            if kind == "case":
+                if value in "UL":
+                    mode, once = value, ""
+                elif value == "E":
+                    mode, once = "", ""
+                else:
+                    once = value
+                continue
+            piece = value if kind == "text" else (match.group(value) or "")
+            if mode:
+                piece = piece.upper() if mode == "U" else piece.lower()
+            if once and piece:
+                piece = (piece[0].upper() if once == "u" else piece[0].lower()) + piece[1:]
+                once = ""
+            out.append(piece)
+        return "".join(out)
+    return build
+
+
+library_sed.compile_replacement = _sed_replacement
 _library_head_source, _library_head_limit = library_head.source_lines, library_head.limit_source
 library_head.source_lines, library_head.limit_source = _head_source, _head_limit
 library_tee.stdin_lines = _tee_chunks

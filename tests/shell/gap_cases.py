@@ -371,4 +371,9 @@ GAP_CASES: list[str] = [
     # PIPESTATUS after an and/or list is its last pipeline's (it held the list's status alone)
     "cd . && true | false | true; echo ${PIPESTATUS[@]}; true && false | true && echo x; echo ${PIPESTATUS[@]}",
     "echo a > a1; echo b > b1; true && diff -u a1 b1 | tail -1; echo ${PIPESTATUS[0]} ${PIPESTATUS[1]}",
+    # sed's replacement: case conversions and escapes (`s/.*/\U&/` printed `U` and the line)
+    "echo 'foo bar' | sed 's/.*/\\U&/'; echo 'Foo BAR' | sed 's/\\(\\w*\\) \\(\\w*\\)/\\L\\1 \\u\\2/'",
+    "echo 'hello world' | sed -E 's/(\\w+) (\\w+)/\\u\\1 \\U\\2\\E!/'; echo abc | sed 's/b/\\n/' | wc -l",
+    "printf 'a\\nb\\n' | sed 's/$/\\r/' | od -c | head -1; echo 'x-y' | sed 's/-/\\t/' | od -c | head -1",
+    "echo 'MiXeD' | sed 's/.*/\\L\\u&/'; echo 'snake_case_name' | sed -E 's/_(.)/\\U\\1/g'",
 ]
