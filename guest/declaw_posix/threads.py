@@ -558,11 +558,12 @@ def patch_multiprocessing_context(module: ModuleType) -> None:
 
         return _queue_class(queue_module.SimpleQueue)()
 
-    for name in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition", "Event", "Barrier", "Pipe"):
-        setattr(base, name, made_by(dummy(name)))
-    for name, factory in (("Queue", queue), ("JoinableQueue", queue), ("SimpleQueue", simple_queue),
-                          ("Value", SharedValue), ("RawValue", SharedValue), ("Array", SharedArray),
-                          ("RawArray", SharedArray), ("Manager", Manager)):
+    factories: dict[str, Callable[..., Any]] = {
+        **{name: dummy(name) for name in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition", "Event",
+                                          "Barrier", "Pipe")},
+        "Queue": queue, "JoinableQueue": queue, "SimpleQueue": simple_queue, "Value": SharedValue,
+        "RawValue": SharedValue, "Array": SharedArray, "RawArray": SharedArray, "Manager": Manager}
+    for name, factory in factories.items():
         setattr(base, name, made_by(factory))
     base._declaw_shared = True
     import sys
@@ -570,7 +571,6 @@ def patch_multiprocessing_context(module: ModuleType) -> None:
     package = sys.modules.get("multiprocessing")  # its top-level names, bound at its import
     default = getattr(context, "_default_context", None)
     if package is not None and default is not None:
-        for name in ("Lock", "RLock", "Semaphore", "BoundedSemaphore", "Condition", "Event", "Barrier", "Pipe",
-                     "Queue", "JoinableQueue", "SimpleQueue", "Value", "RawValue", "Array", "RawArray", "Manager"):
+        for name in factories:
             if hasattr(package, name):
                 setattr(package, name, getattr(default, name))

@@ -956,9 +956,10 @@ class ShellFeatures(_ExecutorBase):
                 continue
             if str(path).startswith("/dev/"):
                 from .coreutils import ENDLESS_DEVICES, file_chunks
-            if str(path).startswith("/dev/") and str(path) in ENDLESS_DEVICES:  # read as consumed
-                stdin = StdinValue(value=as_async_iterator(file_chunks(path)), kind=OutputKind.STREAM_TEXT)
-                continue
+
+                if str(path) in ENDLESS_DEVICES:  # read as it is consumed
+                    stdin = StdinValue(value=as_async_iterator(file_chunks(path)), kind=OutputKind.STREAM_TEXT)
+                    continue
             try:
                 with path.open(encoding="utf-8", errors="surrogateescape", newline="") as handle:
                     stdin = StdinValue(value=handle.read(), kind=OutputKind.TEXT)
