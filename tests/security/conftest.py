@@ -67,8 +67,8 @@ def _host_pids(mode: str) -> Callable[[], list[int]]:
 
         pool = pool_for(int(POOL.split(":")[1]))
 
-        def workers() -> list[int]:
-            return [w.pid for w in pool.workers if w.dead is None]
+        def workers() -> list[int]:  # those hosting a sandbox (a spare one's work is not the case's)
+            return [w.pid for w in pool.workers if w.dead is None and w.sandboxes]
         return workers
     if mode == "ray":
         from declaw_wasm._ray.sandboxes import ray_sandboxes

@@ -114,10 +114,10 @@ def rss(pid: Optional[int] = None) -> int:
     raise AssertionError("no VmRSS")
 
 
-def host_rss() -> int:
-    """The resident memory of this process and of every process hosting the case's sandboxes."""
-    total = rss()
-    for pid in HOSTS():
+def _total(pids: list[int]) -> int:
+    """The resident memory of processes `pids` (one that has ended counts nothing)."""
+    total = 0
+    for pid in pids:
         try:
             total += rss(pid)
         except (OSError, AssertionError):  # ended meanwhile (a worker killed by its guest's fault)
@@ -125,20 +125,47 @@ def host_rss() -> int:
     return total
 
 
+def host_rss() -> int:
+    """The resident memory of this process and of every process hosting the case's sandboxes."""
+    return _total([os.getpid()] + HOSTS())
+
+
 class PeakRSS:
     """`with PeakRSS() as m:` ... `m.growth`: how far the host's RSS — this process's and its
-    sandbox hosts' (`host_rss`), or process `pid`'s — rose above the start."""
+    sandbox hosts' (`HOSTS`, taken once at the start), or process `pid`'s — rose above the start.
+
+    The start waits (at most SETTLE_S) until that RSS holds still for QUIET_S: what the host
+    does in the background after the case's last call — a pool worker refilling its standby
+    sandboxes and parked guests after a create, tens of MB and slower on a loaded machine — is
+    not the measured work's (it put one full run's pool 9 MB past a 64 MiB bound)."""
+
+    SETTLE_S = 10.0
+    QUIET_S = 0.3
+    STILL = 1 << 20  # bytes: "holds still"
 
     def __init__(self, pid: Optional[int] = None) -> None:
         self.pid = pid
 
     def __enter__(self) -> "PeakRSS":
-        self.start = self._rss()
+        self.pids = [self.pid] if self.pid is not None else [os.getpid()] + HOSTS()
+        self.start = self._settled()
         self.peak = self.start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True, name="security-rss")
         self._thread.start()
         return self
+
+    def _settled(self) -> int:
+        deadline = time.monotonic() + self.SETTLE_S
+        level, since = self._rss(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self._rss()
+            if abs(now - level) > self.STILL:
+                level, since = now, time.monotonic()
+            elif time.monotonic() - since >= self.QUIET_S:
+                return now
+        return self._rss()
 
     def _sample(self) -> None:
         while not self._stop.is_set():
@@ -151,7 +178,7 @@ class PeakRSS:
         self.peak = max(self.peak, self._rss())
 
     def _rss(self) -> int:
-        return rss(self.pid) if self.pid is not None else host_rss()
+        return _total(self.pids)
 
     @property
     def growth(self) -> int:
