@@ -71,7 +71,8 @@ boot = importlib.util.module_from_spec(spec)
 sys.modules["_declaw_boot"] = boot
 spec.loader.exec_module(boot)
 boot._install_import_patches()
-import declaw_shell, declaw_shell.awk, declaw_shell.git, declaw_kernel, declaw_kernel.display, declaw_kernel.charts
+import declaw_shell, declaw_shell.awk, declaw_shell.git, declaw_shell.sed
+import declaw_kernel, declaw_kernel.display, declaw_kernel.charts
 declaw_shell.run_command("/tmp", "true | cat && echo $((1+1)) >/dev/null", {{}})  # its lazy imports
 import matplotlib
 matplotlib.use("Agg")

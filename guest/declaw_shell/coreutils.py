@@ -92,6 +92,8 @@ def register(commands: Any) -> None:
                     LazyCommand("split", "fileviews", "SplitCommand", TEXT_IN, TEXT_OUT, "split a file into pieces"),
                     LazyCommand("git", "git", "GitCommand", TEXT_IN, TEXT_OUT, "the stupid content tracker"),
                     LazyCommand("dd", "dd", "DdCommand", STREAM_IN, STREAM_OUT, "convert and copy a file"),
+                    LazyCommand("sed", "sed", "SedCommand", STREAM_IN, STREAM_OUT,
+                                "stream editor for filtering and transforming text"),
                     *(LazyCommand(name, "smallutils", attribute, kinds, TEXT_OUT, summary) for name, attribute, kinds,
                       summary in SMALL_UTILS)):
         commands.register(command)
@@ -201,7 +203,8 @@ class LazyCommand(Command):
     """A program of ours whose module is imported at its first use, not with the shell (the
     plain module's guests import the shell at every command): `jq` (jq.py and jqlang.py),
     `date` (datecmd.py), `sort` (versionsort.py, the library's sort with -V), `bc` (bc.py),
-    `hexdump`, `hd`, `strings`, `split` (fileviews.py), `git` (git.py, over dulwich), `dd` (dd.py)."""
+    `hexdump`, `hd`, `strings`, `split` (fileviews.py), `git` (git.py, over dulwich), `dd` (dd.py),
+    `sed` (sed.py)."""
 
     def __init__(self, name: str, module: str, attribute: str, input_kinds: Any, output_kinds: Any,
                  summary: str) -> None:

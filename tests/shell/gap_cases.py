@@ -371,6 +371,28 @@ GAP_CASES: list[str] = [
     # PIPESTATUS after an and/or list is its last pipeline's (it held the list's status alone)
     "cd . && true | false | true; echo ${PIPESTATUS[@]}; true && false | true && echo x; echo ${PIPESTATUS[@]}",
     "echo a > a1; echo b > b1; true && diff -u a1 b1 | tail -1; echo ${PIPESTATUS[0]} ${PIPESTATUS[1]}",
+    # sed, whole (guest/declaw_shell/sed.py): N n D P, the hold space, branches and labels, r R w W,
+    # l F z, 0,/re/, the empty regex, -z -s; each of these was "unknown command"
+    "printf 'a\\nb\\nc\\n' | sed ':a;N;$!ba;s/\\n/ /g'; printf 'a\\nb\\nc' | sed -e :a -e '$!N;s/\\n/,/;ta'",
+    "printf 'a\\na\\nb\\nc\\nc\\n' | sed '$!N;/^\\(.*\\)\\n\\1$/!P;D'; printf '1\\n2\\n3\\n' | sed -n '1!G;h;$p'",
+    "printf 'x\\nstart\\ny\\nz\\n' | sed -n '/start/{n;p}'; printf 'x\\nx\\n' | sed '0,/x/s//y/'",
+    "printf 'k=v\\nz\\n' | sed -n 'h;s/=.*//;G;s/\\n/ -> /p'; printf '1\\n2\\n3\\n4\\n5\\n' | sed 'n;d'",
+    "printf 'a\\nb\\nc\\n' | sed -n 'H;${x;s/\\n/,/g;s/^,//;p}'; printf 'a\\nb\\n' | sed '1!G;h;$!d'",
+    "printf '0\\nx\\n1\\ny\\n2\\n' | sed -n '/x/{:a;N;/y/!ba;p}'; "
+    "printf 'x\\nz\\n' | sed 's/x/y/;ta;s/$/ no/;b;:a;s/$/ yes/'",
+    "printf 'a\\tb\\n' | sed -n l; printf 'a\\nb\\n' | sed = | sed 'N;s/\\n/ /'; "
+    "printf 'a\\nb\\n' | sed -z 's/\\n/,/g'; echo",
+    "printf 'x\\ny\\n' > r.txt; printf '1\\n2\\n3\\n' | sed 'R r.txt'; "
+    "printf '1\\n2\\n' | sed '1r r.txt'; sed -n '$=' r.txt",
+    "printf 'a\\nb\\na\\n' | sed -n '/a/w hits.txt'; cat hits.txt; printf 'a\\nb\\n' | sed 's/a/X/w /dev/stdout'",
+    "printf '1\\n2\\n' > f1; printf '3\\n4\\n' > f2; sed -s -n '$p' f1 f2; sed -n '$p' f1 f2; sed -s F f1 f2",
+    "printf 'a\\n1\\n2\\nb\\n3\\n' | sed -n '/a/,/b/{//!p}'; printf 'ab\\nab\\n' | sed -n '$!N;s/a/X/;P;D'",
+    "printf 'a\\nb\\n' | sed 'b nolabel'; echo $?; printf 'a\\n' | sed 's//x/'; echo $?; "
+    "printf 'a\\n' | sed 'k'; echo $?",
+    "printf 'a\\nb\\nc\\n' > e.txt; sed -i '2{h;d};${G}' e.txt; cat e.txt; sed -i.bak '1i top' e.txt; "
+    "cat e.txt e.txt.bak",
+    "printf 'a' | sed G | od -c | head -1; printf 'a' | sed 'h;G' | od -c | head -1; "
+    "printf '1\\n2\\n3' | sed '$!N;P;D' | od -c | head -1",
     # sed's replacement: case conversions and escapes (`s/.*/\U&/` printed `U` and the line)
     "echo 'foo bar' | sed 's/.*/\\U&/'; echo 'Foo BAR' | sed 's/\\(\\w*\\) \\(\\w*\\)/\\L\\1 \\u\\2/'",
     "echo 'hello world' | sed -E 's/(\\w+) (\\w+)/\\u\\1 \\U\\2\\E!/'; echo abc | sed 's/b/\\n/' | wc -l",

@@ -1,5 +1,5 @@
 """The shell against real bash: each line of cases.py (and awk_cases.py, gap_cases.py,
-array_cases.py) runs under the host's `bash -c` in a temporary folder and through
+array_cases.py, sed_cases.py) runs under the host's `bash -c` in a temporary folder and through
 `commands.run` in a folder of the sandbox, both holding the same files; stdout and the exit
 status must match. Expectations are generated here, never typed by hand. Lines in KNOWN_GAPS
 differ for a reason the README lists.
@@ -22,12 +22,14 @@ from .array_cases import ARRAY_CASES
 from .awk_cases import AWK_CASES
 from .cases import CASES, FIXTURE
 from .gap_cases import GAP_CASES
+from .sed_cases import SED_CASES
 
 pytestmark = pytest.mark.guest  # every test here starts guests (tests/conftest.py)
 
 ALL_CASES = CASES + [case for case in AWK_CASES if case not in CASES]
 ALL_CASES += [case for case in GAP_CASES if case not in ALL_CASES]
 ALL_CASES += [case for case in ARRAY_CASES if case not in ALL_CASES]
+ALL_CASES += [case for case in SED_CASES if case not in ALL_CASES]
 
 # line -> why it differs (README, "The shell: known gaps")
 KNOWN_GAPS: dict[str, str] = {
