@@ -25,7 +25,7 @@ from bash_purepython.continuation import script_needs_more_lines
 from bash_purepython.execute_command import ErrorDestination, ExecutionResult, Executor, StdinValue
 from bash_purepython.shell_state import CallableSink, ControlFlowSignal, ExitShell, ShellError
 
-from . import arrays, door, programs, rawbytes, shells
+from . import arrays, door, pipebuffer, programs, rawbytes, shells
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 arrays.install()  # associative arrays, keyed compound assignments, elements in arithmetic
 rawbytes.install()  # bytes that are not UTF-8 (`printf '\\377'`) reach files and streams as bytes
+pipebuffer.install()  # a stage cut off by its reader is 141 only if it had more than a pipe's buffer to write
 
 EXIT_INTERRUPTED = 130
 WRITABLE = ("/home/user", "/tmp", "/workspace")  # the sandbox's writable mounts; / is read-only

@@ -393,6 +393,16 @@ GAP_CASES: list[str] = [
     "cat e.txt e.txt.bak",
     "printf 'a' | sed G | od -c | head -1; printf 'a' | sed 'h;G' | od -c | head -1; "
     "printf '1\\n2\\n3' | sed '$!N;P;D' | od -c | head -1",
+    # a stage cut off by its reader is 141 only past a pipe's buffer (pipebuffer.py); heredocs ended by `;`
+    # on their line and `time` of a compound (continued.py)
+    "seq 3 | head -1; echo ${PIPESTATUS[@]}; (exit 3) | true; echo ${PIPESTATUS[@]}; "
+    "yes | head -1; echo ${PIPESTATUS[@]}",
+    "set -euo pipefail; printf 'a\\nb\\n' > p.txt; cat p.txt | head -1; seq 100000 | head -1 || echo failed=$?",
+    "(echo x; exit 4) | true; echo ${PIPESTATUS[@]}; seq 100000 | head -2; echo ${PIPESTATUS[@]}",
+    "cat <<EOF > hf.txt; cat hf.txt\nhello\nEOF\ncat <<A; cat <<B\na\nA\nb\nB\necho end",
+    "cat <<-A; echo 'q;' \"r\"\n\ta\n\tA\nwc -l <<E; echo two\n1\n2\nE",
+    "time (echo hi; exit 3) 2>/dev/null; echo $?; time { x=5; echo in; } 2>/dev/null; echo $x",
+    "time -p (echo p) 2>/dev/null | tr a-z A-Z",
     # sed's replacement: case conversions and escapes (`s/.*/\U&/` printed `U` and the line)
     "echo 'foo bar' | sed 's/.*/\\U&/'; echo 'Foo BAR' | sed 's/\\(\\w*\\) \\(\\w*\\)/\\L\\1 \\u\\2/'",
     "echo 'hello world' | sed -E 's/(\\w+) (\\w+)/\\u\\1 \\U\\2\\E!/'; echo abc | sed 's/b/\\n/' | wc -l",
