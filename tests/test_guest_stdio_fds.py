@@ -4,7 +4,8 @@ In a command line the guest's programs read and write Python streams the shell h
 pipe's, a file's), not descriptors 0-2, so `open(0).read()` (how competitive-programming and filter
 scripts read their input) and `os.read(0, n)` read the guest's own, empty, stdin and the program
 went on with no input and status 0 (guest/declaw_posix/process.py's `_read`, the boot's `open`).
-`os.get_terminal_size` was missing (AttributeError where code's fallback catches OSError). Each
+`sys.stdin.fileno()` raised (it is 0: `os.read`, `open`, `select` and a child's `stdin=sys.stdin` take it as
+the program's stdin). `os.get_terminal_size` was missing (AttributeError where code's fallback catches OSError). Each
 program runs natively (this machine's CPython) and in a sandbox with the same stdin: the outputs
 must match. tqdm's monitor thread and matplotlib's `plt.show()` warned on stderr at every use; a
 guest's stderr must now hold nothing of theirs."""
@@ -31,6 +32,13 @@ PROGS = {
     "open1": ("import sys\nf = open(1, 'w', closefd=False); f.write('to fd 1\\n'); f.flush()\nprint('after')", ""),
     "open2": ("import sys\nf = open(2, 'w', closefd=False); f.write('err\\n'); f.flush()\nprint('out')", ""),
     "stdin_then_fd": ("import sys, os\nprint(sys.stdin.readline().strip())", "first\nsecond\n"),
+    "stdin_fileno": ("import os, sys\nfd = sys.stdin.fileno(); print(fd, os.read(fd, 3))\n"
+                     "print(repr(open(sys.stdin.fileno(), closefd=False).read()))", "abc\ndef\n"),
+    "stdin_select": ("import select, sys\nready = select.select([sys.stdin], [], [], 0)[0]\n"
+                     "print('piped' if ready else 'none', repr(sys.stdin.read()))", "data\n"),
+    "stdin_to_child": ("import subprocess, sys\nout = subprocess.run([sys.executable, '-c', "
+                       "'import sys; print(sys.stdin.read().upper())'], stdin=sys.stdin, capture_output=True, "
+                       "text=True).stdout\nprint(repr(out))", "to the child\n"),
     "terminal_size": ("import os\ntry: print(os.get_terminal_size().columns)\nexcept OSError: print('no tty')\n"
                       "import shutil; print(shutil.get_terminal_size((81, 25)))", ""),
 }

@@ -12,6 +12,7 @@ Other fds go to the original functions, as before.
 from __future__ import annotations
 
 import select as _select_module
+import sys
 
 from . import _door
 from .sockets import DoorSocket, by_fd
@@ -38,6 +39,12 @@ def _fileno(obj: object) -> int:
     return fd
 
 
+def _program_stdin() -> bool:
+    """Whether fd 0 is a running program's stdin stream, not the guest's descriptor."""
+    process = sys.modules.get("declaw_posix.process")
+    return process is not None and bool(process.virtual_fd(0))
+
+
 def _ask_host(read_socks: Iterable[DoorSocket], write_socks: Iterable[DoorSocket],
               timeout: float | None) -> tuple[set[DoorSocket], set[DoorSocket]]:
     """(readable, writable) sets of sockets, asking the host for those it must answer."""
@@ -61,6 +68,11 @@ def select(rlist: Iterable[Any], wlist: Iterable[Any], xlist: Iterable[Any],
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be non-negative")
     rlist, wlist, xlist = list(rlist), list(wlist), list(xlist)
+    stdin = [o for o in rlist if _fileno(o) == 0 and _program_stdin()]
+    if stdin:  # a program's stdin the shell hands it (a pipe's text, a file): there to read, or at its end
+        rest = [o for o in rlist if o not in stdin]
+        got = select(rest, wlist, xlist, 0) if rest or wlist or xlist else ([], [], [])
+        return [o for o in rlist if o in stdin or o in got[0]], got[1], got[2]
     door_r = {id(o): by_fd[_fileno(o)] for o in rlist if _fileno(o) in by_fd}
     door_w = {id(o): by_fd[_fileno(o)] for o in wlist if _fileno(o) in by_fd}
     if not door_r and not door_w:

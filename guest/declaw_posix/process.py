@@ -29,7 +29,8 @@ What still differs (docs/guest.md): a module of the standard library or a packag
 program left it (its globals, monkeypatches, a `reload`), and so does a `sys.modules` entry it
 replaced in place (one it deleted, or deleted and re-added, is put back); a change to a logger
 that makes no handler and touches neither the root nor the switch (`getLogger("lib").setLevel`)
-carries over; `sys.stdout.fileno()` raises `io.UnsupportedOperation` for a captured stream.
+carries over; `sys.stdout.fileno()` raises `io.UnsupportedOperation` for a captured stream
+(`sys.stdin.fileno()` is 0, which the program's `os.read` and `open` read as its stdin).
 
 Cost: nothing here walks `sys.modules` or the loggers when a program changed nothing there.
 Touching an object writes its reference count, and each page of the warm image so written
@@ -388,12 +389,16 @@ class Streams:
 
     def __init__(self, stdin: Any, stdout: Any, stderr: Any) -> None:
         self.by_fd = (stdin, stdout, stderr)
+        # the fds that are the program's Python streams, not the guest's own descriptors
+        self.virtual = frozenset(fd for fd, stream in enumerate(self.by_fd) if _fd_of(stream) != fd)
         self.dunders = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
         self.closed: set[int] = set()  # streams the program closed (sys.stdout.close())
         self.closed_fds: set[int] = set()  # fds it closed (os.close(1)): a stream's close leaves its fd
         self.shadowed: list[tuple[Any, str, Any]] = []
         for fd, stream in enumerate(self.by_fd):
             self._shadow(stream, "close", self._closer(fd, stream))
+        if _fd_of(stdin) is None:  # a pipe's or a heredoc's text: fd 0, which os.read(0) and open(0) read
+            self._shadow(stdin, "fileno", _fd_zero)
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = self.by_fd  # type: ignore[misc]
 
     def _shadow(self, stream: Any, name: str, value: Any) -> None:
@@ -431,6 +436,13 @@ class Streams:
         sys.__stdin__, sys.__stdout__, sys.__stderr__ = self.dunders  # type: ignore[misc]
 
 
+def _fd_zero() -> int:
+    """A program's stdin's `fileno()` when the shell hands it text: 0, the program's own fd 0
+    (`os.read(sys.stdin.fileno(), n)`, `open(sys.stdin.fileno())`, `select([sys.stdin], ...)`,
+    `subprocess.run(..., stdin=sys.stdin)`); it raised `io.UnsupportedOperation`."""
+    return 0
+
+
 def _closed_write(*_args: Any) -> int:
     raise ValueError("I/O operation on closed file.")
 
@@ -454,7 +466,7 @@ def _write(fd: int, data: Any) -> int:
         if fd in streams.closed_fds:
             raise OSError(9, "Bad file descriptor")
         stream = streams.by_fd[fd]
-        if _fd_of(stream) == fd:  # the guest's own stdout (nothing redirected): straight out, as before
+        if fd not in streams.virtual:  # the guest's own stdout (nothing redirected): straight out, as before
             stream.flush()
             return _real_write(fd, data)
         return _write_to(stream, data)
@@ -491,9 +503,8 @@ def _read(fd: int, size: int) -> bytes:
         streams = _streams[-1]
         if 0 in streams.closed_fds:
             raise OSError(9, "Bad file descriptor")
-        stream = streams.by_fd[0]
-        if _fd_of(stream) != 0:
-            return _read_from(stream, size)
+        if 0 in streams.virtual:
+            return _read_from(streams.by_fd[0], size)
     return _real_read(fd, size)
 
 
@@ -515,7 +526,7 @@ def virtual_fd(fd: Any) -> bool:
     descriptor (`open(0)` then opens that stream, as /dev/stdin does)."""
     if not _streams or type(fd) is not int or fd not in (0, 1, 2):
         return False
-    return _fd_of(_streams[-1].by_fd[fd]) != fd
+    return fd in _streams[-1].virtual
 
 
 def _close(fd: int) -> None:

@@ -285,13 +285,16 @@ def _echo_escapes(text: str) -> tuple[str, bool]:
 
 library_echo.interpret_escapes = _echo_escapes
 _SED_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "f": "\f", "v": "\v"}
+# sed's numeric escapes (replacement, `a i c` text, regex): the letter -> (base, its digits)
+SED_NUMERIC = {"x": (16, re.compile("[0-9A-Fa-f]{1,2}")), "o": (8, re.compile("[0-7]{1,3}")),
+                "d": (10, re.compile("[0-9]{1,3}"))}
 
 
 def _sed_replacement(text: str, group_count: int) -> Any:
     """`s///`'s replacement as GNU sed reads it: `&` and `\\0`-`\\9`, the escapes `\\n \\t \\r \\a \\f
-    \\v`, and the case conversions `\\U \\L` (until `\\E`) and `\\u \\l` (the next character), over
-    literal text and groups alike. The library's knew `&`, groups, `\\n` and `\\t`: `s/.*/\\U&/`
-    printed `U` and the line, `s/$/\\r/` an `r`."""
+    \\v`, `\\xHH \\oNNN \\dNNN \\cX`, and the case conversions `\\U \\L` (until `\\E`) and `\\u \\l`
+    (the next character), over literal text and groups alike. The library's knew `&`, groups, `\\n`
+    and `\\t`: `s/.*/\\U&/` printed `U` and the line, `s/$/\\r/` an `r`."""
     ops: list[tuple[str, Any]] = []  # ("text", str), ("group", n), ("case", letter)
     literal: list[str] = []
 
@@ -315,6 +318,14 @@ def _sed_replacement(text: str, group_count: int) -> Any:
             elif escaped in "ULulE":
                 flush()
                 ops.append(("case", escaped))
+            elif escaped in SED_NUMERIC and SED_NUMERIC[escaped][1].match(text, position):
+                digits = SED_NUMERIC[escaped][1].match(text, position)
+                assert digits is not None
+                literal.append(chr(int(digits.group(), SED_NUMERIC[escaped][0])))  # `\x27`: a quote
+                position = digits.end()
+            elif escaped == "c" and position < len(text):
+                literal.append(chr(ord(text[position].upper()) ^ 0x40))  # `\cA`: control-A
+                position += 1
             else:
                 literal.append(_SED_ESCAPES.get(escaped, escaped))
         elif character == "&":

@@ -73,8 +73,8 @@ _NOT_FROM_HEX = frozenset("\\/\n")  # a `\xHH` of one of these is left to the li
 
 
 def _gnu_sed_escapes() -> None:
-    """sed's regular expressions take GNU sed's `\\r`, `\\f`, `\\v`, `\\a` and `\\xHH` as those
-    characters (`sed -i 's/\\r$//' f` makes a CRLF file LF): the library read them as letters."""
+    """sed's regular expressions take GNU sed's `\\r`, `\\f`, `\\v`, `\\a`, `\\xHH`, `\\oNNN`, `\\dNNN` and
+    `\\cX` as those characters (`sed -i 's/\\r$//' f` makes a CRLF file LF): the library read them as letters."""
     from bash_purepython.command import sed
 
     translate = sed.translate_regex
@@ -85,11 +85,15 @@ def _gnu_sed_escapes() -> None:
         pieces, position = [], 0
         while position < len(pattern):
             character = pattern[position]
-            code = pattern[position + 2:position + 4]
-            if character == "\\" and pattern[position + 1:position + 2] == "x" and len(code) == 2 \
-                    and all(c in "0123456789abcdefABCDEF" for c in code) and chr(int(code, 16)) not in _NOT_FROM_HEX:
-                pieces.append(chr(int(code, 16)))  # `\x1b`: ESC (`sed 's/\x1b\[[0-9;]*m//g'` strips colours)
-                position += 4
+            letter = pattern[position + 1:position + 2]
+            numeric = coreutils.SED_NUMERIC.get(letter) if character == "\\" else None
+            digits = numeric[1].match(pattern, position + 2) if numeric is not None else None
+            if numeric is not None and digits is not None and chr(int(digits.group(), numeric[0])) not in _NOT_FROM_HEX:
+                pieces.append(chr(int(digits.group(), numeric[0])))  # `\x1b`: ESC (`sed 's/\x1b\[[0-9;]*m//g'`
+                position = digits.end()  # strips colours); `\o033`, `\d27` too
+            elif character == "\\" and letter == "c" and position + 2 < len(pattern):
+                pieces.append(chr(ord(pattern[position + 2].upper()) ^ 0x40))  # `\cA`: control-A
+                position += 3
             elif character == "\\" and position + 1 < len(pattern):
                 escaped = pattern[position + 1]
                 pieces.append(_CONTROL_ESCAPES.get(escaped, character + escaped))

@@ -32,7 +32,7 @@ from bash_purepython.shell_state import NULL_DEVICE_PATH
 from bash_purepython.streams import as_async_iterator, close_iterator
 
 from . import rawbytes
-from .coreutils import ENDLESS_DEVICES, file_chunks, stdin_chunks
+from .coreutils import ENDLESS_DEVICES, SED_NUMERIC, file_chunks, stdin_chunks
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -85,7 +85,10 @@ class ScriptParser(library_sed.ScriptParser):
 
     def __init__(self, text: str, number: int, extended: bool, ops: list[Op], blocks: list[int]) -> None:
         super().__init__(text, number, extended)
+        self.text: str = text
+        self.position: int = 0
         self.ops, self.blocks = ops, blocks
+        self._y_strings: tuple[str, ...] = ()
 
     def parse_all(self) -> None:
         while True:
@@ -116,9 +119,62 @@ class ScriptParser(library_sed.ScriptParser):
         return super().parse_address()
 
     def compile_regex(self, pattern: str, flags: int) -> Any:
+        """GNU's regex: `.` matches a newline and `$` only the end (not before a last newline)
+        unless `M`; a quantifier after a quantifier repeats it (`.*?` is greedy, not lazy)."""
         if not pattern:
             return None  # the last regex used, when it runs
-        return super().compile_regex(pattern, flags)
+        translate = library_sed.translate_regex
+        multiline = bool(flags & re.MULTILINE)
+        try:
+            library_sed.translate_regex = lambda text, extended: _gnu_python_regex(translate(text, extended),
+                                                                                  multiline)
+            return super().compile_regex(pattern, flags if multiline else flags | re.DOTALL)
+        finally:
+            library_sed.translate_regex = translate
+
+    def read_delimited(self, delimiter: str, message: str, for_regex: bool) -> str:
+        """The text up to an unescaped delimiter: in a regex, a bracket expression is read whole
+        (`s/\\/[^/]*$//`: its `/` is no delimiter) and an escaped delimiter is the character with its
+        regex meaning (`s|a\\|b|X|`), as GNU's; else the library's reading."""
+        if not for_regex:
+            return super().read_delimited(delimiter, message, for_regex)
+        pieces: list[str] = []
+        while not self.at_end():
+            character = self.take()
+            if character == delimiter:
+                return "".join(pieces)
+            if character == "\\" and not self.at_end():
+                escaped = self.take()
+                pieces.append("\n" if escaped == "\n" else escaped if escaped == delimiter and escaped != "n"
+                              else "\\" + escaped)
+            elif character == "[":
+                pieces.append(self._bracket())
+            else:
+                pieces.append(character)
+        raise self.error(message)
+
+    def _bracket(self) -> str:
+        """A bracket expression after its `[`, to its `]` (a `]` first in it, and `[:class:]`,
+        `[.x.]`, `[=x=]` inside, do not end it); unterminated, the rest is left to the regex."""
+        begin = self.position - 1
+        text, position = self.text, self.position
+        if text[position:position + 1] == "^":
+            position += 1
+        if text[position:position + 1] == "]":
+            position += 1
+        while position < len(text):
+            if text[position] == "[" and text[position + 1:position + 2] in (":", ".", "="):
+                close = text.find(text[position + 1] + "]", position + 2)
+                if close >= 0:
+                    position = close + 2
+                    continue
+            if text[position] == "]":
+                self.position = position + 1
+                return text[begin:self.position]
+            if text[position] == "\n":
+                break
+            position += 1
+        return "["
 
     def parse_regex_address(self, delimiter: str) -> Address:
         address = super().parse_regex_address(delimiter)
@@ -160,6 +216,10 @@ class ScriptParser(library_sed.ScriptParser):
         elif command == "y":
             op.edit = Instruction(kind=InstructionKind.TRANSLITERATE)
             self.parse_transliterate(op.edit)
+            source, target = self._y_strings
+            op.edit.translation = {}
+            for before, after in zip(source, target, strict=True):
+                op.edit.translation.setdefault(ord(before), after)  # `y/aa/xy/`: a is x, as GNU's
             self._end_of_command()
         elif command in "aic":
             op.text = self.parse_gnu_text()
@@ -171,6 +231,8 @@ class ScriptParser(library_sed.ScriptParser):
             op.text = self.read_label()
         elif command in FILE_ARGUMENT:
             op.text = self.read_filename()
+            if not op.text:
+                raise self.error("missing filename in r/R/w/W commands")
         elif command in "qQlL":
             self.skip_blanks()
             op.number = self.read_number() if self.peek().isdigit() else (0 if command in "qQ" else -1)
@@ -204,14 +266,23 @@ class ScriptParser(library_sed.ScriptParser):
         return self.text[begin:self.position]
 
     def parse_gnu_text(self) -> str:
-        """`a text`, `a\\` and lines ending in `\\` (one text), `a\\text`: GNU's forms, with its
-        escapes in the one-line form (`a foo\\tbar` holds a tab)."""
+        """What `a`, `i` or `c` writes, its newline included: `a text` (blanks before it skipped),
+        `a\\` then lines (each ending in `\\` goes on; blanks kept), `a\\text`; `a` or `a\\` then
+        an empty line writes an empty line, `a\\` at the script's end nothing. Escapes (`\\t`,
+        `\\x41`...) are GNU's, but for the first character of `a\\text`."""
         self.skip_blanks()
         classic = self.peek() == "\\"
-        if classic:  # what follows `a\\` is kept as it is, leading blanks too
+        same_line = classic
+        if classic:
             self.position += 1
             if self.peek() == "\n":
                 self.position += 1
+                same_line = False
+            elif self.at_end():
+                return ""
+        elif self.peek() == "\n":  # `a` and a newline: GNU's empty line
+            self.position += 1
+            return "\n"
         pieces: list[str] = []
         while not self.at_end():
             character = self.take()
@@ -219,14 +290,25 @@ class ScriptParser(library_sed.ScriptParser):
                 if self.at_end():
                     break
                 escaped = self.take()
-                pieces.append("\n" if escaped == "\n" else library_sed_escape(escaped, not classic or bool(pieces)))
+                if escaped == "\n":
+                    pieces.append("\n")
+                elif same_line and not pieces:
+                    pieces.append(escaped)  # `a\\tfoo`: the backslash was the form's, `t` is text
+                else:
+                    decoded, self.position = _text_escape(self.text, self.position, escaped)
+                    pieces.append(decoded)
             elif character == "\n":
                 break
             else:
                 pieces.append(character)
         if not pieces and not classic:
             raise self.error("expected \\ after `a', `c' or `i'")
-        return "".join(pieces)
+        return "".join(pieces) + "\n"
+
+    def read_transliteration_part(self, delimiter: str) -> str:
+        part = super().read_transliteration_part(delimiter)
+        self._y_strings = (*self._y_strings[-1:], part)
+        return part
 
     def parse_s(self, edit: Instruction) -> str:
         """`s/re/new/flags`: the library's flags and GNU's `w FILE`; the file, if any."""
@@ -253,6 +335,8 @@ class ScriptParser(library_sed.ScriptParser):
                 flags |= re.MULTILINE
             elif flag == "w":
                 target = self.read_filename()
+                if not target:
+                    raise self.error("missing filename in r/R/w/W commands")
                 break
             elif flag == "e":
                 raise self.error("e: this shell runs no command from a sed script")
@@ -269,10 +353,54 @@ class ScriptParser(library_sed.ScriptParser):
         return target
 
 
-def library_sed_escape(character: str, translate: bool) -> str:
-    """A backslash escape in `a i c` text: GNU's control characters, else the character."""
-    return {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}.get(character, character) \
-        if translate else character
+_QUANTIFIERS = {"*": (0, None), "+": (1, None), "?": (0, 1)}
+
+
+def _gnu_python_regex(pattern: str, multiline: bool) -> str:
+    """The library's Python pattern made GNU's: outside brackets, an anchor `$` matches only at
+    the end (`\\Z`) unless `M`, and quantifiers one after another make one (`*?` → `*`, `+?` →
+    `*`, `??` → `?`: Python read them lazy, or possessive)."""
+    out: list[str] = []
+    position, in_bracket = 0, False
+    while position < len(pattern):
+        character = pattern[position]
+        if character == "\\":
+            out.append(pattern[position:position + 2])
+            position += 2
+            continue
+        if in_bracket:
+            if character == "]" and not (out and out[-1] in ("[", "[^")):
+                in_bracket = False
+            out.append(character)
+        elif character == "[":
+            in_bracket = True
+            out.append("[^" if pattern[position + 1:position + 2] == "^" else "[")
+            position += 1 if pattern[position + 1:position + 2] == "^" else 0
+        elif character == "$" and not multiline:
+            out.append(r"\Z")
+        elif character in _QUANTIFIERS and out and out[-1] in _QUANTIFIERS:
+            low = _QUANTIFIERS[out[-1]][0] * _QUANTIFIERS[character][0]
+            high = _QUANTIFIERS[out[-1]][1] is not None and _QUANTIFIERS[character][1] is not None
+            out[-1] = "*" if low == 0 and not high else "+" if not high else "?"
+        else:
+            out.append(character)
+        position += 1
+    return "".join(out)
+
+
+_TEXT_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
+
+
+def _text_escape(text: str, position: int, escaped: str) -> tuple[str, int]:
+    """A backslash escape in `a i c` text (`escaped` the character after it, `position` past
+    that): GNU's control characters, `\\xHH \\oNNN \\dNNN \\cX`, else the character."""
+    numeric = SED_NUMERIC.get(escaped)
+    digits = numeric[1].match(text, position) if numeric is not None else None
+    if numeric is not None and digits is not None:
+        return chr(int(digits.group(), numeric[0])), digits.end()
+    if escaped == "c" and position < len(text):
+        return chr(ord(text[position].upper()) ^ 0x40), position + 1
+    return _TEXT_ESCAPES.get(escaped, escaped), position
 
 
 def compile_script(expressions: list[str], extended: bool) -> tuple[list[Op], bool]:
@@ -452,6 +580,7 @@ class Runner:
         True once `q` or `Q` ended the run."""
         space: Optional[str] = None
         newline = True
+        appends: list[tuple[str, str]] = []
         while True:
             if space is None:
                 record = await source.read()
@@ -460,12 +589,18 @@ class Runner:
                 space, newline = self._split(record)
                 self.line_number += 1
                 self.replaced = False
-            state = _Cycle(space, newline)
+            state = _Cycle(space, newline, appends=appends) if appends else _Cycle(space, newline)
             ended = await self._execute(state, source)
             if state.autoprint and not self.quiet:
                 self.out.line(state.space, state.newline, self.separator)
-            self._flush_appends(state)
-            space, newline = (state.space, state.newline) if state.restart else (None, True)
+            if ended and self.out.missing:  # q: GNU ends the output with its newline
+                self.out.emit("", self.separator)
+            appends = []
+            if state.restart:  # D: the next cycle starts with what is left; its queue waits for its end
+                space, newline, appends = state.space, state.newline, list(state.appends)
+            else:
+                self._flush_appends(state)
+                space, newline = None, True
             yield ended
             if ended:
                 return
@@ -482,7 +617,7 @@ class Runner:
             elif kind == "file":
                 self._append_file(value)
             else:
-                self.out.line(value, True, self.separator)
+                self.out.emit(value, self.separator)  # R's line, with its separator if it had one
         state.appends.clear()
 
     def _append_file(self, target: str) -> None:
@@ -496,8 +631,7 @@ class Runner:
         except OSError:
             return
         if text:
-            self.out.emit(text, self.separator)
-            self.out.missing = not text.endswith("\n")
+            self.out.emit(text, self.separator)  # raw, as GNU copies it (no newline added after)
 
     def _read_line_of(self, target: str) -> Optional[str]:
         reader = self.readers.get(target)
@@ -543,13 +677,13 @@ class Runner:
                 return False
             elif command == "D":
                 state.autoprint = False
-                if "\n" in state.space:
-                    state.space = state.space.split("\n", 1)[1]
+                if self.separator in state.space:
+                    state.space = state.space.split(self.separator, 1)[1]
                     state.restart = True
                 return False
             elif command in "nN":
                 if source.ended:
-                    return True  # GNU: no next line ends sed, printing the pattern space (not -n)
+                    return False  # GNU: no next line ends the script here, printing the pattern space (not -n)
                 if command == "n" and not self.quiet:
                     self.out.line(state.space, state.newline, self.separator)
                 self._flush_appends(state)
@@ -558,15 +692,15 @@ class Runner:
                 text, state.newline = self._split(record)
                 self.line_number += 1
                 self.replaced = False
-                state.space = text if command == "n" else state.space + "\n" + text
+                state.space = text if command == "n" else state.space + self.separator + text
             elif command == "g":
                 state.space, state.newline = self.hold, self.hold_newline
             elif command == "G":
-                state.space, state.newline = state.space + "\n" + self.hold, self.hold_newline
+                state.space, state.newline = state.space + self.separator + self.hold, self.hold_newline
             elif command == "h":
                 self.hold, self.hold_newline = state.space, state.newline
             elif command == "H":
-                self.hold, self.hold_newline = self.hold + "\n" + state.space, state.newline
+                self.hold, self.hold_newline = self.hold + self.separator + state.space, state.newline
             elif command == "x":
                 state.space, self.hold = self.hold, state.space
                 state.newline, self.hold_newline = self.hold_newline, state.newline
@@ -578,7 +712,7 @@ class Runner:
                 if command != "b":
                     self.replaced = False
             elif command == "=":
-                self.out.emit(f"{self.line_number}\n", self.separator)
+                self.out.emit(f"{self.line_number}{self.separator}", self.separator)
             elif command == "l":
                 self.out.emit(self._unambiguous(state.space, op.number), self.separator)
             elif command == "F":
@@ -603,10 +737,10 @@ class Runner:
             elif command == "W":
                 self._first_line(self.files[op.text], state)
             elif command == "q":
-                self.exit_code = op.number
+                self.exit_code = op.number & 0xFF
                 return True
             elif command == "Q":
-                self.exit_code = op.number
+                self.exit_code = op.number & 0xFF
                 state.autoprint = False
                 state.appends.clear()
                 return True
@@ -614,7 +748,7 @@ class Runner:
 
     def _first_line(self, output: Output, state: _Cycle) -> None:
         """`P`, `W`: the pattern space up to its first newline (whole, as `p`, if it has none)."""
-        first, cut, _ = state.space.partition("\n")
+        first, cut, _ = state.space.partition(self.separator)
         output.line(first, bool(cut) or state.newline, self.separator)
 
     def _regex(self, regex: Any) -> Any:
@@ -710,7 +844,7 @@ class Runner:
             op.last_line = line + end.number
             op.active = end.number > 0
         elif end.kind == AddressKind.MULTIPLE:
-            op.active = end.number > 0 and line % end.number != 0
+            op.active = end.number > 0  # (the line that opens it is not checked: `2,~2` is 2 3 4)
         elif end.kind == AddressKind.LAST:
             op.active = not source.ended
         else:
@@ -735,7 +869,7 @@ class Runner:
                 lines.append(current + "\\\n")
                 current = ""
             current += piece
-        lines.append(current + "$\n")
+        lines.append(current + "$" + self.separator)
         return "".join(lines)
 
 
@@ -745,8 +879,8 @@ def _endless(path: Any) -> bool:
 
 
 def _text(op: Op) -> str:
-    """What `a`, `i` or `c` writes: its text and a newline (an empty `a\\` writes nothing)."""
-    return op.text + "\n" if op.text else ""
+    """What `a`, `i` or `c` writes (parse_gnu_text)."""
+    return op.text
 
 
 @dataclass
@@ -764,7 +898,7 @@ def _file_records(path: Any, separator: str) -> Iterator[str]:
     for chunk in file_chunks(path):
         *records, rest = chunk.split(separator)
         for record in records:
-            yield "".join(pending) + record
+            yield "".join(pending) + record + separator
             pending.clear()
         pending.append(rest)
     if any(pending):
@@ -785,8 +919,8 @@ class SedCommand(Command):
 
         parser = CommandArgumentParser("sed", "stream editor for filtering and transforming text")
         parser.add_argument("-n", "--quiet", "--silent", action="store_true")
-        parser.add_argument("-e", "--expression", dest="expressions", action="append", default=[])
-        parser.add_argument("-f", "--file", dest="script_files", action="append", default=[])
+        parser.add_argument("-e", "--expression", dest="scripts", action="append", default=[], type=_expression)
+        parser.add_argument("-f", "--file", dest="scripts", action="append", type=_script_file)
         parser.add_argument("-E", "-r", "--regexp-extended", action="store_true")
         parser.add_argument("-s", "--separate", action="store_true")
         parser.add_argument("-z", "--null-data", action="store_true")
@@ -797,17 +931,22 @@ class SedCommand(Command):
         parser.add_argument("--sandbox", action="store_true")
         parser.add_argument("--follow-symlinks", action="store_true")
         parser.add_argument("script_and_paths", nargs="*")
-        arguments, suffix = library_sed.extract_in_place(list(invocation.arguments))
+        given = [_STDIN_OPERAND if argument == STDIN else argument for argument in invocation.arguments]
+        arguments, suffix = library_sed.extract_in_place(given)  # (it dropped a lone `-`)
         parsed = parse_command_arguments(parser, arguments, invocation.state)
         if isinstance(parsed, int):
             return await _fail(invocation, "", parsed)
-        expressions = list(parsed.expressions)
-        paths = list(parsed.script_and_paths)
-        for script_file in parsed.script_files:
-            path = invocation.state.resolve_path(script_file)
+        expressions: list[str] = []
+        paths = [STDIN if path == _STDIN_OPERAND else path for path in parsed.script_and_paths]
+        for kind, value in parsed.scripts:  # -e and -f in the order given
+            if kind == "e":
+                expressions.append(value)
+                continue
+            path = invocation.state.resolve_path(value)
             if not path.is_file():
-                return await _fail(invocation, f"sed: couldn't open file {script_file}: No such file or directory\n")
-            text = "".join(file_chunks(path))
+                return await _fail(invocation, f"sed: couldn't open file {value}: No such file or directory\n",
+                                   EXIT_IO)
+            text = "".join(file_chunks(path)).replace("\r\n", "\n")
             expressions.append(text[:-1] if text.endswith("\n") else text)
         if not expressions:
             if not paths:
@@ -829,8 +968,20 @@ class SedCommand(Command):
             code = await _in_place(runner, invocation, paths, suffix)
             return CommandResult(stdout=as_async_iterator(["".join(runner.pieces)] if runner.pieces else []),
                                  exit_code=code)
-        groups = [[path] for path in paths] if parsed.separate else [paths or [STDIN]]
+        paths = paths or [STDIN]
+        groups = [[path] for path in paths] if parsed.separate else [paths]
         return CommandResult(stdout=_stream(runner, invocation, groups), exit_code=0)
+
+
+_STDIN_OPERAND = "\0-"  # a lone `-` while the library's option reader runs
+
+
+def _expression(text: str) -> tuple[str, str]:
+    return ("e", text)
+
+
+def _script_file(text: str) -> tuple[str, str]:
+    return ("f", text)
 
 
 async def _fail(invocation: Invocation, message: str, code: int = EXIT_BAD_SCRIPT) -> CommandResult:
