@@ -398,7 +398,7 @@ GAP_CASES: list[str] = [
     "seq 3 | head -1; echo ${PIPESTATUS[@]}; (exit 3) | true; echo ${PIPESTATUS[@]}; "
     "yes | head -1; echo ${PIPESTATUS[@]}",
     "set -euo pipefail; printf 'a\\nb\\n' > p.txt; cat p.txt | head -1; seq 100000 | head -1 || echo failed=$?",
-    "(echo x; exit 4) | true; echo ${PIPESTATUS[@]}; seq 100000 | head -2; echo ${PIPESTATUS[@]}",
+    "seq 100000 | head -2; echo ${PIPESTATUS[@]}",  # (`(echo x; exit 4) | true` is 4 or 141 in bash, by timing)
     "cat <<EOF > hf.txt; cat hf.txt\nhello\nEOF\ncat <<A; cat <<B\na\nA\nb\nB\necho end",
     "cat <<-A; echo 'q;' \"r\"\n\ta\n\tA\nwc -l <<E; echo two\n1\n2\nE",
     "time (echo hi; exit 3) 2>/dev/null; echo $?; time { x=5; echo in; } 2>/dev/null; echo $x",
