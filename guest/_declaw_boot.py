@@ -855,6 +855,10 @@ def _times() -> os.times_result:
 _STD_DEVICES = ("/dev/stdin", "/dev/stdout", "/dev/stderr")
 _DEVICES = frozenset({"/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin", "/dev/stdout",
                      "/dev/stderr"})
+# /proc's files the same way, read-only, with the sandbox's figures at each open (`cat /proc/cpuinfo`,
+# `grep MemTotal /proc/meminfo`: agents look there; the files were missing): its CPUs (os.cpu_count)
+# and its memory (the limit, and what its programs leave: what `free` prints), never the host's
+_PROC_FILES = frozenset({"/proc/cpuinfo", "/proc/meminfo"})
 
 
 def _device_of(file: Any) -> str | None:
@@ -867,12 +871,29 @@ def _device_of(file: Any) -> str | None:
         return None
     if isinstance(path, bytes):
         path = path.decode("utf-8", "surrogateescape")
-    if "dev" not in path:
+    if "dev" not in path and "proc" not in path:
         return None
     if not path.startswith("/"):
         path = os.path.join(os.getcwd(), path)
     path = os.path.normpath(path)
-    return path if path in _DEVICES else None
+    return path if path in _DEVICES or path in _PROC_FILES else None
+
+
+def _proc_text(name: str) -> bytes:
+    """What /proc/cpuinfo or /proc/meminfo says in this sandbox, in Linux's layout."""
+    if name == "/proc/cpuinfo":
+        count = os.cpu_count() or 1
+        return "".join(f"processor\t: {n}\nvendor_id\t: declaw-wasm\nmodel name\t: WebAssembly (a declaw-wasm "
+                       f"sandbox)\ncpu MHz\t\t: 0.000\nphysical id\t: 0\nsiblings\t: {count}\ncore id\t\t: {n}\n"
+                       f"cpu cores\t: {count}\nflags\t\t:\n\n" for n in range(count)).encode()
+    from declaw_posix import system
+
+    page = system.PAGE // 1024
+    total, available = system._memory(False), system._memory(True)
+    rows = [("MemTotal", max(total, 0) * page), ("MemFree", max(available, 0) * page),
+            ("MemAvailable", max(available, 0) * page), ("Buffers", 0), ("Cached", 0), ("SwapCached", 0),
+            ("SwapTotal", 0), ("SwapFree", 0)]
+    return "".join(f"{key + ':':<16}{value:>8} kB\n" for key, value in rows).encode()
 
 
 class _Device(io.RawIOBase):
@@ -882,6 +903,7 @@ class _Device(io.RawIOBase):
         self._declaw_device = name
         self.name = name
         self._readable, self._writable = readable, writable
+        self._text = io.BytesIO(_proc_text(name)) if name in _PROC_FILES else None
 
     def readable(self) -> bool:
         return self._readable
@@ -900,6 +922,8 @@ class _Device(io.RawIOBase):
         if not self._readable:
             raise io.UnsupportedOperation("read")
         view = memoryview(buffer).cast("B")
+        if self._text is not None:
+            return self._text.readinto(view)
         if self.name == "/dev/zero":
             view[:] = bytes(len(view))
             return len(view)
@@ -954,6 +978,8 @@ def _open_device(name: str, mode: str = "r", buffering: int = -1, encoding: str 
         raise FileExistsError(17, "File exists", name)
     readable = "r" in mode or "+" in mode
     writable = any(c in mode for c in "wax+")
+    if writable and name in _PROC_FILES:
+        raise PermissionError(13, "Permission denied", name)
     raw = _Device(name, readable, writable)
     if binary and buffering == 0:
         return raw

@@ -189,6 +189,26 @@ def test_one_thread_on_one_cpu_as_linux_names_it(fresh: Sandbox) -> None:
     assert run.stdout == "1\nTrue True True\n", run.stderr
 
 
+def test_proc_cpuinfo_and_meminfo_are_the_sandboxs(fresh: Sandbox) -> None:
+    """/proc/cpuinfo and /proc/meminfo, where agents look first (`grep -c processor`, `grep
+    MemTotal`), were missing: they hold the sandbox's CPUs and memory — what `nproc` and `free`
+    say, never the host's — and are read-only."""
+    run = fresh.commands.run(
+        "grep -c ^processor /proc/cpuinfo; nproc; awk '/^MemTotal/{print $2}' /proc/meminfo; "
+        "free -k | awk '/^Mem/{print $2}'; grep -c '^model name.*declaw-wasm' /proc/cpuinfo; "
+        "test -f /proc/meminfo && echo file; "
+        "python3 -c 'import os\nprint(os.path.exists(\"/proc/cpuinfo\"), sorted(os.listdir(\"/proc\")))\n"
+        "m = dict(l.split(\":\") for l in open(\"/proc/meminfo\"))\n"
+        "print(0 < int(m[\"MemAvailable\"].split()[0]) <= int(m[\"MemTotal\"].split()[0]))'; "
+        "echo x > /proc/meminfo; echo $?; python3 -c 'open(\"/proc/cpuinfo\", \"w\")' 2>&1 | tail -1")
+    lines = run.stdout.splitlines()
+    assert lines[0] == lines[1] == "1" and lines[2] == lines[3] and int(lines[2]) > 0, run
+    assert lines[4:8] == ["1", "file", "True ['cpuinfo', 'meminfo', 'sys']", "True"], run
+    assert lines[8] != "0" and lines[9].startswith("PermissionError"), run
+    host = open("/proc/cpuinfo").read()
+    assert "model name" not in host or host.split("model name")[1].splitlines()[0] not in run.stdout
+
+
 def test_a_cell_sees_the_sandbox_too(fresh: Sandbox) -> None:
     """`!free`, `!ps` and `resource` in run_code (the kernel's door answers `sysinfo` as a
     command's does: `!free` raised KeyError)."""

@@ -121,6 +121,8 @@ def test_the_guest_code_uses_the_hosts_paths() -> None:
     devices = re.search(r"^_DEVICES = frozenset\((\{.*?\})\)", boot, re.M | re.S)
     assert devices and ast.literal_eval(devices.group(1)) == {f"{layout.GUEST_DEVICES}/{name}"
                                                              for name in layout.DEVICES}
+    proc = re.search(r"^_PROC_FILES = frozenset\((\{.*?\})\)", boot, re.M | re.S)
+    assert proc and ast.literal_eval(proc.group(1)) == {f"{layout.GUEST_PROC}/{name}" for name in layout.PROC_FILES}
 
 
 def test_every_subpackage_is_in_the_wheel() -> None:

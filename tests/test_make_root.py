@@ -8,7 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
-from declaw_wasm._wasm.layout import ROOT_FOLDERS, make_root
+from declaw_wasm._wasm.layout import ROOT_FILES, ROOT_FOLDERS, make_root
 
 
 def _tree(root: Path) -> dict[str, tuple[int, bytes, int]]:
@@ -42,6 +42,10 @@ def test_a_root_is_what_copying_the_skeleton_made(tmp_path: Path) -> None:
         (copied / folder).mkdir(exist_ok=True)
     made = tmp_path / "made"
     make_root(made, skeleton)
+    for name in ROOT_FILES:  # /proc's empty files, made now (their time is their making's)
+        (copied / name).touch(mode=0o644)
+        made_ns = os.stat(made / name).st_mtime_ns
+        os.utime(copied / name, ns=(made_ns, made_ns))
     assert _tree(made) == _tree(copied)
     assert "etc/deep/x" in _tree(made) and "__init__.py" not in _tree(made)
 

@@ -45,6 +45,11 @@ BIN_FOLDERS = ("/usr/bin", "/bin")  # where BIN_STUBS is mounted
 # `cp /dev/null f` and `ls /dev` find them; one read-only folder of the guest site, shared
 GUEST_DEVICES = "/dev"
 DEVICES = ("null", "zero", "random", "urandom", "stdin", "stdout", "stderr")
+# /proc's files the guest's open() answers with the sandbox's own figures (`cat /proc/cpuinfo`,
+# `grep MemTotal /proc/meminfo`): empty files of the sandbox's root (read-only to the guest), as /dev's
+# are of the site; /proc is the sandbox's own (its boot id: _local/sandbox.py)
+GUEST_PROC = "/proc"
+PROC_FILES = ("cpuinfo", "meminfo")
 GUEST_BUNDLE = "/usr/local/lib/declaw-bundle"
 GUEST_TEMPLATE_SITE = "/usr/local/lib/declaw-template"
 MPL_DATA = "/usr/local/lib/python315.zip/matplotlib/mpl-data"
@@ -96,6 +101,7 @@ def root_mounts(root: Path) -> list[Mount]:
 ROOT_FOLDERS = ("home", "home/user", "home/user/.config", "home/user/.config/matplotlib", "tmp", "workspace",
                 "root", "usr", "usr/local", "usr/local/lib", "usr/local/bin", "usr/bin", "bin", "dev", "proc",
                 "proc/sys", "proc/sys/kernel", "proc/sys/kernel/random")  # parents first
+ROOT_FILES = tuple(f"{GUEST_PROC.lstrip('/')}/{name}" for name in PROC_FILES)  # empty, made with the folders
 
 
 def make_root(root: Path, skeleton: Path) -> None:
@@ -113,6 +119,8 @@ def make_root(root: Path, skeleton: Path) -> None:
                         dirs_exist_ok=True)
         for folder in ROOT_FOLDERS:
             (root / folder).mkdir(exist_ok=True)
+        for name in ROOT_FILES:
+            (root / name).touch()
         return
     folders, files = layout
     top = str(root)
@@ -135,6 +143,8 @@ def make_root(root: Path, skeleton: Path) -> None:
             os.mkdir(os.path.join(top, folder))
         except FileExistsError:
             pass
+    for name in ROOT_FILES:
+        os.close(os.open(os.path.join(top, name), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
 
 
 def _stamp(skeleton: Path) -> tuple[int, int]:

@@ -117,9 +117,12 @@ def test_host_paths_outside_tmp_are_not_readable(box: Sandbox) -> None:
         with pytest.raises(FileNotFoundException):
             box.files.list(folder)
     assert box.files.list("/root") == []  # the guest's own /root (as on Linux), never the host's
-    # the guest's own /proc: the sandbox's boot id alone, never the host's
+    # the guest's own /proc: the sandbox's boot id, and the empty files its open() answers with the
+    # sandbox's figures (tests/test_guest_posix.py), never the host's
     assert [e.path for e in box.files.list("/proc", depth=4)] == [
-        "/proc/sys", "/proc/sys/kernel", "/proc/sys/kernel/random", "/proc/sys/kernel/random/boot_id"]
+        "/proc/cpuinfo", "/proc/meminfo", "/proc/sys", "/proc/sys/kernel", "/proc/sys/kernel/random",
+        "/proc/sys/kernel/random/boot_id"]
+    assert box.files.read("/proc/meminfo") == "" and box.files.read("/proc/cpuinfo") == ""
     # the guest's own /dev: an empty file per device its open() answers, never the host's devices
     assert sorted((e.name, e.size) for e in box.files.list("/dev")) == [(name, 0) for name in sorted(DEVICES)]
     assert box.files.read("/dev/urandom") == "" and box.files.read("/dev/zero", format="bytes") == b""
@@ -229,13 +232,13 @@ def test_api_through_guest_symlink_into_runtime_mounts_cannot_write(box: Sandbox
 
 def test_guest_cannot_write_runtime_mounts(box: Sandbox) -> None:
     """Defends against a guest tampering with the stdlib, the boot code, the shell code or /dev's
-    files (every guest shares them: one sandbox's write would reach the next)."""
+    and /proc's files (every guest shares them: one sandbox's write would reach the next)."""
     mounts = read_only_mounts(box)
     before = {guest: tree_signature(host) for guest, host in mounts.items()}
     code = """
 import os, shutil
 targets = ['/usr/local/lib', '/usr/local/lib/declaw', '/usr/local/lib/declaw-site',
-           '/usr/local/lib/declaw-site/declaw_shell', '/dev']
+           '/usr/local/lib/declaw-site/declaw_shell', '/dev', '/proc']
 attempts = []
 for d in targets:
     attempts += [lambda d=d: open(d + '/evil.py', 'w').write('x'),
@@ -256,6 +259,8 @@ attempts += [
     lambda: os.remove('/dev/zero'),
     lambda: os.rename('/dev/urandom', '/tmp/u'),
     lambda: os.truncate('/dev/stdout', 0),
+    lambda: os.write(os.open('/proc/meminfo', os.O_WRONLY), b'x'),
+    lambda: os.remove('/proc/cpuinfo'),
 ]
 ok = 0
 for a in attempts:
@@ -267,15 +272,15 @@ for a in attempts:
 print('refused', ok, 'of', len(attempts))
 """
     r = run_py(box, code)
-    assert "WROTE" not in r.stdout and r.stdout.startswith("refused 29 of 29"), r
+    assert "WROTE" not in r.stdout and r.stdout.startswith("refused 34 of 34"), r
     for cmd in ("touch /usr/local/lib/declaw/x", "rm -rf /usr/local/lib/declaw-site",
                 "echo x >> /usr/local/lib/python315.zip", "echo x > /usr/local/lib/declaw/_declaw_boot.py",
                 "mkdir /usr/local/lib/declaw/d", "mv /usr/local/lib/declaw-site /tmp/site",
                 "cp /etc/passwd /usr/local/lib/declaw-site/", "rm -f /dev/null", "touch /dev/evil",
-                "cp /etc/passwd /dev/passwd"):
+                "cp /etc/passwd /dev/passwd", "rm -f /proc/meminfo", "echo x > /proc/cpuinfo"):
         assert box.commands.run(cmd).exit_code != 0, cmd
     for path in ("/usr/local/lib/declaw/evil.py", "/usr/local/lib/declaw-site/evil.py", "/usr/local/lib/evil.py",
-                 "/dev/null", "/dev/evil"):
+                 "/dev/null", "/dev/evil", "/proc/meminfo"):
         with pytest.raises(SandboxException, match="read-only"):
             box.files.write(path, "x")
     assert {guest: tree_signature(host) for guest, host in mounts.items()} == before
