@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from bash_purepython.command import sed as library_sed
-from bash_purepython.command.command import Command, CommandResult, InputKind, OutputKind
+from bash_purepython.command.command import Command, CommandResult
 from bash_purepython.command.lines import close_stdin
 from bash_purepython.command.sed import Address, AddressKind, Instruction, InstructionKind, SedScriptError
 from bash_purepython.shell_state import NULL_DEVICE_PATH
 from bash_purepython.streams import as_async_iterator, close_iterator
 
 from . import rawbytes
-from .coreutils import ENDLESS_DEVICES, SED_NUMERIC, file_chunks, stdin_chunks
+from .coreutils import ENDLESS_DEVICES, SED_NUMERIC, STREAM_IN, STREAM_OUT, file_chunks, stdin_chunks
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -589,7 +589,7 @@ class Runner:
                 space, newline = self._split(record)
                 self.line_number += 1
                 self.replaced = False
-            state = _Cycle(space, newline, appends=appends) if appends else _Cycle(space, newline)
+            state = _Cycle(space, newline, appends=appends)
             ended = await self._execute(state, source)
             if state.autoprint and not self.quiet:
                 self.out.line(state.space, state.newline, self.separator)
@@ -718,12 +718,12 @@ class Runner:
             elif command == "F":
                 self.out.emit(f"{source.filename}\n", self.separator)
             elif command == "a":
-                state.appends.append(("text", _text(op)))
+                state.appends.append(("text", op.text))
             elif command == "i":
-                self.out.emit(_text(op), self.separator)
+                self.out.emit(op.text, self.separator)
             elif command == "c":
                 if op.end is None or op.negated or not op.active:
-                    self.out.emit(_text(op), self.separator)
+                    self.out.emit(op.text, self.separator)
                 state.autoprint = False
                 return False
             elif command == "r":
@@ -878,11 +878,6 @@ def _endless(path: Any) -> bool:
     return posixpath.normpath(str(path)) in ENDLESS_DEVICES
 
 
-def _text(op: Op) -> str:
-    """What `a`, `i` or `c` writes (parse_gnu_text)."""
-    return op.text
-
-
 @dataclass
 class _Cycle:
     space: str
@@ -911,8 +906,8 @@ class SedCommand(Command):
 
     name = "sed"
     summary = "stream editor for filtering and transforming text"
-    input_kinds = frozenset({InputKind.STREAM_TEXT, InputKind.TEXT, InputKind.ARGUMENTS})
-    output_kinds = frozenset({OutputKind.STREAM_TEXT})
+    input_kinds = STREAM_IN
+    output_kinds = STREAM_OUT
 
     async def run(self, invocation: Invocation) -> CommandResult:
         from bash_purepython.command.arguments import CommandArgumentParser, parse_command_arguments
