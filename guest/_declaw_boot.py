@@ -777,8 +777,9 @@ _umask = [0o022]
 
 def _add_identity(module: Any) -> None:
     """What WASI's os lacks and Linux code calls freely: `umask` (pytest's cache calls it), the
-    user's ids and name as the shell's `id` gives them (uid=1000(user)), `getppid`; and
-    `uname` with the sandbox's node name."""
+    user's ids and name as the shell's `id` gives them (uid=1000(user)), `getppid`, `chown`
+    (`shutil.chown`) as the user may call it, `time.tzset`; and `uname` with the sandbox's node
+    name."""
 
     def umask(mask: int) -> int:
         previous, _umask[0] = _umask[0], int(mask) & 0o777
@@ -788,9 +789,33 @@ def _add_identity(module: Any) -> None:
     for name, value in ids.items():
         if not hasattr(module, name):
             setattr(module, name, (lambda value=value: value))
-    for name, function in (("umask", umask), ("getlogin", lambda: "user"), ("getgroups", lambda: [1000])):
+    def owned(check: Callable[[Any], Any], target: Any, uid: int, gid: int) -> None:
+        """`chown` as Linux answers the sandbox's one user: its own ids (or -1, unchanged) on a
+        file that exists change nothing; any other owner needs root (EPERM)."""
+        check(target)  # FileNotFoundError, EBADF... as the call itself would raise them
+        if int(uid) not in (-1, 1000) or int(gid) not in (-1, 1000):
+            import errno
+
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM), target if isinstance(target, str) else None)
+
+    def chown(path: Any, uid: int, gid: int, *, dir_fd: Any = None, follow_symlinks: bool = True) -> None:
+        owned(lambda p: os.stat(p, dir_fd=dir_fd, follow_symlinks=follow_symlinks), path, uid, gid)
+
+    def lchown(path: Any, uid: int, gid: int) -> None:
+        owned(lambda p: os.stat(p, follow_symlinks=False), path, uid, gid)
+
+    def fchown(fd: int, uid: int, gid: int) -> None:
+        owned(os.fstat, fd, uid, gid)
+
+    for name, function in (("umask", umask), ("getlogin", lambda: "user"), ("getgroups", lambda: [1000]),
+                           ("chown", chown), ("lchown", lchown), ("fchown", fchown)):
         if not hasattr(module, name):
             setattr(module, name, function)
+    import time
+
+    if not hasattr(time, "tzset"):  # WASI's libc knows one zone, UTC: TZ=UTC (what programs set
+        # before calling it, tests above all) is what they get; another zone stays UTC too
+        time.tzset = lambda: None
     if hasattr(module.uname, "__wrapped__"):  # every guest's start comes here: wrapped once
         return
     from declaw_net.sockets import HOSTNAME

@@ -189,6 +189,38 @@ def test_one_thread_on_one_cpu_as_linux_names_it(fresh: Sandbox) -> None:
     assert run.stdout == "1\nTrue True True\n", run.stderr
 
 
+CHOWN = r"""
+import errno, os, shutil, time
+open("/tmp/owned", "w").close()
+os.chown("/tmp/owned", os.getuid(), os.getgid()); os.chown("/tmp/owned", -1, -1)
+shutil.chown("/tmp/owned", user="user", group="user")
+with open("/tmp/owned") as f:
+    os.fchown(f.fileno(), -1, os.getgid())
+for call in (lambda: os.chown("/tmp/owned", 0, 0), lambda: shutil.chown("/tmp/owned", user="root"),
+             lambda: os.chown("/tmp/missing", -1, -1), lambda: os.lchown("/tmp/owned", 1000, 0),
+             lambda: os.fchown(9999, -1, -1)):
+    try:
+        call()
+        print("changed")
+    except OSError as e:
+        print(type(e).__name__, errno.errorcode[e.errno])
+os.environ["TZ"] = "UTC"; time.tzset()
+print(time.tzname, time.timezone, time.strftime("%Z", time.localtime(0)))
+"""
+
+
+def test_chown_and_tzset_answer_as_linux_answers_the_sandboxs_user(fresh: Sandbox) -> None:
+    """`os.chown`, `lchown`, `fchown` (what `shutil.chown` calls) and `time.tzset`, which WASI's
+    CPython lacks (AttributeError): the user's own ids change nothing, another owner needs root
+    (EPERM, as for any user on Linux); `TZ=UTC` then `tzset()` is UTC, the one zone WASI knows."""
+    fresh.files.write("/tmp/chown.py", CHOWN)
+    run = fresh.commands.run("python3 /tmp/chown.py")
+    assert run.exit_code == 0, run.stderr
+    assert run.stdout.splitlines() == ["PermissionError EPERM", "PermissionError EPERM",
+                                       "FileNotFoundError ENOENT", "PermissionError EPERM", "OSError EBADF",
+                                       "('UTC', 'UTC') 0 UTC"], run.stdout
+
+
 def test_proc_cpuinfo_and_meminfo_are_the_sandboxs(fresh: Sandbox) -> None:
     """/proc/cpuinfo and /proc/meminfo, where agents look first (`grep -c processor`, `grep
     MemTotal`), were missing: they hold the sandbox's CPUs and memory — what `nproc` and `free`
