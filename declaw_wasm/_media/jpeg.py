@@ -190,7 +190,10 @@ class _Instance:
             if not isinstance(kind, wasmtime.FuncType):
                 raise CodecError(f"jpeg.wasm imports {item.module}.{item.name}, which is not a function")
             imports.append(wasmtime.Func(self.store, kind, _stub(item.name or "", kind)))
-        instance = wasmtime.Instance(self.store, module, imports)
+        try:
+            instance = wasmtime.Instance(self.store, module, imports)
+        except wasmtime.WasmtimeError as error:
+            raise CodecError(f"the JPEG codec could not start: {error}") from None
         exports = instance.exports(self.store)
         self.exports = exports
         memory_export = exports["memory"]
@@ -231,11 +234,8 @@ class _Instance:
         return int(func(self.store))  # type: ignore[operator]
 
     def write(self, data: Buffer) -> int:
-        """Copy `data` into the instance's memory; its address."""
+        """Copy `data` (flat: see `_data`) into the instance's memory; its address."""
         view = memoryview(data)
-        if not view.c_contiguous:
-            view = memoryview(view.tobytes())
-        view = view.cast("B")
         size = len(view)
         pointer = self.call("alloc", size)
         if pointer == 0:
@@ -283,9 +283,15 @@ def _sentence(message: str) -> str:
 # -- validation ---------------------------------------------------------------------------------------
 
 def _data(data: object, what: str = "data") -> Buffer:
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise CodecError(f"{what} must be bytes, bytearray or memoryview, not {type(data).__name__}")
-    return data
+    """`data` as a flat run of bytes: bytes and bytearray as they are, a memoryview of any shape
+    or item size cast to bytes (copied if it is not contiguous)."""
+    if isinstance(data, (bytes, bytearray)):
+        return data
+    if isinstance(data, memoryview):
+        if data.c_contiguous:
+            return data.cast("B") if data.ndim != 1 or data.format != "B" else data
+        return data.tobytes()
+    raise CodecError(f"{what} must be bytes, bytearray or memoryview, not {type(data).__name__}")
 
 
 def _int(value: object, name: str, low: int, high: int) -> int:
@@ -297,7 +303,7 @@ def _int(value: object, name: str, low: int, high: int) -> int:
 
 
 def _nbytes(data: Buffer) -> int:
-    return data.nbytes if isinstance(data, memoryview) else len(data)
+    return len(data)  # flat, after _data
 
 
 def _check_input(data: object) -> Buffer:
@@ -307,7 +313,7 @@ def _check_input(data: object) -> Buffer:
         raise CodecError("empty input: no JPEG data")
     if size > MAX_MEMORY // 2:
         raise CodecError(f"input too large: {size:,} bytes, at most {MAX_MEMORY // 2:,}")
-    head = bytes(memoryview(buffer).cast("B")[:2]) if isinstance(buffer, memoryview) else bytes(buffer[:2])
+    head = bytes(buffer[:2])
     if head != b"\xff\xd8":
         shown = " ".join(f"0x{b:02X}" for b in head)
         raise CodecError(f"not a JPEG file: starts with {shown}")

@@ -28,7 +28,7 @@ from declaw_wasm._media.jpeg import CodecError, Header
 np = pytest.importorskip("numpy")
 ROOT = Path(__file__).resolve().parent.parent.parent
 BIG = 1 << 30
-CHANNELS = {"L": 1, "RGB": 3, "CMYK": 4}
+CHANNELS = {"L": 1, "RGB": 3, "YCbCr": 3, "CMYK": 4}
 
 
 def photo(width: int, height: int, noise: float = 8.0, seed: int = 1) -> Any:
@@ -128,6 +128,11 @@ def test_pillow_rgb_files_decode_as_pillow_decodes_them(rgb: Any, options: dict[
     decoded = jpeg.decode(data, mode="RGB", max_bytes=BIG)
     assert decoded.warnings == 0
     close(pixels_of(decoded, "RGB"), pillow_decode(data))
+    # YCbCr as stored, as Pillow's draft("YCbCr") gives it
+    image = pil().open(io.BytesIO(data))
+    image.draft("YCbCr", None)
+    ycbcr = jpeg.decode(data, mode="YCbCr", max_bytes=BIG)
+    close(pixels_of(ycbcr, "YCbCr"), np.asarray(image))
     # and gray from colour, as libjpeg converts it
     gray = jpeg.decode(data, mode="L", max_bytes=BIG)
     close(pixels_of(gray, "L"), pillow_decode(data, "L"), mean=1.0, worst=2)
