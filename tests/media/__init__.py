@@ -1,0 +1,1 @@
+"""The host-side media codecs (declaw_wasm/_media/)."""
