@@ -100,6 +100,11 @@ def status(warm: Optional[bool] = None, fuel: bool = False, rates: Optional[Rate
                        fuel and warm, "compile the warm image with fuel", cpu("compile-warm-fuel", code_mb), fuel_note))
     rows.append(module("fuel cold module", at(lambda f: compiled_path(f, FUEL_FLAGS)), fuel and not warm,
                        "compile the plain module with fuel", cpu("compile-fuel", code_mb), fuel_note))
+    from ._media import jpeg
+
+    codec = jpeg.compiled_path(jpeg.MODULE_PATH.read_bytes())
+    rows.append(Artifact("JPEG codec", CACHED if codec.exists() else MISSING, str(codec),
+                         "" if codec.exists() else "compile the guest's JPEG codec (~0.2 s)", 0.0))
     for name, folder, wheels in (("packages bundle", bundle_path(), "the bundle's wheels"),
                                  ("ai-agent template's packages", agent_site_path(), "the ai-agent template's wheels")):
         built = (folder / "READY").exists()
@@ -154,6 +159,9 @@ def warmup(cold: bool = False, fuel: bool = False, progress: Optional[Progress] 
     progress.say(f"ai-agent template's packages ready: {ensure_agent_site(interpreter, progress)}")
     if fuel:
         get_interpreter(FUEL_FLAGS, progress=progress, build=True)
+    from ._media import jpeg
+
+    jpeg.warm()  # the guest's JPEG codec (~0.2 s): compiled before a first `Image.open("x.jpg")` needs it
     elapsed = time.monotonic() - start
     path = "warm image" if interpreter.warm else ("cold module" + (
         " (the warm image is unavailable: see above)" if warm else " (DECLAW_WASM_WARM_IMAGE=0)"))

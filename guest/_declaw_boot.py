@@ -750,6 +750,9 @@ def _install_import_patches() -> None:
     from declaw_posix import mmaps  # mmap.mmap: a copy of the mapped bytes, written back (no mapping in WASI)
 
     patch_on_import("mmap", mmaps.patch_mmap)
+    from declaw_posix import jpeg  # Pillow's JPEG codec, which its build lacks: the host's, by the door
+
+    patch_on_import("PIL.Image", jpeg.patch_pillow)
     import builtins
 
     _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (/dev holds empty files only)

@@ -38,6 +38,8 @@ NOT_ON_A_PLAIN_CREATE = ("declaw_wasm._guard", "declaw_wasm.security", "declaw_w
                          # run_code's kernels load at the first cell or context; the event loop
                          # libraries only for the async face and the server
                          "declaw_wasm._local.kernel", "anyio", "asyncio",
+                         # the JPEG codec (its door declarations load with every guest's door)
+                         "declaw_wasm._media.jpeg",
                          # the HTTP protocol beyond the request bodies, and run_code's result models
                          "declaw_wasm.wire.protocol", "declaw_wasm.execution", "declaw_wasm.charts")
 EGRESS_DECLARATIONS = {"declaw_wasm._egress", "declaw_wasm._egress.ops"}

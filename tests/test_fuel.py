@@ -144,3 +144,27 @@ def test_without_the_fuel_build_a_clear_error_names_the_command(tmp_path: Path) 
 def test_cpu_instructions_must_be_positive() -> None:
     with pytest.raises(ValueError):
         Limits(cpu_instructions=0)
+
+
+@pytest.mark.guest
+def test_the_jpeg_codecs_instructions_are_paid_from_the_budget(budget_sbx: Sandbox) -> None:
+    """The host's JPEG codec (declaw_wasm/_media) counts its instructions against the guest's
+    budget: a loop of decodes ends at the limit (152) instead of running free on the host, and a
+    decode's instructions show in the command's use."""
+    import io
+
+    Image = pytest.importorskip("PIL.Image")
+    out = io.BytesIO()
+    Image.new("RGB", (2000, 1500), (90, 140, 200)).save(out, "JPEG", quality=90)
+    budget_sbx.files.write("/tmp/big.jpg", out.getvalue())
+    budget_sbx.files.write("/tmp/loop.py", "from PIL import Image\nfor i in range(10000):\n"
+                                           "    Image.open('/tmp/big.jpg').load()\n    print(i, flush=True)\n")
+    done = budget_sbx.commands.run("python3 /tmp/loop.py", timeout=240)
+    assert done.exit_code == 152, (done.exit_code, done.stderr[-1000:])
+    loops = len(done.stdout.split())
+    assert 0 < loops < 200, loops
+    once = budget_sbx.commands.run("python3 -c 'from PIL import Image; Image.open(\"/tmp/big.jpg\").load()'")
+    bare = budget_sbx.commands.run("python3 -c 'from PIL import Image; Image.open(\"/tmp/big.jpg\")'")
+    assert once.exit_code == 0 and bare.exit_code == 0, once.stderr
+    # 3 million samples decoded: tens of millions of the codec's instructions at least
+    assert (once.cpu_instructions_used or 0) - (bare.cpu_instructions_used or 0) > 10_000_000

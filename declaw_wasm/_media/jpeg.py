@@ -103,6 +103,16 @@ class Decoded:
     warning: Optional[str] = None  # the first warning's text
 
 
+@dataclass
+class Meter:
+    """The fuel a caller's own budget pays for a call (the door charges a guest's instruction
+    limit, Limits.cpu_instructions, with it): the call gets at most `cap` (None: only the codec's
+    own bounds), and `spent` counts what it used, failed calls included."""
+
+    cap: Optional[int] = None
+    spent: int = 0
+
+
 @dataclass(frozen=True)
 class _Info:
     header: Header
@@ -176,14 +186,17 @@ def warm() -> None:
 class _Instance:
     """A fresh instance of the module on its own store, with its memory and fuel limits."""
 
-    def __init__(self, memory: int, fuel: int) -> None:
+    def __init__(self, memory: int, fuel: int, meter: Optional[Meter] = None) -> None:
         import wasmtime
 
         engine, module = _load()
         self.store = wasmtime.Store(engine)
         self.store.set_limits(memory_size=memory)
-        self.store.set_fuel(fuel)
-        self.fuel = fuel
+        self.meter = meter if meter is not None else Meter()
+        self.fuel = 0
+        self.capped = False  # the caller's cap, not the codec's budget, bounds this call
+        self._given = 0
+        self.set_fuel(fuel)
         imports: list[Any] = []
         for item in module.imports:
             kind = item.type
@@ -203,6 +216,22 @@ class _Instance:
         if init is not None:
             self.call("_initialize")
 
+    def set_fuel(self, fuel: int) -> None:
+        """Give the instance `fuel` from now on (at most what the caller's cap leaves)."""
+        self.account()
+        cap = self.meter.cap
+        allowed = fuel if cap is None else max(0, min(fuel, cap - self.meter.spent))
+        self.capped = allowed < fuel
+        self.store.set_fuel(allowed)
+        self.fuel = self._given = allowed
+
+    def account(self) -> None:
+        """Add the fuel used since the last look to the meter."""
+        if self._given:
+            left = self.store.get_fuel()
+            self.meter.spent += max(0, self._given - left)
+            self._given = left
+
     def call(self, name: str, *args: int) -> int:
         import wasmtime
 
@@ -212,11 +241,16 @@ class _Instance:
             result = func(self.store, *args)
         except wasmtime.Trap as trap:
             raise self._error(trap) from None
+        finally:
+            self.account()
         return int(result) if result is not None else 0
 
     def _error(self, trap: "wasmtime.Trap") -> CodecError:
         import wasmtime
 
+        if trap.trap_code == wasmtime.TrapCode.OUT_OF_FUEL and self.capped:
+            return CodecError("the sandbox's instruction limit (Limits.cpu_instructions) ran out while the "
+                              "JPEG codec worked")
         if trap.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
             return CodecError(f"the JPEG took too long: its work ran past {self.fuel:,} fuel "
                               "(a hostile or damaged file: thousands of scans, say)")
@@ -362,10 +396,11 @@ def read_header(data: Buffer) -> Header:
     return _read_info(instance, instance.write(buffer), size).header
 
 
-def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int) -> Decoded:
+def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int, meter: Optional[Meter] = None) -> Decoded:
     """Decode `data` to `mode` ("L", "RGB", "CMYK"; "YCbCr" too, as Pillow's draft asks) at
     1/`scale` of its size (1, 2, 4 or 8). A result larger than `max_bytes` (width x height x
-    channels after scaling) is refused from the header, before anything is decoded."""
+    channels after scaling) is refused from the header, before anything is decoded. `meter`:
+    a budget of the caller's that the call draws on (see `Meter`)."""
     buffer = _check_input(data)
     if not isinstance(mode, str) or mode not in MODES:
         raise CodecError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -373,7 +408,7 @@ def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int) -> Decode
         raise CodecError(f"scale must be one of 1, 2, 4, 8, not {scale!r}")
     _int(max_bytes, "max_bytes", 0, 1 << 62)
     size = _nbytes(buffer)
-    instance = _Instance(memory_limit(size, 0, HEADER_MEMORY), FUEL_BASE + FUEL_PER_INPUT_BYTE * size)
+    instance = _Instance(memory_limit(size, 0, HEADER_MEMORY), FUEL_BASE + FUEL_PER_INPUT_BYTE * size, meter)
     pointer = instance.write(buffer)
     info = _read_info(instance, pointer, size)
     head = info.header
@@ -392,9 +427,7 @@ def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int) -> Decode
                          + (", progressive" if head.progressive else "")
                          + f", needs {limit:,} bytes to decode, at most {MAX_MEMORY:,}")
     instance.store.set_limits(memory_size=limit)
-    fuel = decode_fuel(head, size)
-    instance.store.set_fuel(fuel)
-    instance.fuel = fuel
+    instance.set_fuel(decode_fuel(head, size))
     result = instance.call("decode", pointer, size, MODES[mode], scale)
     out_width, out_height, channels, pixels, warnings, truncated = instance.words(result, 6)
     if (out_width, out_height, channels) != (width, height, CHANNELS[mode]):
@@ -406,12 +439,13 @@ def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int) -> Decode
 
 def encode(pixels: Buffer, width: int, height: int, mode: str, *, quality: int = 75,
            progressive: bool = False, optimize: bool = False, subsampling: int = -1,
-           dpi: Optional[tuple[int, int]] = None, arithmetic: bool = False) -> bytes:
+           dpi: Optional[tuple[int, int]] = None, arithmetic: bool = False, meter: Optional[Meter] = None) -> bytes:
     """`pixels` (rows of width x channels bytes, top to bottom) as a JPEG file. `mode` "L",
     "RGB" (stored as YCbCr) or "CMYK" (stored as given, with an Adobe marker); `subsampling`
     -1 libjpeg's default (4:2:0), 0 4:4:4, 1 4:2:2, 2 4:2:0; `dpi` a JFIF density in dots per
     inch (none: density unit 0, aspect 1:1), as Pillow writes them; `arithmetic` codes it with
-    arithmetic coding instead of Huffman's (Pillow cannot; for tests and completeness)."""
+    arithmetic coding instead of Huffman's (Pillow cannot; for tests and completeness); `meter` a
+    budget of the caller's that the call draws on (see `Meter`)."""
     buffer = _data(pixels, "pixels")
     if not isinstance(mode, str) or mode not in ENCODE_MODES:
         raise CodecError(f"mode must be one of {', '.join(ENCODE_MODES)}, not {mode!r}")
@@ -440,7 +474,7 @@ def encode(pixels: Buffer, width: int, height: int, mode: str, *, quality: int =
     if limit > MAX_MEMORY:
         raise CodecError(f"image too large: {width}x{height} {mode} needs {limit:,} bytes to encode, "
                          f"at most {MAX_MEMORY:,}")
-    instance = _Instance(limit, encode_fuel(width, height, channels))
+    instance = _Instance(limit, encode_fuel(width, height, channels), meter)
     pointer = instance.write(buffer)
     result = instance.call("encode", pointer, width, height, channels, quality, int(progressive),
                            int(optimize), subsampling, *density, int(arithmetic))

@@ -45,7 +45,8 @@ from wasmtime import _bindings as _ffi
 from .engine import Interpreter
 from .layout import Mount
 from .paths import shadow_path_calls
-from .shims import ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff, exiting, memory_address
+from .shims import (CallerMemory, ClockTimeGet, DoorHandler, DoorTransport, FdReaddir, PollOneoff, exiting,
+                    memory_address)
 from .timers import Timers
 
 if TYPE_CHECKING:
@@ -202,6 +203,8 @@ class Guest:
         self._native_id: Optional[int] = None
         self._cpu_at_end: Optional[float] = None
         self.host_blas: Optional[HostBlas] = None  # made at its first routed call (shims.py)
+        # the guest's memory while a door call of it is answered (shims.DoorTransport), else None
+        self.door_memory: Optional[CallerMemory] = None
         self.host_cpu_seconds = 0.0  # the host BLAS's other threads' share of its calls
         self.memory_at_end = 0  # the linear memory's size when the guest ended (the sandbox's events)
         self.clock_base_ns = 0  # the guest's monotonic clock reads time.monotonic_ns() minus this

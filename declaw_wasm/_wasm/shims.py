@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import msgpack
 import wasmtime
+from wasmtime import _bindings as _ffi
 
 from .. import settings
 from .door import MAX_FRAME, Int, Op, RequestError, decode
@@ -131,7 +132,11 @@ class DoorTransport:
         if type(request) is dict and request.get("op") == "timer" and self.guest.timers.interrupt is None:
             interrupt = caller.get(INTERRUPT_EXPORT)  # a module built before the export: timers that trip nothing
             self.guest.timers.interrupt = interrupt if isinstance(interrupt, wasmtime.Func) else None
-        status, answer = answer_request(self.guest, self.handler, request)
+        self.guest.door_memory = CallerMemory(caller, memory)  # for ops that move bulk data by address
+        try:
+            status, answer = answer_request(self.guest, self.handler, request)
+        finally:
+            self.guest.door_memory = None
         del request
         if status:
             return status
@@ -166,6 +171,65 @@ class DoorTransport:
 
 def _fits(ptr: int, length: int, size: int) -> bool:
     return 0 <= ptr and ptr + length <= size
+
+
+class CallerMemory:
+    """The asking guest's linear memory while one of its door calls is answered (the guest's
+    one thread waits in `host.call`: nothing of the guest runs, and the memory neither moves nor
+    grows until the handler returns). For ops that move bulk data by address (the guest's JPEG
+    codec, _media/door.py) instead of inside the door's 16 MiB frames. Every address is the
+    guest's and hostile: each read or write is checked, with Python integers, to lie inside the
+    memory; a guest can only ever read or overwrite its own memory."""
+
+    __slots__ = ("_caller", "_memory")
+
+    def __init__(self, caller: wasmtime.Caller, memory: wasmtime.Memory) -> None:
+        self._caller = caller
+        self._memory = memory
+
+    def size(self) -> int:
+        return int(self._memory.data_len(self._caller))
+
+    def check(self, ptr: int, length: int) -> Optional[str]:
+        """Why `length` bytes at `ptr` are not the guest's memory, or None."""
+        size = self.size()
+        if type(ptr) is not int or type(length) is not int or not _fits(ptr, length, size) or length < 0:
+            return f"{length} bytes at {ptr} do not lie inside the guest's memory ({size} bytes)"
+        return None
+
+    def read(self, ptr: int, length: int) -> bytes:
+        """A copy of `length` bytes at `ptr` (ValueError: outside the memory)."""
+        problem = self.check(ptr, length)
+        if problem is not None:
+            raise ValueError(problem)
+        return ctypes.string_at(memory_address(self._memory, self._caller) + ptr, length)
+
+    def fuel_left(self) -> Optional[int]:
+        """The guest's instructions left (Limits.cpu_instructions), None without a limit: work the
+        host does for the guest on this budget (the codec's instructions) is charged to it."""
+        left = ctypes.c_uint64(0)
+        error = _ffi.wasmtime_context_get_fuel(self._caller._context(), ctypes.byref(left))
+        if error:  # a store without fuel: no instruction limit
+            _ffi.wasmtime_error_delete(error)
+            return None
+        return left.value
+
+    def spend_fuel(self, spent: int) -> None:
+        """Take `spent` instructions from the guest's budget (all that is left, at most: the
+        guest then stops at its next instruction, as past its limit)."""
+        left = self.fuel_left()
+        if left is None or spent <= 0:
+            return
+        error = _ffi.wasmtime_context_set_fuel(self._caller._context(), left - min(left, spent))
+        if error:
+            _ffi.wasmtime_error_delete(error)
+
+    def write(self, ptr: int, data: bytes) -> None:
+        """`data` written at `ptr` (ValueError: outside the memory, nothing written)."""
+        problem = self.check(ptr, len(data))
+        if problem is not None:
+            raise ValueError(problem)
+        ctypes.memmove(memory_address(self._memory, self._caller) + ptr, data, len(data))
 
 
 class PollOneoff:
