@@ -16,14 +16,17 @@ Bounds: the JPEG read is at most MAX_JPEG_BYTES; what a call writes is at most `
 decoded image is refused before it is decoded if it would not fit); the codec's memory and fuel
 are bounded by jpeg.py; at most `os.cpu_count()` codec calls run at once in a process (each holds
 its input, its instance and its output); with an instruction limit (Limits.cpu_instructions) the
-codec's instructions are charged to the guest, and a call the budget cannot pay is not made.
+codec's instructions are charged to the guest, and a call the budget cannot pay is not made; a
+call stops within a tick (10 ms) of its sandbox's kill or timeout, and after 30 s whatever its
+fuel.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .._wasm.door import Bool, Int, List, Op, RequestError, Word
 
@@ -67,6 +70,19 @@ def routes() -> tuple[tuple[Op, Any], ...]:
     return (JPEG_DECODE, decode), (JPEG_ENCODE, encode)
 
 
+@contextlib.contextmanager
+def _slot(op: str, guest: Guest) -> Iterator[None]:
+    """One of the process's codec slots, waited for in short slices: a sandbox stopping while
+    its guest waits gives up."""
+    while not _SLOTS.acquire(timeout=0.05):
+        if guest.stop_requested():
+            raise RequestError(op, "", "the sandbox is stopping")
+    try:
+        yield
+    finally:
+        _SLOTS.release()
+
+
 def _memory(op: str, guest: Guest) -> CallerMemory:
     memory = guest.door_memory
     if memory is None:  # (a transport that carries no memory: the pool's tests, never a live guest)
@@ -95,10 +111,10 @@ def decode(guest: Guest, request: dict[str, Any]) -> Any:
         memory = _memory(op, guest)
         data = _read(op, memory, request)
         meter = jpeg.Meter(memory.fuel_left())
-        with _SLOTS:
+        with _slot(op, guest):
             try:
                 image = jpeg.decode(data, mode=request["mode"], scale=scale, max_bytes=request["dst_len"],
-                                    meter=meter)
+                                    meter=meter, stop=guest.stop_requested)
             except jpeg.CodecError as exc:
                 raise RequestError(op, "src", str(exc)) from None
             finally:
@@ -125,13 +141,14 @@ def encode(guest: Guest, request: dict[str, Any]) -> Any:
         if dpi is not None and len(dpi) != 2:
             raise RequestError(op, "dpi", f"must be [x, y], not {len(dpi)} numbers")
         meter = jpeg.Meter(memory.fuel_left())
-        with _SLOTS:
+        with _slot(op, guest):
             try:
                 data = jpeg.encode(pixels, width, height, mode, quality=request.get("quality") or 75,
                                    progressive=bool(request.get("progressive")),
                                    optimize=bool(request.get("optimize")),
                                    subsampling=-1 if request.get("subsampling") is None else request["subsampling"],
-                                   dpi=None if dpi is None or 0 in dpi else (dpi[0], dpi[1]), meter=meter)
+                                   dpi=None if dpi is None or 0 in dpi else (dpi[0], dpi[1]), meter=meter,
+                                   stop=guest.stop_requested)
             except jpeg.CodecError as exc:
                 raise RequestError(op, "src", str(exc)) from None
             finally:

@@ -8,7 +8,7 @@ tools/jpeg_wasm/build.py), run by wasmtime:
   errors end in one: codec.c's error_exit keeps the message and executes `unreachable`) leaves
   nothing behind, and calls from many threads share nothing but the compiled module;
 - the module gets no capability: its four WASI imports (linked only through libjpeg's unused
-  stderr printer) are stubs answering ENOSYS, and proc_exit traps;
+  stderr printer) are stubs answering ENOSYS (proc_exit returns onto wasi-libc's `unreachable`);
 - its memory is capped per call (`memory_limit`): the input, the output, libjpeg's whole-image
   coefficient buffer when the file needs one (progressive or multi-scan), and `WORK_BYTES`;
   a call needing more than `MAX_MEMORY` is refused before it starts;
@@ -38,13 +38,17 @@ is read-only. `warm()` makes sure the compiled file is there.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import hashlib
 import platform
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from .._cache import ensure_file, writable
 from ..settings import cache_dir
@@ -77,6 +81,11 @@ FUEL_BASE = 50_000_000
 MAX_FUEL = 200_000_000_000  # ~20 s of this machine's CPU: no call runs longer, whatever its size
 
 _STUB_ENOSYS = 52  # WASI's ENOSYS
+
+
+@functools.lru_cache(maxsize=1)
+def _NO_FINALIZER(kind: Any) -> Any:  # noqa: N802 - one ctypes callback object, kept alive for the process
+    return kind(lambda _data: None)
 
 
 class CodecError(ValueError):
@@ -139,7 +148,7 @@ def _wasmtime_version() -> str:
 
 def compiled_path(wasm: bytes) -> Path:
     """Where the compiled module for `wasm` lives in the cache."""
-    key = "|".join([hashlib.sha256(wasm).hexdigest(), _wasmtime_version(), "fuel1-speed",
+    key = "|".join([hashlib.sha256(wasm).hexdigest(), _wasmtime_version(), "fuel1-epoch1-speed",
                     platform.machine()])
     return cache_dir() / "compiled" / f"jpeg-{hashlib.sha256(key.encode()).hexdigest()[:24]}.cwasm"
 
@@ -149,8 +158,57 @@ def _engine() -> "wasmtime.Engine":
 
     config = wasmtime.Config()
     config.consume_fuel = True
+    config.epoch_interruption = True
     config.cranelift_opt_level = "speed"
     return wasmtime.Engine(config)
+
+
+# The epoch ticker: while calls run, the engine's epoch advances every TICK_S and each call's
+# deadline callback asks whether its caller wants it stopped (a sandbox killed or timed out while
+# its guest waits for the codec) or its wall-clock bound has passed.
+TICK_S = 0.01
+MAX_SECONDS = 30.0  # of wall-clock time a call may take, whatever its fuel (a loaded machine)
+_running = 0
+_running_cond = threading.Condition()
+
+
+def _tick(engine: "wasmtime.Engine") -> None:
+    while True:
+        with _running_cond:
+            while not _running:
+                _running_cond.wait()
+        time.sleep(TICK_S)
+        engine.increment_epoch()
+
+
+def _started(engine: "wasmtime.Engine") -> None:
+    global _running, _ticker
+    with _running_cond:
+        _running += 1
+        if _ticker is None:
+            _ticker = threading.Thread(target=_tick, args=(engine,), name="declaw-jpeg-epoch", daemon=True)
+            _ticker.start()
+        _running_cond.notify_all()
+
+
+def _ended() -> None:
+    global _running
+    with _running_cond:
+        _running -= 1
+
+
+_ticker: Optional[threading.Thread] = None
+
+
+@contextlib.contextmanager
+def _ticking() -> Iterator[None]:
+    """The epoch ticks while the block runs (one call's instances)."""
+    engine, _ = _load()
+    _started(engine)
+    try:
+        yield
+    finally:
+        _ended()
 
 
 def _load() -> tuple["wasmtime.Engine", "wasmtime.Module"]:
@@ -186,12 +244,15 @@ def warm() -> None:
 class _Instance:
     """A fresh instance of the module on its own store, with its memory and fuel limits."""
 
-    def __init__(self, memory: int, fuel: int, meter: Optional[Meter] = None) -> None:
+    def __init__(self, memory: int, fuel: int, meter: Optional[Meter] = None,
+                 stop: Optional[Callable[[], bool]] = None) -> None:
         import wasmtime
 
         engine, module = _load()
         self.store = wasmtime.Store(engine)
         self.store.set_limits(memory_size=memory)
+        self.watch = _Watch(stop, time.monotonic() + MAX_SECONDS)
+        self._callback = _install_deadline(self.store, self.watch)
         self.meter = meter if meter is not None else Meter()
         self.fuel = 0
         self.capped = False  # the caller's cap, not the codec's budget, bounds this call
@@ -239,19 +300,22 @@ class _Instance:
         assert isinstance(func, wasmtime.Func)
         try:
             result = func(self.store, *args)
-        except wasmtime.Trap as trap:
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:  # (a stop: the deadline callback's error)
             raise self._error(trap) from None
         finally:
             self.account()
         return int(result) if result is not None else 0
 
-    def _error(self, trap: "wasmtime.Trap") -> CodecError:
+    def _error(self, trap: "wasmtime.Trap | wasmtime.WasmtimeError") -> CodecError:
         import wasmtime
 
-        if trap.trap_code == wasmtime.TrapCode.OUT_OF_FUEL and self.capped:
+        if self.watch.stopped is not None:
+            return CodecError(f"the JPEG codec was stopped: {self.watch.stopped}")
+        code = getattr(trap, "trap_code", None)
+        if code == wasmtime.TrapCode.OUT_OF_FUEL and self.capped:
             return CodecError("the sandbox's instruction limit (Limits.cpu_instructions) ran out while the "
                               "JPEG codec worked")
-        if trap.trap_code == wasmtime.TrapCode.OUT_OF_FUEL:
+        if code == wasmtime.TrapCode.OUT_OF_FUEL:
             return CodecError(f"the JPEG took too long: its work ran past {self.fuel:,} fuel "
                               "(a hostile or damaged file: thousands of scans, say)")
         message = ""
@@ -261,7 +325,7 @@ class _Instance:
             pass
         if message:
             return CodecError(_sentence(message))
-        return CodecError(f"the JPEG codec stopped: {trap.trap_code}")
+        return CodecError(f"the JPEG codec stopped: {code if code is not None else trap}")
 
     def call_quiet(self, name: str) -> int:
         func = self.exports[name]
@@ -294,13 +358,51 @@ class _Instance:
         return raw.decode("utf-8", "replace")
 
 
+@dataclass
+class _Watch:
+    """What a call's deadline callback checks at each tick, and why it stopped the call. (Apart
+    from `_Instance`, which holds the callback: no reference cycle keeps a store and its memory
+    alive after the call.)"""
+
+    stop: Optional[Callable[[], bool]]
+    deadline: float
+    stopped: Optional[str] = None
+
+
+def _install_deadline(store: "wasmtime.Store", watch: _Watch) -> object:
+    """At every tick: trap the call if its caller wants it stopped or it ran too long (through
+    the C API: nothing raises into wasmtime). The callback object, to keep while the store lives."""
+    from wasmtime import _bindings as ffi
+
+    def on_deadline(_ctx: object, _data: object, delta: Any, kind: Any) -> int:
+        try:
+            if watch.stop is not None and watch.stop():
+                watch.stopped = "its sandbox is stopping"
+            elif time.monotonic() > watch.deadline:
+                watch.stopped = f"it ran past {MAX_SECONDS:.0f} s"
+            if watch.stopped is not None:
+                error = ffi.wasmtime_error_new(b"declaw-wasm: JPEG codec stopped")
+                return ctypes.cast(error, ctypes.c_void_p).value or 0
+        except BaseException:  # noqa: BLE001 - never into wasmtime
+            pass
+        delta[0] = 1
+        kind[0] = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
+        return 0
+
+    function_type = ffi._wasmtime_store_epoch_deadline_callback.argtypes
+    callback = function_type[1](on_deadline)
+    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), callback, None, _NO_FINALIZER(function_type[3]))
+    store.set_epoch_deadline(1)
+    return callback
+
+
 def _stub(name: str, kind: "wasmtime.FuncType") -> Callable[..., Any]:
     """A WASI import that does nothing: ENOSYS for anything returning a value; proc_exit traps."""
     returns = len(kind.results)
 
     def stub(*_args: Any) -> Any:
-        if name == "proc_exit":
-            raise CodecError("the JPEG codec called proc_exit")
+        # never raises into wasmtime (wasmtime-py keeps a host function's exception process-wide:
+        # _wasm/guest.py); proc_exit returning lands on wasi-libc's `unreachable`, a trap
         return _STUB_ENOSYS if returns else None
 
     return stub
@@ -376,7 +478,10 @@ def _coefficients(width: int, height: int, components: int) -> int:
 
 
 def memory_limit(input_bytes: int, output_bytes: int, coefficients: int = 0) -> int:
-    return input_bytes + output_bytes + coefficients + WORK_BYTES
+    # the output twice: with one copy and WORK_BYTES beside it, an 8000x6000 RGB decode (144 MB)
+    # ran out of memory in the allocator while 9000x9000 did not (how wasi-libc's malloc grows
+    # the heap around libjpeg's pools); with two, every size tried up to 12000x9000 decodes
+    return input_bytes + 2 * output_bytes + coefficients + WORK_BYTES
 
 
 # -- the API ------------------------------------------------------------------------------------------
@@ -392,15 +497,24 @@ def read_header(data: Buffer) -> Header:
     """The JPEG's frame header: its size, components, colour space and whether it is progressive."""
     buffer = _check_input(data)
     size = _nbytes(buffer)
-    instance = _Instance(memory_limit(size, 0, HEADER_MEMORY), FUEL_BASE + FUEL_PER_INPUT_BYTE * size)
-    return _read_info(instance, instance.write(buffer), size).header
+    with _ticking():
+        instance = _Instance(memory_limit(size, 0, HEADER_MEMORY), FUEL_BASE + FUEL_PER_INPUT_BYTE * size)
+        return _read_info(instance, instance.write(buffer), size).header
 
 
-def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int, meter: Optional[Meter] = None) -> Decoded:
+def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int, meter: Optional[Meter] = None,
+           stop: Optional[Callable[[], bool]] = None) -> Decoded:
     """Decode `data` to `mode` ("L", "RGB", "CMYK"; "YCbCr" too, as Pillow's draft asks) at
     1/`scale` of its size (1, 2, 4 or 8). A result larger than `max_bytes` (width x height x
     channels after scaling) is refused from the header, before anything is decoded. `meter`:
-    a budget of the caller's that the call draws on (see `Meter`)."""
+    a budget of the caller's that the call draws on (see `Meter`); `stop()`, asked every
+    TICK_S while the codec runs: true stops it (a CodecError)."""
+    with _ticking():
+        return _decode(data, mode, scale, max_bytes, meter, stop)
+
+
+def _decode(data: Buffer, mode: str, scale: int, max_bytes: int, meter: Optional[Meter],
+            stop: Optional[Callable[[], bool]]) -> Decoded:
     buffer = _check_input(data)
     if not isinstance(mode, str) or mode not in MODES:
         raise CodecError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -408,7 +522,7 @@ def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int, meter: Op
         raise CodecError(f"scale must be one of 1, 2, 4, 8, not {scale!r}")
     _int(max_bytes, "max_bytes", 0, 1 << 62)
     size = _nbytes(buffer)
-    instance = _Instance(memory_limit(size, 0, HEADER_MEMORY), FUEL_BASE + FUEL_PER_INPUT_BYTE * size, meter)
+    instance = _Instance(memory_limit(size, 0, HEADER_MEMORY), FUEL_BASE + FUEL_PER_INPUT_BYTE * size, meter, stop)
     pointer = instance.write(buffer)
     info = _read_info(instance, pointer, size)
     head = info.header
@@ -439,13 +553,14 @@ def decode(data: Buffer, *, mode: str, scale: int = 1, max_bytes: int, meter: Op
 
 def encode(pixels: Buffer, width: int, height: int, mode: str, *, quality: int = 75,
            progressive: bool = False, optimize: bool = False, subsampling: int = -1,
-           dpi: Optional[tuple[int, int]] = None, arithmetic: bool = False, meter: Optional[Meter] = None) -> bytes:
+           dpi: Optional[tuple[int, int]] = None, arithmetic: bool = False, meter: Optional[Meter] = None,
+           stop: Optional[Callable[[], bool]] = None) -> bytes:
     """`pixels` (rows of width x channels bytes, top to bottom) as a JPEG file. `mode` "L",
     "RGB" (stored as YCbCr) or "CMYK" (stored as given, with an Adobe marker); `subsampling`
     -1 libjpeg's default (4:2:0), 0 4:4:4, 1 4:2:2, 2 4:2:0; `dpi` a JFIF density in dots per
     inch (none: density unit 0, aspect 1:1), as Pillow writes them; `arithmetic` codes it with
     arithmetic coding instead of Huffman's (Pillow cannot; for tests and completeness); `meter` a
-    budget of the caller's that the call draws on (see `Meter`)."""
+    budget of the caller's that the call draws on (see `Meter`); `stop` as `decode`'s."""
     buffer = _data(pixels, "pixels")
     if not isinstance(mode, str) or mode not in ENCODE_MODES:
         raise CodecError(f"mode must be one of {', '.join(ENCODE_MODES)}, not {mode!r}")
@@ -470,13 +585,14 @@ def encode(pixels: Buffer, width: int, height: int, mode: str, *, quality: int =
     # libjpeg's growing buffer is copied; the coefficients when optimizing or progressive
     output_room = 3 * expected + (1 << 20)
     coefficients = _coefficients(width, height, channels) if (progressive or optimize) else 0
-    limit = memory_limit(expected, output_room, coefficients)
+    limit = expected + output_room + coefficients + WORK_BYTES  # (the room is generous already)
     if limit > MAX_MEMORY:
         raise CodecError(f"image too large: {width}x{height} {mode} needs {limit:,} bytes to encode, "
                          f"at most {MAX_MEMORY:,}")
-    instance = _Instance(limit, encode_fuel(width, height, channels), meter)
-    pointer = instance.write(buffer)
-    result = instance.call("encode", pointer, width, height, channels, quality, int(progressive),
-                           int(optimize), subsampling, *density, int(arithmetic))
-    data, length = instance.words(result, 2)
-    return instance.read(data, length)
+    with _ticking():
+        instance = _Instance(limit, encode_fuel(width, height, channels), meter, stop)
+        pointer = instance.write(buffer)
+        result = instance.call("encode", pointer, width, height, channels, quality, int(progressive),
+                               int(optimize), subsampling, *density, int(arithmetic))
+        data, length = instance.words(result, 2)
+        return instance.read(data, length)

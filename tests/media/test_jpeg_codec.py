@@ -297,6 +297,25 @@ def test_a_header_claiming_65500x65500_is_refused_by_max_bytes_before_decoding(s
         jpeg.decode(_with_size(sample_files[1], 65500, 65500), mode="RGB", scale=8, max_bytes=1 << 40)
 
 
+def test_a_call_stops_when_its_caller_asks_and_charges_its_meter(sample_files: list[bytes]) -> None:
+    """`stop()` is asked every tick while the codec runs (a sandbox killed while its guest waits
+    for a decode): a seconds-long decode (a tiny file claiming 65500x65500 pixels at 1/8) ends
+    within a few ticks of it saying so; the meter counts what was spent, a capped meter stops
+    the call with the caller's own reason."""
+    huge = _with_size(sample_files[0], 65500, 65500)
+    started = time.monotonic()
+    with pytest.raises(CodecError, match="stopped: its sandbox is stopping"):
+        jpeg.decode(huge, mode="RGB", scale=8, max_bytes=1 << 28, stop=lambda: time.monotonic() - started > 0.2)
+    assert time.monotonic() - started < 0.6
+    meter = jpeg.Meter()
+    jpeg.decode(sample_files[0], mode="RGB", max_bytes=1 << 26, meter=meter)
+    assert meter.spent > 1000
+    capped = jpeg.Meter(cap=meter.spent // 2)
+    with pytest.raises(CodecError, match=r"instruction limit \(Limits.cpu_instructions\) ran out"):
+        jpeg.decode(sample_files[0], mode="RGB", max_bytes=1 << 26, meter=capped)
+    assert capped.spent == meter.spent // 2
+
+
 def _segments(data: bytes) -> Iterator[tuple[int, int, int]]:
     """(marker, start, end) of each segment, a scan's entropy-coded data included in its SOS."""
     at = 2

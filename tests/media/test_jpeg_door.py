@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from declaw_wasm import Sandbox
+from declaw_wasm.exceptions import TimeoutException
 
 PIL = pytest.importorskip("PIL")
 from PIL import Image  # noqa: E402
@@ -230,6 +231,39 @@ answers["kinds"] = sorted(kinds)
     finally:
         sbx.kill()
     assert "error" in answers["kinds"]
+
+
+def _claiming(size: int) -> bytes:
+    """A tiny real JPEG whose frame header claims `size` x `size` pixels: libjpeg walks every
+    block of the claimed image (filling what the data lacks)."""
+    data = bytearray(_host_jpeg((16, 16), "RGB"))
+    at = data.index(b"\xff\xc0")  # SOF0: length, precision, height, width
+    data[at + 5:at + 9] = size.to_bytes(2, "big") * 2
+    return bytes(data)
+
+
+def test_a_long_decode_stops_with_its_command() -> None:
+    """A 200-byte file claiming 65500x65500 pixels, decoded at 1/8 (201 MB of output: the
+    guest holds the room): seconds of the codec's work (libjpeg walks every block of the claimed
+    image), stopped within a tick of the command's timeout, and the sandbox goes on."""
+    import time
+
+    sbx = Sandbox.create(timeout=300)
+    try:
+        sbx.files.write("/tmp/ok.jpg", _claiming(65500))
+        sbx.files.write("/tmp/long.py", DOOR.replace('room = bytearray(b"\\xaa" * (64 + 300 * 200 * 3 + 64))',
+                                                     "room = bytearray(8188 * 8188 * 3 + 128)") + """
+print(call(dict(op="jpeg.decode", src=address(jpeg), src_len=len(jpeg), dst=dst, dst_len=8188 * 8188 * 3,
+                mode="RGB", scale=8)))
+""")
+        start = time.monotonic()
+        with pytest.raises(TimeoutException):
+            sbx.commands.run("python3 /tmp/long.py", timeout=1.5)
+        took = time.monotonic() - start
+        assert took < 2.5, took  # the decode alone takes ~3 s on this machine's host (more in a guest's turn)
+        assert sbx.commands.run("echo on").stdout == "on\n"
+    finally:
+        sbx.kill()
 
 
 def _host_jpeg(size: tuple[int, int], mode: str, **options: Any) -> bytes:
