@@ -753,6 +753,9 @@ def _install_import_patches() -> None:
     from declaw_posix import jpeg  # Pillow's JPEG codec, which its build lacks: the host's, by the door
 
     patch_on_import("PIL.Image", jpeg.patch_pillow)
+    from declaw_posix import fonts  # Pillow's TrueType fonts, which its build lacks: matplotlib's FreeType
+
+    patch_on_import("PIL.ImageFont", fonts.patch_imagefont)
     import builtins
 
     _install_devices(builtins)  # open("/dev/null"), /dev/stdout... (/dev holds empty files only)
