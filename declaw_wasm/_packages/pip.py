@@ -1080,7 +1080,9 @@ def _install_for_guest(fs: GuestFiles, request: dict, should_stop: StopCheck,
             return "".join(f"Requirement already satisfied: {r}\n" for r in requirements)
         paths = fetch(pins, Path(tmp) / "wheels", local=guest.by_hash, no_index=no_index,
                       should_stop=should_stop)
-        site, scripts = Path(tmp) / "site", Path(tmp) / "bin"
+        # laid out as the guest's folders are, so that each RECORD names a console script by its
+        # path from the site as the guest sees it (../../../bin/NAME): `pip uninstall` removes it
+        site, scripts = Path(tmp) / "root" / USER_SITE.lstrip("/"), Path(tmp) / "root" / USER_BIN.lstrip("/")
         room = fs.room()
         install(paths, site, scripts, *(room if room is not None else (None, None)))
         fs.write_trees([(site, USER_SITE), *([(scripts, USER_BIN)] if scripts.is_dir() else [])])

@@ -72,7 +72,8 @@ def base_env() -> dict[str, str]:
     """The environment every guest starts from. Nothing comes from the host's environment."""
     return {
         "HOME": HOME, "USER": "user", "LOGNAME": "user", "SHELL": "/bin/bash",
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+        # ~/.local/bin first, as Debian's ~/.profile puts it: what `pip install` puts there runs by name
+        "PATH": f"{USER_BIN}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
         "HOSTNAME": "sandbox", "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": f"{HOME}/.config/matplotlib",
     }

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import posixpath
 import re
 import shlex
+import stat
 import sys
 import time
 import weakref
@@ -535,13 +537,34 @@ class ShellFeatures(_ExecutorBase):
         self.builtins["xargs"] = versions.answering_version(xargs_command.builtin(self), versions.XARGS_VERSION)
         describe = self.shell_builtins.describe
 
-        def describe_programs(name: str, state: GuestState) -> tuple[str, str]:
+        def describe_programs(name: str, state: GuestState) -> tuple[str | None, str]:
             if name in self.programs and name != "time" and name not in state.aliases \
                     and name not in state.functions or name in PROGRAM_BUILTINS:
                 return "file", "%s is %s/%s" % (name, COMMAND_DIR, name)
-            return describe(name, state)
+            kind, description = describe(name, state)
+            if kind is None:  # a file on $PATH (`type black` after `pip install black`)
+                path = self.on_path(name, state)
+                if path is not None:
+                    return "file", "%s is %s" % (name, path)
+            return kind, description
 
         self.shell_builtins.describe = describe_programs
+        command = self.builtins["command"]
+
+        async def command_v(arguments: list[str], stdin: StdinValue | None, state: GuestState) -> int:
+            """`command -v NAME...`: a file on $PATH by its path (the library's names ours alone)."""
+            if len(arguments) < 2 or arguments[0] != "-v":
+                return int(await command(arguments, stdin, state))
+            status = 0
+            for name in arguments[1:]:
+                path = self.on_path(name, state) if describe(name, state)[0] is None else None
+                if path is not None:
+                    await state.output_sink.write(path + "\n")
+                elif await command(["-v", name], None, state):
+                    status = 1
+            return status
+
+        self.builtins["command"] = command_v
 
     # -- which names are programs ------------------------------------------------------------------
     def is_program(self, name: str) -> bool:
@@ -598,6 +621,11 @@ class ShellFeatures(_ExecutorBase):
         elif into is not None and not in_pipeline:  # a function: its body writes the file (FileSink)
             return await self.handing(into, super().dispatch(name, arguments, stdin, error_destination, state,
                                                              in_pipeline, attached_to_terminal, skip_functions))
+        if "/" not in name and (skip_functions or name not in state.functions):
+            on_path = self.on_path(name, state)
+            if on_path is not None:  # a program pip installed (~/.local/bin), a script put on $PATH
+                return await self.dispatch(on_path, arguments, stdin, error_destination, state, in_pipeline,
+                                           attached_to_terminal, skip_functions, into)
         if into is not None and not (getattr(self.registry.get(name), "writes_its_file", False)
                                      and (skip_functions or name not in state.functions)):
             into = None
@@ -607,6 +635,23 @@ class ShellFeatures(_ExecutorBase):
                                           attached_to_terminal, skip_functions)
         finally:
             PYTHON_INTO.reset(token)
+
+    def on_path(self, name: str, state: GuestState) -> str | None:
+        """The file a bare command name runs from $PATH, as bash finds it, when the name is none
+        of ours (a builtin, a registered command, a program of the shell): the console scripts
+        `pip install` puts in ~/.local/bin, a script copied to a folder on $PATH. WASI has no
+        execute bits: any regular file counts (program_at then reads its `#!`)."""
+        if (not name or name in self.builtins or self.registry.get(name) is not None or name in self.programs
+                or name in PROGRAM_BUILTINS or name == "env"):
+            return None
+        for folder in state.variables.get("PATH", "").split(":"):
+            candidate = posixpath.join(folder or ".", name)
+            try:
+                if stat.S_ISREG(os.stat(state.resolve_path(candidate)).st_mode):
+                    return candidate
+            except (OSError, ValueError):
+                continue
+        return None
 
     async def call_function(self, name: str, arguments: list[str], stdin: StdinValue | None,
                             error_destination: Destination, state: GuestState,

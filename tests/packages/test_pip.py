@@ -74,6 +74,29 @@ def test_install_a_wheel_file_and_a_requirements_file_then_uninstall(box: Sandbo
     assert not box.files.exists("/home/user/.local/lib/python3.15/site-packages/reqpkg")
 
 
+def test_an_installed_console_script_runs_by_name(box: Sandbox, tmp_path: Path) -> None:
+    """`pip install black && black .`: the wheel's console scripts land in ~/.local/bin, which is
+    on PATH first (as Debian's ~/.profile puts it), and the shell runs a file it finds on PATH
+    by name; `which`, `command -v` and `type` find it there; uninstalling removes it."""
+    wheel = make_wheel(tmp_path, "greeter", "1.0", files={
+        "greeter/__init__.py": "import sys\ndef main():\n    print('hello', *sys.argv[1:])\n    return 3\n",
+        "greeter-1.0.dist-info/entry_points.txt": "[console_scripts]\ngreet = greeter:main\n"})
+    path = _upload(box, wheel, "/tmp/cli")
+    assert box.commands.run(f"pip install {path}", timeout=120).exit_code == 0
+    r = box.commands.run("greet world; echo status $?; which greet; command -v greet; type greet; "
+                         "x=$(greet piped | tr a-z A-Z); echo $x; echo $PATH")
+    assert r.stdout.splitlines() == ["hello world", "status 3", "/home/user/.local/bin/greet",
+                                     "/home/user/.local/bin/greet", "greet is /home/user/.local/bin/greet",
+                                     "HELLO PIPED", "/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin"], r
+    # a script of the user's on a folder of PATH, and a name on no folder
+    r = box.commands.run("mkdir -p ~/bin && printf '#!/bin/bash\\necho mine $1\\n' > ~/bin/mine && "
+                         "PATH=~/bin:$PATH mine a; mine b; echo $?")
+    assert r.stdout == "mine a\n127\n" and "bash: mine: command not found" in r.stderr, r
+    assert box.commands.run("pip uninstall -y greeter").exit_code == 0
+    r = box.commands.run("greet again")
+    assert r.exit_code == 127 and "greet: command not found" in r.stderr
+
+
 def test_runtime_packages_cannot_be_uninstalled_or_replaced(box: Sandbox) -> None:
     r = box.commands.run("pip uninstall -y numpy")
     assert r.exit_code == 1 and "Cannot uninstall numpy" in r.stderr
