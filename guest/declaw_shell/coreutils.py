@@ -94,6 +94,8 @@ def register(commands: Any) -> None:
                     LazyCommand("dd", "dd", "DdCommand", STREAM_IN, STREAM_OUT, "convert and copy a file"),
                     LazyCommand("sed", "sed", "SedCommand", STREAM_IN, STREAM_OUT,
                                 "stream editor for filtering and transforming text"),
+                    LazyCommand("sqlite3", "sqlitecli", "SqliteCommand", TEXT_IN, TEXT_OUT,
+                                "A command line interface for SQLite version 3"),
                     *(LazyCommand(name, "smallutils", attribute, kinds, TEXT_OUT, summary) for name, attribute, kinds,
                       summary in SMALL_UTILS)):
         commands.register(command)
