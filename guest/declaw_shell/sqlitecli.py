@@ -138,6 +138,7 @@ class Shell:
         self.filename = ":memory:"
         self.failed_code = 1  # the status an argument's failed statement ends the shell with
         self.in_script = False
+        self.depth = 0  # .read inside .read
 
     # -- the connection and the output ------------------------------------------------------------
     def path(self, name: str) -> str:
@@ -394,9 +395,17 @@ class Shell:
             elif command == "read":
                 if not args:
                     raise ShellError("usage: .read FILE")
+                if self.depth >= 25:  # as the shell: 25 scripts deep
+                    self.write_error("Input nesting limit (25) reached at line 1. Check recursion.\n")
+                    return False
                 with open(self.path(args[0]), encoding="utf-8", errors="replace") as handle:
-                    if self.run_script(handle.read()):
+                    script = handle.read()
+                self.depth += 1
+                try:
+                    if self.run_script(script):
                         return False
+                finally:
+                    self.depth -= 1
             elif command in ("output", "once"):
                 if self.redirect is not None:
                     self.redirect.close()
