@@ -415,7 +415,8 @@ def test_codec_stores_are_freed_after_each_call_without_a_collection() -> None:
     linear memory, up to MAX_MEMORY - lives until the cyclic collector runs (and, promoted to an
     old generation by a collection during the call, can outlive many calls). Measured: +210 MB
     of host RSS per failed call of this 548-byte file with the collector off (6 calls: 63 ->
-    1308 MB; in this test 4 calls left 830 MB), a 685 MB peak with it on; the retained stores are outside the `_SLOTS` bound.
+    1308 MB; in this test 4 calls left 830 MB), a 685 MB peak with it on; the retained stores
+    are outside the `_SLOTS` bound.
     Fix: free the store deterministically (`instance.store.close()` in a finally of
     `_decode`/`encode`/`read_header`), or drop the trap's traceback in `_Instance.call`
     (`trap.__traceback__ = None` before raising, and `raise ... from None` after `del`)."""
