@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Protocol
 
+from .._media.door import CodecShare
 from .._media.door import routes as media_routes
 from .._packages.install_op import PIP_INSTALL
 from .._wasm.boot import kernel_spec, park_spec, shell_spec
@@ -88,6 +89,7 @@ class Launcher:
 
     def __init__(self, sandbox: GuestParts) -> None:
         self._sandbox = sandbox
+        self._codec = CodecShare()  # the sandbox's one place at the JPEG codec (_media/door.py)
 
     @property
     def warm(self) -> bool:
@@ -155,8 +157,8 @@ class Launcher:
         """The door routes every guest of the sandbox has: `pip install`, the JPEG codec (_media),
         the network (_egress) and its host tools."""
         # this generation's network (sandbox.py's EgressSlot), built at the guest's first network op
-        return [(PIP_INSTALL, self.pip_install), *media_routes(), *net_routes(self._sandbox.egress_slot.session),
-                *tools.routes()]
+        return [(PIP_INSTALL, self.pip_install), *media_routes(self._codec),
+                *net_routes(self._sandbox.egress_slot.session), *tools.routes()]
 
     def pip_install(self, guest: Guest, request: dict[str, Any]) -> Any:
         """`pip install` in the guest, done by the host (imported on first use: packaging & co.)."""

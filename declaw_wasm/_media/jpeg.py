@@ -200,15 +200,28 @@ def _ended() -> None:
 _ticker: Optional[threading.Thread] = None
 
 
+_calls = threading.local()  # the stores one call (a `_ticking` block) opened, closed at its end
+
+
 @contextlib.contextmanager
 def _ticking() -> Iterator[None]:
-    """The epoch ticks while the block runs (one call's instances)."""
+    """The epoch ticks while the block runs (one call's instances); the stores the block
+    opened are closed at its end, whatever happened (their memory is freed then, not at a
+    collection)."""
     engine, _ = _load()
     _started(engine)
+    opened: list[Any] = []
+    _calls.opened = opened
     try:
         yield
     finally:
+        _calls.opened = None
         _ended()
+        for store in opened:
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - closing is a courtesy: the store is ours alone
+                pass
 
 
 def _load() -> tuple["wasmtime.Engine", "wasmtime.Module"]:
@@ -250,6 +263,9 @@ class _Instance:
 
         engine, module = _load()
         self.store = wasmtime.Store(engine)
+        opened = getattr(_calls, "opened", None)
+        if opened is not None:
+            opened.append(self.store)
         self.store.set_limits(memory_size=memory)
         self.watch = _Watch(stop, time.monotonic() + MAX_SECONDS)
         self._callback = _install_deadline(self.store, self.watch)
@@ -298,12 +314,18 @@ class _Instance:
 
         func = self.exports[name]
         assert isinstance(func, wasmtime.Func)
+        failure: Optional[CodecError] = None
         try:
             result = func(self.store, *args)
         except (wasmtime.Trap, wasmtime.WasmtimeError) as trap:  # (a stop: the deadline callback's error)
-            raise self._error(trap) from None
+            failure = self._error(trap)
+            # wasmtime-py's trap holds (through its traceback) the frames that hold this store:
+            # raised from here, the cycle would keep the store's memory until a collection
+            trap.__traceback__ = None
         finally:
             self.account()
+        if failure is not None:
+            raise failure  # (outside the except clause: no __context__ holding the trap)
         return int(result) if result is not None else 0
 
     def _error(self, trap: "wasmtime.Trap | wasmtime.WasmtimeError") -> CodecError:

@@ -299,14 +299,16 @@ def test_a_header_claiming_65500x65500_is_refused_by_max_bytes_before_decoding(s
 
 def test_a_call_stops_when_its_caller_asks_and_charges_its_meter(sample_files: list[bytes]) -> None:
     """`stop()` is asked every tick while the codec runs (a sandbox killed while its guest waits
-    for a decode): a seconds-long decode (a tiny file claiming 65500x65500 pixels at 1/8) ends
-    within a few ticks of it saying so; the meter counts what was spent, a capped meter stops
-    the call with the caller's own reason."""
-    huge = _with_size(sample_files[0], 65500, 65500)
+    for a decode): a long decode (4000x3000 of noise, progressive: ~0.9 s here) ends within a
+    few ticks of it saying so; the meter counts what was spent, a capped meter stops the call
+    with the caller's own reason."""
+    out = io.BytesIO()
+    pixels = np.random.default_rng(0).integers(0, 256, (3000, 4000, 3), dtype=np.uint8)
+    pytest.importorskip("PIL.Image").fromarray(pixels).save(out, "JPEG", quality=95, progressive=True)
     started = time.monotonic()
     with pytest.raises(CodecError, match="stopped: its sandbox is stopping"):
-        jpeg.decode(huge, mode="RGB", scale=8, max_bytes=1 << 28, stop=lambda: time.monotonic() - started > 0.2)
-    assert time.monotonic() - started < 0.6
+        jpeg.decode(out.getvalue(), mode="RGB", max_bytes=1 << 28, stop=lambda: time.monotonic() - started > 0.1)
+    assert time.monotonic() - started < 0.4
     meter = jpeg.Meter()
     jpeg.decode(sample_files[0], mode="RGB", max_bytes=1 << 26, meter=meter)
     assert meter.spent > 1000

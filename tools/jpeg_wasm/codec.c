@@ -43,6 +43,9 @@ static char error_buf[JMSG_LENGTH_MAX + 64];
 static char warning_buf[JMSG_LENGTH_MAX + 64];
 static int32_t warnings;
 static int32_t truncated;
+/* full-size samples (width x height x components) beyond which a truncated file's missing rows
+ * are filled grey instead of decoded (64 MP of RGB: a truncated phone photo still decodes whole) */
+#define TRUNCATED_WALK_LIMIT ((uint64_t)192 << 20)
 
 struct jpeg_header {
   uint32_t width, height, components, color_space, progressive, arithmetic, multiscan;
@@ -163,8 +166,21 @@ EXPORT(decode) struct decode_result *decode(const unsigned char *in, uint32_t le
       rows[i] = pixels + (size_t)(cinfo.output_scanline + i) * stride;
     n = i;
     (void)jpeg_read_scanlines(&cinfo, rows, (JDIMENSION)n);
+    if ((truncated || (cinfo.unread_marker && (cinfo.unread_marker < 0xD0 || cinfo.unread_marker > 0xD7))) &&
+        (uint64_t)cinfo.image_width * cinfo.image_height * (uint64_t)cinfo.num_components > TRUNCATED_WALK_LIMIT) {
+      /* The scan's data has ended (the file did, or a marker other than a restart came): libjpeg
+       * would go on decoding zeros for every block the header claims (a 209-byte file claiming
+       * 65500x65500 pixels: 3 to 20 s of work, arithmetic coding the dearest). Past
+       * TRUNCATED_WALK_LIMIT samples the rest is grey at once, as libjpeg's zeros nearly are;
+       * smaller images go on as libjpeg does (what Pillow shows). */
+      memset(pixels + (size_t)cinfo.output_scanline * stride, 128,
+             (size_t)(cinfo.output_height - cinfo.output_scanline) * stride);
+      jpeg_abort_decompress(&cinfo);
+      goto done;
+    }
   }
   jpeg_finish_decompress(&cinfo);
+done:
 
   decode_out.width = cinfo.output_width;
   decode_out.height = cinfo.output_height;
