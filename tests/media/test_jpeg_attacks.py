@@ -7,7 +7,6 @@ on the code they were written against and pass once the hole is closed."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import threading
@@ -19,23 +18,13 @@ import pytest
 from declaw_wasm import Sandbox
 
 PIL = pytest.importorskip("PIL")
-from PIL import Image  # noqa: E402
+
+from .test_jpeg_door import _host_jpeg  # noqa: E402
 
 guest = pytest.mark.guest  # on the tests that start sandboxes (the others call the codec or door.py directly)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-
-def _host_jpeg(size: tuple[int, int], mode: str, **options: Any) -> bytes:
-    import numpy as np
-
-    width, height = size
-    y, x = np.mgrid[0:height, 0:width]
-    rgb = np.stack([x * 255 // width, y * 255 // height, (x + y) * 127 // (width + height)], -1).astype(np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(rgb).convert(mode).save(out, "JPEG", quality=85, **options)
-    return out.getvalue()
-
 
 def _claiming(data: bytes, width: int, height: int) -> bytes:
     """`data` (a tiny real JPEG) with its frame header (SOF0, SOF2 or SOF9) claiming width x height."""
